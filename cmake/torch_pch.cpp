@@ -1,0 +1,1 @@
+// Object that owns the precompiled header; see TorchPch.cmake.

@@ -1,0 +1,369 @@
+#include "libs/config/node_metadata.h"
+
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "libs/config/atomic_file.h"
+#include "libs/config/config_error.h"
+
+namespace ravnest::config {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+using json = nlohmann::json;
+
+std::string strip_json_exception_prefix(const std::string& what) {
+  if (!what.empty() && what.front() == '[') {
+    const auto close = what.find("] ");
+    if (close != std::string::npos) return what.substr(close + 2);
+  }
+  return what;
+}
+
+ordered_json input_to_json(const StageInput& input) {
+  ordered_json out;
+  out["value"] = input.value;
+  out["type"] = input.type;
+  if (input.model_input) out["model_input"] = *input.model_input;
+  if (input.from_node) {
+    ordered_json from;
+    from["node"] = *input.from_node;
+    from["output"] = input.from_output;
+    out["from"] = from;
+  }
+  return out;
+}
+
+ordered_json output_to_json(const StageOutput& output) {
+  ordered_json out;
+  out["value"] = output.value;
+  out["type"] = output.type;
+  out["to_nodes"] = output.to_nodes;
+  return out;
+}
+
+ordered_json ring_to_json(const RingMembership& ring) {
+  ordered_json out;
+  out["id"] = ring.id;
+  out["parameters"] = ring.parameters;
+  ordered_json peers = ordered_json::array();
+  for (const auto& peer : ring.peers) {
+    ordered_json p;
+    p["node"] = peer.node;
+    p["cluster"] = peer.cluster;
+    p["address"] = peer.address;
+    peers.push_back(p);
+  }
+  out["peers"] = peers;
+  out["position"] = ring.position;
+  out["next_node"] = ring.next_node;
+  out["prev_node"] = ring.prev_node;
+  return out;
+}
+
+// Strict reading: every field named, every type checked, errors name origin and field path.
+class Reader {
+ public:
+  explicit Reader(std::string origin) : origin_(std::move(origin)) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
+    throw ConfigError(origin_ + ": " + field + ": " + problem);
+  }
+
+  const json& member(const json& object, const std::string& path, const std::string& key) const {
+    const std::string field = join(path, key);
+    if (!object.is_object()) fail(path.empty() ? "(top level)" : path, "must be an object");
+    const auto it = object.find(key);
+    if (it == object.end()) fail(field, "is missing");
+    return *it;
+  }
+
+  std::string string(const json& object, const std::string& path, const std::string& key) const {
+    const json& v = member(object, path, key);
+    if (!v.is_string()) fail(join(path, key), "must be a string, got " + kind(v));
+    return v.get<std::string>();
+  }
+
+  int64_t int64(const json& v, const std::string& field) const {
+    if (!v.is_number_integer()) fail(field, "must be an integer, got " + kind(v));
+    if (v.is_number_unsigned() &&
+        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      fail(field, "is out of range");
+    }
+    return v.get<int64_t>();
+  }
+
+  int integer(const json& v, const std::string& field) const {
+    const int64_t x = int64(v, field);
+    if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max()) {
+      fail(field, "is out of range");
+    }
+    return static_cast<int>(x);
+  }
+
+  int integer(const json& object, const std::string& path, const std::string& key) const {
+    return integer(member(object, path, key), join(path, key));
+  }
+
+  int64_t int64(const json& object, const std::string& path, const std::string& key) const {
+    return int64(member(object, path, key), join(path, key));
+  }
+
+  double number(const json& object, const std::string& path, const std::string& key) const {
+    const json& v = member(object, path, key);
+    if (!v.is_number()) fail(join(path, key), "must be a number, got " + kind(v));
+    return v.get<double>();
+  }
+
+  bool boolean(const json& object, const std::string& path, const std::string& key) const {
+    const json& v = member(object, path, key);
+    if (!v.is_boolean()) fail(join(path, key), "must be true or false, got " + kind(v));
+    return v.get<bool>();
+  }
+
+  const json& array(const json& object, const std::string& path, const std::string& key) const {
+    const json& v = member(object, path, key);
+    if (!v.is_array()) fail(join(path, key), "must be an array, got " + kind(v));
+    return v;
+  }
+
+  const json& object(const json& object, const std::string& path, const std::string& key) const {
+    const json& v = member(object, path, key);
+    if (!v.is_object()) fail(join(path, key), "must be an object, got " + kind(v));
+    return v;
+  }
+
+  std::vector<int> int_list(const json& object, const std::string& path,
+                            const std::string& key) const {
+    const json& a = array(object, path, key);
+    std::vector<int> out;
+    for (size_t i = 0; i < a.size(); ++i) out.push_back(integer(a[i], index(join(path, key), i)));
+    return out;
+  }
+
+  std::vector<int> int_list(const json& a, const std::string& field) const {
+    if (!a.is_array()) fail(field, "must be an array, got " + kind(a));
+    std::vector<int> out;
+    for (size_t i = 0; i < a.size(); ++i) out.push_back(integer(a[i], index(field, i)));
+    return out;
+  }
+
+  std::vector<std::string> string_list(const json& object, const std::string& path,
+                                       const std::string& key) const {
+    const json& a = array(object, path, key);
+    std::vector<std::string> out;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_string()) fail(index(join(path, key), i), "must be a string, got " + kind(a[i]));
+      out.push_back(a[i].get<std::string>());
+    }
+    return out;
+  }
+
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+  static std::string index(const std::string& path, size_t i) {
+    return path + "[" + std::to_string(i) + "]";
+  }
+  static std::string kind(const json& v) {
+    switch (v.type()) {
+      case json::value_t::null: return "null";
+      case json::value_t::object: return "an object";
+      case json::value_t::array: return "an array";
+      case json::value_t::string: return "a string";
+      case json::value_t::boolean: return "a boolean";
+      case json::value_t::number_float: return "a fractional number";
+      default: return "a number";
+    }
+  }
+
+ private:
+  std::string origin_;
+};
+
+}  // namespace
+
+std::string role_name(Role role) {
+  switch (role) {
+    case Role::kRoot: return "root";
+    case Role::kStem: return "stem";
+    case Role::kLeaf: return "leaf";
+    case Role::kRootLeaf: return "root+leaf";
+  }
+  return "root+leaf";
+}
+
+Role role_from_name(const std::string& name) {
+  if (name == "root") return Role::kRoot;
+  if (name == "stem") return Role::kStem;
+  if (name == "leaf") return Role::kLeaf;
+  if (name == "root+leaf") return Role::kRootLeaf;
+  throw ConfigError("unknown role \"" + name + "\" (expected root, stem, leaf or root+leaf)");
+}
+
+std::string to_json(const NodeMetadata& m) {
+  ordered_json out;
+  out["format"] = m.format;
+  out["node_id"] = m.node_id;
+  out["name"] = m.name;
+  out["address"] = m.address;
+  out["cluster"] = m.cluster;
+  out["position"] = m.position;
+  out["cluster_size"] = m.cluster_size;
+  out["role"] = role_name(m.role);
+  out["stage_file"] = m.stage_file;
+  out["stage_sha256"] = m.stage_sha256;
+  ordered_json inputs = ordered_json::array();
+  for (const auto& input : m.inputs) inputs.push_back(input_to_json(input));
+  out["inputs"] = inputs;
+  ordered_json outputs = ordered_json::array();
+  for (const auto& output : m.outputs) outputs.push_back(output_to_json(output));
+  out["outputs"] = outputs;
+  out["returns_model_output"] = m.returns_model_output;
+  out["forward_neighbours"] = m.forward_neighbours;
+  out["backward_neighbours"] = m.backward_neighbours;
+  out["parameters"] = m.parameters;
+  ordered_json shared = ordered_json::object();
+  for (const auto& [name, holders] : m.shared_parameters) shared[name] = holders;
+  out["shared_parameters"] = shared;
+  ordered_json tied = ordered_json::object();
+  for (const auto& [name, canonical] : m.tied_parameters) tied[name] = canonical;
+  out["tied_parameters"] = tied;
+  ordered_json rings = ordered_json::array();
+  for (const auto& ring : m.rings) rings.push_back(ring_to_json(ring));
+  out["rings"] = rings;
+  ordered_json estimates;
+  estimates["parameter_count"] = m.estimates.parameter_count;
+  estimates["parameter_bytes"] = m.estimates.parameter_bytes;
+  estimates["memory_bytes"] = m.estimates.memory_bytes;
+  estimates["step_seconds"] = m.estimates.step_seconds;
+  estimates["forward_bytes_per_sample"] = m.estimates.forward_bytes_per_sample;
+  out["estimates"] = estimates;
+  return out.dump(2) + "\n";
+}
+
+NodeMetadata node_metadata_from_json(const std::string& text, const std::string& origin) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& error) {
+    throw ConfigError(origin + ": malformed JSON: " + strip_json_exception_prefix(error.what()));
+  }
+  const Reader r(origin);
+  if (!root.is_object()) r.fail("(top level)", "must be an object, got " + Reader::kind(root));
+
+  NodeMetadata m;
+  m.format = r.string(root, "", "format");
+  if (m.format != kNodeMetadataFormat) {
+    r.fail("format", "expected \"" + std::string(kNodeMetadataFormat) + "\", got \"" + m.format +
+                         "\"");
+  }
+  m.node_id = r.integer(root, "", "node_id");
+  m.name = r.string(root, "", "name");
+  m.address = r.string(root, "", "address");
+  m.cluster = r.integer(root, "", "cluster");
+  m.position = r.integer(root, "", "position");
+  m.cluster_size = r.integer(root, "", "cluster_size");
+  const std::string role = r.string(root, "", "role");
+  try {
+    m.role = role_from_name(role);
+  } catch (const ConfigError& error) {
+    r.fail("role", error.what());
+  }
+  m.stage_file = r.string(root, "", "stage_file");
+  m.stage_sha256 = r.string(root, "", "stage_sha256");
+
+  const json& inputs = r.array(root, "", "inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string path = Reader::index("inputs", i);
+    const json& in = inputs[i];
+    if (!in.is_object()) r.fail(path, "must be an object, got " + Reader::kind(in));
+    StageInput input;
+    input.value = r.string(in, path, "value");
+    input.type = r.string(in, path, "type");
+    const bool has_model_input = in.contains("model_input");
+    const bool has_from = in.contains("from");
+    if (has_model_input == has_from) {
+      r.fail(path, "needs exactly one of \"model_input\" and \"from\"");
+    }
+    if (has_model_input) {
+      input.model_input = r.integer(in, path, "model_input");
+    } else {
+      const json& from = r.object(in, path, "from");
+      input.from_node = r.integer(from, path + ".from", "node");
+      input.from_output = r.integer(from, path + ".from", "output");
+    }
+    m.inputs.push_back(std::move(input));
+  }
+
+  const json& outputs = r.array(root, "", "outputs");
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string path = Reader::index("outputs", i);
+    const json& o = outputs[i];
+    if (!o.is_object()) r.fail(path, "must be an object, got " + Reader::kind(o));
+    StageOutput output;
+    output.value = r.string(o, path, "value");
+    output.type = r.string(o, path, "type");
+    output.to_nodes = r.int_list(o, path, "to_nodes");
+    m.outputs.push_back(std::move(output));
+  }
+
+  m.returns_model_output = r.boolean(root, "", "returns_model_output");
+  m.forward_neighbours = r.int_list(root, "", "forward_neighbours");
+  m.backward_neighbours = r.int_list(root, "", "backward_neighbours");
+  m.parameters = r.string_list(root, "", "parameters");
+
+  const json& shared = r.object(root, "", "shared_parameters");
+  for (const auto& [name, holders] : shared.items()) {
+    m.shared_parameters[name] = r.int_list(holders, "shared_parameters." + name);
+  }
+
+  const json& tied = r.object(root, "", "tied_parameters");
+  for (const auto& [name, canonical] : tied.items()) {
+    if (!canonical.is_string()) {
+      r.fail("tied_parameters." + name, "must be a string, got " + Reader::kind(canonical));
+    }
+    m.tied_parameters[name] = canonical.get<std::string>();
+  }
+
+  const json& rings = r.array(root, "", "rings");
+  for (size_t i = 0; i < rings.size(); ++i) {
+    const std::string path = Reader::index("rings", i);
+    const json& g = rings[i];
+    if (!g.is_object()) r.fail(path, "must be an object, got " + Reader::kind(g));
+    RingMembership ring;
+    ring.id = r.integer(g, path, "id");
+    ring.parameters = r.string_list(g, path, "parameters");
+    const json& peers = r.array(g, path, "peers");
+    for (size_t k = 0; k < peers.size(); ++k) {
+      const std::string peer_path = Reader::index(path + ".peers", k);
+      const json& p = peers[k];
+      if (!p.is_object()) r.fail(peer_path, "must be an object, got " + Reader::kind(p));
+      RingPeer peer;
+      peer.node = r.integer(p, peer_path, "node");
+      peer.cluster = r.integer(p, peer_path, "cluster");
+      peer.address = r.string(p, peer_path, "address");
+      ring.peers.push_back(std::move(peer));
+    }
+    ring.position = r.integer(g, path, "position");
+    ring.next_node = r.integer(g, path, "next_node");
+    ring.prev_node = r.integer(g, path, "prev_node");
+    m.rings.push_back(std::move(ring));
+  }
+
+  const json& estimates = r.object(root, "", "estimates");
+  m.estimates.parameter_count = r.int64(estimates, "estimates", "parameter_count");
+  m.estimates.parameter_bytes = r.int64(estimates, "estimates", "parameter_bytes");
+  m.estimates.memory_bytes = r.number(estimates, "estimates", "memory_bytes");
+  m.estimates.step_seconds = r.number(estimates, "estimates", "step_seconds");
+  m.estimates.forward_bytes_per_sample =
+      r.number(estimates, "estimates", "forward_bytes_per_sample");
+  return m;
+}
+
+NodeMetadata load_node_metadata(const std::string& path) {
+  return node_metadata_from_json(read_file(path), path);
+}
+
+}  // namespace ravnest::config

@@ -1,0 +1,96 @@
+// NodeMetadata: what one provider node needs to know to play its part in a plan, written by
+// `ravnest clusterize` as nodes/node_<id>.json and read by ravnestd and `--verify`.
+// The format is documented in docs/node-metadata.md; from it alone a program can chain the
+// stages: the root takes the model inputs in order, every other stage input names the node and
+// output index it comes from, and the leaf returns the model's own output.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ravnest::config {
+
+inline constexpr const char* kNodeMetadataFormat = "ravnest.node/1";
+
+enum class Role { kRoot, kStem, kLeaf, kRootLeaf };  // kRootLeaf: a one-node cluster
+std::string role_name(Role role);                     // "root", "stem", "leaf", "root+leaf"
+Role role_from_name(const std::string& name);         // throws ConfigError
+
+// One input of the stage's forward(self, inputs...), in order.
+struct StageInput {
+  std::string value;             // the value's name in the original graph (unique there)
+  std::string type;              // TorchScript type: "Tensor", "int", "float", "bool", "int[]", ...
+  // Exactly one of the two sources:
+  std::optional<int> model_input;  // root only: index into the model's forward arguments
+  std::optional<int> from_node;    // node id of the producer in the same cluster
+  int from_output = -1;            // index into the producer's output tuple
+};
+
+// One element of the tuple a non-leaf stage returns.
+struct StageOutput {
+  std::string value;
+  std::string type;
+  std::vector<int> to_nodes;  // consumers, in pipeline order; gradients come back from them
+};
+
+// Parameters averaged across clusters: one ring per group of parameters held by the same
+// nodes. Peers are in cluster order and include this node; next/prev are this node's
+// neighbours in that order (cyclic).
+struct RingPeer {
+  int node = 0;
+  int cluster = 0;
+  std::string address;
+};
+struct RingMembership {
+  int id = 0;
+  std::vector<std::string> parameters;  // state-dict names, in the stage's order
+  std::vector<RingPeer> peers;
+  int position = 0;                     // index of this node in peers
+  int next_node = 0;
+  int prev_node = 0;
+};
+
+// Planner estimates, for the clusterize table and for humans.
+struct StageEstimates {
+  int64_t parameter_count = 0;
+  int64_t parameter_bytes = 0;          // parameters and buffers
+  double memory_bytes = 0;              // training memory, see docs/planner.md
+  double step_seconds = 0;              // forward+backward of the profiled batch, plus sending
+  double forward_bytes_per_sample = 0;  // activations sent downstream per sample
+};
+
+struct NodeMetadata {
+  std::string format = kNodeMetadataFormat;
+  int node_id = 0;
+  std::string name;          // "node_<id>"
+  std::string address;       // "host:port"
+  int cluster = 0;
+  int position = 0;          // index in the cluster's pipeline, 0 = root
+  int cluster_size = 1;
+  Role role = Role::kRootLeaf;
+  std::string stage_file;    // relative to the plan directory, e.g. "stages/node_3.pt"
+  std::string stage_sha256;  // of the stage file's bytes
+  std::vector<StageInput> inputs;
+  std::vector<StageOutput> outputs;  // empty for the leaf
+  bool returns_model_output = false; // true for the leaf: forward returns what the model returns
+  std::vector<int> forward_neighbours;   // nodes this one sends activations to
+  std::vector<int> backward_neighbours;  // nodes this one sends gradients to (its producers)
+  std::vector<std::string> parameters;   // state-dict names of parameters and buffers held
+  // Names held by more than one node of this cluster (a module used in two stages, or tied
+  // weights); their gradients must be summed across the holders. Key: name, value: holders.
+  std::map<std::string, std::vector<int>> shared_parameters;
+  // Tied weights: a name here is the same tensor as the name it maps to (the first name of that
+  // tensor in the model's state dict); absent names are their own.
+  std::map<std::string, std::string> tied_parameters;
+  std::vector<RingMembership> rings;
+  StageEstimates estimates;
+};
+
+std::string to_json(const NodeMetadata& metadata);  // pretty, stable key order
+NodeMetadata node_metadata_from_json(const std::string& text, const std::string& origin);
+NodeMetadata load_node_metadata(const std::string& path);
+
+}  // namespace ravnest::config

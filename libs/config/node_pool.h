@@ -1,0 +1,39 @@
+// NodePool: the provider machines a requester may use, read from Ravnest's node_configs.json
+// or the same content as TOML.
+//
+//   {"0": {"IP": "host:port", "benchmarks": {"ram": 8, "bandwidth": 20, "gflops": 50}}, ...}
+//
+// ram is in GB (10^9 bytes, as Ravnest's users read it), bandwidth in Mbps, gflops optional
+// (a relative compute figure; absent means every node counts as equal). Keys are node ids;
+// the node's name is "node_<id>". Nodes come out sorted by id.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ravnest::config {
+
+struct NodeConfig {
+  int id = 0;                 // the key in node_configs.json
+  std::string name;           // "node_<id>"
+  std::string address;        // "host:port" as written in "IP"
+  std::string host;
+  int port = 0;
+  double ram_gb = 0;
+  double bandwidth_mbps = 0;
+  double gflops = 0;          // 0 when absent
+
+  double ram_bytes() const { return ram_gb * 1e9; }
+  double bandwidth_bytes_per_second() const { return bandwidth_mbps * 1e6 / 8; }
+};
+
+// Reads .json or .toml (by extension; anything else is tried as JSON). Throws ConfigError
+// whose message names the file and the field, e.g.
+//   node_data/node_configs.json: node "2": benchmarks.ram must be a positive number
+std::vector<NodeConfig> load_node_pool(const std::string& path);
+
+// The same from text already in memory; `origin` names it in errors, `toml` selects the syntax.
+std::vector<NodeConfig> parse_node_pool(const std::string& text, const std::string& origin, bool toml);
+
+}  // namespace ravnest::config

@@ -1,0 +1,245 @@
+#include "libs/graph/clusterize.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "libs/config/atomic_file.h"
+#include "libs/config/node_pool.h"
+#include "libs/config/sha256.h"
+#include "libs/graph/example_input.h"
+#include "libs/graph/model_graph.h"
+#include "libs/graph/profiler.h"
+#include "libs/graph/stage_writer.h"
+#include "libs/graph/stage_chain.h"
+#include "libs/graph/torch_errors.h"
+
+namespace ravnest::graph {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+class Stopwatch {
+ public:
+  double lap() {
+    auto now = std::chrono::steady_clock::now();
+    double s = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return s;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+
+
+// The temporary plan directory: removed on every exit but a successful commit.
+class StagingDirectory {
+ public:
+  explicit StagingDirectory(const fs::path& out) : out_(out) {
+    created_out_ = !fs::exists(out_);
+    fs::create_directories(out_);
+    path_ = out_ / (".clusterize.tmp." + std::to_string(::getpid()));
+    fs::remove_all(path_);
+    fs::create_directories(path_ / "nodes");
+    fs::create_directories(path_ / "stages");
+  }
+  ~StagingDirectory() {
+    std::error_code ignored;
+    if (!path_.empty()) fs::remove_all(path_, ignored);
+    if (!committed_ && created_out_) fs::remove(out_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+  // Moves nodes/, stages/ and plan.json into the output directory, replacing an older plan.
+  void commit() {
+    for (const char* sub : {"nodes", "stages"}) {
+      fs::path final_path = out_ / sub;
+      if (fs::exists(final_path)) fs::rename(final_path, path_ / (std::string("old.") + sub));
+      fs::rename(path_ / sub, final_path);
+    }
+    fs::rename(path_ / "plan.json", out_ / "plan.json");
+    committed_ = true;
+  }
+
+ private:
+  fs::path out_;
+  fs::path path_;
+  bool created_out_ = false;
+  bool committed_ = false;
+};
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 4) {
+    bytes /= 1000;
+    ++u;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return text;
+}
+
+std::string human_count(int64_t n) {
+  char text[32];
+  if (n >= 1000000) std::snprintf(text, sizeof text, "%.2fM", n / 1e6);
+  else if (n >= 1000) std::snprintf(text, sizeof text, "%.1fK", n / 1e3);
+  else std::snprintf(text, sizeof text, "%lld", static_cast<long long>(n));
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::string> describe_plan(const std::vector<config::NodeMetadata>& nodes) {
+  std::vector<std::string> lines;
+  std::map<int, const config::NodeMetadata*> by_id;
+  for (const auto& node : nodes) by_id[node.node_id] = &node;
+  for (const auto& [id, node] : by_id) {
+    lines.push_back("Node(" + std::to_string(id) + ", Cluster(" + std::to_string(node->cluster) +
+                    "))");
+    lines.push_back("self.IP(" + node->address + ")");
+    std::string ring_ids, address_to_param;
+    for (const auto& ring : node->rings) {
+      const std::string first = ring.parameters.empty() ? "" : ring.parameters.front();
+      ring_ids += (ring_ids.empty() ? "" : ", ") + std::to_string(ring.id) + ": '" + first + "'";
+      auto next = by_id.find(ring.next_node);
+      const std::string address = next != by_id.end() ? next->second->address : "?";
+      address_to_param += (address_to_param.empty() ? "" : ", ") + ("'" + address + "': '") +
+                          first + "'";
+    }
+    lines.push_back("Ring IDs({" + ring_ids + "})");
+    lines.push_back("Address2Param({" + address_to_param + "})");
+    lines.push_back("");
+  }
+  char row[256];
+  std::snprintf(row, sizeof row, "%-8s %-6s %-10s %-9s %10s %10s %10s %14s", "cluster", "node",
+                "role", "stage", "params", "memory", "step", "fwd B/sample");
+  lines.push_back(row);
+  for (const auto& node : nodes) {
+    std::snprintf(row, sizeof row, "%-8d %-6d %-10s %-9s %10s %10s %9.1fms %14s", node.cluster,
+                  node.node_id, config::role_name(node.role).c_str(),
+                  (std::to_string(node.position + 1) + "/" + std::to_string(node.cluster_size))
+                      .c_str(),
+                  human_count(node.estimates.parameter_count).c_str(),
+                  human_bytes(node.estimates.memory_bytes).c_str(),
+                  node.estimates.step_seconds * 1e3,
+                  human_bytes(node.estimates.forward_bytes_per_sample).c_str());
+    lines.push_back(row);
+  }
+  return lines;
+}
+
+ClusterizeResult clusterize(const ClusterizeOptions& options,
+                            const std::function<void(const std::string&)>& log) {
+  ClusterizeResult result;
+  Stopwatch watch;
+
+  const auto pool = config::load_node_pool(options.nodes_path);
+  auto model = ModelGraph::load(options.model_path);
+  if (options.example_inputs.empty()) {
+    throw std::invalid_argument("clusterize needs --example-input, one per forward argument of " +
+                                options.model_path);
+  }
+  const auto inputs = make_example_inputs(options.example_inputs, options.seed);
+  check_input_count(*model, inputs.size());
+  result.times.load = watch.lap();
+  log("model " + options.model_path + ": " + std::to_string(model->units().size()) +
+      " units, " + std::to_string(pool.size()) + " nodes in " + options.nodes_path);
+
+  auto measured = profile_model(*model, inputs);
+  result.times.profile = watch.lap();
+
+  result.plan = planner::plan_pool(measured.profile, pool, options.seed);
+  result.times.plan = watch.lap();
+
+  std::map<int, config::NodeConfig> node_config;
+  for (const auto& node : pool) node_config[node.id] = node;
+
+  StagingDirectory staging(options.out_dir);
+  nlohmann::json plan_json = {{"format", "ravnest.plan/1"},
+                              {"model", fs::absolute(options.model_path).string()},
+                              {"model_sha256", config::sha256_hex(read_bytes(options.model_path))},
+                              {"seed", options.seed},
+                              {"example_inputs", options.example_inputs},
+                              {"samples_per_second", result.plan.samples_per_second},
+                              {"clusters", nlohmann::json::array()},
+                              {"rings", nlohmann::json::array()}};
+
+  for (const auto& cluster : result.plan.clusters) {
+    auto cluster_nodes =
+        write_cluster_stages(*model, cluster, node_config, staging.path().string());
+    nlohmann::json cluster_json = {{"id", cluster.id},
+                                   {"samples_per_second", cluster.samples_per_second},
+                                   {"nodes", nlohmann::json::array()}};
+    for (const auto& meta : cluster_nodes) cluster_json["nodes"].push_back(meta.node_id);
+    plan_json["clusters"].push_back(cluster_json);
+    for (auto& meta : cluster_nodes) result.nodes.push_back(std::move(meta));
+  }
+  result.times.cut = watch.lap();
+
+  for (const auto& ring : assign_rings(result.nodes)) {
+    plan_json["rings"].push_back(
+        {{"id", ring.id}, {"parameters", ring.parameters}, {"nodes", ring.nodes}});
+  }
+  write_node_files(result.nodes, staging.path().string());
+  config::write_file_atomically((staging.path() / "plan.json").string(), plan_json.dump(2) + "\n");
+  result.times.save = watch.lap();
+
+  if (options.verify) {
+    result.verify_max_diff = 0;
+    for (const auto& cluster : result.plan.clusters) {
+      std::vector<config::NodeMetadata> chain_nodes;
+      for (const auto& stage : cluster.stages) {
+        chain_nodes.push_back(config::load_node_metadata(
+            (staging.path() / "nodes" / ("node_" + std::to_string(stage.node_id) + ".json"))
+                .string()));
+      }
+      auto chain = StageChain::load(staging.path().string(), std::move(chain_nodes));
+      auto comparison = compare_with_model(options.model_path, chain, inputs, options.seed);
+      log("verify cluster " + std::to_string(cluster.id) + ": largest absolute difference " +
+          std::to_string(comparison.max()) + " (outputs " +
+          std::to_string(comparison.output_diff) + ", gradients " +
+          std::to_string(comparison.grad_diff) + ", buffers " +
+          std::to_string(comparison.buffer_diff) + ")" +
+          (comparison.worst.empty() ? "" : ", most in " + comparison.worst));
+      if (comparison.max() > result.verify_max_diff) {
+        result.verify_max_diff = comparison.max();
+        result.verify_worst = comparison.worst;
+      }
+      if (!(comparison.max() <= options.verify_tolerance)) {
+        throw std::runtime_error("verify failed for cluster " + std::to_string(cluster.id) +
+                                 ": stages differ from the whole model by " +
+                                 std::to_string(comparison.max()) + " in " + comparison.worst +
+                                 " (tolerance " + std::to_string(options.verify_tolerance) +
+                                 "); nothing written");
+      }
+    }
+    result.times.verify = watch.lap();
+  }
+
+  staging.commit();
+  for (const auto& line : describe_plan(result.nodes)) log(line);
+  return result;
+}
+
+}  // namespace ravnest::graph

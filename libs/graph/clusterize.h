@@ -1,0 +1,50 @@
+// Clusterize: the whole of `ravnest clusterize` as a library call. Reads the node pool, loads and
+// profiles the model, plans clusters and cuts, builds one stage per node, writes the plan under
+// the output directory and optionally checks it. Nothing is written to the output directory
+// until everything (including the check) has succeeded: the plan is assembled in a temporary
+// directory beside it and moved into place by renames.
+//
+// Output (docs/node-metadata.md): OUT/plan.json, OUT/nodes/node_<id>.json, OUT/stages/node_<id>.pt
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "libs/config/node_metadata.h"
+#include "libs/planner/cluster_plan.h"
+
+namespace ravnest::graph {
+
+struct ClusterizeOptions {
+  std::string model_path;
+  std::string nodes_path = "node_data/node_configs.json";
+  std::vector<std::string> example_inputs;
+  std::string out_dir = "node_data";
+  uint64_t seed = 42;
+  bool verify = false;
+  double verify_tolerance = 1e-5;
+};
+
+struct PhaseTimes {
+  double load = 0, profile = 0, plan = 0, cut = 0, save = 0, verify = 0;
+};
+
+struct ClusterizeResult {
+  planner::PoolPlan plan;
+  std::vector<config::NodeMetadata> nodes;  // by cluster, then pipeline order
+  double verify_max_diff = -1;              // -1 when not verified
+  std::string verify_worst;
+  PhaseTimes times;
+};
+
+// `log` receives the human-readable report line by line (Ravnest's Node(...) lines, the table).
+// Throws std::exception with a one-line message naming the file or field on bad input.
+ClusterizeResult clusterize(const ClusterizeOptions& options,
+                            const std::function<void(const std::string&)>& log);
+
+// The per-node report Ravnest prints, then the table (also used by `ravnest plan`-like views).
+std::vector<std::string> describe_plan(const std::vector<config::NodeMetadata>& nodes);
+
+}  // namespace ravnest::graph

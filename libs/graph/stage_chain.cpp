@@ -1,0 +1,232 @@
+#include "libs/graph/stage_chain.h"
+
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include "libs/graph/stage_builder.h"
+#include "libs/graph/torch_errors.h"
+
+namespace ravnest::graph {
+
+StageChain StageChain::load(const std::string& plan_dir, std::vector<config::NodeMetadata> nodes) {
+  StageChain chain;
+  for (const auto& node : nodes) {
+    const auto path = (std::filesystem::path(plan_dir) / node.stage_file).string();
+    try {
+      chain.stages_.push_back(torch::jit::load(path));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ": cannot load stage of " + node.name + ": " +
+                               torch_message(e));
+    }
+  }
+  chain.nodes_ = std::move(nodes);
+  return chain;
+}
+
+void StageChain::train(bool on) {
+  for (auto& stage : stages_) stage.train(on);
+}
+
+c10::IValue StageChain::forward(const std::vector<c10::IValue>& model_inputs) {
+  std::unordered_map<int, size_t> position;
+  for (size_t s = 0; s < nodes_.size(); ++s) position[nodes_[s].node_id] = s;
+  received_.assign(nodes_.size(), {});
+  produced_.assign(nodes_.size(), {});
+  c10::IValue model_output;
+  for (size_t s = 0; s < nodes_.size(); ++s) {
+    const auto& node = nodes_[s];
+    std::vector<c10::IValue> inputs;
+    for (const auto& input : node.inputs) {
+      c10::IValue value;
+      if (input.model_input) {
+        value = *input.model_input < static_cast<int>(model_inputs.size())
+                    ? model_inputs[*input.model_input]
+                    : c10::IValue();
+      } else {
+        auto producer = position.find(*input.from_node);
+        if (producer == position.end() || producer->second >= s) {
+          throw std::runtime_error(node.name + ": input " + input.value + " comes from node " +
+                                   std::to_string(*input.from_node) + ", not earlier in the chain");
+        }
+        value = produced_[producer->second].at(input.from_output);
+        if (value.isTensor() && value.toTensor().is_floating_point()) {
+          value = value.toTensor().detach().requires_grad_(true);
+        }
+      }
+      inputs.push_back(value);
+    }
+    received_[s] = inputs;
+    c10::IValue result = stages_[s].forward(inputs);
+    if (node.returns_model_output) {
+      model_output = result;
+    } else {
+      const auto& items = result.toTupleRef().elements();
+      produced_[s].assign(items.begin(), items.end());
+    }
+  }
+  return model_output;
+}
+
+void StageChain::backward(const at::Tensor& loss) {
+  std::unordered_map<int, size_t> position;
+  for (size_t s = 0; s < nodes_.size(); ++s) position[nodes_[s].node_id] = s;
+  // Gradients for each stage's outputs, summed over their consumers.
+  std::vector<std::vector<at::Tensor>> output_grads(nodes_.size());
+  for (size_t s = 0; s < nodes_.size(); ++s) output_grads[s].resize(produced_[s].size());
+
+  for (size_t s = nodes_.size(); s-- > 0;) {
+    if (nodes_[s].returns_model_output) {
+      torch::autograd::backward({loss});
+    } else {
+      std::vector<at::Tensor> tensors, grads;
+      for (size_t j = 0; j < produced_[s].size(); ++j) {
+        const auto& value = produced_[s][j];
+        if (!value.isTensor() || !output_grads[s][j].defined()) continue;
+        if (!value.toTensor().requires_grad()) continue;
+        tensors.push_back(value.toTensor());
+        grads.push_back(output_grads[s][j]);
+      }
+      if (!tensors.empty()) torch::autograd::backward(tensors, grads);
+    }
+    // What this stage computed for its inputs goes to their producers.
+    const auto& inputs = nodes_[s].inputs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].from_node || !received_[s][i].isTensor()) continue;
+      const at::Tensor grad = received_[s][i].toTensor().grad();
+      if (!grad.defined()) continue;
+      auto& slot = output_grads[position.at(*inputs[i].from_node)][inputs[i].from_output];
+      slot = slot.defined() ? slot + grad : grad;
+    }
+  }
+}
+
+at::Tensor sum_of_outputs(const c10::IValue& output) {
+  at::Tensor total;
+  auto add = [&](const at::Tensor& t) {
+    if (!t.defined() || !t.is_floating_point()) return;
+    total = total.defined() ? total + t.sum() : t.sum();
+  };
+  std::function<void(const c10::IValue&)> visit = [&](const c10::IValue& v) {
+    if (v.isTensor()) add(v.toTensor());
+    else if (v.isTuple()) for (const auto& e : v.toTupleRef().elements()) visit(e);
+    else if (v.isList()) for (const auto& e : v.toListRef()) visit(e);
+  };
+  visit(output);
+  if (!total.defined()) throw std::runtime_error("the model's output holds no floating-point tensor");
+  return total;
+}
+
+double ChainComparison::max() const { return std::max({output_diff, grad_diff, buffer_diff}); }
+
+namespace {
+
+double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined() && !b.defined()) return 0;
+  if (!a.defined()) return b.abs().max().item<double>();
+  if (!b.defined()) return a.abs().max().item<double>();
+  if (a.sizes() != b.sizes()) return std::numeric_limits<double>::infinity();
+  if (a.numel() == 0) return 0;
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) out.push_back(v.toTensor());
+  else if (v.isTuple()) for (const auto& e : v.toTupleRef().elements()) flatten(e, out);
+  else if (v.isList()) for (const auto& e : v.toListRef()) flatten(e, out);
+}
+
+void note(double diff, const std::string& what, double& slot, ChainComparison& result) {
+  if (diff > slot) slot = diff;
+  if (diff > result.max() - 1e-30 && diff > 0) result.worst = what;
+}
+
+}  // namespace
+
+ChainComparison compare_with_model(const std::string& model_path, StageChain& chain,
+                                   const std::vector<at::Tensor>& inputs, uint64_t seed) {
+  torch::jit::Module model = torch::jit::load(model_path);
+  model.train();
+  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+
+  torch::manual_seed(seed);
+  c10::IValue expected = model.forward(args);
+  sum_of_outputs(expected).backward();
+
+  chain.train(true);
+  torch::manual_seed(seed);
+  c10::IValue actual = chain.forward(args);
+  chain.backward(sum_of_outputs(actual));
+
+  ChainComparison result;
+  std::vector<at::Tensor> want, got;
+  flatten(expected, want);
+  flatten(actual, got);
+  if (want.size() != got.size()) {
+    result.output_diff = std::numeric_limits<double>::infinity();
+    result.worst = "the chain returns " + std::to_string(got.size()) + " tensors, the model " +
+                   std::to_string(want.size());
+    return result;
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    note(max_abs_diff(want[i], got[i]), "output " + std::to_string(i), result.output_diff, result);
+  }
+
+  // Gradients: the model's tensor for each name; the chain's sum over every distinct tensor of
+  // every stage that holds a name of the same model tensor.
+  std::map<std::string, at::Tensor> model_params;
+  std::unordered_map<const c10::TensorImpl*, std::vector<std::string>> names_of;
+  for (const auto& p : model.named_parameters()) {
+    model_params[p.name] = p.value;
+    names_of[p.value.unsafeGetTensorImpl()].push_back(p.name);
+  }
+  std::map<std::string, at::Tensor> chain_grads;  // keyed by the model tensor's first name
+  std::map<std::string, bool> held;
+  for (auto& stage : chain.stages()) {
+    std::unordered_set<const c10::TensorImpl*> seen;
+    for (const auto& p : stage.named_parameters()) {
+      auto it = model_params.find(p.name);
+      if (it == model_params.end()) {
+        note(std::numeric_limits<double>::infinity(), "unknown parameter " + p.name,
+             result.grad_diff, result);
+        continue;
+      }
+      const std::string& canonical = names_of.at(it->second.unsafeGetTensorImpl()).front();
+      held[canonical] = true;
+      if (!seen.insert(p.value.unsafeGetTensorImpl()).second) continue;
+      at::Tensor g = p.value.grad();
+      if (!g.defined()) continue;
+      auto& slot = chain_grads[canonical];
+      slot = slot.defined() ? slot + g : g.clone();
+    }
+  }
+  for (const auto& [impl, names] : names_of) {
+    const std::string& canonical = names.front();
+    if (!held[canonical]) {
+      note(std::numeric_limits<double>::infinity(), "no stage holds " + canonical,
+           result.grad_diff, result);
+      continue;
+    }
+    note(max_abs_diff(model_params.at(canonical).grad(), chain_grads[canonical]),
+         "gradient of " + canonical, result.grad_diff, result);
+  }
+
+  std::map<std::string, at::Tensor> model_buffers;
+  for (const auto& b : model.named_buffers()) model_buffers[b.name] = b.value;
+  for (auto& stage : chain.stages()) {
+    for (const auto& b : stage.named_buffers()) {
+      auto it = model_buffers.find(b.name);
+      double diff = it == model_buffers.end() ? std::numeric_limits<double>::infinity()
+                                              : max_abs_diff(it->second, b.value);
+      note(diff, "buffer " + b.name, result.buffer_diff, result);
+    }
+  }
+  return result;
+}
+
+}  // namespace ravnest::graph

@@ -1,0 +1,190 @@
+#include "libs/graph/stage_writer.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "libs/config/atomic_file.h"
+#include "libs/config/sha256.h"
+#include "libs/graph/stage_builder.h"
+#include "libs/graph/torch_errors.h"
+#include "libs/planner/rings.h"
+
+namespace ravnest::graph {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+config::Role role_for(size_t position, size_t size) {
+  if (size == 1) return config::Role::kRootLeaf;
+  if (position == 0) return config::Role::kRoot;
+  if (position + 1 == size) return config::Role::kLeaf;
+  return config::Role::kStem;
+}
+
+std::string type_name(const torch::jit::Value* v) {
+  return c10::unshapedType(v->type())->annotation_str();
+}
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+void add_unique(std::vector<int>& list, int id) {
+  if (std::find(list.begin(), list.end(), id) == list.end()) list.push_back(id);
+}
+
+// Every state name of the model mapped to the first name of the same tensor (tied weights).
+std::map<std::string, std::string> canonical_names(const ModelGraph& model) {
+  std::unordered_map<const c10::TensorImpl*, std::string> first_name_of;
+  std::map<std::string, std::string> canonical;
+  auto& module = const_cast<ModelGraph&>(model).module();
+  auto note = [&](const std::string& name, const at::Tensor& t) {
+    auto [it, fresh] = first_name_of.emplace(t.unsafeGetTensorImpl(), name);
+    canonical[name] = it->second;
+  };
+  for (const auto& p : module.named_parameters()) note(p.name, p.value);
+  for (const auto& b : module.named_buffers()) note(b.name, b.value);
+  return canonical;
+}
+
+}  // namespace
+
+std::vector<config::NodeMetadata> write_cluster_stages(
+    const ModelGraph& model, const planner::ClusterPlan& cluster,
+    const std::map<int, config::NodeConfig>& nodes, const std::string& dir) {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const auto& stage : cluster.stages) ranges.emplace_back(stage.first_unit, stage.end_unit);
+  const auto wiring = wire_stages(model, ranges);
+
+  std::vector<std::set<AttributePath>> paths;
+  std::set<AttributePath> all_paths;
+  for (const auto& w : wiring) {
+    paths.push_back(stage_attribute_paths(model, w));
+    all_paths.insert(paths.back().begin(), paths.back().end());
+  }
+  // Parameters the forward never reads travel with the root, so the fused state is complete.
+  for (auto& path : uncovered_state(model, all_paths)) paths.front().insert(path);
+
+  const auto canonical = canonical_names(model);
+  auto canonical_of = [&](const std::string& name) {
+    auto it = canonical.find(name);
+    return it == canonical.end() ? name : it->second;
+  };
+
+  std::vector<config::NodeMetadata> out;
+  std::map<std::string, std::vector<int>> holders_of;  // canonical tensor name -> node ids
+  fs::create_directories(fs::path(dir) / "stages");
+  for (size_t s = 0; s < wiring.size(); ++s) {
+    const auto& stage_plan = cluster.stages[s];
+    const auto& node = nodes.at(stage_plan.node_id);
+    config::NodeMetadata meta;
+    meta.node_id = node.id;
+    meta.name = node.name;
+    meta.address = node.address;
+    meta.cluster = cluster.id;
+    meta.position = static_cast<int>(s);
+    meta.cluster_size = static_cast<int>(wiring.size());
+    meta.role = role_for(s, wiring.size());
+    meta.stage_file = "stages/node_" + std::to_string(node.id) + ".pt";
+    meta.returns_model_output = wiring[s].is_leaf;
+    for (size_t i = 0; i < wiring[s].inputs.size(); ++i) {
+      config::StageInput input;
+      input.value = wiring[s].inputs[i]->debugName();
+      input.type = type_name(wiring[s].inputs[i]);
+      const auto& source = wiring[s].input_sources[i];
+      if (source.model_input >= 0) {
+        input.model_input = source.model_input;
+      } else {
+        input.from_node = cluster.stages[source.stage].node_id;
+        input.from_output = source.output;
+        add_unique(meta.backward_neighbours, *input.from_node);
+      }
+      meta.inputs.push_back(input);
+    }
+    for (size_t j = 0; j < wiring[s].outputs.size(); ++j) {
+      config::StageOutput output;
+      output.value = wiring[s].outputs[j]->debugName();
+      output.type = type_name(wiring[s].outputs[j]);
+      for (int consumer : wiring[s].output_consumers[j]) {
+        output.to_nodes.push_back(cluster.stages[consumer].node_id);
+        add_unique(meta.forward_neighbours, output.to_nodes.back());
+      }
+      meta.outputs.push_back(output);
+    }
+    std::sort(meta.forward_neighbours.begin(), meta.forward_neighbours.end());
+    std::sort(meta.backward_neighbours.begin(), meta.backward_neighbours.end());
+
+    torch::jit::Module module = build_stage_module(model, wiring[s], node.name, paths[s]);
+    const fs::path stage_path = fs::path(dir) / meta.stage_file;
+    try {
+      module.save(stage_path.string());
+    } catch (const std::exception& e) {
+      throw std::runtime_error(stage_path.string() + ": cannot save stage: " + torch_message(e));
+    }
+    meta.stage_sha256 = config::sha256_hex(read_bytes(stage_path));
+    meta.parameters = state_names(module);
+    for (const auto& name : meta.parameters) add_unique(holders_of[canonical_of(name)], node.id);
+    int64_t count = 0;
+    for (const auto& p : module.parameters()) count += p.numel();
+    meta.estimates.parameter_count = count;
+    meta.estimates.parameter_bytes = stage_plan.cost.parameter_bytes;
+    meta.estimates.memory_bytes = stage_plan.cost.memory_bytes;
+    meta.estimates.step_seconds = stage_plan.cost.step_seconds;
+    meta.estimates.forward_bytes_per_sample = stage_plan.cost.forward_bytes_per_sample;
+    out.push_back(std::move(meta));
+  }
+  // A tensor on several nodes of the cluster (a module used twice, tied weights) needs its
+  // gradients summed across them.
+  for (auto& meta : out) {
+    for (const auto& name : meta.parameters) {
+      const auto& list = holders_of[canonical_of(name)];
+      if (list.size() > 1) meta.shared_parameters[name] = list;
+      if (canonical_of(name) != name) meta.tied_parameters[name] = canonical_of(name);
+    }
+  }
+  return out;
+}
+
+std::vector<RingSummary> assign_rings(std::vector<config::NodeMetadata>& nodes) {
+  std::vector<planner::HeldParameters> holders;
+  for (const auto& meta : nodes) holders.push_back({meta.node_id, meta.cluster, meta.parameters});
+  std::map<int, config::NodeMetadata*> by_id;
+  for (auto& meta : nodes) by_id[meta.node_id] = &meta;
+  std::vector<RingSummary> summary;
+  for (const auto& ring : planner::form_rings(holders)) {
+    summary.push_back({ring.id, ring.parameters, ring.nodes});
+    std::vector<config::RingPeer> peers;
+    for (int id : ring.nodes) peers.push_back({id, by_id.at(id)->cluster, by_id.at(id)->address});
+    for (size_t k = 0; k < ring.nodes.size(); ++k) {
+      config::RingMembership membership;
+      membership.id = ring.id;
+      membership.parameters = ring.parameters;
+      membership.peers = peers;
+      membership.position = static_cast<int>(k);
+      membership.next_node = ring.nodes[(k + 1) % ring.nodes.size()];
+      membership.prev_node = ring.nodes[(k + ring.nodes.size() - 1) % ring.nodes.size()];
+      by_id.at(ring.nodes[k])->rings.push_back(std::move(membership));
+    }
+  }
+  return summary;
+}
+
+void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std::string& dir) {
+  fs::create_directories(fs::path(dir) / "nodes");
+  for (const auto& meta : nodes) {
+    config::write_file_atomically(
+        (fs::path(dir) / "nodes" / ("node_" + std::to_string(meta.node_id) + ".json")).string(),
+        config::to_json(meta));
+  }
+}
+
+}  // namespace ravnest::graph

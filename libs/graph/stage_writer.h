@@ -1,0 +1,32 @@
+// StageWriter: turns one planned cluster into files: a TorchScript stage per node under
+// DIR/stages/ and the node metadata that wires them (rings are added by the caller, who sees
+// every cluster). Shared by `clusterize` and the tests, which cut at chosen points.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "libs/config/node_metadata.h"
+#include "libs/config/node_pool.h"
+#include "libs/graph/model_graph.h"
+#include "libs/planner/cluster_plan.h"
+
+namespace ravnest::graph {
+
+std::vector<config::NodeMetadata> write_cluster_stages(
+    const ModelGraph& model, const planner::ClusterPlan& cluster,
+    const std::map<int, config::NodeConfig>& nodes, const std::string& dir);
+
+// Ring membership for every node, from the parameters each holds; returns plan.json's rings.
+struct RingSummary {
+  int id;
+  std::vector<std::string> parameters;
+  std::vector<int> nodes;
+};
+std::vector<RingSummary> assign_rings(std::vector<config::NodeMetadata>& nodes);
+
+// Writes DIR/nodes/node_<id>.json for each node, atomically.
+void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std::string& dir);
+
+}  // namespace ravnest::graph

@@ -1,0 +1,36 @@
+#include "libs/graph/torch_errors.h"
+
+#include <c10/util/Exception.h>
+
+namespace ravnest::graph {
+
+std::string torch_message(const std::exception& e) {
+  std::string text;
+  if (auto* torch_error = dynamic_cast<const c10::Error*>(&e)) {
+    text = torch_error->what_without_backtrace();
+  } else {
+    text = e.what();
+  }
+  // TorchScript errors put the message first and the source traceback after it; keep the
+  // message and the innermost "The following operation failed" hint out.
+  std::string out;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    start = end + 1;
+    auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos) continue;
+    line = line.substr(first);
+    if (line.rfind("Traceback of TorchScript", 0) == 0 || line.rfind("File \"", 0) == 0 ||
+        line.rfind("~", 0) == 0 || line.rfind("Exception raised from", 0) == 0) {
+      continue;
+    }
+    if (!out.empty()) out += " ";
+    out += line;
+    if (out.size() > 300) break;
+  }
+  return out.empty() ? std::string("unknown error") : out;
+}
+
+}  // namespace ravnest::graph

@@ -1,0 +1,13 @@
+// Torch's exceptions carry long C++ backtraces; users see the first meaningful line only.
+#pragma once
+
+#include <exception>
+#include <string>
+
+namespace ravnest::graph {
+
+// The message of a c10::Error without its backtrace, or what() of any other exception,
+// folded to one line.
+std::string torch_message(const std::exception& e);
+
+}  // namespace ravnest::graph

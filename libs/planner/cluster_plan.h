@@ -1,0 +1,67 @@
+// Cluster formation and partitioning: group the pool's nodes into clusters that can each train
+// the whole model, and cut the model into one contiguous stage per node, so as to maximise the
+// pool's estimated training throughput (the sum of every cluster's samples/s; a cluster runs at
+// the pace of its slowest stage). Deterministic for a given seed. docs/planner.md has the
+// objective, the cost model and the search.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "libs/config/node_pool.h"
+#include "libs/planner/model_profile.h"
+
+namespace ravnest::planner {
+
+// Per-stage estimates of the cost model, for a node running units [first, end).
+struct StageCost {
+  double memory_bytes = 0;             // training memory
+  double compute_seconds = 0;          // forward + backward of the example batch on this node
+  double transfer_seconds = 0;         // sending its activations and its input's gradients
+  double step_seconds = 0;             // compute + transfer
+  int64_t parameter_bytes = 0;
+  double forward_bytes_per_sample = 0;
+};
+
+StageCost stage_cost(const ModelProfile& profile, size_t first, size_t end,
+                     const config::NodeConfig& node, double reference_gflops);
+
+struct StagePlan {
+  int node_id = 0;
+  size_t first_unit = 0;  // units [first_unit, end_unit)
+  size_t end_unit = 0;
+  StageCost cost;
+};
+
+struct ClusterPlan {
+  int id = 0;
+  std::vector<StagePlan> stages;  // pipeline order: root first, leaf last
+  double samples_per_second = 0;
+};
+
+struct PoolPlan {
+  std::vector<ClusterPlan> clusters;
+  double samples_per_second = 0;  // sum over clusters
+  // Nodes no feasible cluster could take (each would leave any cluster unable to hold the
+  // model, e.g. too little memory for the smallest stage); normally empty. Sorted by id.
+  std::vector<int> unplaced_nodes;
+};
+
+// Thrown when no cluster can be formed; the message names the model's need and the pool's total.
+class PoolTooSmall : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Best partition of units over `nodes` in the given pipeline order, one non-empty stage per
+// node; empty result when the nodes cannot hold the model.
+std::vector<StagePlan> partition(const ModelProfile& profile,
+                                 const std::vector<config::NodeConfig>& ordered_nodes,
+                                 double reference_gflops);
+
+PoolPlan plan_pool(const ModelProfile& profile, const std::vector<config::NodeConfig>& pool,
+                   uint64_t seed);
+
+}  // namespace ravnest::planner

@@ -1,0 +1,149 @@
+// Private to libs/planner: the cost model in the form the partitioner evaluates it, and the
+// partitioning engine shared by partition() and plan_pool(). See docs/planner.md.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "libs/config/node_pool.h"
+#include "libs/planner/cluster_plan.h"
+#include "libs/planner/model_profile.h"
+
+namespace ravnest::planner::detail {
+
+inline constexpr double kHeadroom = 1.15;        // on a stage's training memory
+inline constexpr double kComputeFactor = 3.0;    // forward + backward ~ 3 x forward
+inline constexpr double kRelativeTolerance = 1e-9;  // bottlenecks this close count as equal
+inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// Throws std::invalid_argument when the profile's vectors disagree in size or hold negatives.
+void validate_profile(const ModelProfile& profile);
+
+// compute_seconds = kComputeFactor * forward_seconds * speed_factor.
+double speed_factor(const config::NodeConfig& node, double reference_gflops);
+
+// The mean gflops over nodes that report one; 0 when none do (then every node counts as equal).
+double reference_gflops_of(const std::vector<config::NodeConfig>& pool);
+
+// Unpadded training bytes of a stage [first, end): parameters, gradients, Adam moments,
+// activations and the stage's inputs. memory_bytes = raw * kHeadroom.
+int64_t raw_stage_bytes(const ModelProfile& profile, size_t first, size_t end);
+
+// The largest raw byte count whose memory (raw * kHeadroom) fits in `ram_bytes`.
+int64_t raw_capacity(double ram_bytes);
+
+// Prefix sums over a profile; positions are 0..n (a cut "at p" sits between units p-1 and p).
+struct Prepared {
+  size_t n = 0;
+  int64_t batch_size = 1;
+  std::vector<double> forward;     // F[p]: forward seconds of units [0, p)
+  std::vector<int64_t> memory;     // M[p]: raw bytes (params, grads, Adam, activations) of [0, p)
+  std::vector<int64_t> start_bytes;  // m(s) = M[s] - bytes of the inputs of a stage starting at s
+  std::vector<int64_t> grad_bytes;   // Bi(s): gradient bytes sent back by a stage starting at s
+  std::vector<int64_t> send_bytes;   // Bo(e): activation bytes sent by a stage ending at e
+  std::vector<char> cut_ok;          // cut_ok[p]: a stage may start or end at p (0 and n: yes)
+  int64_t min_cut_bytes = 0;         // smallest boundary at an allowed cut (0 if none)
+  size_t max_stages = 1;             // 1 + number of allowed cuts
+  std::vector<std::pair<size_t, size_t>> segments;  // maximal uncuttable ranges, in order
+
+  explicit Prepared(const ModelProfile& profile);
+};
+
+// A node as the partitioner sees it: step(s, e) = g(e) - h(s) with
+//   g(e) = alpha F[e] + beta Bo(e),  h(s) = alpha F[s] - beta Bi(s),
+// and the stage fits when M[e] - m(s) <= capacity.
+struct NodeModel {
+  double alpha = 0;      // seconds of forward+backward on this node per profiled forward second
+  double beta = 0;       // seconds per byte sent
+  int64_t capacity = 0;  // raw bytes
+
+  static NodeModel of(const config::NodeConfig& node, double reference_gflops);
+  bool same_as(const NodeModel& other) const {
+    return alpha == other.alpha && beta == other.beta && capacity == other.capacity;
+  }
+};
+
+class Partitioner {
+ public:
+  explicit Partitioner(const Prepared& prepared) : p_(prepared) {}
+
+  // The smallest bottleneck (max stage step) over partitions of the units across `order`
+  // (one non-empty stage per node, in that order), to within kRelativeTolerance. Returns
+  // kInfinity when no partition fits, or when none beats `beat` by more than the tolerance.
+  double bottleneck(const std::vector<NodeModel>& order, double beat = kInfinity);
+
+  // The stage boundaries (k + 1 positions, 0 ... n) of the partition with every step <= limit
+  // that sends the fewest bytes, then has the earliest cuts. Empty when none exists.
+  std::vector<size_t> best_cuts(const std::vector<NodeModel>& order, double limit);
+
+  // Order-independent lower bound of the bottleneck over `nodes` (ignores memory).
+  double lower_bound(const std::vector<NodeModel>& nodes) const;
+
+  // True when no partition of any order can fit: the nodes' capacity is short of the model's
+  // raw bytes, or there are more nodes than possible stages.
+  bool surely_infeasible(const std::vector<NodeModel>& nodes) const;
+
+  // Is there a partition with every step <= limit? On success, *worst is the largest step of
+  // the partition found (<= limit).
+  bool feasible(const std::vector<NodeModel>& order, double limit, double* worst);
+
+  // The same over every pipeline order of `nodes` at once, by a programme over the multisets of
+  // nodes already placed (nodes equal in all three figures are interchangeable). On success
+  // *order gets indices into `nodes` in pipeline order and *worst the largest step.
+  bool feasible_any_order(const std::vector<NodeModel>& nodes, double limit,
+                          std::vector<int>* order, double* worst);
+
+  // How many multisets feasible_any_order() walks through for `nodes`.
+  static size_t order_states(const std::vector<NodeModel>& nodes);
+
+  long checks() const { return checks_; }
+
+ private:
+  // One stage on node x: from the starts marked in `from`, marks in `to` the ends it can reach
+  // with step <= limit (cut positions <= e_max, or only n for the leaf). Ends marked already
+  // are left alone; a newly marked end e records its start in pred_s[e] (and `tag` in
+  // pred_t[e] when pred_t is given). Ends below e_min are not marked: the nodes after this one
+  // could not finish from there. Returns whether it marked anything.
+  // `span` holds the first and last marked position of `from` on entry; `to_span` those of
+  // `to`, widened as ends are marked.
+  struct Span {
+    size_t first = 1, last = 0;  // empty
+    void add(size_t p) {
+      if (first > last) {
+        first = last = p;
+      } else {
+        first = std::min(first, p);
+        last = std::max(last, p);
+      }
+    }
+  };
+  bool sweep(const NodeModel& x, const char* from, Span span, char* to, Span* to_span,
+             int* pred_s, int* pred_t, int tag, bool leaf, size_t e_min, size_t e_max,
+             double limit);
+
+  // The first end from which nodes of total 1/alpha `inverse_speed` and raw capacity
+  // `capacity` could still take the rest of the model with steps <= limit (a necessary test).
+  size_t first_useful_end(double inverse_speed, int64_t capacity, double limit) const;
+
+  const Prepared& p_;
+  std::vector<char> reach_a_, reach_b_;
+  std::vector<int> pred_;  // pred_[j * (n + 1) + e]: start of stage j when it ends at e
+  std::vector<char> state_reach_;
+  std::vector<int> state_pred_s_, state_pred_t_;
+  std::vector<std::pair<double, int>> heap_;
+  std::vector<int64_t> best_;
+  long checks_ = 0;
+};
+
+// plan_pool() with its search knobs exposed, for tests.
+struct SearchOptions {
+  bool exact_small_pools = true;  // divide pools of few node kinds exactly
+  int random_restarts = 4;        // local search restarts from random constructions
+};
+PoolPlan plan_pool_with(const ModelProfile& profile, const std::vector<config::NodeConfig>& pool,
+                        uint64_t seed, const SearchOptions& options);
+
+}  // namespace ravnest::planner::detail

@@ -1,0 +1,67 @@
+#include "libs/planner/rings.h"
+
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace ravnest::planner {
+
+std::vector<Ring> form_rings(const std::vector<HeldParameters>& holders) {
+  // Cluster order: ascending cluster number.
+  std::map<int, std::unordered_map<std::string, int>> holder_of;  // cluster -> name -> node
+  for (const auto& held : holders) {
+    auto& names = holder_of[held.cluster];
+    for (const auto& name : held.parameters) names.emplace(name, held.node_id);  // first wins
+  }
+  if (holder_of.size() < 2) return {};
+
+  std::vector<int> clusters;
+  for (const auto& entry : holder_of) clusters.push_back(entry.first);
+  const int first_cluster = clusters.front();
+
+  // Parameters in the first cluster's pipeline order (holders are listed in pipeline order).
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (const auto& held : holders) {
+    if (held.cluster != first_cluster) continue;
+    for (const auto& name : held.parameters) {
+      if (seen.insert(name).second) names.push_back(name);
+    }
+  }
+  for (const auto& [cluster, held] : holder_of) {
+    for (const auto& entry : held) {
+      if (!seen.count(entry.first)) {
+        throw std::invalid_argument("parameter \"" + entry.first + "\" is held in cluster " +
+                                    std::to_string(cluster) + " but by no node of cluster " +
+                                    std::to_string(first_cluster));
+      }
+    }
+  }
+
+  std::vector<Ring> rings;
+  std::map<std::vector<int>, size_t> ring_of;  // holder list -> index into rings
+  for (const auto& name : names) {
+    std::vector<int> nodes;
+    for (int cluster : clusters) {
+      const auto& held = holder_of[cluster];
+      const auto it = held.find(name);
+      if (it == held.end()) {
+        throw std::invalid_argument("parameter \"" + name + "\" is held by no node of cluster " +
+                                    std::to_string(cluster));
+      }
+      nodes.push_back(it->second);
+    }
+    auto [it, added] = ring_of.emplace(nodes, rings.size());
+    if (added) {
+      Ring ring;
+      ring.id = static_cast<int>(rings.size());
+      ring.nodes = nodes;
+      rings.push_back(std::move(ring));
+    }
+    rings[it->second].parameters.push_back(name);
+  }
+  return rings;
+}
+
+}  // namespace ravnest::planner

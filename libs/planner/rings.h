@@ -1,0 +1,28 @@
+// Rings: which nodes of different clusters hold the same parameters and average them. One ring
+// per group of parameters whose holders (one node per cluster) are the same; rings are numbered
+// in the order their first parameter appears in cluster 0's pipeline. With one cluster there
+// are no rings.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ravnest::planner {
+
+struct HeldParameters {
+  int node_id = 0;
+  int cluster = 0;
+  std::vector<std::string> parameters;  // state-dict names, in stage order
+};
+
+struct Ring {
+  int id = 0;
+  std::vector<std::string> parameters;  // in cluster 0's order
+  std::vector<int> nodes;               // one per cluster, in cluster order
+};
+
+// `holders` lists every node of every cluster (pipeline order within a cluster). A name held by
+// several nodes of one cluster is reduced by the first of them.
+std::vector<Ring> form_rings(const std::vector<HeldParameters>& holders);
+
+}  // namespace ravnest::planner

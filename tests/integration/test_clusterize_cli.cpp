@@ -1,0 +1,171 @@
+// `ravnest clusterize` end to end, through the binary: a good run writes a plan that chains back
+// to the model; every bad input is one line on stderr naming the file and field, a non-zero exit,
+// and nothing written (an existing plan stays as it was).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "libs/config/node_metadata.h"
+#include "tests/support/test_env.h"
+
+using namespace ravnest;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string ravnest_binary() { return test::binary_dir() + "/apps/ravnest/ravnest"; }
+std::string model(const std::string& name) { return test::models_dir() + "/" + name + ".pt"; }
+
+const char* kPool3 = R"({
+  "0": {"IP": "127.0.0.1:18080", "benchmarks": {"ram": 8, "bandwidth": 20}},
+  "1": {"IP": "127.0.0.1:18081", "benchmarks": {"ram": 8, "bandwidth": 10}},
+  "2": {"IP": "127.0.0.1:18082", "benchmarks": {"ram": 8, "bandwidth": 10}}
+})";
+
+test::CommandResult clusterize(const std::string& args) {
+  return test::run_command(ravnest_binary() + " clusterize " + args);
+}
+
+// One line on stderr, naming `needle`, a non-zero exit.
+void expect_clear_error(const test::CommandResult& result, const std::string& needle) {
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code != 0);
+  CHECK(result.err.find(needle) != std::string::npos);
+  CHECK(result.err.rfind("ravnest: error: ", 0) == 0);
+  CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
+}
+
+}  // namespace
+
+TEST_CASE("clusterize writes a plan that verifies", "[cli]") {
+  test::TempDir dir;
+  test::write_text(dir / "pool.json", kPool3);
+  auto result = clusterize(model("small_cnn") + " --nodes " + (dir / "pool.json").string() +
+                           " --example-input 4x1x8x8:float32 --verify --out " +
+                           (dir / "out").string());
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out.find("Node(0, Cluster(") != std::string::npos);
+  CHECK(result.out.find("self.IP(127.0.0.1:18080)") != std::string::npos);
+  CHECK(result.out.find("verify: largest absolute difference") != std::string::npos);
+  CHECK(fs::exists(dir / "out/plan.json"));
+  for (int id = 0; id < 3; ++id) {
+    auto meta = config::load_node_metadata(
+        (dir / ("out/nodes/node_" + std::to_string(id) + ".json")).string());
+    CHECK(fs::exists(dir / "out" / meta.stage_file));
+  }
+  // No temporary directory is left behind.
+  for (const auto& entry : fs::directory_iterator(dir / "out")) {
+    CHECK(entry.path().filename().string().find("tmp") == std::string::npos);
+  }
+}
+
+TEST_CASE("clusterize reads the pool as TOML too", "[cli]") {
+  test::TempDir dir;
+  test::write_text(dir / "pool.toml", R"(
+[0]
+IP = "127.0.0.1:18080"
+[0.benchmarks]
+ram = 8
+bandwidth = 20
+)");
+  auto result = clusterize(model("two_inputs") + " --nodes " + (dir / "pool.toml").string() +
+                           " --example-input 4x1x8x8 --example-input 4x6:float32 --verify --out " +
+                           (dir / "out").string());
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(fs::exists(dir / "out/nodes/node_0.json"));
+}
+
+TEST_CASE("clusterize refuses bad input clearly and writes nothing", "[cli][errors]") {
+  test::TempDir dir;
+  const auto pool = (dir / "pool.json").string();
+  test::write_text(pool, kPool3);
+  const auto out = (dir / "out").string();
+  const std::string small = model("small_cnn");
+  const std::string good_input = " --example-input 4x1x8x8:float32 --out " + out;
+
+  SECTION("missing model") {
+    expect_clear_error(clusterize((dir / "nope.pt").string() + " --nodes " + pool + good_input),
+                       "nope.pt");
+  }
+  SECTION("not TorchScript") {
+    test::write_text(dir / "text.pt", "hello");
+    expect_clear_error(clusterize((dir / "text.pt").string() + " --nodes " + pool + good_input),
+                       "not a TorchScript model");
+  }
+  SECTION("forward fails on the example input") {
+    auto result = clusterize(small + " --nodes " + pool + " --example-input 4x3x8x8 --out " + out);
+    expect_clear_error(result, "forward fails on the example input");
+    CHECK(result.err.find("channels") != std::string::npos);  // torch's own message
+  }
+  SECTION("wrong number of example inputs") {
+    expect_clear_error(clusterize(model("two_inputs") + " --nodes " + pool + good_input),
+                       "forward takes 2 input(s) (image, features)");
+  }
+  SECTION("malformed example input") {
+    expect_clear_error(
+        clusterize(small + " --nodes " + pool + " --example-input 4xAx8 --out " + out), "4xAx8");
+  }
+  SECTION("malformed JSON") {
+    test::write_text(dir / "bad.json", R"({"0": {"IP": "127.0.0.1:1", )");
+    expect_clear_error(clusterize(small + " --nodes " + (dir / "bad.json").string() + good_input),
+                       "bad.json");
+  }
+  SECTION("malformed TOML") {
+    test::write_text(dir / "bad.toml", "[0\nIP = ");
+    expect_clear_error(clusterize(small + " --nodes " + (dir / "bad.toml").string() + good_input),
+                       "bad.toml");
+  }
+  SECTION("missing ram") {
+    test::write_text(dir / "p.json", R"({"0": {"IP": "127.0.0.1:1", "benchmarks": {"bandwidth": 1}}})");
+    expect_clear_error(clusterize(small + " --nodes " + (dir / "p.json").string() + good_input),
+                       "ram");
+  }
+  SECTION("missing IP") {
+    test::write_text(dir / "p.json", R"({"0": {"benchmarks": {"ram": 8, "bandwidth": 1}}})");
+    expect_clear_error(clusterize(small + " --nodes " + (dir / "p.json").string() + good_input),
+                       "IP");
+  }
+  SECTION("duplicate addresses") {
+    test::write_text(dir / "p.json", R"({
+      "0": {"IP": "127.0.0.1:5", "benchmarks": {"ram": 8, "bandwidth": 1}},
+      "1": {"IP": "127.0.0.1:5", "benchmarks": {"ram": 8, "bandwidth": 1}}})");
+    expect_clear_error(clusterize(small + " --nodes " + (dir / "p.json").string() + good_input),
+                       "127.0.0.1:5");
+  }
+  SECTION("zero and negative ram") {
+    for (const char* ram : {"0", "-4"}) {
+      test::write_text(dir / "p.json", std::string(R"({"0": {"IP": "127.0.0.1:5", "benchmarks": {"ram": )") +
+                                           ram + R"(, "bandwidth": 1}}})");
+      expect_clear_error(clusterize(small + " --nodes " + (dir / "p.json").string() + good_input),
+                         "ram");
+    }
+  }
+  SECTION("a pool too small for the model") {
+    test::write_text(dir / "p.json", R"({
+      "0": {"IP": "127.0.0.1:5", "benchmarks": {"ram": 0.00001, "bandwidth": 1}},
+      "1": {"IP": "127.0.0.1:6", "benchmarks": {"ram": 0.00001, "bandwidth": 1}}})");
+    auto result = clusterize(model("resnet18") + " --nodes " + (dir / "p.json").string() +
+                             " --example-input 2x3x64x64 --out " + out);
+    expect_clear_error(result, "the pool has");
+  }
+  CHECK_FALSE(fs::exists(out));
+}
+
+TEST_CASE("a failed clusterize leaves the previous plan untouched", "[cli][errors]") {
+  test::TempDir dir;
+  test::write_text(dir / "pool.json", kPool3);
+  const auto out = (dir / "out").string();
+  auto first = clusterize(model("small_cnn") + " --nodes " + (dir / "pool.json").string() +
+                          " --example-input 4x1x8x8 --out " + out);
+  REQUIRE(first.exit_code == 0);
+  const auto plan_before = test::read_text(dir / "out/plan.json");
+  const auto node_before = test::read_text(dir / "out/nodes/node_0.json");
+  auto second = clusterize(model("small_cnn") + " --nodes " + (dir / "pool.json").string() +
+                           " --example-input 4x2x8x8 --out " + out);
+  CHECK(second.exit_code != 0);
+  CHECK(test::read_text(dir / "out/plan.json") == plan_before);
+  CHECK(test::read_text(dir / "out/nodes/node_0.json") == node_before);
+  CHECK(std::distance(fs::directory_iterator(dir / "out"), fs::directory_iterator{}) == 3);
+}

@@ -1,0 +1,176 @@
+// Chained stages equal the whole model: every test model cut into 1 to 6 stages (evenly spaced
+// allowed cuts, and seeded random ones), written to files, wired by their metadata alone, compared
+// on forward outputs, every parameter's gradient and BatchNorm buffers.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+
+#include "libs/config/node_metadata.h"
+#include "libs/graph/example_input.h"
+#include "libs/graph/model_graph.h"
+#include "libs/graph/stage_chain.h"
+#include "libs/graph/stage_writer.h"
+#include "tests/support/test_env.h"
+
+using namespace ravnest;
+
+namespace {
+
+const char* kModels[] = {"small_cnn", "resnet18",   "resnet50", "mobilenet_v2", "transformer",
+                         "two_inputs", "multi_output", "traced_mlp", "tied",       "reused"};
+
+std::map<int, config::NodeConfig> make_nodes(int count) {
+  std::map<int, config::NodeConfig> nodes;
+  for (int k = 0; k < count; ++k) {
+    config::NodeConfig node;
+    node.id = k;
+    node.name = "node_" + std::to_string(k);
+    node.host = "127.0.0.1";
+    node.port = 19000 + k;
+    node.address = node.host + ":" + std::to_string(node.port);
+    node.ram_gb = 8;
+    node.bandwidth_mbps = 100;
+    nodes[k] = node;
+  }
+  return nodes;
+}
+
+planner::ClusterPlan plan_with_cuts(const std::vector<size_t>& cuts, size_t units) {
+  planner::ClusterPlan cluster;
+  size_t first = 0;
+  for (size_t i = 0; i <= cuts.size(); ++i) {
+    planner::StagePlan stage;
+    stage.node_id = static_cast<int>(i);
+    stage.first_unit = first;
+    stage.end_unit = i < cuts.size() ? cuts[i] + 1 : units;
+    first = stage.end_unit;
+    cluster.stages.push_back(stage);
+  }
+  return cluster;
+}
+
+double chain_difference(graph::ModelGraph& model, const std::string& name,
+                        const std::vector<size_t>& cuts, std::string* worst) {
+  test::TempDir dir;
+  auto nodes = make_nodes(static_cast<int>(cuts.size()) + 1);
+  auto metadata = graph::write_cluster_stages(model, plan_with_cuts(cuts, model.units().size()),
+                                              nodes, dir.path().string());
+  graph::write_node_files(metadata, dir.path().string());
+  std::vector<config::NodeMetadata> loaded;
+  for (const auto& meta : metadata) {
+    loaded.push_back(config::load_node_metadata(
+        (dir / ("nodes/node_" + std::to_string(meta.node_id) + ".json")).string()));
+  }
+  auto chain = graph::StageChain::load(dir.path().string(), loaded);
+  auto inputs = graph::make_example_inputs({test::models_dir() + "/" + name + ".inputs.pt"}, 0);
+  auto comparison = graph::compare_with_model(model.path(), chain, inputs, 7);
+  *worst = comparison.worst;
+  return comparison.max();
+}
+
+std::vector<size_t> allowed_boundaries(const graph::ModelGraph& model) {
+  std::vector<size_t> allowed;
+  for (size_t i = 0; i < model.cut_allowed().size(); ++i) {
+    if (model.cut_allowed(i)) allowed.push_back(i);
+  }
+  return allowed;
+}
+
+}  // namespace
+
+TEST_CASE("chained stages equal the whole model, evenly spaced cuts", "[graph][chain]") {
+  for (const char* name : kModels) {
+    auto model = graph::ModelGraph::load(test::models_dir() + "/" + name + ".pt");
+    const auto allowed = allowed_boundaries(*model);
+    for (size_t stages = 1; stages <= 6; ++stages) {
+      if (allowed.size() < stages - 1) {
+        WARN(name << ": only " << allowed.size() << " allowed cuts, skipping " << stages);
+        continue;
+      }
+      std::vector<size_t> cuts;
+      for (size_t k = 1; k < stages; ++k) cuts.push_back(allowed[k * allowed.size() / stages]);
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      std::string worst;
+      double diff = chain_difference(*model, name, cuts, &worst);
+      INFO(name << " in " << stages << " stages: " << worst);
+      CHECK(diff <= 1e-5);
+    }
+  }
+}
+
+TEST_CASE("chained stages equal the whole model, random cuts", "[graph][chain]") {
+  std::mt19937_64 random(2024);
+  for (const char* name : kModels) {
+    auto model = graph::ModelGraph::load(test::models_dir() + "/" + name + ".pt");
+    auto allowed = allowed_boundaries(*model);
+    for (int trial = 0; trial < 3 && allowed.size() >= 3; ++trial) {
+      std::shuffle(allowed.begin(), allowed.end(), random);
+      std::vector<size_t> cuts(allowed.begin(), allowed.begin() + 3);
+      std::sort(cuts.begin(), cuts.end());
+      std::string worst;
+      double diff = chain_difference(*model, name, cuts, &worst);
+      INFO(name << " cut after units " << cuts[0] << ", " << cuts[1] << ", " << cuts[2] << ": "
+                << worst);
+      CHECK(diff <= 1e-5);
+    }
+  }
+}
+
+TEST_CASE("cuts that a later unit would write through are refused", "[graph]") {
+  // torchvision's BasicBlock ends with `out += identity; out = relu(out)` (in place): a cut
+  // between the add and the relu would hand the relu a received leaf.
+  auto model = graph::ModelGraph::load(test::models_dir() + "/resnet18.pt");
+  size_t refused = 0;
+  for (size_t u = 0; u + 1 < model->units().size(); ++u) {
+    const auto kind = std::string(model->units()[u]->kind().toQualString());
+    const auto next = std::string(model->units()[u + 1]->kind().toQualString());
+    if (kind == "aten::add_" && next == "aten::relu_") {
+      CHECK_FALSE(model->cut_allowed(u));
+      ++refused;
+    }
+  }
+  CHECK(refused == 8);  // one per BasicBlock
+}
+
+TEST_CASE("a stage file holds only its parameters, under the model's names", "[graph][python]") {
+  auto model = graph::ModelGraph::load(test::models_dir() + "/resnet18.pt");
+  const auto allowed = allowed_boundaries(*model);
+  test::TempDir dir;
+  std::vector<size_t> cuts = {allowed[allowed.size() / 3], allowed[2 * allowed.size() / 3]};
+  auto metadata = graph::write_cluster_stages(*model, plan_with_cuts(cuts, model->units().size()),
+                                              make_nodes(3), dir.path().string());
+  size_t total = 0;
+  for (const auto& meta : metadata) {
+    total += meta.parameters.size();
+    auto result = test::run_command(test::python() + " " + test::source_dir() +
+                                    "/tests/python/check_state_dict_keys.py " +
+                                    (dir / meta.stage_file).string() + " " + model->path());
+    INFO(result.out << result.err);
+    CHECK(result.exit_code == 0);
+    const bool holds_conv1 = std::find(meta.parameters.begin(), meta.parameters.end(),
+                                       "conv1.weight") != meta.parameters.end();
+    CHECK(holds_conv1 == (meta.position == 0));
+  }
+  CHECK(total == 122);  // resnet18's state dict, each name held once
+}
+
+TEST_CASE("a tied weight split across stages is marked shared and tied", "[graph]") {
+  auto model = graph::ModelGraph::load(test::models_dir() + "/tied.pt");
+  const auto allowed = allowed_boundaries(*model);
+  REQUIRE(allowed.size() >= 1);
+  test::TempDir dir;
+  auto metadata = graph::write_cluster_stages(
+      *model, plan_with_cuts({allowed[allowed.size() / 2]}, model->units().size()), make_nodes(2),
+      dir.path().string());
+  bool seen_tied = false;
+  for (const auto& meta : metadata) {
+    for (const auto& [name, canonical] : meta.tied_parameters) {
+      seen_tied = true;
+      CHECK(canonical == "embedding.weight");
+      CHECK(meta.shared_parameters.count(name) == 1);
+    }
+  }
+  CHECK(seen_tied);
+}

@@ -1,0 +1,341 @@
+#!/usr/bin/python3
+"""Export the TorchScript test models used by ravnest's C++ tests.
+
+Usage: export_models.py --out DIR [--only NAME[,NAME...]] [--force]
+
+For each model NAME it writes, atomically (tmp file + os.replace):
+  DIR/NAME.pt              TorchScript module (ScriptModule.save), in training mode
+  DIR/NAME.inputs.pt       torch.save'd tuple of example input tensors (small batch)
+  DIR/NAME.state_dict.pt   torch.save'd plain dict (not OrderedDict) of the state dict
+  DIR/NAME.json            {"name", "inputs": ["4x1x8x8:float32", ...],
+                            "state_dict_keys": [...in order...], "outputs": N}
+The .json is written last, after the saved model was loaded back with
+torch.jit.load and run forward+backward on its inputs, so a model counts as
+exported only when all four files exist. A model is skipped when its four files
+exist and are newer than this script and small_cnn.py.
+
+Must run with Debian's /usr/bin/python3 (torch 1.13, torchvision 0.14). Nothing
+is downloaded: torchvision models use weights=None.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from typing import Callable, Dict, List, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from small_cnn import SmallCNN  # noqa: E402
+
+# Files whose changes make every export stale.
+# torch 1.13's TransformerEncoderLayer lists 'batch_first' in __constants__ without
+# setting it as an attribute; scripting warns about it, harmlessly.
+warnings.filterwarnings("ignore", message="'batch_first' was found in ScriptModule constants")
+
+SOURCES = [os.path.abspath(__file__), os.path.join(HERE, "small_cnn.py")]
+
+
+# --------------------------------------------------------------------------- models
+
+
+class TransformerClassifier(nn.Module):
+    def __init__(self, vocab: int = 100, d_model: int = 32, num_classes: int = 5):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, d_model)
+        layer = nn.TransformerEncoderLayer(d_model=d_model, nhead=4, dim_feedforward=64,
+                                           dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=3)
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embedding(tokens)          # N x T x d
+        x = self.encoder(x)                 # N x T x d
+        return self.head(x.mean(dim=1))     # N x classes
+
+
+class TwoInputs(nn.Module):
+    def __init__(self, num_classes: int = 10):
+        super().__init__()
+        self.conv = nn.Sequential(
+            nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(),                   # 8 * 4 * 4 = 128
+            nn.Linear(128, 32), nn.ReLU())
+        self.mlp = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU())
+        self.classifier = nn.Linear(32 + 16, num_classes)
+
+    def forward(self, image: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        a = self.conv(image)
+        b = self.mlp(features)
+        return self.classifier(torch.cat([a, b], dim=1))
+
+
+class MultiOutput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU())
+        self.logits_head = nn.Linear(32, 10)
+        self.aux_head = nn.Sequential(nn.Linear(32, 8), nn.Tanh(), nn.Linear(8, 1))
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        h = self.trunk(x)
+        return self.logits_head(h), self.aux_head(h)
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(20, 32)
+        self.bn1 = nn.BatchNorm1d(32)
+        self.act1 = nn.ReLU()
+        self.fc2 = nn.Linear(32, 32)
+        self.bn2 = nn.BatchNorm1d(32)
+        self.act2 = nn.ReLU()
+        self.out = nn.Linear(32, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.act1(self.bn1(self.fc1(x)))
+        x = self.act2(self.bn2(self.fc2(x)))
+        return self.out(x)
+
+
+class Tied(nn.Module):
+    def __init__(self, vocab: int = 50, dim: int = 16):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, dim)
+        self.proj = nn.Linear(dim, dim)
+        self.act = nn.ReLU()
+        self.decoder = nn.Linear(dim, vocab, bias=False)
+        self.decoder.weight = self.embedding.weight  # weight tying: the SAME Parameter
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.act(self.proj(self.embedding(tokens))))  # N x T x vocab
+
+
+class Reused(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.shared = nn.Linear(16, 16)  # applied twice: first and last layer
+        self.mid1 = nn.Linear(16, 32)
+        self.act = nn.ReLU()
+        self.mid2 = nn.Linear(32, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.shared(x))
+        x = self.act(self.mid1(x))
+        x = self.mid2(x)
+        return self.shared(x)
+
+
+# --------------------------------------------------------------------------- builders
+# Each builder is called right after torch.manual_seed(0) and returns
+# (model in training mode, TorchScript module, list of example inputs).
+
+Built = Tuple[nn.Module, torch.jit.ScriptModule, List[torch.Tensor]]
+
+
+def _gen() -> torch.Generator:
+    return torch.Generator().manual_seed(1234)
+
+
+def _script(model: nn.Module) -> torch.jit.ScriptModule:
+    model.train()
+    sm = torch.jit.script(model)
+    sm.train()
+    return sm
+
+
+def _tv(ctor_name: str) -> Callable[[], Built]:
+    def build() -> Built:
+        import torchvision
+        model = getattr(torchvision.models, ctor_name)(weights=None, num_classes=10)
+        return model, _script(model), [torch.randn(2, 3, 64, 64, generator=_gen())]
+    return build
+
+
+def build_small_cnn() -> Built:
+    model = SmallCNN()
+    return model, _script(model), [torch.rand(4, 1, 8, 8, generator=_gen())]
+
+
+def build_transformer() -> Built:
+    model = TransformerClassifier()
+    return model, _script(model), [torch.randint(0, 100, (4, 11), generator=_gen())]
+
+
+def build_two_inputs() -> Built:
+    model = TwoInputs()
+    g = _gen()
+    return model, _script(model), [torch.rand(4, 1, 8, 8, generator=g), torch.randn(4, 6, generator=g)]
+
+
+def build_multi_output() -> Built:
+    model = MultiOutput()
+    return model, _script(model), [torch.randn(4, 16, generator=_gen())]
+
+
+def build_traced_mlp() -> Built:
+    model = MLP()
+    model.train()
+    example = torch.randn(4, 20, generator=_gen())
+    # Traced in training mode: BatchNorm's training=True is baked into the graph
+    # (it keeps using batch statistics even after .eval()). Tracing runs forward,
+    # so the running stats get updated once; check_trace=False avoids extra runs.
+    traced = torch.jit.trace(model, (example,), check_trace=False)
+    traced.train()
+    return model, traced, [example]
+
+
+def build_tied() -> Built:
+    model = Tied()
+    return model, _script(model), [torch.randint(0, 50, (4, 7), generator=_gen())]
+
+
+def build_reused() -> Built:
+    model = Reused()
+    return model, _script(model), [torch.randn(4, 16, generator=_gen())]
+
+
+MODELS: Dict[str, Callable[[], Built]] = {
+    "resnet18": _tv("resnet18"),
+    "resnet50": _tv("resnet50"),
+    "mobilenet_v2": _tv("mobilenet_v2"),
+    "small_cnn": build_small_cnn,
+    "transformer": build_transformer,
+    "two_inputs": build_two_inputs,
+    "multi_output": build_multi_output,
+    "traced_mlp": build_traced_mlp,
+    "tied": build_tied,
+    "reused": build_reused,
+}
+
+
+# --------------------------------------------------------------------------- export
+
+
+def spec(t: torch.Tensor) -> str:
+    return "x".join(str(d) for d in t.shape) + ":" + str(t.dtype).replace("torch.", "")
+
+
+def paths(out: str, name: str) -> Dict[str, str]:
+    return {
+        "model": os.path.join(out, name + ".pt"),
+        "inputs": os.path.join(out, name + ".inputs.pt"),
+        "state_dict": os.path.join(out, name + ".state_dict.pt"),
+        "json": os.path.join(out, name + ".json"),
+    }
+
+
+def up_to_date(files: Dict[str, str]) -> bool:
+    newest_source = max(os.path.getmtime(s) for s in SOURCES)
+    return all(os.path.exists(p) and os.path.getmtime(p) > newest_source for p in files.values())
+
+
+def atomic(path: str, write: Callable[[str], None]) -> None:
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def flatten_outputs(out) -> List[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        res: List[torch.Tensor] = []
+        for o in out:
+            res.extend(flatten_outputs(o))
+        return res
+    raise TypeError("unsupported output type %s" % type(out).__name__)
+
+
+def verify(files: Dict[str, str], keys: List[str]) -> int:
+    """Load back what was written, run forward+backward; return the number of outputs."""
+    m = torch.jit.load(files["model"])
+    m.train()
+    inputs = torch.load(files["inputs"])
+    assert isinstance(inputs, tuple) and all(isinstance(t, torch.Tensor) for t in inputs)
+    sd = torch.load(files["state_dict"])
+    assert type(sd) is dict, "state dict must be a plain dict, got %s" % type(sd).__name__
+    assert list(sd.keys()) == keys == list(m.state_dict().keys()), "state dict keys differ"
+    outs = flatten_outputs(m(*inputs))
+    loss = sum(o.float().square().mean() for o in outs)
+    loss.backward()
+    params = list(m.parameters())
+    if not params or any(p.grad is None for p in params):
+        missing = [n for n, p in m.named_parameters() if p.grad is None]
+        raise RuntimeError("backward left parameters without grad: %s" % missing[:5])
+    return len(outs)
+
+
+def export(name: str, out: str, force: bool) -> str:
+    files = paths(out, name)
+    if not force and up_to_date(files):
+        return "%-13s up to date" % name
+    t0 = time.time()
+    torch.manual_seed(0)
+    _, sm, inputs = MODELS[name]()
+    sm.train()
+    sd = dict(sm.state_dict())  # plain dict: C++ pickle_load can't read OrderedDict
+    keys = list(sd.keys())
+
+    atomic(files["model"], lambda p: sm.save(p))
+    atomic(files["inputs"], lambda p: torch.save(tuple(inputs), p))  # LibTorch cannot unpickle a one-element list
+    atomic(files["state_dict"], lambda p: torch.save(sd, p))
+    t1 = time.time()
+    n_out = verify(files, keys)
+    t2 = time.time()
+    meta = {"name": name, "inputs": [spec(t) for t in inputs],
+            "state_dict_keys": keys, "outputs": n_out}
+
+    def write_json(p: str) -> None:
+        with open(p, "w") as f:
+            json.dump(meta, f, indent=1)
+            f.write("\n")
+    atomic(files["json"], write_json)  # last: marks the export complete
+    n_params = sum(p.numel() for p in sm.parameters())
+    return "%-13s exported  inputs=%s outputs=%d keys=%d params=%d  (export %.2fs, verify %.2fs)" % (
+        name, ",".join(meta["inputs"]), n_out, len(keys), n_params, t1 - t0, t2 - t1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--only", default="", help="comma-separated model names (default: all)")
+    ap.add_argument("--force", action="store_true", help="re-export even if up to date")
+    args = ap.parse_args()
+
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print("unknown model(s): %s; known: %s" % (",".join(unknown), ",".join(MODELS)), file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(1)  # the test machines are small and shared
+
+    t0 = time.time()
+    failed = []
+    for name in names:
+        try:
+            print(export(name, args.out, args.force), flush=True)
+        except Exception as e:  # report every model, fail at the end
+            failed.append(name)
+            print("%-13s FAILED: %s: %s" % (name, type(e).__name__, str(e).splitlines()[0] if str(e) else ""),
+                  flush=True)
+    print("%d model(s) in %.1fs%s" % (len(names), time.time() - t0,
+                                       "; FAILED: " + ",".join(failed) if failed else ""), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+// What ctest tells every test binary (see tests/CMakeLists.txt), and scratch directories.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace ravnest::test {
+
+std::string source_dir();   // RAVNEST_SOURCE_DIR
+std::string binary_dir();   // RAVNEST_BINARY_DIR
+std::string models_dir();   // RAVNEST_TEST_MODELS
+std::string python();       // RAVNEST_PYTHON (/usr/bin/python3)
+
+// A fresh directory under the system temp dir, removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs a shell command with a time limit (seconds), capturing stdout and stderr.
+CommandResult run_command(const std::string& command, int timeout_seconds = 300);
+
+void write_text(const std::filesystem::path& path, const std::string& text);
+std::string read_text(const std::filesystem::path& path);
+
+}  // namespace ravnest::test

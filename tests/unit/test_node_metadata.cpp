@@ -1,0 +1,318 @@
+// node_<id>.json: exact round trips, strict reading, and atomic files.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "libs/config/atomic_file.h"
+#include "libs/config/config_error.h"
+#include "libs/config/node_metadata.h"
+
+using namespace ravnest::config;
+
+namespace {
+
+NodeMetadata full_metadata() {
+  NodeMetadata m;
+  m.node_id = 4;
+  m.name = "node_4";
+  m.address = "10.1.2.3:8084";
+  m.cluster = 1;
+  m.position = 1;
+  m.cluster_size = 3;
+  m.role = Role::kStem;
+  m.stage_file = "stages/node_4.pt";
+  m.stage_sha256 = std::string(64, 'a');
+
+  StageInput a;
+  a.value = "x.7";
+  a.type = "Tensor";
+  a.from_node = 3;
+  a.from_output = 0;
+  StageInput b;
+  b.value = "mask";
+  b.type = "Tensor";
+  b.from_node = 3;
+  b.from_output = 1;
+  StageInput c;
+  c.value = "n";
+  c.type = "int";
+  c.model_input = 2;  // the reader checks types, not roles
+  m.inputs = {a, b, c};
+
+  StageOutput out0;
+  out0.value = "x.12";
+  out0.type = "Tensor";
+  out0.to_nodes = {5};
+  StageOutput out1;
+  out1.value = "skip";
+  out1.type = "List[Tensor]";
+  out1.to_nodes = {5, 6};
+  m.outputs = {out0, out1};
+  m.returns_model_output = false;
+  m.forward_neighbours = {5, 6};
+  m.backward_neighbours = {3};
+  m.parameters = {"layer2.weight", "layer2.bias", "embed.weight", "bn.running_mean"};
+  m.shared_parameters = {{"embed.weight", {3, 4}}, {"z.tied", {4, 6}}};
+  m.tied_parameters = {{"head.weight", "embed.weight"}, {"lm.bias", "embed.bias"}};
+
+  RingMembership ring;
+  ring.id = 2;
+  ring.parameters = {"layer2.weight", "layer2.bias"};
+  ring.peers = {{1, 0, "10.1.2.1:8081"}, {4, 1, "10.1.2.3:8084"}, {9, 2, "10.1.2.9:8089"}};
+  ring.position = 1;
+  ring.next_node = 9;
+  ring.prev_node = 1;
+  RingMembership ring2 = ring;
+  ring2.id = 3;
+  ring2.parameters = {"embed.weight", "bn.running_mean"};
+  m.rings = {ring, ring2};
+
+  m.estimates.parameter_count = 12345678901LL;
+  m.estimates.parameter_bytes = 49382715604LL;
+  m.estimates.memory_bytes = 1.2345678901234567e10;
+  m.estimates.step_seconds = 0.1 + 0.2;  // not a short decimal
+  m.estimates.forward_bytes_per_sample = 3.0e-5 / 7;
+  return m;
+}
+
+void require_equal(const NodeMetadata& a, const NodeMetadata& b) {
+  CHECK(a.format == b.format);
+  CHECK(a.node_id == b.node_id);
+  CHECK(a.name == b.name);
+  CHECK(a.address == b.address);
+  CHECK(a.cluster == b.cluster);
+  CHECK(a.position == b.position);
+  CHECK(a.cluster_size == b.cluster_size);
+  CHECK(a.role == b.role);
+  CHECK(a.stage_file == b.stage_file);
+  CHECK(a.stage_sha256 == b.stage_sha256);
+  REQUIRE(a.inputs.size() == b.inputs.size());
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    CHECK(a.inputs[i].value == b.inputs[i].value);
+    CHECK(a.inputs[i].type == b.inputs[i].type);
+    CHECK(a.inputs[i].model_input == b.inputs[i].model_input);
+    CHECK(a.inputs[i].from_node == b.inputs[i].from_node);
+    if (a.inputs[i].from_node) CHECK(a.inputs[i].from_output == b.inputs[i].from_output);
+  }
+  REQUIRE(a.outputs.size() == b.outputs.size());
+  for (size_t i = 0; i < a.outputs.size(); ++i) {
+    CHECK(a.outputs[i].value == b.outputs[i].value);
+    CHECK(a.outputs[i].type == b.outputs[i].type);
+    CHECK(a.outputs[i].to_nodes == b.outputs[i].to_nodes);
+  }
+  CHECK(a.returns_model_output == b.returns_model_output);
+  CHECK(a.forward_neighbours == b.forward_neighbours);
+  CHECK(a.backward_neighbours == b.backward_neighbours);
+  CHECK(a.parameters == b.parameters);
+  CHECK(a.shared_parameters == b.shared_parameters);
+  CHECK(a.tied_parameters == b.tied_parameters);
+  REQUIRE(a.rings.size() == b.rings.size());
+  for (size_t i = 0; i < a.rings.size(); ++i) {
+    CHECK(a.rings[i].id == b.rings[i].id);
+    CHECK(a.rings[i].parameters == b.rings[i].parameters);
+    REQUIRE(a.rings[i].peers.size() == b.rings[i].peers.size());
+    for (size_t k = 0; k < a.rings[i].peers.size(); ++k) {
+      CHECK(a.rings[i].peers[k].node == b.rings[i].peers[k].node);
+      CHECK(a.rings[i].peers[k].cluster == b.rings[i].peers[k].cluster);
+      CHECK(a.rings[i].peers[k].address == b.rings[i].peers[k].address);
+    }
+    CHECK(a.rings[i].position == b.rings[i].position);
+    CHECK(a.rings[i].next_node == b.rings[i].next_node);
+    CHECK(a.rings[i].prev_node == b.rings[i].prev_node);
+  }
+  CHECK(a.estimates.parameter_count == b.estimates.parameter_count);
+  CHECK(a.estimates.parameter_bytes == b.estimates.parameter_bytes);
+  CHECK(a.estimates.memory_bytes == b.estimates.memory_bytes);  // bit-exact
+  CHECK(a.estimates.step_seconds == b.estimates.step_seconds);
+  CHECK(a.estimates.forward_bytes_per_sample == b.estimates.forward_bytes_per_sample);
+}
+
+std::string error_of(const std::string& text, const std::string& origin = "nodes/node_4.json") {
+  try {
+    node_metadata_from_json(text, origin);
+  } catch (const ConfigError& error) {
+    const std::string message = error.what();
+    CHECK(message.find('\n') == std::string::npos);
+    return message;
+  }
+  FAIL("expected a ConfigError");
+  return "";
+}
+
+// Replaces the first occurrence of `from` in `text`.
+std::string edit(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string temp_dir() {
+  char pattern[] = "/tmp/ravnest_test_metadata_XXXXXX";
+  const char* made = ::mkdtemp(pattern);
+  REQUIRE(made != nullptr);
+  return made;
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  REQUIRE(d != nullptr);
+  while (const dirent* entry = ::readdir(d)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(d);
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("role names", "[metadata]") {
+  for (Role role : {Role::kRoot, Role::kStem, Role::kLeaf, Role::kRootLeaf}) {
+    CHECK(role_from_name(role_name(role)) == role);
+  }
+  CHECK(role_name(Role::kRootLeaf) == "root+leaf");
+  CHECK_THROWS_AS(role_from_name("trunk"), ConfigError);
+}
+
+TEST_CASE("metadata round-trips exactly with every field populated", "[metadata]") {
+  const NodeMetadata original = full_metadata();
+  const std::string text = to_json(original);
+  const NodeMetadata back = node_metadata_from_json(text, "mem");
+  require_equal(original, back);
+  CHECK(to_json(back) == text);  // stable
+}
+
+TEST_CASE("a root+leaf and a root with model inputs round-trip", "[metadata]") {
+  NodeMetadata m;
+  m.node_id = 0;
+  m.name = "node_0";
+  m.address = "h:1";
+  m.role = Role::kRootLeaf;
+  m.returns_model_output = true;
+  StageInput in;
+  in.value = "x";
+  in.type = "Tensor";
+  in.model_input = 0;
+  m.inputs = {in};
+  const NodeMetadata back = node_metadata_from_json(to_json(m), "mem");
+  require_equal(m, back);
+  CHECK(back.outputs.empty());
+  CHECK(back.rings.empty());
+  CHECK(back.shared_parameters.empty());
+  CHECK(back.tied_parameters.empty());
+}
+
+TEST_CASE("the JSON is pretty, with the documented keys in order", "[metadata]") {
+  const std::string text = to_json(full_metadata());
+  CHECK(text.rfind("{\n  \"format\": \"ravnest.node/1\",\n  \"node_id\": 4,", 0) == 0);
+  CHECK(contains(text, "\"from\": {\n"));
+  CHECK(contains(text, "\"node\": 3,"));
+  CHECK(contains(text, "\"model_input\": 2"));
+  CHECK(contains(text, "\"role\": \"stem\""));
+  // Absent sources are omitted, not written as null.
+  CHECK(!contains(text, "null"));
+  const auto order = {"\"format\"", "\"node_id\"", "\"name\"", "\"address\"", "\"cluster\"",
+                      "\"position\"", "\"cluster_size\"", "\"role\"", "\"stage_file\"",
+                      "\"stage_sha256\"", "\"inputs\"", "\"outputs\"", "\"returns_model_output\"",
+                      "\"forward_neighbours\"", "\"backward_neighbours\"", "\"parameters\"",
+                      "\"shared_parameters\"", "\"tied_parameters\"", "\"rings\"",
+                      "\"estimates\""};
+  size_t at = 0;
+  for (const char* key : order) {
+    const auto found = text.find(std::string("\n  ") + key, at);
+    CHECK(found != std::string::npos);
+    at = found;
+  }
+}
+
+TEST_CASE("strict reading names the origin and the field", "[metadata][errors]") {
+  const std::string good = to_json(full_metadata());
+
+  CHECK(contains(error_of("{", "x.json"), "x.json: malformed JSON"));
+  CHECK(contains(error_of("[]"), "nodes/node_4.json: (top level): must be an object"));
+  CHECK(error_of(edit(good, "ravnest.node/1", "ravnest.node/2")) ==
+        "nodes/node_4.json: format: expected \"ravnest.node/1\", got \"ravnest.node/2\"");
+  CHECK(error_of(edit(good, "\"node_id\": 4", "\"node_id\": \"4\"")) ==
+        "nodes/node_4.json: node_id: must be an integer, got a string");
+  CHECK(error_of(edit(good, "\"node_id\": 4", "\"node_id\": 4.5")) ==
+        "nodes/node_4.json: node_id: must be an integer, got a fractional number");
+  CHECK(error_of(edit(good, "\"node_id\": 4,", "")) == "nodes/node_4.json: node_id: is missing");
+  CHECK(error_of(edit(good, "\"cluster_size\": 3", "\"cluster_size\": 99999999999")) ==
+        "nodes/node_4.json: cluster_size: is out of range");
+  CHECK(contains(error_of(edit(good, "\"stem\"", "\"trunk\"")),
+                 "nodes/node_4.json: role: unknown role \"trunk\""));
+  CHECK(error_of(edit(good, "\"returns_model_output\": false", "\"returns_model_output\": 0")) ==
+        "nodes/node_4.json: returns_model_output: must be true or false, got a number");
+  CHECK(error_of(edit(good, "\"node\": 3,", "\"node\": \"3\",")) ==
+        "nodes/node_4.json: inputs[0].from.node: must be an integer, got a string");
+  CHECK(error_of(edit(good, "\"output\": 1", "\"outpt\": 1")) ==
+        "nodes/node_4.json: inputs[1].from.output: is missing");
+  CHECK(error_of(edit(good, "\"model_input\": 2", "\"model_inputs\": 2")) ==
+        "nodes/node_4.json: inputs[2]: needs exactly one of \"model_input\" and \"from\"");
+  CHECK(error_of(edit(good, "\"to_nodes\": [\n        5\n      ]", "\"to_nodes\": 5")) ==
+        "nodes/node_4.json: outputs[0].to_nodes: must be an array, got a number");
+  CHECK(error_of(edit(good, "\"layer2.bias\",\n    \"embed", "7,\n    \"embed")) ==
+        "nodes/node_4.json: parameters[1]: must be a string, got a number");
+  CHECK(error_of(edit(good, "\"address\": \"10.1.2.9:8089\"", "\"addr\": \"10.1.2.9:8089\"")) ==
+        "nodes/node_4.json: rings[0].peers[2].address: is missing");
+  CHECK(error_of(edit(good, "\"next_node\": 9", "\"next_node\": null")) ==
+        "nodes/node_4.json: rings[0].next_node: must be an integer, got null");
+  CHECK(error_of(edit(good, "\"z.tied\": [", "\"z.tied\": [\"x\", ")) ==
+        "nodes/node_4.json: shared_parameters.z.tied[0]: must be an integer, got a string");
+  CHECK(error_of(edit(good, "\"head.weight\": \"embed.weight\"", "\"head.weight\": 3")) ==
+        "nodes/node_4.json: tied_parameters.head.weight: must be a string, got a number");
+  CHECK(error_of(edit(good, "\"tied_parameters\": {", "\"tied\": {")) ==
+        "nodes/node_4.json: tied_parameters: is missing");
+  CHECK(error_of(edit(good, "\"step_seconds\": ", "\"step_seconds\": \"fast\", \"x\": ")) ==
+        "nodes/node_4.json: estimates.step_seconds: must be a number, got a string");
+  CHECK(error_of(edit(good, "\"estimates\": {", "\"estimatez\": {")) ==
+        "nodes/node_4.json: estimates: is missing");
+}
+
+TEST_CASE("files are written atomically and read back", "[metadata][atomic_file]") {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/node_4.json";
+  const NodeMetadata m = full_metadata();
+  write_file_atomically(path, to_json(m));
+  require_equal(m, load_node_metadata(path));
+  write_file_atomically(path, "replaced");
+  CHECK(read_file(path) == "replaced");
+  CHECK(list_dir(dir) == std::vector<std::string>{"node_4.json"});  // no temporaries left
+
+  const std::string binary("a\0b\xff", 4);
+  write_file_atomically(dir + "/bin", binary);
+  CHECK(read_file(dir + "/bin") == binary);
+  write_file_atomically(dir + "/empty", "");
+  CHECK(read_file(dir + "/empty").empty());
+}
+
+TEST_CASE("a failed write throws, names the path and leaves nothing behind", "[atomic_file]") {
+  const std::string dir = temp_dir();
+  CHECK_THROWS_WITH(write_file_atomically(dir + "/no/such/dir/file", "x"),
+                    Catch::Contains(dir + "/no/such/dir/file: cannot write"));
+  // Renaming over a directory fails after the temporary was written: it must be removed.
+  const std::string target = dir + "/occupied";
+  write_file_atomically(dir + "/occupied_probe", "x");
+  REQUIRE(::mkdir(target.c_str(), 0755) == 0);
+  write_file_atomically(target + "/inner", "y");  // non-empty, so rename(2) cannot replace it
+  CHECK_THROWS_WITH(write_file_atomically(target, "z"),
+                    Catch::Contains(target + ": cannot write"));
+  const auto names = list_dir(dir);
+  CHECK(names.size() == 2);  // occupied_probe and occupied
+  for (const auto& name : names) CHECK(name.find(".tmp.") == std::string::npos);
+}
+
+TEST_CASE("read_file names unreadable paths", "[atomic_file]") {
+  CHECK_THROWS_WITH(read_file("/nonexistent/ravnest/x.json"),
+                    "/nonexistent/ravnest/x.json: cannot read: No such file or directory");
+  CHECK_THROWS_AS(load_node_metadata("/nonexistent/ravnest/x.json"), ConfigError);
+}

@@ -1,0 +1,128 @@
+// Rings: which nodes of different clusters average which parameters.
+#include <catch2/catch.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "libs/planner/rings.h"
+
+using ravnest::planner::form_rings;
+using ravnest::planner::HeldParameters;
+using ravnest::planner::Ring;
+
+namespace {
+
+using Names = std::vector<std::string>;
+using Nodes = std::vector<int>;
+
+HeldParameters held(int node, int cluster, Names names) {
+  HeldParameters h;
+  h.node_id = node;
+  h.cluster = cluster;
+  h.parameters = std::move(names);
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("one cluster has no rings", "[rings]") {
+  CHECK(form_rings({held(0, 0, {"a", "b"}), held(1, 0, {"c"})}).empty());
+  CHECK(form_rings({}).empty());
+}
+
+TEST_CASE("two clusters with the same cut points: one ring per stage", "[rings]") {
+  const auto rings = form_rings({held(0, 0, {"a", "b"}), held(1, 0, {"c"}),
+                                 held(2, 1, {"a", "b"}), held(3, 1, {"c"})});
+  REQUIRE(rings.size() == 2);
+  CHECK(rings[0].id == 0);
+  CHECK(rings[0].parameters == Names{"a", "b"});
+  CHECK(rings[0].nodes == Nodes{0, 2});
+  CHECK(rings[1].id == 1);
+  CHECK(rings[1].parameters == Names{"c"});
+  CHECK(rings[1].nodes == Nodes{1, 3});
+}
+
+TEST_CASE("two clusters with different cut points", "[rings]") {
+  // Cluster 0 cuts after b, cluster 1 after a.
+  const auto rings = form_rings({held(0, 0, {"a", "b"}), held(1, 0, {"c", "d"}),
+                                 held(5, 1, {"a"}), held(6, 1, {"b", "c", "d"})});
+  REQUIRE(rings.size() == 3);
+  CHECK(rings[0].parameters == Names{"a"});
+  CHECK(rings[0].nodes == Nodes{0, 5});
+  CHECK(rings[1].parameters == Names{"b"});
+  CHECK(rings[1].nodes == Nodes{0, 6});
+  CHECK(rings[2].parameters == Names{"c", "d"});
+  CHECK(rings[2].nodes == Nodes{1, 6});
+  for (size_t i = 0; i < rings.size(); ++i) CHECK(rings[i].id == static_cast<int>(i));
+}
+
+TEST_CASE("three clusters of different sizes and cut points", "[rings]") {
+  // Cluster 0: [p1 p2 | p3 p4 | p5]; cluster 1: [p1 | p2 p3 p4 p5]; cluster 2: one node.
+  // Holders are listed out of cluster order: ring nodes still follow cluster order.
+  const auto rings = form_rings({
+      held(7, 2, {"p1", "p2", "p3", "p4", "p5"}),
+      held(3, 1, {"p1"}), held(4, 1, {"p2", "p3", "p4", "p5"}),
+      held(0, 0, {"p1", "p2"}), held(1, 0, {"p3", "p4"}), held(2, 0, {"p5"}),
+  });
+  REQUIRE(rings.size() == 4);
+  CHECK(rings[0].parameters == Names{"p1"});
+  CHECK(rings[0].nodes == Nodes{0, 3, 7});
+  CHECK(rings[1].parameters == Names{"p2"});
+  CHECK(rings[1].nodes == Nodes{0, 4, 7});
+  CHECK(rings[2].parameters == Names{"p3", "p4"});
+  CHECK(rings[2].nodes == Nodes{1, 4, 7});
+  CHECK(rings[3].parameters == Names{"p5"});
+  CHECK(rings[3].nodes == Nodes{2, 4, 7});
+}
+
+TEST_CASE("rings are numbered by their first parameter in cluster 0's pipeline", "[rings]") {
+  // Cluster 1 lists its stages in a different order of names; cluster 0's order decides, and
+  // a ring whose parameters are not contiguous still forms one ring.
+  const auto rings = form_rings({held(0, 0, {"x", "y"}), held(1, 0, {"z", "w"}),
+                                 held(2, 1, {"y", "z"}), held(3, 1, {"w", "x"})});
+  REQUIRE(rings.size() == 4);
+  CHECK(rings[0].parameters == Names{"x"});
+  CHECK(rings[0].nodes == Nodes{0, 3});
+  CHECK(rings[1].parameters == Names{"y"});
+  CHECK(rings[1].nodes == Nodes{0, 2});
+  CHECK(rings[2].parameters == Names{"z"});
+  CHECK(rings[2].nodes == Nodes{1, 2});
+  CHECK(rings[3].parameters == Names{"w"});
+  CHECK(rings[3].nodes == Nodes{1, 3});
+
+  const auto grouped = form_rings({held(0, 0, {"a", "b", "c"}), held(1, 0, {"d"}),
+                                   held(2, 1, {"a", "d"}), held(3, 1, {"b", "c"})});
+  REQUIRE(grouped.size() == 3);
+  CHECK(grouped[0].parameters == Names{"a"});
+  CHECK(grouped[1].parameters == Names{"b", "c"});
+  CHECK(grouped[2].parameters == Names{"d"});
+  CHECK(grouped[2].nodes == Nodes{1, 2});
+}
+
+TEST_CASE("a name held twice in one cluster is reduced by its first holder", "[rings]") {
+  // Tied weights: "emb" is used by the first and the last stage of cluster 0.
+  const auto rings = form_rings({held(0, 0, {"emb", "h"}), held(1, 0, {"out", "emb"}),
+                                 held(2, 1, {"emb", "h", "out"})});
+  REQUIRE(rings.size() == 2);
+  CHECK(rings[0].parameters == Names{"emb", "h"});
+  CHECK(rings[0].nodes == Nodes{0, 2});
+  CHECK(rings[1].parameters == Names{"out"});
+  CHECK(rings[1].nodes == Nodes{1, 2});
+}
+
+TEST_CASE("a parameter missing from a cluster is an error naming it", "[rings]") {
+  try {
+    form_rings({held(0, 0, {"a", "b"}), held(1, 1, {"a"}), held(2, 2, {"a", "b"})});
+    FAIL("expected std::invalid_argument");
+  } catch (const std::invalid_argument& error) {
+    const std::string message = error.what();
+    CHECK(message.find("\"b\"") != std::string::npos);
+    CHECK(message.find("cluster 1") != std::string::npos);
+  }
+  try {
+    form_rings({held(0, 0, {"a"}), held(1, 1, {"a", "extra"})});
+    FAIL("expected std::invalid_argument");
+  } catch (const std::invalid_argument& error) {
+    CHECK(std::string(error.what()).find("\"extra\"") != std::string::npos);
+  }
+}
