@@ -188,10 +188,30 @@ std::vector<AttributePath> uncovered_state(const ModelGraph& model,
   return out;
 }
 
+// Python's order: each module's parameters, then its buffers, then its children, recursively.
+static void collect_state_names(const c10::intrusive_ptr<c10::ivalue::Object>& object,
+                                const std::string& prefix, std::vector<std::string>& names) {
+  const auto& type = object->type();
+  const size_t count = type->numAttributes();
+  for (bool buffers : {false, true}) {
+    for (size_t slot = 0; slot < count; ++slot) {
+      if ((buffers ? type->is_buffer(slot) : type->is_parameter(slot)) &&
+          object->getSlot(slot).isTensor()) {
+        names.push_back(prefix + type->getAttributeName(slot));
+      }
+    }
+  }
+  for (size_t slot = 0; slot < count; ++slot) {
+    if (is_module_type(type->getAttribute(slot))) {
+      collect_state_names(object->getSlot(slot).toObject(),
+                          prefix + type->getAttributeName(slot) + ".", names);
+    }
+  }
+}
+
 std::vector<std::string> state_names(const torch::jit::Module& module) {
   std::vector<std::string> names;
-  for (const auto& p : module.named_parameters(true)) names.push_back(p.name);
-  for (const auto& b : module.named_buffers(true)) names.push_back(b.name);
+  collect_state_names(module._ivalue(), "", names);
   return names;
 }
 

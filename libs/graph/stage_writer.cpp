@@ -80,6 +80,12 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     return it == canonical.end() ? name : it->second;
   };
 
+  // Names listed in the model's state-dict order, whatever order the stage tree has.
+  std::map<std::string, size_t> state_order;
+  for (const auto& name : state_names(const_cast<ModelGraph&>(model).module())) {
+    state_order.emplace(name, state_order.size());
+  }
+
   std::vector<config::NodeMetadata> out;
   std::map<std::string, std::vector<int>> holders_of;  // canonical tensor name -> node ids
   fs::create_directories(fs::path(dir) / "stages");
@@ -132,6 +138,10 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     }
     meta.stage_sha256 = config::sha256_hex(read_bytes(stage_path));
     meta.parameters = state_names(module);
+    std::stable_sort(meta.parameters.begin(), meta.parameters.end(),
+                     [&](const std::string& a, const std::string& b) {
+                       return state_order.at(a) < state_order.at(b);
+                     });
     for (const auto& name : meta.parameters) add_unique(holders_of[canonical_of(name)], node.id);
     int64_t count = 0;
     for (const auto& p : module.parameters()) count += p.numel();
