@@ -1,0 +1,163 @@
+@0xd734fd17fb897e3d;
+# The whole wire of ravnest: what the requester (`ravnest`) says to the daemons (`ravnestd`) and
+# what the daemons say to each other. Nothing travels that is not described here.
+#
+# Every method that changes a daemon's state, and every transfer between daemons, carries the
+# shared secret configured on both sides; a call without the right secret fails with an
+# "unauthorized" error, is logged, and stores nothing.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("ravnest::schema");
+
+# ---------------------------------------------------------------------------------------------
+# Values that cross a stage boundary: tensors and the few other TorchScript values a cut may carry.
+
+struct Tensor {
+  dtype @0 :Int8;            # c10::ScalarType code (Float = 6, Long = 4, ...)
+  shape @1 :List(Int64);
+  requiresGrad @2 :Bool;
+  union {
+    inline @3 :Data;         # the row-major contiguous bytes
+    streamed @4 :UInt64;     # byte count; the bytes follow through the transfer's ByteSink,
+                             # in the order the tensors appear in the message
+  }
+}
+
+struct Value {
+  union {
+    tensor @0 :Tensor;
+    none @1 :Void;
+    uninitialized @2 :Void;  # TorchScript's placeholder for a value that is never read
+    int @3 :Int64;
+    float @4 :Float64;
+    bool @5 :Bool;
+    text @6 :Text;
+    ints @7 :List(Int64);
+    floats @8 :List(Float64);
+    bools @9 :List(Bool);
+  }
+}
+
+# Bytes with flow control: the sender keeps a bounded number of writes in flight.
+interface ByteSink {
+  write @0 (chunk :Data) -> stream;
+  done @1 () -> ();          # all bytes written; fails if fewer or more arrived than announced
+}
+
+# ---------------------------------------------------------------------------------------------
+# Daemon to daemon: one message per micro-batch and direction.
+
+enum Phase {
+  train @0;
+  validate @1;
+}
+
+struct MicroBatch {
+  jobId @0 :UInt64;
+  phase @1 :Phase;
+  step @2 :UInt64;           # batches since the job started (train), or validation round
+  index @3 :UInt32;          # micro-batch within the batch
+  count @4 :UInt32;          # micro-batches in this batch
+  samples @5 :UInt32;        # samples in this micro-batch
+  batchSamples @6 :UInt32;   # samples in the whole batch
+  epoch @7 :UInt32;
+  last @8 :Bool;             # the last batch of the phase (end of training or of validation)
+}
+
+enum TransferKind {
+  activations @0;            # producer -> consumer: the producer's outputs `index`
+  gradients @1;              # consumer -> producer: d(loss)/d(output `index`) of the producer
+  labels @2;                 # root -> leaf: the micro-batch's labels (index 0)
+}
+
+struct IndexedValue {
+  index @0 :UInt32;          # output index of the producing node (see node metadata)
+  value @1 :Value;
+}
+
+struct Transfer {
+  kind @0 :TransferKind;
+  fromNode @1 :Int32;
+  batch @2 :MicroBatch;
+  values @3 :List(IndexedValue);
+}
+
+# ---------------------------------------------------------------------------------------------
+# Status and progress, for `ravnest status` and the live progress of `ravnest train`.
+
+enum NodeState {
+  idle @0;                   # no job (a stage may be stored)
+  ready @1;                  # job loaded, waiting for start
+  training @2;
+  finished @3;               # the job ended; trained stage saved
+  failed @4;                 # the job failed; `error` says why
+}
+
+struct NodeStatus {
+  node @0 :Text;             # "node_3"
+  nodeId @1 :Int32;
+  cluster @2 :Int32;
+  role @3 :Text;
+  state @4 :NodeState;
+  hasStage @5 :Bool;
+  stageSha256 @6 :Text;
+  jobId @7 :UInt64;
+  epoch @8 :UInt32;
+  step @9 :UInt64;           # optimizer updates done
+  batches @10 :UInt64;       # batches this node has finished (forward and backward)
+  totalBatches @11 :UInt64;
+  lastLoss @12 :Float64;     # leaf only: the loss of the last batch
+  samplesPerSecond @13 :Float64;
+  error @14 :Text;
+}
+
+enum EventKind {
+  step @0;                   # leaf: a batch finished; loss is its loss
+  validation @1;             # leaf: a validation round finished; loss and accuracy
+  finished @2;               # the node finished the job
+  failed @3;                 # the node failed; message says why
+}
+
+struct ProgressEvent {
+  kind @0 :EventKind;
+  nodeId @1 :Int32;
+  cluster @2 :Int32;
+  epoch @3 :UInt32;
+  step @4 :UInt64;
+  loss @5 :Float64;
+  accuracy @6 :Float64;      # validation only; NaN when the task has no classes
+  samples @7 :UInt64;        # samples trained so far by this cluster
+  message @8 :Text;
+}
+
+interface ProgressListener {
+  event @0 (event :ProgressEvent) -> ();
+}
+
+# ---------------------------------------------------------------------------------------------
+
+interface Node {
+  # Requester -> daemon.
+  pushStage @0 (secret :Data, metadataJson :Text, stage :Data, sha256 :Text) -> ();
+    # Stores the stage and its metadata (docs/node-metadata.md) atomically under the daemon's
+    # data directory. Refused when the metadata names another node or the checksum fails.
+  pushFile @1 (secret :Data, name :Text, size :UInt64, sha256 :Text) -> (sink :ByteSink);
+    # A dataset file, streamed; stored under data/<name> once `done` checks size and checksum.
+    # `name` is a plain file name: no directories, no "..".
+  loadJob @2 (secret :Data, jobToml :Text, jobId :UInt64) -> ();
+    # Checks the job against the stored stage (loss, optimizer, dataset, ...); state -> ready.
+  start @3 (secret :Data, jobId :UInt64) -> ();
+  stop @4 (secret :Data) -> ();
+    # Abandons a running job; state -> idle. Idempotent.
+  status @5 () -> (status :NodeStatus);
+  fetchStage @6 (secret :Data) -> (stage :Data, sha256 :Text, metadataJson :Text);
+    # The trained stage when the last job finished, else the stored one.
+  subscribe @7 (secret :Data, listener :ProgressListener) -> ();
+    # Events of the current job go to `listener` until the job ends or the listener fails.
+  fetchLosses @8 (secret :Data) -> (text :Text);
+    # The leaf's losses.txt of the last job.
+
+  # Daemon -> daemon.
+  send @9 (secret :Data, transfer :Transfer) -> (sink :ByteSink);
+    # Tensors marked `streamed` follow through `sink`; without any, `sink` is null.
+}
