@@ -221,6 +221,10 @@ std::string to_json(const NodeMetadata& m) {
   for (const auto& output : m.outputs) outputs.push_back(output_to_json(output));
   out["outputs"] = outputs;
   out["returns_model_output"] = m.returns_model_output;
+  out["pipeline"] = m.pipeline;
+  ordered_json addresses = ordered_json::object();
+  for (const auto& [id, address] : m.addresses) addresses[std::to_string(id)] = address;
+  out["addresses"] = addresses;
   out["forward_neighbours"] = m.forward_neighbours;
   out["backward_neighbours"] = m.backward_neighbours;
   out["parameters"] = m.parameters;
@@ -310,6 +314,16 @@ NodeMetadata node_metadata_from_json(const std::string& text, const std::string&
   }
 
   m.returns_model_output = r.boolean(root, "", "returns_model_output");
+  m.pipeline = r.int_list(root, "", "pipeline");
+  const json& addresses = r.object(root, "", "addresses");
+  for (const auto& [id, address] : addresses.items()) {
+    const std::string path = "addresses." + id;
+    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) {
+      r.fail(path, "key must be a node id");
+    }
+    if (!address.is_string()) r.fail(path, "must be a string, got " + Reader::kind(address));
+    m.addresses[std::stoi(id)] = address.get<std::string>();
+  }
   m.forward_neighbours = r.int_list(root, "", "forward_neighbours");
   m.backward_neighbours = r.int_list(root, "", "backward_neighbours");
   m.parameters = r.string_list(root, "", "parameters");

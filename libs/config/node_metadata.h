@@ -76,6 +76,8 @@ struct NodeMetadata {
   std::vector<StageInput> inputs;
   std::vector<StageOutput> outputs;  // empty for the leaf
   bool returns_model_output = false; // true for the leaf: forward returns what the model returns
+  std::vector<int> pipeline;             // the cluster's node ids, root first
+  std::map<int, std::string> addresses;  // every node of the cluster: id -> "host:port"
   std::vector<int> forward_neighbours;   // nodes this one sends activations to
   std::vector<int> backward_neighbours;  // nodes this one sends gradients to (its producers)
   std::vector<std::string> parameters;   // state-dict names of parameters and buffers held

@@ -152,6 +152,12 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     meta.estimates.forward_bytes_per_sample = stage_plan.cost.forward_bytes_per_sample;
     out.push_back(std::move(meta));
   }
+  for (auto& meta : out) {
+    for (const auto& stage : cluster.stages) {
+      meta.pipeline.push_back(stage.node_id);
+      meta.addresses[stage.node_id] = nodes.at(stage.node_id).address;
+    }
+  }
   // A tensor on several nodes of the cluster (a module used twice, tied weights) needs its
   // gradients summed across them.
   for (auto& meta : out) {

@@ -53,6 +53,8 @@ NodeMetadata full_metadata() {
   out1.to_nodes = {5, 6};
   m.outputs = {out0, out1};
   m.returns_model_output = false;
+  m.pipeline = {3, 4, 5, 6};
+  m.addresses = {{3, "10.0.0.3:8080"}, {4, "10.0.0.4:8080"}, {5, "[::1]:9"}, {6, "h:1"}};
   m.forward_neighbours = {5, 6};
   m.backward_neighbours = {3};
   m.parameters = {"layer2.weight", "layer2.bias", "embed.weight", "bn.running_mean"};
@@ -105,6 +107,8 @@ void require_equal(const NodeMetadata& a, const NodeMetadata& b) {
     CHECK(a.outputs[i].to_nodes == b.outputs[i].to_nodes);
   }
   CHECK(a.returns_model_output == b.returns_model_output);
+  CHECK(a.pipeline == b.pipeline);
+  CHECK(a.addresses == b.addresses);
   CHECK(a.forward_neighbours == b.forward_neighbours);
   CHECK(a.backward_neighbours == b.backward_neighbours);
   CHECK(a.parameters == b.parameters);
@@ -223,7 +227,7 @@ TEST_CASE("the JSON is pretty, with the documented keys in order", "[metadata]")
   const auto order = {"\"format\"", "\"node_id\"", "\"name\"", "\"address\"", "\"cluster\"",
                       "\"position\"", "\"cluster_size\"", "\"role\"", "\"stage_file\"",
                       "\"stage_sha256\"", "\"inputs\"", "\"outputs\"", "\"returns_model_output\"",
-                      "\"forward_neighbours\"", "\"backward_neighbours\"", "\"parameters\"",
+                      "\"pipeline\"", "\"addresses\"", "\"forward_neighbours\"", "\"backward_neighbours\"", "\"parameters\"",
                       "\"shared_parameters\"", "\"tied_parameters\"", "\"rings\"",
                       "\"estimates\""};
   size_t at = 0;
