@@ -1,18 +1,66 @@
 // ravnest: the requester's command line. Thin: parses flags and calls the libraries.
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/jit/serialization/import.h>
 
+#include "libs/config/job_spec.h"
+#include "libs/config/secret.h"
+#include "libs/data/dataset.h"
 #include "libs/graph/clusterize.h"
+#include "libs/runtime/evaluate.h"
+#include "libs/runtime/fuse.h"
+#include "libs/runtime/loss.h"
+#include "libs/runtime/progress_view.h"
+#include "libs/runtime/requester.h"
 
 namespace {
 
-int run_clusterize(const ravnest::graph::ClusterizeOptions& options) {
-  auto result = ravnest::graph::clusterize(
-      options, [](const std::string& line) { std::cout << line << '\n' << std::flush; });
+namespace fs = std::filesystem;
+using namespace ravnest;
+
+void say(const std::string& line) { std::cout << line << '\n' << std::flush; }
+
+struct Connection {
+  std::string plan_dir = "node_data";
+  std::string secret_file;
+
+  runtime::Requester open() const {
+    std::string secret;
+    std::string file = secret_file;
+    if (file.empty()) {
+      if (const char* env = std::getenv("RAVNEST_SECRET_FILE")) file = env;
+    }
+    if (!file.empty()) secret = config::read_secret(file);
+    return runtime::Requester(runtime::load_plan(plan_dir), secret);
+  }
+};
+
+void add_connection_options(CLI::App* cmd, Connection& c) {
+  cmd->add_option("--plan", c.plan_dir, "plan directory written by clusterize")
+      ->capture_default_str();
+  cmd->add_option("--secret-file", c.secret_file,
+                  "file holding the daemons' shared secret (default: $RAVNEST_SECRET_FILE)");
+}
+
+std::string model_of_plan(const std::string& plan_dir) {
+  std::ifstream in(fs::path(plan_dir) / "plan.json");
+  if (!in) throw std::runtime_error(plan_dir + "/plan.json: cannot read");
+  return nlohmann::json::parse(in).at("model").get<std::string>();
+}
+
+int run_clusterize(const graph::ClusterizeOptions& options, bool push, const Connection& c) {
+  auto result = graph::clusterize(options, say);
   std::printf("\n%zu cluster(s), %zu node(s), estimated %.1f samples/s; plan written to %s\n",
               result.plan.clusters.size(), result.nodes.size(), result.plan.samples_per_second,
               options.out_dir.c_str());
@@ -25,6 +73,97 @@ int run_clusterize(const ravnest::graph::ClusterizeOptions& options) {
     std::printf("verify: largest absolute difference %.3g (tolerance %.0e)\n",
                 result.verify_max_diff, options.verify_tolerance);
   }
+  std::fflush(stdout);
+  if (push) {
+    Connection pushed = c;
+    pushed.plan_dir = options.out_dir;
+    pushed.open().push(say);
+  }
+  return 0;
+}
+
+int run_train(const Connection& c, const std::string& job, bool detach) {
+  auto requester = c.open();
+  runtime::TrainOptions options;
+  options.detach = detach;
+  const bool tty = ::isatty(STDOUT_FILENO);
+  size_t drawn = 0;
+  options.log = [&](const std::string& line) {
+    if (tty && drawn) std::cout << "\033[" << drawn << "A\033[J";
+    drawn = 0;
+    say(line);
+  };
+  options.on_progress = [&](const std::vector<runtime::TrainProgress>& clusters) {
+    if (!tty) return;
+    if (drawn) std::cout << "\033[" << drawn << "A";
+    for (const auto& p : clusters) std::cout << "\033[2K" << runtime::progress_line(p) << '\n';
+    drawn = clusters.size();
+    std::cout << std::flush;
+  };
+  auto result = requester.train(job, options);
+  if (detach) {
+    say("job " + std::to_string(result.job_id) + " runs detached; `ravnest status` shows it");
+    return 0;
+  }
+  for (const auto& p : result.clusters) say(runtime::progress_line(p));
+  std::printf("training finished in %s\n", runtime::format_duration(result.seconds).c_str());
+  return 0;
+}
+
+int run_status(const Connection& c) {
+  auto requester = c.open();
+  std::printf("%-8s %-22s %-8s %-10s %-11s %6s %12s %10s %10s\n", "node", "address", "cluster",
+              "role", "state", "epoch", "batches", "loss", "samples/s");
+  bool all_reachable = true;
+  for (const auto& r : requester.status()) {
+    all_reachable = all_reachable && r.reachable;
+    std::printf("%-8s %-22s %-8d %-10s %-11s %6u %5llu/%-6llu %10.4f %10.1f\n",
+                r.node.name.c_str(), r.node.address.c_str(), r.node.cluster,
+                config::role_name(r.node.role).c_str(), r.state.c_str(), r.epoch + 1,
+                static_cast<unsigned long long>(r.batches),
+                static_cast<unsigned long long>(r.total_batches), r.last_loss,
+                r.samples_per_second);
+    if (!r.error.empty()) std::printf("         %s\n", r.error.c_str());
+  }
+  return all_reachable ? 0 : 1;
+}
+
+int run_fuse(const Connection& c, int cluster, const std::string& from, std::string model,
+             const std::string& out) {
+  std::vector<runtime::StageFile> stages;
+  if (!from.empty()) {
+    stages = runtime::cluster_stage_files(from, cluster);
+    if (model.empty()) model = model_of_plan(from);
+  } else {
+    if (model.empty()) model = model_of_plan(c.plan_dir);
+    auto requester = c.open();
+    for (auto& fetched : requester.fetch_cluster(cluster)) {
+      runtime::StageFile file;
+      file.metadata = std::move(fetched.metadata);
+      file.bytes = std::move(fetched.bytes);
+      say("fetched the stage of " + file.metadata.name + " (" + std::to_string(file.bytes.size()) +
+          " bytes)");
+      stages.push_back(std::move(file));
+    }
+  }
+  auto result = runtime::fuse_stages(model, stages, out);
+  say("wrote " + result.state_dict_path + " (" + std::to_string(result.tensors) +
+      " tensors) and " + result.model_path);
+  return 0;
+}
+
+int run_evaluate(const std::string& model_path, const std::string& job_path, bool on_train) {
+  auto job = config::load_job(job_path);
+  auto dataset = data::load_dataset(
+      job.data, on_train || job.data.validation.empty() ? data::Split::kTrain
+                                                        : data::Split::kValidation);
+  torch::jit::Module model = torch::jit::load(model_path);
+  runtime::Loss loss(job.loss);
+  auto evaluation = runtime::evaluate(model, dataset, loss, job.train.batch_size);
+  std::printf("%s on %s: loss %.6f", model_path.c_str(), dataset.origin().c_str(),
+              evaluation.loss);
+  if (std::isfinite(evaluation.accuracy)) std::printf(", accuracy %.4f", evaluation.accuracy);
+  std::printf(" (%lld samples)\n", static_cast<long long>(evaluation.samples));
   return 0;
 }
 
@@ -34,25 +173,63 @@ int main(int argc, char** argv) {
   CLI::App app{"ravnest: train PyTorch models across many ordinary machines"};
   app.require_subcommand(1);
 
-  ravnest::graph::ClusterizeOptions clusterize;
-  auto* cmd = app.add_subcommand(
+  graph::ClusterizeOptions clusterize;
+  Connection connection;
+  bool push_after = false;
+  auto* cluster_cmd = app.add_subcommand(
       "clusterize", "Profile a TorchScript model, group the nodes into clusters and cut the model "
                     "into one stage per node");
-  cmd->add_option("model", clusterize.model_path, "TorchScript model (.pt) from torch.jit.script "
-                                                  "or torch.jit.trace")
+  cluster_cmd->add_option("model", clusterize.model_path,
+                          "TorchScript model (.pt) from torch.jit.script or torch.jit.trace")
       ->required();
-  cmd->add_option("--nodes", clusterize.nodes_path, "node pool, Ravnest's node_configs.json or "
-                                                    "the same as TOML")
+  cluster_cmd->add_option("--nodes", clusterize.nodes_path,
+                          "node pool, Ravnest's node_configs.json or the same as TOML")
       ->capture_default_str();
-  cmd->add_option("--example-input", clusterize.example_inputs,
-                  "one per forward argument: SHAPE[:DTYPE[:HIGH]] such as 64x1x8x8:float32 or "
-                  "64x11:int64, or a tensor saved with torch.save")
+  cluster_cmd->add_option("--example-input", clusterize.example_inputs,
+                          "one per forward argument: SHAPE[:DTYPE[:HIGH]] such as 64x1x8x8:float32 "
+                          "or 64x11:int64, or a tensor saved with torch.save")
       ->take_all();
-  cmd->add_option("--out", clusterize.out_dir, "output directory")->capture_default_str();
-  cmd->add_option("--seed", clusterize.seed, "seed for example inputs and the planner")
+  cluster_cmd->add_option("--out", clusterize.out_dir, "output directory")->capture_default_str();
+  cluster_cmd->add_option("--seed", clusterize.seed, "seed for example inputs and the planner")
       ->capture_default_str();
-  cmd->add_flag("--verify", clusterize.verify,
-                "chain the written stages in-process and compare with the whole model");
+  cluster_cmd->add_flag("--verify", clusterize.verify,
+                        "chain the written stages in-process and compare with the whole model");
+  cluster_cmd->add_flag("--push", push_after, "push the stages to the daemons afterwards");
+  cluster_cmd->add_option("--secret-file", connection.secret_file, "the daemons' shared secret");
+
+  auto* push_cmd = app.add_subcommand("push", "Send every node its stage and metadata");
+  add_connection_options(push_cmd, connection);
+
+  std::string job_path;
+  bool detach = false;
+  auto* train_cmd = app.add_subcommand("train", "Run a training job on the plan's daemons");
+  train_cmd->add_option("job", job_path, "job file (TOML), see docs/job-file.md")->required();
+  train_cmd->add_flag("--detach", detach, "start the job and return; `ravnest status` follows it");
+  add_connection_options(train_cmd, connection);
+
+  auto* status_cmd = app.add_subcommand("status", "Show where every node of the plan is");
+  add_connection_options(status_cmd, connection);
+
+  auto* stop_cmd = app.add_subcommand("stop", "Stop the running job on every node");
+  add_connection_options(stop_cmd, connection);
+
+  int fuse_cluster = 0;
+  std::string fuse_from, fuse_model, fuse_out = "trained";
+  auto* fuse_cmd = app.add_subcommand(
+      "fuse", "Collect a cluster's trained stages into trained/trained_state_dict.pt and "
+              "trained/model.pt");
+  fuse_cmd->add_option("--cluster", fuse_cluster, "cluster id")->capture_default_str();
+  fuse_cmd->add_option("--from", fuse_from, "a local plan directory instead of the daemons");
+  fuse_cmd->add_option("--model", fuse_model, "the original model (default: the plan's)");
+  fuse_cmd->add_option("--out", fuse_out, "output directory")->capture_default_str();
+  add_connection_options(fuse_cmd, connection);
+
+  std::string eval_model, eval_job;
+  bool eval_on_train = false;
+  auto* eval_cmd = app.add_subcommand("evaluate", "Loss and accuracy of a model on a job's data");
+  eval_cmd->add_option("model", eval_model, "TorchScript model, e.g. trained/model.pt")->required();
+  eval_cmd->add_option("job", eval_job, "job file naming the data and the loss")->required();
+  eval_cmd->add_flag("--train-data", eval_on_train, "use the training data, not validation");
 
   try {
     app.parse(argc, argv);
@@ -61,9 +238,29 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (cmd->parsed()) return run_clusterize(clusterize);
+    if (cluster_cmd->parsed()) {
+      connection.plan_dir = clusterize.out_dir;
+      return run_clusterize(clusterize, push_after, connection);
+    }
+    if (push_cmd->parsed()) {
+      connection.open().push(say);
+      return 0;
+    }
+    if (train_cmd->parsed()) return run_train(connection, job_path, detach);
+    if (status_cmd->parsed()) return run_status(connection);
+    if (stop_cmd->parsed()) {
+      connection.open().stop_all();
+      say("stopped");
+      return 0;
+    }
+    if (fuse_cmd->parsed()) return run_fuse(connection, fuse_cluster, fuse_from, fuse_model, fuse_out);
+    if (eval_cmd->parsed()) return run_evaluate(eval_model, eval_job, eval_on_train);
   } catch (const std::exception& e) {
-    std::cerr << "ravnest: error: " << e.what() << '\n';
+    std::string message = e.what();
+    for (char& ch : message) {
+      if (ch == '\n') ch = ' ';
+    }
+    std::cerr << "ravnest: error: " << message << '\n';
     return 1;
   }
   return 0;

@@ -1,32 +1,42 @@
-// ravnestd: the provider daemon. Until the pipeline issue lands it only reads its flags and its
-// node metadata, and says what it would serve.
+// ravnestd: serves one provider node of a ravnest plan. Thin: flags and file, then the library.
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
-#include "libs/config/node_metadata.h"
+#include "libs/config/daemon_config.h"
+#include "libs/runtime/daemon.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ravnestd: serves one provider node of a ravnest plan"};
-  std::string node;
-  std::string plan_dir = "node_data";
-  std::string config;
-  app.add_option("--node", node, "node name, e.g. node_3")->required();
-  app.add_option("--plan", plan_dir, "plan directory written by ravnest clusterize")
-      ->capture_default_str();
-  app.add_option("--config", config, "daemon configuration (TOML)");
+  std::string config_file;
+  ravnest::config::DaemonConfigOverrides flags;
+  std::string node, listen, data_dir, log_level, log_file, secret_file;
+  app.add_option("--config", config_file, "daemon configuration (TOML), e.g. configs/ravnestd.toml");
+  auto* node_opt = app.add_option("--node", node, "node name, e.g. node_3");
+  auto* listen_opt = app.add_option("--listen", listen, "host:port (default: from the stage's metadata)");
+  auto* data_opt = app.add_option("--data-dir", data_dir, "where received stages and data are kept");
+  auto* level_opt = app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  auto* file_opt = app.add_option("--log-file", log_file, "log file (default: stderr)");
+  auto* secret_opt = app.add_option("--secret-file", secret_file, "file holding the shared secret");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   try {
-    auto metadata = ravnest::config::load_node_metadata(plan_dir + "/nodes/" + node + ".json");
-    std::cout << "Node(" << metadata.node_id << ", Cluster(" << metadata.cluster << ")) "
-              << ravnest::config::role_name(metadata.role) << " at " << metadata.address
-              << ": serving is not built yet (see issue 3)\n";
-    return 2;
+    if (*node_opt) flags.node = node;
+    if (*listen_opt) flags.listen = listen;
+    if (*data_opt) flags.data_dir = data_dir;
+    if (*level_opt) flags.log_level = log_level;
+    if (*file_opt) flags.log_file = log_file;
+    if (*secret_opt) flags.secret_file = secret_file;
+    ravnest::config::DaemonConfig file;
+    if (!config_file.empty()) file = ravnest::config::load_daemon_config(config_file);
+    auto config = ravnest::config::merge(file, flags);
+    ravnest::config::validate_daemon_config(config, config_file.empty() ? "flags" : config_file);
+    return ravnest::runtime::run_daemon(config);
   } catch (const std::exception& e) {
     std::cerr << "ravnestd: error: " << e.what() << '\n';
     return 1;

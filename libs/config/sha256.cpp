@@ -1,8 +1,10 @@
 #include "libs/config/sha256.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 
 namespace ravnest::config {
 
@@ -43,29 +45,55 @@ void compress(std::array<uint32_t, 8>& h, const unsigned char* block) {
   h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
 }
 
+constexpr std::array<uint32_t, 8> kInitial = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                              0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+
 }  // namespace
 
-std::string sha256_hex(std::string_view bytes) {
-  std::array<uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                               0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
-  size_t full = bytes.size() / 64;
-  for (size_t i = 0; i < full; ++i) compress(h, data + 64 * i);
-  unsigned char tail[128] = {};
-  size_t rest = bytes.size() - full * 64;
-  std::memcpy(tail, data + full * 64, rest);
-  tail[rest] = 0x80;
-  size_t tail_len = rest + 9 <= 64 ? 64 : 128;
-  uint64_t bits = uint64_t(bytes.size()) * 8;
-  for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
-  compress(h, tail);
-  if (tail_len == 128) compress(h, tail + 64);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (uint32_t word : h) {
-    for (int shift = 28; shift >= 0; shift -= 4) out += hex[(word >> shift) & 0xf];
+Sha256::Sha256() : h_(kInitial) {}
+
+void Sha256::update(const void* data, size_t size) {
+  if (finished_) throw std::logic_error("Sha256::update after hex()");
+  if (size == 0) return;
+  const auto* p = static_cast<const unsigned char*>(data);
+  length_ += size;
+  if (block_used_ > 0) {
+    size_t take = std::min(size, sizeof(block_) - block_used_);
+    std::memcpy(block_ + block_used_, p, take);
+    block_used_ += take;
+    p += take;
+    size -= take;
+    if (block_used_ < sizeof(block_)) return;
+    compress(h_, block_);
+    block_used_ = 0;
   }
-  return out;
+  for (; size >= 64; p += 64, size -= 64) compress(h_, p);
+  std::memcpy(block_, p, size);
+  block_used_ = size;
+}
+
+std::string Sha256::hex() {
+  if (finished_) return hex_;
+  unsigned char tail[128] = {};
+  std::memcpy(tail, block_, block_used_);
+  tail[block_used_] = 0x80;
+  size_t tail_len = block_used_ + 9 <= 64 ? 64 : 128;
+  uint64_t bits = length_ * 8;
+  for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
+  compress(h_, tail);
+  if (tail_len == 128) compress(h_, tail + 64);
+  static const char* hex = "0123456789abcdef";
+  for (uint32_t word : h_) {
+    for (int shift = 28; shift >= 0; shift -= 4) hex_ += hex[(word >> shift) & 0xf];
+  }
+  finished_ = true;
+  return hex_;
+}
+
+std::string sha256_hex(std::string_view bytes) {
+  Sha256 h;
+  h.update(bytes);
+  return h.hex();
 }
 
 }  // namespace ravnest::config

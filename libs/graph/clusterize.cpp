@@ -12,11 +12,9 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/node_pool.h"
-#include "libs/config/sha256.h"
 #include "libs/graph/example_input.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/profiler.h"
@@ -81,12 +79,6 @@ class StagingDirectory {
   bool committed_ = false;
 };
 
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 std::string human_bytes(double bytes) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB"};
@@ -172,38 +164,11 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   result.plan = planner::plan_pool(measured.profile, pool, options.seed);
   result.times.plan = watch.lap();
 
-  std::map<int, config::NodeConfig> node_config;
-  for (const auto& node : pool) node_config[node.id] = node;
-
   StagingDirectory staging(options.out_dir);
-  nlohmann::json plan_json = {{"format", "ravnest.plan/1"},
-                              {"model", fs::absolute(options.model_path).string()},
-                              {"model_sha256", config::sha256_hex(read_bytes(options.model_path))},
-                              {"seed", options.seed},
-                              {"example_inputs", options.example_inputs},
-                              {"samples_per_second", result.plan.samples_per_second},
-                              {"clusters", nlohmann::json::array()},
-                              {"rings", nlohmann::json::array()}};
-
-  for (const auto& cluster : result.plan.clusters) {
-    auto cluster_nodes =
-        write_cluster_stages(*model, cluster, node_config, staging.path().string());
-    nlohmann::json cluster_json = {{"id", cluster.id},
-                                   {"samples_per_second", cluster.samples_per_second},
-                                   {"nodes", nlohmann::json::array()}};
-    for (const auto& meta : cluster_nodes) cluster_json["nodes"].push_back(meta.node_id);
-    plan_json["clusters"].push_back(cluster_json);
-    for (auto& meta : cluster_nodes) result.nodes.push_back(std::move(meta));
-  }
+  result.nodes = write_plan(*model, result.plan, pool,
+                            {options.model_path, options.seed, options.example_inputs},
+                            staging.path().string());
   result.times.cut = watch.lap();
-
-  for (const auto& ring : assign_rings(result.nodes)) {
-    plan_json["rings"].push_back(
-        {{"id", ring.id}, {"parameters", ring.parameters}, {"nodes", ring.nodes}});
-  }
-  write_node_files(result.nodes, staging.path().string());
-  config::write_file_atomically((staging.path() / "plan.json").string(), plan_json.dump(2) + "\n");
-  result.times.save = watch.lap();
 
   if (options.verify) {
     result.verify_max_diff = 0;

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "libs/config/atomic_file.h"
 #include "libs/config/sha256.h"
 #include "libs/graph/stage_builder.h"
@@ -201,6 +203,38 @@ void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std:
         (fs::path(dir) / "nodes" / ("node_" + std::to_string(meta.node_id) + ".json")).string(),
         config::to_json(meta));
   }
+}
+
+std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const planner::PoolPlan& plan,
+                                             const std::vector<config::NodeConfig>& pool,
+                                             const PlanHeader& header, const std::string& dir) {
+  std::map<int, config::NodeConfig> node_config;
+  for (const auto& node : pool) node_config[node.id] = node;
+  nlohmann::json plan_json = {{"format", "ravnest.plan/1"},
+                              {"model", fs::absolute(header.model_path).string()},
+                              {"model_sha256", config::sha256_hex(read_bytes(header.model_path))},
+                              {"seed", header.seed},
+                              {"example_inputs", header.example_inputs},
+                              {"samples_per_second", plan.samples_per_second},
+                              {"clusters", nlohmann::json::array()},
+                              {"rings", nlohmann::json::array()}};
+  std::vector<config::NodeMetadata> nodes;
+  for (const auto& cluster : plan.clusters) {
+    auto cluster_nodes = write_cluster_stages(model, cluster, node_config, dir);
+    nlohmann::json cluster_json = {{"id", cluster.id},
+                                   {"samples_per_second", cluster.samples_per_second},
+                                   {"nodes", nlohmann::json::array()}};
+    for (const auto& meta : cluster_nodes) cluster_json["nodes"].push_back(meta.node_id);
+    plan_json["clusters"].push_back(cluster_json);
+    for (auto& meta : cluster_nodes) nodes.push_back(std::move(meta));
+  }
+  for (const auto& ring : assign_rings(nodes)) {
+    plan_json["rings"].push_back(
+        {{"id", ring.id}, {"parameters", ring.parameters}, {"nodes", ring.nodes}});
+  }
+  write_node_files(nodes, dir);
+  config::write_file_atomically((fs::path(dir) / "plan.json").string(), plan_json.dump(2) + "\n");
+  return nodes;
 }
 
 }  // namespace ravnest::graph

@@ -29,4 +29,15 @@ std::vector<RingSummary> assign_rings(std::vector<config::NodeMetadata>& nodes);
 // Writes DIR/nodes/node_<id>.json for each node, atomically.
 void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std::string& dir);
 
+// A whole plan into DIR: stages/, nodes/ and plan.json (docs/node-metadata.md#plan), rings
+// included. Returns the nodes' metadata by cluster, then pipeline order.
+struct PlanHeader {
+  std::string model_path;
+  uint64_t seed = 0;
+  std::vector<std::string> example_inputs;
+};
+std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const planner::PoolPlan& plan,
+                                             const std::vector<config::NodeConfig>& pool,
+                                             const PlanHeader& header, const std::string& dir);
+
 }  // namespace ravnest::graph

@@ -1,0 +1,156 @@
+#include "libs/config/daemon_config.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <string_view>
+
+#include <toml++/toml.h>
+
+#include "libs/config/atomic_file.h"
+#include "libs/config/config_error.h"
+
+namespace ravnest::config {
+namespace {
+
+constexpr std::array<std::string_view, 6> kKeys = {"node",      "listen",   "data_dir",
+                                                   "log_level", "log_file", "secret_file"};
+constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug",    "info", "warn",
+                                                     "error", "critical", "off"};
+
+std::string known_keys() {
+  std::string out;
+  for (auto key : kKeys) out += (out.empty() ? "" : ", ") + std::string(key);
+  return out;
+}
+
+std::string type_of(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a number";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    default: return "nothing";
+  }
+}
+
+// Shown in messages: printable ASCII as is, anything else escaped, so that a hostile value
+// cannot forge log lines.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+void check_listen(const std::string& listen, const std::string& origin) {
+  if (listen.empty()) return;
+  const auto colon = listen.rfind(':');
+  auto fail = [&](const std::string& why) {
+    throw ConfigError(origin + ": listen: \"" + printable(listen) + "\" " + why);
+  };
+  if (colon == std::string::npos) fail("must be host:port");
+  std::string host = listen.substr(0, colon);
+  const std::string port = listen.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // [::1]:8080
+  } else if (host.find(':') != std::string::npos) {
+    fail("must be host:port (write an IPv6 host in brackets, e.g. [::1]:8080)");
+  }
+  if (host.empty()) fail("has no host (use 0.0.0.0 to listen on every interface)");
+  for (unsigned char c : host) {
+    if (!(std::isalnum(c) || c == '.' || c == '-' || c == ':' || c == '_')) {
+      fail("has an invalid character in its host");
+    }
+  }
+  if (port.empty() || port.size() > 5 ||
+      !std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    fail("must end in a port number");
+  }
+  const long value = std::stol(port);
+  if (value < 1 || value > 65535) fail("has a port outside 1-65535");
+}
+
+void check_values(const DaemonConfig& config, const std::string& origin, bool need_node) {
+  if (need_node && config.node.empty()) {
+    throw ConfigError(origin + ": node: missing (set node = \"node_<id>\" or pass --node)");
+  }
+  check_listen(config.listen, origin);
+  if (config.data_dir.empty()) throw ConfigError(origin + ": data_dir: must not be empty");
+  if (!is_log_level(config.log_level)) {
+    throw ConfigError(origin + ": log_level: \"" + printable(config.log_level) +
+                      "\" is not one of trace, debug, info, warn, error, critical, off");
+  }
+}
+
+}  // namespace
+
+bool is_log_level(const std::string& level) {
+  return std::find(kLevels.begin(), kLevels.end(), level) != kLevels.end();
+}
+
+DaemonConfig parse_daemon_config(const std::string& text, const std::string& origin) {
+  toml::table table;
+  try {
+    table = toml::parse(text, origin);
+  } catch (const toml::parse_error& error) {
+    const auto& begin = error.source().begin;
+    throw ConfigError(origin + ": malformed TOML at line " + std::to_string(begin.line) +
+                      ", column " + std::to_string(begin.column) + ": " +
+                      std::string(error.description()));
+  }
+  DaemonConfig config;
+  for (const auto& [key, value] : table) {
+    const std::string name(key.str());
+    if (std::find(kKeys.begin(), kKeys.end(), name) == kKeys.end()) {
+      throw ConfigError(origin + ": unknown key \"" + printable(name) +
+                        "\" (known keys: " + known_keys() + ")");
+    }
+    const auto* string = value.as_string();
+    if (!string) {
+      throw ConfigError(origin + ": " + name + ": must be a string, got " + type_of(value));
+    }
+    const std::string& text_value = string->get();
+    if (name == "node") config.node = text_value;
+    else if (name == "listen") config.listen = text_value;
+    else if (name == "data_dir") config.data_dir = text_value;
+    else if (name == "log_level") config.log_level = text_value;
+    else if (name == "log_file") config.log_file = text_value;
+    else if (name == "secret_file") config.secret_file = text_value;
+  }
+  check_values(config, origin, /*need_node=*/false);
+  return config;
+}
+
+DaemonConfig load_daemon_config(const std::string& toml_path) {
+  return parse_daemon_config(read_file(toml_path), toml_path);
+}
+
+DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags) {
+  if (flags.node) file.node = *flags.node;
+  if (flags.listen) file.listen = *flags.listen;
+  if (flags.data_dir) file.data_dir = *flags.data_dir;
+  if (flags.log_level) file.log_level = *flags.log_level;
+  if (flags.log_file) file.log_file = *flags.log_file;
+  if (flags.secret_file) file.secret_file = *flags.secret_file;
+  return file;
+}
+
+void validate_daemon_config(const DaemonConfig& config, const std::string& origin) {
+  check_values(config, origin, /*need_node=*/true);
+}
+
+}  // namespace ravnest::config

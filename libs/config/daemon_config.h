@@ -1,0 +1,56 @@
+// DaemonConfig: how one ravnestd process runs, read from a small TOML file (by default
+// /etc/ravnest/ravnestd.toml; configs/ravnestd.toml is the documented example). Command-line
+// flags override the file: the app parses both and calls merge().
+//
+//   node = "node_3"                 # which node of the plan this daemon serves
+//   listen = "0.0.0.0:8083"         # host:port; empty = the node's address in its metadata
+//   data_dir = "/var/lib/ravnest"   # plan, checkpoints, trained output
+//   log_level = "info"              # trace, debug, info, warn, error, critical, off
+//   log_file = ""                   # empty = stderr (the journal under systemd)
+//   secret_file = "/etc/ravnest/secret"
+//
+// Every key is optional in the file; unknown keys are errors (a typo must not silently fall back
+// to a default). Errors are ConfigError, one line naming the file and the field.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace ravnest::config {
+
+struct DaemonConfig {
+  std::string node;                         // "node_<id>"; required once file and flags merge
+  std::string listen;                       // "host:port"; empty = from the node metadata
+  std::string data_dir = "/var/lib/ravnest";
+  std::string log_level = "info";
+  std::string log_file;                     // empty = stderr
+  std::string secret_file;                  // empty = no shared secret
+};
+
+// Values given on the command line; unset ones keep the file's (or the default) value.
+struct DaemonConfigOverrides {
+  std::optional<std::string> node;
+  std::optional<std::string> listen;
+  std::optional<std::string> data_dir;
+  std::optional<std::string> log_level;
+  std::optional<std::string> log_file;
+  std::optional<std::string> secret_file;
+};
+
+// Reads and checks the file (each present value is checked as validate_daemon_config does,
+// except that `node` may be absent).
+DaemonConfig load_daemon_config(const std::string& toml_path);
+DaemonConfig parse_daemon_config(const std::string& text, const std::string& origin);
+
+// `flags` over `file`. The result is not validated: call validate_daemon_config on it.
+DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags);
+
+// Throws ConfigError "<origin>: <field>: ..." for a missing node, a malformed listen address,
+// an unknown log level or an empty data_dir. `origin` names where the values came from, e.g.
+// "/etc/ravnest/ravnestd.toml and the command line".
+void validate_daemon_config(const DaemonConfig& config, const std::string& origin);
+
+// The log levels accepted, as spdlog spells them.
+bool is_log_level(const std::string& level);
+
+}  // namespace ravnest::config

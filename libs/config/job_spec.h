@@ -1,0 +1,127 @@
+// JobSpec: the training recipe of `ravnest train JOB.toml` -- what to train on, with which loss,
+// optimizer and learning-rate schedule, in what batches. Pure C++ (no LibTorch): the data,
+// loss and optimizer code (libs/data, libs/runtime) builds on it. Every field, its default and
+// its checks are documented in docs/job-file.md.
+//
+// Errors are ConfigError with one line naming the file and the field, e.g.
+//   job.toml: optimizer.name: unknown optimizer 'adamw2' (sgd, adam, adamw, rmsprop, adagrad)
+// Unknown keys and tables are errors too (a typo must not silently fall back to a default).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ravnest::config {
+
+// A path as written in the job and resolved against the job file's directory (absolute,
+// lexically normalised). `raw` is empty when the field is absent.
+struct JobPath {
+  std::string raw;
+  std::string resolved;
+  bool empty() const { return raw.empty(); }
+};
+
+enum class PipelineSchedule { kGPipe, k1F1B };
+
+struct TrainSpec {
+  int64_t epochs = 1;
+  int64_t batch_size = 64;
+  int micro_batches = 1;            // per batch, 1 <= micro_batches <= batch_size
+  int update_frequency = 1;         // batches per optimizer step (gradient accumulation)
+  int64_t seed = 0;                 // >= 0
+  bool shuffle = true;
+  std::optional<int64_t> max_steps; // stop after this many batches (over all epochs)
+  int64_t val_freq = 0;             // validate every N optimizer updates; 0 = at each epoch end
+  PipelineSchedule schedule = PipelineSchedule::kGPipe;
+  int64_t save_every = 0;           // optimizer updates between checkpoints; 0 = only at the end
+  bool drop_last = false;
+};
+
+enum class DataFormat { kCsv, kMnist, kCifar10, kTensors };
+
+struct DataSpec {
+  DataFormat format = DataFormat::kCsv;
+  JobPath train;
+  JobPath validation;               // empty: no validation
+  // csv only
+  std::string label_column;         // by name (needs header); empty: label_index is used
+  int64_t label_index = -1;         // 0-based column index, negative counts from the end
+  bool header = true;
+  std::vector<int64_t> input_shape; // per sample; empty: [number of feature columns]
+  double scale = 1.0;               // features are multiplied by it
+  // any format
+  std::optional<int64_t> num_classes;  // labels must be integers in [0, num_classes)
+};
+
+enum class LossName { kCrossEntropy, kNll, kMse, kL1, kBceWithLogits, kScript };
+
+struct LossSpec {
+  LossName name = LossName::kCrossEntropy;
+  JobPath path;                     // kScript: the TorchScript loss module
+  std::string reduction = "mean";   // only "mean" (the micro-batch weighting assumes it)
+};
+
+enum class OptimizerName { kSgd, kAdam, kAdamW, kRmsprop, kAdagrad };
+
+// Every field holds the value in effect: PyTorch's default for the chosen optimizer unless the
+// job sets it. Fields that do not belong to the chosen optimizer keep these values, unused.
+struct OptimizerSpec {
+  OptimizerName name = OptimizerName::kSgd;
+  double lr = 0;
+  double weight_decay = 0;
+  double momentum = 0;                    // sgd, rmsprop
+  double dampening = 0;                   // sgd
+  bool nesterov = false;                  // sgd
+  std::pair<double, double> betas{0.9, 0.999};  // adam, adamw
+  double eps = 1e-8;                      // adam, adamw, rmsprop (1e-8); adagrad (1e-10)
+  bool amsgrad = false;                   // adam, adamw
+  double alpha = 0.99;                    // rmsprop
+  bool centered = false;                  // rmsprop
+  double lr_decay = 0;                    // adagrad
+  double initial_accumulator_value = 0;   // adagrad
+};
+
+enum class SchedulerName { kStep, kMultiStep, kExponential, kCosine, kLinearWarmup };
+enum class SchedulerPer { kUpdate, kEpoch };
+
+struct SchedulerSpec {
+  SchedulerName name = SchedulerName::kStep;
+  SchedulerPer per = SchedulerPer::kEpoch;  // Ravnest's lr_step_on_epoch_change=True
+  int64_t step_size = 0;                    // step
+  double gamma = 0.1;                       // step, multistep, exponential
+  std::vector<int64_t> milestones;          // multistep, sorted
+  int64_t t_max = 0;                        // cosine
+  double eta_min = 0;                       // cosine
+  int64_t warmup_steps = 0;                 // linear_warmup
+  double start_factor = 1.0 / 3.0;          // linear_warmup
+};
+
+struct JobSpec {
+  std::string origin;        // the file it was read from (as given)
+  std::string base_dir;      // absolute directory relative paths are resolved against
+  TrainSpec train;
+  DataSpec data;
+  LossSpec loss;
+  OptimizerSpec optimizer;
+  std::optional<SchedulerSpec> scheduler;
+};
+
+// Parses a job from TOML text; `origin` names it in errors and its directory (made absolute)
+// is the base of relative paths.
+JobSpec parse_job(const std::string& toml_text, const std::string& origin);
+
+// Reads and parses a job file.
+JobSpec load_job(const std::string& path);
+
+// Names as written in a job file ("sgd", "cross_entropy", "linear_warmup", "1f1b", ...).
+const char* to_string(PipelineSchedule value);
+const char* to_string(DataFormat value);
+const char* to_string(LossName value);
+const char* to_string(OptimizerName value);
+const char* to_string(SchedulerName value);
+const char* to_string(SchedulerPer value);
+
+}  // namespace ravnest::config

@@ -1,0 +1,53 @@
+// LrSchedule: the job's [scheduler] driving an optimizer's learning rate, with PyTorch's closed
+// forms (t = the number of scheduler steps taken so far, base = the lr at construction):
+//   step           base * gamma^floor(t / step_size)                         (StepLR)
+//   multistep      base * gamma^(number of milestones <= t)                  (MultiStepLR)
+//   exponential    base * gamma^t                                            (ExponentialLR)
+//   cosine         eta_min + (base - eta_min) * (1 + cos(pi * t / t_max)) / 2  (CosineAnnealingLR;
+//                  past t_max it rises again along the cosine, as PyTorch's does)
+//   linear_warmup  base * (start_factor + (1 - start_factor) * min(t, warmup_steps) / warmup_steps)
+//                                                       (LinearLR with end_factor 1, total_iters
+//                                                        = warmup_steps; constant afterwards)
+// Steps are taken per optimizer update (per = "update") or per epoch (per = "epoch", Ravnest's
+// lr_step_on_epoch_change). Without a scheduler the lr stays the optimizer's.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+
+#include "libs/config/job_spec.h"
+
+namespace ravnest::runtime {
+
+class LrSchedule {
+ public:
+  // Keeps a reference to `optimizer`, which must outlive it; reads each param group's lr as its
+  // base and sets the lr of step 0 at once (linear_warmup starts at start_factor * base).
+  LrSchedule(torch::optim::Optimizer& optimizer, std::optional<config::SchedulerSpec> spec);
+
+  // Call after every optimizer step: steps the schedule when per = "update".
+  void on_update();
+  // Call at the end of every epoch: steps the schedule when per = "epoch".
+  void on_epoch_end();
+  // One step regardless of `per`.
+  void step();
+
+  double lr() const;               // the first param group's current lr
+  int64_t steps() const { return steps_; }
+  const std::optional<config::SchedulerSpec>& spec() const { return spec_; }
+
+  // The closed form above: the lr after `t` steps from `base_lr`.
+  static double lr_at(const config::SchedulerSpec& spec, double base_lr, int64_t t);
+
+ private:
+  void apply();
+
+  torch::optim::Optimizer& optimizer_;
+  std::optional<config::SchedulerSpec> spec_;
+  std::vector<double> base_lrs_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace ravnest::runtime

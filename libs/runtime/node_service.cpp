@@ -1,0 +1,469 @@
+#include "libs/runtime/node_service.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "libs/config/job_spec.h"
+#include "libs/config/secret.h"
+#include "libs/config/sha256.h"
+#include "libs/runtime/job_setup.h"
+#include "libs/wire/tensor_stream.h"
+#include "libs/wire/value_codec.h"
+
+namespace ravnest::runtime {
+
+namespace {
+
+std::string read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Runs `body`, turning any std::exception into a KJ exception with the same message, so that
+// the requester sees the reason and the daemon goes on serving.
+template <typename Body>
+auto checked(Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const kj::Exception&) {
+    throw;
+  } catch (const std::exception& e) {
+    kj::throwFatalException(KJ_EXCEPTION(FAILED, e.what()));
+  }
+}
+
+schema::Phase to_phase(bool validate) {
+  return validate ? schema::Phase::VALIDATE : schema::Phase::TRAIN;
+}
+
+schema::TransferKind to_schema(TransferKind kind) {
+  switch (kind) {
+    case TransferKind::kActivations: return schema::TransferKind::ACTIVATIONS;
+    case TransferKind::kGradients: return schema::TransferKind::GRADIENTS;
+    case TransferKind::kLabels: return schema::TransferKind::LABELS;
+  }
+  return schema::TransferKind::ACTIVATIONS;
+}
+
+TransferKind from_schema(schema::TransferKind kind) {
+  switch (kind) {
+    case schema::TransferKind::ACTIVATIONS: return TransferKind::kActivations;
+    case schema::TransferKind::GRADIENTS: return TransferKind::kGradients;
+    case schema::TransferKind::LABELS: return TransferKind::kLabels;
+  }
+  throw std::runtime_error("unknown transfer kind");
+}
+
+schema::EventKind to_schema(EventKind kind) {
+  switch (kind) {
+    case EventKind::kStep: return schema::EventKind::STEP;
+    case EventKind::kValidation: return schema::EventKind::VALIDATION;
+    case EventKind::kFinished: return schema::EventKind::FINISHED;
+    case EventKind::kFailed: return schema::EventKind::FAILED;
+  }
+  return schema::EventKind::STEP;
+}
+
+}  // namespace
+
+capnp::ReaderOptions rpc_reader_options() {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = uint64_t{1} << 40;  // words: far above any message we send
+  options.nestingLimit = 64;
+  return options;
+}
+
+NodeService::NodeService(NodeStore& store, std::string secret, asio::io_context& compute)
+    : store_(store),
+      secret_(std::move(secret)),
+      compute_(compute) {
+  if (store_.has_stage()) {
+    try {
+      metadata_ = store_.metadata();
+    } catch (const std::exception& e) {
+      spdlog::warn("stored metadata unreadable: {}", e.what());
+    }
+  }
+}
+
+NodeService::~NodeService() noexcept(false) = default;
+
+void NodeService::taskFailed(kj::Exception&& exception) {
+  spdlog::warn("background task failed: {}", exception.getDescription().cStr());
+}
+
+void NodeService::check_secret(capnp::Data::Reader secret, const char* method) {
+  std::string_view given(reinterpret_cast<const char*>(secret.begin()), secret.size());
+  if (!config::secrets_equal(given, secret_)) {
+    spdlog::warn("refused {}: wrong or missing shared secret", method);
+    kj::throwFatalException(KJ_EXCEPTION(FAILED, "unauthorized: wrong or missing shared secret"));
+  }
+}
+
+
+kj::Promise<void> NodeService::on_compute(std::function<void()> work) {
+  auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+  auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(
+      kj::mv(paf.fulfiller));
+  asio::post(compute_, [work = std::move(work), fulfiller]() {
+    try {
+      work();
+      (*fulfiller)->fulfill();
+    } catch (const std::exception& e) {
+      (*fulfiller)->reject(KJ_EXCEPTION(FAILED, e.what()));
+    }
+  });
+  return kj::mv(paf.promise);
+}
+
+// ---- requester -> daemon ----------------------------------------------------------------------
+
+kj::Promise<void> NodeService::pushStage(PushStageContext context) {
+  auto params = context.getParams();
+  check_secret(params.getSecret(), "pushStage");
+  checked([&] {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (effective_state(nullptr) == State::kTraining) {
+        throw std::runtime_error("busy: a job is running");
+      }
+    }
+    auto stage = params.getStage();
+    store_.store_stage(params.getMetadataJson(),
+                       std::string(reinterpret_cast<const char*>(stage.begin()), stage.size()),
+                       params.getSha256());
+    metadata_ = store_.metadata();
+    spdlog::info("stored stage {} ({} bytes)", metadata_.stage_sha256.substr(0, 12), stage.size());
+  });
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> NodeService::pushFile(PushFileContext context) {
+  auto params = context.getParams();
+  check_secret(params.getSecret(), "pushFile");
+  const std::string name = params.getName();
+  auto opened = checked([&] {
+    store_.dataset_path(name);  // refuses names that are not plain file names
+    return wire::FileSink::open(store_.dataset_dir(), name, params.getSize(), params.getSha256());
+  });
+  context.getResults().setSink(kj::mv(opened.sink));
+  tasks_.add(opened.completion.then([name]() { spdlog::info("stored file {}", name); }));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> NodeService::loadJob(LoadJobContext context) {
+  auto params = context.getParams();
+  check_secret(params.getSecret(), "loadJob");
+  const std::string text = params.getJobToml();
+  const uint64_t job_id = params.getJobId();
+  checked([&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (effective_state(nullptr) == State::kTraining) {
+      throw std::runtime_error("busy: a job is running");
+    }
+    if (!store_.has_stage()) throw std::runtime_error("no stage stored: run `ravnest push` first");
+  });
+  listeners_.clear();  // a new job, new listeners
+  return on_compute([this, text, job_id]() {
+    auto job = config::parse_job(text, "job");
+    auto setup = make_worker_setup(store_, job, job_id);
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_setup_ = std::shared_ptr<WorkerSetup>(std::move(setup));
+    worker_.reset();
+    job_id_ = job_id;
+    state_ = State::kReady;
+    error_.clear();
+  }).then([job_id]() { spdlog::info("job {} loaded", job_id); });
+}
+
+kj::Promise<void> NodeService::start(StartContext context) {
+  auto params = context.getParams();
+  check_secret(params.getSecret(), "start");
+  const uint64_t job_id = params.getJobId();
+  return on_compute([this, job_id]() {
+    std::shared_ptr<WorkerSetup> setup;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (state_ != State::kReady || job_id != job_id_ || !pending_setup_) {
+        throw std::runtime_error("no job " + std::to_string(job_id) + " loaded");
+      }
+      setup = std::move(pending_setup_);
+      state_ = State::kTraining;
+    }
+    auto worker = std::make_shared<StageWorker>(std::move(*setup), *this);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      worker_ = worker;
+    }
+    spdlog::info("job {} started", job_id);
+    defer([worker]() { worker->start(); });  // reply to start() before the first batch runs
+  });
+}
+
+void NodeService::abandon_job() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  worker_.reset();
+  pending_setup_.reset();
+  if (state_ == State::kTraining || state_ == State::kReady) state_ = State::kIdle;
+}
+
+kj::Promise<void> NodeService::stop(StopContext context) {
+  check_secret(context.getParams().getSecret(), "stop");
+  return on_compute([this]() {
+    abandon_job();
+    spdlog::info("job stopped by the requester");
+  });
+}
+
+kj::Promise<void> NodeService::status(StatusContext context) {
+  auto out = context.getResults().initStatus();
+  out.setNode(store_.node_name());
+  out.setHasStage(store_.has_stage());
+  if (store_.has_stage()) {
+    out.setNodeId(metadata_.node_id);
+    out.setCluster(metadata_.cluster);
+    out.setRole(config::role_name(metadata_.role));
+    out.setStageSha256(metadata_.stage_sha256);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  out.setJobId(job_id_);
+  std::string error;
+  const State state = effective_state(&error);
+  if (worker_) {
+    const WorkerStatus w = worker_->status();
+    out.setEpoch(w.epoch);
+    out.setStep(w.updates);
+    out.setBatches(w.batches);
+    out.setTotalBatches(w.total_batches);
+    out.setLastLoss(w.last_loss);
+    out.setSamplesPerSecond(w.samples_per_second);
+  }
+  switch (state) {
+    case State::kIdle: out.setState(schema::NodeState::IDLE); break;
+    case State::kReady: out.setState(schema::NodeState::READY); break;
+    case State::kTraining: out.setState(schema::NodeState::TRAINING); break;
+    case State::kFinished: out.setState(schema::NodeState::FINISHED); break;
+    case State::kFailed: out.setState(schema::NodeState::FAILED); break;
+  }
+  out.setError(error);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> NodeService::fetchStage(FetchStageContext context) {
+  check_secret(context.getParams().getSecret(), "fetchStage");
+  checked([&] {
+    if (!store_.has_stage()) throw std::runtime_error("no stage stored");
+    const auto path =
+        std::filesystem::exists(store_.trained_path()) ? store_.trained_path() : store_.stage_path();
+    const std::string bytes = read_bytes(path);
+    auto results = context.getResults();
+    results.setStage(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()),
+                                         bytes.size()));
+    results.setSha256(config::sha256_hex(bytes));
+    results.setMetadataJson(read_bytes(store_.dir() / "metadata.json"));
+  });
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> NodeService::subscribe(SubscribeContext context) {
+  auto params = context.getParams();
+  check_secret(params.getSecret(), "subscribe");
+  listeners_.push_back(params.getListener());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> NodeService::fetchLosses(FetchLossesContext context) {
+  check_secret(context.getParams().getSecret(), "fetchLosses");
+  context.getResults().setText(read_bytes(store_.losses_path()));
+  return kj::READY_NOW;
+}
+
+// ---- daemon -> daemon -------------------------------------------------------------------------
+
+kj::Promise<void> NodeService::send(SendContext context) {
+  auto params = context.getParams();
+  check_secret(params.getSecret(), "send");
+  auto transfer = params.getTransfer();
+  auto message = std::make_shared<TransferMessage>();
+  std::vector<at::Tensor> pending;
+  checked([&] {
+    message->kind = from_schema(transfer.getKind());
+    message->from_node = transfer.getFromNode();
+    auto batch = transfer.getBatch();
+    message->batch.job_id = batch.getJobId();
+    message->batch.validate = batch.getPhase() == schema::Phase::VALIDATE;
+    message->batch.step = batch.getStep();
+    message->batch.index = batch.getIndex();
+    message->batch.count = batch.getCount();
+    message->batch.samples = batch.getSamples();
+    message->batch.batch_samples = batch.getBatchSamples();
+    message->batch.epoch = batch.getEpoch();
+    message->batch.last = batch.getLast();
+    for (auto& item : wire::decode_values(transfer, pending)) {
+      message->values.emplace_back(item.index, std::move(item.value));
+    }
+  });
+  if (pending.empty()) {
+    deliver(std::move(*message));
+    return kj::READY_NOW;
+  }
+  auto opened = wire::TensorSink::open(std::move(pending));
+  context.getResults().setSink(kj::mv(opened.sink));
+  tasks_.add(opened.completion.then([this, message]() { deliver(std::move(*message)); }));
+  return kj::READY_NOW;
+}
+
+void NodeService::deliver(TransferMessage message) {
+  auto shared = std::make_shared<TransferMessage>(std::move(message));
+  asio::post(compute_, [this, shared]() {
+    std::shared_ptr<StageWorker> worker;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      worker = worker_;
+    }
+    if (worker) worker->receive(std::move(*shared));
+  });
+}
+
+schema::Node::Client NodeService::peer(int node_id) {
+  auto it = peer_connections_.find(node_id);
+  if (it == peer_connections_.end()) {
+    auto address = metadata_.addresses.find(node_id);
+    if (address == metadata_.addresses.end()) {
+      throw std::runtime_error("no address for node " + std::to_string(node_id));
+    }
+    // Bootstrapped once: capnp 0.9 aborts on getMain() over a connection that has died.
+    auto client = kj::heap<capnp::EzRpcClient>(address->second, 0, rpc_reader_options());
+    auto main = client->getMain<schema::Node>();
+    it = peer_connections_.emplace(node_id, PeerConnection{kj::mv(client), kj::mv(main)}).first;
+  }
+  return it->second.node;
+}
+
+// ---- worker -> outside (compute thread) -------------------------------------------------------
+
+void NodeService::send(TransferMessage message) {
+  auto shared = std::make_shared<TransferMessage>(std::move(message));
+  try {
+    rpc_executor_->executeSync([this, shared]() { dispatch(std::move(*shared)); });
+  } catch (const kj::Exception&) {
+    // The RPC loop is gone: the daemon is shutting down.
+  }
+}
+
+void NodeService::dispatch(TransferMessage message) {
+  const int to = message.to_node;
+  try {
+    auto request = peer(to).sendRequest();
+    request.setSecret(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(secret_.data()),
+                                          secret_.size()));
+    auto transfer = request.initTransfer();
+    transfer.setKind(to_schema(message.kind));
+    transfer.setFromNode(message.from_node);
+    auto batch = transfer.initBatch();
+    batch.setJobId(message.batch.job_id);
+    batch.setPhase(to_phase(message.batch.validate));
+    batch.setStep(message.batch.step);
+    batch.setIndex(message.batch.index);
+    batch.setCount(message.batch.count);
+    batch.setSamples(message.batch.samples);
+    batch.setBatchSamples(message.batch.batch_samples);
+    batch.setEpoch(message.batch.epoch);
+    batch.setLast(message.batch.last);
+    std::vector<wire::IndexedIValue> values;
+    for (auto& [index, value] : message.values) values.push_back({index, std::move(value)});
+    auto encoded = std::make_shared<wire::EncodedTensors>(
+        wire::encode_values(transfer, values, wire::kDefaultInlineLimit));
+    auto sent = request.send();
+    kj::Promise<void> done = nullptr;
+    if (encoded->streamed.empty()) {
+      done = sent.ignoreResult();
+    } else {
+      auto sink = sent.getSink();
+      done = wire::stream_tensors(sink, encoded->streamed)
+                 .then([sent = kj::mv(sent)]() mutable { return sent.ignoreResult(); });
+    }
+    tasks_.add(done.attach(kj::heap<std::shared_ptr<wire::EncodedTensors>>(encoded))
+                   .catch_([this, to](kj::Exception&& e) {
+                     const std::string why = "cannot send to node_" + std::to_string(to) + " (" +
+                                             metadata_.addresses[to] +
+                                             "): " + e.getDescription().cStr();
+                     spdlog::error("{}", why);
+                     fail_worker(why);
+                   }));
+  } catch (const std::exception& e) {
+    const std::string why = "cannot send to node_" + std::to_string(to) + ": " + e.what();
+    fail_worker(why);
+  }
+}
+
+void NodeService::fail_worker(const std::string& why) {
+  asio::post(compute_, [this, why]() {
+    std::shared_ptr<StageWorker> worker;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      worker = worker_;
+    }
+    if (worker) worker->fail(why);  // outside the lock: fail() reports through the RPC thread
+  });
+}
+
+NodeService::State NodeService::effective_state(std::string* error) const {
+  State state = state_;
+  if (error) *error = error_;
+  if (worker_ && state == State::kTraining) {
+    const WorkerStatus w = worker_->status();
+    if (w.state == WorkerStatus::State::kFinished) state = State::kFinished;
+    if (w.state == WorkerStatus::State::kFailed) {
+      state = State::kFailed;
+      if (error) *error = w.error;
+    }
+  }
+  return state;
+}
+
+void NodeService::event(const ProgressEventData& event) {
+  auto shared = std::make_shared<ProgressEventData>(event);
+  try {
+    rpc_executor_->executeSync([this, shared]() { publish(*shared); });
+  } catch (const kj::Exception&) {
+    // The RPC loop is gone: the daemon is shutting down.
+  }
+}
+
+void NodeService::publish(const ProgressEventData& event) {
+  switch (event.kind) {
+    case EventKind::kStep: spdlog::debug("step {} loss {:.6f}", event.step, event.loss); break;
+    case EventKind::kValidation:
+      spdlog::info("validation after update {}: loss {:.6f} accuracy {:.4f}", event.step,
+                   event.loss, event.accuracy);
+      break;
+    case EventKind::kFinished: spdlog::info("job finished"); break;
+    case EventKind::kFailed: spdlog::error("job failed: {}", event.message); break;
+  }
+  for (auto& listener : listeners_) {
+    auto request = listener.eventRequest();
+    auto out = request.initEvent();
+    out.setKind(to_schema(event.kind));
+    out.setNodeId(metadata_.node_id);
+    out.setCluster(metadata_.cluster);
+    out.setEpoch(event.epoch);
+    out.setStep(event.step);
+    out.setLoss(event.loss);
+    out.setAccuracy(event.accuracy);
+    out.setSamples(event.samples);
+    out.setMessage(event.message);
+    tasks_.add(request.send().ignoreResult().catch_([](kj::Exception&&) {
+      // A requester that went away: the job goes on; `ravnest status` still reports.
+    }));
+  }
+}
+
+void NodeService::defer(std::function<void()> task) { asio::post(compute_, std::move(task)); }
+
+}  // namespace ravnest::runtime

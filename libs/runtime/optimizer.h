@@ -1,0 +1,24 @@
+// The job's [optimizer] as a LibTorch optimizer (SGD, Adam, AdamW, RMSprop, Adagrad).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include "libs/config/job_spec.h"
+
+namespace ravnest::runtime {
+
+// The parameters to optimize: each tensor once (tied weights appear twice in a TorchScript
+// module's parameters(); identity is the TensorImpl), without those with requires_grad false,
+// in their first order.
+std::vector<at::Tensor> unique_trainable(const std::vector<at::Tensor>& parameters);
+
+// An optimizer over unique_trainable(parameters) with the spec's options (PyTorch's defaults
+// for the ones the job does not set). All parameters form one param group.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerSpec& spec,
+                                                        const std::vector<at::Tensor>& parameters);
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,93 @@
+// Requester: the `ravnest` side of a plan. Talks to every node's daemon over Cap'n Proto: ships
+// stages and job files, starts and watches training, collects trained stages.
+//
+// Single-threaded: every call runs the KJ event loop of the calling thread until it is done.
+// Errors are std::runtime_error with one line that names the node and the reason.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "libs/config/node_metadata.h"
+
+namespace ravnest::runtime {
+
+// A plan written by `ravnest clusterize`: plan.json and nodes/node_<id>.json.
+struct Plan {
+  std::string dir;
+  std::vector<config::NodeMetadata> nodes;  // by cluster, then pipeline position
+  std::vector<int> cluster_ids() const;
+  std::vector<config::NodeMetadata> cluster(int id) const;  // pipeline order
+};
+Plan load_plan(const std::string& dir);
+
+struct NodeReport {
+  config::NodeMetadata node;
+  bool reachable = false;
+  std::string state;  // idle, ready, training, finished, failed, unreachable
+  uint64_t job_id = 0;
+  uint32_t epoch = 0;
+  uint64_t updates = 0;
+  uint64_t batches = 0;
+  uint64_t total_batches = 0;
+  double last_loss = 0;
+  double samples_per_second = 0;
+  bool has_stage = false;
+  std::string stage_sha256;
+  std::string error;
+};
+
+// What `ravnest train` shows while it waits.
+struct TrainProgress {
+  int cluster = 0;
+  uint32_t epoch = 0;
+  uint64_t batches = 0;
+  uint64_t total_batches = 0;
+  double loss = 0;
+  double samples_per_second = 0;
+  double elapsed_seconds = 0;
+  bool has_validation = false;
+  double validation_loss = 0;
+  double validation_accuracy = 0;
+};
+
+struct TrainOptions {
+  bool detach = false;
+  double unresponsive_seconds = 6;  // a node silent this long fails the job
+  std::function<void(const std::vector<TrainProgress>&)> on_progress;  // per cluster
+  std::function<void(const std::string&)> log;
+};
+
+struct TrainResult {
+  uint64_t job_id = 0;
+  double seconds = 0;
+  std::vector<TrainProgress> clusters;
+};
+
+class Requester {
+ public:
+  Requester(Plan plan, std::string secret);
+  ~Requester();
+
+  void push(const std::function<void(const std::string&)>& log);
+  TrainResult train(const std::string& job_path, const TrainOptions& options);
+  std::vector<NodeReport> status();
+  void stop_all();
+  // The trained (or, before training, the pushed) stage of each node of the cluster.
+  struct FetchedStage {
+    config::NodeMetadata metadata;
+    std::string bytes;
+  };
+  std::vector<FetchedStage> fetch_cluster(int cluster);
+  std::string fetch_losses(int node_id);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ravnest::runtime

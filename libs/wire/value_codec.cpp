@@ -1,0 +1,289 @@
+#include "libs/wire/value_codec.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace ravnest::wire {
+
+namespace {
+
+using c10::ScalarType;
+
+bool known_dtype(int code, ScalarType* out) {
+  switch (code) {
+    case static_cast<int>(ScalarType::Byte):
+    case static_cast<int>(ScalarType::Char):
+    case static_cast<int>(ScalarType::Short):
+    case static_cast<int>(ScalarType::Int):
+    case static_cast<int>(ScalarType::Long):
+    case static_cast<int>(ScalarType::Half):
+    case static_cast<int>(ScalarType::Float):
+    case static_cast<int>(ScalarType::Double):
+    case static_cast<int>(ScalarType::ComplexFloat):
+    case static_cast<int>(ScalarType::ComplexDouble):
+    case static_cast<int>(ScalarType::Bool):
+    case static_cast<int>(ScalarType::BFloat16):
+      if (out != nullptr) *out = static_cast<ScalarType>(code);
+      return true;
+    default:
+      return false;
+  }
+}
+
+[[noreturn]] void fail(const std::string& what) { throw WireError("wire: " + what); }
+
+// The tensor as the wire sends it: detached, on the CPU, contiguous, without lazy conj/neg bits,
+// and starting on an 8-byte boundary (referenceExternalData requires word alignment).
+at::Tensor wire_form(const at::Tensor& tensor) {
+  if (!tensor.defined()) throw std::invalid_argument("wire: cannot encode an undefined tensor");
+  if (tensor.layout() != c10::kStrided) {
+    throw std::invalid_argument(std::string("wire: cannot encode a tensor with layout ") +
+                                c10::toString(tensor.layout()));
+  }
+  if (!known_dtype(static_cast<int>(tensor.scalar_type()), nullptr)) {
+    throw std::invalid_argument(std::string("wire: cannot encode a tensor of dtype ") +
+                                c10::toString(tensor.scalar_type()));
+  }
+  at::Tensor t = tensor.detach();
+  if (!t.device().is_cpu()) t = t.to(at::kCPU);
+  t = t.resolve_conj().resolve_neg().contiguous();
+  if (t.numel() > 0 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 8 != 0) {
+    t = t.clone(at::MemoryFormat::Contiguous);
+  }
+  return t;
+}
+
+void encode_tensor(const at::Tensor& tensor, schema::Tensor::Builder out,
+                   capnp::Orphanage orphanage, size_t inline_limit,
+                   std::vector<at::Tensor>& streamed, std::vector<at::Tensor>& keep_alive) {
+  at::Tensor t = wire_form(tensor);
+  out.setDtype(static_cast<int8_t>(t.scalar_type()));
+  auto sizes = t.sizes();
+  auto shape = out.initShape(static_cast<unsigned>(sizes.size()));
+  for (size_t i = 0; i < sizes.size(); ++i) shape.set(static_cast<unsigned>(i), sizes[i]);
+  out.setRequiresGrad(tensor.requires_grad());
+  uint64_t bytes = tensor_bytes(t);
+  if (bytes <= inline_limit && bytes <= kMaxDataBytes) {
+    if (bytes == 0) {
+      out.initInline(0);
+    } else if (bytes % 8 == 0) {
+      out.adoptInline(orphanage.referenceExternalData(
+          capnp::Data::Reader(static_cast<const kj::byte*>(t.data_ptr()), bytes)));
+      keep_alive.push_back(std::move(t));
+    } else {
+      auto data = out.initInline(static_cast<unsigned>(bytes));
+      std::memcpy(data.begin(), t.data_ptr(), bytes);
+    }
+  } else {
+    out.setStreamed(bytes);
+    streamed.push_back(std::move(t));
+  }
+}
+
+uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
+  uint64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) fail(std::string(what) + " overflows 64 bits");
+  return r;
+}
+
+at::Tensor decode_tensor(schema::Tensor::Reader in, std::vector<at::Tensor>& pending,
+                         const DecodeLimits& limits, uint64_t& total_bytes) {
+  ScalarType dtype;
+  int code = in.getDtype();
+  if (!known_dtype(code, &dtype)) fail("unknown or unsupported tensor dtype code " + std::to_string(code));
+  auto shape = in.getShape();
+  if (shape.size() > limits.max_dims) {
+    fail("tensor has " + std::to_string(shape.size()) + " dimensions, more than the limit of " +
+         std::to_string(limits.max_dims));
+  }
+  std::vector<int64_t> sizes;
+  sizes.reserve(shape.size());
+  uint64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0) fail("tensor has a negative dimension " + std::to_string(d));
+    sizes.push_back(d);
+    numel = checked_mul(numel, static_cast<uint64_t>(d), "tensor element count");
+  }
+  uint64_t bytes = checked_mul(numel, c10::elementSize(dtype), "tensor byte count");
+  if (bytes > limits.max_tensor_bytes) {
+    fail("tensor of " + std::to_string(bytes) + " bytes exceeds the limit of " +
+         std::to_string(limits.max_tensor_bytes));
+  }
+  if (bytes > limits.max_total_bytes - std::min(total_bytes, limits.max_total_bytes)) {
+    fail("tensors of the message exceed the limit of " + std::to_string(limits.max_total_bytes) +
+         " bytes");
+  }
+  bool requires_grad = in.getRequiresGrad();
+  if (requires_grad && !c10::isFloatingType(dtype) && !c10::isComplexType(dtype)) {
+    fail(std::string("a tensor of dtype ") + c10::toString(dtype) + " cannot require grad");
+  }
+
+  at::Tensor t;
+  switch (in.which()) {
+    case schema::Tensor::INLINE: {
+      auto data = in.getInline();
+      if (data.size() != bytes) {
+        fail("inline tensor has " + std::to_string(data.size()) + " bytes, its shape and dtype say " +
+             std::to_string(bytes));
+      }
+      if (dtype == ScalarType::Bool) {
+        for (kj::byte b : data) {
+          if (b > 1) fail("bool tensor holds a byte other than 0 and 1");
+        }
+      }
+      t = at::empty(sizes, at::TensorOptions().dtype(dtype));
+      if (bytes > 0) std::memcpy(t.data_ptr(), data.begin(), bytes);
+      break;
+    }
+    case schema::Tensor::STREAMED: {
+      uint64_t announced = in.getStreamed();
+      if (announced != bytes) {
+        fail("streamed tensor announces " + std::to_string(announced) +
+             " bytes, its shape and dtype say " + std::to_string(bytes));
+      }
+      t = at::empty(sizes, at::TensorOptions().dtype(dtype));
+      pending.push_back(t);
+      break;
+    }
+    default:
+      fail("tensor is neither inline nor streamed (unknown union member)");
+  }
+  total_bytes += bytes;
+  if (requires_grad) t.set_requires_grad(true);
+  return t;
+}
+
+uint64_t pending_bytes(const std::vector<at::Tensor>& pending) {
+  uint64_t sum = 0;
+  for (const auto& t : pending) sum += tensor_bytes(t);
+  return sum;
+}
+
+c10::IValue decode_value_counted(schema::Value::Reader in, std::vector<at::Tensor>& pending,
+                                 const DecodeLimits& limits, uint64_t& total_bytes) {
+  switch (in.which()) {
+    case schema::Value::TENSOR:
+      return decode_tensor(in.getTensor(), pending, limits, total_bytes);
+    case schema::Value::NONE:
+      return c10::IValue();
+    case schema::Value::UNINITIALIZED:
+      return c10::IValue::uninitialized();
+    case schema::Value::INT:
+      return c10::IValue(static_cast<int64_t>(in.getInt()));
+    case schema::Value::FLOAT:
+      return c10::IValue(in.getFloat());
+    case schema::Value::BOOL:
+      return c10::IValue(in.getBool());
+    case schema::Value::TEXT: {
+      auto text = in.getText();
+      return c10::IValue(std::string(text.begin(), text.size()));
+    }
+    case schema::Value::INTS: {
+      auto list = in.getInts();
+      c10::List<int64_t> out;
+      out.reserve(list.size());
+      for (int64_t v : list) out.push_back(v);
+      return c10::IValue(std::move(out));
+    }
+    case schema::Value::FLOATS: {
+      auto list = in.getFloats();
+      c10::List<double> out;
+      out.reserve(list.size());
+      for (double v : list) out.push_back(v);
+      return c10::IValue(std::move(out));
+    }
+    case schema::Value::BOOLS: {
+      auto list = in.getBools();
+      c10::List<bool> out;
+      out.reserve(list.size());
+      for (bool v : list) out.push_back(v);
+      return c10::IValue(std::move(out));
+    }
+  }
+  fail("value of unknown kind " + std::to_string(static_cast<int>(in.which())));
+}
+
+}  // namespace
+
+bool is_wire_dtype(int code) { return known_dtype(code, nullptr); }
+
+uint64_t tensor_bytes(const at::Tensor& tensor) {
+  return static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
+}
+
+void encode_value(const c10::IValue& value, schema::Value::Builder out, capnp::Orphanage orphanage,
+                  size_t inline_limit, std::vector<at::Tensor>& streamed,
+                  std::vector<at::Tensor>& keep_alive) {
+  if (value.isTensor()) {
+    encode_tensor(value.toTensor(), out.initTensor(), orphanage, inline_limit, streamed,
+                  keep_alive);
+  } else if (value.isNone()) {
+    out.setNone();
+  } else if (value.tagKind() == "Uninitialized") {  // IValue has no isUninitialized() in 1.13
+    out.setUninitialized();
+  } else if (value.isInt()) {
+    out.setInt(value.toInt());
+  } else if (value.isDouble()) {
+    out.setFloat(value.toDouble());
+  } else if (value.isBool()) {
+    out.setBool(value.toBool());
+  } else if (value.isString()) {
+    const std::string& s = value.toStringRef();
+    out.setText(capnp::Text::Reader(s.data(), s.size()));
+  } else if (value.isIntList()) {
+    auto list = value.toIntList();
+    auto b = out.initInts(static_cast<unsigned>(list.size()));
+    for (size_t i = 0; i < list.size(); ++i) b.set(static_cast<unsigned>(i), list.get(i));
+  } else if (value.isDoubleList()) {
+    auto list = value.toDoubleList();
+    auto b = out.initFloats(static_cast<unsigned>(list.size()));
+    for (size_t i = 0; i < list.size(); ++i) b.set(static_cast<unsigned>(i), list.get(i));
+  } else if (value.isBoolList()) {
+    auto list = value.toBoolList();
+    auto b = out.initBools(static_cast<unsigned>(list.size()));
+    for (size_t i = 0; i < list.size(); ++i) b.set(static_cast<unsigned>(i), list.get(i));
+  } else {
+    throw std::invalid_argument("wire: cannot encode a value of type " + value.tagKind() +
+                                (value.isList() ? " (" + value.type()->str() + ")" : ""));
+  }
+}
+
+c10::IValue decode_value(schema::Value::Reader value, std::vector<at::Tensor>& pending,
+                         const DecodeLimits& limits) {
+  uint64_t total = pending_bytes(pending);
+  return decode_value_counted(value, pending, limits, total);
+}
+
+EncodedTensors encode_values(schema::Transfer::Builder transfer,
+                             const std::vector<IndexedIValue>& values, size_t inline_limit) {
+  EncodedTensors encoded;
+  auto orphanage = capnp::Orphanage::getForMessageContaining(transfer);
+  auto list = transfer.initValues(static_cast<unsigned>(values.size()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    auto item = list[static_cast<unsigned>(i)];
+    item.setIndex(values[i].index);
+    encode_value(values[i].value, item.initValue(), orphanage, inline_limit, encoded.streamed,
+                 encoded.keep_alive);
+  }
+  for (const auto& t : encoded.streamed) encoded.streamed_bytes += tensor_bytes(t);
+  return encoded;
+}
+
+std::vector<IndexedIValue> decode_values(schema::Transfer::Reader transfer,
+                                         std::vector<at::Tensor>& pending,
+                                         const DecodeLimits& limits) {
+  uint64_t total = pending_bytes(pending);
+  std::vector<IndexedIValue> out;
+  auto list = transfer.getValues();
+  out.reserve(list.size());
+  for (auto item : list) {
+    out.push_back({item.getIndex(), decode_value_counted(item.getValue(), pending, limits, total)});
+  }
+  return out;
+}
+
+}  // namespace ravnest::wire

@@ -1,0 +1,407 @@
+// Job files (libs/config/job_spec.h): every field read, every default, every error one line
+// naming the file and the field.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#include "libs/config/config_error.h"
+#include "libs/config/job_spec.h"
+
+using namespace ravnest::config;
+
+namespace {
+
+const std::string kMinimal = R"(
+[data]
+format = "csv"
+train = "train.csv"
+[loss]
+name = "cross_entropy"
+[optimizer]
+name = "adam"
+)";
+
+std::string error_of(const std::string& text, const std::string& origin = "job.toml") {
+  try {
+    parse_job(text, origin);
+  } catch (const ConfigError& error) {
+    const std::string message = error.what();
+    CHECK(message.find('\n') == std::string::npos);
+    CHECK(message.rfind(origin + ": ", 0) == 0);
+    return message;
+  }
+  FAIL("expected a ConfigError for:\n" << text);
+  return "";
+}
+
+// kMinimal with `extra` lines appended to table `table` (added as a new table if absent).
+std::string with(const std::string& table, const std::string& extra) {
+  std::string text = kMinimal;
+  const std::string header = "[" + table + "]\n";
+  const auto at = text.find(header);
+  if (at == std::string::npos) return text + header + extra + "\n";
+  text.insert(at + header.size(), extra + "\n");
+  return text;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("a minimal job gets the documented defaults") {
+  const JobSpec job = parse_job(kMinimal, "/jobs/job.toml");
+  CHECK(job.origin == "/jobs/job.toml");
+  CHECK(job.base_dir == "/jobs");
+  CHECK(job.train.epochs == 1);
+  CHECK(job.train.batch_size == 64);
+  CHECK(job.train.micro_batches == 1);
+  CHECK(job.train.update_frequency == 1);
+  CHECK(job.train.seed == 0);
+  CHECK(job.train.shuffle);
+  CHECK_FALSE(job.train.max_steps);
+  CHECK(job.train.val_freq == 0);
+  CHECK(job.train.schedule == PipelineSchedule::kGPipe);
+  CHECK(job.train.save_every == 0);
+  CHECK_FALSE(job.train.drop_last);
+  CHECK(job.data.format == DataFormat::kCsv);
+  CHECK(job.data.train.raw == "train.csv");
+  CHECK(job.data.train.resolved == "/jobs/train.csv");
+  CHECK(job.data.validation.empty());
+  CHECK(job.data.label_column == "label");
+  CHECK(job.data.header);
+  CHECK(job.data.input_shape.empty());
+  CHECK(job.data.scale == 1.0);
+  CHECK_FALSE(job.data.num_classes);
+  CHECK(job.loss.name == LossName::kCrossEntropy);
+  CHECK(job.loss.reduction == "mean");
+  CHECK(job.optimizer.name == OptimizerName::kAdam);
+  CHECK(job.optimizer.lr == 1e-3);
+  CHECK(job.optimizer.betas == std::make_pair(0.9, 0.999));
+  CHECK(job.optimizer.eps == 1e-8);
+  CHECK(job.optimizer.weight_decay == 0);
+  CHECK_FALSE(job.optimizer.amsgrad);
+  CHECK_FALSE(job.scheduler);
+}
+
+TEST_CASE("every field of a full job is read") {
+  const JobSpec job = parse_job(R"(
+[train]
+epochs = 15
+batch_size = 32
+micro_batches = 4
+update_frequency = 2
+seed = 42
+shuffle = false
+max_steps = 100
+val_freq = 5
+schedule = "1f1b"
+save_every = 10
+drop_last = true
+
+[data]
+format = "csv"
+train = "data/train.csv.gz"
+validation = "/abs/val.csv"
+label_column = "digit"
+header = true
+input_shape = [1, 8, 8]
+scale = 0.0625
+num_classes = 10
+
+[loss]
+name = "cross_entropy"
+reduction = "mean"
+
+[optimizer]
+name = "sgd"
+lr = 0.1
+momentum = 0.9
+dampening = 0.0
+nesterov = true
+weight_decay = 5e-4
+
+[scheduler]
+name = "multistep"
+milestones = [3, 7]
+gamma = 0.5
+per = "update"
+)", "/home/u/jobs/../jobs/job.toml");
+  CHECK(job.base_dir == "/home/u/jobs");
+  CHECK(job.train.epochs == 15);
+  CHECK(job.train.batch_size == 32);
+  CHECK(job.train.micro_batches == 4);
+  CHECK(job.train.update_frequency == 2);
+  CHECK(job.train.seed == 42);
+  CHECK_FALSE(job.train.shuffle);
+  CHECK(job.train.max_steps == 100);
+  CHECK(job.train.val_freq == 5);
+  CHECK(job.train.schedule == PipelineSchedule::k1F1B);
+  CHECK(job.train.save_every == 10);
+  CHECK(job.train.drop_last);
+  CHECK(job.data.train.raw == "data/train.csv.gz");
+  CHECK(job.data.train.resolved == "/home/u/jobs/data/train.csv.gz");
+  CHECK(job.data.validation.raw == "/abs/val.csv");
+  CHECK(job.data.validation.resolved == "/abs/val.csv");
+  CHECK(job.data.label_column == "digit");
+  CHECK(job.data.input_shape == std::vector<int64_t>{1, 8, 8});
+  CHECK(job.data.scale == 0.0625);
+  CHECK(job.data.num_classes == 10);
+  CHECK(job.optimizer.name == OptimizerName::kSgd);
+  CHECK(job.optimizer.lr == 0.1);
+  CHECK(job.optimizer.momentum == 0.9);
+  CHECK(job.optimizer.dampening == 0.0);
+  CHECK(job.optimizer.nesterov);
+  CHECK(job.optimizer.weight_decay == 5e-4);
+  REQUIRE(job.scheduler);
+  CHECK(job.scheduler->name == SchedulerName::kMultiStep);
+  CHECK(job.scheduler->milestones == std::vector<int64_t>{3, 7});
+  CHECK(job.scheduler->gamma == 0.5);
+  CHECK(job.scheduler->per == SchedulerPer::kUpdate);
+}
+
+TEST_CASE("data formats and their fields") {
+  SECTION("csv without header takes a column index, default the last") {
+    auto job = parse_job(with("data", "header = false"), "job.toml");
+    CHECK(job.data.label_column.empty());
+    CHECK(job.data.label_index == -1);
+    job = parse_job(with("data", "header = false\nlabel_column = 0"), "job.toml");
+    CHECK(job.data.label_index == 0);
+  }
+  SECTION("mnist, cifar10, tensors") {
+    for (const auto& [name, format] : std::vector<std::pair<std::string, DataFormat>>{
+             {"mnist", DataFormat::kMnist}, {"cifar10", DataFormat::kCifar10}, {"tensors", DataFormat::kTensors}}) {
+      const auto job = parse_job("[data]\nformat = \"" + name + "\"\ntrain = \"d\"\nnum_classes = 10\n"
+                                 "[loss]\nname = \"nll\"\n[optimizer]\nname = \"sgd\"\nlr = 1\n", "j.toml");
+      CHECK(job.data.format == format);
+      CHECK(job.data.num_classes == 10);
+      CHECK(job.optimizer.lr == 1.0);  // an integer is a number
+      CHECK(to_string(job.data.format) == name);
+    }
+  }
+  SECTION("relative paths resolve against the job file's directory") {
+    const auto job = parse_job(kMinimal, "sub/dir/job.toml");
+    const auto expected = (std::filesystem::current_path() / "sub/dir/train.csv").lexically_normal();
+    CHECK(job.data.train.resolved == expected.string());
+  }
+}
+
+TEST_CASE("losses") {
+  for (const auto& [name, value] : std::vector<std::pair<std::string, LossName>>{
+           {"cross_entropy", LossName::kCrossEntropy}, {"nll", LossName::kNll}, {"mse", LossName::kMse},
+           {"l1", LossName::kL1}, {"bce_with_logits", LossName::kBceWithLogits}}) {
+    std::string text = kMinimal;
+    text.replace(text.find("cross_entropy"), 13, name);
+    CHECK(parse_job(text, "j.toml").loss.name == value);
+  }
+  std::string text = kMinimal;
+  text.replace(text.find("\"cross_entropy\""), 15, "\"script\"\npath = \"my_loss.pt\"");
+  const auto job = parse_job(text, "/j/job.toml");
+  CHECK(job.loss.name == LossName::kScript);
+  CHECK(job.loss.path.raw == "my_loss.pt");
+  CHECK(job.loss.path.resolved == "/j/my_loss.pt");
+}
+
+TEST_CASE("optimizers get PyTorch's defaults and their own options") {
+  auto opt = [](const std::string& body) {
+    std::string text = kMinimal;
+    text.replace(text.find("name = \"adam\""), 13, body);
+    return parse_job(text, "j.toml").optimizer;
+  };
+  auto o = opt("name = \"adamw\"\nbetas = [0.8, 0.99]\neps = 1e-6\namsgrad = true");
+  CHECK(o.name == OptimizerName::kAdamW);
+  CHECK(o.lr == 1e-3);
+  CHECK(o.weight_decay == 1e-2);
+  CHECK(o.betas == std::make_pair(0.8, 0.99));
+  CHECK(o.eps == 1e-6);
+  CHECK(o.amsgrad);
+  o = opt("name = \"rmsprop\"\nalpha = 0.9\nmomentum = 0.5\ncentered = true\nweight_decay = 0.1");
+  CHECK(o.name == OptimizerName::kRmsprop);
+  CHECK(o.lr == 1e-2);
+  CHECK(o.alpha == 0.9);
+  CHECK(o.momentum == 0.5);
+  CHECK(o.centered);
+  CHECK(o.eps == 1e-8);
+  CHECK(o.weight_decay == 0.1);
+  o = opt("name = \"adagrad\"\nlr_decay = 0.01\ninitial_accumulator_value = 0.1");
+  CHECK(o.name == OptimizerName::kAdagrad);
+  CHECK(o.lr == 1e-2);
+  CHECK(o.lr_decay == 0.01);
+  CHECK(o.initial_accumulator_value == 0.1);
+  CHECK(o.eps == 1e-10);
+  o = opt("name = \"sgd\"\nlr = 0.5");
+  CHECK(o.momentum == 0);
+  CHECK(o.dampening == 0);
+  CHECK_FALSE(o.nesterov);
+}
+
+TEST_CASE("schedulers and their defaults") {
+  auto sched = [](const std::string& body) { return *parse_job(with("scheduler", body), "j.toml").scheduler; };
+  auto s = sched("name = \"step\"\nstep_size = 3");
+  CHECK(s.name == SchedulerName::kStep);
+  CHECK(s.step_size == 3);
+  CHECK(s.gamma == 0.1);
+  CHECK(s.per == SchedulerPer::kEpoch);
+  s = sched("name = \"exponential\"\ngamma = 0.9\nper = \"update\"");
+  CHECK(s.name == SchedulerName::kExponential);
+  CHECK(s.gamma == 0.9);
+  CHECK(s.per == SchedulerPer::kUpdate);
+  s = sched("name = \"cosine\"\nt_max = 50\neta_min = 1e-5");
+  CHECK(s.name == SchedulerName::kCosine);
+  CHECK(s.t_max == 50);
+  CHECK(s.eta_min == 1e-5);
+  s = sched("name = \"cosine\"\nt_max = 5");
+  CHECK(s.eta_min == 0);
+  s = sched("name = \"linear_warmup\"\nwarmup_steps = 100");
+  CHECK(s.name == SchedulerName::kLinearWarmup);
+  CHECK(s.warmup_steps == 100);
+  CHECK(s.start_factor == Approx(1.0 / 3));
+  s = sched("name = \"linear_warmup\"\nwarmup_steps = 10\nstart_factor = 0.1");
+  CHECK(s.start_factor == 0.1);
+}
+
+TEST_CASE("every error names the file and the field") {
+  struct Case {
+    std::string text;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"[data\n", "job.toml: malformed TOML at line 1"},
+      {"epochs = 3\n" + kMinimal, "job.toml: epochs: unknown key (the tables are"},
+      {kMinimal + "[trian]\nepochs = 3\n", "job.toml: trian: unknown table"},
+      {"train = 3\n" + kMinimal, "job.toml: train: must be a table [train], got an integer"},
+      {"[loss]\nname = \"nll\"\n[optimizer]\nname = \"adam\"\n", "job.toml: data: missing table [data]"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[optimizer]\nname = \"adam\"\n", "job.toml: loss: missing table [loss]"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n", "job.toml: optimizer: missing table [optimizer]"},
+      // [train]
+      {with("train", "epoch = 3"), "job.toml: train.epoch: unknown key (epochs, batch_size,"},
+      {with("train", "epochs = 0"), "job.toml: train.epochs: must be >= 1, got 0"},
+      {with("train", "epochs = \"3\""), "job.toml: train.epochs: must be an integer, got a string"},
+      {with("train", "batch_size = 2.5"), "job.toml: train.batch_size: must be an integer, got a float"},
+      {with("train", "micro_batches = 0"), "job.toml: train.micro_batches: must be in [1, 2147483647], got 0"},
+      {with("train", "batch_size = 4\nmicro_batches = 5"), "job.toml: train.micro_batches: must be <= batch_size (4), got 5"},
+      {with("train", "update_frequency = 0"), "job.toml: train.update_frequency: must be in [1,"},
+      {with("train", "seed = -1"), "job.toml: train.seed: must be >= 0, got -1"},
+      {with("train", "shuffle = 1"), "job.toml: train.shuffle: must be true or false, got an integer"},
+      {with("train", "max_steps = 0"), "job.toml: train.max_steps: must be >= 1, got 0"},
+      {with("train", "val_freq = -1"), "job.toml: train.val_freq: must be >= 0, got -1"},
+      {with("train", "schedule = \"pipedream\""), "job.toml: train.schedule: unknown schedule 'pipedream' (gpipe, 1f1b)"},
+      {with("train", "save_every = -2"), "job.toml: train.save_every: must be >= 0, got -2"},
+      {with("train", "drop_last = \"yes\""), "job.toml: train.drop_last: must be true or false, got a string"},
+      // [data]
+      {"[data]\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adam\"\n", "job.toml: data.format: missing (csv, mnist, cifar10, tensors)"},
+      {"[data]\nformat = \"csv\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adam\"\n", "job.toml: data.train: missing"},
+      {"[data]\nformat = \"parquet\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adam\"\n",
+       "job.toml: data.format: unknown data format 'parquet' (csv, mnist, cifar10, tensors)"},
+      {with("data", "validation = \"\""), "job.toml: data.validation: must not be empty"},
+      {with("data", "valdation = \"v.csv\""), "job.toml: data.valdation: unknown key"},
+      {with("data", "input_shape = [1, 0, 8]"), "job.toml: data.input_shape: must hold positive integers"},
+      {with("data", "input_shape = []"), "job.toml: data.input_shape: must not be empty"},
+      {with("data", "input_shape = 64"), "job.toml: data.input_shape: must be an array, got an integer"},
+      {with("data", "scale = \"1/16\""), "job.toml: data.scale: must be a number, got a string"},
+      {with("data", "scale = nan"), "job.toml: data.scale: must be a finite number"},
+      {with("data", "num_classes = 0"), "job.toml: data.num_classes: must be >= 1, got 0"},
+      {with("data", "header = false\nlabel_column = \"label\""), "job.toml: data.label_column: a column name needs header = true"},
+      {with("data", "label_column = 1.5"), "job.toml: data.label_column: must be a column name or a 0-based index, got a float"},
+      {"[data]\nformat = \"mnist\"\ntrain = \"d\"\nscale = 0.5\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adam\"\n",
+       "job.toml: data.scale: only for format = \"csv\" (this job has \"mnist\")"},
+      // [loss]
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nreduction = \"mean\"\n[optimizer]\nname = \"adam\"\n", "job.toml: loss.name: missing"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"hinge\"\n[optimizer]\nname = \"adam\"\n",
+       "job.toml: loss.name: unknown loss 'hinge' (cross_entropy, nll, mse, l1, bce_with_logits, script)"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"script\"\n[optimizer]\nname = \"adam\"\n", "job.toml: loss.path: missing"},
+      {with("loss", "path = \"l.pt\""), "job.toml: loss.path: only for name = \"script\""},
+      {with("loss", "reduction = \"sum\""), "job.toml: loss.reduction: only \"mean\" is supported"},
+      {with("loss", "weight = 1"), "job.toml: loss.weight: unknown key (name, path, reduction)"},
+      // [optimizer]
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adamw2\"\n",
+       "job.toml: optimizer.name: unknown optimizer 'adamw2' (sgd, adam, adamw, rmsprop, adagrad)"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nlr = 0.1\n", "job.toml: optimizer.name: missing"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"sgd\"\n",
+       "job.toml: optimizer.lr: missing: sgd has no default learning rate"},
+      {with("optimizer", "momentum = 0.9"), "job.toml: optimizer.momentum: not an option of adam (name, lr, betas, eps, weight_decay, amsgrad)"},
+      {with("optimizer", "learning_rate = 0.1"), "job.toml: optimizer.learning_rate: unknown key"},
+      {with("optimizer", "lr = -0.1"), "job.toml: optimizer.lr: must be >= 0, got -0.10000000000000001"},
+      {with("optimizer", "lr = inf"), "job.toml: optimizer.lr: must be a finite number, got inf"},
+      {with("optimizer", "betas = [0.9]"), "job.toml: optimizer.betas: must be two numbers"},
+      {with("optimizer", "betas = [0.9, 1.0]"), "job.toml: optimizer.betas: each must be in [0, 1), got [0.90000000000000002, 1]"},
+      {with("optimizer", "betas = [0.9, \"x\"]"), "job.toml: optimizer.betas: must be a number, got a string"},
+      {with("optimizer", "eps = -1"), "job.toml: optimizer.eps: must be >= 0, got -1"},
+      {with("optimizer", "amsgrad = 0"), "job.toml: optimizer.amsgrad: must be true or false, got an integer"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"sgd\"\nlr = 0.1\nnesterov = true\n",
+       "job.toml: optimizer.nesterov: needs momentum > 0 and dampening = 0"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"sgd\"\nlr = 0.1\nbetas = [0.9, 0.9]\n",
+       "job.toml: optimizer.betas: not an option of sgd (name, lr, momentum, dampening, nesterov, weight_decay)"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"rmsprop\"\namsgrad = true\n",
+       "job.toml: optimizer.amsgrad: not an option of rmsprop"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adagrad\"\nmomentum = 0.1\n",
+       "job.toml: optimizer.momentum: not an option of adagrad"},
+      // [scheduler]
+      {with("scheduler", "step_size = 3"), "job.toml: scheduler.name: missing (step, multistep, exponential, cosine, linear_warmup)"},
+      {with("scheduler", "name = \"plateau\""), "job.toml: scheduler.name: unknown scheduler 'plateau'"},
+      {with("scheduler", "name = \"step\""), "job.toml: scheduler.step_size: missing: step needs"},
+      {with("scheduler", "name = \"step\"\nstep_size = 0"), "job.toml: scheduler.step_size: must be >= 1, got 0"},
+      {with("scheduler", "name = \"step\"\nstep_size = 2\nt_max = 3"), "job.toml: scheduler.t_max: not an option of step (name, per, step_size, gamma)"},
+      {with("scheduler", "name = \"step\"\nstep_size = 2\ngamma = 0"), "job.toml: scheduler.gamma: must be > 0, got 0"},
+      {with("scheduler", "name = \"step\"\nstep_size = 2\nper = \"batch\""), "job.toml: scheduler.per: unknown value 'batch' (update, epoch)"},
+      {with("scheduler", "name = \"multistep\""), "job.toml: scheduler.milestones: missing"},
+      {with("scheduler", "name = \"multistep\"\nmilestones = [5, 3]"), "job.toml: scheduler.milestones: must increase, got 3 after 5"},
+      {with("scheduler", "name = \"multistep\"\nmilestones = []"), "job.toml: scheduler.milestones: must not be empty"},
+      {with("scheduler", "name = \"multistep\"\nmilestones = [0]"), "job.toml: scheduler.milestones: must hold positive integers"},
+      {with("scheduler", "name = \"exponential\""), "job.toml: scheduler.gamma: missing"},
+      {with("scheduler", "name = \"cosine\""), "job.toml: scheduler.t_max: missing"},
+      {with("scheduler", "name = \"cosine\"\nt_max = 5\neta_min = -1"), "job.toml: scheduler.eta_min: must be >= 0, got -1"},
+      {with("scheduler", "name = \"linear_warmup\""), "job.toml: scheduler.warmup_steps: missing"},
+      {with("scheduler", "name = \"linear_warmup\"\nwarmup_steps = 5\nstart_factor = 0"), "job.toml: scheduler.start_factor: must be > 0, got 0"},
+      {with("scheduler", "name = \"linear_warmup\"\nwarmup_steps = 5\nstart_factor = 1.5"), "job.toml: scheduler.start_factor: must be <= 1, got 1.5"},
+  };
+  for (const auto& c : cases) {
+    const std::string message = error_of(c.text);
+    INFO("job:\n" << c.text << "\nerror: " << message);
+    CHECK(contains(message, c.expected));
+  }
+}
+
+TEST_CASE("load_job reads a file and names it in errors") {
+  const auto dir = std::filesystem::temp_directory_path() / ("ravnest-job-spec-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "job.toml").string();
+  {
+    std::ofstream(path) << kMinimal;
+  }
+  const JobSpec job = load_job(path);
+  CHECK(job.origin == path);
+  CHECK(job.data.train.resolved == (dir / "train.csv").string());
+  {
+    std::ofstream(path) << with("optimizer", "lr = \"fast\"");
+  }
+  try {
+    load_job(path);
+    FAIL("expected an error");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()) == path + ": optimizer.lr: must be a number, got a string");
+  }
+  try {
+    load_job((dir / "missing.toml").string());
+    FAIL("expected an error");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()) == (dir / "missing.toml").string() + ": cannot read the job file");
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the example jobs in configs/ parse") {
+  const char* source = std::getenv("RAVNEST_SOURCE_DIR");
+  REQUIRE(source);
+  for (const char* name : {"job_digits.toml", "job_mnist.toml"}) {
+    INFO(name);
+    const JobSpec job = load_job(std::string(source) + "/configs/" + name);
+    CHECK(job.train.epochs >= 1);
+  }
+}

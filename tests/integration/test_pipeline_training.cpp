@@ -1,0 +1,279 @@
+// Pipeline training on real daemons (127.0.0.1, free ports): push, train, fuse; synchronous
+// training equals one process; bad input and a daemon killed mid-training.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <thread>
+
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include "libs/config/job_spec.h"
+#include "libs/runtime/reference_trainer.h"
+#include "tests/support/local_cluster.h"
+
+using namespace ravnest;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The digits CSVs and the small CNN, made once per test binary run.
+const fs::path& digits_dir() {
+  static test::TempDir dir;
+  static bool made = false;
+  if (!made) {
+    auto result = test::run_command(test::python() + " " + test::source_dir() +
+                                    "/examples/digits/make_data.py --out " + dir.path().string());
+    INFO(result.out << result.err);
+    REQUIRE(result.exit_code == 0);
+    made = true;
+  }
+  return dir.path();
+}
+
+std::string model_path() { return (digits_dir() / "small_cnn.pt").string(); }
+
+std::string job_text(const std::string& optimizer, int epochs, int max_steps,
+                     int update_frequency, const std::string& schedule, bool validation) {
+  std::string text = "[train]\nepochs = " + std::to_string(epochs) +
+                     "\nbatch_size = 32\nmicro_batches = 4\nupdate_frequency = " +
+                     std::to_string(update_frequency) + "\nseed = 3\nschedule = \"" + schedule +
+                     "\"\n";
+  if (max_steps > 0) text += "max_steps = " + std::to_string(max_steps) + "\n";
+  text += "\n[data]\nformat = \"csv\"\ntrain = \"" + (digits_dir() / "digits_train.csv").string() +
+          "\"\n";
+  if (validation) text += "validation = \"" + (digits_dir() / "digits_val.csv").string() + "\"\n";
+  text += "label_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\nnum_classes = 10\n"
+          "\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\n" + optimizer + "\n";
+  return text;
+}
+
+std::map<std::string, at::Tensor> load_state_dict(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto dict = torch::jit::pickle_load(bytes).toGenericDict();
+  std::map<std::string, at::Tensor> out;
+  for (const auto& entry : dict) out[entry.key().toStringRef()] = entry.value().toTensor();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("push, train, fuse and evaluate on three daemons", "[daemon][pipeline]") {
+  test::LocalCluster cluster(model_path(), {test::LocalCluster::even_cuts(model_path(), 3)},
+                             {"32x1x8x8"});
+  cluster.start_all();
+  auto push = cluster.ravnest("push");
+  INFO(push.out << push.err);
+  REQUIRE(push.exit_code == 0);
+  test::write_text(cluster.dir() / "job.toml",
+                   job_text("name = \"adam\"\nlr = 0.003", 4, 0, 1, "1f1b", true));
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string());
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  CHECK(train.out.find("validation: loss") != std::string::npos);
+  CHECK(train.out.find("training finished") != std::string::npos);
+
+  // The leaf wrote one loss per batch.
+  const auto losses = test::read_text(cluster.data_dir(2) / "losses.txt");
+  CHECK(std::count(losses.begin(), losses.end(), '\n') == 4 * 45);  // 1437 samples / 32 -> 45
+
+  auto status = cluster.ravnest("status");
+  INFO(status.out);
+  CHECK(status.exit_code == 0);
+  CHECK(status.out.find("finished") != std::string::npos);
+
+  auto fuse = cluster.ravnest("fuse", "--cluster 0 --out " + (cluster.dir() / "trained").string());
+  INFO(fuse.out << fuse.err);
+  REQUIRE(fuse.exit_code == 0);
+  auto load = test::run_command(test::python() + " " + test::source_dir() +
+                                "/tests/python/load_fused.py " +
+                                (cluster.dir() / "trained/trained_state_dict.pt").string() + " " +
+                                model_path());
+  INFO(load.out << load.err);
+  CHECK(load.exit_code == 0);
+
+  auto evaluate = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest evaluate " +
+                                    (cluster.dir() / "trained/model.pt").string() + " " +
+                                    (cluster.dir() / "job.toml").string());
+  INFO(evaluate.out << evaluate.err);
+  REQUIRE(evaluate.exit_code == 0);
+  std::smatch match;
+  REQUIRE(std::regex_search(evaluate.out, match, std::regex("accuracy ([0-9.]+)")));
+  CHECK(std::stod(match[1]) > 0.9);
+}
+
+TEST_CASE("synchronous pipeline training equals one process", "[daemon][pipeline][exact]") {
+  struct Case {
+    int stages;
+    std::string optimizer;
+    int update_frequency;
+    std::string schedule;
+  };
+  const std::vector<Case> cases = {
+      {2, "name = \"adam\"\nlr = 0.01", 1, "gpipe"},
+      {3, "name = \"adam\"\nlr = 0.01", 2, "1f1b"},
+      {2, "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9", 1, "1f1b"},
+      {3, "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9\nnesterov = true", 1, "gpipe"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.stages << " stages, " << c.optimizer << ", update_frequency " << c.update_frequency
+                  << ", " << c.schedule);
+    test::LocalCluster cluster(model_path(),
+                               {test::LocalCluster::even_cuts(model_path(), c.stages)},
+                               {"32x1x8x8"});
+    cluster.start_all();
+    REQUIRE(cluster.ravnest("push").exit_code == 0);
+    const auto job_path = cluster.dir() / "job.toml";
+    test::write_text(job_path, job_text(c.optimizer, 2, 20, c.update_frequency, c.schedule, false));
+    auto train = cluster.ravnest("train", job_path.string());
+    INFO(train.out << train.err);
+    REQUIRE(train.exit_code == 0);
+    REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code ==
+            0);
+
+    auto trained = load_state_dict(cluster.dir() / "trained/trained_state_dict.pt");
+    auto reference = runtime::train_reference(model_path(), config::load_job(job_path.string()), 20);
+    REQUIRE(trained.size() == reference.state.size());
+    double worst = 0;
+    std::string worst_name;
+    for (const auto& [name, tensor] : reference.state) {
+      REQUIRE(trained.count(name) == 1);
+      const double diff =
+          (trained[name].to(at::kDouble) - tensor.to(at::kDouble)).abs().max().item<double>();
+      if (diff > worst) {
+        worst = diff;
+        worst_name = name;
+      }
+    }
+    INFO("largest difference " << worst << " in " << worst_name);
+    CHECK(worst <= 1e-5);
+    // Training moved the weights: the comparison is not between two untouched copies.
+    CHECK(reference.updates == 20 / c.update_frequency);
+  }
+}
+
+TEST_CASE("bad input is refused clearly and nothing is stored", "[daemon][errors]") {
+  test::LocalCluster cluster(model_path(), {test::LocalCluster::even_cuts(model_path(), 2)},
+                             {"32x1x8x8"});
+  cluster.start_all();
+
+  SECTION("a wrong secret") {
+    test::write_text(cluster.dir() / "wrong", "not-the-secret\n");
+    auto result = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest push --plan " +
+                                    cluster.plan_dir() + " --secret-file " +
+                                    (cluster.dir() / "wrong").string());
+    CHECK(result.exit_code != 0);
+    CHECK(result.err.find("unauthorized") != std::string::npos);
+    CHECK(result.err.find("node_0") != std::string::npos);
+    CHECK_FALSE(fs::exists(cluster.data_dir(0) / "stage.pt"));
+    CHECK(cluster.log(0).find("refused pushStage") != std::string::npos);
+  }
+  SECTION("a stage whose checksum fails") {
+    const auto meta = cluster.plan_dir() + "/nodes/node_0.json";
+    auto text = test::read_text(meta);
+    const auto at = text.find("\"stage_sha256\": \"") + 17;
+    text[at] = text[at] == '0' ? '1' : '0';
+    test::write_text(meta, text);
+    auto result = cluster.ravnest("push");
+    CHECK(result.exit_code != 0);
+    CHECK(result.err.find("checksum") != std::string::npos);
+    CHECK_FALSE(fs::exists(cluster.data_dir(0) / "stage.pt"));
+  }
+  SECTION("a daemon serving another node") {
+    cluster.kill(1, SIGTERM);
+    REQUIRE(cluster.wait_exit(1, 10) == 0);
+    // node_1's port, but the daemon was told it is node_0.
+    auto result = test::run_command(
+        test::binary_dir() + "/apps/ravnestd/ravnestd --node node_0 --listen 127.0.0.1:" +
+        std::to_string(cluster.port(1)) + " --data-dir " + (cluster.dir() / "other").string() +
+        " --secret-file " + cluster.secret_file() + " & sleep 1; " + test::binary_dir() +
+        "/apps/ravnest/ravnest push --plan " + cluster.plan_dir() + " --secret-file " +
+        cluster.secret_file() + "; code=$?; kill %1; wait; exit $code", 60);
+    CHECK(result.exit_code != 0);
+    CHECK(result.err.find("the stage is for node_1, this daemon serves node_0") !=
+          std::string::npos);
+    CHECK_FALSE(fs::exists(cluster.dir() / "other/stage.pt"));
+  }
+  SECTION("a job naming an unknown loss or optimizer") {
+    REQUIRE(cluster.ravnest("push").exit_code == 0);
+    auto text = job_text("name = \"adamw2\"\nlr = 0.1", 1, 2, 1, "gpipe", false);
+    test::write_text(cluster.dir() / "job.toml", text);
+    auto result = cluster.ravnest("train", (cluster.dir() / "job.toml").string());
+    CHECK(result.exit_code != 0);
+    CHECK(result.err.find("optimizer.name") != std::string::npos);
+    text = job_text("name = \"sgd\"\nlr = 0.1", 1, 2, 1, "gpipe", false);
+    text.replace(text.find("cross_entropy"), 13, "hinge");
+    test::write_text(cluster.dir() / "job.toml", text);
+    result = cluster.ravnest("train", (cluster.dir() / "job.toml").string());
+    CHECK(result.exit_code != 0);
+    CHECK(result.err.find("loss.name") != std::string::npos);
+    CHECK_FALSE(fs::exists(cluster.data_dir(0) / "datasets/digits_train.csv"));
+  }
+  SECTION("a dataset with the wrong number of columns or labels out of range") {
+    REQUIRE(cluster.ravnest("push").exit_code == 0);
+    const auto csv = cluster.dir() / "bad.csv";
+    auto rows = test::read_text(digits_dir() / "digits_train.csv");
+    test::write_text(csv, rows.substr(0, rows.find('\n', rows.find('\n') + 1) + 1) + "1,2,3\n");
+    auto text = job_text("name = \"sgd\"\nlr = 0.1", 1, 2, 1, "gpipe", false);
+    text.replace(text.find((digits_dir() / "digits_train.csv").string()),
+                 (digits_dir() / "digits_train.csv").string().size(), csv.string());
+    test::write_text(cluster.dir() / "job.toml", text);
+    auto result = cluster.ravnest("train", (cluster.dir() / "job.toml").string());
+    CHECK(result.exit_code != 0);
+    CHECK(result.err.find("bad.csv") != std::string::npos);
+    CHECK_FALSE(fs::exists(cluster.data_dir(0) / "datasets/bad.csv"));
+
+    auto header_end = rows.find('\n');
+    auto first_row_end = rows.find('\n', header_end + 1);
+    std::string row = rows.substr(header_end + 1, first_row_end - header_end - 1);
+    row = row.substr(0, row.rfind(',')) + ",12";
+    test::write_text(csv, rows.substr(0, header_end + 1) + row + "\n");
+    result = cluster.ravnest("train", (cluster.dir() / "job.toml").string());
+    CHECK(result.exit_code != 0);
+    CHECK(result.err.find("bad.csv") != std::string::npos);
+    CHECK(result.err.find("12") != std::string::npos);
+  }
+}
+
+TEST_CASE("a daemon killed mid-training is named within 10 s", "[daemon][faults]") {
+  test::LocalCluster cluster(model_path(), {test::LocalCluster::even_cuts(model_path(), 3)},
+                             {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  test::write_text(cluster.dir() / "job.toml",
+                   job_text("name = \"sgd\"\nlr = 0.01", 500, 0, 1, "gpipe", false));
+  auto killer = std::thread([&cluster] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    cluster.kill(1, SIGKILL);
+  });
+  const auto started = std::chrono::steady_clock::now();
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string(), 60);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  killer.join();
+  INFO(train.out << train.err);
+  CHECK(train.exit_code != 0);
+  CHECK(train.err.find("node_1") != std::string::npos);
+  CHECK(seconds < 3 + 10);
+  // The others went back to idle and still serve.
+  auto status = cluster.ravnest("status");
+  INFO(status.out);
+  std::smatch match;
+  CHECK(std::regex_search(status.out, match, std::regex("node_0 .* idle")));
+  CHECK(std::regex_search(status.out, match, std::regex("node_2 .* idle")));
+}
+
+TEST_CASE("SIGTERM stops a daemon cleanly", "[daemon]") {
+  test::LocalCluster cluster(model_path(), {{}}, {"32x1x8x8"});
+  cluster.start(0);
+  cluster.kill(0, SIGTERM);
+  CHECK(cluster.wait_exit(0, 10) == 0);
+  CHECK(cluster.log(0).find("stopped") != std::string::npos);
+}

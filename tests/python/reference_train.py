@@ -1,0 +1,231 @@
+#!/usr/bin/python3
+"""Train a TorchScript model from a ravnest job file in plain PyTorch, independently of the C++.
+
+Usage: reference_train.py JOB.toml MODEL.pt OUT_STATE.pt [--max-batches N] [--losses OUT.json]
+
+The C++ reference trainer (libs/runtime/reference_trainer.h) must produce the same weights:
+  - torch.manual_seed(train.seed) first;
+  - epoch e's order: torch.randperm(n) from a torch.Generator seeded with epoch_seed(seed, e)
+    (splitmix64, see libs/data/batch_order.h) when shuffle, else 0..n-1; batches of batch_size,
+    the last partial unless drop_last;
+  - each batch cut into micro-batches like torch.tensor_split; each micro-batch's mean loss
+    times samples / batch_samples / update_frequency, backward;
+  - optimizer.step() + zero_grad() after every update_frequency batches (counted across epochs)
+    and after the last batch; the scheduler (torch.optim.lr_scheduler) steps after each update
+    (per = "update") or at each epoch's end (per = "epoch").
+Supports data.format "csv" and "tensors". Writes a plain dict of the final state (parameters and
+buffers by state-dict name) with torch.save, and with --losses the per-batch losses as JSON.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tomllib
+
+import torch
+import torch.nn.functional as F
+
+MASK = (1 << 64) - 1
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    z = (seed + (epoch + 1) * 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return (z ^ (z >> 31)) >> 1
+
+
+def resolve(job_dir: str, path: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(job_dir, path)
+
+
+def load_csv(path: str, data: dict):
+    header = data.get("header", True)
+    with open(path) as f:
+        lines = [line.strip() for line in f if line.strip()]
+    names = None
+    if header:
+        names = [n.strip() for n in lines[0].split(",")]
+        lines = lines[1:]
+    rows = [[float(v) for v in line.split(",")] for line in lines]
+    ncols = len(rows[0])
+    label = data.get("label_column", "label" if header else -1)
+    col = names.index(label) if isinstance(label, str) else (label % ncols)
+    features = [r[:col] + r[col + 1:] for r in rows]
+    labels = [r[col] for r in rows]
+    x = torch.tensor(features, dtype=torch.float64).to(torch.float32)
+    shape = data.get("input_shape", [ncols - 1])
+    x = x.reshape([len(rows)] + list(shape))
+    scale = data.get("scale", 1.0)
+    if scale != 1.0:
+        x = x.mul(scale)
+    if all(v == int(v) for v in labels):
+        y = torch.tensor([int(v) for v in labels], dtype=torch.int64)
+    else:
+        y = torch.tensor(labels, dtype=torch.float64).to(torch.float32)
+    return [x], y
+
+
+def load_tensors(path: str):
+    obj = torch.load(path)
+    if isinstance(obj, dict):
+        inputs, labels = obj["inputs"], obj["labels"]
+    else:
+        inputs, labels = obj
+    if isinstance(inputs, torch.Tensor):
+        inputs = [inputs]
+    return list(inputs), labels
+
+
+def make_optimizer(spec: dict, params):
+    name = spec["name"]
+    o = {k: v for k, v in spec.items() if k != "name"}
+    if "betas" in o:
+        o["betas"] = tuple(o["betas"])
+    cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
+           "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad}[name]
+    return cls(params, **o)
+
+
+def make_scheduler(spec: dict, opt):
+    if not spec:
+        return None, "epoch"
+    s = torch.optim.lr_scheduler
+    name = spec["name"]
+    per = spec.get("per", "epoch")
+    if name == "step":
+        return s.StepLR(opt, step_size=spec["step_size"], gamma=spec.get("gamma", 0.1)), per
+    if name == "multistep":
+        return s.MultiStepLR(opt, milestones=spec["milestones"], gamma=spec.get("gamma", 0.1)), per
+    if name == "exponential":
+        return s.ExponentialLR(opt, gamma=spec["gamma"]), per
+    if name == "cosine":
+        return s.CosineAnnealingLR(opt, T_max=spec["t_max"], eta_min=spec.get("eta_min", 0.0)), per
+    if name == "linear_warmup":
+        return s.LinearLR(opt, start_factor=spec.get("start_factor", 1.0 / 3), end_factor=1.0,
+                          total_iters=spec["warmup_steps"]), per
+    raise ValueError(name)
+
+
+def loss_fn(name: str, out, y):
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    if name == "cross_entropy":
+        return F.cross_entropy(out, y.long())
+    if name == "nll":
+        return F.nll_loss(out, y.long())
+    y = y.to(out.dtype)
+    if y.dim() + 1 == out.dim() and out.shape[-1] == 1:
+        y = y.unsqueeze(-1)
+    if name == "mse":
+        return F.mse_loss(out, y)
+    if name == "l1":
+        return F.l1_loss(out, y)
+    if name == "bce_with_logits":
+        return F.binary_cross_entropy_with_logits(out, y)
+    raise ValueError(name)
+
+
+def tensor_split_ranges(n: int, k: int):
+    k = min(k, n)
+    base, longer = divmod(n, k)
+    ranges, start = [], 0
+    for i in range(k):
+        length = base + (1 if i < longer else 0)
+        ranges.append((start, start + length))
+        start += length
+    return ranges
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("job")
+    ap.add_argument("model")
+    ap.add_argument("out")
+    ap.add_argument("--max-batches", type=int, default=-1)
+    ap.add_argument("--losses", default="")
+    args = ap.parse_args()
+    with open(args.job, "rb") as f:
+        job = tomllib.load(f)
+    job_dir = os.path.dirname(os.path.abspath(args.job))
+    t = job.get("train", {})
+    data = job["data"]
+    epochs = t.get("epochs", 1)
+    batch_size = t.get("batch_size", 64)
+    micro = t.get("micro_batches", 1)
+    uf = t.get("update_frequency", 1)
+    seed = t.get("seed", 0)
+    shuffle = t.get("shuffle", True)
+    drop_last = t.get("drop_last", False)
+
+    torch.manual_seed(seed)
+    model = torch.jit.load(args.model)
+    model.train()
+    if data["format"] == "csv":
+        xs, y = load_csv(resolve(job_dir, data["train"]), data)
+    else:
+        xs, y = load_tensors(resolve(job_dir, data["train"]))
+    n = y.shape[0]
+
+    params, seen = [], set()
+    for p in model.parameters():
+        if p.requires_grad and id(p) not in seen:
+            seen.add(id(p))
+            params.append(p)
+    opt = make_optimizer(job["optimizer"], params)
+    sched, per = make_scheduler(job.get("scheduler"), opt)
+    opt.zero_grad()
+
+    per_epoch = n // batch_size if drop_last else (n + batch_size - 1) // batch_size
+    total = per_epoch * epochs
+    if "max_steps" in t:
+        total = min(total, t["max_steps"])
+    if args.max_batches >= 0:
+        total = min(total, args.max_batches)
+
+    losses, done, pending = [], 0, 0
+    for epoch in range(epochs):
+        if done >= total:
+            break
+        if shuffle:
+            g = torch.Generator()
+            g.manual_seed(epoch_seed(seed, epoch))
+            order = torch.randperm(n, generator=g)
+        else:
+            order = torch.arange(n)
+        for b in range(per_epoch):
+            if done >= total:
+                break
+            idx = order[b * batch_size:(b + 1) * batch_size]
+            bx = [x.index_select(0, idx) for x in xs]
+            by = y.index_select(0, idx)
+            bn = idx.shape[0]
+            batch_loss = 0.0
+            for s, e in tensor_split_ranges(bn, micro):
+                out = model(*[x[s:e] for x in bx])
+                weighted = loss_fn(job["loss"]["name"], out, by[s:e]) * ((e - s) / bn / uf)
+                weighted.backward()
+                batch_loss += weighted.item()
+            losses.append(batch_loss * uf)
+            done += 1
+            pending += 1
+            if pending == uf or done == total:
+                opt.step()
+                opt.zero_grad()
+                pending = 0
+                if sched is not None and per == "update":
+                    sched.step()
+            if b + 1 == per_epoch and sched is not None and per == "epoch":
+                sched.step()
+
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    torch.save(state, args.out)
+    if args.losses:
+        with open(args.losses, "w") as f:
+            json.dump(losses, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

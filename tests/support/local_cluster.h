@@ -1,0 +1,56 @@
+// LocalCluster: real ravnestd processes on 127.0.0.1 for integration tests. Writes a plan for a
+// model with chosen cut points (one cluster per entry of `clusters`), starts one daemon per node
+// on a free port with its own data directory and a shared secret, and always stops them: SIGTERM,
+// then SIGKILL after a few seconds. Every command it runs is bounded in time.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/support/test_env.h"
+
+namespace ravnest::test {
+
+class LocalCluster {
+ public:
+  // `clusters[c]` lists the cut points (unit indices a stage ends after) of cluster c; an empty
+  // list is a one-node cluster. Nodes are numbered in cluster order.
+  LocalCluster(const std::string& model_path, const std::vector<std::vector<size_t>>& clusters,
+               const std::vector<std::string>& example_inputs);
+  ~LocalCluster();
+  LocalCluster(const LocalCluster&) = delete;
+  LocalCluster& operator=(const LocalCluster&) = delete;
+
+  const std::filesystem::path& dir() const { return dir_.path(); }
+  std::string plan_dir() const { return (dir_ / "plan").string(); }
+  std::string secret_file() const { return (dir_ / "secret").string(); }
+  int nodes() const { return static_cast<int>(ports_.size()); }
+  int port(int node) const { return ports_.at(node); }
+  std::filesystem::path data_dir(int node) const;
+  std::string log(int node) const;
+
+  void start(int node);  // waits until it accepts connections
+  void start_all();
+  void kill(int node, int signal);
+  bool running(int node);
+  int wait_exit(int node, double seconds);  // exit code, or -1 when still running
+
+  // `ravnest SUBCOMMAND ARGS --plan P --secret-file S`, from the cluster's directory.
+  CommandResult ravnest(const std::string& subcommand, const std::string& args = "",
+                        int timeout_seconds = 300) const;
+
+  // Units of the model, for choosing cuts: the allowed boundaries spread evenly.
+  static std::vector<size_t> even_cuts(const std::string& model_path, int stages);
+
+ private:
+  TempDir dir_;
+  std::vector<int> ports_;
+  std::vector<pid_t> pids_;
+};
+
+int free_port();
+
+}  // namespace ravnest::test

@@ -1,0 +1,257 @@
+// The daemon's configuration file, its shared secret, safe file names under the data directory,
+// and sd_notify.
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "libs/config/config_error.h"
+#include "libs/config/daemon_config.h"
+#include "libs/config/safe_path.h"
+#include "libs/config/secret.h"
+#include "libs/config/systemd_notify.h"
+
+using namespace ravnest::config;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory, removed on destruction (this binary links no test support library).
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    std::string pattern = (fs::temp_directory_path() / "ravnest-config-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+fs::path write(const fs::path& path, const std::string& text, mode_t mode = 0600) {
+  std::ofstream(path, std::ios::binary) << text;
+  ::chmod(path.c_str(), mode);
+  return path;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string source_dir() {
+  const char* dir = std::getenv("RAVNEST_SOURCE_DIR");
+  return dir ? dir : "";
+}
+
+}  // namespace
+
+TEST_CASE("daemon config: defaults, a full file and the example", "[config][daemon]") {
+  auto empty = parse_daemon_config("", "empty.toml");
+  CHECK(empty.node.empty());
+  CHECK(empty.listen.empty());
+  CHECK(empty.data_dir == "/var/lib/ravnest");
+  CHECK(empty.log_level == "info");
+  CHECK(empty.log_file.empty());
+  CHECK(empty.secret_file.empty());
+
+  auto full = parse_daemon_config(R"(
+node = "node_3"
+listen = "10.0.0.4:8083"
+data_dir = "/srv/ravnest"
+log_level = "debug"
+log_file = "/var/log/ravnest/ravnestd.log"
+secret_file = "/etc/ravnest/secret"
+)",
+                                  "full.toml");
+  CHECK(full.node == "node_3");
+  CHECK(full.listen == "10.0.0.4:8083");
+  CHECK(full.data_dir == "/srv/ravnest");
+  CHECK(full.log_level == "debug");
+  CHECK(full.log_file == "/var/log/ravnest/ravnestd.log");
+  CHECK(full.secret_file == "/etc/ravnest/secret");
+  CHECK_NOTHROW(validate_daemon_config(full, "full.toml"));
+
+  CHECK(parse_daemon_config("listen = \"[::1]:9000\"", "v6.toml").listen == "[::1]:9000");
+
+  if (!source_dir().empty()) {
+    auto example = load_daemon_config(source_dir() + "/configs/ravnestd.toml");
+    CHECK(example.node == "node_0");
+    CHECK_NOTHROW(validate_daemon_config(example, "example"));
+  }
+}
+
+TEST_CASE("daemon config: errors name the file and the field", "[config][daemon]") {
+  CHECK(error_of([] { parse_daemon_config("lsiten = \"a:1\"", "d.toml"); }) ==
+        "d.toml: unknown key \"lsiten\" (known keys: node, listen, data_dir, log_level, "
+        "log_file, secret_file)");
+  CHECK(error_of([] { parse_daemon_config("[node]\nid = 3", "d.toml"); }) ==
+        "d.toml: node: must be a string, got a table");
+  CHECK(error_of([] { parse_daemon_config("listen = 8080", "d.toml"); }) ==
+        "d.toml: listen: must be a string, got an integer");
+  CHECK(error_of([] { parse_daemon_config("log_level = \"verbose\"", "d.toml"); }) ==
+        "d.toml: log_level: \"verbose\" is not one of trace, debug, info, warn, error, "
+        "critical, off");
+  CHECK(error_of([] { parse_daemon_config("listen = \"localhost\"", "d.toml"); }) ==
+        "d.toml: listen: \"localhost\" must be host:port");
+  CHECK(error_of([] { parse_daemon_config("listen = \"h:70000\"", "d.toml"); }) ==
+        "d.toml: listen: \"h:70000\" has a port outside 1-65535");
+  CHECK(error_of([] { parse_daemon_config("listen = \":80\"", "d.toml"); })
+            .find("d.toml: listen: \":80\" has no host") == 0);
+  CHECK(error_of([] { parse_daemon_config("data_dir = \"\"", "d.toml"); }) ==
+        "d.toml: data_dir: must not be empty");
+  const auto malformed = error_of([] { parse_daemon_config("node = \n", "d.toml"); });
+  CHECK(malformed.find("d.toml: malformed TOML at line 1") == 0);
+  CHECK(malformed.find('\n') == std::string::npos);
+  CHECK(error_of([] { load_daemon_config("/nonexistent/ravnestd.toml"); })
+            .find("/nonexistent/ravnestd.toml: cannot read") == 0);
+  CHECK(error_of([] { parse_daemon_config("node = \"a\"\nnode = \"b\"", "d.toml"); })
+            .find("d.toml: malformed TOML") == 0);
+}
+
+TEST_CASE("daemon config: flags override the file, then the whole is validated",
+          "[config][daemon]") {
+  auto file = parse_daemon_config("node = \"node_1\"\nlog_level = \"warn\"\nlisten = \"a:1\"",
+                                  "d.toml");
+  DaemonConfigOverrides flags;
+  flags.log_level = "debug";
+  flags.listen = "";  // an explicit empty flag clears the file's value
+  auto merged = merge(file, flags);
+  CHECK(merged.node == "node_1");
+  CHECK(merged.log_level == "debug");
+  CHECK(merged.listen.empty());
+  CHECK(merged.data_dir == "/var/lib/ravnest");
+
+  auto nameless = merge(parse_daemon_config("", "d.toml"), DaemonConfigOverrides{});
+  CHECK(error_of([&] { validate_daemon_config(nameless, "d.toml and the command line"); }) ==
+        "d.toml and the command line: node: missing (set node = \"node_<id>\" or pass --node)");
+  DaemonConfigOverrides bad;
+  bad.node = "node_2";
+  bad.log_level = "loud";
+  CHECK(error_of([&] { validate_daemon_config(merge(file, bad), "flags"); })
+            .find("flags: log_level: \"loud\"") == 0);
+}
+
+TEST_CASE("secret file: read, trimmed, permissions reported", "[config][secret]") {
+  ScratchDir dir;
+  bool open = true;
+  CHECK(read_secret(write(dir.path / "s1", "hunter2\n").string(), &open) == "hunter2");
+  CHECK_FALSE(open);
+  CHECK(read_secret(write(dir.path / "s2", "abc def\r\n\n").string()) == "abc def");
+  CHECK(read_secret(write(dir.path / "s3", "no newline", 0644).string(), &open) == "no newline");
+  CHECK(open);
+  CHECK(read_secret(write(dir.path / "s4", "x", 0640).string(), &open) == "x");
+  CHECK(open);
+
+  const auto empty = write(dir.path / "empty", "\n").string();
+  CHECK(error_of([&] { read_secret(empty); }) == empty + ": secret file is empty");
+  const auto missing = (dir.path / "missing").string();
+  CHECK(error_of([&] { read_secret(missing); }) ==
+        missing + ": secret file cannot be read: No such file or directory");
+  CHECK(error_of([&] { read_secret(dir.path.string()); }) ==
+        dir.path.string() + ": secret file is not a regular file");
+  const auto big = write(dir.path / "big", std::string(70000, 'a')).string();
+  CHECK(error_of([&] { read_secret(big); }).find("larger than 64 KiB") != std::string::npos);
+}
+
+TEST_CASE("secrets compare equal only when equal", "[config][secret]") {
+  CHECK(secrets_equal("", ""));
+  CHECK(secrets_equal("hunter2", "hunter2"));
+  CHECK_FALSE(secrets_equal("hunter2", "hunter3"));
+  CHECK_FALSE(secrets_equal("hunter2", "Hunter2"));
+  CHECK_FALSE(secrets_equal("hunter2", "hunter"));
+  CHECK_FALSE(secrets_equal("hunter", "hunter2"));
+  CHECK_FALSE(secrets_equal("", "a"));
+  CHECK_FALSE(secrets_equal(std::string("a\0b", 3), std::string("a\0c", 3)));
+  CHECK(secrets_equal(std::string("a\0b", 3), std::string("a\0b", 3)));
+  CHECK_FALSE(secrets_equal(std::string("a\0", 2), "a"));  // padding with zeros is not equality
+}
+
+TEST_CASE("child_path accepts plain file names only", "[config][path]") {
+  const fs::path dir = "/var/lib/ravnest";
+  CHECK(child_path(dir, "model.pt") == fs::path("/var/lib/ravnest/model.pt"));
+  CHECK(child_path(dir, "node_3-step_100.ckpt") == dir / "node_3-step_100.ckpt");
+  CHECK(child_path(dir, "a..b") == dir / "a..b");
+  CHECK(child_path(dir, std::string(200, 'x')) == dir / std::string(200, 'x'));
+
+  const char* refused[] = {"",          ".",         "..",        "../etc/passwd", "/etc/passwd",
+                           "a/b",       ".hidden",   "a b",       "a\\b",          "~root",
+                           "name\nnext", "caf\xc3\xa9", "a:b",      "*",             "$HOME"};
+  for (const char* name : refused) {
+    INFO("name: " << name);
+    CHECK_THROWS_AS(child_path(dir, name), ConfigError);
+    CHECK_FALSE(is_plain_file_name(name));
+  }
+  CHECK_THROWS_AS(child_path(dir, std::string(201, 'x')), ConfigError);
+  CHECK_THROWS_AS(child_path(dir, std::string("a\0b", 3)), ConfigError);
+
+  CHECK(error_of([&] { child_path(dir, "../etc/passwd"); }) ==
+        "file name \"../etc/passwd\" starts with a dot");
+  CHECK(error_of([&] { child_path(dir, "x/../../etc"); }) ==
+        "file name \"x/../../etc\" contains '/': a file name, not a path, is expected");
+  CHECK(error_of([&] { child_path(dir, "bad\nname"); }) ==
+        "file name \"bad\\x0aname\" may only contain letters, digits, '.', '_' and '-'");
+  CHECK(error_of([&] { child_path(dir, ""); }) == "file name \"\" is empty");
+}
+
+TEST_CASE("sd_notify: a no-op without NOTIFY_SOCKET", "[config][systemd]") {
+  const char* saved = std::getenv("NOTIFY_SOCKET");
+  std::string saved_value = saved ? saved : "";
+  ::unsetenv("NOTIFY_SOCKET");
+  CHECK_FALSE(notify_state("READY=1"));
+  notify_ready();
+  notify_status("starting");
+  notify_stopping();
+  if (saved) ::setenv("NOTIFY_SOCKET", saved_value.c_str(), 1);
+}
+
+TEST_CASE("sd_notify: READY=1, STATUS and STOPPING reach the socket", "[config][systemd]") {
+  ScratchDir dir;
+  const std::string path = (dir.path / "notify.sock").string();
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  REQUIRE(path.size() < sizeof address.sun_path);
+  std::copy(path.begin(), path.end(), address.sun_path);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  timeval timeout{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  auto receive = [&] {
+    char buffer[512];
+    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    return n < 0 ? std::string("(nothing)") : std::string(buffer, static_cast<size_t>(n));
+  };
+
+  const char* saved = std::getenv("NOTIFY_SOCKET");
+  std::string saved_value = saved ? saved : "";
+  ::setenv("NOTIFY_SOCKET", path.c_str(), 1);
+  notify_ready();
+  CHECK(receive() == "READY=1");
+  notify_status("training step 3\nof 10");
+  CHECK(receive() == "STATUS=training step 3 of 10");
+  notify_stopping();
+  CHECK(receive() == "STOPPING=1");
+  CHECK(std::getenv("NOTIFY_SOCKET") != nullptr);  // left for later notifications
+  if (saved) {
+    ::setenv("NOTIFY_SOCKET", saved_value.c_str(), 1);
+  } else {
+    ::unsetenv("NOTIFY_SOCKET");
+  }
+  ::close(fd);
+}
