@@ -147,8 +147,9 @@ interface Node {
   loadJob @2 (secret :Data, jobToml :Text, jobId :UInt64) -> ();
     # Checks the job against the stored stage (loss, optimizer, dataset, ...); state -> ready.
   start @3 (secret :Data, jobId :UInt64) -> ();
-  stop @4 (secret :Data) -> ();
-    # Abandons a running job; state -> idle. Idempotent.
+  stop @4 (secret :Data, reason :Text) -> ();
+    # Abandons a running job; state -> idle. Idempotent. `reason` (why the requester stops it,
+    # e.g. which node failed) is logged and ends any reduce in progress.
   status @5 () -> (status :NodeStatus);
   fetchStage @6 (secret :Data) -> (stage :Data, sha256 :Text, metadataJson :Text);
     # The trained stage when the last job finished, else the stored one.
@@ -160,4 +161,16 @@ interface Node {
   # Daemon -> daemon.
   send @9 (secret :Data, transfer :Transfer) -> (sink :ByteSink);
     # Tensors marked `streamed` follow through `sink`; without any, `sink` is null.
+
+  # Daemon -> daemon: all-reduce across clusters, over the rings of the node metadata. One call
+  # per segment of the ring algorithm; a streaming method, so the sender's flow control comes
+  # from the transport and nobody polls a peer's progress.
+  reduce @10 (secret :Data, ring :UInt32, round :UInt64, step :UInt32, segment :UInt32,
+              fromNode :Int32, data :Data) -> stream;
+  abortReduce @11 (secret :Data, ring :UInt32, reason :Text) -> ();
+    # A member of the ring failed: every blocked reduce on this ring fails with `reason`.
+  benchAllReduce @12 (secret :Data, peers :List(Text), position :UInt32, bytes :UInt64,
+                      repetitions :UInt32) -> (seconds :List(Float64));
+    # `ravnest bench allreduce`: all-reduce `bytes` of float32 over an ad-hoc ring of daemons
+    # (`peers` in ring order, this daemon at `position`), `repetitions` times after a warm-up.
 }

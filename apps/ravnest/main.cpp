@@ -18,8 +18,10 @@
 #include "libs/config/secret.h"
 #include "libs/data/dataset.h"
 #include "libs/graph/clusterize.h"
+#include "libs/runtime/allreduce_bench.h"
 #include "libs/runtime/evaluate.h"
 #include "libs/runtime/fuse.h"
+#include "libs/runtime/local_daemons.h"
 #include "libs/runtime/loss.h"
 #include "libs/runtime/progress_view.h"
 #include "libs/runtime/requester.h"
@@ -167,6 +169,26 @@ int run_evaluate(const std::string& model_path, const std::string& job_path, boo
   return 0;
 }
 
+void print_figures(const runtime::AllReduceFigures& f) {
+  std::printf("%-13s N=%d %8.1f MiB  median %8.4f s  algbw %7.3f GB/s  busbw %7.3f GB/s\n",
+              f.name.c_str(), f.nodes, f.bytes / 1048576.0, f.median_seconds(),
+              f.algorithm_bandwidth() / 1e9, f.bus_bandwidth() / 1e9);
+}
+
+int run_bench_allreduce(int nodes, const std::string& size, int repetitions, bool gloo) {
+  if (nodes < 2) throw std::invalid_argument("--nodes: an all-reduce needs at least 2 nodes");
+  const uint64_t bytes = runtime::parse_size(size);
+  auto ours = runtime::bench_daemon_allreduce(nodes, bytes, repetitions, runtime::sibling_ravnestd());
+  print_figures(ours);
+  if (gloo) {
+    auto baseline = runtime::bench_gloo_allreduce(nodes, bytes, repetitions);
+    print_figures(baseline);
+    std::printf("ravnest/gloo bus bandwidth: %.2fx\n",
+                ours.bus_bandwidth() / std::max(baseline.bus_bandwidth(), 1e-12));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,6 +253,20 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("job", eval_job, "job file naming the data and the loss")->required();
   eval_cmd->add_flag("--train-data", eval_on_train, "use the training data, not validation");
 
+  int bench_nodes = 2, bench_reps = 5;
+  std::string bench_size = "64MiB";
+  bool bench_no_gloo = false;
+  auto* bench_cmd = app.add_subcommand("bench", "Benchmarks that print figures");
+  bench_cmd->require_subcommand(1);
+  auto* bench_allreduce = bench_cmd->add_subcommand(
+      "allreduce", "Ring all-reduce between local daemons, next to Gloo's in the same run");
+  bench_allreduce->add_option("--nodes", bench_nodes, "ring members")->capture_default_str();
+  bench_allreduce->add_option("--size", bench_size, "bytes of float32 per member")
+      ->capture_default_str();
+  bench_allreduce->add_option("--reps", bench_reps, "timed repetitions after a warm-up")
+      ->capture_default_str();
+  bench_allreduce->add_flag("--no-gloo", bench_no_gloo, "skip the Gloo baseline");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -255,6 +291,9 @@ int main(int argc, char** argv) {
     }
     if (fuse_cmd->parsed()) return run_fuse(connection, fuse_cluster, fuse_from, fuse_model, fuse_out);
     if (eval_cmd->parsed()) return run_evaluate(eval_model, eval_job, eval_on_train);
+    if (bench_allreduce->parsed()) {
+      return run_bench_allreduce(bench_nodes, bench_size, bench_reps, !bench_no_gloo);
+    }
   } catch (const std::exception& e) {
     std::string message = e.what();
     for (char& ch : message) {

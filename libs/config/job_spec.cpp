@@ -182,6 +182,11 @@ const std::vector<std::pair<std::string, PipelineSchedule>>& schedule_names() {
       {"gpipe", PipelineSchedule::kGPipe}, {"1f1b", PipelineSchedule::k1F1B}};
   return names;
 }
+const std::vector<std::pair<std::string, ReduceMode>>& reduce_names() {
+  static const std::vector<std::pair<std::string, ReduceMode>> names = {
+      {"parameters", ReduceMode::kParameters}, {"gradients", ReduceMode::kGradients}};
+  return names;
+}
 const std::vector<std::pair<std::string, DataFormat>>& format_names() {
   static const std::vector<std::pair<std::string, DataFormat>> names = {
       {"csv", DataFormat::kCsv}, {"mnist", DataFormat::kMnist},
@@ -237,7 +242,8 @@ std::optional<JobPath> path_field(const Section& section, const std::string& key
 
 TrainSpec parse_train(const Section& s) {
   s.check_known({"epochs", "batch_size", "micro_batches", "update_frequency", "seed", "shuffle",
-                 "max_steps", "val_freq", "schedule", "save_every", "drop_last"});
+                 "max_steps", "val_freq", "schedule", "save_every", "drop_last", "reduce",
+                 "reduce_factor", "average_optim"});
   TrainSpec t;
   if (auto v = s.integer("epochs", 1)) t.epochs = *v;
   if (auto v = s.integer("batch_size", 1)) t.batch_size = *v;
@@ -250,6 +256,9 @@ TrainSpec parse_train(const Section& s) {
   if (auto v = s.string("schedule")) t.schedule = choose(s, "schedule", *v, schedule_names(), "schedule");
   if (auto v = s.integer("save_every", 0)) t.save_every = *v;
   if (auto v = s.boolean("drop_last")) t.drop_last = *v;
+  if (auto v = s.string("reduce")) t.reduce = choose(s, "reduce", *v, reduce_names(), "reduce mode");
+  if (auto v = s.integer("reduce_factor", 1)) t.reduce_factor = *v;
+  if (auto v = s.boolean("average_optim")) t.average_optim = *v;
   if (t.micro_batches > t.batch_size) {
     s.fail("micro_batches", "must be <= batch_size (" + std::to_string(t.batch_size) + "), got " +
                                 std::to_string(t.micro_batches));
@@ -493,6 +502,7 @@ JobSpec load_job(const std::string& path) {
 }
 
 const char* to_string(PipelineSchedule value) { return name_of(value, schedule_names()); }
+const char* to_string(ReduceMode value) { return name_of(value, reduce_names()); }
 const char* to_string(DataFormat value) { return name_of(value, format_names()); }
 const char* to_string(LossName value) { return name_of(value, loss_names()); }
 const char* to_string(OptimizerName value) { return name_of(value, optimizer_names()); }

@@ -26,6 +26,10 @@ struct JobPath {
 
 enum class PipelineSchedule { kGPipe, k1F1B };
 
+// What clusters average (data parallelism): Ravnest's parameter averaging every reduce_factor
+// updates, or gradients before every update as DistributedDataParallel does.
+enum class ReduceMode { kParameters, kGradients };
+
 struct TrainSpec {
   int64_t epochs = 1;
   int64_t batch_size = 64;
@@ -38,6 +42,9 @@ struct TrainSpec {
   PipelineSchedule schedule = PipelineSchedule::kGPipe;
   int64_t save_every = 0;           // optimizer updates between checkpoints; 0 = only at the end
   bool drop_last = false;
+  ReduceMode reduce = ReduceMode::kParameters;
+  int64_t reduce_factor = 1;        // parameters: average every N optimizer updates (and at the end)
+  bool average_optim = false;       // parameters: average optimizer state (moments) too
 };
 
 enum class DataFormat { kCsv, kMnist, kCifar10, kTensors };
@@ -118,6 +125,7 @@ JobSpec load_job(const std::string& path);
 
 // Names as written in a job file ("sgd", "cross_entropy", "linear_warmup", "1f1b", ...).
 const char* to_string(PipelineSchedule value);
+const char* to_string(ReduceMode value);
 const char* to_string(DataFormat value);
 const char* to_string(LossName value);
 const char* to_string(OptimizerName value);

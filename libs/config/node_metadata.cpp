@@ -211,6 +211,7 @@ std::string to_json(const NodeMetadata& m) {
   out["cluster"] = m.cluster;
   out["position"] = m.position;
   out["cluster_size"] = m.cluster_size;
+  out["cluster_count"] = m.cluster_count;
   out["role"] = role_name(m.role);
   out["stage_file"] = m.stage_file;
   out["stage_sha256"] = m.stage_sha256;
@@ -269,6 +270,7 @@ NodeMetadata node_metadata_from_json(const std::string& text, const std::string&
   m.cluster = r.integer(root, "", "cluster");
   m.position = r.integer(root, "", "position");
   m.cluster_size = r.integer(root, "", "cluster_size");
+  m.cluster_count = r.integer(root, "", "cluster_count");
   const std::string role = r.string(root, "", "role");
   try {
     m.role = role_from_name(role);

@@ -70,6 +70,7 @@ struct NodeMetadata {
   int cluster = 0;
   int position = 0;          // index in the cluster's pipeline, 0 = root
   int cluster_size = 1;
+  int cluster_count = 1;     // clusters in the plan: the root trains on shard `cluster` of them
   Role role = Role::kRootLeaf;
   std::string stage_file;    // relative to the plan directory, e.g. "stages/node_3.pt"
   std::string stage_sha256;  // of the stage file's bytes

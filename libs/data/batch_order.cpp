@@ -73,3 +73,24 @@ std::vector<std::pair<int64_t, int64_t>> split_micro_batches(int64_t batch_sampl
 }
 
 }  // namespace ravnest::data
+
+namespace ravnest::data {
+
+std::vector<int64_t> shard_indices(int64_t dataset_size, int shards, int shard, int64_t seed) {
+  if (shards < 1 || shard < 0 || shard >= shards) {
+    throw std::invalid_argument("shard_indices: shard " + std::to_string(shard) + " of " +
+                                std::to_string(shards));
+  }
+  const int64_t per_shard = dataset_size / shards;
+  if (per_shard == 0) {
+    throw std::invalid_argument("the dataset has " + std::to_string(dataset_size) +
+                                " samples, fewer than the " + std::to_string(shards) + " clusters");
+  }
+  // Epoch -2: a seed of its own, apart from every epoch's order (epochs count from 0).
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(BatchOrder::epoch_seed(seed, -2));
+  at::Tensor perm = at::randperm(dataset_size, generator, at::TensorOptions().dtype(at::kLong));
+  const int64_t* data = perm.data_ptr<int64_t>() + shard * per_shard;
+  return std::vector<int64_t>(data, data + per_shard);
+}
+
+}  // namespace ravnest::data

@@ -51,4 +51,9 @@ class BatchOrder {
 // (none for an empty batch). E.g. (10, 4) -> [0,3) [3,6) [6,8) [8,10).
 std::vector<std::pair<int64_t, int64_t>> split_micro_batches(int64_t batch_samples, int micro_batches);
 
+// Data parallelism: the samples of cluster `shard` of `shards`. The dataset is permuted with a
+// generator seeded from `seed` and dealt into equal contiguous shards; the remainder (fewer
+// samples than shards) is left out, so every cluster has as many batches as the others.
+std::vector<int64_t> shard_indices(int64_t dataset_size, int shards, int shard, int64_t seed);
+
 }  // namespace ravnest::data

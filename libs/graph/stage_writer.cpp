@@ -228,6 +228,7 @@ std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const plan
     plan_json["clusters"].push_back(cluster_json);
     for (auto& meta : cluster_nodes) nodes.push_back(std::move(meta));
   }
+  for (auto& meta : nodes) meta.cluster_count = static_cast<int>(plan.clusters.size());
   for (const auto& ring : assign_rings(nodes)) {
     plan_json["rings"].push_back(
         {{"id", ring.id}, {"parameters", ring.parameters}, {"nodes", ring.nodes}});

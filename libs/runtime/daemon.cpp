@@ -8,6 +8,7 @@
 #include <asio/post.hpp>
 #include <asio/signal_set.hpp>
 #include <capnp/ez-rpc.h>
+#include <kj/async-io.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -76,7 +77,8 @@ int run_daemon(const config::DaemonConfig& config) {
   NodeService* service_ptr = service.get();
   capnp::EzRpcServer server(kj::mv(service), listen, 0, rpc_reader_options());
   auto& wait_scope = server.getWaitScope();
-  service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor());
+  service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor(),
+                               server.getIoProvider().getTimer());
   const unsigned port = server.getPort().wait(wait_scope);
 
   auto shutdown = kj::newPromiseAndCrossThreadFulfiller<void>();

@@ -6,6 +6,7 @@
 
 #include <torch/csrc/jit/serialization/import.h>
 
+#include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
 #include "libs/runtime/loss.h"
 #include "libs/runtime/lr_schedule.h"
@@ -67,10 +68,25 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   setup->save_every = static_cast<int>(job.train.save_every);
   setup->trained_path = store.trained_path().string();
   setup->has_validation = !job.data.validation.empty();
+  setup->cluster_count = node.cluster_count;
+  setup->reduce = job.train.reduce;
+  setup->reduce_factor = job.train.reduce_factor;
+  setup->average_optim = job.train.average_optim;
+  if (!node.shared_parameters.empty()) {
+    // Their gradients would have to be summed across the nodes that hold them, which the
+    // pipeline does not do yet: refuse rather than train something else than the model.
+    throw std::runtime_error("this plan puts " + node.shared_parameters.begin()->first +
+                             " on several nodes of a cluster (a module used twice, or tied "
+                             "weights), which training does not support yet; cut elsewhere");
+  }
 
   if (node.position == 0) {
     setup->train_data =
         std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kTrain));
+    if (node.cluster_count > 1) {
+      setup->shard = data::shard_indices(setup->train_data->size(), node.cluster_count,
+                                         node.cluster, job.train.seed);
+    }
     if (setup->has_validation) {
       setup->validation_data =
           std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kValidation));

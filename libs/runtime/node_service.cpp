@@ -1,6 +1,8 @@
 #include "libs/runtime/node_service.h"
 
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <sstream>
 
 #include <asio/post.hpp>
@@ -10,6 +12,7 @@
 #include "libs/config/secret.h"
 #include "libs/config/sha256.h"
 #include "libs/runtime/job_setup.h"
+#include "libs/runtime/ring_allreduce.h"
 #include "libs/wire/tensor_stream.h"
 #include "libs/wire/value_codec.h"
 
@@ -169,6 +172,7 @@ kj::Promise<void> NodeService::loadJob(LoadJobContext context) {
     if (!store_.has_stage()) throw std::runtime_error("no stage stored: run `ravnest push` first");
   });
   listeners_.clear();  // a new job, new listeners
+  mailbox_.reset();
   return on_compute([this, text, job_id]() {
     auto job = config::parse_job(text, "job");
     auto setup = make_worker_setup(store_, job, job_id);
@@ -214,10 +218,12 @@ void NodeService::abandon_job() {
 
 kj::Promise<void> NodeService::stop(StopContext context) {
   check_secret(context.getParams().getSecret(), "stop");
-  return on_compute([this]() {
-    abandon_job();
-    spdlog::info("job stopped by the requester");
-  });
+  std::string reason = context.getParams().getReason();
+  if (reason.empty()) reason = "no reason given";
+  spdlog::warn("job stopped by the requester: {}", reason);
+  // A worker blocked in a reduce holds the compute thread: wake it first.
+  mailbox_.abort_all("the job was stopped by the requester: " + reason);
+  return on_compute([this]() { abandon_job(); });
 }
 
 kj::Promise<void> NodeService::status(StatusContext context) {
@@ -331,18 +337,127 @@ void NodeService::deliver(TransferMessage message) {
 }
 
 schema::Node::Client NodeService::peer(int node_id) {
-  auto it = peer_connections_.find(node_id);
-  if (it == peer_connections_.end()) {
-    auto address = metadata_.addresses.find(node_id);
-    if (address == metadata_.addresses.end()) {
-      throw std::runtime_error("no address for node " + std::to_string(node_id));
-    }
-    // Bootstrapped once: capnp 0.9 aborts on getMain() over a connection that has died.
-    auto client = kj::heap<capnp::EzRpcClient>(address->second, 0, rpc_reader_options());
-    auto main = client->getMain<schema::Node>();
-    it = peer_connections_.emplace(node_id, PeerConnection{kj::mv(client), kj::mv(main)}).first;
+  auto address = metadata_.addresses.find(node_id);
+  if (address == metadata_.addresses.end()) {
+    throw std::runtime_error("no address for node " + std::to_string(node_id));
   }
-  return it->second.node;
+  return links_.node(address->second);
+}
+
+// ---- rings ------------------------------------------------------------------------------------
+
+kj::Promise<void> NodeService::reduce(ReduceContext context) {
+  auto params = context.getParams();
+  check_secret(params.getSecret(), "reduce");
+  auto data = params.getData();
+  mailbox_.deposit({params.getRing(), params.getRound(), params.getStep(), params.getSegment()},
+                   std::string(reinterpret_cast<const char*>(data.begin()), data.size()));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> NodeService::abortReduce(AbortReduceContext context) {
+  auto params = context.getParams();
+  check_secret(params.getSecret(), "abortReduce");
+  mailbox_.abort(params.getRing(), params.getReason());
+  return kj::READY_NOW;
+}
+
+namespace {
+
+// Runs `body` on a thread of its own and resolves on the RPC thread when it is done.
+kj::Promise<void> on_thread(std::function<void()> body) {
+  auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+  auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(
+      kj::mv(paf.fulfiller));
+  std::thread([body = std::move(body), fulfiller]() {
+    try {
+      body();
+      (*fulfiller)->fulfill();
+    } catch (const std::exception& e) {
+      (*fulfiller)->reject(KJ_EXCEPTION(FAILED, e.what()));
+    }
+  }).detach();
+  return kj::mv(paf.promise);
+}
+
+}  // namespace
+
+kj::Promise<void> NodeService::benchAllReduce(BenchAllReduceContext context) {
+  auto params = context.getParams();
+  check_secret(params.getSecret(), "benchAllReduce");
+  std::vector<std::string> peers;
+  for (auto p : params.getPeers()) peers.push_back(p);
+  const uint32_t position = params.getPosition();
+  const uint64_t bytes = params.getBytes();
+  const uint32_t repetitions = params.getRepetitions();
+  if (peers.empty() || position >= peers.size()) {
+    kj::throwFatalException(KJ_EXCEPTION(FAILED, "benchAllReduce: position outside the peers"));
+  }
+  auto seconds = std::make_shared<std::vector<double>>();
+  const uint32_t ring = 0xffffffffu;  // apart from the rings of any plan
+  mailbox_.reset();
+  return on_thread([this, peers, position, bytes, repetitions, seconds, ring]() {
+           const size_t n = peers.size();
+           RingLink link(*rpc_executor_, links_, *timer_, mailbox_, ring, -1,
+                         {"peer " + std::to_string((position + 1) % n), peers[(position + 1) % n]},
+                         {"peer " + std::to_string((position + n - 1) % n),
+                          peers[(position + n - 1) % n]});
+           RingAllReduce reduce(link, static_cast<int>(position), static_cast<int>(n));
+           std::vector<at::Tensor> tensors = {
+               at::full({static_cast<int64_t>(bytes / 4)}, float(position + 1))};
+           for (uint32_t r = 0; r <= repetitions; ++r) {
+             const auto start = std::chrono::steady_clock::now();
+             reduce.run(r, tensors);
+             const double s =
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+             if (r > 0) seconds->push_back(s);  // the first is a warm-up
+           }
+         })
+      .then([context, seconds]() mutable {
+        auto out = context.getResults().initSeconds(seconds->size());
+        for (size_t i = 0; i < seconds->size(); ++i) out.set(i, (*seconds)[i]);
+      });
+}
+
+void NodeService::reduce_rings(uint64_t round, std::vector<RingWork>& work) {
+  std::vector<std::string> errors(work.size());
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < work.size(); ++w) {
+    threads.emplace_back([this, round, &work, &errors, w]() {
+      const auto& ring = *work[w].ring;
+      const size_t n = ring.peers.size();
+      const auto& next = ring.peers[(ring.position + 1) % n];
+      const auto& prev = ring.peers[(ring.position + n - 1) % n];
+      try {
+        RingLink link(*rpc_executor_, links_, *timer_, mailbox_, static_cast<uint32_t>(ring.id),
+                      metadata_.node_id, {"node_" + std::to_string(next.node), next.address},
+                      {"node_" + std::to_string(prev.node), prev.address});
+        RingAllReduce reduce(link, ring.position, static_cast<int>(n));
+        reduce.run(round, work[w].tensors);
+      } catch (const std::exception& e) {
+        errors[w] = e.what();
+        // Tell the other members, so that none of them waits for a round that cannot finish.
+        const std::string reason = metadata_.name + ": " + e.what();
+        try {
+          rpc_executor_->executeSync([&]() {
+            for (const auto& peer : ring.peers) {
+              if (peer.node == metadata_.node_id) continue;
+              auto request = links_.node(peer.address).abortReduceRequest();
+              request.setSecret(links_.secret());
+              request.setRing(static_cast<uint32_t>(ring.id));
+              request.setReason(reason);
+              tasks_.add(request.send().ignoreResult().catch_([](kj::Exception&&) {}));
+            }
+          });
+        } catch (const kj::Exception&) {
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& error : errors) {
+    if (!error.empty()) throw std::runtime_error(error);
+  }
 }
 
 // ---- worker -> outside (compute thread) -------------------------------------------------------

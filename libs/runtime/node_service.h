@@ -19,6 +19,8 @@
 #include <kj/async.h>
 
 #include "libs/runtime/node_store.h"
+#include "libs/runtime/ring_link.h"
+#include "libs/runtime/ring_mailbox.h"
 #include "libs/runtime/stage_worker.h"
 #include "libs/runtime/transfer.h"
 #include "schemas/ravnest.capnp.h"
@@ -35,7 +37,10 @@ class NodeService final : public schema::Node::Server,
   NodeService(NodeStore& store, std::string secret, asio::io_context& compute);
   // Once the RPC thread's event loop exists (the server creates it): where the compute thread
   // hands its sends and events.
-  void set_rpc_executor(const kj::Executor& executor) { rpc_executor_ = &executor; }
+  void set_rpc_executor(const kj::Executor& executor, kj::Timer& timer) {
+    rpc_executor_ = &executor;
+    timer_ = &timer;
+  }
   ~NodeService() noexcept(false) override;
 
   // Abandons the running job; called on the compute thread at shutdown.
@@ -45,6 +50,7 @@ class NodeService final : public schema::Node::Server,
   void send(TransferMessage message) override;
   void event(const ProgressEventData& event) override;
   void defer(std::function<void()> task) override;
+  void reduce_rings(uint64_t round, std::vector<RingWork>& work) override;
 
  protected:
   kj::Promise<void> pushStage(PushStageContext context) override;
@@ -57,6 +63,9 @@ class NodeService final : public schema::Node::Server,
   kj::Promise<void> subscribe(SubscribeContext context) override;
   kj::Promise<void> fetchLosses(FetchLossesContext context) override;
   kj::Promise<void> send(SendContext context) override;
+  kj::Promise<void> reduce(ReduceContext context) override;
+  kj::Promise<void> abortReduce(AbortReduceContext context) override;
+  kj::Promise<void> benchAllReduce(BenchAllReduceContext context) override;
 
  private:
   enum class State { kIdle, kReady, kTraining, kFinished, kFailed };
@@ -74,12 +83,10 @@ class NodeService final : public schema::Node::Server,
   std::string secret_;
   asio::io_context& compute_;
   const kj::Executor* rpc_executor_ = nullptr;
+  kj::Timer* timer_ = nullptr;
+  PeerLinks links_{secret_};
+  RingMailbox mailbox_;
   kj::TaskSet tasks_{*this};
-  struct PeerConnection {
-    kj::Own<capnp::EzRpcClient> client;
-    schema::Node::Client node;
-  };
-  std::map<int, PeerConnection> peer_connections_;
   std::vector<schema::ProgressListener::Client> listeners_;
 
   mutable std::mutex mutex_;  // guards what the RPC thread reads of the job

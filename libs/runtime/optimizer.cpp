@@ -66,3 +66,37 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerS
 }
 
 }  // namespace ravnest::runtime
+
+namespace ravnest::runtime {
+
+std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer,
+                                                const at::Tensor& parameter) {
+  auto& state = optimizer.state();
+  auto it = state.find(c10::guts::to_string(parameter.unsafeGetTensorImpl()));
+  if (it == state.end()) return {};
+  std::vector<at::Tensor> out;
+  auto add = [&](const at::Tensor& t) {
+    if (t.defined()) out.push_back(t);
+  };
+  auto* s = it->second.get();
+  if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(s)) {
+    add(sgd->momentum_buffer());
+  } else if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(s)) {
+    add(adam->exp_avg());
+    add(adam->exp_avg_sq());
+    add(adam->max_exp_avg_sq());
+  } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(s)) {
+    add(adamw->exp_avg());
+    add(adamw->exp_avg_sq());
+    add(adamw->max_exp_avg_sq());
+  } else if (auto* rms = dynamic_cast<torch::optim::RMSpropParamState*>(s)) {
+    add(rms->square_avg());
+    add(rms->momentum_buffer());
+    add(rms->grad_avg());
+  } else if (auto* adagrad = dynamic_cast<torch::optim::AdagradParamState*>(s)) {
+    add(adagrad->sum());
+  }
+  return out;
+}
+
+}  // namespace ravnest::runtime

@@ -21,4 +21,9 @@ std::vector<at::Tensor> unique_trainable(const std::vector<at::Tensor>& paramete
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerSpec& spec,
                                                         const std::vector<at::Tensor>& parameters);
 
+// The optimizer's state for one parameter (momentum buffer, Adam's moments, ...), for averaging
+// across clusters; empty before the first step. Step counters are not included: they are equal.
+std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer,
+                                                const at::Tensor& parameter);
+
 }  // namespace ravnest::runtime

@@ -65,4 +65,13 @@ ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpe
 // The module's parameters and buffers by state-dict name, as detached copies.
 std::map<std::string, at::Tensor> state_of(const torch::jit::Module& module);
 
+// Data parallelism as the daemons run it, in one process: `clusters` copies of the model, copy c
+// training on data shard c (data::shard_indices) with its own optimizer and its own RNG stream
+// (each seeded with train.seed, as every node is), averaging gradients before each update
+// (reduce = "gradients") or parameters, BatchNorm buffers and, with average_optim, optimizer state
+// every reduce_factor updates (reduce = "parameters"); parameters and buffers once more at the
+// end. Returns copy 0's state, which then equals every copy's.
+ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
+                                         int clusters, int64_t max_batches = -1);
+
 }  // namespace ravnest::runtime

@@ -226,11 +226,12 @@ std::vector<NodeReport> Requester::status() {
   return reports;
 }
 
-void Requester::stop_all() {
+void Requester::stop_all(const std::string& reason) {
   for (const auto& meta : impl_->plan_.nodes) {
     try {
       auto request = impl_->node(meta).stopRequest();
       request.setSecret(impl_->secret());
+      request.setReason(reason);
       impl_->await(request.send().ignoreResult(), meta, "stop", 3);
     } catch (const std::exception&) {
       // A node that cannot be reached cannot be stopped; the others are.
@@ -298,8 +299,8 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
     request.setJobId(result.job_id);
     try {
       impl_->await(request.send().ignoreResult(), meta, "load job");
-    } catch (...) {
-      stop_all();
+    } catch (const std::exception& e) {
+      stop_all(e.what());
       throw;
     }
   }
@@ -385,8 +386,8 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
     request.setJobId(result.job_id);
     try {
       impl_->await(request.send().ignoreResult(), meta, "start");
-    } catch (...) {
-      stop_all();
+    } catch (const std::exception& e) {
+      stop_all(e.what());
       throw;
     }
   }
@@ -428,7 +429,7 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
     }
     report();
     if (!failure.empty()) {
-      stop_all();
+      stop_all(failure);
       throw std::runtime_error("training failed: " + failure);
     }
     if (finished.size() == plan.nodes.size()) break;

@@ -76,7 +76,7 @@ class Requester {
   void push(const std::function<void(const std::string&)>& log);
   TrainResult train(const std::string& job_path, const TrainOptions& options);
   std::vector<NodeReport> status();
-  void stop_all();
+  void stop_all(const std::string& reason = "ravnest stop");
   // The trained (or, before training, the pushed) stage of each node of the cluster.
   struct FetchedStage {
     config::NodeMetadata metadata;

@@ -13,6 +13,7 @@
 #include "libs/runtime/evaluate.h"
 #include "libs/runtime/loss.h"
 #include "libs/runtime/lr_schedule.h"
+#include "libs/runtime/optimizer.h"
 
 namespace ravnest::runtime {
 
@@ -37,6 +38,11 @@ StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
 }
 
 StageWorker::~StageWorker() = default;
+
+int64_t StageWorker::train_size() const {
+  return setup_.shard.empty() ? setup_.train_data->size()
+                              : static_cast<int64_t>(setup_.shard.size());
+}
 
 void StageWorker::set_status(const std::function<void(WorkerStatus&)>& change) {
   std::lock_guard<std::mutex> lock(status_mutex_);
@@ -78,8 +84,7 @@ void StageWorker::start() {
   torch::manual_seed(setup_.seed);
   if (!is_root()) return;
   guarded([&] {
-    const auto& data = *setup_.train_data;
-    data::BatchOrder order(data.size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
+    data::BatchOrder order(train_size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
                            setup_.shuffle, setup_.drop_last);
     total_batches_ = static_cast<uint64_t>(order.batches_per_epoch()) * setup_.epochs;
     if (setup_.max_batches >= 0) {
@@ -95,8 +100,7 @@ void StageWorker::start() {
 
 void StageWorker::begin_batch() {
   if (next_step_ >= total_batches_) return finish_root();
-  const auto& data = *setup_.train_data;
-  data::BatchOrder order(data.size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
+  data::BatchOrder order(train_size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
                          setup_.shuffle, setup_.drop_last);
   if (epoch_batches_.empty() || batch_in_epoch_ >= epoch_batches_.size()) {
     const uint32_t epoch = epoch_batches_.empty() ? 0 : current_batch_.epoch + 1;
@@ -105,6 +109,9 @@ void StageWorker::begin_batch() {
     current_batch_.epoch = epoch;
   }
   batch_indices_ = epoch_batches_[batch_in_epoch_++];
+  if (!setup_.shard.empty()) {
+    for (auto& index : batch_indices_) index = setup_.shard[index];
+  }
   auto batch = setup_.train_data->get(batch_indices_);
   batch_inputs_ = std::move(batch.inputs);
   batch_labels_ = std::move(batch.labels);
@@ -424,12 +431,20 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     ++current_epoch_;
   }
   bool updated = false;
+  const bool data_parallel = setup_.cluster_count > 1;
   if (update_due(batches_done_, setup_.update_frequency, batch.last)) {
+    if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
+      reduce_across_clusters(ReduceWhat::kGradients);
+    }
     setup_.optimizer->step();
     setup_.optimizer->zero_grad();
     if (setup_.lr_schedule) setup_.lr_schedule->on_update();
     ++updates_done_;
     updated = true;
+    if (data_parallel && setup_.reduce == config::ReduceMode::kParameters &&
+        updates_done_ % static_cast<uint64_t>(setup_.reduce_factor) == 0) {
+      reduce_across_clusters(ReduceWhat::kState);
+    }
     if (setup_.save_every > 0 && updates_done_ % setup_.save_every == 0) save_stage();
   }
   const double elapsed = std::max(now_seconds() - started_at_, 1e-9);
@@ -453,6 +468,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   }
   if (batch.last) {
     training_done_ = true;
+    if (data_parallel) reduce_across_clusters(ReduceWhat::kFinal);
     save_stage();
   }
   if (is_root()) {
@@ -485,6 +501,44 @@ void StageWorker::record_validation(const Micro& m) {
   validation_samples_ = 0;
   validation_has_classes_ = true;
   if (training_done_) finish();
+}
+
+// The tensors of each of this node's rings, in the ring's order (identical on every member):
+// gradients before an update, or parameters and buffers (with the optimizer's state when
+// average_optim) after one, or parameters and buffers at the end.
+void StageWorker::reduce_across_clusters(ReduceWhat what) {
+  if (setup_.node.rings.empty()) return;
+  std::map<std::string, at::Tensor> parameters, buffers;
+  for (const auto& p : setup_.stage.named_parameters()) parameters[p.name] = p.value;
+  for (const auto& b : setup_.stage.named_buffers()) buffers[b.name] = b.value;
+  std::vector<WorkerPort::RingWork> work;
+  for (const auto& ring : setup_.node.rings) {
+    WorkerPort::RingWork item;
+    item.ring = &ring;
+    for (const auto& name : ring.parameters) {
+      auto p = parameters.find(name);
+      if (what == ReduceWhat::kGradients) {
+        if (p == parameters.end() || !p->second.requires_grad()) continue;
+        at::Tensor& grad = p->second.mutable_grad();
+        if (!grad.defined()) grad = at::zeros_like(p->second);
+        item.tensors.push_back(grad);
+        continue;
+      }
+      if (p != parameters.end()) {
+        item.tensors.push_back(p->second);
+        if (what == ReduceWhat::kState && setup_.average_optim) {
+          for (auto& t : optimizer_state_tensors(*setup_.optimizer, p->second)) {
+            item.tensors.push_back(t);
+          }
+        }
+      } else if (auto b = buffers.find(name); b != buffers.end()) {
+        item.tensors.push_back(b->second);
+      }
+    }
+    if (!item.tensors.empty()) work.push_back(std::move(item));
+  }
+  torch::NoGradGuard no_grad;
+  port_.reduce_rings(reduce_round_++, work);
 }
 
 void StageWorker::save_stage() {

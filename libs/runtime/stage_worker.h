@@ -47,8 +47,14 @@ struct WorkerSetup {
   uint64_t seed = 0;
   int save_every = 0;
   std::string trained_path;  // where the trained stage is saved (atomically)
+  // Data parallelism across clusters (see docs/job-file.md).
+  int cluster_count = 1;
+  config::ReduceMode reduce = config::ReduceMode::kParameters;
+  int64_t reduce_factor = 1;
+  bool average_optim = false;
   // Root only:
   std::shared_ptr<data::Dataset> train_data;
+  std::vector<int64_t> shard;  // this cluster's samples; empty: all
   std::shared_ptr<data::Dataset> validation_data;
   int epochs = 1;
   int64_t batch_size = 1;
@@ -109,6 +115,7 @@ class StageWorker {
   };
 
   bool is_root() const { return setup_.node.position == 0; }
+  int64_t train_size() const;
   bool is_leaf() const { return setup_.node.returns_model_output; }
   Micro& micro(const MicroBatchTag& batch);
   void guarded(const std::function<void()>& body);
@@ -131,6 +138,8 @@ class StageWorker {
   void record_validation(const Micro& m);
 
   void save_stage();
+  enum class ReduceWhat { kGradients, kState, kFinal };
+  void reduce_across_clusters(ReduceWhat what);
   void finish();
   void set_status(const std::function<void(WorkerStatus&)>& change);
 
@@ -144,6 +153,7 @@ class StageWorker {
   uint32_t current_epoch_ = 0;
   uint64_t batches_done_ = 0;
   uint64_t updates_done_ = 0;
+  uint64_t reduce_round_ = 0;
   bool stopped_ = false;   // failed: nothing more happens
   bool finished_ = false;  // training done
 

@@ -10,6 +10,8 @@
 
 #include <ATen/core/ivalue.h>
 
+#include "libs/config/node_metadata.h"
+
 namespace ravnest::runtime {
 
 struct MicroBatchTag {
@@ -56,6 +58,13 @@ class WorkerPort {
   virtual void event(const ProgressEventData& event) = 0;
   // Runs `task` later on the worker's own thread.
   virtual void defer(std::function<void()> task) = 0;
+  // Averages each ring's tensors in place with the ring's other members, all rings at once;
+  // blocks until done. Throws std::runtime_error naming a member that failed.
+  struct RingWork {
+    const config::RingMembership* ring = nullptr;
+    std::vector<at::Tensor> tensors;
+  };
+  virtual void reduce_rings(uint64_t round, std::vector<RingWork>& work) = 0;
 };
 
 }  // namespace ravnest::runtime

@@ -7,9 +7,11 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "libs/runtime/local_daemons.h"
 #include "tests/support/test_env.h"
 
 namespace ravnest::test {
@@ -29,14 +31,14 @@ class LocalCluster {
   std::string secret_file() const { return (dir_ / "secret").string(); }
   int nodes() const { return static_cast<int>(ports_.size()); }
   int port(int node) const { return ports_.at(node); }
-  std::filesystem::path data_dir(int node) const;
-  std::string log(int node) const;
+  std::filesystem::path data_dir(int node) const { return daemons_->data_dir(node); }
+  std::string log(int node) const { return read_text(daemons_->log_path(node)); }
 
-  void start(int node);  // waits until it accepts connections
-  void start_all();
-  void kill(int node, int signal);
-  bool running(int node);
-  int wait_exit(int node, double seconds);  // exit code, or -1 when still running
+  void start(int node) { daemons_->start(node); }  // waits until it accepts connections
+  void start_all() { daemons_->start_all(); }
+  void kill(int node, int signal) { daemons_->signal(node, signal); }
+  bool running(int node) { return daemons_->running(node); }
+  int wait_exit(int node, double seconds) { return daemons_->wait_exit(node, seconds); }
 
   // `ravnest SUBCOMMAND ARGS --plan P --secret-file S`, from the cluster's directory.
   CommandResult ravnest(const std::string& subcommand, const std::string& args = "",
@@ -48,9 +50,7 @@ class LocalCluster {
  private:
   TempDir dir_;
   std::vector<int> ports_;
-  std::vector<pid_t> pids_;
+  std::unique_ptr<runtime::LocalDaemons> daemons_;
 };
-
-int free_port();
 
 }  // namespace ravnest::test

@@ -23,6 +23,7 @@ NodeMetadata full_metadata() {
   m.cluster = 1;
   m.position = 1;
   m.cluster_size = 3;
+  m.cluster_count = 2;
   m.role = Role::kStem;
   m.stage_file = "stages/node_4.pt";
   m.stage_sha256 = std::string(64, 'a');
@@ -89,6 +90,7 @@ void require_equal(const NodeMetadata& a, const NodeMetadata& b) {
   CHECK(a.cluster == b.cluster);
   CHECK(a.position == b.position);
   CHECK(a.cluster_size == b.cluster_size);
+  CHECK(a.cluster_count == b.cluster_count);
   CHECK(a.role == b.role);
   CHECK(a.stage_file == b.stage_file);
   CHECK(a.stage_sha256 == b.stage_sha256);
@@ -225,7 +227,7 @@ TEST_CASE("the JSON is pretty, with the documented keys in order", "[metadata]")
   // Absent sources are omitted, not written as null.
   CHECK(!contains(text, "null"));
   const auto order = {"\"format\"", "\"node_id\"", "\"name\"", "\"address\"", "\"cluster\"",
-                      "\"position\"", "\"cluster_size\"", "\"role\"", "\"stage_file\"",
+                      "\"position\"", "\"cluster_size\"", "\"cluster_count\"", "\"role\"", "\"stage_file\"",
                       "\"stage_sha256\"", "\"inputs\"", "\"outputs\"", "\"returns_model_output\"",
                       "\"pipeline\"", "\"addresses\"", "\"forward_neighbours\"", "\"backward_neighbours\"", "\"parameters\"",
                       "\"shared_parameters\"", "\"tied_parameters\"", "\"rings\"",

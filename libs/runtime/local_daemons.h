@@ -1,0 +1,49 @@
+// LocalDaemons: ravnestd processes on 127.0.0.1, for `ravnest bench` and the integration tests.
+// Each gets a free port, its own data directory and log under `dir`, and the shared secret file;
+// all are stopped on destruction (SIGTERM, then SIGKILL after a few seconds).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace ravnest::runtime {
+
+int free_loopback_port();
+
+// The ravnestd next to the running executable: in the same directory (installed), or in the
+// build tree's apps/ravnestd.
+std::string sibling_ravnestd();
+
+class LocalDaemons {
+ public:
+  // `names[i]` is the node name daemon i serves; `ports[i]` 0 picks a free port.
+  LocalDaemons(std::string ravnestd, std::string dir, std::string secret_file,
+               std::vector<std::string> names, std::vector<int> ports = {});
+  ~LocalDaemons();
+  LocalDaemons(const LocalDaemons&) = delete;
+  LocalDaemons& operator=(const LocalDaemons&) = delete;
+
+  size_t size() const { return names_.size(); }
+  int port(size_t i) const { return ports_.at(i); }
+  std::string address(size_t i) const { return "127.0.0.1:" + std::to_string(ports_.at(i)); }
+  std::string data_dir(size_t i) const;
+  std::string log_path(size_t i) const;
+
+  void start(size_t i, double timeout_seconds = 20);  // returns once it accepts connections
+  void start_all();
+  void signal(size_t i, int signal);
+  bool running(size_t i);
+  int wait_exit(size_t i, double seconds);  // exit code; -1 when still running
+
+ private:
+  std::string ravnestd_;
+  std::string dir_;
+  std::string secret_file_;
+  std::vector<std::string> names_;
+  std::vector<int> ports_;
+  std::vector<pid_t> pids_;
+};
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,73 @@
+#include "libs/runtime/ring_link.h"
+
+#include "libs/runtime/node_service.h"
+
+namespace ravnest::runtime {
+
+schema::Node::Client PeerLinks::node(const std::string& address) {
+  auto it = connections_.find(address);
+  if (it == connections_.end()) {
+    auto client = kj::heap<capnp::EzRpcClient>(address, 0, rpc_reader_options());
+    auto main = client->getMain<schema::Node>();
+    it = connections_.emplace(address, Connection{kj::mv(client), kj::mv(main)}).first;
+  }
+  return it->second.node;
+}
+
+RingLink::RingLink(const kj::Executor& rpc, PeerLinks& links, kj::Timer& timer,
+                   RingMailbox& mailbox, uint32_t ring, int self_node, RingPeerAddress next,
+                   RingPeerAddress prev)
+    : rpc_(rpc),
+      links_(links),
+      timer_(timer),
+      mailbox_(mailbox),
+      ring_(ring),
+      self_node_(self_node),
+      next_(std::move(next)),
+      prev_(std::move(prev)) {}
+
+void RingLink::send(const RingTag& tag, const void* data, size_t bytes) {
+  try {
+    rpc_.executeSync([&]() -> kj::Promise<void> {
+      auto request = links_.node(next_.address).reduceRequest();
+      request.setSecret(links_.secret());
+      request.setRing(ring_);
+      request.setRound(tag.round);
+      request.setStep(tag.step);
+      request.setSegment(tag.segment);
+      request.setFromNode(self_node_);
+      request.setData(capnp::Data::Reader(static_cast<const kj::byte*>(data), bytes));  // copies
+      return request.send();
+    });
+  } catch (const kj::Exception& e) {
+    throw RingError("cannot send to " + next_.name + " (" + next_.address + ") in ring " +
+                        std::to_string(ring_) + ": " + e.getDescription().cStr(),
+                    next_.name);
+  }
+}
+
+void RingLink::recv(const RingTag& tag, void* data, size_t bytes) {
+  auto check_alive = [&]() {
+    try {
+      rpc_.executeSync([&]() -> kj::Promise<void> {
+        auto answer = links_.node(prev_.address).statusRequest().send().ignoreResult();
+        return answer.exclusiveJoin(timer_.afterDelay(3 * kj::SECONDS).then([]() {
+          kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer for 3 s"));
+        }));
+      });
+    } catch (const kj::Exception& e) {
+      throw RingError(prev_.name + " (" + prev_.address + ") failed during the reduce of ring " +
+                          std::to_string(ring_) + ": " + e.getDescription().cStr(),
+                      prev_.name);
+    }
+  };
+  try {
+    mailbox_.take({ring_, tag.round, tag.step, tag.segment}, data, bytes, check_alive);
+  } catch (const RingError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw RingError(e.what());
+  }
+}
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,66 @@
+// RingLink: the RingTransport of one ring member over the daemons' Cap'n Proto connections.
+//
+// send() runs a `reduce` streaming call on the RPC thread and returns when the stream's flow
+// control lets the next one go; recv() waits in the node's RingMailbox, checking every second
+// that the previous member still answers, so a member that died is named within seconds and
+// nobody hangs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <capnp/ez-rpc.h>
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include "libs/runtime/ring_mailbox.h"
+#include "libs/runtime/ring_transport.h"
+#include "schemas/ravnest.capnp.h"
+
+namespace ravnest::runtime {
+
+// Connections to other daemons by address, bootstrapped once each (capnp 0.9 aborts on
+// getMain() over a connection that has died). RPC thread only.
+class PeerLinks {
+ public:
+  explicit PeerLinks(std::string secret) : secret_(std::move(secret)) {}
+  schema::Node::Client node(const std::string& address);
+  capnp::Data::Reader secret() const {
+    return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(secret_.data()), secret_.size());
+  }
+
+ private:
+  struct Connection {
+    kj::Own<capnp::EzRpcClient> client;
+    schema::Node::Client node;
+  };
+  std::string secret_;
+  std::map<std::string, Connection> connections_;
+};
+
+struct RingPeerAddress {
+  std::string name;  // "node_3", for messages
+  std::string address;
+};
+
+class RingLink final : public RingTransport {
+ public:
+  RingLink(const kj::Executor& rpc, PeerLinks& links, kj::Timer& timer, RingMailbox& mailbox,
+           uint32_t ring, int self_node, RingPeerAddress next, RingPeerAddress prev);
+
+  void send(const RingTag& tag, const void* data, size_t bytes) override;
+  void recv(const RingTag& tag, void* data, size_t bytes) override;
+
+ private:
+  const kj::Executor& rpc_;
+  PeerLinks& links_;
+  kj::Timer& timer_;
+  RingMailbox& mailbox_;
+  uint32_t ring_;
+  int self_node_;
+  RingPeerAddress next_;
+  RingPeerAddress prev_;
+};
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,53 @@
+// The transport one ring member sees: messages to the next member, messages from the previous one.
+// The all-reduce algorithm (ring_allreduce.h) is written against this interface only; an
+// in-process implementation is in ring_local.h, a network one lives with the node service.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace ravnest::runtime {
+
+// Names one message of one all-reduce. Within a round, (step, segment) is unique per link.
+struct RingTag {
+  uint64_t round = 0;    // which all-reduce (chosen by the caller, distinct per run on a ring)
+  uint32_t step = 0;     // algorithm step (ring_allreduce.h: dtype group * 2(N-1) + phase step)
+  uint32_t segment = 0;  // segment of the chunk sent at that step
+
+  friend bool operator==(const RingTag& a, const RingTag& b) {
+    return a.round == b.round && a.step == b.step && a.segment == b.segment;
+  }
+  friend bool operator!=(const RingTag& a, const RingTag& b) { return !(a == b); }
+  std::string to_string() const {
+    return "round " + std::to_string(round) + " step " + std::to_string(step) + " segment " +
+           std::to_string(segment);
+  }
+};
+
+// A failure of the ring: a peer failed or timed out, or the ring was aborted. `peer()` names the
+// member the failure is about when it is known (empty otherwise); what() always names it too.
+class RingError : public std::runtime_error {
+ public:
+  explicit RingError(const std::string& message, std::string peer = {})
+      : std::runtime_error(message), peer_(std::move(peer)) {}
+  const std::string& peer() const noexcept { return peer_; }
+
+ private:
+  std::string peer_;
+};
+
+class RingTransport {
+ public:
+  virtual ~RingTransport() noexcept(false) = default;
+  // Sends `bytes` to the next member; may return before they are delivered, but the caller may
+  // reuse `data` as soon as it returns (copy if needed). Flow control is the transport's: a slow
+  // peer makes send() block. Throws RingError when the ring fails or is aborted.
+  virtual void send(const RingTag& tag, const void* data, size_t bytes) = 0;
+  // Receives the message with `tag` from the previous member into `data` (exactly `bytes`);
+  // blocks. Throws RingError naming the peer when it fails, times out, or the ring is aborted.
+  virtual void recv(const RingTag& tag, void* data, size_t bytes) = 0;
+};
+
+}  // namespace ravnest::runtime

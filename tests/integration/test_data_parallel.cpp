@@ -1,0 +1,193 @@
+// Data parallelism across clusters on real daemons: every cluster trains its own shard, the
+// nodes that hold the same parameters average them over the plan's rings. Compared with the
+// same training emulated in one process (runtime::train_reference_clusters).
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <thread>
+
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include "libs/config/job_spec.h"
+#include "libs/config/node_metadata.h"
+#include "libs/runtime/reference_trainer.h"
+#include "tests/support/local_cluster.h"
+
+using namespace ravnest;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path& digits_dir() {
+  static test::TempDir dir;
+  static bool made = false;
+  if (!made) {
+    auto result = test::run_command(test::python() + " " + test::source_dir() +
+                                    "/examples/digits/make_data.py --out " + dir.path().string());
+    INFO(result.out << result.err);
+    REQUIRE(result.exit_code == 0);
+    made = true;
+  }
+  return dir.path();
+}
+
+std::string model_path() { return (digits_dir() / "small_cnn.pt").string(); }
+
+std::string job_text(const std::string& optimizer, const std::string& reduce, int epochs,
+                     int max_steps) {
+  std::string text = "[train]\nepochs = " + std::to_string(epochs) +
+                     "\nbatch_size = 32\nmicro_batches = 2\nseed = 5\nschedule = \"1f1b\"\n" +
+                     reduce + "\n";
+  if (max_steps > 0) text += "max_steps = " + std::to_string(max_steps) + "\n";
+  text += "\n[data]\nformat = \"csv\"\ntrain = \"" + (digits_dir() / "digits_train.csv").string() +
+          "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\n"
+          "num_classes = 10\n\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\n" +
+          optimizer + "\n";
+  return text;
+}
+
+std::map<std::string, at::Tensor> load_state_dict(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto dict = torch::jit::pickle_load(bytes).toGenericDict();
+  std::map<std::string, at::Tensor> out;
+  for (const auto& entry : dict) out[entry.key().toStringRef()] = entry.value().toTensor();
+  return out;
+}
+
+double largest_difference(const std::map<std::string, at::Tensor>& a,
+                          const std::map<std::string, at::Tensor>& b, std::string* where) {
+  double worst = 0;
+  for (const auto& [name, tensor] : a) {
+    auto it = b.find(name);
+    if (it == b.end()) {
+      *where = "missing " + name;
+      return std::numeric_limits<double>::infinity();
+    }
+    const double diff =
+        (tensor.to(at::kDouble) - it->second.to(at::kDouble)).abs().max().item<double>();
+    if (diff > worst) {
+      worst = diff;
+      *where = name;
+    }
+  }
+  return worst;
+}
+
+// Trains on the cluster, fuses every cluster, and compares each with the one-process emulation.
+void train_and_compare(test::LocalCluster& cluster, int clusters, const std::string& job,
+                       int max_steps) {
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(job_path, job);
+  auto train = cluster.ravnest("train", job_path.string());
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  auto reference =
+      runtime::train_reference_clusters(model_path(), config::load_job(job_path.string()),
+                                        clusters, max_steps);
+  for (int c = 0; c < clusters; ++c) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse = cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    auto trained = load_state_dict(out / "trained_state_dict.pt");
+    std::string where;
+    const double diff = largest_difference(reference.state, trained, &where);
+    INFO("cluster " << c << ": largest difference " << diff << " in " << where);
+    CHECK(diff <= 1e-5);
+    // BatchNorm statistics were averaged too: every cluster ends with the same ones.
+    CHECK(trained.count("bn1.running_mean") == 1);
+    // And training moved the weights: this is not two untouched copies compared.
+    const double moved = largest_difference(runtime::state_of(torch::jit::load(model_path())),
+                                            trained, &where);
+    INFO("moved by " << moved << " in " << where);
+    CHECK(moved > 1e-3);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("two clusters of two nodes average parameters (SGD, momentum averaged)",
+          "[data-parallel][exact]") {
+  const auto cuts = test::LocalCluster::even_cuts(model_path(), 2);
+  test::LocalCluster cluster(model_path(), {cuts, cuts}, {"32x1x8x8"});
+  train_and_compare(cluster, 2,
+                    job_text("name = \"sgd\"\nlr = 0.05\nmomentum = 0.9",
+                             "reduce = \"parameters\"\nreduce_factor = 1\naverage_optim = true", 1,
+                             12),
+                    12);
+}
+
+TEST_CASE("clusters cut at different points average gradients (Adam)", "[data-parallel][exact]") {
+  test::LocalCluster cluster(model_path(),
+                             {test::LocalCluster::even_cuts(model_path(), 3),
+                              test::LocalCluster::even_cuts(model_path(), 2)},
+                             {"32x1x8x8"});
+  // The plan's rings join nodes at different pipeline positions.
+  bool crossing = false;
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    auto meta = config::load_node_metadata(cluster.plan_dir() + "/nodes/node_" +
+                                           std::to_string(node) + ".json");
+    for (const auto& ring : meta.rings) {
+      for (const auto& peer : ring.peers) {
+        auto other = config::load_node_metadata(cluster.plan_dir() + "/nodes/node_" +
+                                                std::to_string(peer.node) + ".json");
+        if (other.position != meta.position) crossing = true;
+      }
+    }
+  }
+  CHECK(crossing);
+  train_and_compare(cluster, 2,
+                    job_text("name = \"adam\"\nlr = 0.01", "reduce = \"gradients\"", 1, 12), 12);
+}
+
+TEST_CASE("parameter averaging every few updates with Adam state averaged",
+          "[data-parallel][exact]") {
+  const auto cuts = test::LocalCluster::even_cuts(model_path(), 2);
+  test::LocalCluster cluster(model_path(), {cuts, {}}, {"32x1x8x8"});
+  train_and_compare(cluster, 2,
+                    job_text("name = \"adam\"\nlr = 0.01",
+                             "reduce = \"parameters\"\nreduce_factor = 3\naverage_optim = true", 1,
+                             10),
+                    10);
+}
+
+TEST_CASE("a peer killed mid-reduce is named and nobody hangs", "[data-parallel][faults]") {
+  const auto cuts = test::LocalCluster::even_cuts(model_path(), 2);
+  test::LocalCluster cluster(model_path(), {cuts, cuts}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  test::write_text(cluster.dir() / "job.toml",
+                   job_text("name = \"sgd\"\nlr = 0.01", "reduce = \"parameters\"", 300, 0));
+  // Node 2 is cluster 1's root: it reduces with node 0 after every update.
+  auto killer = std::thread([&cluster] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    cluster.kill(2, SIGKILL);
+  });
+  const auto started = std::chrono::steady_clock::now();
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string(), 90);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  killer.join();
+  INFO(train.out << train.err);
+  CHECK(train.exit_code != 0);
+  CHECK(train.err.find("node_2") != std::string::npos);
+  CHECK(seconds < 3 + 10);
+  // Its ring partner learned who failed, and everybody still answers.
+  CHECK(cluster.log(0).find("node_2") != std::string::npos);
+  auto status = cluster.ravnest("status");
+  INFO(status.out);
+  std::smatch match;
+  for (const char* node : {"node_0", "node_1", "node_3"}) {
+    CHECK(std::regex_search(status.out, match, std::regex(std::string(node) + " .* idle")));
+  }
+}
