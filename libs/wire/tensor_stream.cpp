@@ -192,23 +192,19 @@ kj::Promise<void> run(kj::Own<StreamState> state) {
 
 kj::Promise<void> stream_tensors(schema::ByteSink::Client sink, std::vector<at::Tensor> tensors,
                                  size_t chunk_bytes) {
-  for (auto& t : tensors) {
-    KJ_REQUIRE(t.defined() && t.layout() == c10::kStrided, "stream_tensors: not a dense tensor");
-    at::Tensor c = t.detach();
-    if (!c.device().is_cpu()) c = c.to(at::kCPU);
-    c = c.resolve_conj().resolve_neg().contiguous();
-    if (c.numel() > 0 && reinterpret_cast<uintptr_t>(c.data_ptr()) % 8 != 0) {
-      c = c.clone(at::MemoryFormat::Contiguous);
+  kj::Own<StreamState> state;
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
+    for (auto& t : tensors) t = wire_form(t);
+    state = kj::heap<StreamState>(kj::mv(sink), std::move(tensors), normalize_chunk(chunk_bytes));
+    for (const auto& t : state->tensors) {
+      uint64_t bytes = tensor_bytes(t);
+      if (bytes > 0) {
+        state->spans.push_back(
+            kj::ArrayPtr<const kj::byte>(static_cast<const kj::byte*>(t.data_ptr()), bytes));
+      }
     }
-    t = std::move(c);
-  }
-  auto state = kj::heap<StreamState>(kj::mv(sink), std::move(tensors), normalize_chunk(chunk_bytes));
-  for (const auto& t : state->tensors) {
-    uint64_t bytes = tensor_bytes(t);
-    if (bytes > 0) {
-      state->spans.push_back(
-          kj::ArrayPtr<const kj::byte>(static_cast<const kj::byte*>(t.data_ptr()), bytes));
-    }
+  })) {
+    return kj::mv(*e);  // a rejected promise rather than a throw, like the failures that follow
   }
   return run(kj::mv(state));
 }

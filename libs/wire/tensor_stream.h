@@ -63,8 +63,8 @@ class TensorSink final : public schema::ByteSink::Server {
 
 // Sends the bytes of `tensors`, in order, as streaming `write` calls of at most `chunk_bytes`
 // (rounded down to a multiple of 8), each chunk referencing the tensor's memory
-// (referenceExternalData: no copy), then calls done(). Tensors that are not contiguous CPU
-// tensors starting on an 8-byte boundary are copied first. The tensors are kept alive until the
+// (referenceExternalData: no copy), then calls done(). Tensors not already in wire_form() are
+// converted first (a copy); a tensor wire_form() refuses makes the promise reject. The tensors are kept alive until the
 // returned promise settles; on failure it first waits until the peer has seen every queued
 // write (one more round trip) so no queued message outlives the memory it references.
 // Do not drop the returned promise while the connection is alive: writes already queued in the

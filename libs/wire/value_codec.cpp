@@ -38,27 +38,6 @@ bool known_dtype(int code, ScalarType* out) {
 
 [[noreturn]] void fail(const std::string& what) { throw WireError("wire: " + what); }
 
-// The tensor as the wire sends it: detached, on the CPU, contiguous, without lazy conj/neg bits,
-// and starting on an 8-byte boundary (referenceExternalData requires word alignment).
-at::Tensor wire_form(const at::Tensor& tensor) {
-  if (!tensor.defined()) throw std::invalid_argument("wire: cannot encode an undefined tensor");
-  if (tensor.layout() != c10::kStrided) {
-    throw std::invalid_argument(std::string("wire: cannot encode a tensor with layout ") +
-                                c10::toString(tensor.layout()));
-  }
-  if (!known_dtype(static_cast<int>(tensor.scalar_type()), nullptr)) {
-    throw std::invalid_argument(std::string("wire: cannot encode a tensor of dtype ") +
-                                c10::toString(tensor.scalar_type()));
-  }
-  at::Tensor t = tensor.detach();
-  if (!t.device().is_cpu()) t = t.to(at::kCPU);
-  t = t.resolve_conj().resolve_neg().contiguous();
-  if (t.numel() > 0 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 8 != 0) {
-    t = t.clone(at::MemoryFormat::Contiguous);
-  }
-  return t;
-}
-
 void encode_tensor(const at::Tensor& tensor, schema::Tensor::Builder out,
                    capnp::Orphanage orphanage, size_t inline_limit,
                    std::vector<at::Tensor>& streamed, std::vector<at::Tensor>& keep_alive) {
@@ -84,15 +63,6 @@ void encode_tensor(const at::Tensor& tensor, schema::Tensor::Builder out,
     out.setStreamed(bytes);
     streamed.push_back(std::move(t));
   }
-}
-
-// Asks for transparent huge pages on the whole pages inside [data, data + bytes): fewer page
-// faults while the stream fills the tensor. Advisory; failures are ignored.
-void advise_huge_pages(void* data, uint64_t bytes) {
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
-  uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
 uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
@@ -224,6 +194,32 @@ c10::IValue decode_value_counted(schema::Value::Reader in, std::vector<at::Tenso
 }  // namespace
 
 bool is_wire_dtype(int code) { return known_dtype(code, nullptr); }
+
+at::Tensor wire_form(const at::Tensor& tensor) {
+  if (!tensor.defined()) throw std::invalid_argument("wire: cannot encode an undefined tensor");
+  if (tensor.layout() != c10::kStrided) {
+    throw std::invalid_argument(std::string("wire: cannot encode a tensor with layout ") +
+                                c10::toString(tensor.layout()));
+  }
+  if (!known_dtype(static_cast<int>(tensor.scalar_type()), nullptr)) {
+    throw std::invalid_argument(std::string("wire: cannot encode a tensor of dtype ") +
+                                c10::toString(tensor.scalar_type()));
+  }
+  at::Tensor t = tensor.detach();
+  if (!t.device().is_cpu()) t = t.to(at::kCPU);
+  t = t.resolve_conj().resolve_neg().contiguous();
+  if (t.numel() > 0 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 8 != 0) {
+    t = t.clone(at::MemoryFormat::Contiguous);
+  }
+  return t;
+}
+
+void advise_huge_pages(void* data, uint64_t bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+  uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
 
 uint64_t tensor_bytes(const at::Tensor& tensor) {
   return static_cast<uint64_t>(tensor.numel()) * tensor.element_size();

@@ -98,4 +98,13 @@ std::vector<IndexedIValue> decode_values(schema::Transfer::Reader transfer,
 // Byte count of a decoded/streamed tensor (numel * itemsize).
 uint64_t tensor_bytes(const at::Tensor& tensor);
 
+// The tensor as the wire sends its bytes: detached, on the CPU, contiguous, without lazy conj/neg
+// bits, starting on an 8-byte boundary (referenceExternalData needs word alignment). No copy when
+// it already is. Throws std::invalid_argument for undefined, non-strided (sparse, mkldnn) and
+// non-wire dtypes (see is_wire_dtype).
+at::Tensor wire_form(const at::Tensor& tensor);
+
+// madvise(MADV_HUGEPAGE) on the whole pages inside [data, data + bytes). Advisory: errors ignored.
+void advise_huge_pages(void* data, uint64_t bytes);
+
 }  // namespace ravnest::wire
