@@ -4,9 +4,11 @@
 // segment sizes below and above the chunk size; flow control with tiny link capacity; failures
 // (a member that throws, one that vanishes, members that disagree on sizes) end every member
 // with a RingError. Every multi-threaded case runs under a deadline: a hang fails the test.
-#include <catch2/catch.hpp>
-
+// ATen before Catch: c10's logging pulls in glog, whose CHECK would otherwise replace Catch's
+// CHECK (silently, when the torch PCH is not force-included first).
 #include <ATen/ATen.h>
+
+#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
