@@ -134,6 +134,12 @@ interface ProgressListener {
   event @0 (event :ProgressEvent) -> ();
 }
 
+# A ring's segments from its previous member; see Node.openRing. Flow control comes from the
+# stream: nobody polls a peer's progress.
+interface RingSink {
+  segment @0 (round :UInt64, step :UInt32, segment :UInt32, data :Data) -> stream;
+}
+
 # ---------------------------------------------------------------------------------------------
 
 interface Node {
@@ -162,11 +168,11 @@ interface Node {
   send @9 (secret :Data, transfer :Transfer) -> (sink :ByteSink);
     # Tensors marked `streamed` follow through `sink`; without any, `sink` is null.
 
-  # Daemon -> daemon: all-reduce across clusters, over the rings of the node metadata. One call
-  # per segment of the ring algorithm; a streaming method, so the sender's flow control comes
-  # from the transport and nobody polls a peer's progress.
-  reduce @10 (secret :Data, ring :UInt32, round :UInt64, step :UInt32, segment :UInt32,
-              fromNode :Int32, data :Data) -> stream;
+  # Daemon -> daemon: all-reduce across clusters, over the rings of the node metadata. The
+  # previous member of a ring opens one RingSink on this node and streams the ring's segments
+  # into it; a sink of its own per ring, because a streaming call holds back every later call on
+  # its object until the receiving all-reduce has taken the segment.
+  openRing @10 (secret :Data, ring :UInt32, fromNode :Int32) -> (sink :RingSink);
   abortReduce @11 (secret :Data, ring :UInt32, reason :Text) -> ();
     # A member of the ring failed: every blocked reduce on this ring fails with `reason`.
   benchAllReduce @12 (secret :Data, peers :List(Text), position :UInt32, bytes :UInt64,

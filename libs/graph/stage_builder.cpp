@@ -189,29 +189,36 @@ std::vector<AttributePath> uncovered_state(const ModelGraph& model,
 }
 
 // Python's order: each module's parameters, then its buffers, then its children, recursively.
-static void collect_state_names(const c10::intrusive_ptr<c10::ivalue::Object>& object,
-                                const std::string& prefix, std::vector<std::string>& names) {
+static void collect_named_state(const c10::intrusive_ptr<c10::ivalue::Object>& object,
+                                const std::string& prefix,
+                                std::vector<std::pair<std::string, at::Tensor>>& out) {
   const auto& type = object->type();
   const size_t count = type->numAttributes();
   for (bool buffers : {false, true}) {
     for (size_t slot = 0; slot < count; ++slot) {
       if ((buffers ? type->is_buffer(slot) : type->is_parameter(slot)) &&
           object->getSlot(slot).isTensor()) {
-        names.push_back(prefix + type->getAttributeName(slot));
+        out.emplace_back(prefix + type->getAttributeName(slot), object->getSlot(slot).toTensor());
       }
     }
   }
   for (size_t slot = 0; slot < count; ++slot) {
     if (is_module_type(type->getAttribute(slot))) {
-      collect_state_names(object->getSlot(slot).toObject(),
-                          prefix + type->getAttributeName(slot) + ".", names);
+      collect_named_state(object->getSlot(slot).toObject(),
+                          prefix + type->getAttributeName(slot) + ".", out);
     }
   }
 }
 
+std::vector<std::pair<std::string, at::Tensor>> named_state(const torch::jit::Module& module) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  collect_named_state(module._ivalue(), "", out);
+  return out;
+}
+
 std::vector<std::string> state_names(const torch::jit::Module& module) {
   std::vector<std::string> names;
-  collect_state_names(module._ivalue(), "", names);
+  for (const auto& [name, tensor] : named_state(module)) names.push_back(name);
   return names;
 }
 

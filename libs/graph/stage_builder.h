@@ -56,7 +56,9 @@ torch::jit::Module build_stage_module(const ModelGraph& model, const StageWiring
                                       const std::string& stage_name,
                                       const std::set<AttributePath>& paths);
 
-// State-dict names (parameters, then buffers) of a module, recursively.
+// A module's parameters and buffers with their state-dict names, in Python's state_dict order
+// (per module: parameters, buffers, then children).
+std::vector<std::pair<std::string, at::Tensor>> named_state(const torch::jit::Module& module);
 std::vector<std::string> state_names(const torch::jit::Module& module);
 
 }  // namespace ravnest::graph

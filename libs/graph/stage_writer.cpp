@@ -33,12 +33,6 @@ std::string type_name(const torch::jit::Value* v) {
   return c10::unshapedType(v->type())->annotation_str();
 }
 
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 void add_unique(std::vector<int>& list, int id) {
   if (std::find(list.begin(), list.end(), id) == list.end()) list.push_back(id);
@@ -138,7 +132,7 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     } catch (const std::exception& e) {
       throw std::runtime_error(stage_path.string() + ": cannot save stage: " + torch_message(e));
     }
-    meta.stage_sha256 = config::sha256_hex(read_bytes(stage_path));
+    meta.stage_sha256 = config::sha256_hex(config::read_file(stage_path.string()));
     meta.parameters = state_names(module);
     std::stable_sort(meta.parameters.begin(), meta.parameters.end(),
                      [&](const std::string& a, const std::string& b) {
@@ -212,7 +206,7 @@ std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const plan
   for (const auto& node : pool) node_config[node.id] = node;
   nlohmann::json plan_json = {{"format", "ravnest.plan/1"},
                               {"model", fs::absolute(header.model_path).string()},
-                              {"model_sha256", config::sha256_hex(read_bytes(header.model_path))},
+                              {"model_sha256", config::sha256_hex(config::read_file(header.model_path))},
                               {"seed", header.seed},
                               {"example_inputs", header.example_inputs},
                               {"samples_per_second", plan.samples_per_second},

@@ -28,39 +28,6 @@ namespace {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
-bool is_module_type(const c10::TypePtr& type) {
-  auto cls = type->cast<c10::ClassType>();
-  return cls && cls->is_module();
-}
-
-// Parameters and buffers with their state-dict names, in Python's state_dict order (per module:
-// parameters, buffers, then children), as graph::state_names lists them.
-void collect_named_state(const c10::intrusive_ptr<c10::ivalue::Object>& object,
-                         const std::string& prefix, NamedTensors& out) {
-  const auto& type = object->type();
-  const size_t count = type->numAttributes();
-  for (bool buffers : {false, true}) {
-    for (size_t slot = 0; slot < count; ++slot) {
-      if ((buffers ? type->is_buffer(slot) : type->is_parameter(slot)) &&
-          object->getSlot(slot).isTensor()) {
-        out.emplace_back(prefix + type->getAttributeName(slot), object->getSlot(slot).toTensor());
-      }
-    }
-  }
-  for (size_t slot = 0; slot < count; ++slot) {
-    if (is_module_type(type->getAttribute(slot))) {
-      collect_named_state(object->getSlot(slot).toObject(),
-                          prefix + type->getAttributeName(slot) + ".", out);
-    }
-  }
-}
-
-NamedTensors named_state(const torch::jit::Module& module) {
-  NamedTensors out;
-  collect_named_state(module._ivalue(), "", out);
-  return out;
-}
-
 std::string node_label(const config::NodeMetadata& meta) {
   return meta.name.empty() ? "node_" + std::to_string(meta.node_id) : meta.name;
 }
@@ -112,18 +79,9 @@ FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFil
                        const std::string& out_dir, double tolerance) {
   if (stages.empty()) throw FuseError("fuse: no stage given");
   torch::jit::Module model = load_module(model_path, model_path, nullptr);
-  const NamedTensors original = named_state(model);
-  const std::vector<std::string> order = graph::state_names(model);
-  if (order.size() != original.size()) {
-    throw std::logic_error("fuse: state_names and the state walk disagree");
-  }
+  const NamedTensors original = graph::named_state(model);
   std::map<std::string, size_t> index_of;  // original name -> position
-  for (size_t i = 0; i < original.size(); ++i) {
-    if (original[i].first != order[i]) {
-      throw std::logic_error("fuse: state_names and the state walk disagree at " + order[i]);
-    }
-    index_of.emplace(original[i].first, i);
-  }
+  for (size_t i = 0; i < original.size(); ++i) index_of.emplace(original[i].first, i);
   // Tied names: the first name of each tensor in the state dict.
   std::vector<size_t> canonical(original.size());
   {
@@ -147,7 +105,7 @@ FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFil
     const std::string what = label + " (" + (stage.bytes.empty() ? stage.path : "stage bytes") + ")";
     torch::jit::Module module =
         load_module(what, stage.path, stage.bytes.empty() ? nullptr : &stage.bytes);
-    NamedTensors tensors = named_state(module);
+    NamedTensors tensors = graph::named_state(module);
     // Checked and reported in the model's state-dict order (a stage's tree may be in another).
     std::stable_sort(tensors.begin(), tensors.end(), [&](const auto& a, const auto& b) {
       auto ia = index_of.find(a.first), ib = index_of.find(b.first);

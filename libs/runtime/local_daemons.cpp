@@ -1,5 +1,7 @@
 #include "libs/runtime/local_daemons.h"
 
+#include "libs/config/atomic_file.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -48,12 +50,6 @@ static bool accepts(int port) {
   return ok;
 }
 
-static std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string sibling_ravnestd() {
   const fs::path self = fs::read_symlink("/proc/self/exe");
@@ -123,8 +119,15 @@ void LocalDaemons::start(size_t i, double timeout_seconds) {
                         std::chrono::milliseconds(static_cast<int>(timeout_seconds * 1000));
   while (!accepts(ports_[i])) {
     if (!running(i)) {
-      throw std::runtime_error("ravnestd " + names_[i] + " exited: " + read_all(out) +
-                               read_all(log_path(i)));
+      auto text_of = [](const std::string& path) {
+        try {
+          return config::read_file(path);
+        } catch (const std::exception&) {
+          return std::string();
+        }
+      };
+      throw std::runtime_error("ravnestd " + names_[i] + " exited: " + text_of(out) +
+                               text_of(log_path(i)));
     }
     if (std::chrono::steady_clock::now() > deadline) {
       throw std::runtime_error("ravnestd " + names_[i] + " does not listen on " + address(i));

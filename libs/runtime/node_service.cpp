@@ -8,6 +8,7 @@
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "libs/config/atomic_file.h"
 #include "libs/config/job_spec.h"
 #include "libs/config/secret.h"
 #include "libs/config/sha256.h"
@@ -20,12 +21,6 @@ namespace ravnest::runtime {
 
 namespace {
 
-std::string read_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 // Runs `body`, turning any std::exception into a KJ exception with the same message, so that
 // the requester sees the reason and the daemon goes on serving.
@@ -266,12 +261,12 @@ kj::Promise<void> NodeService::fetchStage(FetchStageContext context) {
     if (!store_.has_stage()) throw std::runtime_error("no stage stored");
     const auto path =
         std::filesystem::exists(store_.trained_path()) ? store_.trained_path() : store_.stage_path();
-    const std::string bytes = read_bytes(path);
+    const std::string bytes = config::read_file(path.string());
     auto results = context.getResults();
     results.setStage(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()),
                                          bytes.size()));
     results.setSha256(config::sha256_hex(bytes));
-    results.setMetadataJson(read_bytes(store_.dir() / "metadata.json"));
+    results.setMetadataJson(config::read_file((store_.dir() / "metadata.json").string()));
   });
   return kj::READY_NOW;
 }
@@ -285,7 +280,7 @@ kj::Promise<void> NodeService::subscribe(SubscribeContext context) {
 
 kj::Promise<void> NodeService::fetchLosses(FetchLossesContext context) {
   check_secret(context.getParams().getSecret(), "fetchLosses");
-  context.getResults().setText(read_bytes(store_.losses_path()));
+  context.getResults().setText(config::read_file(store_.losses_path().string()));
   return kj::READY_NOW;
 }
 
@@ -346,12 +341,39 @@ schema::Node::Client NodeService::peer(int node_id) {
 
 // ---- rings ------------------------------------------------------------------------------------
 
-kj::Promise<void> NodeService::reduce(ReduceContext context) {
+namespace {
+
+// One ring's segments from its previous member. A segment's call stays open until the
+// all-reduce has copied the bytes out of the message: one copy fewer, and the stream's flow
+// control then also bounds what waits here.
+class RingSinkImpl final : public schema::RingSink::Server {
+ public:
+  RingSinkImpl(RingMailbox& mailbox, uint32_t ring) : mailbox_(mailbox), ring_(ring) {}
+
+ protected:
+  kj::Promise<void> segment(SegmentContext context) override {
+    auto params = context.getParams();
+    auto data = params.getData();
+    auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+    auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(
+        kj::mv(paf.fulfiller));
+    mailbox_.deposit_borrowed({ring_, params.getRound(), params.getStep(), params.getSegment()},
+                              data.begin(), data.size(),
+                              [fulfiller]() { (*fulfiller)->fulfill(); });
+    return kj::mv(paf.promise);
+  }
+
+ private:
+  RingMailbox& mailbox_;
+  uint32_t ring_;
+};
+
+}  // namespace
+
+kj::Promise<void> NodeService::openRing(OpenRingContext context) {
   auto params = context.getParams();
-  check_secret(params.getSecret(), "reduce");
-  auto data = params.getData();
-  mailbox_.deposit({params.getRing(), params.getRound(), params.getStep(), params.getSegment()},
-                   std::string(reinterpret_cast<const char*>(data.begin()), data.size()));
+  check_secret(params.getSecret(), "openRing");
+  context.getResults().setSink(kj::heap<RingSinkImpl>(mailbox_, params.getRing()));
   return kj::READY_NOW;
 }
 

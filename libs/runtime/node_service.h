@@ -63,7 +63,7 @@ class NodeService final : public schema::Node::Server,
   kj::Promise<void> subscribe(SubscribeContext context) override;
   kj::Promise<void> fetchLosses(FetchLossesContext context) override;
   kj::Promise<void> send(SendContext context) override;
-  kj::Promise<void> reduce(ReduceContext context) override;
+  kj::Promise<void> openRing(OpenRingContext context) override;
   kj::Promise<void> abortReduce(AbortReduceContext context) override;
   kj::Promise<void> benchAllReduce(BenchAllReduceContext context) override;
 

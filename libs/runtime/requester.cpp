@@ -14,6 +14,7 @@
 #include <kj/timer.h>
 #include <nlohmann/json.hpp>
 
+#include "libs/config/atomic_file.h"
 #include "libs/config/job_spec.h"
 #include "libs/config/sha256.h"
 #include "libs/data/dataset.h"
@@ -28,13 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path.string() + ": cannot read");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
@@ -86,7 +80,7 @@ Plan load_plan(const std::string& dir) {
   const fs::path plan_path = fs::path(dir) / "plan.json";
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(read_bytes(plan_path));
+    json = nlohmann::json::parse(config::read_file(plan_path.string()));
   } catch (const std::exception& e) {
     throw std::runtime_error(plan_path.string() + ": no readable plan (run `ravnest clusterize`): " +
                              e.what());
@@ -181,10 +175,10 @@ Requester::~Requester() = default;
 
 void Requester::push(const std::function<void(const std::string&)>& log) {
   for (const auto& meta : impl_->plan_.nodes) {
-    const std::string stage = read_bytes(fs::path(impl_->plan_.dir) / meta.stage_file);
-    const std::string metadata =
-        read_bytes(fs::path(impl_->plan_.dir) / "nodes" /
-                   ("node_" + std::to_string(meta.node_id) + ".json"));
+    const fs::path dir = impl_->plan_.dir;
+    const std::string stage = config::read_file((dir / meta.stage_file).string());
+    const std::string metadata = config::read_file(
+        (dir / "nodes" / ("node_" + std::to_string(meta.node_id) + ".json")).string());
     auto request = impl_->node(meta).pushStageRequest();
     request.setSecret(impl_->secret());
     request.setMetadataJson(metadata);
@@ -244,7 +238,7 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
     if (options.log) options.log(line);
   };
   const config::JobSpec job = config::load_job(job_path);
-  const std::string job_text = read_bytes(job_path);
+  const std::string job_text = config::read_file(job_path);
 
   // The data is checked here, before anything is shipped: a bad file fails at the requester.
   {
@@ -274,7 +268,7 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
         files.push_back(path);
       }
       for (const auto& file : files) {
-        auto bytes = std::make_shared<std::string>(read_bytes(file));
+        auto bytes = std::make_shared<std::string>(config::read_file(file.string()));
         auto request = impl_->node(meta).pushFileRequest();
         request.setSecret(impl_->secret());
         request.setName(file.filename().string());

@@ -26,16 +26,32 @@ RingLink::RingLink(const kj::Executor& rpc, PeerLinks& links, kj::Timer& timer,
       next_(std::move(next)),
       prev_(std::move(prev)) {}
 
+RingLink::~RingLink() noexcept(false) {
+  if (sink_ == nullptr) return;
+  try {
+    rpc_.executeSync([&]() { sink_ = nullptr; });
+  } catch (const kj::Exception&) {
+    // The RPC loop is gone (shutdown); so is the connection the sink belonged to.
+  }
+}
+
 void RingLink::send(const RingTag& tag, const void* data, size_t bytes) {
   try {
     rpc_.executeSync([&]() -> kj::Promise<void> {
-      auto request = links_.node(next_.address).reduceRequest();
-      request.setSecret(links_.secret());
-      request.setRing(ring_);
+      schema::RingSink::Client* sink = nullptr;
+      KJ_IF_MAYBE(open, sink_) {
+        sink = open;
+      } else {
+        auto request = links_.node(next_.address).openRingRequest();
+        request.setSecret(links_.secret());
+        request.setRing(ring_);
+        request.setFromNode(self_node_);
+        sink = &sink_.emplace(request.send().getSink());
+      }
+      auto request = sink->segmentRequest();
       request.setRound(tag.round);
       request.setStep(tag.step);
       request.setSegment(tag.segment);
-      request.setFromNode(self_node_);
       request.setData(capnp::Data::Reader(static_cast<const kj::byte*>(data), bytes));  // copies
       return request.send();
     });

@@ -1,7 +1,7 @@
 // RingLink: the RingTransport of one ring member over the daemons' Cap'n Proto connections.
 //
-// send() runs a `reduce` streaming call on the RPC thread and returns when the stream's flow
-// control lets the next one go; recv() waits in the node's RingMailbox, checking every second
+// send() streams a segment into the RingSink the next member opened for this ring (one call
+// on the RPC thread) and returns when the stream's flow control lets the next one go; recv() waits in the node's RingMailbox, checking every second
 // that the previous member still answers, so a member that died is named within seconds and
 // nobody hangs.
 #pragma once
@@ -49,6 +49,8 @@ class RingLink final : public RingTransport {
   RingLink(const kj::Executor& rpc, PeerLinks& links, kj::Timer& timer, RingMailbox& mailbox,
            uint32_t ring, int self_node, RingPeerAddress next, RingPeerAddress prev);
 
+  ~RingLink() noexcept(false) override;  // drops the sink on the RPC thread, where it lives
+
   void send(const RingTag& tag, const void* data, size_t bytes) override;
   void recv(const RingTag& tag, void* data, size_t bytes) override;
 
@@ -61,6 +63,7 @@ class RingLink final : public RingTransport {
   int self_node_;
   RingPeerAddress next_;
   RingPeerAddress prev_;
+  kj::Maybe<schema::RingSink::Client> sink_;  // on the next member; touched on the RPC thread only
 };
 
 }  // namespace ravnest::runtime

@@ -1,4 +1,4 @@
-// RingMailbox: where a daemon's RPC thread drops the ring segments that peers send it, and where
+// RingMailbox: where a daemon's RPC thread leaves the ring segments that peers send it, and where
 // the threads running all-reduces wait for them. Keyed by (ring, round, step, segment); abort()
 // wakes every waiter with a reason (a member failed, or the requester stopped the job).
 #pragma once
@@ -25,7 +25,10 @@ class RingMailbox {
     }
   };
 
-  void deposit(const Key& key, std::string bytes);
+  // The bytes stay where they are (in the RPC message) until taken; `release` runs once they
+  // were copied out, or when the mailbox is aborted or reset, and lets the message go.
+  void deposit_borrowed(const Key& key, const void* data, size_t size,
+                        std::function<void()> release);
   // Waits for `key`, copying exactly `bytes` into `out`. Every `liveness_period_ms` without the
   // message it calls `check_alive`, which throws (naming the peer) when the sender is gone.
   // Throws std::runtime_error on abort or a size mismatch.
@@ -38,7 +41,13 @@ class RingMailbox {
  private:
   std::mutex mutex_;
   std::condition_variable arrived_;
-  std::map<Key, std::string> segments_;
+  struct Segment {
+    const void* data = nullptr;  // in the RPC message that brought them
+    size_t size = 0;
+    std::function<void()> release;
+  };
+  void release_all(std::unique_lock<std::mutex>& lock);
+  std::map<Key, Segment> segments_;
   std::map<uint32_t, std::string> aborted_;
   std::string all_aborted_;
 };

@@ -141,28 +141,34 @@ void StageWorker::inject(uint32_t index) {
   MicroBatchTag tag = current_batch_;
   tag.index = index;
   const auto [begin, end] = micro_ranges_[index];
+  inject_micro(tag, batch_inputs_, batch_labels_, begin, end);
+}
+
+// Samples [begin, end) of a batch enter the pipeline: the root's inputs, and the labels, which
+// travel to the leaf with the micro-batch they belong to.
+void StageWorker::inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>& inputs,
+                               const at::Tensor& labels, int64_t begin, int64_t end) {
   tag.samples = static_cast<uint32_t>(end - begin);
   Micro& m = micro(tag);
   for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
     const auto& input = setup_.node.inputs[i];
     if (!input.model_input) continue;
     const size_t k = static_cast<size_t>(*input.model_input);
-    m.inputs[i] = k < batch_inputs_.size() ? c10::IValue(batch_inputs_[k].slice(0, begin, end))
-                                           : c10::IValue();
+    m.inputs[i] = k < inputs.size() ? c10::IValue(inputs[k].slice(0, begin, end)) : c10::IValue();
     m.have_input[i] = true;
   }
-  at::Tensor labels = batch_labels_.slice(0, begin, end);
+  at::Tensor slice = labels.slice(0, begin, end);
   if (is_leaf()) {
-    m.labels = labels;
-  } else {
-    TransferMessage message;
-    message.kind = TransferKind::kLabels;
-    message.from_node = setup_.node.node_id;
-    message.to_node = setup_.leaf_node;
-    message.batch = tag;
-    message.values.emplace_back(0, labels);
-    port_.send(std::move(message));
+    m.labels = slice;
+    return;
   }
+  TransferMessage message;
+  message.kind = TransferKind::kLabels;
+  message.from_node = setup_.node.node_id;
+  message.to_node = setup_.leaf_node;
+  message.batch = tag;
+  message.values.emplace_back(0, slice);
+  port_.send(std::move(message));
 }
 
 void StageWorker::run_validation_round() {
@@ -187,29 +193,7 @@ void StageWorker::run_validation_round() {
     tag.last = b + 1 == batches.size();
     for (uint32_t index = 0; index < ranges.size(); ++index) {
       tag.index = index;
-      const auto [begin, end] = ranges[index];
-      tag.samples = static_cast<uint32_t>(end - begin);
-      Micro& m = micro(tag);
-      for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
-        const auto& input = setup_.node.inputs[i];
-        if (!input.model_input) continue;
-        const size_t k = static_cast<size_t>(*input.model_input);
-        m.inputs[i] = k < batch.inputs.size() ? c10::IValue(batch.inputs[k].slice(0, begin, end))
-                                              : c10::IValue();
-        m.have_input[i] = true;
-      }
-      at::Tensor labels = batch.labels.slice(0, begin, end);
-      if (is_leaf()) {
-        m.labels = labels;
-      } else {
-        TransferMessage message;
-        message.kind = TransferKind::kLabels;
-        message.from_node = setup_.node.node_id;
-        message.to_node = setup_.leaf_node;
-        message.batch = tag;
-        message.values.emplace_back(0, labels);
-        port_.send(std::move(message));
-      }
+      inject_micro(tag, batch.inputs, batch.labels, ranges[index].first, ranges[index].second);
       progress();
     }
   }

@@ -131,6 +131,8 @@ class StageWorker {
   void begin_batch();
   void pump();
   void inject(uint32_t index);
+  void inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>& inputs,
+                    const at::Tensor& labels, int64_t begin, int64_t end);
   void run_validation_round();
   void finish_root();
 

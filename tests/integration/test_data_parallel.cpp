@@ -18,6 +18,7 @@
 #include "libs/config/job_spec.h"
 #include "libs/config/node_metadata.h"
 #include "libs/runtime/reference_trainer.h"
+#include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
 
 using namespace ravnest;
@@ -25,42 +26,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path& digits_dir() {
-  static test::TempDir dir;
-  static bool made = false;
-  if (!made) {
-    auto result = test::run_command(test::python() + " " + test::source_dir() +
-                                    "/examples/digits/make_data.py --out " + dir.path().string());
-    INFO(result.out << result.err);
-    REQUIRE(result.exit_code == 0);
-    made = true;
-  }
-  return dir.path();
-}
-
-std::string model_path() { return (digits_dir() / "small_cnn.pt").string(); }
-
 std::string job_text(const std::string& optimizer, const std::string& reduce, int epochs,
                      int max_steps) {
   std::string text = "[train]\nepochs = " + std::to_string(epochs) +
                      "\nbatch_size = 32\nmicro_batches = 2\nseed = 5\nschedule = \"1f1b\"\n" +
                      reduce + "\n";
   if (max_steps > 0) text += "max_steps = " + std::to_string(max_steps) + "\n";
-  text += "\n[data]\nformat = \"csv\"\ntrain = \"" + (digits_dir() / "digits_train.csv").string() +
+  text += "\n[data]\nformat = \"csv\"\ntrain = \"" + (test::digits_dir() / "digits_train.csv").string() +
           "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\n"
           "num_classes = 10\n\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\n" +
           optimizer + "\n";
   return text;
 }
 
-std::map<std::string, at::Tensor> load_state_dict(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto dict = torch::jit::pickle_load(bytes).toGenericDict();
-  std::map<std::string, at::Tensor> out;
-  for (const auto& entry : dict) out[entry.key().toStringRef()] = entry.value().toTensor();
-  return out;
-}
 
 double largest_difference(const std::map<std::string, at::Tensor>& a,
                           const std::map<std::string, at::Tensor>& b, std::string* where) {
@@ -92,14 +70,14 @@ void train_and_compare(test::LocalCluster& cluster, int clusters, const std::str
   INFO(train.out << train.err);
   REQUIRE(train.exit_code == 0);
   auto reference =
-      runtime::train_reference_clusters(model_path(), config::load_job(job_path.string()),
+      runtime::train_reference_clusters(test::digits_model(), config::load_job(job_path.string()),
                                         clusters, max_steps);
   for (int c = 0; c < clusters; ++c) {
     const auto out = cluster.dir() / ("trained_" + std::to_string(c));
     auto fuse = cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
     INFO(fuse.out << fuse.err);
     REQUIRE(fuse.exit_code == 0);
-    auto trained = load_state_dict(out / "trained_state_dict.pt");
+    auto trained = test::load_state_dict(out / "trained_state_dict.pt");
     std::string where;
     const double diff = largest_difference(reference.state, trained, &where);
     INFO("cluster " << c << ": largest difference " << diff << " in " << where);
@@ -107,7 +85,7 @@ void train_and_compare(test::LocalCluster& cluster, int clusters, const std::str
     // BatchNorm statistics were averaged too: every cluster ends with the same ones.
     CHECK(trained.count("bn1.running_mean") == 1);
     // And training moved the weights: this is not two untouched copies compared.
-    const double moved = largest_difference(runtime::state_of(torch::jit::load(model_path())),
+    const double moved = largest_difference(runtime::state_of(torch::jit::load(test::digits_model())),
                                             trained, &where);
     INFO("moved by " << moved << " in " << where);
     CHECK(moved > 1e-3);
@@ -118,8 +96,8 @@ void train_and_compare(test::LocalCluster& cluster, int clusters, const std::str
 
 TEST_CASE("two clusters of two nodes average parameters (SGD, momentum averaged)",
           "[data-parallel][exact]") {
-  const auto cuts = test::LocalCluster::even_cuts(model_path(), 2);
-  test::LocalCluster cluster(model_path(), {cuts, cuts}, {"32x1x8x8"});
+  const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
+  test::LocalCluster cluster(test::digits_model(), {cuts, cuts}, {"32x1x8x8"});
   train_and_compare(cluster, 2,
                     job_text("name = \"sgd\"\nlr = 0.05\nmomentum = 0.9",
                              "reduce = \"parameters\"\nreduce_factor = 1\naverage_optim = true", 1,
@@ -128,9 +106,9 @@ TEST_CASE("two clusters of two nodes average parameters (SGD, momentum averaged)
 }
 
 TEST_CASE("clusters cut at different points average gradients (Adam)", "[data-parallel][exact]") {
-  test::LocalCluster cluster(model_path(),
-                             {test::LocalCluster::even_cuts(model_path(), 3),
-                              test::LocalCluster::even_cuts(model_path(), 2)},
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 3),
+                              test::LocalCluster::even_cuts(test::digits_model(), 2)},
                              {"32x1x8x8"});
   // The plan's rings join nodes at different pipeline positions.
   bool crossing = false;
@@ -152,8 +130,8 @@ TEST_CASE("clusters cut at different points average gradients (Adam)", "[data-pa
 
 TEST_CASE("parameter averaging every few updates with Adam state averaged",
           "[data-parallel][exact]") {
-  const auto cuts = test::LocalCluster::even_cuts(model_path(), 2);
-  test::LocalCluster cluster(model_path(), {cuts, {}}, {"32x1x8x8"});
+  const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
+  test::LocalCluster cluster(test::digits_model(), {cuts, {}}, {"32x1x8x8"});
   train_and_compare(cluster, 2,
                     job_text("name = \"adam\"\nlr = 0.01",
                              "reduce = \"parameters\"\nreduce_factor = 3\naverage_optim = true", 1,
@@ -162,8 +140,8 @@ TEST_CASE("parameter averaging every few updates with Adam state averaged",
 }
 
 TEST_CASE("a peer killed mid-reduce is named and nobody hangs", "[data-parallel][faults]") {
-  const auto cuts = test::LocalCluster::even_cuts(model_path(), 2);
-  test::LocalCluster cluster(model_path(), {cuts, cuts}, {"32x1x8x8"});
+  const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
+  test::LocalCluster cluster(test::digits_model(), {cuts, cuts}, {"32x1x8x8"});
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
   test::write_text(cluster.dir() / "job.toml",

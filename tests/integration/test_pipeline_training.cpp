@@ -16,28 +16,13 @@
 
 #include "libs/config/job_spec.h"
 #include "libs/runtime/reference_trainer.h"
+#include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
 
 using namespace ravnest;
 namespace fs = std::filesystem;
 
 namespace {
-
-// The digits CSVs and the small CNN, made once per test binary run.
-const fs::path& digits_dir() {
-  static test::TempDir dir;
-  static bool made = false;
-  if (!made) {
-    auto result = test::run_command(test::python() + " " + test::source_dir() +
-                                    "/examples/digits/make_data.py --out " + dir.path().string());
-    INFO(result.out << result.err);
-    REQUIRE(result.exit_code == 0);
-    made = true;
-  }
-  return dir.path();
-}
-
-std::string model_path() { return (digits_dir() / "small_cnn.pt").string(); }
 
 std::string job_text(const std::string& optimizer, int epochs, int max_steps,
                      int update_frequency, const std::string& schedule, bool validation) {
@@ -46,27 +31,19 @@ std::string job_text(const std::string& optimizer, int epochs, int max_steps,
                      std::to_string(update_frequency) + "\nseed = 3\nschedule = \"" + schedule +
                      "\"\n";
   if (max_steps > 0) text += "max_steps = " + std::to_string(max_steps) + "\n";
-  text += "\n[data]\nformat = \"csv\"\ntrain = \"" + (digits_dir() / "digits_train.csv").string() +
+  text += "\n[data]\nformat = \"csv\"\ntrain = \"" + (test::digits_dir() / "digits_train.csv").string() +
           "\"\n";
-  if (validation) text += "validation = \"" + (digits_dir() / "digits_val.csv").string() + "\"\n";
+  if (validation) text += "validation = \"" + (test::digits_dir() / "digits_val.csv").string() + "\"\n";
   text += "label_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\nnum_classes = 10\n"
           "\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\n" + optimizer + "\n";
   return text;
 }
 
-std::map<std::string, at::Tensor> load_state_dict(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto dict = torch::jit::pickle_load(bytes).toGenericDict();
-  std::map<std::string, at::Tensor> out;
-  for (const auto& entry : dict) out[entry.key().toStringRef()] = entry.value().toTensor();
-  return out;
-}
 
 }  // namespace
 
 TEST_CASE("push, train, fuse and evaluate on three daemons", "[daemon][pipeline]") {
-  test::LocalCluster cluster(model_path(), {test::LocalCluster::even_cuts(model_path(), 3)},
+  test::LocalCluster cluster(test::digits_model(), {test::LocalCluster::even_cuts(test::digits_model(), 3)},
                              {"32x1x8x8"});
   cluster.start_all();
   auto push = cluster.ravnest("push");
@@ -95,7 +72,7 @@ TEST_CASE("push, train, fuse and evaluate on three daemons", "[daemon][pipeline]
   auto load = test::run_command(test::python() + " " + test::source_dir() +
                                 "/tests/python/load_fused.py " +
                                 (cluster.dir() / "trained/trained_state_dict.pt").string() + " " +
-                                model_path());
+                                test::digits_model());
   INFO(load.out << load.err);
   CHECK(load.exit_code == 0);
 
@@ -125,8 +102,8 @@ TEST_CASE("synchronous pipeline training equals one process", "[daemon][pipeline
   for (const auto& c : cases) {
     INFO(c.stages << " stages, " << c.optimizer << ", update_frequency " << c.update_frequency
                   << ", " << c.schedule);
-    test::LocalCluster cluster(model_path(),
-                               {test::LocalCluster::even_cuts(model_path(), c.stages)},
+    test::LocalCluster cluster(test::digits_model(),
+                               {test::LocalCluster::even_cuts(test::digits_model(), c.stages)},
                                {"32x1x8x8"});
     cluster.start_all();
     REQUIRE(cluster.ravnest("push").exit_code == 0);
@@ -138,8 +115,8 @@ TEST_CASE("synchronous pipeline training equals one process", "[daemon][pipeline
     REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code ==
             0);
 
-    auto trained = load_state_dict(cluster.dir() / "trained/trained_state_dict.pt");
-    auto reference = runtime::train_reference(model_path(), config::load_job(job_path.string()), 20);
+    auto trained = test::load_state_dict(cluster.dir() / "trained/trained_state_dict.pt");
+    auto reference = runtime::train_reference(test::digits_model(), config::load_job(job_path.string()), 20);
     REQUIRE(trained.size() == reference.state.size());
     double worst = 0;
     std::string worst_name;
@@ -160,7 +137,7 @@ TEST_CASE("synchronous pipeline training equals one process", "[daemon][pipeline
 }
 
 TEST_CASE("bad input is refused clearly and nothing is stored", "[daemon][errors]") {
-  test::LocalCluster cluster(model_path(), {test::LocalCluster::even_cuts(model_path(), 2)},
+  test::LocalCluster cluster(test::digits_model(), {test::LocalCluster::even_cuts(test::digits_model(), 2)},
                              {"32x1x8x8"});
   cluster.start_all();
 
@@ -219,11 +196,11 @@ TEST_CASE("bad input is refused clearly and nothing is stored", "[daemon][errors
   SECTION("a dataset with the wrong number of columns or labels out of range") {
     REQUIRE(cluster.ravnest("push").exit_code == 0);
     const auto csv = cluster.dir() / "bad.csv";
-    auto rows = test::read_text(digits_dir() / "digits_train.csv");
+    auto rows = test::read_text(test::digits_dir() / "digits_train.csv");
     test::write_text(csv, rows.substr(0, rows.find('\n', rows.find('\n') + 1) + 1) + "1,2,3\n");
     auto text = job_text("name = \"sgd\"\nlr = 0.1", 1, 2, 1, "gpipe", false);
-    text.replace(text.find((digits_dir() / "digits_train.csv").string()),
-                 (digits_dir() / "digits_train.csv").string().size(), csv.string());
+    text.replace(text.find((test::digits_dir() / "digits_train.csv").string()),
+                 (test::digits_dir() / "digits_train.csv").string().size(), csv.string());
     test::write_text(cluster.dir() / "job.toml", text);
     auto result = cluster.ravnest("train", (cluster.dir() / "job.toml").string());
     CHECK(result.exit_code != 0);
@@ -243,7 +220,7 @@ TEST_CASE("bad input is refused clearly and nothing is stored", "[daemon][errors
 }
 
 TEST_CASE("a daemon killed mid-training is named within 10 s", "[daemon][faults]") {
-  test::LocalCluster cluster(model_path(), {test::LocalCluster::even_cuts(model_path(), 3)},
+  test::LocalCluster cluster(test::digits_model(), {test::LocalCluster::even_cuts(test::digits_model(), 3)},
                              {"32x1x8x8"});
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
@@ -271,7 +248,7 @@ TEST_CASE("a daemon killed mid-training is named within 10 s", "[daemon][faults]
 }
 
 TEST_CASE("SIGTERM stops a daemon cleanly", "[daemon]") {
-  test::LocalCluster cluster(model_path(), {{}}, {"32x1x8x8"});
+  test::LocalCluster cluster(test::digits_model(), {{}}, {"32x1x8x8"});
   cluster.start(0);
   cluster.kill(0, SIGTERM);
   CHECK(cluster.wait_exit(0, 10) == 0);

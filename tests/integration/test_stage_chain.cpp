@@ -11,6 +11,7 @@
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_chain.h"
 #include "libs/graph/stage_writer.h"
+#include "tests/support/plans.h"
 #include "tests/support/test_env.h"
 
 using namespace ravnest;
@@ -20,41 +21,13 @@ namespace {
 const char* kModels[] = {"small_cnn", "resnet18",   "resnet50", "mobilenet_v2", "transformer",
                          "two_inputs", "multi_output", "traced_mlp", "tied",       "reused"};
 
-std::map<int, config::NodeConfig> make_nodes(int count) {
-  std::map<int, config::NodeConfig> nodes;
-  for (int k = 0; k < count; ++k) {
-    config::NodeConfig node;
-    node.id = k;
-    node.name = "node_" + std::to_string(k);
-    node.host = "127.0.0.1";
-    node.port = 19000 + k;
-    node.address = node.host + ":" + std::to_string(node.port);
-    node.ram_gb = 8;
-    node.bandwidth_mbps = 100;
-    nodes[k] = node;
-  }
-  return nodes;
-}
 
-planner::ClusterPlan plan_with_cuts(const std::vector<size_t>& cuts, size_t units) {
-  planner::ClusterPlan cluster;
-  size_t first = 0;
-  for (size_t i = 0; i <= cuts.size(); ++i) {
-    planner::StagePlan stage;
-    stage.node_id = static_cast<int>(i);
-    stage.first_unit = first;
-    stage.end_unit = i < cuts.size() ? cuts[i] + 1 : units;
-    first = stage.end_unit;
-    cluster.stages.push_back(stage);
-  }
-  return cluster;
-}
 
 double chain_difference(graph::ModelGraph& model, const std::string& name,
                         const std::vector<size_t>& cuts, std::string* worst) {
   test::TempDir dir;
-  auto nodes = make_nodes(static_cast<int>(cuts.size()) + 1);
-  auto metadata = graph::write_cluster_stages(model, plan_with_cuts(cuts, model.units().size()),
+  auto nodes = test::loopback_nodes(static_cast<int>(cuts.size()) + 1);
+  auto metadata = graph::write_cluster_stages(model, test::cluster_with_cuts(cuts, model.units().size()),
                                               nodes, dir.path().string());
   graph::write_node_files(metadata, dir.path().string());
   std::vector<config::NodeMetadata> loaded;
@@ -139,8 +112,8 @@ TEST_CASE("a stage file holds only its parameters, under the model's names", "[g
   const auto allowed = allowed_boundaries(*model);
   test::TempDir dir;
   std::vector<size_t> cuts = {allowed[allowed.size() / 3], allowed[2 * allowed.size() / 3]};
-  auto metadata = graph::write_cluster_stages(*model, plan_with_cuts(cuts, model->units().size()),
-                                              make_nodes(3), dir.path().string());
+  auto metadata = graph::write_cluster_stages(*model, test::cluster_with_cuts(cuts, model->units().size()),
+                                              test::loopback_nodes(3), dir.path().string());
   size_t total = 0;
   for (const auto& meta : metadata) {
     total += meta.parameters.size();
@@ -162,7 +135,7 @@ TEST_CASE("a tied weight split across stages is marked shared and tied", "[graph
   REQUIRE(allowed.size() >= 1);
   test::TempDir dir;
   auto metadata = graph::write_cluster_stages(
-      *model, plan_with_cuts({allowed[allowed.size() / 2]}, model->units().size()), make_nodes(2),
+      *model, test::cluster_with_cuts({allowed[allowed.size() / 2]}, model->units().size()), test::loopback_nodes(2),
       dir.path().string());
   bool seen_tied = false;
   for (const auto& meta : metadata) {

@@ -17,6 +17,7 @@
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_writer.h"
 #include "libs/runtime/fuse.h"
+#include "tests/support/plans.h"
 #include "tests/support/test_env.h"
 
 using namespace ravnest;
@@ -24,35 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::map<int, config::NodeConfig> make_nodes(int count) {
-  std::map<int, config::NodeConfig> nodes;
-  for (int k = 0; k < count; ++k) {
-    config::NodeConfig node;
-    node.id = k;
-    node.name = "node_" + std::to_string(k);
-    node.host = "127.0.0.1";
-    node.port = 19000 + k;
-    node.address = node.host + ":" + std::to_string(node.port);
-    node.ram_gb = 8;
-    node.bandwidth_mbps = 100;
-    nodes[k] = node;
-  }
-  return nodes;
-}
 
-planner::ClusterPlan plan_with_cuts(const std::vector<size_t>& cuts, size_t units) {
-  planner::ClusterPlan cluster;
-  size_t first = 0;
-  for (size_t i = 0; i <= cuts.size(); ++i) {
-    planner::StagePlan stage;
-    stage.node_id = static_cast<int>(i);
-    stage.first_unit = first;
-    stage.end_unit = i < cuts.size() ? cuts[i] + 1 : units;
-    first = stage.end_unit;
-    cluster.stages.push_back(stage);
-  }
-  return cluster;
-}
 
 std::string model_file(const std::string& name) { return test::models_dir() + "/" + name + ".pt"; }
 
@@ -71,8 +44,8 @@ std::vector<config::NodeMetadata> cut(const std::string& name, size_t stages,
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   REQUIRE(cuts.size() + 1 == stages);
   auto metadata =
-      graph::write_cluster_stages(*model, plan_with_cuts(cuts, model->units().size()),
-                                  make_nodes(static_cast<int>(stages)), dir.string());
+      graph::write_cluster_stages(*model, test::cluster_with_cuts(cuts, model->units().size()),
+                                  test::loopback_nodes(static_cast<int>(stages)), dir.string());
   graph::write_node_files(metadata, dir.string());
   return metadata;
 }

@@ -7,6 +7,7 @@
 
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_writer.h"
+#include "tests/support/plans.h"
 
 
 namespace ravnest::test {
@@ -32,27 +33,13 @@ LocalCluster::LocalCluster(const std::string& model_path,
   std::vector<config::NodeConfig> pool;
   int next_id = 0;
   for (size_t c = 0; c < clusters.size(); ++c) {
-    planner::ClusterPlan cluster;
-    cluster.id = static_cast<int>(c);
-    size_t first = 0;
-    for (size_t s = 0; s <= clusters[c].size(); ++s) {
-      config::NodeConfig node;
-      node.id = next_id++;
-      node.name = "node_" + std::to_string(node.id);
-      node.host = "127.0.0.1";
-      node.port = runtime::free_loopback_port();
-      node.address = node.host + ":" + std::to_string(node.port);
-      node.ram_gb = 8;
-      node.bandwidth_mbps = 1000;
-      pool.push_back(node);
-      ports_.push_back(node.port);
-      planner::StagePlan stage;
-      stage.node_id = node.id;
-      stage.first_unit = first;
-      stage.end_unit = s < clusters[c].size() ? clusters[c][s] + 1 : model->units().size();
-      first = stage.end_unit;
-      cluster.stages.push_back(stage);
+    auto cluster = cluster_with_cuts(clusters[c], model->units().size(), next_id,
+                                     static_cast<int>(c));
+    for (const auto& stage : cluster.stages) {
+      pool.push_back(loopback_node(stage.node_id, runtime::free_loopback_port()));
+      ports_.push_back(pool.back().port);
     }
+    next_id += static_cast<int>(cluster.stages.size());
     plan.clusters.push_back(cluster);
   }
   graph::write_plan(*model, plan, pool, {model_path, 0, example_inputs}, plan_dir());
