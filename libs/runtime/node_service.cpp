@@ -343,6 +343,17 @@ schema::Node::Client NodeService::peer(int node_id) {
 
 namespace {
 
+// Segments between daemons: each one costs two thread hops and a call, so they are larger than
+// the algorithm's default. RAVNEST_RING_SEGMENT_BYTES overrides it (for benchmarks).
+RingAllReduceOptions ring_options() {
+  RingAllReduceOptions options;
+  options.segment_bytes = size_t{4} << 20;
+  if (const char* text = std::getenv("RAVNEST_RING_SEGMENT_BYTES")) {
+    options.segment_bytes = std::max<size_t>(4096, std::strtoull(text, nullptr, 10));
+  }
+  return options;
+}
+
 // One ring's segments from its previous member. A segment's call stays open until the
 // all-reduce has copied the bytes out of the message: one copy fewer, and the stream's flow
 // control then also bounds what waits here.
@@ -424,7 +435,7 @@ kj::Promise<void> NodeService::benchAllReduce(BenchAllReduceContext context) {
                          {"peer " + std::to_string((position + 1) % n), peers[(position + 1) % n]},
                          {"peer " + std::to_string((position + n - 1) % n),
                           peers[(position + n - 1) % n]});
-           RingAllReduce reduce(link, static_cast<int>(position), static_cast<int>(n));
+           RingAllReduce reduce(link, static_cast<int>(position), static_cast<int>(n), ring_options());
            std::vector<at::Tensor> tensors = {
                at::full({static_cast<int64_t>(bytes / 4)}, float(position + 1))};
            for (uint32_t r = 0; r <= repetitions; ++r) {
@@ -454,7 +465,7 @@ void NodeService::reduce_rings(uint64_t round, std::vector<RingWork>& work) {
         RingLink link(*rpc_executor_, links_, *timer_, mailbox_, static_cast<uint32_t>(ring.id),
                       metadata_.node_id, {"node_" + std::to_string(next.node), next.address},
                       {"node_" + std::to_string(prev.node), prev.address});
-        RingAllReduce reduce(link, ring.position, static_cast<int>(n));
+        RingAllReduce reduce(link, ring.position, static_cast<int>(n), ring_options());
         reduce.run(round, work[w].tensors);
       } catch (const std::exception& e) {
         errors[w] = e.what();
