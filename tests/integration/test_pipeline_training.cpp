@@ -254,3 +254,82 @@ TEST_CASE("SIGTERM stops a daemon cleanly", "[daemon]") {
   CHECK(cluster.wait_exit(0, 10) == 0);
   CHECK(cluster.log(0).find("stopped") != std::string::npos);
 }
+
+namespace {
+
+void write_idx(const fs::path& path, uint32_t magic, const std::vector<uint32_t>& dims,
+               const std::vector<uint8_t>& bytes) {
+  std::string out;
+  auto put = [&](uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((v >> shift) & 0xff);
+  };
+  put(magic);
+  for (uint32_t d : dims) put(d);
+  out.append(bytes.begin(), bytes.end());
+  test::write_text(path, out);
+}
+
+// MNIST's idx files with 8x8 images, so that the digits CNN takes them.
+void write_tiny_mnist(const fs::path& dir) {
+  fs::create_directories(dir);
+  for (const char* prefix : {"train", "t10k"}) {
+    const uint32_t count = std::string(prefix) == "train" ? 96 : 32;
+    std::vector<uint8_t> pixels(count * 64), labels(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      labels[i] = static_cast<uint8_t>(i % 10);
+      for (uint32_t p = 0; p < 64; ++p) pixels[i * 64 + p] = static_cast<uint8_t>((i * 7 + p * labels[i]) % 256);
+    }
+    write_idx(dir / (std::string(prefix) + "-images-idx3-ubyte"), 0x803, {count, 8, 8}, pixels);
+    write_idx(dir / (std::string(prefix) + "-labels-idx1-ubyte"), 0x801, {count}, labels);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a dataset directory (MNIST idx files) is shipped file by file", "[daemon][data]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                             {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  write_tiny_mnist(cluster.dir() / "mnist");
+  test::write_text(cluster.dir() / "job.toml",
+                   "[train]\nepochs = 2\nbatch_size = 16\nmicro_batches = 2\n\n"
+                   "[data]\nformat = \"mnist\"\ntrain = \"mnist\"\nvalidation = \"mnist\"\n"
+                   "num_classes = 10\n\n[loss]\nname = \"cross_entropy\"\n\n"
+                   "[optimizer]\nname = \"sgd\"\nlr = 0.01\n");
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string());
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  CHECK(train.out.find("shipped train-images-idx3-ubyte to node_0") != std::string::npos);
+  CHECK(train.out.find("validation: loss") != std::string::npos);
+  CHECK(fs::exists(cluster.data_dir(0) / "datasets/t10k-labels-idx1-ubyte"));
+  CHECK_FALSE(fs::exists(cluster.data_dir(1) / "datasets/train-images-idx3-ubyte"));  // root only
+}
+
+TEST_CASE("a detached job is followed with ravnest status", "[daemon]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                             {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  test::write_text(cluster.dir() / "job.toml",
+                   job_text("name = \"sgd\"\nlr = 0.05", 2, 0, 1, "gpipe", false));
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string() + " --detach");
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  CHECK(train.out.find("runs detached") != std::string::npos);
+  std::string status;
+  for (int attempt = 0; attempt < 240; ++attempt) {
+    status = cluster.ravnest("status").out;
+    if (std::count(status.begin(), status.end(), '\n') >= 3 &&
+        status.find("training") == std::string::npos && status.find("ready") == std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  INFO(status);
+  std::smatch match;
+  CHECK(std::regex_search(status, match, std::regex("node_0 .* finished .* 90/90")));
+  CHECK(std::regex_search(status, match, std::regex("node_1 .* finished")));
+}
