@@ -1,5 +1,7 @@
 #include "libs/data/dataset.h"
 
+#include "libs/graph/torch_errors.h"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -273,32 +275,6 @@ std::string read_maybe_gzip(const std::string& path) {
   return out;
 }
 
-std::string one_line_error(const std::exception& e) {
-  std::string text;
-  if (auto* torch_error = dynamic_cast<const c10::Error*>(&e)) {
-    text = torch_error->what_without_backtrace();
-  } else {
-    text = e.what();
-  }
-  std::string out;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
-    start = end + 1;
-    const auto first = line.find_first_not_of(" \t");
-    if (first == std::string::npos) continue;
-    line = line.substr(first);
-    if (line.rfind("Traceback of TorchScript", 0) == 0 || line.rfind("File \"", 0) == 0 ||
-        line.rfind("~", 0) == 0 || line.rfind("Exception raised from", 0) == 0) {
-      continue;
-    }
-    if (!out.empty()) out += " ";
-    out += line;
-    if (out.size() > 300) break;
-  }
-  return out.empty() ? std::string("unknown error") : out;
-}
 
 // ------------------------------------------------------------------------------------- CSV
 
@@ -555,7 +531,7 @@ Dataset read_tensors(const std::string& path) {
   try {
     value = torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
   } catch (const std::exception& e) {
-    fail(path, "not a file saved with torch.save that LibTorch can read (" + one_line_error(e) +
+    fail(path, "not a file saved with torch.save that LibTorch can read (" + graph::torch_message(e) +
                    "); save a tuple (inputs, labels) or a dict {\"inputs\": ..., \"labels\": ...} "
                    "(LibTorch cannot unpickle one-element lists or dicts)");
   }

@@ -92,8 +92,4 @@ Dataset read_tensors(const std::string& path);
 // The bytes of a file, gunzipped when it is gzip (checked by content, not by name).
 std::string read_maybe_gzip(const std::string& path);
 
-// The message of a c10::Error without its backtrace (or what() of another exception), on one
-// line.
-std::string one_line_error(const std::exception& e);
-
 }  // namespace ravnest::data

@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "libs/data/dataset.h"
+#include "libs/graph/torch_errors.h"
 
 namespace ravnest::runtime {
 namespace {
@@ -38,7 +39,7 @@ Loss::Loss(const config::LossSpec& spec) : spec_(spec) {
     script_ = std::make_unique<torch::jit::Module>(torch::jit::load(spec_.path.resolved));
   } catch (const std::exception& e) {
     throw std::runtime_error(spec_.path.resolved + ": cannot load the TorchScript loss module: " +
-                             data::one_line_error(e));
+                             graph::torch_message(e));
   }
   if (!script_->find_method("forward")) {
     throw std::runtime_error(spec_.path.resolved + ": the loss module has no forward(outputs, labels)");
@@ -69,7 +70,7 @@ at::Tensor Loss::operator()(const c10::IValue& model_output, const at::Tensor& l
       result = script_->forward({model_output, labels});
     } catch (const std::exception& e) {
       throw std::runtime_error(spec_.path.resolved + ": forward(outputs, labels) failed: " +
-                               data::one_line_error(e));
+                               graph::torch_message(e));
     }
     if (!result.isTensor() || result.toTensor().numel() != 1) {
       throw std::runtime_error(spec_.path.resolved + ": forward(outputs, labels) must return a scalar "
@@ -111,7 +112,7 @@ at::Tensor Loss::operator()(const c10::IValue& model_output, const at::Tensor& l
         break;
     }
   } catch (const c10::Error& e) {
-    fail(spec_, data::one_line_error(e) + " (output " + shape_of(output) + ", labels " + shape_of(labels) + ")");
+    fail(spec_, graph::torch_message(e) + " (output " + shape_of(output) + ", labels " + shape_of(labels) + ")");
   }
   throw std::logic_error("Loss: unknown loss");
 }

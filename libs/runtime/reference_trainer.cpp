@@ -11,6 +11,7 @@
 
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
+#include "libs/graph/torch_errors.h"
 #include "libs/runtime/loss.h"
 #include "libs/runtime/lr_schedule.h"
 #include "libs/runtime/optimizer.h"
@@ -40,7 +41,7 @@ ReferenceResult train_reference(const std::string& model_path, const config::Job
   try {
     module = torch::jit::load(model_path);
   } catch (const std::exception& e) {
-    throw std::runtime_error(model_path + ": cannot load the TorchScript model: " + data::one_line_error(e));
+    throw std::runtime_error(model_path + ": cannot load the TorchScript model: " + graph::torch_message(e));
   }
   return train_reference(module, job, max_batches);
 }
@@ -97,7 +98,7 @@ ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpe
           value = loss(output, micro.labels);
         } catch (const c10::Error& e) {
           throw std::runtime_error("training batch " + std::to_string(result.batches + 1) + ": " +
-                                   data::one_line_error(e));
+                                   graph::torch_message(e));
         }
         const at::Tensor weighted = value * micro_batch_loss_weight(end - begin, n, t.update_frequency);
         weighted.backward();

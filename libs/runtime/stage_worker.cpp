@@ -162,11 +162,7 @@ void StageWorker::inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>&
     m.labels = slice;
     return;
   }
-  TransferMessage message;
-  message.kind = TransferKind::kLabels;
-  message.from_node = setup_.node.node_id;
-  message.to_node = setup_.leaf_node;
-  message.batch = tag;
+  TransferMessage message = message_to(TransferKind::kLabels, setup_.leaf_node, tag);
   message.values.emplace_back(0, slice);
   port_.send(std::move(message));
 }
@@ -356,11 +352,7 @@ void StageWorker::forward(Micro& m) {
   if (train) m.outputs.assign(items.begin(), items.end());
   // Each consumer gets the outputs it takes, in one transfer.
   for (int consumer : setup_.node.forward_neighbours) {
-    TransferMessage message;
-    message.kind = TransferKind::kActivations;
-    message.from_node = setup_.node.node_id;
-    message.to_node = consumer;
-    message.batch = m.batch;
+    TransferMessage message = message_to(TransferKind::kActivations, consumer, m.batch);
     for (size_t j = 0; j < setup_.node.outputs.size(); ++j) {
       const auto& to = setup_.node.outputs[j].to_nodes;
       if (std::find(to.begin(), to.end(), consumer) == to.end()) continue;
@@ -391,13 +383,18 @@ void StageWorker::backward(Micro& m) {
   }
 }
 
+TransferMessage StageWorker::message_to(TransferKind kind, int to, const MicroBatchTag& batch) const {
+  TransferMessage message;
+  message.kind = kind;
+  message.from_node = setup_.node.node_id;
+  message.to_node = to;
+  message.batch = batch;
+  return message;
+}
+
 void StageWorker::send_gradients(const Micro& m) {
   for (int producer : setup_.node.backward_neighbours) {
-    TransferMessage message;
-    message.kind = TransferKind::kGradients;
-    message.from_node = setup_.node.node_id;
-    message.to_node = producer;
-    message.batch = m.batch;
+    TransferMessage message = message_to(TransferKind::kGradients, producer, m.batch);
     for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
       const auto& input = setup_.node.inputs[i];
       if (!input.from_node || *input.from_node != producer || !m.inputs[i].isTensor()) continue;

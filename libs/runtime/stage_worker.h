@@ -126,6 +126,7 @@ class StageWorker {
   void batch_finished(const MicroBatchTag& batch);
   void advance(Key& cursor, const MicroBatchTag& batch);
   void send_gradients(const Micro& m);
+  TransferMessage message_to(TransferKind kind, int to, const MicroBatchTag& batch) const;
 
   // Root.
   void begin_batch();
