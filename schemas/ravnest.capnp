@@ -138,6 +138,10 @@ interface ProgressListener {
 # stream: nobody polls a peer's progress.
 interface RingSink {
   segment @0 (round :UInt64, step :UInt32, segment :UInt32, data :Data) -> stream;
+  sync @1 () -> ();
+    # Returns once every segment sent before it has been taken by the receiving all-reduce (a
+    # call on this object is delivered only after the streamed ones complete): the sender may
+    # then reuse the memory its segments were sent from.
 }
 
 # ---------------------------------------------------------------------------------------------

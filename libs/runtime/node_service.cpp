@@ -374,6 +374,8 @@ class RingSinkImpl final : public schema::RingSink::Server {
     return kj::mv(paf.promise);
   }
 
+  kj::Promise<void> sync(SyncContext) override { return kj::READY_NOW; }
+
  private:
   RingMailbox& mailbox_;
   uint32_t ring_;

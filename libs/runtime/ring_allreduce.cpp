@@ -293,8 +293,13 @@ void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors) {
       reduce_buffer(round, static_cast<uint32_t>(g), groups[g].first, buffers[g].data, buffers[g].count);
     drain_sends(/*cancel=*/false);
     rethrow_send_error();
+    transport_.flush();
   } catch (...) {
     drain_sends(/*cancel=*/true);  // the sender must not touch the buffers after we return
+    try {
+      transport_.flush();  // nor the transport
+    } catch (...) {
+    }
     throw;
   }
 

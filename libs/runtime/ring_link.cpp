@@ -1,8 +1,12 @@
 #include "libs/runtime/ring_link.h"
 
+#include <capnp/orphan.h>
+
 #include "libs/runtime/node_service.h"
 
 namespace ravnest::runtime {
+
+void PeerLinks::drop(const std::string& address) { connections_.erase(address); }
 
 schema::Node::Client PeerLinks::node(const std::string& address) {
   auto it = connections_.find(address);
@@ -52,12 +56,47 @@ void RingLink::send(const RingTag& tag, const void* data, size_t bytes) {
       request.setRound(tag.round);
       request.setStep(tag.step);
       request.setSegment(tag.segment);
-      request.setData(capnp::Data::Reader(static_cast<const kj::byte*>(data), bytes));  // copies
+      const capnp::Data::Reader view(static_cast<const kj::byte*>(data), bytes);
+      if (reinterpret_cast<uintptr_t>(data) % 8 == 0 && bytes % 8 == 0) {
+        // No copy: flush() keeps the memory in use until the receiver has taken it.
+        auto orphanage = capnp::Orphanage::getForMessageContaining(
+            static_cast<schema::RingSink::SegmentParams::Builder>(request));
+        request.adoptData(orphanage.referenceExternalData(view));
+      } else {
+        request.setData(view);  // the message's words would run past the caller's bytes
+      }
       return request.send();
     });
   } catch (const kj::Exception& e) {
     throw RingError("cannot send to " + next_.name + " (" + next_.address + ") in ring " +
                         std::to_string(ring_) + ": " + e.getDescription().cStr(),
+                    next_.name);
+  }
+}
+
+void RingLink::flush() {
+  try {
+    rpc_.executeSync([&]() -> kj::Promise<void> {
+      KJ_IF_MAYBE(sink, sink_) {
+        return sink->syncRequest().send().ignoreResult().exclusiveJoin(
+            timer_.afterDelay(10 * kj::SECONDS).then([]() {
+              kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer for 10 s"));
+            }));
+      }
+      return kj::READY_NOW;
+    });
+  } catch (const kj::Exception& e) {
+    // The connection may still hold segments that point into the caller's memory: close it, so
+    // that nothing reads that memory once the caller lets it go.
+    try {
+      rpc_.executeSync([&]() {
+        sink_ = nullptr;
+        links_.drop(next_.address);
+      });
+    } catch (const kj::Exception&) {
+    }
+    throw RingError("cannot confirm the ring's segments with " + next_.name + " (" +
+                        next_.address + "): " + e.getDescription().cStr(),
                     next_.name);
   }
 }

@@ -1,7 +1,9 @@
 // RingLink: the RingTransport of one ring member over the daemons' Cap'n Proto connections.
 //
 // send() streams a segment into the RingSink the next member opened for this ring (one call
-// on the RPC thread) and returns when the stream's flow control lets the next one go; recv() waits in the node's RingMailbox, checking every second
+// on the RPC thread; the message refers to the caller's memory instead of copying it) and
+// returns when the stream's flow control lets the next one go; flush() waits until the next
+// member has taken every segment, and drops the connection when it cannot tell; recv() waits in the node's RingMailbox, checking every second
 // that the previous member still answers, so a member that died is named within seconds and
 // nobody hangs.
 #pragma once
@@ -26,6 +28,7 @@ class PeerLinks {
  public:
   explicit PeerLinks(std::string secret) : secret_(std::move(secret)) {}
   schema::Node::Client node(const std::string& address);
+  void drop(const std::string& address);  // the next node() call connects anew
   capnp::Data::Reader secret() const {
     return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(secret_.data()), secret_.size());
   }
@@ -53,6 +56,7 @@ class RingLink final : public RingTransport {
 
   void send(const RingTag& tag, const void* data, size_t bytes) override;
   void recv(const RingTag& tag, void* data, size_t bytes) override;
+  void flush() override;
 
  private:
   const kj::Executor& rpc_;

@@ -41,10 +41,16 @@ class RingError : public std::runtime_error {
 class RingTransport {
  public:
   virtual ~RingTransport() noexcept(false) = default;
-  // Sends `bytes` to the next member; may return before they are delivered, but the caller may
-  // reuse `data` as soon as it returns (copy if needed). Flow control is the transport's: a slow
-  // peer makes send() block. Throws RingError when the ring fails or is aborted.
+  // Sends `bytes` to the next member; may return before they are delivered. A transport may go
+  // on reading `data` until flush() returns: the caller changes a sent region only once the ring
+  // has consumed it (in the ring algorithm, a region is overwritten only by data the next member
+  // produced after taking it) and calls flush() before it lets the memory go. Flow control is the
+  // transport's: a slow peer makes send() block. Throws RingError when the ring fails or is
+  // aborted.
   virtual void send(const RingTag& tag, const void* data, size_t bytes) = 0;
+  // Returns once the transport no longer reads memory given to send(); after an error too (it
+  // may drop the connection to make sure). Throws RingError when it had to.
+  virtual void flush() {}
   // Receives the message with `tag` from the previous member into `data` (exactly `bytes`);
   // blocks. Throws RingError naming the peer when it fails, times out, or the ring is aborted.
   virtual void recv(const RingTag& tag, void* data, size_t bytes) = 0;
