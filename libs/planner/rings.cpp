@@ -1,5 +1,6 @@
 #include "libs/planner/rings.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -60,6 +61,44 @@ std::vector<Ring> form_rings(const std::vector<HeldParameters>& holders) {
       rings.push_back(std::move(ring));
     }
     rings[it->second].parameters.push_back(name);
+  }
+  return rings;
+}
+
+std::vector<config::RingMembership> shared_parameter_rings(const config::NodeMetadata& node) {
+  auto canonical = [&](const std::string& name) {
+    auto it = node.tied_parameters.find(name);
+    return it == node.tied_parameters.end() ? name : it->second;
+  };
+  std::map<std::vector<int>, std::set<std::string>> groups;  // holders -> canonical names
+  for (const auto& [name, holders] : node.shared_parameters) {
+    std::vector<int> sorted = holders;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    if (sorted.size() < 2) continue;
+    groups[sorted].insert(canonical(name));
+  }
+  std::vector<config::RingMembership> rings;
+  for (const auto& [holders, names] : groups) {
+    config::RingMembership ring;
+    uint32_t hash = 2166136261u;  // FNV-1a over the holders
+    for (int id : holders) {
+      for (int shift = 0; shift < 32; shift += 8) {
+        hash = (hash ^ ((static_cast<uint32_t>(id) >> shift) & 0xffu)) * 16777619u;
+      }
+    }
+    ring.id = static_cast<int>((1u << 30) | (hash & ((1u << 30) - 1)));
+    ring.parameters.assign(names.begin(), names.end());
+    for (size_t k = 0; k < holders.size(); ++k) {
+      auto address = node.addresses.find(holders[k]);
+      ring.peers.push_back({holders[k], node.cluster,
+                            address == node.addresses.end() ? std::string() : address->second});
+      if (holders[k] == node.node_id) ring.position = static_cast<int>(k);
+    }
+    const size_t n = holders.size();
+    ring.next_node = holders[(ring.position + 1) % n];
+    ring.prev_node = holders[(ring.position + n - 1) % n];
+    rings.push_back(std::move(ring));
   }
   return rings;
 }

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "libs/config/node_metadata.h"
+
 namespace ravnest::planner {
 
 struct HeldParameters {
@@ -24,5 +26,12 @@ struct Ring {
 // `holders` lists every node of every cluster (pipeline order within a cluster). A name held by
 // several nodes of one cluster is reduced by the first of them.
 std::vector<Ring> form_rings(const std::vector<HeldParameters>& holders);
+
+// Rings inside one cluster for the tensors it holds on several nodes (a module used in two
+// stages, tied weights): their gradients are summed over these rings before every update, so
+// every copy takes the same step. One ring per set of holders, its parameters the canonical names
+// (tied_parameters) in sorted order, its peers the holders by node id; ids from 1 << 30 up, apart
+// from the plan's rings, derived from the holders so that every holder computes the same.
+std::vector<config::RingMembership> shared_parameter_rings(const config::NodeMetadata& node);
 
 }  // namespace ravnest::planner

@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "libs/data/batch_order.h"
+#include "libs/planner/rings.h"
 #include "libs/data/dataset.h"
 #include "libs/runtime/loss.h"
 #include "libs/runtime/lr_schedule.h"
@@ -72,12 +73,12 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   setup->reduce = job.train.reduce;
   setup->reduce_factor = job.train.reduce_factor;
   setup->average_optim = job.train.average_optim;
-  if (!node.shared_parameters.empty()) {
-    // Their gradients would have to be summed across the nodes that hold them, which the
-    // pipeline does not do yet: refuse rather than train something else than the model.
+  setup->shared_rings = planner::shared_parameter_rings(node);
+  if (!setup->shared_rings.empty() && node.cluster_count > 1) {
+    // The plan's rings average one holder per cluster; the other holders would drift apart.
     throw std::runtime_error("this plan puts " + node.shared_parameters.begin()->first +
-                             " on several nodes of a cluster (a module used twice, or tied "
-                             "weights), which training does not support yet; cut elsewhere");
+                             " on several nodes of a cluster, which training with several "
+                             "clusters does not support yet; plan one cluster or cut elsewhere");
   }
 
   if (node.position == 0) {

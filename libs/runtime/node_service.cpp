@@ -454,11 +454,11 @@ kj::Promise<void> NodeService::benchAllReduce(BenchAllReduceContext context) {
       });
 }
 
-void NodeService::reduce_rings(uint64_t round, std::vector<RingWork>& work) {
+void NodeService::reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average) {
   std::vector<std::string> errors(work.size());
   std::vector<std::thread> threads;
   for (size_t w = 0; w < work.size(); ++w) {
-    threads.emplace_back([this, round, &work, &errors, w]() {
+    threads.emplace_back([this, round, average, &work, &errors, w]() {
       const auto& ring = *work[w].ring;
       const size_t n = ring.peers.size();
       const auto& next = ring.peers[(ring.position + 1) % n];
@@ -467,7 +467,9 @@ void NodeService::reduce_rings(uint64_t round, std::vector<RingWork>& work) {
         RingLink link(*rpc_executor_, links_, *timer_, mailbox_, static_cast<uint32_t>(ring.id),
                       metadata_.node_id, {"node_" + std::to_string(next.node), next.address},
                       {"node_" + std::to_string(prev.node), prev.address});
-        RingAllReduce reduce(link, ring.position, static_cast<int>(n), ring_options());
+        RingAllReduceOptions options = ring_options();
+        options.average = average;
+        RingAllReduce reduce(link, ring.position, static_cast<int>(n), options);
         reduce.run(round, work[w].tensors);
       } catch (const std::exception& e) {
         errors[w] = e.what();

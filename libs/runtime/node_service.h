@@ -50,7 +50,7 @@ class NodeService final : public schema::Node::Server,
   void send(TransferMessage message) override;
   void event(const ProgressEventData& event) override;
   void defer(std::function<void()> task) override;
-  void reduce_rings(uint64_t round, std::vector<RingWork>& work) override;
+  void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average) override;
 
  protected:
   kj::Promise<void> pushStage(PushStageContext context) override;

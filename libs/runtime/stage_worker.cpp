@@ -414,6 +414,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   bool updated = false;
   const bool data_parallel = setup_.cluster_count > 1;
   if (update_due(batches_done_, setup_.update_frequency, batch.last)) {
+    if (!setup_.shared_rings.empty()) sum_shared_gradients();
     if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
       reduce_across_clusters(ReduceWhat::kGradients);
     }
@@ -520,6 +521,33 @@ void StageWorker::reduce_across_clusters(ReduceWhat what) {
   }
   torch::NoGradGuard no_grad;
   port_.reduce_rings(reduce_round_++, work);
+}
+
+// Each copy of a shared tensor gets the gradient of the whole model: the sum over its holders.
+void StageWorker::sum_shared_gradients() {
+  std::map<std::string, at::Tensor> by_canonical;
+  for (const auto& p : setup_.stage.named_parameters()) {
+    auto tied = setup_.node.tied_parameters.find(p.name);
+    by_canonical.emplace(tied == setup_.node.tied_parameters.end() ? p.name : tied->second,
+                         p.value);
+  }
+  std::vector<WorkerPort::RingWork> work;
+  for (const auto& ring : setup_.shared_rings) {
+    WorkerPort::RingWork item;
+    item.ring = &ring;
+    for (const auto& name : ring.parameters) {
+      auto it = by_canonical.find(name);
+      if (it == by_canonical.end()) {
+        throw std::runtime_error("shared parameter " + name + " is not in this stage");
+      }
+      at::Tensor& grad = it->second.mutable_grad();
+      if (!grad.defined()) grad = at::zeros_like(it->second);
+      item.tensors.push_back(grad);
+    }
+    work.push_back(std::move(item));
+  }
+  torch::NoGradGuard no_grad;
+  port_.reduce_rings(shared_round_++, work, /*average=*/false);
 }
 
 void StageWorker::save_stage() {

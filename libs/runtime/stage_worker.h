@@ -47,6 +47,9 @@ struct WorkerSetup {
   uint64_t seed = 0;
   int save_every = 0;
   std::string trained_path;  // where the trained stage is saved (atomically)
+  // Tensors this node shares with others of its cluster: their gradients are summed over these
+  // rings before every update (planner::shared_parameter_rings).
+  std::vector<config::RingMembership> shared_rings;
   // Data parallelism across clusters (see docs/job-file.md).
   int cluster_count = 1;
   config::ReduceMode reduce = config::ReduceMode::kParameters;
@@ -142,6 +145,7 @@ class StageWorker {
 
   void save_stage();
   enum class ReduceWhat { kGradients, kState, kFinal };
+  void sum_shared_gradients();
   void reduce_across_clusters(ReduceWhat what);
   void finish();
   void set_status(const std::function<void(WorkerStatus&)>& change);
@@ -157,6 +161,7 @@ class StageWorker {
   uint64_t batches_done_ = 0;
   uint64_t updates_done_ = 0;
   uint64_t reduce_round_ = 0;
+  uint64_t shared_round_ = 0;
   bool stopped_ = false;   // failed: nothing more happens
   bool finished_ = false;  // training done
 

@@ -58,13 +58,14 @@ class WorkerPort {
   virtual void event(const ProgressEventData& event) = 0;
   // Runs `task` later on the worker's own thread.
   virtual void defer(std::function<void()> task) = 0;
-  // Averages each ring's tensors in place with the ring's other members, all rings at once;
-  // blocks until done. Throws std::runtime_error naming a member that failed.
+  // Averages (or, with average false, sums) each ring's tensors in place with the ring's other
+  // members, all rings at once; blocks until done. Throws std::runtime_error naming a member
+  // that failed.
   struct RingWork {
     const config::RingMembership* ring = nullptr;
     std::vector<at::Tensor> tensors;
   };
-  virtual void reduce_rings(uint64_t round, std::vector<RingWork>& work) = 0;
+  virtual void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average = true) = 0;
 };
 
 }  // namespace ravnest::runtime

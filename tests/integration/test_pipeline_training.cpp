@@ -12,9 +12,11 @@
 #include <regex>
 #include <thread>
 
+#include <torch/csrc/jit/serialization/import.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "libs/config/job_spec.h"
+#include "libs/config/node_metadata.h"
 #include "libs/runtime/reference_trainer.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
@@ -333,3 +335,44 @@ TEST_CASE("a detached job is followed with ravnest status", "[daemon]") {
   CHECK(std::regex_search(status, match, std::regex("node_0 .* finished .* 90/90")));
   CHECK(std::regex_search(status, match, std::regex("node_1 .* finished")));
 }
+
+TEST_CASE("a module used in two stages trains as the whole model does", "[daemon][pipeline][exact]") {
+  const std::string model = test::models_dir() + "/reused.pt";
+  test::LocalCluster cluster(model, {test::LocalCluster::even_cuts(model, 2)}, {"4x16"});
+  // The cut separates the two uses of the shared Linear: both stages hold it.
+  auto root = config::load_node_metadata(cluster.plan_dir() + "/nodes/node_0.json");
+  REQUIRE(root.shared_parameters.count("shared.weight") == 1);
+
+  auto data = test::run_command(
+      test::python() + " -c \"import torch; g = torch.Generator().manual_seed(1); "
+      "x = torch.randn(256, 16, generator=g); "
+      "torch.save((x, torch.tanh(x.flip(1))), '" + (cluster.dir() / "pairs.pt").string() + "')\"");
+  INFO(data.out << data.err);
+  REQUIRE(data.exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(job_path,
+                   "[train]\nepochs = 1\nbatch_size = 32\nmicro_batches = 2\nmax_steps = 8\n\n"
+                   "[data]\nformat = \"tensors\"\ntrain = \"pairs.pt\"\n\n"
+                   "[loss]\nname = \"mse\"\n\n[optimizer]\nname = \"adam\"\nlr = 0.01\n");
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  auto train = cluster.ravnest("train", job_path.string());
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  auto fuse = cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string());
+  INFO(fuse.out << fuse.err);
+  REQUIRE(fuse.exit_code == 0);  // fuse also checks that both copies of the Linear agree
+
+  auto trained = test::load_state_dict(cluster.dir() / "trained/trained_state_dict.pt");
+  auto reference = runtime::train_reference(model, config::load_job(job_path.string()), 8);
+  double worst = 0;
+  for (const auto& [name, tensor] : reference.state) {
+    REQUIRE(trained.count(name) == 1);
+    worst = std::max(worst, (trained[name] - tensor).abs().max().item<double>());
+  }
+  INFO("largest difference " << worst);
+  CHECK(worst <= 1e-5);
+  const auto original = runtime::state_of(torch::jit::load(model));
+  CHECK((trained["shared.weight"] - original.at("shared.weight")).abs().max().item<double>() > 1e-3);
+}
+

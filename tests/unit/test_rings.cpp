@@ -126,3 +126,40 @@ TEST_CASE("a parameter missing from a cluster is an error naming it", "[rings]")
     CHECK(std::string(error.what()).find("\"extra\"") != std::string::npos);
   }
 }
+
+TEST_CASE("shared parameters get one summing ring per set of holders", "[rings][shared]") {
+  ravnest::config::NodeMetadata a;
+  a.node_id = 4;
+  a.cluster = 1;
+  a.addresses = {{2, "h:2"}, {4, "h:4"}, {7, "h:7"}};
+  a.shared_parameters = {{"shared.weight", {7, 4}},
+                         {"shared.bias", {4, 7}},
+                         {"decoder.weight", {2, 4, 7}},
+                         {"embedding.weight", {2, 4, 7}}};
+  a.tied_parameters = {{"decoder.weight", "embedding.weight"}};
+  ravnest::config::NodeMetadata b = a;
+  b.node_id = 7;
+
+  const auto rings_a = ravnest::planner::shared_parameter_rings(a);
+  const auto rings_b = ravnest::planner::shared_parameter_rings(b);
+  REQUIRE(rings_a.size() == 2);
+  REQUIRE(rings_b.size() == 2);
+  for (size_t r = 0; r < 2; ++r) {
+    CHECK(rings_a[r].id == rings_b[r].id);  // every holder derives the same ring
+    CHECK(rings_a[r].id >= (1 << 30));
+    CHECK(rings_a[r].parameters == rings_b[r].parameters);
+  }
+  CHECK(rings_a[0].id != rings_a[1].id);
+  // Holders {2, 4, 7}: the tied pair is one tensor, named by its canonical name.
+  CHECK(rings_a[0].parameters == std::vector<std::string>{"embedding.weight"});
+  CHECK(rings_a[0].peers.size() == 3);
+  CHECK(rings_a[0].position == 1);
+  CHECK(rings_a[0].next_node == 7);
+  CHECK(rings_a[0].prev_node == 2);
+  CHECK(rings_a[0].peers[2].address == "h:7");
+  // Holders {4, 7}.
+  CHECK(rings_a[1].parameters == std::vector<std::string>{"shared.bias", "shared.weight"});
+  CHECK(rings_b[1].position == 1);
+  CHECK(rings_b[1].next_node == 4);
+}
+
