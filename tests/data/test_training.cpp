@@ -64,18 +64,8 @@ double log_sum_exp(const std::vector<double>& v) {
   return m + std::log(s);
 }
 
-// The digits CSVs (examples/digits/make_data.py), made once per test run.
 const std::string& digits_dir() {
-  static test::TempDir* dir = nullptr;
-  static std::string path;
-  if (!dir) {
-    dir = new test::TempDir();  // kept for the whole run
-    const auto run = test::run_command(test::python() + " " + test::source_dir() +
-                                       "/examples/digits/make_data.py --out " + dir->path().string());
-    INFO(run.err);
-    REQUIRE(run.exit_code == 0);
-    path = dir->path().string();
-  }
+  static const std::string path = test::digits_dir().string();
   return path;
 }
 

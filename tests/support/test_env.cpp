@@ -77,4 +77,20 @@ std::string read_text(const fs::path& path) {
   return buffer.str();
 }
 
+const fs::path& digits_dir() {
+  static TempDir dir;
+  static bool made = false;
+  if (!made) {
+    auto result = run_command(python() + " " + source_dir() + "/examples/digits/make_data.py --out " +
+                              dir.path().string());
+    if (result.exit_code != 0) {
+      throw std::runtime_error("make_data.py failed: " + result.out + result.err);
+    }
+    made = true;
+  }
+  return dir.path();
+}
+
+std::string digits_model() { return (digits_dir() / "small_cnn.pt").string(); }
+
 }  // namespace ravnest::test

@@ -35,6 +35,11 @@ struct CommandResult {
 CommandResult run_command(const std::string& command, int timeout_seconds = 300);
 
 void write_text(const std::filesystem::path& path, const std::string& text);
+
+// sklearn's digits as CSVs and the small CNN (examples/digits/make_data.py), made once per test
+// binary in a directory removed at exit: digits_train.csv, digits_val.csv, small_cnn.pt.
+const std::filesystem::path& digits_dir();
+std::string digits_model();
 std::string read_text(const std::filesystem::path& path);
 
 }  // namespace ravnest::test
