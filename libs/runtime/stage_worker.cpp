@@ -99,7 +99,7 @@ void StageWorker::start() {
 // ---- root -------------------------------------------------------------------------------------
 
 void StageWorker::begin_batch() {
-  if (next_step_ >= total_batches_) return finish_root();
+  if (next_step_ >= total_batches_) return finish();
   data::BatchOrder order(train_size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
                          setup_.shuffle, setup_.drop_last);
   if (epoch_batches_.empty() || batch_in_epoch_ >= epoch_batches_.size()) {
@@ -170,9 +170,7 @@ void StageWorker::inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>&
 void StageWorker::run_validation_round() {
   if (!setup_.validation_data) return;
   const auto& data = *setup_.validation_data;
-  const int64_t batch_size =
-      setup_.validation_batch_size > 0 ? setup_.validation_batch_size : setup_.batch_size;
-  data::BatchOrder order(data.size(), batch_size, static_cast<int64_t>(setup_.seed),
+  data::BatchOrder order(data.size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
                          /*shuffle=*/false, /*drop_last=*/false);
   const auto batches = order.epoch(0);
   for (size_t b = 0; b < batches.size() && !stopped_; ++b) {
@@ -194,8 +192,6 @@ void StageWorker::run_validation_round() {
     }
   }
 }
-
-void StageWorker::finish_root() { finish(); }
 
 // ---- every node -------------------------------------------------------------------------------
 

@@ -66,7 +66,6 @@ struct WorkerSetup {
   bool drop_last = false;
   int64_t max_batches = -1;
   int val_freq = 0;
-  int64_t validation_batch_size = 0;  // 0: batch_size
   // Leaf only:
   std::shared_ptr<Loss> loss;
   std::string losses_path;  // losses.txt: one loss per batch
@@ -138,7 +137,6 @@ class StageWorker {
   void inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>& inputs,
                     const at::Tensor& labels, int64_t begin, int64_t end);
   void run_validation_round();
-  void finish_root();
 
   // Leaf.
   void record_validation(const Micro& m);
