@@ -200,15 +200,6 @@ void ModelGraph::compute_liveness() {
   }
 }
 
-std::vector<Value*> ModelGraph::crossing(size_t boundary) const {
-  std::vector<Value*> out;
-  const int b = static_cast<int>(boundary);
-  for (Value* v : positioned_) {
-    if (defined_at_.at(v) <= b && last_used_at_.at(v) > b) out.push_back(v);
-  }
-  return out;
-}
-
 void ModelGraph::compute_cut_rules() {
   const int n = static_cast<int>(units_.size());
   cut_allowed_.assign(n > 0 ? n - 1 : 0, true);

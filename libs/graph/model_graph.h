@@ -53,8 +53,6 @@ class ModelGraph {
   int defined_at(const torch::jit::Value* v) const;
   // Last unit that uses the value; units().size() when the model returns it.
   int last_used_at(const torch::jit::Value* v) const;
-  // Values that cross a cut after unit i (defined at <= i, used after i), in definition order.
-  std::vector<torch::jit::Value*> crossing(size_t boundary) const;
   // Positioned values in definition order (model inputs first).
   const std::vector<torch::jit::Value*>& positioned_values() const { return positioned_; }
 

@@ -84,9 +84,9 @@ void StageWorker::start() {
   torch::manual_seed(setup_.seed);
   if (!is_root()) return;
   guarded([&] {
-    data::BatchOrder order(train_size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
-                           setup_.shuffle, setup_.drop_last);
-    total_batches_ = static_cast<uint64_t>(order.batches_per_epoch()) * setup_.epochs;
+    train_order_.emplace(train_size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
+                         setup_.shuffle, setup_.drop_last);
+    total_batches_ = static_cast<uint64_t>(train_order_->batches_per_epoch()) * setup_.epochs;
     if (setup_.max_batches >= 0) {
       total_batches_ = std::min<uint64_t>(total_batches_, setup_.max_batches);
     }
@@ -100,11 +100,9 @@ void StageWorker::start() {
 
 void StageWorker::begin_batch() {
   if (next_step_ >= total_batches_) return finish();
-  data::BatchOrder order(train_size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
-                         setup_.shuffle, setup_.drop_last);
   if (epoch_batches_.empty() || batch_in_epoch_ >= epoch_batches_.size()) {
     const uint32_t epoch = epoch_batches_.empty() ? 0 : current_batch_.epoch + 1;
-    epoch_batches_ = order.epoch(epoch);
+    epoch_batches_ = train_order_->epoch(epoch);
     batch_in_epoch_ = 0;
     current_batch_.epoch = epoch;
   }

@@ -21,6 +21,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "libs/config/node_metadata.h"
+#include "libs/data/batch_order.h"
 #include "libs/runtime/lr_schedule.h"
 #include "libs/runtime/schedule.h"
 #include "libs/runtime/transfer.h"
@@ -165,6 +166,7 @@ class StageWorker {
 
   // Root state.
   RootSchedule root_schedule_{config::PipelineSchedule::kGPipe, 1};
+  std::optional<data::BatchOrder> train_order_;  // made once at start
   std::vector<std::vector<int64_t>> epoch_batches_;
   size_t batch_in_epoch_ = 0;
   uint64_t next_step_ = 0;
