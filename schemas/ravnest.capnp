@@ -68,6 +68,10 @@ enum TransferKind {
   activations @0;            # producer -> consumer: the producer's outputs `index`
   gradients @1;              # consumer -> producer: d(loss)/d(output `index`) of the producer
   labels @2;                 # root -> leaf: the micro-batch's labels (index 0)
+  randomState @3;            # random node -> the next one (NodeMetadata.random_nodes): the CPU
+                             # generator's state (index 0, uint8) to start that micro-batch's
+                             # training forward from; the last sends it to the first, tagged
+                             # with the next micro-batch
 }
 
 struct IndexedValue {

@@ -235,6 +235,7 @@ std::string to_json(const NodeMetadata& m) {
   ordered_json tied = ordered_json::object();
   for (const auto& [name, canonical] : m.tied_parameters) tied[name] = canonical;
   out["tied_parameters"] = tied;
+  out["random_nodes"] = m.random_nodes;
   ordered_json rings = ordered_json::array();
   for (const auto& ring : m.rings) rings.push_back(ring_to_json(ring));
   out["rings"] = rings;
@@ -342,6 +343,8 @@ NodeMetadata node_metadata_from_json(const std::string& text, const std::string&
     }
     m.tied_parameters[name] = canonical.get<std::string>();
   }
+  // Absent in plans written before the random stream was chained: every node seeds alone.
+  if (root.contains("random_nodes")) m.random_nodes = r.int_list(root, "", "random_nodes");
 
   const json& rings = r.array(root, "", "rings");
   for (size_t i = 0; i < rings.size(); ++i) {

@@ -88,6 +88,11 @@ struct NodeMetadata {
   // Tied weights: a name here is the same tensor as the name it maps to (the first name of that
   // tensor in the model's state dict); absent names are their own.
   std::map<std::string, std::string> tied_parameters;
+  // The cluster's nodes whose forward draws random numbers in training (dropout...), in pipeline
+  // order. With two or more, each passes the generator's state to the next one with every
+  // micro-batch, and the last back to the first for the next micro-batch, so that the stream
+  // runs as in one process; with one or none, every node just seeds with the job's seed.
+  std::vector<int> random_nodes;
   std::vector<RingMembership> rings;
   StageEstimates estimates;
 };

@@ -12,6 +12,7 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/sha256.h"
+#include "libs/graph/randomness.h"
 #include "libs/graph/stage_builder.h"
 #include "libs/graph/torch_errors.h"
 #include "libs/planner/rings.h"
@@ -83,7 +84,8 @@ std::vector<config::NodeMetadata> write_cluster_stages(
   }
 
   std::vector<config::NodeMetadata> out;
-  std::map<std::string, std::vector<int>> holders_of;  // canonical tensor name -> node ids
+  std::map<std::string, std::vector<int>> holders_of;  // canonical trained tensor -> node ids
+  std::vector<int> random_nodes;                       // in pipeline order
   fs::create_directories(fs::path(dir) / "stages");
   for (size_t s = 0; s < wiring.size(); ++s) {
     const auto& stage_plan = cluster.stages[s];
@@ -138,7 +140,11 @@ std::vector<config::NodeMetadata> write_cluster_stages(
                      [&](const std::string& a, const std::string& b) {
                        return state_order.at(a) < state_order.at(b);
                      });
-    for (const auto& name : meta.parameters) add_unique(holders_of[canonical_of(name)], node.id);
+    // Only trained tensors need their copies kept equal; a buffer that several stages read (a
+    // causal mask) is simply copied into each.
+    for (const auto& p : module.named_parameters()) {
+      add_unique(holders_of[canonical_of(p.name)], node.id);
+    }
     int64_t count = 0;
     for (const auto& p : module.parameters()) count += p.numel();
     meta.estimates.parameter_count = count;
@@ -146,6 +152,7 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     meta.estimates.memory_bytes = stage_plan.cost.memory_bytes;
     meta.estimates.step_seconds = stage_plan.cost.step_seconds;
     meta.estimates.forward_bytes_per_sample = stage_plan.cost.forward_bytes_per_sample;
+    if (draws_random_numbers(module)) random_nodes.push_back(node.id);
     out.push_back(std::move(meta));
   }
   for (auto& meta : out) {
@@ -153,13 +160,16 @@ std::vector<config::NodeMetadata> write_cluster_stages(
       meta.pipeline.push_back(stage.node_id);
       meta.addresses[stage.node_id] = nodes.at(stage.node_id).address;
     }
+    meta.random_nodes = random_nodes;
   }
   // A tensor on several nodes of the cluster (a module used twice, tied weights) needs its
   // gradients summed across them.
   for (auto& meta : out) {
     for (const auto& name : meta.parameters) {
-      const auto& list = holders_of[canonical_of(name)];
-      if (list.size() > 1) meta.shared_parameters[name] = list;
+      auto holders = holders_of.find(canonical_of(name));
+      if (holders != holders_of.end() && holders->second.size() > 1) {
+        meta.shared_parameters[name] = holders->second;
+      }
       if (canonical_of(name) != name) meta.tied_parameters[name] = canonical_of(name);
     }
   }

@@ -44,6 +44,7 @@ schema::TransferKind to_schema(TransferKind kind) {
     case TransferKind::kActivations: return schema::TransferKind::ACTIVATIONS;
     case TransferKind::kGradients: return schema::TransferKind::GRADIENTS;
     case TransferKind::kLabels: return schema::TransferKind::LABELS;
+    case TransferKind::kRandomState: return schema::TransferKind::RANDOM_STATE;
   }
   return schema::TransferKind::ACTIVATIONS;
 }
@@ -53,6 +54,7 @@ TransferKind from_schema(schema::TransferKind kind) {
     case schema::TransferKind::ACTIVATIONS: return TransferKind::kActivations;
     case schema::TransferKind::GRADIENTS: return TransferKind::kGradients;
     case schema::TransferKind::LABELS: return TransferKind::kLabels;
+    case schema::TransferKind::RANDOM_STATE: return TransferKind::kRandomState;
   }
   throw std::runtime_error("unknown transfer kind");
 }

@@ -3,8 +3,10 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
@@ -18,6 +20,18 @@
 namespace ravnest::runtime {
 
 namespace {
+
+at::Tensor cpu_random_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_cpu_random_state(const at::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
@@ -67,6 +81,7 @@ void StageWorker::fail(const std::string& why) {
   if (stopped_) return;
   stopped_ = true;
   micro_.clear();
+  random_state_in_.clear();
   set_status([&](WorkerStatus& s) {
     s.state = WorkerStatus::State::kFailed;
     s.error = why;
@@ -82,6 +97,9 @@ void StageWorker::start() {
   // Every node starts from the job's seed, as the single-process run does: dropout in a stage
   // then draws what the whole model would have drawn there.
   torch::manual_seed(setup_.seed);
+  if (in_random_chain() && setup_.node.random_nodes.front() == setup_.node.node_id) {
+    random_state_in_[Key{false, 0, 0}] = cpu_random_state();
+  }
   if (!is_root()) return;
   guarded([&] {
     train_order_.emplace(train_size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
@@ -213,6 +231,18 @@ void StageWorker::receive(TransferMessage message) {
                                " from node " + std::to_string(message.from_node) +
                                " while running job " + std::to_string(setup_.job_id));
     }
+    if (message.kind == TransferKind::kRandomState) {
+      if (message.values.empty() || !message.values[0].second.isTensor() ||
+          message.values[0].second.toTensor().scalar_type() != at::kByte ||
+          message.batch.validate) {
+        throw std::runtime_error("a random state without a byte tensor from node " +
+                                 std::to_string(message.from_node));
+      }
+      random_state_in_[Key{false, message.batch.step, message.batch.index}] =
+          message.values[0].second.toTensor();
+      progress();
+      return;
+    }
     Micro& m = micro(message.batch);
     switch (message.kind) {
       case TransferKind::kActivations:
@@ -234,6 +264,8 @@ void StageWorker::receive(TransferMessage message) {
         }
         m.labels = message.values[0].second.toTensor();
         break;
+      case TransferKind::kRandomState:
+        break;  // handled above
       case TransferKind::kGradients:
         if (m.output_grads.empty()) m.output_grads.resize(setup_.node.outputs.size());
         for (auto& [output, value] : message.values) {
@@ -256,7 +288,41 @@ bool StageWorker::ready_for_forward(const Micro& m) const {
   for (bool have : m.have_input) {
     if (!have) return false;
   }
+  if (in_random_chain() && !m.batch.validate &&
+      !random_state_in_.count(Key{false, m.batch.step, m.batch.index})) {
+    return false;
+  }
   return !is_leaf() || m.labels.has_value();
+}
+
+// The random stream runs through the chain's nodes as through one process: micro-batch after
+// micro-batch, and within one, node after node (NodeMetadata::random_nodes).
+bool StageWorker::in_random_chain() const {
+  const auto& chain = setup_.node.random_nodes;
+  return chain.size() >= 2 &&
+         std::find(chain.begin(), chain.end(), setup_.node.node_id) != chain.end();
+}
+
+void StageWorker::pass_random_state(const MicroBatchTag& batch) {
+  const auto& chain = setup_.node.random_nodes;
+  auto self = std::find(chain.begin(), chain.end(), setup_.node.node_id);
+  MicroBatchTag next = batch;
+  int to = 0;
+  if (self + 1 != chain.end()) {
+    to = *(self + 1);
+  } else {
+    if (batch.last && batch.index + 1 == batch.count) return;  // the stream ends here
+    to = chain.front();
+    if (batch.index + 1 < batch.count) {
+      ++next.index;
+    } else {
+      ++next.step;
+      next.index = 0;
+    }
+  }
+  TransferMessage message = message_to(TransferKind::kRandomState, to, next);
+  message.values.emplace_back(0, cpu_random_state());
+  port_.send(std::move(message));
 }
 
 void StageWorker::advance(Key& cursor, const MicroBatchTag& batch) {
@@ -318,8 +384,15 @@ void StageWorker::forward(Micro& m) {
       }
     }
   }
+  const bool chained = train && in_random_chain();
+  if (chained) {
+    auto state = random_state_in_.find(Key{false, m.batch.step, m.batch.index});
+    set_cpu_random_state(state->second);
+    random_state_in_.erase(state);
+  }
   c10::IValue result = setup_.stage.forward(args);
   m.forwarded = true;
+  if (chained) pass_random_state(m.batch);
 
   if (is_leaf()) {
     const at::Tensor labels = *m.labels;
@@ -525,6 +598,8 @@ void StageWorker::sum_shared_gradients() {
     by_canonical.emplace(tied == setup_.node.tied_parameters.end() ? p.name : tied->second,
                          p.value);
   }
+  std::set<std::string> buffers;
+  for (const auto& b : setup_.stage.named_buffers()) buffers.insert(b.name);
   std::vector<WorkerPort::RingWork> work;
   for (const auto& ring : setup_.shared_rings) {
     WorkerPort::RingWork item;
@@ -532,13 +607,17 @@ void StageWorker::sum_shared_gradients() {
     for (const auto& name : ring.parameters) {
       auto it = by_canonical.find(name);
       if (it == by_canonical.end()) {
+        // Plans written before buffers were left out of shared_parameters list them too; a
+        // buffer is read, not trained, and every holder keeps its own copy. Every holder skips
+        // it alike, so the ring's tensors still line up.
+        if (buffers.count(name)) continue;
         throw std::runtime_error("shared parameter " + name + " is not in this stage");
       }
       at::Tensor& grad = it->second.mutable_grad();
       if (!grad.defined()) grad = at::zeros_like(it->second);
       item.tensors.push_back(grad);
     }
-    work.push_back(std::move(item));
+    if (!item.tensors.empty()) work.push_back(std::move(item));
   }
   torch::NoGradGuard no_grad;
   port_.reduce_rings(shared_round_++, work, /*average=*/false);

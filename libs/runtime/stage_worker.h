@@ -124,6 +124,8 @@ class StageWorker {
   void guarded(const std::function<void()>& body);
   void progress();
   bool ready_for_forward(const Micro& m) const;
+  bool in_random_chain() const;
+  void pass_random_state(const MicroBatchTag& batch);
   void forward(Micro& m);
   void backward(Micro& m);
   void batch_finished(const MicroBatchTag& batch);
@@ -156,6 +158,7 @@ class StageWorker {
   Key next_forward_validate_{true, 0, 0};
   Key next_backward_{false, 0, 0};
   std::map<std::pair<int, uint32_t>, size_t> input_slot_;  // (node, output) -> input index
+  std::map<Key, at::Tensor> random_state_in_;  // training micro-batch -> generator state to use
   uint32_t current_epoch_ = 0;
   uint64_t batches_done_ = 0;
   uint64_t updates_done_ = 0;

@@ -26,7 +26,7 @@ struct MicroBatchTag {
   bool last = false;   // last batch of training, or of a validation round
 };
 
-enum class TransferKind { kActivations, kGradients, kLabels };
+enum class TransferKind { kActivations, kGradients, kLabels, kRandomState };
 
 struct TransferMessage {
   TransferKind kind = TransferKind::kActivations;

@@ -61,6 +61,7 @@ NodeMetadata full_metadata() {
   m.parameters = {"layer2.weight", "layer2.bias", "embed.weight", "bn.running_mean"};
   m.shared_parameters = {{"embed.weight", {3, 4}}, {"z.tied", {4, 6}}};
   m.tied_parameters = {{"head.weight", "embed.weight"}, {"lm.bias", "embed.bias"}};
+  m.random_nodes = {3, 4};
 
   RingMembership ring;
   ring.id = 2;
@@ -116,6 +117,7 @@ void require_equal(const NodeMetadata& a, const NodeMetadata& b) {
   CHECK(a.parameters == b.parameters);
   CHECK(a.shared_parameters == b.shared_parameters);
   CHECK(a.tied_parameters == b.tied_parameters);
+  CHECK(a.random_nodes == b.random_nodes);
   REQUIRE(a.rings.size() == b.rings.size());
   for (size_t i = 0; i < a.rings.size(); ++i) {
     CHECK(a.rings[i].id == b.rings[i].id);
@@ -230,7 +232,7 @@ TEST_CASE("the JSON is pretty, with the documented keys in order", "[metadata]")
                       "\"position\"", "\"cluster_size\"", "\"cluster_count\"", "\"role\"", "\"stage_file\"",
                       "\"stage_sha256\"", "\"inputs\"", "\"outputs\"", "\"returns_model_output\"",
                       "\"pipeline\"", "\"addresses\"", "\"forward_neighbours\"", "\"backward_neighbours\"", "\"parameters\"",
-                      "\"shared_parameters\"", "\"tied_parameters\"", "\"rings\"",
+                      "\"shared_parameters\"", "\"tied_parameters\"", "\"random_nodes\"", "\"rings\"",
                       "\"estimates\""};
   size_t at = 0;
   for (const char* key : order) {
@@ -276,6 +278,12 @@ TEST_CASE("strict reading names the origin and the field", "[metadata][errors]")
         "nodes/node_4.json: shared_parameters.z.tied[0]: must be an integer, got a string");
   CHECK(error_of(edit(good, "\"head.weight\": \"embed.weight\"", "\"head.weight\": 3")) ==
         "nodes/node_4.json: tied_parameters.head.weight: must be a string, got a number");
+  CHECK(error_of(edit(good, "\"random_nodes\": [", "\"random_nodes\": [\"x\", ")) ==
+        "nodes/node_4.json: random_nodes[0]: must be an integer, got a string");
+  // Plans written before the random stream was chained have no random_nodes: none draw together.
+  CHECK(node_metadata_from_json(edit(good, "\"random_nodes\": [", "\"random_nodes_old\": ["),
+                                "nodes/node_4.json")
+            .random_nodes.empty());
   CHECK(error_of(edit(good, "\"tied_parameters\": {", "\"tied\": {")) ==
         "nodes/node_4.json: tied_parameters: is missing");
   CHECK(error_of(edit(good, "\"step_seconds\": ", "\"step_seconds\": \"fast\", \"x\": ")) ==
