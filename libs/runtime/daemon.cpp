@@ -15,6 +15,7 @@
 
 #include "libs/config/secret.h"
 #include "libs/config/systemd_notify.h"
+#include "libs/graph/eager_numerics.h"
 #include "libs/runtime/node_service.h"
 #include "libs/runtime/node_store.h"
 
@@ -59,7 +60,11 @@ int run_daemon(const config::DaemonConfig& config) {
 
   asio::io_context compute;
   auto work = asio::make_work_guard(compute);
-  std::thread compute_thread([&compute]() { compute.run(); });
+  // Stages compute as eager PyTorch does (eager_numerics.h); the setting is per thread.
+  std::thread compute_thread([&compute]() {
+    graph::EagerNumerics eager;
+    compute.run();
+  });
   // However this function ends, the compute thread ends first.
   struct Joiner {
     asio::io_context& compute;

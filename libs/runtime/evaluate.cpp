@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include "libs/graph/eager_numerics.h"
+
 namespace ravnest::runtime {
 
 int64_t count_correct(const c10::IValue& model_output, const at::Tensor& labels) {
@@ -22,6 +24,7 @@ int64_t count_correct(const c10::IValue& model_output, const at::Tensor& labels)
 
 Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, const Loss& loss,
                     int64_t batch_size) {
+  const graph::EagerNumerics eager;  // the numerics of eager PyTorch and of the daemons
   if (batch_size < 1) throw std::invalid_argument("evaluate: batch_size must be >= 1");
   const bool was_training = module.is_training();
   module.eval();

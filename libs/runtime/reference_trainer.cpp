@@ -11,6 +11,7 @@
 
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
+#include "libs/graph/eager_numerics.h"
 #include "libs/graph/torch_errors.h"
 #include "libs/runtime/loss.h"
 #include "libs/runtime/lr_schedule.h"
@@ -48,6 +49,7 @@ ReferenceResult train_reference(const std::string& model_path, const config::Job
 
 ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpec& job,
                                 int64_t max_batches) {
+  const graph::EagerNumerics eager;  // as the daemons' stages compute
   const config::TrainSpec& t = job.train;
   at::manual_seed(static_cast<uint64_t>(t.seed));
   const data::Dataset train = data::load_dataset(job.data, data::Split::kTrain);
@@ -170,6 +172,7 @@ void average_across(const std::vector<std::vector<at::Tensor>>& per_copy) {
 
 ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
                                          int clusters, int64_t max_batches) {
+  const graph::EagerNumerics eager;  // as the daemons' stages compute
   const config::TrainSpec& t = job.train;
   const data::Dataset train = data::load_dataset(job.data, data::Split::kTrain);
   const Loss loss(job.loss);

@@ -7,11 +7,14 @@ For each model NAME it writes, atomically (tmp file + os.replace):
   DIR/NAME.pt              TorchScript module (ScriptModule.save), in training mode
   DIR/NAME.inputs.pt       torch.save'd tuple of example input tensors (small batch)
   DIR/NAME.state_dict.pt   torch.save'd plain dict (not OrderedDict) of the state dict
+  DIR/NAME.train.pt        torch.save'd (inputs, labels): a small training set in the job file's
+                           "tensors" format (training_set below)
   DIR/NAME.json            {"name", "inputs": ["4x1x8x8:float32", ...],
-                            "state_dict_keys": [...in order...], "outputs": N}
+                            "state_dict_keys": [...in order...], "outputs": N,
+                            "train": {"file", "samples", "loss"}}
 The .json is written last, after the saved model was loaded back with
 torch.jit.load and run forward+backward on its inputs, so a model counts as
-exported only when all four files exist. A model is skipped when its four files
+exported only when all five files exist. A model is skipped when its five files
 exist and are newer than this script and small_cnn.py.
 
 Must run with Debian's /usr/bin/python3 (torch 1.13, torchvision 0.14). Nothing
@@ -39,6 +42,8 @@ from small_cnn import SmallCNN  # noqa: E402
 # torch 1.13's TransformerEncoderLayer lists 'batch_first' in __constants__ without
 # setting it as an attribute; scripting warns about it, harmlessly.
 warnings.filterwarnings("ignore", message="'batch_first' was found in ScriptModule constants")
+warnings.filterwarnings("ignore", message="Scripted Inception3 always returns Inception3 Tuple")
+warnings.filterwarnings("ignore", message="The TorchScript type system doesn't support instance-level")
 
 SOURCES = [os.path.abspath(__file__), os.path.join(HERE, "small_cnn.py")]
 
@@ -134,6 +139,110 @@ class Reused(nn.Module):
         return self.shared(x)
 
 
+class CausalBlock(nn.Module):
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, dropout=0.0, batch_first=True)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = self.ln1(x)
+        a, _ = self.attn(h, h, h, attn_mask=mask, need_weights=False)
+        x = x + a
+        return x + self.mlp(self.ln2(x))
+
+
+class CausalLM(nn.Module):
+    """Decoder-only: one registered causal-mask buffer read by every block (a buffer that
+    several stages read, which only needs copying, not the shared-gradient rules)."""
+
+    def __init__(self, vocab: int = 40, d: int = 16, length: int = 8, layers: int = 4):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(length, d) * 0.02)
+        self.register_buffer("mask", torch.triu(torch.full((length, length), float("-inf")), 1))
+        self.blocks = nn.ModuleList([CausalBlock(d, 2) for _ in range(layers)])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.tok(tokens) + self.pos
+        for block in self.blocks:
+            x = block(x, self.mask)
+        return self.head(self.ln(x)[:, -1])  # next token after the sequence: N x vocab
+
+
+class InplaceCNN(nn.Module):
+    """Convolutions with ReLU(inplace=True) and max pooling; exported with torch.jit.trace. Its
+    first activations are large enough (16 x 32 x 32 floats a sample) that a batch of 8 streams
+    them, while smaller micro-batches travel inline."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.relu1 = nn.ReLU(inplace=True)
+        self.pool1 = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.relu2 = nn.ReLU(inplace=True)
+        self.pool2 = nn.MaxPool2d(2)
+        self.conv3 = nn.Conv2d(16, 16, 3, padding=1)
+        self.relu3 = nn.ReLU(inplace=True)
+        self.fc1 = nn.Linear(16 * 8 * 8, 32)
+        self.relu4 = nn.ReLU(inplace=True)
+        self.fc2 = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool1(self.relu1(self.conv1(x)))
+        x = self.pool2(self.relu2(self.conv2(x)))
+        x = self.relu3(self.conv3(x))
+        x = torch.flatten(x, 1)
+        return self.fc2(self.relu4(self.fc1(x)))
+
+
+class DropoutTwice(nn.Module):
+    """The digits CNN's shape without BatchNorm; its one Dropout module is applied at two
+    places, far enough apart to land in different stages."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.dropout = nn.Dropout(0.3)
+        self.fc1 = nn.Linear(16 * 4 * 4, 32)
+        self.fc2 = nn.Linear(32, 32)
+        self.fc3 = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.dropout(torch.relu(self.conv1(x)))
+        x = self.pool(torch.relu(self.conv2(x)))
+        x = torch.flatten(x, 1)
+        x = torch.relu(self.fc1(x))
+        x = self.dropout(torch.relu(self.fc2(x)))
+        return self.fc3(x)
+
+
+class TwoInTupleOut(nn.Module):
+    """Two inputs, a tuple output whose first tensor is the logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.image = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.Tanh(), nn.Flatten(),
+                                   nn.Linear(4 * 8 * 8, 16))
+        self.features = nn.Sequential(nn.Linear(6, 16), nn.Tanh())
+        self.mix = nn.Linear(32, 16)
+        self.logits = nn.Linear(16, 10)
+        self.score = nn.Linear(16, 1)
+
+    def forward(self, image: torch.Tensor, features: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        a = self.image(image)
+        b = self.features(features)
+        h = torch.tanh(self.mix(torch.cat([a, b], dim=1)))
+        return self.logits(h), self.score(h) + b.sum(dim=1, keepdim=True)
+
+
 # --------------------------------------------------------------------------- builders
 # Each builder is called right after torch.manual_seed(0) and returns
 # (model in training mode, TorchScript module, list of example inputs).
@@ -203,6 +312,38 @@ def build_reused() -> Built:
     return model, _script(model), [torch.randn(4, 16, generator=_gen())]
 
 
+def build_causal_lm() -> Built:
+    model = CausalLM()
+    return model, _script(model), [torch.randint(0, 40, (4, 8), generator=_gen())]
+
+
+def build_traced_inplace() -> Built:
+    model = InplaceCNN()
+    model.train()
+    example = torch.randn(4, 3, 32, 32, generator=_gen())
+    traced = torch.jit.trace(model, (example,), check_trace=False)
+    traced.train()
+    return model, traced, [example]
+
+
+def build_dropout_twice() -> Built:
+    model = DropoutTwice()
+    return model, _script(model), [torch.rand(4, 1, 8, 8, generator=_gen())]
+
+
+def build_two_in_tuple_out() -> Built:
+    model = TwoInTupleOut()
+    g = _gen()
+    return model, _script(model), [torch.rand(4, 1, 8, 8, generator=g), torch.randn(4, 6, generator=g)]
+
+
+def build_inception() -> Built:
+    import torchvision
+    model = torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=True,
+                                            num_classes=10)
+    return model, _script(model), [torch.randn(2, 3, 75, 75, generator=_gen())]
+
+
 MODELS: Dict[str, Callable[[], Built]] = {
     "resnet18": _tv("resnet18"),
     "resnet50": _tv("resnet50"),
@@ -214,6 +355,11 @@ MODELS: Dict[str, Callable[[], Built]] = {
     "traced_mlp": build_traced_mlp,
     "tied": build_tied,
     "reused": build_reused,
+    "causal_lm": build_causal_lm,
+    "traced_inplace": build_traced_inplace,
+    "dropout_twice": build_dropout_twice,
+    "two_in_tuple_out": build_two_in_tuple_out,
+    "inception_v3": build_inception,
 }
 
 
@@ -229,6 +375,7 @@ def paths(out: str, name: str) -> Dict[str, str]:
         "model": os.path.join(out, name + ".pt"),
         "inputs": os.path.join(out, name + ".inputs.pt"),
         "state_dict": os.path.join(out, name + ".state_dict.pt"),
+        "train": os.path.join(out, name + ".train.pt"),
         "json": os.path.join(out, name + ".json"),
     }
 
@@ -251,12 +398,42 @@ def atomic(path: str, write: Callable[[str], None]) -> None:
 def flatten_outputs(out) -> List[torch.Tensor]:
     if isinstance(out, torch.Tensor):
         return [out]
+    if out is None:  # e.g. Inception's aux output when aux_logits=False
+        return []
     if isinstance(out, (tuple, list)):
         res: List[torch.Tensor] = []
         for o in out:
             res.extend(flatten_outputs(o))
         return res
     raise TypeError("unsupported output type %s" % type(out).__name__)
+
+
+TRAIN_SAMPLES = 16
+
+
+def training_set(sm: torch.jit.ScriptModule, inputs: List[torch.Tensor]):
+    """A small training set for the training-fidelity tests, in the "tensors" format: inputs like
+    the example's (integer inputs within the example's range), and labels for cross_entropy when
+    the model's (first) output is N x C, else regression targets of that output's shape for mse."""
+    g = torch.Generator().manual_seed(4321)
+    data = []
+    for t in inputs:
+        shape = (TRAIN_SAMPLES,) + tuple(t.shape[1:])
+        if t.is_floating_point():
+            data.append(torch.randn(shape, generator=g).to(t.dtype))
+        else:
+            data.append(torch.randint(0, int(t.max()) + 1, shape, generator=g).to(t.dtype))
+    with torch.no_grad():
+        sm.eval()
+        first = flatten_outputs(sm(*[d[:2] for d in data]))[0]
+        sm.train()
+    if first.dim() == 2 and first.shape[1] > 1:
+        loss = "cross_entropy"
+        labels = torch.randint(0, first.shape[1], (TRAIN_SAMPLES,), generator=g)
+    else:
+        loss = "mse"
+        labels = torch.randn((TRAIN_SAMPLES,) + tuple(first.shape[1:]), generator=g)
+    return (tuple(data) if len(data) > 1 else data[0], labels), loss
 
 
 def verify(files: Dict[str, str], keys: List[str]) -> int:
@@ -292,11 +469,15 @@ def export(name: str, out: str, force: bool) -> str:
     atomic(files["model"], lambda p: sm.save(p))
     atomic(files["inputs"], lambda p: torch.save(tuple(inputs), p))  # LibTorch cannot unpickle a one-element list
     atomic(files["state_dict"], lambda p: torch.save(sd, p))
+    train, loss = training_set(sm, inputs)
+    atomic(files["train"], lambda p: torch.save(train, p))
     t1 = time.time()
     n_out = verify(files, keys)
     t2 = time.time()
     meta = {"name": name, "inputs": [spec(t) for t in inputs],
-            "state_dict_keys": keys, "outputs": n_out}
+            "state_dict_keys": keys, "outputs": n_out,
+            "train": {"file": os.path.basename(files["train"]), "samples": TRAIN_SAMPLES,
+                      "loss": loss}}
 
     def write_json(p: str) -> None:
         with open(p, "w") as f:

@@ -4,6 +4,8 @@
 Usage: reference_train.py JOB.toml MODEL.pt OUT_STATE.pt [--max-batches N] [--losses OUT.json]
 
 The C++ reference trainer (libs/runtime/reference_trainer.h) must produce the same weights:
+  - TorchScript without the graph executor's optimizations, i.e. eager numerics (the daemons run
+    their stages so, see libs/graph/eager_numerics.h);
   - torch.manual_seed(train.seed) first;
   - epoch e's order: torch.randperm(n) from a torch.Generator seeded with epoch_seed(seed, e)
     (splitmix64, see libs/data/batch_order.h) when shuffle, else 0..n-1; batches of batch_size,
@@ -159,6 +161,7 @@ def main() -> int:
     shuffle = t.get("shuffle", True)
     drop_last = t.get("drop_last", False)
 
+    torch._C._set_graph_executor_optimize(False)
     torch.manual_seed(seed)
     model = torch.jit.load(args.model)
     model.train()

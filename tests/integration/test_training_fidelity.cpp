@@ -1,0 +1,260 @@
+// The training-fidelity matrix: every model of the test zoo (tests/models/export_models.py), cut
+// into 2 and 3 stages on real daemons, trained with 1, 2 and 4 micro-batches under GPipe and 1F1B,
+// fused, and compared with the single-process reference trainer (and, for a subset, with plain
+// PyTorch in Python) on the same batches. Models with BatchNorm in training mode are compared
+// with one micro-batch only: with several, each micro-batch has its own statistics, which is
+// what a pipeline computes by definition (docs/job-file.md).
+//
+// Each model is one test case (and one ctest entry, so that ctest -j runs them side by side).
+// The daemons of a (model, stages) pair are started and pushed to once; every configuration is
+// a job of its own on them, which starts again from the pushed weights.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "libs/config/job_spec.h"
+#include "libs/config/node_metadata.h"
+#include "libs/graph/model_graph.h"
+#include "libs/runtime/reference_trainer.h"
+#include "tests/support/digits.h"
+#include "tests/support/local_cluster.h"
+
+using namespace ravnest;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ZooModel {
+  std::string name;
+  bool batch_norm = false;  // trains with BatchNorm statistics: one micro-batch only
+  // Stages whose forward draws random numbers, at least, in every plan tried: with 2 or more the
+  // generator's state travels between them (NodeMetadata::random_nodes).
+  size_t random_stages = 0;
+};
+
+struct RunConfig {
+  int micro_batches = 1;
+  std::string schedule = "gpipe";
+  int batch_size = 8;
+};
+
+std::string describe(const RunConfig& c) {
+  return "batch " + std::to_string(c.batch_size) + " in " + std::to_string(c.micro_batches) +
+         " micro-batch(es), " + c.schedule;
+}
+
+constexpr int kSamples = 16;  // tests/models/export_models.py: TRAIN_SAMPLES
+constexpr int kEpochs = 2;
+
+struct ModelFiles {
+  std::string model;
+  std::vector<std::string> example_inputs;  // specs for the plan
+  std::string train_file;
+  std::string loss;
+};
+
+ModelFiles model_files(const std::string& name) {
+  ModelFiles files;
+  files.model = test::models_dir() + "/" + name + ".pt";
+  const auto meta = nlohmann::json::parse(test::read_text(test::models_dir() + "/" + name + ".json"));
+  for (const auto& spec : meta.at("inputs")) {
+    std::string text = spec.get<std::string>();
+    if (text.find("int64") != std::string::npos) text += ":2";  // any index the model accepts
+    files.example_inputs.push_back(text);
+  }
+  files.train_file = test::models_dir() + "/" + meta.at("train").at("file").get<std::string>();
+  files.loss = meta.at("train").at("loss").get<std::string>();
+  return files;
+}
+
+// kSamples samples over kEpochs epochs, shuffled, one Adam step per batch.
+std::string job_text(const ModelFiles& files, const RunConfig& c) {
+  return "[train]\nepochs = " + std::to_string(kEpochs) +
+         "\nbatch_size = " + std::to_string(c.batch_size) + "\nmicro_batches = " +
+         std::to_string(c.micro_batches) + "\nschedule = \"" + c.schedule +
+         "\"\nseed = 11\n\n[data]\nformat = \"tensors\"\ntrain = \"" + files.train_file +
+         "\"\n\n[loss]\nname = \"" + files.loss +
+         "\"\n\n[optimizer]\nname = \"adam\"\nlr = 0.01\n";
+}
+
+std::vector<RunConfig> configs_for(const ZooModel& model) {
+  if (model.batch_norm) return {{1, "gpipe"}};
+  return {{1, "gpipe"}, {2, "gpipe"}, {2, "1f1b"}, {4, "gpipe"}, {4, "1f1b"}};
+}
+
+struct Difference {
+  double worst = 0;
+  std::string name;
+  double moved = 0;  // largest change of any tensor from the initial weights
+};
+
+Difference compare(const std::map<std::string, at::Tensor>& trained,
+                   const std::map<std::string, at::Tensor>& reference,
+                   const std::map<std::string, at::Tensor>& initial) {
+  Difference d;
+  for (const auto& [name, tensor] : reference) {
+    auto it = trained.find(name);
+    if (it == trained.end()) {
+      d.worst = INFINITY;
+      d.name = name + " (missing)";
+      return d;
+    }
+    const double diff = (it->second.to(at::kDouble) - tensor.to(at::kDouble)).abs().max().item<double>();
+    if (!(diff <= d.worst)) {
+      d.worst = diff;
+      d.name = name;
+    }
+    auto before = initial.find(name);
+    if (before != initial.end() && tensor.is_floating_point()) {
+      d.moved = std::max(d.moved, (tensor.to(at::kDouble) - before->second.to(at::kDouble))
+                                      .abs().max().item<double>());
+    }
+  }
+  return d;
+}
+
+// Trains `model` over `stages` stages in every configuration and compares each with the
+// reference trainer, and the configurations of `python_checked` with PyTorch in Python too.
+void check_cuts(const ZooModel& model, const std::vector<std::vector<size_t>>& cut_lists,
+                const std::vector<RunConfig>& configs,
+                const std::vector<RunConfig>& python_checked = {}) {
+  const ModelFiles files = model_files(model.name);
+  const auto initial = runtime::state_of(torch::jit::load(files.model));
+  std::map<std::pair<int, int>, runtime::ReferenceResult> references;  // by (batch, micro)
+  for (const auto& cuts : cut_lists) {
+    const size_t stages = cuts.size() + 1;
+    std::string cut_text;
+    for (size_t cut : cuts) cut_text += " " + std::to_string(cut);
+    INFO("cuts after units" << cut_text);
+    test::LocalCluster cluster(files.model, {cuts}, files.example_inputs);
+    CHECK(config::load_node_metadata(cluster.plan_dir() + "/nodes/node_0.json").random_nodes.size() >=
+          model.random_stages);
+    cluster.start_all();
+    auto push = cluster.ravnest("push");
+    INFO(push.out << push.err);
+    REQUIRE(push.exit_code == 0);
+    int run = 0;
+    for (const auto& c : configs) {
+      INFO(model.name << " over " << stages << " stages, " << describe(c));
+      const auto job_path = cluster.dir() / ("job_" + std::to_string(run) + ".toml");
+      const auto out_dir = cluster.dir() / ("trained_" + std::to_string(run++));
+      test::write_text(job_path, job_text(files, c));
+      auto train = cluster.ravnest("train", job_path.string());
+      INFO(train.out << train.err);
+      REQUIRE(train.exit_code == 0);
+      auto fuse = cluster.ravnest("fuse", "--out " + out_dir.string());
+      INFO(fuse.out << fuse.err);
+      REQUIRE(fuse.exit_code == 0);
+      const auto trained = test::load_state_dict(out_dir / "trained_state_dict.pt");
+
+      const std::pair<int, int> key{c.batch_size, c.micro_batches};
+      auto ref = references.find(key);
+      if (ref == references.end()) {
+        ref = references
+                  .emplace(key, runtime::train_reference(files.model,
+                                                         config::load_job(job_path.string())))
+                  .first;
+        REQUIRE(ref->second.updates == kEpochs * ((kSamples + c.batch_size - 1) / c.batch_size));
+      }
+      const auto d = compare(trained, ref->second.state, initial);
+      INFO("largest difference " << d.worst << " in " << d.name << "; training moved weights by "
+                                 << d.moved);
+      CHECK(d.worst <= 1e-5);
+      CHECK(d.moved > 1e-3);  // the comparison is not between two untouched copies
+
+      if (std::find_if(python_checked.begin(), python_checked.end(), [&](const RunConfig& p) {
+            return p.micro_batches == c.micro_batches && p.schedule == c.schedule &&
+                   p.batch_size == c.batch_size;
+          }) != python_checked.end()) {
+        const auto python_out = out_dir / "python_state_dict.pt";
+        auto python = test::run_command(test::python() + " " + test::source_dir() +
+                                        "/tests/python/reference_train.py " + job_path.string() +
+                                        " " + files.model + " " + python_out.string());
+        INFO(python.out << python.err);
+        REQUIRE(python.exit_code == 0);
+        const auto p = compare(trained, test::load_state_dict(python_out), initial);
+        INFO("against PyTorch in Python: largest difference " << p.worst << " in " << p.name);
+        CHECK(p.worst <= 1e-5);
+      }
+    }
+  }
+}
+
+void check_model(const ZooModel& model, const std::vector<int>& stage_counts,
+                 const std::vector<RunConfig>& python_checked = {}) {
+  const std::string path = test::models_dir() + "/" + model.name + ".pt";
+  std::vector<std::vector<size_t>> cut_lists;
+  for (int stages : stage_counts) {
+    cut_lists.push_back(test::LocalCluster::even_cuts(path, stages));
+    REQUIRE(cut_lists.back().size() == static_cast<size_t>(stages - 1));
+  }
+  check_cuts(model, cut_lists, configs_for(model), python_checked);
+}
+
+// Every cut the graph allows, two stages, two micro-batches of 4 samples and of 1: where exactly
+// an in-place operation or a dropout sits relative to the cut must not matter.
+void check_every_cut(const std::string& name) {
+  const std::string path = test::models_dir() + "/" + name + ".pt";
+  auto model = graph::ModelGraph::load(path);
+  std::vector<std::vector<size_t>> cut_lists;
+  for (size_t i = 0; i + 1 < model->cut_allowed().size(); ++i) {
+    if (model->cut_allowed(i)) cut_lists.push_back({i});
+  }
+  REQUIRE(cut_lists.size() >= 3);
+  check_cuts({name}, cut_lists, {{2, "gpipe"}, {2, "1f1b", 2}});
+}
+
+}  // namespace
+
+TEST_CASE("fidelity: every_cut of small models, two micro-batches", "[fidelity]") {
+  for (const char* name : {"traced_inplace", "dropout_twice"}) {
+    check_every_cut(name);
+  }
+}
+
+TEST_CASE("fidelity: small_cnn (BatchNorm, dropout)", "[fidelity]") {
+  check_model({"small_cnn", true}, {2, 3}, {{1, "gpipe"}});
+}
+
+TEST_CASE("fidelity: dropout_twice (one dropout applied in two stages)", "[fidelity]") {
+  check_model({"dropout_twice", false, 2}, {2, 3}, {{1, "gpipe"}, {4, "1f1b"}});
+}
+
+TEST_CASE("fidelity: traced_inplace (traced, in-place ReLU)", "[fidelity]") {
+  check_model({"traced_inplace"}, {2, 3}, {{2, "gpipe"}});
+}
+
+TEST_CASE("fidelity: causal_lm (a mask buffer read by every block)", "[fidelity]") {
+  check_model({"causal_lm"}, {2, 3}, {{2, "1f1b"}});
+}
+
+TEST_CASE("fidelity: transformer (encoder with dropout)", "[fidelity]") {
+  check_model({"transformer", false, 2}, {2, 3});
+}
+
+TEST_CASE("fidelity: two_inputs, two_in_tuple_out, multi_output", "[fidelity]") {
+  check_model({"two_inputs"}, {2, 3});
+  check_model({"two_in_tuple_out"}, {2, 3}, {{2, "gpipe"}});
+  check_model({"multi_output"}, {2, 3});
+}
+
+TEST_CASE("fidelity: reused and tied (a tensor on two stages)", "[fidelity]") {
+  check_model({"reused"}, {2, 3});
+  check_model({"tied"}, {2, 3});
+}
+
+TEST_CASE("fidelity: traced_mlp, resnet18, mobilenet_v2 (BatchNorm)", "[fidelity]") {
+  check_model({"traced_mlp", true}, {2, 3});
+  check_model({"resnet18", true}, {2, 3});
+  check_model({"mobilenet_v2", true}, {3});
+}
+
+TEST_CASE("fidelity: inception_v3 (concatenated branches cross the cuts)", "[fidelity]") {
+  check_model({"inception_v3", true}, {3}, {{1, "gpipe"}});
+}
