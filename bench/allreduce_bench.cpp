@@ -43,8 +43,8 @@
 #include <thread>
 #include <vector>
 
-#include "libs/runtime/ring_allreduce.h"
-#include "libs/runtime/ring_local.h"
+#include "libs/ring/ring_allreduce.h"
+#include "libs/ring/ring_local.h"
 
 namespace {
 

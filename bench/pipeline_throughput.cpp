@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/harness/local_daemons.h"
 #include "libs/config/job_spec.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_writer.h"
-#include "libs/runtime/local_daemons.h"
-#include "libs/runtime/reference_trainer.h"
-#include "libs/runtime/requester.h"
+#include "libs/requester/requester.h"
+#include "libs/training/reference_trainer.h"
 
 namespace fs = std::filesystem;
 using namespace ravnest;

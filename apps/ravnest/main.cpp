@@ -14,17 +14,17 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include "apps/ravnest/progress_view.h"
+#include "bench/harness/allreduce_bench.h"
+#include "bench/harness/local_daemons.h"
 #include "libs/config/job_spec.h"
 #include "libs/config/secret.h"
 #include "libs/data/dataset.h"
 #include "libs/graph/clusterize.h"
-#include "libs/runtime/allreduce_bench.h"
-#include "libs/runtime/evaluate.h"
-#include "libs/runtime/fuse.h"
-#include "libs/runtime/local_daemons.h"
-#include "libs/runtime/loss.h"
-#include "libs/runtime/progress_view.h"
-#include "libs/runtime/requester.h"
+#include "libs/graph/fuse.h"
+#include "libs/requester/requester.h"
+#include "libs/training/evaluate.h"
+#include "libs/training/loss.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "libs/config/daemon_config.h"
-#include "libs/runtime/daemon.h"
+#include "libs/daemon/daemon.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ravnestd: serves one provider node of a ravnest plan"};

@@ -79,6 +79,13 @@ bool connect_blocking(int fd, const addrinfo* ai, int& error) {
 
 }  // namespace
 
+capnp::ReaderOptions rpc_reader_options() {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = uint64_t{1} << 40;
+  options.nestingLimit = 64;
+  return options;
+}
+
 capnp::ReaderOptions reader_options(uint64_t max_message_bytes) {
   capnp::ReaderOptions options;
   options.traversalLimitInWords = max_message_bytes / sizeof(capnp::word);

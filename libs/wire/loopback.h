@@ -20,6 +20,11 @@ constexpr uint64_t kDefaultMaxMessageBytes = uint64_t{1} << 30;
 // ReaderOptions with traversalLimitInWords = max_message_bytes / 8.
 capnp::ReaderOptions reader_options(uint64_t max_message_bytes = kDefaultMaxMessageBytes);
 
+// Reader options of every connection between daemons and requesters (EzRpcServer/EzRpcClient):
+// tensors can be large (capnp's default limit is 64 MiB), so the limit is far above any message
+// sent (2^40 words).
+capnp::ReaderOptions rpc_reader_options();
+
 struct SocketOptions {
   bool no_delay = true;    // TCP_NODELAY (Nagle + delayed ACKs stall request/response traffic)
   int send_buffer = 0;     // SO_SNDBUF in bytes; 0 keeps the kernel's autotuning. Note: capnp

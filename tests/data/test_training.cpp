@@ -20,11 +20,11 @@
 
 #include "libs/config/job_spec.h"
 #include "libs/data/dataset.h"
-#include "libs/runtime/evaluate.h"
-#include "libs/runtime/loss.h"
-#include "libs/runtime/lr_schedule.h"
-#include "libs/runtime/optimizer.h"
-#include "libs/runtime/reference_trainer.h"
+#include "libs/training/evaluate.h"
+#include "libs/training/loss.h"
+#include "libs/training/lr_schedule.h"
+#include "libs/training/optimizer.h"
+#include "libs/training/reference_trainer.h"
 #include "tests/support/test_env.h"
 
 using namespace ravnest;

@@ -21,7 +21,7 @@
 #include "libs/config/job_spec.h"
 #include "libs/config/node_metadata.h"
 #include "libs/graph/model_graph.h"
-#include "libs/runtime/reference_trainer.h"
+#include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
 

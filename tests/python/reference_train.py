@@ -3,7 +3,7 @@
 
 Usage: reference_train.py JOB.toml MODEL.pt OUT_STATE.pt [--max-batches N] [--losses OUT.json]
 
-The C++ reference trainer (libs/runtime/reference_trainer.h) must produce the same weights:
+The C++ reference trainer (libs/training/reference_trainer.h) must produce the same weights:
   - TorchScript without the graph executor's optimizations, i.e. eager numerics (the daemons run
     their stages so, see libs/graph/eager_numerics.h);
   - torch.manual_seed(train.seed) first;

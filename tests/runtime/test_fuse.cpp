@@ -14,9 +14,9 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "libs/config/node_metadata.h"
+#include "libs/graph/fuse.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_writer.h"
-#include "libs/runtime/fuse.h"
 #include "tests/support/plans.h"
 #include "tests/support/test_env.h"
 

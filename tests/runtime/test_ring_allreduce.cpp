@@ -1,4 +1,4 @@
-// Ring all-reduce (libs/runtime/ring_allreduce.h) over the in-process ring (ring_local.h): N
+// Ring all-reduce (libs/ring/ring_allreduce.h) over the in-process ring (ring_local.h): N
 // members as threads, mixed dtypes and awkward shapes, checked against a double-precision /
 // exact-integer reference; bitwise agreement between members; several rounds on one transport;
 // segment sizes below and above the chunk size; flow control with tiny link capacity; failures
@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "libs/runtime/ring_allreduce.h"
-#include "libs/runtime/ring_local.h"
+#include "libs/ring/ring_allreduce.h"
+#include "libs/ring/ring_local.h"
 
 using namespace ravnest::runtime;
 using namespace std::chrono_literals;

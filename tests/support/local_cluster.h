@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "libs/runtime/local_daemons.h"
+#include "bench/harness/local_daemons.h"
 #include "tests/support/test_env.h"
 
 namespace ravnest::test {

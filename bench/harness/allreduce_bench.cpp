@@ -1,0 +1,187 @@
+#include "bench/harness/allreduce_bench.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <capnp/ez-rpc.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <kj/async-io.h>
+
+#include "bench/harness/local_daemons.h"
+#include "libs/wire/loopback.h"
+#include "schemas/ravnest.capnp.h"
+
+namespace ravnest::runtime {
+
+namespace fs = std::filesystem;
+
+double AllReduceFigures::median_seconds() const {
+  if (seconds.empty()) return 0;
+  std::vector<double> sorted = seconds;
+  std::sort(sorted.begin(), sorted.end());
+  return sorted[sorted.size() / 2];
+}
+
+double AllReduceFigures::algorithm_bandwidth() const {
+  const double s = median_seconds();
+  return s > 0 ? bytes / s : 0;
+}
+
+double AllReduceFigures::bus_bandwidth() const {
+  return nodes > 1 ? algorithm_bandwidth() * 2.0 * (nodes - 1) / nodes : 0;
+}
+
+uint64_t parse_size(const std::string& text) {
+  size_t end = 0;
+  const double number = std::stod(text, &end);
+  std::string unit = text.substr(end);
+  const std::pair<const char*, double> units[] = {
+      {"", 1},          {"B", 1},         {"KiB", 1024.0},      {"MiB", 1048576.0},
+      {"GiB", 1 << 30}, {"KB", 1e3},      {"MB", 1e6},          {"GB", 1e9},
+      {"K", 1024.0},    {"M", 1048576.0}, {"G", double(1 << 30)}};
+  for (const auto& [name, factor] : units) {
+    if (unit == name) return static_cast<uint64_t>(number * factor);
+  }
+  throw std::invalid_argument("size '" + text + "': unknown unit (use B, KiB, MiB, GiB, KB, MB, GB)");
+}
+
+AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitions,
+                                        const std::string& ravnestd) {
+  const fs::path dir = fs::temp_directory_path() / ("ravnest-bench-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } cleanup{dir};
+  const std::string secret_file = (dir / "secret").string();
+  {
+    std::ofstream out(secret_file);
+    out << "bench-" << ::getpid() << '\n';
+  }
+  fs::permissions(secret_file, fs::perms::owner_read | fs::perms::owner_write);
+  std::vector<std::string> names;
+  for (int i = 0; i < nodes; ++i) names.push_back("bench_" + std::to_string(i));
+  AllReduceFigures figures;
+  figures.name = "ravnest ring";
+  figures.nodes = nodes;
+  figures.bytes = bytes;
+  {
+    LocalDaemons daemons(ravnestd, dir.string(), secret_file, names);
+    daemons.start_all();
+    std::vector<kj::Own<capnp::EzRpcClient>> clients;
+    std::vector<std::string> peers;
+    for (int i = 0; i < nodes; ++i) {
+      clients.push_back(kj::heap<capnp::EzRpcClient>(daemons.address(i), 0, wire::rpc_reader_options()));
+      peers.push_back(daemons.address(i));
+    }
+    const std::string secret = "bench-" + std::to_string(::getpid());
+    auto& wait_scope = clients[0]->getWaitScope();
+    kj::Vector<kj::Promise<capnp::Response<schema::Node::BenchAllReduceResults>>> calls;
+    for (int i = 0; i < nodes; ++i) {
+      auto request = clients[i]->getMain<schema::Node>().benchAllReduceRequest();
+      request.setSecret(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(secret.data()),
+                                            secret.size()));
+      auto list = request.initPeers(nodes);
+      for (int p = 0; p < nodes; ++p) list.set(p, peers[p]);
+      request.setPosition(i);
+      request.setBytes(bytes);
+      request.setRepetitions(repetitions);
+      calls.add(request.send());
+    }
+    auto responses = kj::joinPromises(calls.releaseAsArray()).wait(wait_scope);
+    figures.seconds.assign(repetitions, 0.0);
+    for (auto& response : responses) {
+      auto seconds = response.getSeconds();
+      for (int r = 0; r < repetitions && r < static_cast<int>(seconds.size()); ++r) {
+        figures.seconds[r] = std::max(figures.seconds[r], seconds[r]);
+      }
+    }
+  }
+  return figures;
+}
+
+AllReduceFigures bench_gloo_allreduce(int nodes, uint64_t bytes, int repetitions) {
+  const uint16_t port = static_cast<uint16_t>(free_loopback_port());
+  std::vector<pid_t> children;
+  std::vector<int> pipes;
+  for (int rank = 0; rank < nodes; ++rank) {
+    int fds[2];
+    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+      ::close(fds[0]);
+      int code = 0;
+      try {
+        c10d::TCPStoreOptions options;
+        options.port = port;
+        options.isServer = rank == 0;
+        options.numWorkers = nodes;
+        options.timeout = std::chrono::seconds(60);
+        auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+        auto gloo_options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(120));
+        gloo_options->devices.push_back(
+            c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+        c10d::ProcessGroupGloo group(store, rank, nodes, gloo_options);
+        std::vector<at::Tensor> tensors = {
+            at::full({static_cast<int64_t>(bytes / 4)}, float(rank + 1))};
+        std::vector<double> seconds;
+        for (int r = 0; r <= repetitions; ++r) {
+          group.barrier()->wait();
+          const auto start = std::chrono::steady_clock::now();
+          group.allreduce(tensors)->wait();
+          const double s =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (r > 0) seconds.push_back(s);  // the first is a warm-up
+        }
+        if (::write(fds[1], seconds.data(), seconds.size() * sizeof(double)) < 0) code = 1;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "gloo rank %d: %s\n", rank, e.what());
+        code = 1;
+      }
+      ::close(fds[1]);
+      ::_exit(code);
+    }
+    ::close(fds[1]);
+    children.push_back(pid);
+    pipes.push_back(fds[0]);
+  }
+  AllReduceFigures figures;
+  figures.name = "gloo";
+  figures.nodes = nodes;
+  figures.bytes = bytes;
+  figures.seconds.assign(repetitions, 0.0);
+  bool failed = false;
+  for (size_t rank = 0; rank < children.size(); ++rank) {
+    std::vector<double> seconds(repetitions, 0.0);
+    size_t got = 0;
+    const size_t want = seconds.size() * sizeof(double);
+    while (got < want) {
+      const ssize_t n = ::read(pipes[rank], reinterpret_cast<char*>(seconds.data()) + got, want - got);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    ::close(pipes[rank]);
+    int status = 0;
+    ::waitpid(children[rank], &status, 0);
+    if (got != want || !WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = true;
+    for (int r = 0; r < repetitions; ++r) {
+      figures.seconds[r] = std::max(figures.seconds[r], seconds[r]);
+    }
+  }
+  if (failed) throw std::runtime_error("the Gloo baseline failed (see its messages above)");
+  return figures;
+}
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,171 @@
+#include "bench/harness/local_daemons.h"
+
+#include "libs/config/atomic_file.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace ravnest::runtime {
+
+namespace fs = std::filesystem;
+
+int free_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    throw std::runtime_error("cannot bind a loopback port");
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+static bool accepts(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+
+std::string sibling_ravnestd() {
+  const fs::path self = fs::read_symlink("/proc/self/exe");
+  for (const fs::path& candidate :
+       {self.parent_path() / "ravnestd", self.parent_path().parent_path() / "ravnestd/ravnestd"}) {
+    if (fs::exists(candidate)) return candidate.string();
+  }
+  throw std::runtime_error("no ravnestd next to " + self.string());
+}
+
+LocalDaemons::LocalDaemons(std::string ravnestd, std::string dir, std::string secret_file,
+                           std::vector<std::string> names, std::vector<int> ports)
+    : ravnestd_(std::move(ravnestd)),
+      dir_(std::move(dir)),
+      secret_file_(std::move(secret_file)),
+      names_(std::move(names)),
+      ports_(std::move(ports)) {
+  ports_.resize(names_.size(), 0);
+  for (auto& port : ports_) {
+    if (port == 0) port = free_loopback_port();
+  }
+  pids_.assign(names_.size(), -1);
+}
+
+LocalDaemons::~LocalDaemons() {
+  for (size_t i = 0; i < size(); ++i) {
+    if (pids_[i] > 0) ::kill(pids_[i], SIGTERM);
+  }
+  for (size_t i = 0; i < size(); ++i) {
+    if (pids_[i] > 0 && wait_exit(i, 5) == -1) {
+      ::kill(pids_[i], SIGKILL);
+      ::waitpid(pids_[i], nullptr, 0);
+    }
+  }
+}
+
+std::string LocalDaemons::data_dir(size_t i) const {
+  return (fs::path(dir_) / ("data_" + std::to_string(i))).string();
+}
+
+std::string LocalDaemons::log_path(size_t i) const {
+  return (fs::path(dir_) / ("daemon_" + std::to_string(i) + ".log")).string();
+}
+
+void LocalDaemons::start(size_t i, double timeout_seconds) {
+  std::vector<std::string> args = {ravnestd_,   "--node",       names_[i],    "--listen",
+                                   address(i),  "--data-dir",   data_dir(i),  "--log-file",
+                                   log_path(i), "--log-level",  "debug"};
+  if (!secret_file_.empty()) {
+    args.push_back("--secret-file");
+    args.push_back(secret_file_);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  const std::string out = log_path(i) + ".out";
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, ravnestd_.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot start " + ravnestd_);
+  pids_[i] = pid;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int>(timeout_seconds * 1000));
+  while (!accepts(ports_[i])) {
+    if (!running(i)) {
+      auto text_of = [](const std::string& path) {
+        try {
+          return config::read_file(path);
+        } catch (const std::exception&) {
+          return std::string();
+        }
+      };
+      throw std::runtime_error("ravnestd " + names_[i] + " exited: " + text_of(out) +
+                               text_of(log_path(i)));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("ravnestd " + names_[i] + " does not listen on " + address(i));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void LocalDaemons::start_all() {
+  for (size_t i = 0; i < size(); ++i) start(i);
+}
+
+void LocalDaemons::signal(size_t i, int signal) {
+  if (pids_[i] > 0) ::kill(pids_[i], signal);
+}
+
+bool LocalDaemons::running(size_t i) {
+  if (pids_[i] <= 0) return false;
+  int status = 0;
+  if (::waitpid(pids_[i], &status, WNOHANG) == 0) return true;
+  pids_[i] = -1;
+  return false;
+}
+
+int LocalDaemons::wait_exit(size_t i, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    const pid_t r = ::waitpid(pids_[i], &status, WNOHANG);
+    if (r == pids_[i]) {
+      pids_[i] = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (r < 0) return -2;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
+}
+
+}  // namespace ravnest::runtime

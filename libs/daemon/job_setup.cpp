@@ -1,0 +1,98 @@
+#include "libs/daemon/job_setup.h"
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <torch/csrc/jit/serialization/import.h>
+
+#include "libs/data/batch_order.h"
+#include "libs/data/dataset.h"
+#include "libs/planner/rings.h"
+#include "libs/training/loss.h"
+#include "libs/training/lr_schedule.h"
+#include "libs/training/optimizer.h"
+
+namespace ravnest::runtime {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A job path as the daemon sees it: the shipped file of that name, or, for a directory that was
+// shipped file by file, the datasets directory itself.
+void relocate(config::JobPath& path, const NodeStore& store) {
+  if (path.empty()) return;
+  const std::string name = fs::path(path.raw).filename().string();
+  const fs::path shipped = store.dataset_dir() / name;
+  path.resolved = fs::is_regular_file(shipped) ? shipped.string() : store.dataset_dir().string();
+}
+
+}  // namespace
+
+std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const config::JobSpec& job_in,
+                                               uint64_t job_id) {
+  config::JobSpec job = job_in;
+  relocate(job.data.train, store);
+  relocate(job.data.validation, store);
+  relocate(job.loss.path, store);
+
+  auto setup = std::make_unique<WorkerSetup>();
+  setup->node = store.metadata();
+  const auto& node = setup->node;
+  if (node.pipeline.empty()) throw std::runtime_error("the stored metadata names no pipeline");
+  setup->root_node = node.pipeline.front();
+  setup->leaf_node = node.pipeline.back();
+  setup->stage = torch::jit::load(store.stage_path().string());
+  setup->job_id = job_id;
+
+  std::vector<at::Tensor> parameters;
+  for (const auto& p : setup->stage.parameters()) parameters.push_back(p);
+  setup->optimizer = make_optimizer(job.optimizer, parameters);
+  setup->lr_schedule = std::make_unique<LrSchedule>(*setup->optimizer, job.scheduler);
+  setup->update_frequency = job.train.update_frequency;
+  setup->schedule = job.train.schedule;
+  setup->seed = static_cast<uint64_t>(job.train.seed);
+  setup->save_every = static_cast<int>(job.train.save_every);
+  setup->trained_path = store.trained_path().string();
+  setup->has_validation = !job.data.validation.empty();
+  setup->cluster_count = node.cluster_count;
+  setup->reduce = job.train.reduce;
+  setup->reduce_factor = job.train.reduce_factor;
+  setup->average_optim = job.train.average_optim;
+  setup->shared_rings = planner::shared_parameter_rings(node);
+  if (!setup->shared_rings.empty() && node.cluster_count > 1) {
+    // The plan's rings average one holder per cluster; the other holders would drift apart.
+    throw std::runtime_error("this plan puts " + node.shared_parameters.begin()->first +
+                             " on several nodes of a cluster, which training with several "
+                             "clusters does not support yet; plan one cluster or cut elsewhere");
+  }
+
+  if (node.position == 0) {
+    setup->train_data =
+        std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kTrain));
+    if (node.cluster_count > 1) {
+      setup->shard = data::shard_indices(setup->train_data->size(), node.cluster_count,
+                                         node.cluster, job.train.seed);
+    }
+    if (setup->has_validation) {
+      setup->validation_data =
+          std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kValidation));
+    }
+    setup->epochs = static_cast<int>(job.train.epochs);
+    setup->batch_size = job.train.batch_size;
+    setup->micro_batches = job.train.micro_batches;
+    setup->shuffle = job.train.shuffle;
+    setup->drop_last = job.train.drop_last;
+    setup->max_batches = job.train.max_steps ? *job.train.max_steps : -1;
+    setup->val_freq = static_cast<int>(job.train.val_freq);
+  }
+  if (node.returns_model_output) {
+    setup->loss = std::make_shared<Loss>(job.loss);
+    setup->losses_path = store.losses_path().string();
+    std::ofstream truncate(setup->losses_path, std::ios::trunc);
+  }
+  return setup;
+}
+
+}  // namespace ravnest::runtime

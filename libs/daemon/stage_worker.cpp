@@ -1,0 +1,645 @@
+#include "libs/daemon/stage_worker.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "libs/data/batch_order.h"
+#include "libs/data/dataset.h"
+#include "libs/training/evaluate.h"
+#include "libs/training/loss.h"
+#include "libs/training/lr_schedule.h"
+#include "libs/training/optimizer.h"
+
+namespace ravnest::runtime {
+
+namespace {
+
+at::Tensor cpu_random_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_cpu_random_state(const at::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+
+}  // namespace
+
+StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
+    : setup_(std::move(setup)), port_(port) {
+  for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
+    const auto& input = setup_.node.inputs[i];
+    if (input.from_node) input_slot_[{*input.from_node, input.from_output}] = i;
+  }
+  root_schedule_ = RootSchedule(setup_.schedule, setup_.node.cluster_size);
+  if (setup_.optimizer) setup_.optimizer->zero_grad();
+}
+
+StageWorker::~StageWorker() = default;
+
+int64_t StageWorker::train_size() const {
+  return setup_.shard.empty() ? setup_.train_data->size()
+                              : static_cast<int64_t>(setup_.shard.size());
+}
+
+void StageWorker::set_status(const std::function<void(WorkerStatus&)>& change) {
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  change(status_);
+}
+
+WorkerStatus StageWorker::status() const {
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  return status_;
+}
+
+void StageWorker::guarded(const std::function<void()>& body) {
+  if (stopped_) return;
+  try {
+    body();
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+}
+
+void StageWorker::fail(const std::string& why) {
+  if (stopped_) return;
+  stopped_ = true;
+  micro_.clear();
+  random_state_in_.clear();
+  set_status([&](WorkerStatus& s) {
+    s.state = WorkerStatus::State::kFailed;
+    s.error = why;
+  });
+  ProgressEventData event;
+  event.kind = EventKind::kFailed;
+  event.message = setup_.node.name + ": " + why;
+  port_.event(event);
+}
+
+void StageWorker::start() {
+  started_at_ = now_seconds();
+  // Every node starts from the job's seed, as the single-process run does: dropout in a stage
+  // then draws what the whole model would have drawn there.
+  torch::manual_seed(setup_.seed);
+  if (in_random_chain() && setup_.node.random_nodes.front() == setup_.node.node_id) {
+    random_state_in_[Key{false, 0, 0}] = cpu_random_state();
+  }
+  if (!is_root()) return;
+  guarded([&] {
+    train_order_.emplace(train_size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
+                         setup_.shuffle, setup_.drop_last);
+    total_batches_ = static_cast<uint64_t>(train_order_->batches_per_epoch()) * setup_.epochs;
+    if (setup_.max_batches >= 0) {
+      total_batches_ = std::min<uint64_t>(total_batches_, setup_.max_batches);
+    }
+    if (total_batches_ == 0) throw std::runtime_error("the training set yields no batch");
+    set_status([&](WorkerStatus& s) { s.total_batches = total_batches_; });
+    begin_batch();
+  });
+}
+
+// ---- root -------------------------------------------------------------------------------------
+
+void StageWorker::begin_batch() {
+  if (next_step_ >= total_batches_) return finish();
+  if (epoch_batches_.empty() || batch_in_epoch_ >= epoch_batches_.size()) {
+    const uint32_t epoch = epoch_batches_.empty() ? 0 : current_batch_.epoch + 1;
+    epoch_batches_ = train_order_->epoch(epoch);
+    batch_in_epoch_ = 0;
+    current_batch_.epoch = epoch;
+  }
+  batch_indices_ = epoch_batches_[batch_in_epoch_++];
+  if (!setup_.shard.empty()) {
+    for (auto& index : batch_indices_) index = setup_.shard[index];
+  }
+  auto batch = setup_.train_data->get(batch_indices_);
+  batch_inputs_ = std::move(batch.inputs);
+  batch_labels_ = std::move(batch.labels);
+  micro_ranges_ = data::split_micro_batches(static_cast<int64_t>(batch_indices_.size()),
+                                            setup_.micro_batches);
+  current_batch_.job_id = setup_.job_id;
+  current_batch_.validate = false;
+  current_batch_.step = next_step_++;
+  current_batch_.count = static_cast<uint32_t>(micro_ranges_.size());
+  current_batch_.batch_samples = static_cast<uint32_t>(batch_indices_.size());
+  current_batch_.last = next_step_ >= total_batches_;
+  injected_ = 0;
+  completed_ = 0;
+  pump();
+  progress();
+}
+
+void StageWorker::pump() {
+  while (!stopped_ && root_schedule_.may_inject(static_cast<int>(injected_),
+                                                static_cast<int>(completed_),
+                                                static_cast<int>(micro_ranges_.size()))) {
+    inject(injected_++);
+  }
+}
+
+void StageWorker::inject(uint32_t index) {
+  MicroBatchTag tag = current_batch_;
+  tag.index = index;
+  const auto [begin, end] = micro_ranges_[index];
+  inject_micro(tag, batch_inputs_, batch_labels_, begin, end);
+}
+
+// Samples [begin, end) of a batch enter the pipeline: the root's inputs, and the labels, which
+// travel to the leaf with the micro-batch they belong to.
+void StageWorker::inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>& inputs,
+                               const at::Tensor& labels, int64_t begin, int64_t end) {
+  tag.samples = static_cast<uint32_t>(end - begin);
+  Micro& m = micro(tag);
+  for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
+    const auto& input = setup_.node.inputs[i];
+    if (!input.model_input) continue;
+    const size_t k = static_cast<size_t>(*input.model_input);
+    m.inputs[i] = k < inputs.size() ? c10::IValue(inputs[k].slice(0, begin, end)) : c10::IValue();
+    m.have_input[i] = true;
+  }
+  at::Tensor slice = labels.slice(0, begin, end);
+  if (is_leaf()) {
+    m.labels = slice;
+    return;
+  }
+  TransferMessage message = message_to(TransferKind::kLabels, setup_.leaf_node, tag);
+  message.values.emplace_back(0, slice);
+  port_.send(std::move(message));
+}
+
+void StageWorker::run_validation_round() {
+  if (!setup_.validation_data) return;
+  const auto& data = *setup_.validation_data;
+  data::BatchOrder order(data.size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
+                         /*shuffle=*/false, /*drop_last=*/false);
+  const auto batches = order.epoch(0);
+  for (size_t b = 0; b < batches.size() && !stopped_; ++b) {
+    auto batch = setup_.validation_data->get(batches[b]);
+    auto ranges = data::split_micro_batches(static_cast<int64_t>(batches[b].size()),
+                                            setup_.micro_batches);
+    MicroBatchTag tag;
+    tag.job_id = setup_.job_id;
+    tag.validate = true;
+    tag.step = next_validation_step_++;
+    tag.count = static_cast<uint32_t>(ranges.size());
+    tag.batch_samples = static_cast<uint32_t>(batches[b].size());
+    tag.epoch = current_batch_.epoch;
+    tag.last = b + 1 == batches.size();
+    for (uint32_t index = 0; index < ranges.size(); ++index) {
+      tag.index = index;
+      inject_micro(tag, batch.inputs, batch.labels, ranges[index].first, ranges[index].second);
+      progress();
+    }
+  }
+}
+
+// ---- every node -------------------------------------------------------------------------------
+
+StageWorker::Micro& StageWorker::micro(const MicroBatchTag& batch) {
+  Key key{batch.validate, batch.step, batch.index};
+  auto it = micro_.find(key);
+  if (it == micro_.end()) {
+    Micro m;
+    m.batch = batch;
+    m.inputs.resize(setup_.node.inputs.size());
+    m.have_input.assign(setup_.node.inputs.size(), false);
+    it = micro_.emplace(key, std::move(m)).first;
+  }
+  return it->second;
+}
+
+void StageWorker::receive(TransferMessage message) {
+  guarded([&] {
+    if (message.batch.job_id != setup_.job_id) {
+      throw std::runtime_error("transfer for job " + std::to_string(message.batch.job_id) +
+                               " from node " + std::to_string(message.from_node) +
+                               " while running job " + std::to_string(setup_.job_id));
+    }
+    if (message.kind == TransferKind::kRandomState) {
+      if (message.values.empty() || !message.values[0].second.isTensor() ||
+          message.values[0].second.toTensor().scalar_type() != at::kByte ||
+          message.batch.validate) {
+        throw std::runtime_error("a random state without a byte tensor from node " +
+                                 std::to_string(message.from_node));
+      }
+      random_state_in_[Key{false, message.batch.step, message.batch.index}] =
+          message.values[0].second.toTensor();
+      progress();
+      return;
+    }
+    Micro& m = micro(message.batch);
+    switch (message.kind) {
+      case TransferKind::kActivations:
+        for (auto& [output, value] : message.values) {
+          auto slot = input_slot_.find({message.from_node, output});
+          if (slot == input_slot_.end()) {
+            throw std::runtime_error("node " + std::to_string(message.from_node) +
+                                     " sent output " + std::to_string(output) +
+                                     " which this stage does not take");
+          }
+          m.inputs[slot->second] = std::move(value);
+          m.have_input[slot->second] = true;
+        }
+        break;
+      case TransferKind::kLabels:
+        if (message.values.empty() || !message.values[0].second.isTensor()) {
+          throw std::runtime_error("labels without a tensor from node " +
+                                   std::to_string(message.from_node));
+        }
+        m.labels = message.values[0].second.toTensor();
+        break;
+      case TransferKind::kRandomState:
+        break;  // handled above
+      case TransferKind::kGradients:
+        if (m.output_grads.empty()) m.output_grads.resize(setup_.node.outputs.size());
+        for (auto& [output, value] : message.values) {
+          if (output >= m.output_grads.size() || !value.isTensor()) {
+            throw std::runtime_error("node " + std::to_string(message.from_node) +
+                                     " sent a gradient for output " + std::to_string(output));
+          }
+          auto& slot = m.output_grads[output];
+          slot = slot.defined() ? slot + value.toTensor() : value.toTensor();
+        }
+        ++m.grads_received;
+        break;
+    }
+    progress();
+  });
+}
+
+bool StageWorker::ready_for_forward(const Micro& m) const {
+  if (m.forwarded) return false;
+  for (bool have : m.have_input) {
+    if (!have) return false;
+  }
+  if (in_random_chain() && !m.batch.validate &&
+      !random_state_in_.count(Key{false, m.batch.step, m.batch.index})) {
+    return false;
+  }
+  return !is_leaf() || m.labels.has_value();
+}
+
+// The random stream runs through the chain's nodes as through one process: micro-batch after
+// micro-batch, and within one, node after node (NodeMetadata::random_nodes).
+bool StageWorker::in_random_chain() const {
+  const auto& chain = setup_.node.random_nodes;
+  return chain.size() >= 2 &&
+         std::find(chain.begin(), chain.end(), setup_.node.node_id) != chain.end();
+}
+
+void StageWorker::pass_random_state(const MicroBatchTag& batch) {
+  const auto& chain = setup_.node.random_nodes;
+  auto self = std::find(chain.begin(), chain.end(), setup_.node.node_id);
+  MicroBatchTag next = batch;
+  int to = 0;
+  if (self + 1 != chain.end()) {
+    to = *(self + 1);
+  } else {
+    if (batch.last && batch.index + 1 == batch.count) return;  // the stream ends here
+    to = chain.front();
+    if (batch.index + 1 < batch.count) {
+      ++next.index;
+    } else {
+      ++next.step;
+      next.index = 0;
+    }
+  }
+  TransferMessage message = message_to(TransferKind::kRandomState, to, next);
+  message.values.emplace_back(0, cpu_random_state());
+  port_.send(std::move(message));
+}
+
+void StageWorker::advance(Key& cursor, const MicroBatchTag& batch) {
+  if (batch.index + 1 < batch.count) {
+    cursor.index = batch.index + 1;
+  } else {
+    cursor.step = batch.step + 1;
+    cursor.index = 0;
+  }
+}
+
+// Runs every forward and backward that is ready, in micro-batch order.
+void StageWorker::progress() {
+  bool moved = true;
+  while (moved && !stopped_) {
+    moved = false;
+    for (Key* cursor : {&next_forward_train_, &next_forward_validate_}) {
+      auto it = micro_.find(*cursor);
+      if (it != micro_.end() && ready_for_forward(it->second)) {
+        Micro& m = it->second;
+        const MicroBatchTag batch = m.batch;
+        advance(*cursor, batch);
+        forward(m);
+        moved = true;
+        if (batch.validate) micro_.erase(Key{true, batch.step, batch.index});
+      }
+    }
+    auto it = micro_.find(next_backward_);
+    if (it != micro_.end() && it->second.forwarded &&
+        (is_leaf() || it->second.grads_received >= setup_.node.forward_neighbours.size())) {
+      const MicroBatchTag batch = it->second.batch;
+      advance(next_backward_, batch);
+      backward(it->second);
+      micro_.erase(it);
+      moved = true;
+      if (batch.index + 1 == batch.count) {
+        batch_finished(batch);
+      } else if (is_root()) {
+        pump();  // 1F1B: a micro-batch came back, another may enter
+      }
+    }
+  }
+}
+
+void StageWorker::forward(Micro& m) {
+  const bool train = !m.batch.validate;
+  setup_.stage.train(train);
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!train) no_grad.emplace();
+  std::vector<c10::IValue> args = m.inputs;
+  if (train) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!setup_.node.inputs[i].from_node || !args[i].isTensor()) continue;
+      at::Tensor t = args[i].toTensor();
+      if (t.is_floating_point()) {
+        t = t.detach().requires_grad_(true);
+        m.inputs[i] = t;  // keep the leaf: its .grad() goes back upstream
+        args[i] = t;
+      }
+    }
+  }
+  const bool chained = train && in_random_chain();
+  if (chained) {
+    auto state = random_state_in_.find(Key{false, m.batch.step, m.batch.index});
+    set_cpu_random_state(state->second);
+    random_state_in_.erase(state);
+  }
+  c10::IValue result = setup_.stage.forward(args);
+  m.forwarded = true;
+  if (chained) pass_random_state(m.batch);
+
+  if (is_leaf()) {
+    const at::Tensor labels = *m.labels;
+    at::Tensor loss = (*setup_.loss)(result, labels);
+    const double share = static_cast<double>(m.batch.samples) / m.batch.batch_samples;
+    if (train) {
+      const double weight = micro_batch_loss_weight(m.batch.samples, m.batch.batch_samples,
+                                                    setup_.update_frequency);
+      (loss * weight).backward();
+      if (m.batch.index == 0) batch_loss_ = 0;
+      batch_loss_ += loss.item<double>() * share;
+    } else {
+      validation_loss_sum_ += loss.item<double>() * m.batch.samples;
+      const int64_t correct = count_correct(result, labels);
+      if (correct < 0) validation_has_classes_ = false;
+      else validation_correct_ += correct;
+      validation_samples_ += m.batch.samples;
+      if (m.batch.index + 1 == m.batch.count && m.batch.last) record_validation(m);
+    }
+    return;
+  }
+
+  const auto& items = result.toTupleRef().elements();
+  if (train) m.outputs.assign(items.begin(), items.end());
+  // Each consumer gets the outputs it takes, in one transfer.
+  for (int consumer : setup_.node.forward_neighbours) {
+    TransferMessage message = message_to(TransferKind::kActivations, consumer, m.batch);
+    for (size_t j = 0; j < setup_.node.outputs.size(); ++j) {
+      const auto& to = setup_.node.outputs[j].to_nodes;
+      if (std::find(to.begin(), to.end(), consumer) == to.end()) continue;
+      c10::IValue value = items[j];
+      if (value.isTensor()) value = value.toTensor().detach();
+      message.values.emplace_back(static_cast<uint32_t>(j), std::move(value));
+    }
+    port_.send(std::move(message));
+  }
+}
+
+void StageWorker::backward(Micro& m) {
+  if (!is_leaf()) {
+    std::vector<at::Tensor> tensors, grads;
+    for (size_t j = 0; j < m.outputs.size() && j < m.output_grads.size(); ++j) {
+      if (!m.outputs[j].isTensor() || !m.output_grads[j].defined()) continue;
+      const at::Tensor& out = m.outputs[j].toTensor();
+      if (!out.requires_grad()) continue;
+      tensors.push_back(out);
+      grads.push_back(m.output_grads[j]);
+    }
+    if (!tensors.empty()) torch::autograd::backward(tensors, grads);
+  }
+  send_gradients(m);
+  if (is_root()) {
+    samples_done_ += m.batch.samples;
+    ++completed_;
+  }
+}
+
+TransferMessage StageWorker::message_to(TransferKind kind, int to, const MicroBatchTag& batch) const {
+  TransferMessage message;
+  message.kind = kind;
+  message.from_node = setup_.node.node_id;
+  message.to_node = to;
+  message.batch = batch;
+  return message;
+}
+
+void StageWorker::send_gradients(const Micro& m) {
+  for (int producer : setup_.node.backward_neighbours) {
+    TransferMessage message = message_to(TransferKind::kGradients, producer, m.batch);
+    for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
+      const auto& input = setup_.node.inputs[i];
+      if (!input.from_node || *input.from_node != producer || !m.inputs[i].isTensor()) continue;
+      at::Tensor grad = m.inputs[i].toTensor().grad();
+      if (grad.defined()) message.values.emplace_back(input.from_output, grad);
+    }
+    port_.send(std::move(message));
+  }
+}
+
+void StageWorker::batch_finished(const MicroBatchTag& batch) {
+  ++batches_done_;
+  while (current_epoch_ < batch.epoch) {
+    if (setup_.lr_schedule) setup_.lr_schedule->on_epoch_end();
+    ++current_epoch_;
+  }
+  bool updated = false;
+  const bool data_parallel = setup_.cluster_count > 1;
+  if (update_due(batches_done_, setup_.update_frequency, batch.last)) {
+    if (!setup_.shared_rings.empty()) sum_shared_gradients();
+    if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
+      reduce_across_clusters(ReduceWhat::kGradients);
+    }
+    setup_.optimizer->step();
+    setup_.optimizer->zero_grad();
+    if (setup_.lr_schedule) setup_.lr_schedule->on_update();
+    ++updates_done_;
+    updated = true;
+    if (data_parallel && setup_.reduce == config::ReduceMode::kParameters &&
+        updates_done_ % static_cast<uint64_t>(setup_.reduce_factor) == 0) {
+      reduce_across_clusters(ReduceWhat::kState);
+    }
+    if (setup_.save_every > 0 && updates_done_ % setup_.save_every == 0) save_stage();
+  }
+  const double elapsed = std::max(now_seconds() - started_at_, 1e-9);
+  set_status([&](WorkerStatus& s) {
+    s.epoch = batch.epoch;
+    s.batches = batches_done_;
+    s.updates = updates_done_;
+    if (is_leaf()) s.last_loss = batch_loss_;
+    if (is_root()) s.samples_per_second = samples_done_ / elapsed;
+  });
+  if (is_leaf()) {
+    std::ofstream losses(setup_.losses_path, std::ios::app);
+    losses << batch_loss_ << '\n';
+    ProgressEventData event;
+    event.kind = EventKind::kStep;
+    event.epoch = batch.epoch;
+    event.step = batch.step;
+    event.loss = batch_loss_;
+    event.samples = batches_done_;
+    port_.event(event);
+  }
+  if (batch.last) {
+    training_done_ = true;
+    if (data_parallel) reduce_across_clusters(ReduceWhat::kFinal);
+    save_stage();
+  }
+  if (is_root()) {
+    const bool epoch_ended = batch_in_epoch_ >= epoch_batches_.size();
+    if ((updated && validation_due(updates_done_, setup_.val_freq, false)) ||
+        (setup_.val_freq <= 0 && epoch_ended) || batch.last) {
+      run_validation_round();  // a one-node cluster finishes inside, at the last round
+    }
+  }
+  if (batch.last) {
+    if (!(is_leaf() && setup_.has_validation)) finish();
+    return;
+  }
+  // The next batch starts from the event loop, not from inside this one's call chain.
+  if (is_root()) port_.defer([this] { guarded([this] { begin_batch(); }); });
+}
+
+void StageWorker::record_validation(const Micro& m) {
+  ProgressEventData event;
+  event.kind = EventKind::kValidation;
+  event.epoch = m.batch.epoch;
+  event.step = updates_done_;
+  event.loss = validation_samples_ ? validation_loss_sum_ / validation_samples_ : 0;
+  event.accuracy = validation_has_classes_ && validation_samples_
+                       ? static_cast<double>(validation_correct_) / validation_samples_
+                       : std::nan("");
+  port_.event(event);
+  validation_loss_sum_ = 0;
+  validation_correct_ = 0;
+  validation_samples_ = 0;
+  validation_has_classes_ = true;
+  if (training_done_) finish();
+}
+
+// The tensors of each of this node's rings, in the ring's order (identical on every member):
+// gradients before an update, or parameters and buffers (with the optimizer's state when
+// average_optim) after one, or parameters and buffers at the end.
+void StageWorker::reduce_across_clusters(ReduceWhat what) {
+  if (setup_.node.rings.empty()) return;
+  std::map<std::string, at::Tensor> parameters, buffers;
+  for (const auto& p : setup_.stage.named_parameters()) parameters[p.name] = p.value;
+  for (const auto& b : setup_.stage.named_buffers()) buffers[b.name] = b.value;
+  std::vector<WorkerPort::RingWork> work;
+  for (const auto& ring : setup_.node.rings) {
+    WorkerPort::RingWork item;
+    item.ring = &ring;
+    for (const auto& name : ring.parameters) {
+      auto p = parameters.find(name);
+      if (what == ReduceWhat::kGradients) {
+        if (p == parameters.end() || !p->second.requires_grad()) continue;
+        at::Tensor& grad = p->second.mutable_grad();
+        if (!grad.defined()) grad = at::zeros_like(p->second);
+        item.tensors.push_back(grad);
+        continue;
+      }
+      if (p != parameters.end()) {
+        item.tensors.push_back(p->second);
+        if (what == ReduceWhat::kState && setup_.average_optim) {
+          for (auto& t : optimizer_state_tensors(*setup_.optimizer, p->second)) {
+            item.tensors.push_back(t);
+          }
+        }
+      } else if (auto b = buffers.find(name); b != buffers.end()) {
+        item.tensors.push_back(b->second);
+      }
+    }
+    if (!item.tensors.empty()) work.push_back(std::move(item));
+  }
+  torch::NoGradGuard no_grad;
+  port_.reduce_rings(reduce_round_++, work);
+}
+
+// Each copy of a shared tensor gets the gradient of the whole model: the sum over its holders.
+void StageWorker::sum_shared_gradients() {
+  std::map<std::string, at::Tensor> by_canonical;
+  for (const auto& p : setup_.stage.named_parameters()) {
+    auto tied = setup_.node.tied_parameters.find(p.name);
+    by_canonical.emplace(tied == setup_.node.tied_parameters.end() ? p.name : tied->second,
+                         p.value);
+  }
+  std::set<std::string> buffers;
+  for (const auto& b : setup_.stage.named_buffers()) buffers.insert(b.name);
+  std::vector<WorkerPort::RingWork> work;
+  for (const auto& ring : setup_.shared_rings) {
+    WorkerPort::RingWork item;
+    item.ring = &ring;
+    for (const auto& name : ring.parameters) {
+      auto it = by_canonical.find(name);
+      if (it == by_canonical.end()) {
+        // Plans written before buffers were left out of shared_parameters list them too; a
+        // buffer is read, not trained, and every holder keeps its own copy. Every holder skips
+        // it alike, so the ring's tensors still line up.
+        if (buffers.count(name)) continue;
+        throw std::runtime_error("shared parameter " + name + " is not in this stage");
+      }
+      at::Tensor& grad = it->second.mutable_grad();
+      if (!grad.defined()) grad = at::zeros_like(it->second);
+      item.tensors.push_back(grad);
+    }
+    if (!item.tensors.empty()) work.push_back(std::move(item));
+  }
+  torch::NoGradGuard no_grad;
+  port_.reduce_rings(shared_round_++, work, /*average=*/false);
+}
+
+void StageWorker::save_stage() {
+  const std::string temp = setup_.trained_path + ".tmp";
+  setup_.stage.save(temp);
+  std::filesystem::rename(temp, setup_.trained_path);
+}
+
+// Finished nodes keep forwarding: the final validation round may still be on its way.
+void StageWorker::finish() {
+  if (stopped_ || finished_) return;
+  finished_ = true;
+  set_status([&](WorkerStatus& s) { s.state = WorkerStatus::State::kFinished; });
+  ProgressEventData event;
+  event.kind = EventKind::kFinished;
+  event.epoch = current_epoch_;
+  event.step = updates_done_;
+  event.samples = samples_done_;
+  port_.event(event);
+}
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,466 @@
+#include "libs/requester/requester.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include <capnp/ez-rpc.h>
+#include <kj/async-io.h>
+#include <kj/timer.h>
+#include <nlohmann/json.hpp>
+
+#include "libs/config/atomic_file.h"
+#include "libs/config/job_files.h"
+#include "libs/config/job_spec.h"
+#include "libs/config/sha256.h"
+#include "libs/data/dataset.h"
+#include "libs/wire/loopback.h"
+#include "libs/wire/tensor_stream.h"
+#include "schemas/ravnest.capnp.h"
+
+namespace ravnest::runtime {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// "remote exception: std::exception: reason" -> "reason"
+std::string remote_reason(const kj::Exception& e) {
+  std::string text = e.getDescription().cStr();
+  for (const char* prefix : {"remote exception: ", "std::exception: ", "(remote) "}) {
+    for (auto at = text.find(prefix); at != std::string::npos; at = text.find(prefix)) {
+      text.erase(at, std::strlen(prefix));
+    }
+  }
+  return text;
+}
+
+const char* state_name(schema::NodeState state) {
+  switch (state) {
+    case schema::NodeState::IDLE: return "idle";
+    case schema::NodeState::READY: return "ready";
+    case schema::NodeState::TRAINING: return "training";
+    case schema::NodeState::FINISHED: return "finished";
+    case schema::NodeState::FAILED: return "failed";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+std::vector<int> Plan::cluster_ids() const {
+  std::set<int> ids;
+  for (const auto& n : nodes) ids.insert(n.cluster);
+  return {ids.begin(), ids.end()};
+}
+
+std::vector<config::NodeMetadata> Plan::cluster(int id) const {
+  std::vector<config::NodeMetadata> out;
+  for (const auto& n : nodes) {
+    if (n.cluster == id) out.push_back(n);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.position < b.position; });
+  return out;
+}
+
+Plan load_plan(const std::string& dir) {
+  Plan plan;
+  plan.dir = dir;
+  const fs::path plan_path = fs::path(dir) / "plan.json";
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(config::read_file(plan_path.string()));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(plan_path.string() + ": no readable plan (run `ravnest clusterize`): " +
+                             e.what());
+  }
+  for (const auto& cluster : json.at("clusters")) {
+    for (int id : cluster.at("nodes")) {
+      plan.nodes.push_back(config::load_node_metadata(
+          (fs::path(dir) / "nodes" / ("node_" + std::to_string(id) + ".json")).string()));
+    }
+  }
+  return plan;
+}
+
+// A listener the daemons call back with progress events.
+class ProgressListenerImpl final : public schema::ProgressListener::Server {
+ public:
+  explicit ProgressListenerImpl(std::function<void(schema::ProgressEvent::Reader)> on_event)
+      : on_event_(std::move(on_event)) {}
+
+ protected:
+  kj::Promise<void> event(EventContext context) override {
+    on_event_(context.getParams().getEvent());
+    return kj::READY_NOW;
+  }
+
+ private:
+  std::function<void(schema::ProgressEvent::Reader)> on_event_;
+};
+
+class Requester::Impl {
+ public:
+  Impl(Plan plan, std::string secret) : plan_(std::move(plan)), secret_(std::move(secret)) {}
+
+  // One connection per node, bootstrapped once: capnp 0.9 aborts when getMain() is called on
+  // a connection that has died, so the capability is kept and its calls fail instead.
+  struct Connection {
+    kj::Own<capnp::EzRpcClient> client;
+    schema::Node::Client node;
+  };
+
+  schema::Node::Client node(const config::NodeMetadata& meta) {
+    auto it = clients_.find(meta.node_id);
+    if (it == clients_.end()) {
+      auto client = kj::heap<capnp::EzRpcClient>(meta.address, 0, wire::rpc_reader_options());
+      auto main = client->getMain<schema::Node>();
+      it = clients_.emplace(meta.node_id, Connection{kj::mv(client), kj::mv(main)}).first;
+    }
+    return it->second.node;
+  }
+
+  kj::WaitScope& wait_scope() {
+    ensure_client();
+    return clients_.begin()->second.client->getWaitScope();
+  }
+  kj::Timer& timer() {
+    ensure_client();
+    return clients_.begin()->second.client->getIoProvider().getTimer();
+  }
+  void ensure_client() {
+    if (clients_.empty()) node(plan_.nodes.front());
+  }
+
+  capnp::Data::Reader secret() const {
+    return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(secret_.data()), secret_.size());
+  }
+
+  // Waits for `promise`, failing with a message naming the node.
+  template <typename T>
+  T await(kj::Promise<T>&& promise, const config::NodeMetadata& meta, const std::string& what,
+          double timeout_seconds = 120) {
+    auto timeout = timer()
+                       .afterDelay(static_cast<uint64_t>(timeout_seconds * 1000) * kj::MILLISECONDS)
+                       .then([]() -> T {
+                         kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
+                       });
+    try {
+      return promise.exclusiveJoin(kj::mv(timeout)).wait(wait_scope());
+    } catch (const kj::Exception& e) {
+      throw std::runtime_error(meta.name + " (" + meta.address + "): " + what + ": " +
+                               remote_reason(e));
+    }
+  }
+
+  Plan plan_;
+  std::string secret_;
+  std::map<int, Connection> clients_;
+};
+
+Requester::Requester(Plan plan, std::string secret)
+    : impl_(std::make_unique<Impl>(std::move(plan), std::move(secret))) {}
+Requester::~Requester() = default;
+
+void Requester::push(const std::function<void(const std::string&)>& log) {
+  for (const auto& meta : impl_->plan_.nodes) {
+    const fs::path dir = impl_->plan_.dir;
+    const std::string stage = config::read_file((dir / meta.stage_file).string());
+    const std::string metadata = config::read_file(
+        (dir / "nodes" / ("node_" + std::to_string(meta.node_id) + ".json")).string());
+    auto request = impl_->node(meta).pushStageRequest();
+    request.setSecret(impl_->secret());
+    request.setMetadataJson(metadata);
+    request.setStage(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(stage.data()),
+                                         stage.size()));
+    request.setSha256(config::sha256_hex(stage));
+    impl_->await(request.send().ignoreResult(), meta, "push stage");
+    log("pushed " + meta.stage_file + " (" + std::to_string(stage.size()) + " bytes) to " +
+        meta.name + " at " + meta.address);
+  }
+}
+
+std::vector<NodeReport> Requester::status() {
+  std::vector<NodeReport> reports;
+  for (const auto& meta : impl_->plan_.nodes) {
+    NodeReport report;
+    report.node = meta;
+    try {
+      auto response = impl_->await(impl_->node(meta).statusRequest().send(), meta, "status", 3);
+      auto s = response.getStatus();
+      report.reachable = true;
+      report.state = state_name(s.getState());
+      report.job_id = s.getJobId();
+      report.epoch = s.getEpoch();
+      report.updates = s.getStep();
+      report.batches = s.getBatches();
+      report.total_batches = s.getTotalBatches();
+      report.last_loss = s.getLastLoss();
+      report.samples_per_second = s.getSamplesPerSecond();
+      report.has_stage = s.getHasStage();
+      report.stage_sha256 = s.getStageSha256();
+      report.error = s.getError();
+    } catch (const std::exception& e) {
+      report.state = "unreachable";
+      report.error = e.what();
+    }
+    reports.push_back(report);
+  }
+  return reports;
+}
+
+void Requester::stop_all(const std::string& reason) {
+  for (const auto& meta : impl_->plan_.nodes) {
+    try {
+      auto request = impl_->node(meta).stopRequest();
+      request.setSecret(impl_->secret());
+      request.setReason(reason);
+      impl_->await(request.send().ignoreResult(), meta, "stop", 3);
+    } catch (const std::exception&) {
+      // A node that cannot be reached cannot be stopped; the others are.
+    }
+  }
+}
+
+TrainResult Requester::train(const std::string& job_path, const TrainOptions& options) {
+  auto log = [&](const std::string& line) {
+    if (options.log) options.log(line);
+  };
+  const config::JobSpec job = config::load_job(job_path);
+  const std::string job_text = config::read_file(job_path);
+
+  // The data is checked here, before anything is shipped: a bad file fails at the requester.
+  {
+    auto train_data = data::load_dataset(job.data, data::Split::kTrain);
+    log("training data: " + job.data.train.raw + " (" + std::to_string(train_data.size()) +
+        " samples)");
+    if (!job.data.validation.empty()) {
+      auto validation = data::load_dataset(job.data, data::Split::kValidation);
+      log("validation data: " + job.data.validation.raw + " (" +
+          std::to_string(validation.size()) + " samples)");
+    }
+  }
+
+  TrainResult result;
+  result.job_id = std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
+  auto& plan = impl_->plan_;
+
+  // Ship each node the files it needs.
+  for (const auto& meta : plan.nodes) {
+    for (const auto& path : config::job_files_for(job, meta)) {
+      std::vector<fs::path> files;
+      if (fs::is_directory(path)) {
+        for (const auto& entry : fs::directory_iterator(path)) {
+          if (entry.is_regular_file()) files.push_back(entry.path());
+        }
+      } else {
+        files.push_back(path);
+      }
+      for (const auto& file : files) {
+        auto bytes = std::make_shared<std::string>(config::read_file(file.string()));
+        auto request = impl_->node(meta).pushFileRequest();
+        request.setSecret(impl_->secret());
+        request.setName(file.filename().string());
+        request.setSize(bytes->size());
+        request.setSha256(config::sha256_hex(*bytes));
+        auto sink = request.send().getSink();
+        impl_->await(wire::stream_bytes(sink, kj::ArrayPtr<const kj::byte>(
+                                                  reinterpret_cast<const kj::byte*>(bytes->data()),
+                                                  bytes->size()))
+                         .attach(kj::heap<std::shared_ptr<std::string>>(bytes)),
+                     meta, "ship " + file.filename().string());
+        log("shipped " + file.filename().string() + " to " + meta.name);
+      }
+    }
+  }
+
+  // Load the job everywhere first: a node that refuses it fails the job before anything runs.
+  for (const auto& meta : plan.nodes) {
+    auto request = impl_->node(meta).loadJobRequest();
+    request.setSecret(impl_->secret());
+    request.setJobToml(job_text);
+    request.setJobId(result.job_id);
+    try {
+      impl_->await(request.send().ignoreResult(), meta, "load job");
+    } catch (const std::exception& e) {
+      stop_all(e.what());
+      throw;
+    }
+  }
+
+  // Progress, as the leaves and roots report it. Listeners may be called after train() returns
+  // (the daemons hold them), so what they touch is shared and switched off at the end.
+  struct Watch {
+    std::map<int, TrainProgress> progress;
+    std::set<int> finished;
+    std::string failure;
+    bool active = true;
+    std::function<void()> report;
+  };
+  auto watch = std::make_shared<Watch>();
+  struct Deactivate {
+    std::shared_ptr<Watch> watch;
+    ~Deactivate() { watch->active = false; watch->report = nullptr; }
+  } deactivate{watch};
+  auto& progress = watch->progress;
+  auto& finished = watch->finished;
+  auto& failure = watch->failure;
+  for (int id : plan.cluster_ids()) progress[id].cluster = id;
+  const double started = now_seconds();
+  watch->report = [&]() {
+    if (!options.on_progress) return;
+    std::vector<TrainProgress> all;
+    for (auto& [id, p] : progress) {
+      p.elapsed_seconds = now_seconds() - started;
+      all.push_back(p);
+    }
+    options.on_progress(all);
+  };
+  auto report = [watch]() {
+    if (watch->active && watch->report) watch->report();
+  };
+  if (!options.detach) {
+    for (const auto& meta : plan.nodes) {
+      auto request = impl_->node(meta).subscribeRequest();
+      request.setSecret(impl_->secret());
+      auto on_log = options.log;
+      request.setListener(kj::heap<ProgressListenerImpl>([watch, on_log, report](
+                                                             schema::ProgressEvent::Reader e) {
+        if (!watch->active) return;
+        auto& progress = watch->progress;
+        auto& finished = watch->finished;
+        auto& failure = watch->failure;
+        auto log = [&](const std::string& line) {
+          if (on_log) on_log(line);
+        };
+        auto& p = progress[e.getCluster()];
+        switch (e.getKind()) {
+          case schema::EventKind::STEP:
+            p.loss = e.getLoss();
+            p.epoch = e.getEpoch();
+            break;
+          case schema::EventKind::VALIDATION:
+            p.has_validation = true;
+            p.validation_loss = e.getLoss();
+            p.validation_accuracy = e.getAccuracy();
+            log("cluster " + std::to_string(e.getCluster()) + " validation: loss " +
+                std::to_string(e.getLoss()) + ", accuracy " + std::to_string(e.getAccuracy()));
+            break;
+          case schema::EventKind::FINISHED:
+            finished.insert(e.getNodeId());
+            break;
+          case schema::EventKind::FAILED:
+            if (failure.empty()) failure = e.getMessage();
+            break;
+        }
+        report();
+      }));
+      impl_->await(request.send().ignoreResult(), meta, "subscribe");
+    }
+  }
+
+  // Start the consumers before the producers, so nothing arrives at a node not yet started.
+  std::vector<config::NodeMetadata> order = plan.nodes;
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.position > b.position; });
+  for (const auto& meta : order) {
+    auto request = impl_->node(meta).startRequest();
+    request.setSecret(impl_->secret());
+    request.setJobId(result.job_id);
+    try {
+      impl_->await(request.send().ignoreResult(), meta, "start");
+    } catch (const std::exception& e) {
+      stop_all(e.what());
+      throw;
+    }
+  }
+  log("job " + std::to_string(result.job_id) + " started on " + std::to_string(plan.nodes.size()) +
+      " node(s)");
+  if (options.detach) return result;
+
+  // Watch: events as they come, and every node's status twice a second. A node that does not
+  // answer for `unresponsive_seconds` fails the job.
+  std::map<int, double> last_heard;
+  for (const auto& meta : plan.nodes) last_heard[meta.node_id] = now_seconds();
+  while (true) {
+    impl_->timer().afterDelay(500 * kj::MILLISECONDS).wait(impl_->wait_scope());
+    for (const auto& meta : plan.nodes) {
+      try {
+        auto response = impl_->await(impl_->node(meta).statusRequest().send(), meta, "status", 2);
+        auto s = response.getStatus();
+        last_heard[meta.node_id] = now_seconds();
+        if (s.getJobId() != result.job_id) {
+          failure = meta.name + " (" + meta.address + ") is no longer running the job (restarted?)";
+        } else if (s.getState() == schema::NodeState::FAILED && failure.empty()) {
+          failure = meta.name + ": " + std::string(s.getError().cStr());
+        } else if (s.getState() == schema::NodeState::FINISHED) {
+          finished.insert(meta.node_id);
+        }
+        if (meta.position == 0) {
+          auto& p = progress[meta.cluster];
+          p.batches = s.getBatches();
+          p.total_batches = s.getTotalBatches();
+          p.samples_per_second = s.getSamplesPerSecond();
+          p.epoch = std::max(p.epoch, s.getEpoch());
+        }
+      } catch (const std::exception& e) {
+        if (now_seconds() - last_heard[meta.node_id] > options.unresponsive_seconds &&
+            failure.empty()) {
+          failure = meta.name + " (" + meta.address + ") stopped answering: " + e.what();
+        }
+      }
+    }
+    report();
+    if (!failure.empty()) {
+      stop_all(failure);
+      throw std::runtime_error("training failed: " + failure);
+    }
+    if (finished.size() == plan.nodes.size()) break;
+  }
+  result.seconds = now_seconds() - started;
+  for (auto& [id, p] : progress) result.clusters.push_back(p);
+  return result;
+}
+
+std::vector<Requester::FetchedStage> Requester::fetch_cluster(int cluster) {
+  std::vector<FetchedStage> stages;
+  for (const auto& meta : impl_->plan_.cluster(cluster)) {
+    auto request = impl_->node(meta).fetchStageRequest();
+    request.setSecret(impl_->secret());
+    auto response = impl_->await(request.send(), meta, "fetch stage");
+    auto bytes = response.getStage();
+    FetchedStage stage;
+    stage.metadata = config::node_metadata_from_json(response.getMetadataJson(),
+                                                     meta.name + " metadata");
+    stage.bytes.assign(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+    if (config::sha256_hex(stage.bytes) != std::string(response.getSha256().cStr())) {
+      throw std::runtime_error(meta.name + ": fetched stage fails its checksum");
+    }
+    stages.push_back(std::move(stage));
+  }
+  if (stages.empty()) throw std::runtime_error("no cluster " + std::to_string(cluster) + " in the plan");
+  return stages;
+}
+
+std::string Requester::fetch_losses(int node_id) {
+  for (const auto& meta : impl_->plan_.nodes) {
+    if (meta.node_id != node_id) continue;
+    auto request = impl_->node(meta).fetchLossesRequest();
+    request.setSecret(impl_->secret());
+    return impl_->await(request.send(), meta, "fetch losses").getText();
+  }
+  throw std::runtime_error("no node " + std::to_string(node_id) + " in the plan");
+}
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,317 @@
+#include "libs/ring/ring_allreduce.h"
+
+#include <ATen/core/grad_mode.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace ravnest::runtime {
+namespace {
+
+// ---- element-wise kernels, plain loops (no ATen dispatch, no intra-op thread pool) ----
+
+template <typename T>
+void add_into(void* dst_v, const void* src_v, size_t n) {
+  T* __restrict dst = static_cast<T*>(dst_v);
+  const T* __restrict src = static_cast<const T*>(src_v);
+  if constexpr (std::is_integral_v<T>) {
+    // Wrap around on overflow, without signed-overflow undefined behaviour.
+    using U = std::make_unsigned_t<T>;
+    for (size_t i = 0; i < n; ++i)
+      dst[i] = static_cast<T>(static_cast<U>(static_cast<U>(dst[i]) + static_cast<U>(src[i])));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+  } else {  // c10::Half, c10::BFloat16: add in float, round once
+    for (size_t i = 0; i < n; ++i)
+      dst[i] = static_cast<T>(static_cast<float>(dst[i]) + static_cast<float>(src[i]));
+  }
+}
+
+template <typename T>
+void divide(void* data_v, size_t n, int divisor) {
+  T* data = static_cast<T*>(data_v);
+  if constexpr (std::is_integral_v<T>) {
+    // Floor division (Python's //): the quotient rounds toward minus infinity.
+    using W = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;  // N may exceed T's range
+    const W d = static_cast<W>(divisor);
+    for (size_t i = 0; i < n; ++i) {
+      const W x = static_cast<W>(data[i]);
+      W q = x / d;
+      if constexpr (std::is_signed_v<T>) {
+        if (x % d != 0 && x < 0) --q;
+      }
+      data[i] = static_cast<T>(q);
+    }
+  } else if constexpr (std::is_floating_point_v<T>) {
+    const T d = static_cast<T>(divisor);
+    for (size_t i = 0; i < n; ++i) data[i] /= d;
+  } else {
+    const float d = static_cast<float>(divisor);
+    for (size_t i = 0; i < n; ++i) data[i] = static_cast<T>(static_cast<float>(data[i]) / d);
+  }
+}
+
+using AddFn = void (*)(void*, const void*, size_t);
+using DivFn = void (*)(void*, size_t, int);
+
+struct Kernels {
+  AddFn add;
+  DivFn div;
+};
+
+bool supported(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
+    case at::kChar: case at::kShort: case at::kInt: case at::kLong: case at::kByte:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Kernels kernels_for(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return {&add_into<float>, &divide<float>};
+    case at::kDouble: return {&add_into<double>, &divide<double>};
+    case at::kHalf: return {&add_into<c10::Half>, &divide<c10::Half>};
+    case at::kBFloat16: return {&add_into<c10::BFloat16>, &divide<c10::BFloat16>};
+    case at::kChar: return {&add_into<int8_t>, &divide<int8_t>};
+    case at::kShort: return {&add_into<int16_t>, &divide<int16_t>};
+    case at::kInt: return {&add_into<int32_t>, &divide<int32_t>};
+    case at::kLong: return {&add_into<int64_t>, &divide<int64_t>};
+    case at::kByte: return {&add_into<uint8_t>, &divide<uint8_t>};
+    default:
+      throw std::invalid_argument(std::string("ring all-reduce: unsupported dtype ") +
+                                  c10::toString(t));
+  }
+}
+
+// Chunk c of `count` elements split `size` ways: the first count % size chunks get one more.
+struct Span {
+  size_t begin;
+  size_t count;
+};
+
+Span chunk_span(size_t count, int size, int c) {
+  const size_t n = static_cast<size_t>(size), i = static_cast<size_t>(c);
+  const size_t base = count / n, rem = count % n;
+  return {i * base + std::min(i, rem), base + (i < rem ? 1 : 0)};
+}
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+}  // namespace
+
+RingAllReduce::RingAllReduce(RingTransport& transport, int position, int size, Options options)
+    : transport_(transport), position_(position), size_(size), options_(options) {
+  if (size < 1) throw std::invalid_argument("ring all-reduce: size must be >= 1");
+  if (position < 0 || position >= size)
+    throw std::invalid_argument("ring all-reduce: position " + std::to_string(position) +
+                                " outside [0, " + std::to_string(size) + ")");
+  if (options_.segment_bytes == 0)
+    throw std::invalid_argument("ring all-reduce: segment_bytes must be > 0");
+  if (size_ > 1) sender_ = std::thread([this] { sender_loop(); });
+}
+
+RingAllReduce::~RingAllReduce() {
+  if (!sender_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+    queue_.clear();
+  }
+  cv_.notify_all();
+  sender_.join();
+}
+
+void RingAllReduce::sender_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    SendJob job = queue_.front();
+    queue_.pop_front();
+    sending_ = true;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      transport_.send(job.tag, job.data, job.bytes);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    sending_ = false;
+    if (error) {
+      if (!send_error_) send_error_ = error;
+      queue_.clear();  // nothing after a failed send can be meaningful
+    }
+    cv_.notify_all();
+  }
+}
+
+void RingAllReduce::enqueue_send(const RingTag& tag, const void* data, size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (send_error_) std::rethrow_exception(send_error_);
+    queue_.push_back({tag, data, bytes});
+  }
+  cv_.notify_all();
+}
+
+void RingAllReduce::rethrow_send_error() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (send_error_) std::rethrow_exception(send_error_);
+}
+
+void RingAllReduce::drain_sends(bool cancel) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (cancel) queue_.clear();
+  cv_.wait(lock, [&] { return queue_.empty() && !sending_; });
+}
+
+void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType dtype,
+                                  uint8_t* base, size_t count) {
+  const int n = size_, p = position_;
+  const Kernels k = kernels_for(dtype);
+  const size_t es = c10::elementSize(dtype);
+  const size_t seg = std::max<size_t>(1, options_.segment_bytes / es);  // elements per segment
+  const uint32_t steps = 2 * static_cast<uint32_t>(n - 1);
+  if (static_cast<uint64_t>(group) * steps + steps > UINT32_MAX)
+    throw std::invalid_argument("ring all-reduce: too many dtype groups for the tag space");
+  const uint32_t step0 = group * steps;
+  auto tag = [&](uint32_t s, size_t segment) {
+    return RingTag{round, step0 + s, static_cast<uint32_t>(segment)};
+  };
+  auto segments = [&](const Span& c) { return (c.count + seg - 1) / seg; };
+  auto seg_elems = [&](const Span& c, size_t i) { return std::min(seg, c.count - i * seg); };
+  auto seg_ptr = [&](const Span& c, size_t i) { return base + (c.begin + i * seg) * es; };
+  if (segments(chunk_span(count, n, 0)) > UINT32_MAX)
+    throw std::invalid_argument("ring all-reduce: too many segments per chunk; raise segment_bytes");
+
+  if (scratch_.size() < std::min(seg, count) * es) scratch_.resize(std::min(seg, count) * es);
+
+  // Reduce-scatter step 0: our own chunk, ready to go.
+  const Span own = chunk_span(count, n, p);
+  for (size_t i = 0; i < segments(own); ++i) enqueue_send(tag(0, i), seg_ptr(own, i), seg_elems(own, i) * es);
+
+  // Reduce-scatter: receive chunk (p-s-1), add, forward it at step s+1 (or, at the last step,
+  // average it and start the all-gather with it).
+  for (int s = 0; s < n - 1; ++s) {
+    const Span c = chunk_span(count, n, mod(p - s - 1, n));
+    const bool last = s == n - 2;
+    for (size_t i = 0; i < segments(c); ++i) {
+      rethrow_send_error();
+      const size_t elems = seg_elems(c, i);
+      uint8_t* dst = seg_ptr(c, i);
+      transport_.recv(tag(static_cast<uint32_t>(s), i), scratch_.data(), elems * es);
+      k.add(dst, scratch_.data(), elems);
+      if (last && options_.average) k.div(dst, elems, n);
+      enqueue_send(tag(static_cast<uint32_t>(s + 1), i), dst, elems * es);
+    }
+  }
+
+  // All-gather: receive the final chunk (p-s) in place, forward it unless it is the last step.
+  for (int s = 0; s < n - 1; ++s) {
+    const Span c = chunk_span(count, n, mod(p - s, n));
+    const uint32_t step = static_cast<uint32_t>(n - 1 + s);
+    for (size_t i = 0; i < segments(c); ++i) {
+      rethrow_send_error();
+      const size_t elems = seg_elems(c, i);
+      uint8_t* dst = seg_ptr(c, i);
+      transport_.recv(tag(step, i), dst, elems * es);
+      if (s < n - 2) enqueue_send(tag(step + 1, i), dst, elems * es);
+    }
+  }
+}
+
+void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor& t = tensors[i];
+    if (!t.defined()) throw std::invalid_argument("ring all-reduce: tensor " + std::to_string(i) + " is undefined");
+    if (!t.device().is_cpu() || t.layout() != at::kStrided)
+      throw std::invalid_argument("ring all-reduce: tensor " + std::to_string(i) +
+                                  " is not a strided CPU tensor");
+    if (!supported(t.scalar_type()))
+      throw std::invalid_argument("ring all-reduce: tensor " + std::to_string(i) +
+                                  " has unsupported dtype " + c10::toString(t.scalar_type()));
+  }
+  if (size_ == 1) return;
+
+  // Groups by dtype, in order of first appearance (the same on every member).
+  std::vector<std::pair<at::ScalarType, std::vector<size_t>>> groups;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const at::ScalarType t = tensors[i].scalar_type();
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == t; });
+    if (it == groups.end()) groups.push_back({t, {i}});
+    else it->second.push_back(i);
+  }
+
+  at::NoGradGuard no_grad;  // copies into leaves that require grad
+  struct Buffer {
+    at::Tensor flat;  // undefined when reducing a tensor in place
+    uint8_t* data;
+    size_t count;
+  };
+  std::vector<Buffer> buffers;
+  buffers.reserve(groups.size());
+  {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      send_error_ = nullptr;
+    }
+    if (flat_cache_.size() < groups.size()) flat_cache_.resize(groups.size());
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const auto& [dtype, members] = groups[g];
+      size_t count = 0;
+      for (size_t i : members) count += static_cast<size_t>(tensors[i].numel());
+      if (members.size() == 1 && tensors[members[0]].is_contiguous()) {
+        buffers.push_back({at::Tensor(), static_cast<uint8_t*>(tensors[members[0]].data_ptr()), count});
+        continue;
+      }
+      at::Tensor& cached = flat_cache_[g];
+      if (!cached.defined() || cached.scalar_type() != dtype || static_cast<size_t>(cached.numel()) < count)
+        cached = at::empty({static_cast<int64_t>(count)}, at::TensorOptions().dtype(dtype));
+      at::Tensor flat = cached.narrow(0, 0, static_cast<int64_t>(count));
+      int64_t offset = 0;
+      for (size_t i : members) {
+        const at::Tensor& t = tensors[i];
+        flat.narrow(0, offset, t.numel()).view(t.sizes()).copy_(t);
+        offset += t.numel();
+      }
+      buffers.push_back({flat, static_cast<uint8_t*>(flat.data_ptr()), count});
+    }
+  }
+
+  try {
+    for (size_t g = 0; g < groups.size(); ++g)
+      reduce_buffer(round, static_cast<uint32_t>(g), groups[g].first, buffers[g].data, buffers[g].count);
+    drain_sends(/*cancel=*/false);
+    rethrow_send_error();
+    transport_.flush();
+  } catch (...) {
+    drain_sends(/*cancel=*/true);  // the sender must not touch the buffers after we return
+    try {
+      transport_.flush();  // nor the transport
+    } catch (...) {
+    }
+    throw;
+  }
+
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (!buffers[g].flat.defined()) continue;
+    int64_t offset = 0;
+    for (size_t i : groups[g].second) {
+      at::Tensor& t = tensors[i];
+      t.copy_(buffers[g].flat.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+}
+
+}  // namespace ravnest::runtime

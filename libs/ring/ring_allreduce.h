@@ -1,0 +1,109 @@
+// Bandwidth-optimal ring all-reduce (the algorithm of Gloo's and NCCL's ring), written against
+// RingTransport only: no sockets here.
+//
+// One run(round, tensors):
+//  - groups the tensors by dtype (in order of first appearance) and flattens each group into one
+//    contiguous buffer (a group of one contiguous tensor is reduced in place, without a copy);
+//  - splits each buffer into `size` chunks (sizes differ by at most one element; chunks may be
+//    empty when the buffer has fewer elements than members);
+//  - reduce-scatter, size-1 steps: at step s member p sends chunk (p-s) and receives chunk
+//    (p-s-1), adding it into its own; afterwards member p holds the whole sum of chunk (p+1),
+//    which it divides by `size` when averaging;
+//  - all-gather, size-1 steps: at step s member p sends chunk (p+1-s) and receives chunk (p-s),
+//    overwriting its own.
+//  Each member sends (and receives) 2(N-1)/N of the buffer's bytes.
+//  - Every chunk travels in segments of `segment_bytes`; a segment is forwarded as soon as it has
+//    been received and added, by a sender thread owned by this object, so the sending of one
+//    segment overlaps the receiving and adding of the next. Flow control is the transport's.
+//  - Each chunk's sum is computed once, by one member, in a fixed order, then copied to all:
+//    every member ends with bitwise identical tensors.
+//
+// Message tags: round = the caller's round; step = group * 2(N-1) + s, where s counts the
+// reduce-scatter steps 0..N-2 then the all-gather steps N-1..2N-3; segment = the segment's index
+// within the chunk sent at that step. Every member must call run() with the same round and
+// tensors of the same dtypes, shapes and order; a member whose sizes differ makes the transport
+// fail (a message of the wrong size).
+//
+// Dtypes: float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8. Averaging
+// divides the sum by `size`: floating types with one correctly rounded division; integer types
+// (e.g. BatchNorm's num_batches_tracked) with floor division of the exact sum (Python's `//`,
+// torch.div(rounding_mode="floor")), so integer members stay integers and agree everywhere.
+// Integer sums wrap around on overflow. bool and complex tensors are refused
+// (std::invalid_argument), as are tensors not on the CPU or not strided.
+//
+// On failure run() throws (RingError from the transport); the tensors' contents are then
+// unspecified (partly reduced). The sender thread is drained before run() returns or throws.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "libs/ring/ring_transport.h"
+
+namespace ravnest::runtime {
+
+struct RingAllReduceOptions {
+  size_t segment_bytes = 1 << 20;  // bytes per message (rounded down to whole elements, >= 1)
+  bool average = true;             // divide the sum by the ring's size
+};
+
+class RingAllReduce {
+ public:
+  using Options = RingAllReduceOptions;
+
+  // `transport` must outlive this object. position in [0, size).
+  RingAllReduce(RingTransport& transport, int position, int size, Options options = {});
+  ~RingAllReduce();
+  RingAllReduce(const RingAllReduce&) = delete;
+  RingAllReduce& operator=(const RingAllReduce&) = delete;
+
+  // Sums (then averages, if asked) `tensors` in place across the ring. size == 1: no-op (no
+  // division either). Not thread-safe: one run at a time per object.
+  void run(uint64_t round, std::vector<at::Tensor>& tensors);
+
+  int position() const { return position_; }
+  int size() const { return size_; }
+  const Options& options() const { return options_; }
+
+ private:
+  struct SendJob {
+    RingTag tag;
+    const void* data;
+    size_t bytes;
+  };
+
+  void reduce_buffer(uint64_t round, uint32_t group, at::ScalarType dtype, uint8_t* base,
+                     size_t count);
+  void enqueue_send(const RingTag& tag, const void* data, size_t bytes);
+  void rethrow_send_error();
+  // Waits until every queued send has been handed to the transport. With `cancel`, drops the
+  // ones not started yet first (error path).
+  void drain_sends(bool cancel);
+  void sender_loop();
+
+  RingTransport& transport_;
+  const int position_;
+  const int size_;
+  const Options options_;
+
+  std::vector<uint8_t> scratch_;      // one received segment
+  std::vector<at::Tensor> flat_cache_;  // flattening buffers, reused across runs
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<SendJob> queue_;
+  bool sending_ = false;  // the sender thread is inside transport_.send()
+  bool stop_ = false;
+  std::exception_ptr send_error_;
+  std::thread sender_;
+};
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,120 @@
+#include "libs/training/loss.h"
+
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include "libs/data/dataset.h"
+#include "libs/graph/torch_errors.h"
+
+namespace ravnest::runtime {
+namespace {
+
+std::string shape_of(const at::Tensor& t) {
+  std::string out = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.size(d));
+  return out + "]";
+}
+
+[[noreturn]] void fail(const config::LossSpec& spec, const std::string& message) {
+  throw std::runtime_error(std::string("loss ") + config::to_string(spec.name) + ": " + message);
+}
+
+}  // namespace
+
+double micro_batch_loss_weight(int64_t samples, int64_t batch_samples, int update_frequency) {
+  if (samples < 0 || batch_samples <= 0 || samples > batch_samples || update_frequency < 1) {
+    throw std::invalid_argument("micro_batch_loss_weight: need 0 <= samples <= batch_samples, "
+                                "batch_samples > 0 and update_frequency >= 1");
+  }
+  return static_cast<double>(samples) / static_cast<double>(batch_samples) /
+         static_cast<double>(update_frequency);
+}
+
+Loss::Loss(const config::LossSpec& spec) : spec_(spec) {
+  if (spec_.name != config::LossName::kScript) return;
+  try {
+    script_ = std::make_unique<torch::jit::Module>(torch::jit::load(spec_.path.resolved));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(spec_.path.resolved + ": cannot load the TorchScript loss module: " +
+                             graph::torch_message(e));
+  }
+  if (!script_->find_method("forward")) {
+    throw std::runtime_error(spec_.path.resolved + ": the loss module has no forward(outputs, labels)");
+  }
+}
+
+Loss::~Loss() = default;
+
+at::Tensor Loss::primary_output(const c10::IValue& output) {
+  if (output.isTensor()) return output.toTensor();
+  if (output.isTuple()) {
+    const auto& items = output.toTupleRef().elements();
+    if (!items.empty() && items[0].isTensor()) return items[0].toTensor();
+  }
+  if (output.isList()) {
+    const auto list = output.toListRef();
+    if (!list.empty() && list[0].isTensor()) return list[0].toTensor();
+  }
+  throw std::runtime_error("the model's output is a " + output.tagKind() +
+                           ", expected a tensor or a tuple whose first item is a tensor");
+}
+
+at::Tensor Loss::operator()(const c10::IValue& model_output, const at::Tensor& labels) const {
+  using config::LossName;
+  if (spec_.name == LossName::kScript) {
+    c10::IValue result;
+    try {
+      result = script_->forward({model_output, labels});
+    } catch (const std::exception& e) {
+      throw std::runtime_error(spec_.path.resolved + ": forward(outputs, labels) failed: " +
+                               graph::torch_message(e));
+    }
+    if (!result.isTensor() || result.toTensor().numel() != 1) {
+      throw std::runtime_error(spec_.path.resolved + ": forward(outputs, labels) must return a scalar "
+                               "tensor, got " + (result.isTensor() ? "a tensor of shape " +
+                               shape_of(result.toTensor()) : "a " + result.tagKind()));
+    }
+    return result.toTensor().reshape({});
+  }
+  at::Tensor output;
+  try {
+    output = primary_output(model_output);
+  } catch (const std::exception& e) {
+    fail(spec_, e.what());
+  }
+  try {
+    switch (spec_.name) {
+      case LossName::kCrossEntropy: {
+        if (labels.is_floating_point() && labels.sizes() == output.sizes()) {
+          return at::cross_entropy_loss(output, labels.to(output.scalar_type()));
+        }
+        return at::cross_entropy_loss(output, labels.to(at::kLong));
+      }
+      case LossName::kNll:
+        return at::nll_loss_nd(output, labels.to(at::kLong));
+      case LossName::kMse:
+      case LossName::kL1:
+      case LossName::kBceWithLogits: {
+        at::Tensor target = labels.to(output.is_floating_point() ? output.scalar_type() : at::kFloat);
+        if (target.dim() + 1 == output.dim() && output.size(-1) == 1) target = target.unsqueeze(-1);
+        if (target.sizes() != output.sizes()) {
+          fail(spec_, "the output's shape " + shape_of(output) + " differs from the labels' " +
+                          shape_of(labels));
+        }
+        if (spec_.name == LossName::kMse) return at::mse_loss(output, target);
+        if (spec_.name == LossName::kL1) return at::l1_loss(output, target);
+        return at::binary_cross_entropy_with_logits(output, target);
+      }
+      case LossName::kScript:
+        break;
+    }
+  } catch (const c10::Error& e) {
+    fail(spec_, graph::torch_message(e) + " (output " + shape_of(output) + ", labels " + shape_of(labels) + ")");
+  }
+  throw std::logic_error("Loss: unknown loss");
+}
+
+}  // namespace ravnest::runtime

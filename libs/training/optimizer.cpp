@@ -1,0 +1,102 @@
+#include "libs/training/optimizer.h"
+
+#include <unordered_set>
+
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+
+namespace ravnest::runtime {
+
+std::vector<at::Tensor> unique_trainable(const std::vector<at::Tensor>& parameters) {
+  std::vector<at::Tensor> out;
+  std::unordered_set<const void*> seen;
+  for (const auto& p : parameters) {
+    if (!p.defined() || !p.requires_grad()) continue;
+    if (seen.insert(p.unsafeGetTensorImpl()).second) out.push_back(p);
+  }
+  return out;
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerSpec& spec,
+                                                        const std::vector<at::Tensor>& parameters) {
+  std::vector<at::Tensor> params = unique_trainable(parameters);
+  using config::OptimizerName;
+  switch (spec.name) {
+    case OptimizerName::kSgd:
+      return std::make_unique<torch::optim::SGD>(
+          params, torch::optim::SGDOptions(spec.lr)
+                      .momentum(spec.momentum)
+                      .dampening(spec.dampening)
+                      .weight_decay(spec.weight_decay)
+                      .nesterov(spec.nesterov));
+    case OptimizerName::kAdam:
+      return std::make_unique<torch::optim::Adam>(
+          params, torch::optim::AdamOptions(spec.lr)
+                      .betas(std::make_tuple(spec.betas.first, spec.betas.second))
+                      .eps(spec.eps)
+                      .weight_decay(spec.weight_decay)
+                      .amsgrad(spec.amsgrad));
+    case OptimizerName::kAdamW:
+      return std::make_unique<torch::optim::AdamW>(
+          params, torch::optim::AdamWOptions(spec.lr)
+                      .betas(std::make_tuple(spec.betas.first, spec.betas.second))
+                      .eps(spec.eps)
+                      .weight_decay(spec.weight_decay)
+                      .amsgrad(spec.amsgrad));
+    case OptimizerName::kRmsprop:
+      return std::make_unique<torch::optim::RMSprop>(
+          params, torch::optim::RMSpropOptions(spec.lr)
+                      .alpha(spec.alpha)
+                      .eps(spec.eps)
+                      .weight_decay(spec.weight_decay)
+                      .momentum(spec.momentum)
+                      .centered(spec.centered));
+    case OptimizerName::kAdagrad:
+      return std::make_unique<torch::optim::Adagrad>(
+          params, torch::optim::AdagradOptions(spec.lr)
+                      .lr_decay(spec.lr_decay)
+                      .weight_decay(spec.weight_decay)
+                      .initial_accumulator_value(spec.initial_accumulator_value)
+                      .eps(spec.eps));
+  }
+  throw std::logic_error("make_optimizer: unknown optimizer");
+}
+
+}  // namespace ravnest::runtime
+
+namespace ravnest::runtime {
+
+std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer,
+                                                const at::Tensor& parameter) {
+  auto& state = optimizer.state();
+  auto it = state.find(c10::guts::to_string(parameter.unsafeGetTensorImpl()));
+  if (it == state.end()) return {};
+  std::vector<at::Tensor> out;
+  auto add = [&](const at::Tensor& t) {
+    if (t.defined()) out.push_back(t);
+  };
+  auto* s = it->second.get();
+  if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(s)) {
+    add(sgd->momentum_buffer());
+  } else if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(s)) {
+    add(adam->exp_avg());
+    add(adam->exp_avg_sq());
+    add(adam->max_exp_avg_sq());
+  } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(s)) {
+    add(adamw->exp_avg());
+    add(adamw->exp_avg_sq());
+    add(adamw->max_exp_avg_sq());
+  } else if (auto* rms = dynamic_cast<torch::optim::RMSpropParamState*>(s)) {
+    add(rms->square_avg());
+    add(rms->momentum_buffer());
+    add(rms->grad_avg());
+  } else if (auto* adagrad = dynamic_cast<torch::optim::AdagradParamState*>(s)) {
+    add(adagrad->sum());
+  }
+  return out;
+}
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,294 @@
+#include "libs/training/reference_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include "libs/data/batch_order.h"
+#include "libs/data/dataset.h"
+#include "libs/graph/eager_numerics.h"
+#include "libs/graph/torch_errors.h"
+#include "libs/training/loss.h"
+#include "libs/training/lr_schedule.h"
+#include "libs/training/optimizer.h"
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+namespace ravnest::runtime {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::map<std::string, at::Tensor> state_of(const torch::jit::Module& module) {
+  std::map<std::string, at::Tensor> state;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) state[p.name] = p.value.detach().clone();
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) state[b.name] = b.value.detach().clone();
+  return state;
+}
+
+ReferenceResult train_reference(const std::string& model_path, const config::JobSpec& job,
+                                int64_t max_batches) {
+  at::manual_seed(static_cast<uint64_t>(job.train.seed));
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(model_path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(model_path + ": cannot load the TorchScript model: " + graph::torch_message(e));
+  }
+  return train_reference(module, job, max_batches);
+}
+
+ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpec& job,
+                                int64_t max_batches) {
+  const graph::EagerNumerics eager;  // as the daemons' stages compute
+  const config::TrainSpec& t = job.train;
+  at::manual_seed(static_cast<uint64_t>(t.seed));
+  const data::Dataset train = data::load_dataset(job.data, data::Split::kTrain);
+  std::unique_ptr<data::Dataset> validation;
+  if (!job.data.validation.empty()) {
+    validation = std::make_unique<data::Dataset>(data::load_dataset(job.data, data::Split::kValidation));
+  }
+  const Loss loss(job.loss);
+  module.train();
+  std::vector<at::Tensor> parameters;
+  for (const auto& p : module.parameters(/*recurse=*/true)) parameters.push_back(p);
+  auto optimizer = make_optimizer(job.optimizer, parameters);
+  LrSchedule schedule(*optimizer, job.scheduler);
+  optimizer->zero_grad();
+
+  data::BatchOrder order(train.size(), t.batch_size, t.seed, t.shuffle, t.drop_last);
+  int64_t total = order.batches_per_epoch() * t.epochs;
+  if (t.max_steps) total = std::min(total, *t.max_steps);
+  if (max_batches >= 0) total = std::min(total, max_batches);
+
+  ReferenceResult result;
+  int64_t pending = 0;  // batches accumulated since the last update
+  auto validate = [&](int64_t epoch) {
+    if (!validation) return;
+    ValidationPoint point;
+    point.epoch = epoch;
+    point.batches = result.batches;
+    point.updates = result.updates;
+    point.result = evaluate(module, *validation, loss, t.batch_size);
+    result.validations.push_back(point);
+  };
+
+  double started = now_seconds();
+  for (int64_t epoch = 0; epoch < t.epochs && result.batches < total; ++epoch) {
+    ++result.epochs_started;
+    const auto batches = order.epoch(epoch);
+    for (size_t b = 0; b < batches.size() && result.batches < total; ++b) {
+      const data::Batch batch = train.get(batches[b]);
+      const int64_t n = batch.size();
+      double batch_loss = 0;
+      for (const auto& [begin, end] : data::split_micro_batches(n, t.micro_batches)) {
+        const data::Batch micro = batch.slice(begin, end);
+        std::vector<c10::IValue> inputs(micro.inputs.begin(), micro.inputs.end());
+        c10::IValue output;
+        at::Tensor value;
+        try {
+          output = module.forward(inputs);
+          value = loss(output, micro.labels);
+        } catch (const c10::Error& e) {
+          throw std::runtime_error("training batch " + std::to_string(result.batches + 1) + ": " +
+                                   graph::torch_message(e));
+        }
+        const at::Tensor weighted = value * micro_batch_loss_weight(end - begin, n, t.update_frequency);
+        weighted.backward();
+        batch_loss += weighted.item<double>();
+      }
+      result.batch_losses.push_back(batch_loss * t.update_frequency);
+      result.samples += n;
+      ++result.batches;
+      ++pending;
+      const bool last = result.batches == total;
+      bool validated = false;
+      if (pending == t.update_frequency || last) {
+        result.update_lrs.push_back(schedule.lr());
+        optimizer->step();
+        optimizer->zero_grad();
+        schedule.on_update();
+        ++result.updates;
+        pending = 0;
+        if (t.val_freq > 0 && result.updates % t.val_freq == 0) {
+          result.train_seconds += now_seconds() - started;
+          validate(epoch);
+          validated = true;
+          started = now_seconds();
+        }
+      }
+      const bool epoch_end = b + 1 == batches.size();
+      if (epoch_end) {
+        schedule.on_epoch_end();
+        if (t.val_freq == 0) {
+          result.train_seconds += now_seconds() - started;
+          validate(epoch);
+          validated = true;
+          started = now_seconds();
+        }
+      }
+      if (last && !validated) {
+        result.train_seconds += now_seconds() - started;
+        validate(epoch);
+        started = now_seconds();
+      }
+    }
+  }
+  result.train_seconds += now_seconds() - started;
+  result.samples_per_second = result.train_seconds > 0 ? result.samples / result.train_seconds : 0;
+  result.state = state_of(module);
+  return result;
+}
+
+namespace {
+
+// The ring's average: the sum over copies, divided by their count; integer tensors (BatchNorm's
+// num_batches_tracked) with floor division.
+void average_across(const std::vector<std::vector<at::Tensor>>& per_copy) {
+  if (per_copy.empty()) return;
+  const auto copies = static_cast<int64_t>(per_copy.size());
+  for (size_t t = 0; t < per_copy[0].size(); ++t) {
+    at::Tensor sum = per_copy[0][t].clone();
+    for (size_t c = 1; c < per_copy.size(); ++c) sum.add_(per_copy[c][t]);
+    if (at::isFloatingType(sum.scalar_type())) {
+      sum.div_(copies);
+    } else {
+      sum = sum.div(copies, "floor").to(sum.scalar_type());
+    }
+    for (const auto& copy : per_copy) copy[t].copy_(sum);
+  }
+}
+
+}  // namespace
+
+ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
+                                         int clusters, int64_t max_batches) {
+  const graph::EagerNumerics eager;  // as the daemons' stages compute
+  const config::TrainSpec& t = job.train;
+  const data::Dataset train = data::load_dataset(job.data, data::Split::kTrain);
+  const Loss loss(job.loss);
+  struct Copy {
+    torch::jit::Module module;
+    std::vector<at::Tensor> parameters;  // distinct, trainable, in module order
+    std::vector<at::Tensor> buffers;
+    std::unique_ptr<torch::optim::Optimizer> optimizer;
+    std::unique_ptr<LrSchedule> schedule;
+    std::vector<int64_t> shard;
+    at::Tensor rng_state;
+  };
+  std::vector<Copy> copies(static_cast<size_t>(clusters));
+  auto generator = at::detail::getDefaultCPUGenerator();
+  for (int c = 0; c < clusters; ++c) {
+    Copy& copy = copies[c];
+    copy.module = torch::jit::load(model_path);
+    copy.module.train();
+    std::vector<at::Tensor> all;
+    for (const auto& p : copy.module.parameters()) all.push_back(p);
+    copy.parameters = unique_trainable(all);
+    for (const auto& b : copy.module.buffers()) copy.buffers.push_back(b);
+    copy.optimizer = make_optimizer(job.optimizer, all);
+    copy.schedule = std::make_unique<LrSchedule>(*copy.optimizer, job.scheduler);
+    copy.optimizer->zero_grad();
+    copy.shard = data::shard_indices(train.size(), clusters, c, t.seed);
+    at::manual_seed(static_cast<uint64_t>(t.seed));
+    copy.rng_state = generator.get_state();
+  }
+  data::BatchOrder order(static_cast<int64_t>(copies[0].shard.size()), t.batch_size, t.seed,
+                         t.shuffle, t.drop_last);
+  int64_t total = order.batches_per_epoch() * t.epochs;
+  if (t.max_steps) total = std::min(total, *t.max_steps);
+  if (max_batches >= 0) total = std::min(total, max_batches);
+
+  ReferenceResult result;
+  int64_t pending = 0;
+  const double started = now_seconds();
+  auto gather = [&](auto pick) {
+    std::vector<std::vector<at::Tensor>> per_copy;
+    for (auto& copy : copies) per_copy.push_back(pick(copy));
+    return per_copy;
+  };
+  auto state_tensors = [&](Copy& copy, bool with_optimizer) {
+    std::vector<at::Tensor> out;
+    for (const auto& p : copy.parameters) {
+      out.push_back(p);
+      if (with_optimizer) {
+        for (auto& s : optimizer_state_tensors(*copy.optimizer, p)) out.push_back(s);
+      }
+    }
+    for (const auto& b : copy.buffers) out.push_back(b);
+    return out;
+  };
+  for (int64_t epoch = 0; epoch < t.epochs && result.batches < total; ++epoch) {
+    ++result.epochs_started;
+    const auto batches = order.epoch(epoch);
+    for (size_t b = 0; b < batches.size() && result.batches < total; ++b) {
+      double batch_loss = 0;
+      for (auto& copy : copies) {
+        generator.set_state(copy.rng_state);
+        std::vector<int64_t> indices = batches[b];
+        for (auto& index : indices) index = copy.shard[index];
+        const data::Batch batch = train.get(indices);
+        const int64_t n = batch.size();
+        for (const auto& [begin, end] : data::split_micro_batches(n, t.micro_batches)) {
+          const data::Batch micro = batch.slice(begin, end);
+          std::vector<c10::IValue> inputs(micro.inputs.begin(), micro.inputs.end());
+          const at::Tensor weighted = loss(copy.module.forward(inputs), micro.labels) *
+                                      micro_batch_loss_weight(end - begin, n, t.update_frequency);
+          weighted.backward();
+          batch_loss += weighted.item<double>();
+        }
+        result.samples += n;
+        copy.rng_state = generator.get_state();
+      }
+      result.batch_losses.push_back(batch_loss * t.update_frequency / clusters);
+      ++result.batches;
+      ++pending;
+      const bool last = result.batches == total;
+      if (pending == t.update_frequency || last) {
+        torch::NoGradGuard no_grad;
+        if (t.reduce == config::ReduceMode::kGradients) {
+          average_across(gather([](Copy& copy) {
+            std::vector<at::Tensor> grads;
+            for (auto& p : copy.parameters) {
+              if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+              grads.push_back(p.grad());
+            }
+            return grads;
+          }));
+        }
+        for (auto& copy : copies) {
+          copy.optimizer->step();
+          copy.optimizer->zero_grad();
+          copy.schedule->on_update();
+        }
+        ++result.updates;
+        pending = 0;
+        if (t.reduce == config::ReduceMode::kParameters && result.updates % t.reduce_factor == 0) {
+          average_across(gather([&](Copy& copy) { return state_tensors(copy, t.average_optim); }));
+        }
+      }
+      if (b + 1 == batches.size()) {
+        for (auto& copy : copies) copy.schedule->on_epoch_end();
+      }
+    }
+  }
+  {
+    torch::NoGradGuard no_grad;
+    average_across(gather([&](Copy& copy) { return state_tensors(copy, false); }));
+  }
+  result.train_seconds = now_seconds() - started;
+  result.samples_per_second = result.train_seconds > 0 ? result.samples / result.train_seconds : 0;
+  result.state = state_of(copies[0].module);
+  return result;
+}
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,77 @@
+// The reference trainer: the whole TorchScript model trained in one process exactly as a
+// cluster trains it -- same batch order (BatchOrder), same micro-batches
+// (split_micro_batches), same loss weighting (micro_batch_loss_weight), same optimizer and
+// LR schedule, same update points. It is the exactness reference of distributed training tests
+// and the baseline of benchmarks.
+//
+// Order of events, for batch k (counting from 1 over all epochs):
+//   forward + backward of each micro-batch, in order, loss * micro_batch_loss_weight(...)
+//   if k % update_frequency == 0 or k is the last batch of training:
+//       optimizer step, zero_grad, schedule.on_update(), validation if val_freq > 0 and the
+//       number of updates is a multiple of val_freq
+//   if k ends an epoch: schedule.on_epoch_end(), validation if val_freq == 0
+// and a final validation after the last batch unless one was just done. Validation runs the
+// whole validation set in order, in eval mode without grad, in batches of batch_size, and then
+// returns to training mode (it draws no random numbers, so it does not change training).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include "libs/config/job_spec.h"
+#include "libs/training/evaluate.h"
+
+namespace ravnest::runtime {
+
+struct ValidationPoint {
+  int64_t epoch = 0;     // 0-based epoch in which it ran
+  int64_t batches = 0;   // batches trained before it
+  int64_t updates = 0;   // optimizer updates before it
+  Evaluation result;
+};
+
+struct ReferenceResult {
+  // Final parameters and buffers by state-dict name (detached copies; tied weights appear
+  // under each of their names).
+  std::map<std::string, at::Tensor> state;
+  std::vector<double> batch_losses;   // per batch: its mean loss (sum of weighted micro-batch
+                                      // losses * update_frequency)
+  std::vector<double> update_lrs;     // per optimizer update: the lr it used
+  std::vector<ValidationPoint> validations;
+  int64_t batches = 0;
+  int64_t updates = 0;
+  int64_t samples = 0;
+  int64_t epochs_started = 0;
+  double train_seconds = 0;           // forward, backward and optimizer time (no validation)
+  double samples_per_second = 0;      // samples / train_seconds
+};
+
+// torch::manual_seed(job.train.seed), then loads the model (torch::jit::load), reads the data
+// (load_dataset) and trains: batches over job.train.epochs epochs, stopping early after
+// job.train.max_steps batches and after `max_batches` batches when >= 0. Throws
+// std::runtime_error (or ConfigError) on unreadable files and on a forward/loss that fails.
+ReferenceResult train_reference(const std::string& model_path, const config::JobSpec& job,
+                                int64_t max_batches = -1);
+
+// The same on a module already loaded (trained in place).
+ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpec& job,
+                                int64_t max_batches = -1);
+
+// The module's parameters and buffers by state-dict name, as detached copies.
+std::map<std::string, at::Tensor> state_of(const torch::jit::Module& module);
+
+// Data parallelism as the daemons run it, in one process: `clusters` copies of the model, copy c
+// training on data shard c (data::shard_indices) with its own optimizer and its own RNG stream
+// (each seeded with train.seed, as every node is), averaging gradients before each update
+// (reduce = "gradients") or parameters, BatchNorm buffers and, with average_optim, optimizer state
+// every reduce_factor updates (reduce = "parameters"); parameters and buffers once more at the
+// end. Returns copy 0's state, which then equals every copy's.
+ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
+                                         int clusters, int64_t max_batches = -1);
+
+}  // namespace ravnest::runtime
