@@ -49,6 +49,18 @@ StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
   }
   root_schedule_ = RootSchedule(setup_.schedule, setup_.node.cluster_size);
   if (setup_.optimizer) setup_.optimizer->zero_grad();
+  for (const auto& p : setup_.stage.parameters()) state_storages_.insert(p.storage().data());
+  for (const auto& b : setup_.stage.buffers()) state_storages_.insert(b.storage().data());
+}
+
+// A sent tensor's bytes may leave the process after the call returns (messages reference
+// memory, large tensors stream), so an output that is (a view of) the stage's own state, which
+// the next optimizer step or BatchNorm update writes in place, is sent as a copy of what the
+// forward saw. Other outputs are fresh memory that nothing writes to again.
+at::Tensor StageWorker::sendable(const at::Tensor& output) const {
+  at::Tensor t = output.detach();
+  if (t.has_storage() && state_storages_.count(t.storage().data())) t = t.clone();
+  return t;
 }
 
 StageWorker::~StageWorker() = default;
@@ -424,7 +436,7 @@ void StageWorker::forward(Micro& m) {
       const auto& to = setup_.node.outputs[j].to_nodes;
       if (std::find(to.begin(), to.end(), consumer) == to.end()) continue;
       c10::IValue value = items[j];
-      if (value.isTensor()) value = value.toTensor().detach();
+      if (value.isTensor()) value = sendable(value.toTensor());
       message.values.emplace_back(static_cast<uint32_t>(j), std::move(value));
     }
     port_.send(std::move(message));

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -125,6 +126,7 @@ class StageWorker {
   void progress();
   bool ready_for_forward(const Micro& m) const;
   bool in_random_chain() const;
+  at::Tensor sendable(const at::Tensor& output) const;
   void pass_random_state(const MicroBatchTag& batch);
   void forward(Micro& m);
   void backward(Micro& m);
@@ -159,6 +161,7 @@ class StageWorker {
   Key next_backward_{false, 0, 0};
   std::map<std::pair<int, uint32_t>, size_t> input_slot_;  // (node, output) -> input index
   std::map<Key, at::Tensor> random_state_in_;  // training micro-batch -> generator state to use
+  std::set<const void*> state_storages_;       // memory of the stage's parameters and buffers
   uint32_t current_epoch_ = 0;
   uint64_t batches_done_ = 0;
   uint64_t updates_done_ = 0;
