@@ -1,7 +1,6 @@
 #include "libs/runtime/requester.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "libs/config/atomic_file.h"
+#include "libs/config/clock.h"
 #include "libs/config/job_spec.h"
 #include "libs/config/sha256.h"
 #include "libs/data/dataset.h"
@@ -29,11 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using config::now_seconds;
 
 // "remote exception: std::exception: reason" -> "reason"
 std::string remote_reason(const kj::Exception& e) {

@@ -1,6 +1,5 @@
 #include "libs/runtime/stage_worker.h"
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -8,6 +7,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "libs/config/clock.h"
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
 #include "libs/runtime/evaluate.h"
@@ -17,15 +17,7 @@
 
 namespace ravnest::runtime {
 
-namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-
-}  // namespace
+using config::now_seconds;
 
 StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
     : setup_(std::move(setup)), port_(port) {
