@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "libs/config/atomic_file.h"
+#include "libs/config/plan_layout.h"
 #include "libs/config/sha256.h"
 #include "libs/graph/stage_builder.h"
 #include "libs/graph/torch_errors.h"
@@ -191,11 +192,10 @@ std::vector<RingSummary> assign_rings(std::vector<config::NodeMetadata>& nodes) 
 }
 
 void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std::string& dir) {
-  fs::create_directories(fs::path(dir) / "nodes");
+  const config::PlanLayout layout(dir);
+  fs::create_directories(layout.nodes_dir());
   for (const auto& meta : nodes) {
-    config::write_file_atomically(
-        (fs::path(dir) / "nodes" / ("node_" + std::to_string(meta.node_id) + ".json")).string(),
-        config::to_json(meta));
+    config::write_file_atomically(layout.node_file(meta.node_id), config::to_json(meta));
   }
 }
 

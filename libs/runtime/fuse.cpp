@@ -18,6 +18,7 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "libs/config/atomic_file.h"
+#include "libs/config/plan_layout.h"
 #include "libs/graph/stage_builder.h"
 #include "libs/graph/torch_errors.h"
 
@@ -251,20 +252,20 @@ FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFil
 
 std::vector<StageFile> cluster_stage_files(const std::string& plan_dir, int cluster) {
   std::vector<StageFile> out;
-  const fs::path nodes = fs::path(plan_dir) / "nodes";
+  const config::PlanLayout layout(plan_dir);
+  const std::string nodes = layout.nodes_dir();
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(nodes, error)) {
-    const std::string file = entry.path().filename().string();
-    if (file.rfind("node_", 0) != 0 || entry.path().extension() != ".json") continue;
+    if (!config::PlanLayout::is_node_file(entry.path().filename().string())) continue;
     StageFile stage;
     stage.metadata = config::load_node_metadata(entry.path().string());
     if (stage.metadata.cluster != cluster) continue;
-    stage.path = (fs::path(plan_dir) / stage.metadata.stage_file).string();
+    stage.path = layout.resolve(stage.metadata.stage_file);
     out.push_back(std::move(stage));
   }
-  if (error) throw FuseError(nodes.string() + ": cannot list: " + error.message());
+  if (error) throw FuseError(nodes + ": cannot list: " + error.message());
   if (out.empty()) {
-    throw FuseError(nodes.string() + ": no node of cluster " + std::to_string(cluster));
+    throw FuseError(nodes + ": no node of cluster " + std::to_string(cluster));
   }
   std::sort(out.begin(), out.end(), [](const StageFile& a, const StageFile& b) {
     return a.metadata.position < b.metadata.position;

@@ -16,6 +16,7 @@
 #include "libs/config/atomic_file.h"
 #include "libs/config/clock.h"
 #include "libs/config/job_spec.h"
+#include "libs/config/plan_layout.h"
 #include "libs/config/sha256.h"
 #include "libs/data/dataset.h"
 #include "libs/runtime/job_setup.h"
@@ -73,18 +74,18 @@ std::vector<config::NodeMetadata> Plan::cluster(int id) const {
 Plan load_plan(const std::string& dir) {
   Plan plan;
   plan.dir = dir;
-  const fs::path plan_path = fs::path(dir) / "plan.json";
+  const config::PlanLayout layout(dir);
+  const std::string plan_path = layout.plan_file();
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(config::read_file(plan_path.string()));
+    json = nlohmann::json::parse(config::read_file(plan_path));
   } catch (const std::exception& e) {
-    throw std::runtime_error(plan_path.string() + ": no readable plan (run `ravnest clusterize`): " +
+    throw std::runtime_error(plan_path + ": no readable plan (run `ravnest clusterize`): " +
                              e.what());
   }
   for (const auto& cluster : json.at("clusters")) {
     for (int id : cluster.at("nodes")) {
-      plan.nodes.push_back(config::load_node_metadata(
-          (fs::path(dir) / "nodes" / ("node_" + std::to_string(id) + ".json")).string()));
+      plan.nodes.push_back(config::load_node_metadata(layout.node_file(id)));
     }
   }
   return plan;
@@ -170,11 +171,10 @@ Requester::Requester(Plan plan, std::string secret)
 Requester::~Requester() = default;
 
 void Requester::push(const std::function<void(const std::string&)>& log) {
+  const config::PlanLayout layout(impl_->plan_.dir);
   for (const auto& meta : impl_->plan_.nodes) {
-    const fs::path dir = impl_->plan_.dir;
-    const std::string stage = config::read_file((dir / meta.stage_file).string());
-    const std::string metadata = config::read_file(
-        (dir / "nodes" / ("node_" + std::to_string(meta.node_id) + ".json")).string());
+    const std::string stage = config::read_file(layout.resolve(meta.stage_file));
+    const std::string metadata = config::read_file(layout.node_file(meta.node_id));
     auto request = impl_->node(meta).pushStageRequest();
     request.setSecret(impl_->secret());
     request.setMetadataJson(metadata);
