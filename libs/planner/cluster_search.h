@@ -47,6 +47,16 @@ struct Configuration {
   double value = 0;               // sum of the clusters' samples/s
 };
 
+// One round of improve(): the clusters as the round found them, their values, and the best
+// move seen so far (clusters `removed` replaced by `added`, gaining `gain`).
+struct Round {
+  const std::vector<Cluster>& clusters;
+  std::vector<double> values;
+  double gain = 0;
+  std::vector<size_t> removed;
+  std::vector<Cluster> added;
+};
+
 class Search {
  public:
   // Throws std::invalid_argument when a node id appears twice in `pool`.
@@ -97,6 +107,17 @@ class Search {
 
   // local_search.cpp
   void improve(Configuration* config);
+  bool place_one_unplaced(Configuration* config);
+  void consider(Round& round, std::vector<size_t> removed, std::vector<Cluster> added);
+  void try_moves(Round& round);
+  void try_swaps(Round& round);
+  void try_merges(Round& round);
+  void try_new_pairs(Round& round);
+  void try_dissolves(Round& round);
+  void dissolve_every_way(Round& round, size_t a, const std::vector<size_t>& others,
+                          size_t assignments);
+  void dissolve_greedily(Round& round, size_t a, const std::vector<size_t>& others);
+  void try_splits(Round& round);
 
   // cluster_plan.cpp
   // The best of improve() from the constructions and from random restarts.
