@@ -1,4 +1,6 @@
-// read_csv(): comma-separated numbers, plain or gzipped (dataset.h).
+// read_csv(): comma-separated numbers, plain or gzipped (dataset.h). Three phases: the rows
+// are parsed (header, label column, every field a number), then checked as a whole (not empty,
+// labels within num_classes), then become tensors shaped by input_shape.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -59,48 +61,55 @@ int64_t product(const std::vector<int64_t>& shape) {
   return n;
 }
 
-}  // namespace
-
-Dataset read_csv(const std::string& path, const CsvOptions& options) {
-  const std::string text = read_maybe_gzip(path);
-  std::vector<std::string_view> fields;
-  std::vector<std::string> names;
+// What the parse keeps of a CSV file: the features row after row, and each row's label.
+struct CsvRows {
+  std::vector<std::string> names;  // from the header, when there is one
   size_t columns = 0;
   int64_t label_col = -1;
   std::vector<float> features;
   std::vector<double> labels;
-  std::vector<int64_t> label_lines;
+  std::vector<int64_t> label_lines;  // the line each label came from, for messages
   bool integral_labels = true;
-  int64_t line_no = 0;
+};
 
-  auto resolve_label = [&](size_t ncols) {
-    if (!options.label_column.empty()) {
-      auto it = std::find(names.begin(), names.end(), options.label_column);
-      if (it == names.end()) {
-        std::string list;
-        for (size_t i = 0; i < names.size(); ++i) {
-          if (i == 3 && names.size() > 6) {
-            list += ", ...";
-            i = names.size() - 3;
-          }
-          list += (list.empty() ? "" : ", ") + shorten(names[i], 20);
+// The label column among `ncols`, by name (in the header) or by index.
+int64_t resolve_label_column(const std::string& path, const std::vector<std::string>& names,
+                             size_t ncols, const CsvOptions& options) {
+  int64_t label_col = -1;
+  if (!options.label_column.empty()) {
+    auto it = std::find(names.begin(), names.end(), options.label_column);
+    if (it == names.end()) {
+      std::string list;
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (i == 3 && names.size() > 6) {
+          list += ", ...";
+          i = names.size() - 3;
         }
-        fail(path, "no column named '" + options.label_column + "' in the header (" + list + ")");
+        list += (list.empty() ? "" : ", ") + shorten(names[i], 20);
       }
-      label_col = it - names.begin();
-    } else {
-      int64_t index = options.label_index < 0 ? static_cast<int64_t>(ncols) + options.label_index
-                                              : options.label_index;
-      if (index < 0 || index >= static_cast<int64_t>(ncols)) {
-        fail(path, "label column index " + std::to_string(options.label_index) +
-                       " is out of range: the file has " + std::to_string(ncols) + " columns");
-      }
-      label_col = index;
+      fail(path, "no column named '" + options.label_column + "' in the header (" + list + ")");
     }
-    if (ncols < 2) fail(path, "needs a label column and at least one feature column, got " +
-                                  std::to_string(ncols) + " column");
-  };
+    label_col = it - names.begin();
+  } else {
+    int64_t index = options.label_index < 0 ? static_cast<int64_t>(ncols) + options.label_index
+                                            : options.label_index;
+    if (index < 0 || index >= static_cast<int64_t>(ncols)) {
+      fail(path, "label column index " + std::to_string(options.label_index) +
+                     " is out of range: the file has " + std::to_string(ncols) + " columns");
+    }
+    label_col = index;
+  }
+  if (ncols < 2) fail(path, "needs a label column and at least one feature column, got " +
+                                std::to_string(ncols) + " column");
+  return label_col;
+}
 
+// Every non-blank line: the header (when expected) names the columns, every other line is a row
+// of as many numbers as the first row has.
+CsvRows parse_rows(const std::string& path, const std::string& text, const CsvOptions& options) {
+  CsvRows rows;
+  std::vector<std::string_view> fields;
+  int64_t line_no = 0;
   size_t pos = 0;
   bool seen_header = !options.header;
   while (pos < text.size()) {
@@ -114,70 +123,92 @@ Dataset read_csv(const std::string& path, const CsvOptions& options) {
     split_fields(line, &fields);
     if (!seen_header) {
       seen_header = true;
-      for (auto f : fields) names.push_back(trim(f));
-      columns = fields.size();
-      resolve_label(columns);
+      for (auto f : fields) rows.names.push_back(trim(f));
+      rows.columns = fields.size();
+      rows.label_col = resolve_label_column(path, rows.names, rows.columns, options);
       continue;
     }
-    if (columns == 0) {
-      columns = fields.size();
-      resolve_label(columns);
+    if (rows.columns == 0) {
+      rows.columns = fields.size();
+      rows.label_col = resolve_label_column(path, rows.names, rows.columns, options);
     }
-    if (fields.size() != columns) {
-      fail(path, "line " + std::to_string(line_no) + ": expected " + std::to_string(columns) +
+    if (fields.size() != rows.columns) {
+      fail(path, "line " + std::to_string(line_no) + ": expected " + std::to_string(rows.columns) +
                      " columns, got " + std::to_string(fields.size()));
     }
-    for (size_t c = 0; c < columns; ++c) {
+    for (size_t c = 0; c < rows.columns; ++c) {
       double value;
       if (!parse_double(fields[c], &value)) {
         std::string column = "column " + std::to_string(c + 1);
-        if (!names.empty()) column += " ('" + shorten(names[c], 20) + "')";
+        if (!rows.names.empty()) column += " ('" + shorten(rows.names[c], 20) + "')";
         fail(path, "line " + std::to_string(line_no) + ", " + column + ": non-numeric value '" +
                        shorten(trim(fields[c])) + "'");
       }
-      if (static_cast<int64_t>(c) == label_col) {
-        labels.push_back(value);
-        label_lines.push_back(line_no);
-        if (value != std::floor(value) || std::fabs(value) > 9e15) integral_labels = false;
+      if (static_cast<int64_t>(c) == rows.label_col) {
+        rows.labels.push_back(value);
+        rows.label_lines.push_back(line_no);
+        if (value != std::floor(value) || std::fabs(value) > 9e15) rows.integral_labels = false;
       } else {
-        features.push_back(static_cast<float>(value));
+        rows.features.push_back(static_cast<float>(value));
       }
     }
   }
-  if (labels.empty()) fail(path, "empty dataset (no data rows)");
+  return rows;
+}
 
-  const int64_t rows = static_cast<int64_t>(labels.size());
-  const int64_t per_row = static_cast<int64_t>(columns) - 1;
-  if (options.num_classes > 0) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const double v = labels[r];
-      if (v != std::floor(v) || v < 0 || v >= static_cast<double>(options.num_classes)) {
-        std::ostringstream value;
-        value << v;
-        fail(path, "row " + std::to_string(r + 1) + " (line " + std::to_string(label_lines[r]) +
-                       "): label " + value.str() + " is out of range [0, " +
-                       std::to_string(options.num_classes) + ")");
-      }
+void check_label_classes(const std::string& path, const CsvRows& rows, int64_t num_classes) {
+  if (num_classes <= 0) return;
+  for (size_t r = 0; r < rows.labels.size(); ++r) {
+    const double v = rows.labels[r];
+    if (v != std::floor(v) || v < 0 || v >= static_cast<double>(num_classes)) {
+      std::ostringstream value;
+      value << v;
+      fail(path, "row " + std::to_string(r + 1) + " (line " + std::to_string(rows.label_lines[r]) +
+                     "): label " + value.str() + " is out of range [0, " +
+                     std::to_string(num_classes) + ")");
     }
   }
-  std::vector<int64_t> shape = options.input_shape.empty() ? std::vector<int64_t>{per_row} : options.input_shape;
+}
+
+// [rows, input_shape...] float32, scaled.
+at::Tensor feature_tensor(const std::string& path, CsvRows& rows, const CsvOptions& options) {
+  const auto count = static_cast<int64_t>(rows.labels.size());
+  const int64_t per_row = static_cast<int64_t>(rows.columns) - 1;
+  std::vector<int64_t> shape =
+      options.input_shape.empty() ? std::vector<int64_t>{per_row} : options.input_shape;
   if (product(shape) != per_row) {
     fail(path, "input_shape " + shape_text(shape) + " holds " + std::to_string(product(shape)) +
                    " values but each row has " + std::to_string(per_row) + " features");
   }
-  std::vector<int64_t> full{rows};
+  std::vector<int64_t> full{count};
   full.insert(full.end(), shape.begin(), shape.end());
-  at::Tensor x = at::from_blob(features.data(), full, at::TensorOptions().dtype(at::kFloat)).clone();
+  at::Tensor x =
+      at::from_blob(rows.features.data(), full, at::TensorOptions().dtype(at::kFloat)).clone();
   if (options.scale != 1.0) x = x.mul(options.scale);
-  at::Tensor y;
-  if (integral_labels) {
-    y = at::empty({rows}, at::TensorOptions().dtype(at::kLong));
+  return x;
+}
+
+// int64 when every label is an integer, else float32.
+at::Tensor label_tensor(CsvRows& rows) {
+  const auto count = static_cast<int64_t>(rows.labels.size());
+  if (rows.integral_labels) {
+    at::Tensor y = at::empty({count}, at::TensorOptions().dtype(at::kLong));
     int64_t* out = y.data_ptr<int64_t>();
-    for (int64_t r = 0; r < rows; ++r) out[r] = static_cast<int64_t>(labels[r]);
-  } else {
-    y = at::from_blob(labels.data(), {rows}, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat);
+    for (int64_t r = 0; r < count; ++r) out[r] = static_cast<int64_t>(rows.labels[r]);
+    return y;
   }
-  return Dataset({x}, y, path);
+  return at::from_blob(rows.labels.data(), {count}, at::TensorOptions().dtype(at::kDouble))
+      .to(at::kFloat);
+}
+
+}  // namespace
+
+Dataset read_csv(const std::string& path, const CsvOptions& options) {
+  CsvRows rows = parse_rows(path, read_maybe_gzip(path), options);
+  if (rows.labels.empty()) fail(path, "empty dataset (no data rows)");
+  check_label_classes(path, rows, options.num_classes);
+  at::Tensor x = feature_tensor(path, rows, options);
+  return Dataset({x}, label_tensor(rows), path);
 }
 
 }  // namespace ravnest::data
