@@ -32,6 +32,10 @@ inline constexpr double kMinBottleneck = 1e-12;
 
 using Cluster = std::vector<int>;  // indices into Search::nodes_, ascending
 
+inline void insert_sorted(Cluster& cluster, int x) {
+  cluster.insert(std::upper_bound(cluster.begin(), cluster.end(), x), x);
+}
+
 // What the search knows of one set of nodes.
 struct SetInfo {
   bool evaluated = false;
@@ -103,6 +107,9 @@ class Search {
   Configuration fill(const std::vector<int>& sequence);
   Configuration minimal_clusters();
   void place_leftovers(Configuration* config, const std::vector<int>& leftovers);
+  // The cluster that gains most by taking node x, when that beats *best_gain (then updated);
+  // -1 when none does.
+  int best_home(const std::vector<Cluster>& clusters, int x, double* best_gain);
   std::vector<int> random_sequence();
 
   // local_search.cpp

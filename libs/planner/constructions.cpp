@@ -12,27 +12,31 @@ namespace ravnest::planner::detail {
 // Puts each leftover node where it costs least; a node no cluster can take stays unplaced.
 void Search::place_leftovers(Configuration* config, const std::vector<int>& leftovers) {
   for (int x : leftovers) {
-    int best = -1;
     double best_gain = -kInfinity;
-    for (size_t c = 0; c < config->clusters.size(); ++c) {
-      Cluster grown = config->clusters[c];
-      grown.insert(std::upper_bound(grown.begin(), grown.end(), x), x);
-      const double v = value(grown);
-      if (v < 0) continue;
-      const double gain = v - value(config->clusters[c]);
-      if (gain > best_gain) {
-        best_gain = gain;
-        best = static_cast<int>(c);
-      }
-    }
+    const int best = best_home(config->clusters, x, &best_gain);
     if (best < 0) {
       config->unplaced.push_back(x);
     } else {
-      Cluster& c = config->clusters[best];
-      c.insert(std::upper_bound(c.begin(), c.end(), x), x);
+      insert_sorted(config->clusters[best], x);
     }
   }
   normalise(config);
+}
+
+int Search::best_home(const std::vector<Cluster>& clusters, int x, double* best_gain) {
+  int best = -1;
+  for (size_t c = 0; c < clusters.size(); ++c) {
+    Cluster grown = clusters[c];
+    insert_sorted(grown, x);
+    const double v = value(grown);
+    if (v < 0) continue;
+    const double gain = v - value(clusters[c]);
+    if (gain > *best_gain) {
+      *best_gain = gain;
+      best = static_cast<int>(c);
+    }
+  }
+  return best;
 }
 
 // Walks `sequence`, closing a cluster as soon as the nodes gathered can hold the model.

@@ -12,10 +12,6 @@ namespace {
 constexpr size_t kSplitEnumerateMax = 10;    // clusters up to this size try every split in two
 constexpr size_t kDissolveAssignments = 64;  // dissolving a cluster tries up to this many ways
 
-void insert_sorted(Cluster& cluster, int x) {
-  cluster.insert(std::upper_bound(cluster.begin(), cluster.end(), x), x);
-}
-
 Cluster without(const Cluster& cluster, int x) {
   Cluster out;
   for (int y : cluster) {
@@ -63,15 +59,10 @@ bool Search::place_one_unplaced(Configuration* config) {
       best_node = x;
       break;
     }
-    for (size_t c = 0; c < clusters.size(); ++c) {
-      Cluster grown = clusters[c];
-      insert_sorted(grown, x);
-      const double v = value(grown);
-      if (v >= 0 && v - value(clusters[c]) > best_gain) {
-        best_gain = v - value(clusters[c]);
-        best_cluster = static_cast<int>(c);
-        best_node = x;
-      }
+    const int home = best_home(clusters, x, &best_gain);
+    if (home >= 0) {
+      best_cluster = home;
+      best_node = x;
     }
   }
   if (best_cluster == -2) return false;
@@ -249,17 +240,8 @@ void Search::dissolve_greedily(Round& round, size_t a, const std::vector<size_t>
   std::vector<Cluster> grown;
   for (size_t b : others) grown.push_back(round.clusters[b]);
   for (int x : round.clusters[a]) {
-    int best_o = -1;
     double best_o_gain = -kInfinity;
-    for (size_t o = 0; o < grown.size(); ++o) {
-      Cluster c = grown[o];
-      insert_sorted(c, x);
-      const double v = value(c);
-      if (v >= 0 && v - value(grown[o]) > best_o_gain) {
-        best_o_gain = v - value(grown[o]);
-        best_o = static_cast<int>(o);
-      }
-    }
+    const int best_o = best_home(grown, x, &best_o_gain);
     if (best_o < 0) return;
     insert_sorted(grown[best_o], x);
   }
