@@ -223,6 +223,16 @@ class Requester::Impl {
   void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds);
 
   void stop_all(const std::string& reason);
+  // await(), but a failure stops every node first: no job runs on part of the plan.
+  void await_or_stop_all(kj::Promise<void>&& promise, const config::NodeMetadata& meta,
+                         const std::string& what) {
+    try {
+      await(kj::mv(promise), meta, what);
+    } catch (const std::exception& e) {
+      stop_all(e.what());
+      throw;
+    }
+  }
 
   Plan plan_;
   std::string secret_;
@@ -267,12 +277,7 @@ void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id) {
     request.setSecret(secret());
     request.setJobToml(job_text);
     request.setJobId(job_id);
-    try {
-      await(request.send().ignoreResult(), meta, "load job");
-    } catch (const std::exception& e) {
-      stop_all(e.what());
-      throw;
-    }
+    await_or_stop_all(request.send().ignoreResult(), meta, "load job");
   }
 }
 
@@ -300,12 +305,7 @@ void Requester::Impl::start(uint64_t job_id) {
     auto request = node(meta).startRequest();
     request.setSecret(secret());
     request.setJobId(job_id);
-    try {
-      await(request.send().ignoreResult(), meta, "start");
-    } catch (const std::exception& e) {
-      stop_all(e.what());
-      throw;
-    }
+    await_or_stop_all(request.send().ignoreResult(), meta, "start");
   }
 }
 
