@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -18,6 +17,7 @@
 #include "bench/harness/allreduce_bench.h"
 #include "bench/harness/local_daemons.h"
 #include "libs/config/job_spec.h"
+#include "libs/config/plan_layout.h"
 #include "libs/config/secret.h"
 #include "libs/data/dataset.h"
 #include "libs/graph/clusterize.h"
@@ -28,7 +28,6 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using namespace ravnest;
 
 void say(const std::string& line) { std::cout << line << '\n' << std::flush; }
@@ -56,8 +55,9 @@ void add_connection_options(CLI::App* cmd, Connection& c) {
 }
 
 std::string model_of_plan(const std::string& plan_dir) {
-  std::ifstream in(fs::path(plan_dir) / "plan.json");
-  if (!in) throw std::runtime_error(plan_dir + "/plan.json: cannot read");
+  const std::string plan_file = config::PlanLayout(plan_dir).plan_file();
+  std::ifstream in(plan_file);
+  if (!in) throw std::runtime_error(plan_file + ": cannot read");
   return nlohmann::json::parse(in).at("model").get<std::string>();
 }
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "libs/config/config_error.h"
+#include "libs/config/read_all.h"
 
 namespace ravnest::config {
 namespace {
@@ -71,19 +72,9 @@ std::string read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw ConfigError(path + ": cannot read: " + error_text(errno));
   std::string out;
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      throw ConfigError(path + ": cannot read: " + error_text(err));
-    }
-    if (n == 0) break;
-    out.append(buffer, static_cast<size_t>(n));
-  }
+  const int err = read_all(fd, &out);
   ::close(fd);
+  if (err != 0) throw ConfigError(path + ": cannot read: " + error_text(err));
   return out;
 }
 

@@ -1,6 +1,6 @@
 // JobSpec: the training recipe of `ravnest train JOB.toml` -- what to train on, with which loss,
 // optimizer and learning-rate schedule, in what batches. Pure C++ (no LibTorch): the data,
-// loss and optimizer code (libs/data, libs/runtime) builds on it. Every field, its default and
+// loss and optimizer code (libs/data, libs/training) builds on it. Every field, its default and
 // its checks are documented in docs/job-file.md.
 //
 // Errors are ConfigError with one line naming the file and the field, e.g.

@@ -182,6 +182,147 @@ class Reader {
   std::string origin_;
 };
 
+// The phases of node_metadata_from_json(), one per group of fields.
+
+// Format, who the node is, its place in its cluster, and its stage file.
+void read_identity(const Reader& r, const json& root, NodeMetadata* out) {
+  NodeMetadata& m = *out;
+  m.format = r.string(root, "", "format");
+  if (m.format != kNodeMetadataFormat) {
+    r.fail("format", "expected \"" + std::string(kNodeMetadataFormat) + "\", got \"" + m.format +
+                         "\"");
+  }
+  m.node_id = r.integer(root, "", "node_id");
+  m.name = r.string(root, "", "name");
+  m.address = r.string(root, "", "address");
+  m.cluster = r.integer(root, "", "cluster");
+  m.position = r.integer(root, "", "position");
+  m.cluster_size = r.integer(root, "", "cluster_size");
+  m.cluster_count = r.integer(root, "", "cluster_count");
+  const std::string role = r.string(root, "", "role");
+  try {
+    m.role = role_from_name(role);
+  } catch (const ConfigError& error) {
+    r.fail("role", error.what());
+  }
+  m.stage_file = r.string(root, "", "stage_file");
+  m.stage_sha256 = r.string(root, "", "stage_sha256");
+}
+
+void read_inputs(const Reader& r, const json& root, NodeMetadata* m) {
+  const json& inputs = r.array(root, "", "inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string path = Reader::index("inputs", i);
+    const json& in = inputs[i];
+    if (!in.is_object()) r.fail(path, "must be an object, got " + Reader::kind(in));
+    StageInput input;
+    input.value = r.string(in, path, "value");
+    input.type = r.string(in, path, "type");
+    const bool has_model_input = in.contains("model_input");
+    const bool has_from = in.contains("from");
+    if (has_model_input == has_from) {
+      r.fail(path, "needs exactly one of \"model_input\" and \"from\"");
+    }
+    if (has_model_input) {
+      input.model_input = r.integer(in, path, "model_input");
+    } else {
+      const json& from = r.object(in, path, "from");
+      input.from_node = r.integer(from, path + ".from", "node");
+      input.from_output = r.integer(from, path + ".from", "output");
+    }
+    m->inputs.push_back(std::move(input));
+  }
+}
+
+void read_outputs(const Reader& r, const json& root, NodeMetadata* m) {
+  const json& outputs = r.array(root, "", "outputs");
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string path = Reader::index("outputs", i);
+    const json& o = outputs[i];
+    if (!o.is_object()) r.fail(path, "must be an object, got " + Reader::kind(o));
+    StageOutput output;
+    output.value = r.string(o, path, "value");
+    output.type = r.string(o, path, "type");
+    output.to_nodes = r.int_list(o, path, "to_nodes");
+    m->outputs.push_back(std::move(output));
+  }
+}
+
+// The cluster around the node: pipeline, addresses, neighbours.
+void read_neighbourhood(const Reader& r, const json& root, NodeMetadata* m) {
+  m->returns_model_output = r.boolean(root, "", "returns_model_output");
+  m->pipeline = r.int_list(root, "", "pipeline");
+  const json& addresses = r.object(root, "", "addresses");
+  for (const auto& [id, address] : addresses.items()) {
+    const std::string path = "addresses." + id;
+    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) {
+      r.fail(path, "key must be a node id");
+    }
+    if (!address.is_string()) r.fail(path, "must be a string, got " + Reader::kind(address));
+    m->addresses[std::stoi(id)] = address.get<std::string>();
+  }
+  m->forward_neighbours = r.int_list(root, "", "forward_neighbours");
+  m->backward_neighbours = r.int_list(root, "", "backward_neighbours");
+}
+
+// The parameters held, and which of them are shared or tied.
+void read_parameters(const Reader& r, const json& root, NodeMetadata* m) {
+  m->parameters = r.string_list(root, "", "parameters");
+  const json& shared = r.object(root, "", "shared_parameters");
+  for (const auto& [name, holders] : shared.items()) {
+    m->shared_parameters[name] = r.int_list(holders, "shared_parameters." + name);
+  }
+  const json& tied = r.object(root, "", "tied_parameters");
+  for (const auto& [name, canonical] : tied.items()) {
+    if (!canonical.is_string()) {
+      r.fail("tied_parameters." + name, "must be a string, got " + Reader::kind(canonical));
+    }
+    m->tied_parameters[name] = canonical.get<std::string>();
+  }
+}
+
+// Absent in plans written before the random stream was chained: every node seeds alone.
+void read_random_nodes(const Reader& r, const json& root, NodeMetadata* m) {
+  if (root.contains("random_nodes")) m->random_nodes = r.int_list(root, "", "random_nodes");
+}
+
+void read_rings(const Reader& r, const json& root, NodeMetadata* m) {
+  const json& rings = r.array(root, "", "rings");
+  for (size_t i = 0; i < rings.size(); ++i) {
+    const std::string path = Reader::index("rings", i);
+    const json& g = rings[i];
+    if (!g.is_object()) r.fail(path, "must be an object, got " + Reader::kind(g));
+    RingMembership ring;
+    ring.id = r.integer(g, path, "id");
+    ring.parameters = r.string_list(g, path, "parameters");
+    const json& peers = r.array(g, path, "peers");
+    for (size_t k = 0; k < peers.size(); ++k) {
+      const std::string peer_path = Reader::index(path + ".peers", k);
+      const json& p = peers[k];
+      if (!p.is_object()) r.fail(peer_path, "must be an object, got " + Reader::kind(p));
+      RingPeer peer;
+      peer.node = r.integer(p, peer_path, "node");
+      peer.cluster = r.integer(p, peer_path, "cluster");
+      peer.address = r.string(p, peer_path, "address");
+      ring.peers.push_back(std::move(peer));
+    }
+    ring.position = r.integer(g, path, "position");
+    ring.next_node = r.integer(g, path, "next_node");
+    ring.prev_node = r.integer(g, path, "prev_node");
+    m->rings.push_back(std::move(ring));
+  }
+}
+
+void read_estimates(const Reader& r, const json& root, NodeMetadata* m) {
+  const json& estimates = r.object(root, "", "estimates");
+  m->estimates.parameter_count = r.int64(estimates, "estimates", "parameter_count");
+  m->estimates.parameter_bytes = r.int64(estimates, "estimates", "parameter_bytes");
+  m->estimates.memory_bytes = r.number(estimates, "estimates", "memory_bytes");
+  m->estimates.step_seconds = r.number(estimates, "estimates", "step_seconds");
+  m->estimates.forward_bytes_per_sample =
+      r.number(estimates, "estimates", "forward_bytes_per_sample");
+}
+
 }  // namespace
 
 std::string role_name(Role role) {
@@ -259,125 +400,16 @@ NodeMetadata node_metadata_from_json(const std::string& text, const std::string&
   const Reader r(origin);
   if (!root.is_object()) r.fail("(top level)", "must be an object, got " + Reader::kind(root));
 
+  // In the order of the file, so that the first field in error is the one reported.
   NodeMetadata m;
-  m.format = r.string(root, "", "format");
-  if (m.format != kNodeMetadataFormat) {
-    r.fail("format", "expected \"" + std::string(kNodeMetadataFormat) + "\", got \"" + m.format +
-                         "\"");
-  }
-  m.node_id = r.integer(root, "", "node_id");
-  m.name = r.string(root, "", "name");
-  m.address = r.string(root, "", "address");
-  m.cluster = r.integer(root, "", "cluster");
-  m.position = r.integer(root, "", "position");
-  m.cluster_size = r.integer(root, "", "cluster_size");
-  m.cluster_count = r.integer(root, "", "cluster_count");
-  const std::string role = r.string(root, "", "role");
-  try {
-    m.role = role_from_name(role);
-  } catch (const ConfigError& error) {
-    r.fail("role", error.what());
-  }
-  m.stage_file = r.string(root, "", "stage_file");
-  m.stage_sha256 = r.string(root, "", "stage_sha256");
-
-  const json& inputs = r.array(root, "", "inputs");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string path = Reader::index("inputs", i);
-    const json& in = inputs[i];
-    if (!in.is_object()) r.fail(path, "must be an object, got " + Reader::kind(in));
-    StageInput input;
-    input.value = r.string(in, path, "value");
-    input.type = r.string(in, path, "type");
-    const bool has_model_input = in.contains("model_input");
-    const bool has_from = in.contains("from");
-    if (has_model_input == has_from) {
-      r.fail(path, "needs exactly one of \"model_input\" and \"from\"");
-    }
-    if (has_model_input) {
-      input.model_input = r.integer(in, path, "model_input");
-    } else {
-      const json& from = r.object(in, path, "from");
-      input.from_node = r.integer(from, path + ".from", "node");
-      input.from_output = r.integer(from, path + ".from", "output");
-    }
-    m.inputs.push_back(std::move(input));
-  }
-
-  const json& outputs = r.array(root, "", "outputs");
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string path = Reader::index("outputs", i);
-    const json& o = outputs[i];
-    if (!o.is_object()) r.fail(path, "must be an object, got " + Reader::kind(o));
-    StageOutput output;
-    output.value = r.string(o, path, "value");
-    output.type = r.string(o, path, "type");
-    output.to_nodes = r.int_list(o, path, "to_nodes");
-    m.outputs.push_back(std::move(output));
-  }
-
-  m.returns_model_output = r.boolean(root, "", "returns_model_output");
-  m.pipeline = r.int_list(root, "", "pipeline");
-  const json& addresses = r.object(root, "", "addresses");
-  for (const auto& [id, address] : addresses.items()) {
-    const std::string path = "addresses." + id;
-    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) {
-      r.fail(path, "key must be a node id");
-    }
-    if (!address.is_string()) r.fail(path, "must be a string, got " + Reader::kind(address));
-    m.addresses[std::stoi(id)] = address.get<std::string>();
-  }
-  m.forward_neighbours = r.int_list(root, "", "forward_neighbours");
-  m.backward_neighbours = r.int_list(root, "", "backward_neighbours");
-  m.parameters = r.string_list(root, "", "parameters");
-
-  const json& shared = r.object(root, "", "shared_parameters");
-  for (const auto& [name, holders] : shared.items()) {
-    m.shared_parameters[name] = r.int_list(holders, "shared_parameters." + name);
-  }
-
-  const json& tied = r.object(root, "", "tied_parameters");
-  for (const auto& [name, canonical] : tied.items()) {
-    if (!canonical.is_string()) {
-      r.fail("tied_parameters." + name, "must be a string, got " + Reader::kind(canonical));
-    }
-    m.tied_parameters[name] = canonical.get<std::string>();
-  }
-  // Absent in plans written before the random stream was chained: every node seeds alone.
-  if (root.contains("random_nodes")) m.random_nodes = r.int_list(root, "", "random_nodes");
-
-  const json& rings = r.array(root, "", "rings");
-  for (size_t i = 0; i < rings.size(); ++i) {
-    const std::string path = Reader::index("rings", i);
-    const json& g = rings[i];
-    if (!g.is_object()) r.fail(path, "must be an object, got " + Reader::kind(g));
-    RingMembership ring;
-    ring.id = r.integer(g, path, "id");
-    ring.parameters = r.string_list(g, path, "parameters");
-    const json& peers = r.array(g, path, "peers");
-    for (size_t k = 0; k < peers.size(); ++k) {
-      const std::string peer_path = Reader::index(path + ".peers", k);
-      const json& p = peers[k];
-      if (!p.is_object()) r.fail(peer_path, "must be an object, got " + Reader::kind(p));
-      RingPeer peer;
-      peer.node = r.integer(p, peer_path, "node");
-      peer.cluster = r.integer(p, peer_path, "cluster");
-      peer.address = r.string(p, peer_path, "address");
-      ring.peers.push_back(std::move(peer));
-    }
-    ring.position = r.integer(g, path, "position");
-    ring.next_node = r.integer(g, path, "next_node");
-    ring.prev_node = r.integer(g, path, "prev_node");
-    m.rings.push_back(std::move(ring));
-  }
-
-  const json& estimates = r.object(root, "", "estimates");
-  m.estimates.parameter_count = r.int64(estimates, "estimates", "parameter_count");
-  m.estimates.parameter_bytes = r.int64(estimates, "estimates", "parameter_bytes");
-  m.estimates.memory_bytes = r.number(estimates, "estimates", "memory_bytes");
-  m.estimates.step_seconds = r.number(estimates, "estimates", "step_seconds");
-  m.estimates.forward_bytes_per_sample =
-      r.number(estimates, "estimates", "forward_bytes_per_sample");
+  read_identity(r, root, &m);
+  read_inputs(r, root, &m);
+  read_outputs(r, root, &m);
+  read_neighbourhood(r, root, &m);
+  read_parameters(r, root, &m);
+  read_random_nodes(r, root, &m);
+  read_rings(r, root, &m);
+  read_estimates(r, root, &m);
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "libs/config/config_error.h"
+#include "libs/config/read_all.h"
 
 namespace ravnest::config {
 namespace {
@@ -39,23 +40,10 @@ std::string read_secret(const std::string& path, bool* readable_by_others) {
     fail(path, "is larger than 64 KiB: is this the right file?");
   }
   std::string secret;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      fail(path, std::string("cannot be read: ") + std::strerror(err));
-    }
-    if (n == 0) break;
-    secret.append(buffer, static_cast<size_t>(n));
-    if (secret.size() > kMaxSecretBytes) {
-      ::close(fd);
-      fail(path, "is larger than 64 KiB: is this the right file?");
-    }
-  }
+  const int err = read_all(fd, &secret, kMaxSecretBytes);
   ::close(fd);
+  if (err != 0) fail(path, std::string("cannot be read: ") + std::strerror(err));
+  if (secret.size() > kMaxSecretBytes) fail(path, "is larger than 64 KiB: is this the right file?");
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
   if (secret.empty()) fail(path, "is empty");
   if (readable_by_others) *readable_by_others = (info.st_mode & (S_IRGRP | S_IROTH)) != 0;

@@ -5,7 +5,7 @@
 // transfers and keeps the connections to peer daemons. The compute thread (an Asio io_context)
 // owns the job: loading it, the StageWorker, every forward and backward. RPC hands work to the
 // compute thread with asio::post; the compute thread hands sends and events back with
-// kj::Executor::executeSync, which only queues them (the RPC thread never waits for compute).
+// kj::Executor::executeSync, which blocks compute until RPC ran them (RPC never waits for compute).
 #pragma once
 
 #include <map>

@@ -1,6 +1,5 @@
 #include "libs/daemon/stage_worker.h"
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -10,6 +9,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "libs/config/clock.h"
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
 #include "libs/training/evaluate.h"
@@ -18,6 +18,8 @@
 #include "libs/training/optimizer.h"
 
 namespace ravnest::runtime {
+
+using config::now_seconds;
 
 namespace {
 
@@ -32,12 +34,6 @@ void set_cpu_random_state(const at::Tensor& state) {
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
 }
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 
 }  // namespace
 

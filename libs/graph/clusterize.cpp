@@ -15,6 +15,7 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/node_pool.h"
+#include "libs/config/plan_layout.h"
 #include "libs/graph/example_input.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/profiler.h"
@@ -51,8 +52,8 @@ class StagingDirectory {
     fs::create_directories(out_);
     path_ = out_ / (".clusterize.tmp." + std::to_string(::getpid()));
     fs::remove_all(path_);
-    fs::create_directories(path_ / "nodes");
-    fs::create_directories(path_ / "stages");
+    fs::create_directories(layout().nodes_dir());
+    fs::create_directories(layout().stages_dir());
   }
   ~StagingDirectory() {
     std::error_code ignored;
@@ -60,15 +61,16 @@ class StagingDirectory {
     if (!committed_ && created_out_) fs::remove(out_, ignored);
   }
   const fs::path& path() const { return path_; }
+  config::PlanLayout layout() const { return config::PlanLayout(path_.string()); }
 
   // Moves nodes/, stages/ and plan.json into the output directory, replacing an older plan.
   void commit() {
-    for (const char* sub : {"nodes", "stages"}) {
+    for (const char* sub : {config::PlanLayout::kNodesDir, config::PlanLayout::kStagesDir}) {
       fs::path final_path = out_ / sub;
       if (fs::exists(final_path)) fs::rename(final_path, path_ / (std::string("old.") + sub));
       fs::rename(path_ / sub, final_path);
     }
-    fs::rename(path_ / "plan.json", out_ / "plan.json");
+    fs::rename(layout().plan_file(), config::PlanLayout(out_.string()).plan_file());
     committed_ = true;
   }
 
@@ -175,9 +177,7 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
     for (const auto& cluster : result.plan.clusters) {
       std::vector<config::NodeMetadata> chain_nodes;
       for (const auto& stage : cluster.stages) {
-        chain_nodes.push_back(config::load_node_metadata(
-            (staging.path() / "nodes" / ("node_" + std::to_string(stage.node_id) + ".json"))
-                .string()));
+        chain_nodes.push_back(config::load_node_metadata(staging.layout().node_file(stage.node_id)));
       }
       auto chain = StageChain::load(staging.path().string(), std::move(chain_nodes));
       auto comparison = compare_with_model(options.model_path, chain, inputs, options.seed);

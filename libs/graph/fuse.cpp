@@ -18,6 +18,7 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "libs/config/atomic_file.h"
+#include "libs/config/plan_layout.h"
 #include "libs/graph/stage_builder.h"
 #include "libs/graph/torch_errors.h"
 
@@ -73,72 +74,86 @@ struct Held {
   std::string node;  // the first holder
 };
 
-}  // namespace
+// The original model and its state dict, which the stages must add up to.
+struct Original {
+  torch::jit::Module model;
+  NamedTensors tensors;                   // the state dict, in order
+  std::map<std::string, size_t> index_of;  // name -> position in `tensors`
+  std::vector<size_t> canonical;          // tied names: the position of the tensor's first name
+};
 
-FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFile>& stages,
-                       const std::string& out_dir, double tolerance) {
-  if (stages.empty()) throw FuseError("fuse: no stage given");
-  torch::jit::Module model = load_module(model_path, model_path, nullptr);
-  const NamedTensors original = graph::named_state(model);
-  std::map<std::string, size_t> index_of;  // original name -> position
-  for (size_t i = 0; i < original.size(); ++i) index_of.emplace(original[i].first, i);
-  // Tied names: the first name of each tensor in the state dict.
-  std::vector<size_t> canonical(original.size());
-  {
-    std::unordered_map<const c10::TensorImpl*, size_t> first;
-    for (size_t i = 0; i < original.size(); ++i) {
-      canonical[i] = first.emplace(original[i].second.unsafeGetTensorImpl(), i).first->second;
-    }
-  }
-
-  // Gather every stage's tensors; names on several stages must agree.
-  FuseResult result;
+// What the stages hold together.
+struct Gathered {
   std::map<std::string, Held> held;
   std::vector<std::string> seen_order;  // names in the order first met
+  std::set<std::string> shared;         // names met on more than one stage
+};
+
+Original load_original(const std::string& model_path) {
+  Original o{load_module(model_path, model_path, nullptr), {}, {}, {}};
+  o.tensors = graph::named_state(o.model);
+  for (size_t i = 0; i < o.tensors.size(); ++i) o.index_of.emplace(o.tensors[i].first, i);
+  o.canonical.resize(o.tensors.size());
+  std::unordered_map<const c10::TensorImpl*, size_t> first;
+  for (size_t i = 0; i < o.tensors.size(); ++i) {
+    o.canonical[i] = first.emplace(o.tensors[i].second.unsafeGetTensorImpl(), i).first->second;
+  }
+  return o;
+}
+
+// A stage's tensors, in the model's state-dict order (a stage's tree may be in another), after
+// checking they are exactly the names its metadata lists. `what` names the stage in errors.
+NamedTensors stage_tensors(const StageFile& stage, const std::string& what,
+                           const Original& original) {
+  torch::jit::Module module =
+      load_module(what, stage.path, stage.bytes.empty() ? nullptr : &stage.bytes);
+  NamedTensors tensors = graph::named_state(module);
+  const auto& index_of = original.index_of;
+  std::stable_sort(tensors.begin(), tensors.end(), [&](const auto& a, const auto& b) {
+    auto ia = index_of.find(a.first), ib = index_of.find(b.first);
+    const size_t x = ia == index_of.end() ? index_of.size() : ia->second;
+    const size_t y = ib == index_of.end() ? index_of.size() : ib->second;
+    return x < y;
+  });
+
+  std::set<std::string> in_file;
+  for (const auto& entry : tensors) in_file.insert(entry.first);
+  const std::set<std::string> listed(stage.metadata.parameters.begin(),
+                                     stage.metadata.parameters.end());
+  std::vector<std::string> unlisted, absent;
+  std::set_difference(in_file.begin(), in_file.end(), listed.begin(), listed.end(),
+                      std::back_inserter(unlisted));
+  std::set_difference(listed.begin(), listed.end(), in_file.begin(), in_file.end(),
+                      std::back_inserter(absent));
+  if (!unlisted.empty()) {
+    throw FuseError("fuse: " + what + " holds " + std::to_string(unlisted.size()) +
+                    " name(s) its metadata does not list: " + some_names(unlisted));
+  }
+  if (!absent.empty()) {
+    throw FuseError("fuse: " + what + " lacks " + std::to_string(absent.size()) +
+                    " name(s) its metadata lists: " + some_names(absent));
+  }
+  return tensors;
+}
+
+// Every stage's tensors; a name on several stages must have one shape and equal values.
+Gathered gather(const std::vector<StageFile>& stages, const Original& original, double tolerance,
+                FuseResult* result) {
+  Gathered g;
   std::set<int> node_ids;
-  std::set<std::string> shared;
   for (const auto& stage : stages) {
     const std::string label = node_label(stage.metadata);
     if (!node_ids.insert(stage.metadata.node_id).second) {
       throw FuseError("fuse: " + label + " is given twice");
     }
     const std::string what = label + " (" + (stage.bytes.empty() ? stage.path : "stage bytes") + ")";
-    torch::jit::Module module =
-        load_module(what, stage.path, stage.bytes.empty() ? nullptr : &stage.bytes);
-    NamedTensors tensors = graph::named_state(module);
-    // Checked and reported in the model's state-dict order (a stage's tree may be in another).
-    std::stable_sort(tensors.begin(), tensors.end(), [&](const auto& a, const auto& b) {
-      auto ia = index_of.find(a.first), ib = index_of.find(b.first);
-      const size_t x = ia == index_of.end() ? index_of.size() : ia->second;
-      const size_t y = ib == index_of.end() ? index_of.size() : ib->second;
-      return x < y;
-    });
-
-    std::set<std::string> in_file;
-    for (const auto& entry : tensors) in_file.insert(entry.first);
-    const std::set<std::string> listed(stage.metadata.parameters.begin(),
-                                       stage.metadata.parameters.end());
-    std::vector<std::string> unlisted, absent;
-    std::set_difference(in_file.begin(), in_file.end(), listed.begin(), listed.end(),
-                        std::back_inserter(unlisted));
-    std::set_difference(listed.begin(), listed.end(), in_file.begin(), in_file.end(),
-                        std::back_inserter(absent));
-    if (!unlisted.empty()) {
-      throw FuseError("fuse: " + what + " holds " + std::to_string(unlisted.size()) +
-                      " name(s) its metadata does not list: " + some_names(unlisted));
-    }
-    if (!absent.empty()) {
-      throw FuseError("fuse: " + what + " lacks " + std::to_string(absent.size()) +
-                      " name(s) its metadata lists: " + some_names(absent));
-    }
-
-    for (const auto& [name, tensor] : tensors) {
-      auto [it, fresh] = held.emplace(name, Held{tensor, label});
+    for (const auto& [name, tensor] : stage_tensors(stage, what, original)) {
+      auto [it, fresh] = g.held.emplace(name, Held{tensor, label});
       if (fresh) {
-        seen_order.push_back(name);
+        g.seen_order.push_back(name);
         continue;
       }
-      shared.insert(name);
+      g.shared.insert(name);
       const at::Tensor& first = it->second.value;
       if (first.sizes() != tensor.sizes()) {
         throw FuseError("fuse: shared parameter " + name + " has shape " + shape_text(first) +
@@ -152,42 +167,47 @@ FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFil
                 << tolerance << "): their gradients were not summed, or one copy was not updated";
         throw FuseError(message.str());
       }
-      result.max_shared_difference = std::max(result.max_shared_difference, diff);
+      result->max_shared_difference = std::max(result->max_shared_difference, diff);
     }
   }
+  return g;
+}
 
-  // The union must be the model's state dict, exactly.
+// The union must be the model's state dict, exactly.
+void check_union(const Original& original, const Gathered& g, const std::string& model_path) {
   std::vector<std::string> missing, unknown;
-  for (const auto& [name, tensor] : original) {
-    if (!held.count(name)) missing.push_back(name);
+  for (const auto& [name, tensor] : original.tensors) {
+    if (!g.held.count(name)) missing.push_back(name);
   }
-  for (const auto& name : seen_order) {
-    if (!index_of.count(name)) unknown.push_back(name);
+  for (const auto& name : g.seen_order) {
+    if (!original.index_of.count(name)) unknown.push_back(name);
   }
-  if (!missing.empty() || !unknown.empty()) {
-    std::string message = "fuse: the stages do not match " + model_path + "'s state dict:";
-    if (!missing.empty()) {
-      message += " " + std::to_string(missing.size()) + " name(s) on no stage (" +
-                 some_names(missing) + ")";
-    }
-    if (!unknown.empty()) {
-      message += std::string(missing.empty() ? "" : ";") + " " + std::to_string(unknown.size()) +
-                 " name(s) the model does not have (" + some_names(unknown) + ")";
-    }
-    throw FuseError(message + "; are these all the stages of one cluster of this model's plan?");
+  if (missing.empty() && unknown.empty()) return;
+  std::string message = "fuse: the stages do not match " + model_path + "'s state dict:";
+  if (!missing.empty()) {
+    message += " " + std::to_string(missing.size()) + " name(s) on no stage (" +
+               some_names(missing) + ")";
   }
+  if (!unknown.empty()) {
+    message += std::string(missing.empty() ? "" : ";") + " " + std::to_string(unknown.size()) +
+               " name(s) the model does not have (" + some_names(unknown) + ")";
+  }
+  throw FuseError(message + "; are these all the stages of one cluster of this model's plan?");
+}
 
-  // Shapes as in the model; tied names agree with the name they are tied to.
-  for (size_t i = 0; i < original.size(); ++i) {
-    const auto& [name, tensor] = original[i];
-    const Held& entry = held.at(name);
+// Shapes as in the model; tied names agree with the name they are tied to.
+void check_shapes_and_ties(const Original& original, const Gathered& g, double tolerance,
+                           FuseResult* result) {
+  for (size_t i = 0; i < original.tensors.size(); ++i) {
+    const auto& [name, tensor] = original.tensors[i];
+    const Held& entry = g.held.at(name);
     if (entry.value.sizes() != tensor.sizes()) {
       throw FuseError("fuse: " + name + " on " + entry.node + " has shape " +
                       shape_text(entry.value) + ", the model's has " + shape_text(tensor));
     }
-    if (canonical[i] != i) {
-      const auto& target_name = original[canonical[i]].first;
-      const Held& target = held.at(target_name);
+    if (original.canonical[i] != i) {
+      const auto& target_name = original.tensors[original.canonical[i]].first;
+      const Held& target = g.held.at(target_name);
       const double diff = max_difference(entry.value, target.value);
       if (!(diff <= tolerance)) {
         std::ostringstream message;
@@ -196,75 +216,97 @@ FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFil
                 << ", allowed " << tolerance;
         throw FuseError(message.str());
       }
-      result.max_shared_difference = std::max(result.max_shared_difference, diff);
+      result->max_shared_difference = std::max(result->max_shared_difference, diff);
     }
   }
+}
 
-  // The state dict, in the model's order; tied names hold the same tensor.
-  c10::Dict<std::string, at::Tensor> state;
-  std::vector<at::Tensor> values(original.size());
-  for (size_t i = 0; i < original.size(); ++i) {
-    if (canonical[i] == i) {
-      values[i] = held.at(original[i].first)
+// The trained values in the model's order and dtypes; tied names hold the same tensor.
+std::vector<at::Tensor> trained_values(const Original& original, const Gathered& g,
+                                       FuseResult* result) {
+  std::vector<at::Tensor> values(original.tensors.size());
+  for (size_t i = 0; i < original.tensors.size(); ++i) {
+    if (original.canonical[i] == i) {
+      values[i] = g.held.at(original.tensors[i].first)
                       .value.detach()
-                      .to(original[i].second.scalar_type())
+                      .to(original.tensors[i].second.scalar_type())
                       .contiguous();
-      result.elements += values[i].numel();
+      result->elements += values[i].numel();
     } else {
-      values[i] = values[canonical[i]];
-    }
-    state.insert(original[i].first, values[i]);
-  }
-
-  // The model with the trained values copied into its own tensors (tied ones stay one tensor).
-  {
-    c10::NoGradGuard no_grad;
-    for (size_t i = 0; i < original.size(); ++i) {
-      if (canonical[i] == i) original[i].second.copy_(values[i]);
+      values[i] = values[original.canonical[i]];
     }
   }
+  return values;
+}
 
+// trained_state_dict.pt and model.pt, each atomically; paths into *result.
+void write_outputs(const std::string& out_dir, const c10::Dict<std::string, at::Tensor>& state,
+                   torch::jit::Module& model, FuseResult* result) {
   std::error_code error;
   fs::create_directories(out_dir, error);
   if (error) throw FuseError(out_dir + ": cannot create: " + error.message());
-  result.state_dict_path = (fs::path(out_dir) / kTrainedStateDictFile).string();
-  result.model_path = (fs::path(out_dir) / kFusedModelFile).string();
+  result->state_dict_path = (fs::path(out_dir) / kTrainedStateDictFile).string();
+  result->model_path = (fs::path(out_dir) / kFusedModelFile).string();
 
   const std::vector<char> pickled = torch::jit::pickle_save(c10::IValue(state));
   std::ostringstream model_bytes;
   try {
     model.save(model_bytes);
   } catch (const std::exception& e) {
-    throw FuseError(result.model_path + ": cannot save the model: " + graph::torch_message(e));
+    throw FuseError(result->model_path + ": cannot save the model: " + graph::torch_message(e));
   }
   try {
-    config::write_file_atomically(result.state_dict_path,
+    config::write_file_atomically(result->state_dict_path,
                                   std::string(pickled.begin(), pickled.end()));
-    config::write_file_atomically(result.model_path, model_bytes.str());
+    config::write_file_atomically(result->model_path, model_bytes.str());
   } catch (const std::exception& e) {
     throw FuseError(std::string("fuse: ") + e.what());
   }
-  result.tensors = original.size();
-  result.shared_names = shared.size();
+}
+
+}  // namespace
+
+FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFile>& stages,
+                       const std::string& out_dir, double tolerance) {
+  if (stages.empty()) throw FuseError("fuse: no stage given");
+  Original original = load_original(model_path);
+  FuseResult result;
+  const Gathered gathered = gather(stages, original, tolerance, &result);
+  check_union(original, gathered, model_path);
+  check_shapes_and_ties(original, gathered, tolerance, &result);
+
+  const std::vector<at::Tensor> values = trained_values(original, gathered, &result);
+  c10::Dict<std::string, at::Tensor> state;
+  for (size_t i = 0; i < values.size(); ++i) state.insert(original.tensors[i].first, values[i]);
+  // The model with the trained values copied into its own tensors (tied ones stay one tensor).
+  {
+    c10::NoGradGuard no_grad;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (original.canonical[i] == i) original.tensors[i].second.copy_(values[i]);
+    }
+  }
+  write_outputs(out_dir, state, original.model, &result);
+  result.tensors = original.tensors.size();
+  result.shared_names = gathered.shared.size();
   return result;
 }
 
 std::vector<StageFile> cluster_stage_files(const std::string& plan_dir, int cluster) {
   std::vector<StageFile> out;
-  const fs::path nodes = fs::path(plan_dir) / "nodes";
+  const config::PlanLayout layout(plan_dir);
+  const std::string nodes = layout.nodes_dir();
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(nodes, error)) {
-    const std::string file = entry.path().filename().string();
-    if (file.rfind("node_", 0) != 0 || entry.path().extension() != ".json") continue;
+    if (!config::PlanLayout::is_node_file(entry.path().filename().string())) continue;
     StageFile stage;
     stage.metadata = config::load_node_metadata(entry.path().string());
     if (stage.metadata.cluster != cluster) continue;
-    stage.path = (fs::path(plan_dir) / stage.metadata.stage_file).string();
+    stage.path = layout.resolve(stage.metadata.stage_file);
     out.push_back(std::move(stage));
   }
-  if (error) throw FuseError(nodes.string() + ": cannot list: " + error.message());
+  if (error) throw FuseError(nodes + ": cannot list: " + error.message());
   if (out.empty()) {
-    throw FuseError(nodes.string() + ": no node of cluster " + std::to_string(cluster));
+    throw FuseError(nodes + ": no node of cluster " + std::to_string(cluster));
   }
   std::sort(out.begin(), out.end(), [](const StageFile& a, const StageFile& b) {
     return a.metadata.position < b.metadata.position;

@@ -122,36 +122,32 @@ void collect_tensor_attributes(const ModelGraph& model, torch::jit::Block* block
   visit_inputs(block->outputs());
 }
 
-}  // namespace
+using Env = std::unordered_map<const Value*, c10::IValue>;
+using TensorSpans = std::unordered_map<const c10::TensorImpl*, std::pair<int, int>>;
 
-ModelMeasurements profile_model(const ModelGraph& model, const std::vector<at::Tensor>& inputs,
-                                int repeats) {
-  check_input_count(model, inputs.size());
-  torch::jit::Module copy = const_cast<ModelGraph&>(model).module().deepcopy();
-  torch::NoGradGuard no_grad;
-  torch::jit::GraphOptimizerEnabledGuard no_optimizer(false);
-
+// Runs forward node by node `repeats` times on `copy`; returns each unit's fastest time (the first
+// run is a warm-up when there are several) and leaves the last run's values in *env.
+std::vector<double> time_units(const ModelGraph& model, torch::jit::Module& copy,
+                               const std::vector<at::Tensor>& inputs, int repeats, Env* env) {
   const auto& graph = model.graph();
   std::vector<Node*> nodes(graph->nodes().begin(), graph->nodes().end());
   std::vector<NodeRunner> runners;
   runners.reserve(nodes.size());
   for (Node* n : nodes) runners.emplace_back(n);
 
-  const size_t unit_count = model.units().size();
-  std::vector<double> seconds(unit_count, std::numeric_limits<double>::infinity());
-  std::unordered_map<const Value*, c10::IValue> env;
+  std::vector<double> seconds(model.units().size(), std::numeric_limits<double>::infinity());
   for (int r = 0; r < std::max(repeats, 1); ++r) {
-    env.clear();
-    env[model.self_value()] = copy._ivalue();
+    env->clear();
+    (*env)[model.self_value()] = copy._ivalue();
     for (size_t i = 0; i < model.model_inputs().size(); ++i) {
       // Missing trailing inputs take their defaults, which forward's graph does not hold.
-      env[model.model_inputs()[i]] = i < inputs.size() ? c10::IValue(inputs[i]) : c10::IValue();
+      (*env)[model.model_inputs()[i]] = i < inputs.size() ? c10::IValue(inputs[i]) : c10::IValue();
     }
     for (size_t i = 0; i < nodes.size(); ++i) {
       const int unit = model.unit_of(nodes[i]);
       auto start = std::chrono::steady_clock::now();
       try {
-        runners[i].run(env);
+        runners[i].run(*env);
       } catch (const std::exception& e) {
         throw std::runtime_error(model.path() + ": forward fails on the example input: " +
                                  torch_message(e));
@@ -161,40 +157,30 @@ ModelMeasurements profile_model(const ModelGraph& model, const std::vector<at::T
       if (unit >= 0 && (r > 0 || repeats <= 1)) seconds[unit] = std::min(seconds[unit], elapsed);
     }
   }
+  return seconds;
+}
 
-  ModelMeasurements result;
-  auto& profile = result.profile;
-  for (const Value* v : model.positioned_values()) result.value_bytes[v] = ivalue_bytes(env.at(v));
-
-  // Parameters and buffers, attributed to the first unit that reads them; tied tensors count once.
+// Parameters and buffers, attributed to the first unit that reads them (tied tensors count
+// once; those the forward never reads still travel with the root stage). Returns the first and
+// last unit reading each: a cut between them puts the tensor on two nodes, whose gradients must
+// then be exchanged every step.
+TensorSpans attribute_parameters(const ModelGraph& model, torch::jit::Module& copy,
+                                 planner::ModelProfile* profile) {
   std::unordered_set<const c10::TensorImpl*> trainable;
   for (const auto& p : copy.named_parameters()) {
     if (p.value.requires_grad()) trainable.insert(p.value.unsafeGetTensorImpl());
   }
   std::unordered_set<const c10::TensorImpl*> counted;
-  // First and last unit reading each parameter or buffer: a cut between them puts the tensor on
-  // two nodes, whose gradients must then be exchanged every step.
-  std::unordered_map<const c10::TensorImpl*, std::pair<int, int>> reader_span;
-  profile.units.resize(unit_count);
-  for (size_t u = 0; u < unit_count; ++u) {
-    auto& unit = profile.units[u];
+  TensorSpans reader_span;
+  for (size_t u = 0; u < profile->units.size(); ++u) {
+    auto& unit = profile->units[u];
     Node* node = model.units()[u];
-    unit.label = model.unit_label(u);
-    unit.forward_seconds = std::isfinite(seconds[u]) ? seconds[u] : 0.0;
-    for (Value* out : node->outputs()) {
-      if (out->type()->kind() == c10::TypeKind::TensorType) {
-        unit.activation_bytes += result.value_bytes.at(out);
+    std::vector<const Value*> attributes;
+    for (Value* v : node->inputs()) {
+      if (model.attribute_path(v) && v->type()->kind() == c10::TypeKind::TensorType) {
+        attributes.push_back(v);
       }
     }
-    std::vector<const Value*> attributes;
-    auto visit = [&](at::ArrayRef<Value*> values) {
-      for (Value* v : values) {
-        if (model.attribute_path(v) && v->type()->kind() == c10::TypeKind::TensorType) {
-          attributes.push_back(v);
-        }
-      }
-    };
-    visit(node->inputs());
     for (auto* block : node->blocks()) collect_tensor_attributes(model, block, attributes);
     for (const Value* v : attributes) {
       c10::IValue value = copy._ivalue();
@@ -209,26 +195,31 @@ ModelMeasurements profile_model(const ModelGraph& model, const std::vector<at::T
       if (trainable.count(impl)) unit.trainable_bytes += bytes;
     }
   }
-  // Parameters the forward never reads still travel with the root stage.
-  if (unit_count > 0) {
+  if (!profile->units.empty()) {
     for (const auto& p : copy.named_attributes()) {
       if (!p.value.isTensor() || !p.value.toTensor().defined()) continue;
       const auto* impl = p.value.toTensor().unsafeGetTensorImpl();
       if (!counted.insert(impl).second) continue;
-      profile.units[0].parameter_bytes += ivalue_bytes(p.value);
-      if (trainable.count(impl)) profile.units[0].trainable_bytes += ivalue_bytes(p.value);
+      profile->units[0].parameter_bytes += ivalue_bytes(p.value);
+      if (trainable.count(impl)) profile->units[0].trainable_bytes += ivalue_bytes(p.value);
     }
   }
+  return reader_span;
+}
 
-  const int n = static_cast<int>(unit_count);
-  profile.boundary_bytes.assign(n > 0 ? n - 1 : 0, 0);
+// boundary_bytes[i]: every value alive across a cut after unit i, and every tensor read on both
+// sides of it.
+std::vector<int64_t> boundary_bytes(const ModelGraph& model,
+                                    const std::unordered_map<const Value*, int64_t>& value_bytes,
+                                    const TensorSpans& reader_span, int n) {
+  std::vector<int64_t> boundaries(n > 0 ? n - 1 : 0, 0);
   std::vector<int64_t> delta(n + 1, 0);
   for (const Value* v : model.positioned_values()) {
     int from = std::max(model.defined_at(v), 0);
     int to = std::min(model.last_used_at(v), n - 1);  // boundaries [from, to)
     if (from >= to) continue;
-    delta[from] += result.value_bytes.at(v);
-    delta[to] -= result.value_bytes.at(v);
+    delta[from] += value_bytes.at(v);
+    delta[to] -= value_bytes.at(v);
   }
   for (const auto& [impl, span] : reader_span) {
     if (span.first >= span.second) continue;
@@ -239,11 +230,44 @@ ModelMeasurements profile_model(const ModelGraph& model, const std::vector<at::T
   int64_t running = 0;
   for (int i = 0; i + 1 < n; ++i) {
     running += delta[i];
-    profile.boundary_bytes[i] = running;
+    boundaries[i] = running;
   }
+  return boundaries;
+}
+
+}  // namespace
+
+ModelMeasurements profile_model(const ModelGraph& model, const std::vector<at::Tensor>& inputs,
+                                int repeats) {
+  check_input_count(model, inputs.size());
+  torch::jit::Module copy = const_cast<ModelGraph&>(model).module().deepcopy();
+  torch::NoGradGuard no_grad;
+  torch::jit::GraphOptimizerEnabledGuard no_optimizer(false);
+
+  Env env;
+  const std::vector<double> seconds = time_units(model, copy, inputs, repeats, &env);
+
+  ModelMeasurements result;
+  auto& profile = result.profile;
+  for (const Value* v : model.positioned_values()) result.value_bytes[v] = ivalue_bytes(env.at(v));
+  const size_t unit_count = model.units().size();
+  profile.units.resize(unit_count);
+  for (size_t u = 0; u < unit_count; ++u) {
+    auto& unit = profile.units[u];
+    unit.label = model.unit_label(u);
+    unit.forward_seconds = std::isfinite(seconds[u]) ? seconds[u] : 0.0;
+    for (Value* out : model.units()[u]->outputs()) {
+      if (out->type()->kind() == c10::TypeKind::TensorType) {
+        unit.activation_bytes += result.value_bytes.at(out);
+      }
+    }
+  }
+  const TensorSpans reader_span = attribute_parameters(model, copy, &profile);
+  profile.boundary_bytes =
+      boundary_bytes(model, result.value_bytes, reader_span, static_cast<int>(unit_count));
   profile.cut_allowed = model.cut_allowed();
   for (size_t i = 0; i < inputs.size(); ++i) profile.input_bytes += ivalue_bytes(inputs[i]);
-  for (Value* out : graph->outputs()) profile.output_bytes += ivalue_bytes(env.at(out));
+  for (Value* out : model.graph()->outputs()) profile.output_bytes += ivalue_bytes(env.at(out));
   profile.batch_size = !inputs.empty() && inputs[0].dim() > 0 ? inputs[0].size(0) : 1;
   return result;
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "libs/config/atomic_file.h"
+#include "libs/config/plan_layout.h"
 #include "libs/config/sha256.h"
 #include "libs/graph/randomness.h"
 #include "libs/graph/stage_builder.h"
@@ -86,7 +87,8 @@ std::vector<config::NodeMetadata> write_cluster_stages(
   std::vector<config::NodeMetadata> out;
   std::map<std::string, std::vector<int>> holders_of;  // canonical trained tensor -> node ids
   std::vector<int> random_nodes;                       // in pipeline order
-  fs::create_directories(fs::path(dir) / "stages");
+  const config::PlanLayout layout(dir);
+  fs::create_directories(layout.stages_dir());
   for (size_t s = 0; s < wiring.size(); ++s) {
     const auto& stage_plan = cluster.stages[s];
     const auto& node = nodes.at(stage_plan.node_id);
@@ -98,7 +100,7 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     meta.position = static_cast<int>(s);
     meta.cluster_size = static_cast<int>(wiring.size());
     meta.role = role_for(s, wiring.size());
-    meta.stage_file = "stages/node_" + std::to_string(node.id) + ".pt";
+    meta.stage_file = config::PlanLayout::stage_file(node.id);
     meta.returns_model_output = wiring[s].is_leaf;
     for (size_t i = 0; i < wiring[s].inputs.size(); ++i) {
       config::StageInput input;
@@ -128,7 +130,7 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     std::sort(meta.backward_neighbours.begin(), meta.backward_neighbours.end());
 
     torch::jit::Module module = build_stage_module(model, wiring[s], node.name, paths[s]);
-    const fs::path stage_path = fs::path(dir) / meta.stage_file;
+    const fs::path stage_path = layout.resolve(meta.stage_file);
     try {
       module.save(stage_path.string());
     } catch (const std::exception& e) {
@@ -201,11 +203,10 @@ std::vector<RingSummary> assign_rings(std::vector<config::NodeMetadata>& nodes) 
 }
 
 void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std::string& dir) {
-  fs::create_directories(fs::path(dir) / "nodes");
+  const config::PlanLayout layout(dir);
+  fs::create_directories(layout.nodes_dir());
   for (const auto& meta : nodes) {
-    config::write_file_atomically(
-        (fs::path(dir) / "nodes" / ("node_" + std::to_string(meta.node_id) + ".json")).string(),
-        config::to_json(meta));
+    config::write_file_atomically(layout.node_file(meta.node_id), config::to_json(meta));
   }
 }
 
@@ -238,7 +239,7 @@ std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const plan
         {{"id", ring.id}, {"parameters", ring.parameters}, {"nodes", ring.nodes}});
   }
   write_node_files(nodes, dir);
-  config::write_file_atomically((fs::path(dir) / "plan.json").string(), plan_json.dump(2) + "\n");
+  config::write_file_atomically(config::PlanLayout(dir).plan_file(), plan_json.dump(2) + "\n");
   return nodes;
 }
 

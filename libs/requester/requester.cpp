@@ -1,7 +1,6 @@
 #include "libs/requester/requester.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,8 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "libs/config/atomic_file.h"
+#include "libs/config/clock.h"
 #include "libs/config/job_files.h"
 #include "libs/config/job_spec.h"
+#include "libs/config/plan_layout.h"
 #include "libs/config/sha256.h"
 #include "libs/data/dataset.h"
 #include "libs/wire/loopback.h"
@@ -29,11 +30,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using config::now_seconds;
 
 // "remote exception: std::exception: reason" -> "reason"
 std::string remote_reason(const kj::Exception& e) {
@@ -57,6 +54,60 @@ const char* state_name(schema::NodeState state) {
   return "unknown";
 }
 
+using Log = std::function<void(const std::string&)>;
+
+// The data is checked here, before anything is shipped: a bad file fails at the requester.
+void check_job_data(const config::JobSpec& job, const Log& log) {
+  auto train_data = data::load_dataset(job.data, data::Split::kTrain);
+  log("training data: " + job.data.train.raw + " (" + std::to_string(train_data.size()) +
+      " samples)");
+  if (!job.data.validation.empty()) {
+    auto validation = data::load_dataset(job.data, data::Split::kValidation);
+    log("validation data: " + job.data.validation.raw + " (" +
+        std::to_string(validation.size()) + " samples)");
+  }
+}
+
+// Progress, as the leaves and roots report it. Listeners may be called after train() returns
+// (the daemons hold them), so what they touch is shared and switched off at the end.
+struct Watch {
+  std::map<int, TrainProgress> progress;
+  std::set<int> finished;
+  std::string failure;
+  bool active = true;
+  std::function<void()> report;
+};
+
+void report(const Watch& watch) {
+  if (watch.active && watch.report) watch.report();
+}
+
+// One event a daemon sent, folded into the watch.
+void apply_event(Watch& watch, schema::ProgressEvent::Reader e, const Log& on_log) {
+  auto& p = watch.progress[e.getCluster()];
+  switch (e.getKind()) {
+    case schema::EventKind::STEP:
+      p.loss = e.getLoss();
+      p.epoch = e.getEpoch();
+      break;
+    case schema::EventKind::VALIDATION:
+      p.has_validation = true;
+      p.validation_loss = e.getLoss();
+      p.validation_accuracy = e.getAccuracy();
+      if (on_log) {
+        on_log("cluster " + std::to_string(e.getCluster()) + " validation: loss " +
+               std::to_string(e.getLoss()) + ", accuracy " + std::to_string(e.getAccuracy()));
+      }
+      break;
+    case schema::EventKind::FINISHED:
+      watch.finished.insert(e.getNodeId());
+      break;
+    case schema::EventKind::FAILED:
+      if (watch.failure.empty()) watch.failure = e.getMessage();
+      break;
+  }
+}
+
 }  // namespace
 
 std::vector<int> Plan::cluster_ids() const {
@@ -77,18 +128,18 @@ std::vector<config::NodeMetadata> Plan::cluster(int id) const {
 Plan load_plan(const std::string& dir) {
   Plan plan;
   plan.dir = dir;
-  const fs::path plan_path = fs::path(dir) / "plan.json";
+  const config::PlanLayout layout(dir);
+  const std::string plan_path = layout.plan_file();
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(config::read_file(plan_path.string()));
+    json = nlohmann::json::parse(config::read_file(plan_path));
   } catch (const std::exception& e) {
-    throw std::runtime_error(plan_path.string() + ": no readable plan (run `ravnest clusterize`): " +
+    throw std::runtime_error(plan_path + ": no readable plan (run `ravnest clusterize`): " +
                              e.what());
   }
   for (const auto& cluster : json.at("clusters")) {
     for (int id : cluster.at("nodes")) {
-      plan.nodes.push_back(config::load_node_metadata(
-          (fs::path(dir) / "nodes" / ("node_" + std::to_string(id) + ".json")).string()));
+      plan.nodes.push_back(config::load_node_metadata(layout.node_file(id)));
     }
   }
   return plan;
@@ -164,21 +215,165 @@ class Requester::Impl {
     }
   }
 
+  // The phases of Requester::train(), in order.
+  void ship_job_files(const config::JobSpec& job, const Log& log);
+  void load_job(const std::string& job_text, uint64_t job_id);
+  void subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log);
+  void start(uint64_t job_id);
+  void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds);
+
+  void stop_all(const std::string& reason);
+  // await(), but a failure stops every node first: no job runs on part of the plan.
+  void await_or_stop_all(kj::Promise<void>&& promise, const config::NodeMetadata& meta,
+                         const std::string& what) {
+    try {
+      await(kj::mv(promise), meta, what);
+    } catch (const std::exception& e) {
+      stop_all(e.what());
+      throw;
+    }
+  }
+
   Plan plan_;
   std::string secret_;
   std::map<int, Connection> clients_;
 };
+
+// Ships each node the files it needs.
+void Requester::Impl::ship_job_files(const config::JobSpec& job, const Log& log) {
+  for (const auto& meta : plan_.nodes) {
+    for (const auto& path : config::job_files_for(job, meta)) {
+      std::vector<fs::path> files;
+      if (fs::is_directory(path)) {
+        for (const auto& entry : fs::directory_iterator(path)) {
+          if (entry.is_regular_file()) files.push_back(entry.path());
+        }
+      } else {
+        files.push_back(path);
+      }
+      for (const auto& file : files) {
+        auto bytes = std::make_shared<std::string>(config::read_file(file.string()));
+        auto request = node(meta).pushFileRequest();
+        request.setSecret(secret());
+        request.setName(file.filename().string());
+        request.setSize(bytes->size());
+        request.setSha256(config::sha256_hex(*bytes));
+        auto sink = request.send().getSink();
+        await(wire::stream_bytes(sink, kj::ArrayPtr<const kj::byte>(
+                                           reinterpret_cast<const kj::byte*>(bytes->data()),
+                                           bytes->size()))
+                  .attach(kj::heap<std::shared_ptr<std::string>>(bytes)),
+              meta, "ship " + file.filename().string());
+        log("shipped " + file.filename().string() + " to " + meta.name);
+      }
+    }
+  }
+}
+
+// Loads the job everywhere first: a node that refuses it fails the job before anything runs.
+void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id) {
+  for (const auto& meta : plan_.nodes) {
+    auto request = node(meta).loadJobRequest();
+    request.setSecret(secret());
+    request.setJobToml(job_text);
+    request.setJobId(job_id);
+    await_or_stop_all(request.send().ignoreResult(), meta, "load job");
+  }
+}
+
+// Gives every node a listener for its progress events.
+void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log) {
+  for (const auto& meta : plan_.nodes) {
+    auto request = node(meta).subscribeRequest();
+    request.setSecret(secret());
+    request.setListener(kj::heap<ProgressListenerImpl>(
+        [watch, on_log](schema::ProgressEvent::Reader e) {
+          if (!watch->active) return;
+          apply_event(*watch, e, on_log);
+          report(*watch);
+        }));
+    await(request.send().ignoreResult(), meta, "subscribe");
+  }
+}
+
+// Starts the consumers before the producers, so nothing arrives at a node not yet started.
+void Requester::Impl::start(uint64_t job_id) {
+  std::vector<config::NodeMetadata> order = plan_.nodes;
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.position > b.position; });
+  for (const auto& meta : order) {
+    auto request = node(meta).startRequest();
+    request.setSecret(secret());
+    request.setJobId(job_id);
+    await_or_stop_all(request.send().ignoreResult(), meta, "start");
+  }
+}
+
+// Events as they come, and every node's status twice a second, until every node finished. A
+// node that does not answer for `unresponsive_seconds` fails the job; a failure stops every node.
+void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
+                                       double unresponsive_seconds) {
+  auto& failure = watch.failure;
+  std::map<int, double> last_heard;
+  for (const auto& meta : plan_.nodes) last_heard[meta.node_id] = now_seconds();
+  while (true) {
+    timer().afterDelay(500 * kj::MILLISECONDS).wait(wait_scope());
+    for (const auto& meta : plan_.nodes) {
+      try {
+        auto response = await(node(meta).statusRequest().send(), meta, "status", 2);
+        auto s = response.getStatus();
+        last_heard[meta.node_id] = now_seconds();
+        if (s.getJobId() != job_id) {
+          failure = meta.name + " (" + meta.address + ") is no longer running the job (restarted?)";
+        } else if (s.getState() == schema::NodeState::FAILED && failure.empty()) {
+          failure = meta.name + ": " + std::string(s.getError().cStr());
+        } else if (s.getState() == schema::NodeState::FINISHED) {
+          watch.finished.insert(meta.node_id);
+        }
+        if (meta.position == 0) {
+          auto& p = watch.progress[meta.cluster];
+          p.batches = s.getBatches();
+          p.total_batches = s.getTotalBatches();
+          p.samples_per_second = s.getSamplesPerSecond();
+          p.epoch = std::max(p.epoch, s.getEpoch());
+        }
+      } catch (const std::exception& e) {
+        if (now_seconds() - last_heard[meta.node_id] > unresponsive_seconds && failure.empty()) {
+          failure = meta.name + " (" + meta.address + ") stopped answering: " + e.what();
+        }
+      }
+    }
+    report(watch);
+    if (!failure.empty()) {
+      stop_all(failure);
+      throw std::runtime_error("training failed: " + failure);
+    }
+    if (watch.finished.size() == plan_.nodes.size()) break;
+  }
+}
+
+void Requester::Impl::stop_all(const std::string& reason) {
+  for (const auto& meta : plan_.nodes) {
+    try {
+      auto request = node(meta).stopRequest();
+      request.setSecret(secret());
+      request.setReason(reason);
+      await(request.send().ignoreResult(), meta, "stop", 3);
+    } catch (const std::exception&) {
+      // A node that cannot be reached cannot be stopped; the others are.
+    }
+  }
+}
 
 Requester::Requester(Plan plan, std::string secret)
     : impl_(std::make_unique<Impl>(std::move(plan), std::move(secret))) {}
 Requester::~Requester() = default;
 
 void Requester::push(const std::function<void(const std::string&)>& log) {
+  const config::PlanLayout layout(impl_->plan_.dir);
   for (const auto& meta : impl_->plan_.nodes) {
-    const fs::path dir = impl_->plan_.dir;
-    const std::string stage = config::read_file((dir / meta.stage_file).string());
-    const std::string metadata = config::read_file(
-        (dir / "nodes" / ("node_" + std::to_string(meta.node_id) + ".json")).string());
+    const std::string stage = config::read_file(layout.resolve(meta.stage_file));
+    const std::string metadata = config::read_file(layout.node_file(meta.node_id));
     auto request = impl_->node(meta).pushStageRequest();
     request.setSecret(impl_->secret());
     request.setMetadataJson(metadata);
@@ -220,18 +415,7 @@ std::vector<NodeReport> Requester::status() {
   return reports;
 }
 
-void Requester::stop_all(const std::string& reason) {
-  for (const auto& meta : impl_->plan_.nodes) {
-    try {
-      auto request = impl_->node(meta).stopRequest();
-      request.setSecret(impl_->secret());
-      request.setReason(reason);
-      impl_->await(request.send().ignoreResult(), meta, "stop", 3);
-    } catch (const std::exception&) {
-      // A node that cannot be reached cannot be stopped; the others are.
-    }
-  }
-}
+void Requester::stop_all(const std::string& reason) { impl_->stop_all(reason); }
 
 TrainResult Requester::train(const std::string& job_path, const TrainOptions& options) {
   auto log = [&](const std::string& line) {
@@ -239,197 +423,40 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
   };
   const config::JobSpec job = config::load_job(job_path);
   const std::string job_text = config::read_file(job_path);
-
-  // The data is checked here, before anything is shipped: a bad file fails at the requester.
-  {
-    auto train_data = data::load_dataset(job.data, data::Split::kTrain);
-    log("training data: " + job.data.train.raw + " (" + std::to_string(train_data.size()) +
-        " samples)");
-    if (!job.data.validation.empty()) {
-      auto validation = data::load_dataset(job.data, data::Split::kValidation);
-      log("validation data: " + job.data.validation.raw + " (" +
-          std::to_string(validation.size()) + " samples)");
-    }
-  }
+  check_job_data(job, log);
 
   TrainResult result;
   result.job_id = std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
   auto& plan = impl_->plan_;
+  impl_->ship_job_files(job, log);
+  impl_->load_job(job_text, result.job_id);
 
-  // Ship each node the files it needs.
-  for (const auto& meta : plan.nodes) {
-    for (const auto& path : config::job_files_for(job, meta)) {
-      std::vector<fs::path> files;
-      if (fs::is_directory(path)) {
-        for (const auto& entry : fs::directory_iterator(path)) {
-          if (entry.is_regular_file()) files.push_back(entry.path());
-        }
-      } else {
-        files.push_back(path);
-      }
-      for (const auto& file : files) {
-        auto bytes = std::make_shared<std::string>(config::read_file(file.string()));
-        auto request = impl_->node(meta).pushFileRequest();
-        request.setSecret(impl_->secret());
-        request.setName(file.filename().string());
-        request.setSize(bytes->size());
-        request.setSha256(config::sha256_hex(*bytes));
-        auto sink = request.send().getSink();
-        impl_->await(wire::stream_bytes(sink, kj::ArrayPtr<const kj::byte>(
-                                                  reinterpret_cast<const kj::byte*>(bytes->data()),
-                                                  bytes->size()))
-                         .attach(kj::heap<std::shared_ptr<std::string>>(bytes)),
-                     meta, "ship " + file.filename().string());
-        log("shipped " + file.filename().string() + " to " + meta.name);
-      }
-    }
-  }
-
-  // Load the job everywhere first: a node that refuses it fails the job before anything runs.
-  for (const auto& meta : plan.nodes) {
-    auto request = impl_->node(meta).loadJobRequest();
-    request.setSecret(impl_->secret());
-    request.setJobToml(job_text);
-    request.setJobId(result.job_id);
-    try {
-      impl_->await(request.send().ignoreResult(), meta, "load job");
-    } catch (const std::exception& e) {
-      stop_all(e.what());
-      throw;
-    }
-  }
-
-  // Progress, as the leaves and roots report it. Listeners may be called after train() returns
-  // (the daemons hold them), so what they touch is shared and switched off at the end.
-  struct Watch {
-    std::map<int, TrainProgress> progress;
-    std::set<int> finished;
-    std::string failure;
-    bool active = true;
-    std::function<void()> report;
-  };
   auto watch = std::make_shared<Watch>();
   struct Deactivate {
     std::shared_ptr<Watch> watch;
     ~Deactivate() { watch->active = false; watch->report = nullptr; }
   } deactivate{watch};
-  auto& progress = watch->progress;
-  auto& finished = watch->finished;
-  auto& failure = watch->failure;
-  for (int id : plan.cluster_ids()) progress[id].cluster = id;
+  for (int id : plan.cluster_ids()) watch->progress[id].cluster = id;
   const double started = now_seconds();
   watch->report = [&]() {
     if (!options.on_progress) return;
     std::vector<TrainProgress> all;
-    for (auto& [id, p] : progress) {
+    for (auto& [id, p] : watch->progress) {
       p.elapsed_seconds = now_seconds() - started;
       all.push_back(p);
     }
     options.on_progress(all);
   };
-  auto report = [watch]() {
-    if (watch->active && watch->report) watch->report();
-  };
-  if (!options.detach) {
-    for (const auto& meta : plan.nodes) {
-      auto request = impl_->node(meta).subscribeRequest();
-      request.setSecret(impl_->secret());
-      auto on_log = options.log;
-      request.setListener(kj::heap<ProgressListenerImpl>([watch, on_log, report](
-                                                             schema::ProgressEvent::Reader e) {
-        if (!watch->active) return;
-        auto& progress = watch->progress;
-        auto& finished = watch->finished;
-        auto& failure = watch->failure;
-        auto log = [&](const std::string& line) {
-          if (on_log) on_log(line);
-        };
-        auto& p = progress[e.getCluster()];
-        switch (e.getKind()) {
-          case schema::EventKind::STEP:
-            p.loss = e.getLoss();
-            p.epoch = e.getEpoch();
-            break;
-          case schema::EventKind::VALIDATION:
-            p.has_validation = true;
-            p.validation_loss = e.getLoss();
-            p.validation_accuracy = e.getAccuracy();
-            log("cluster " + std::to_string(e.getCluster()) + " validation: loss " +
-                std::to_string(e.getLoss()) + ", accuracy " + std::to_string(e.getAccuracy()));
-            break;
-          case schema::EventKind::FINISHED:
-            finished.insert(e.getNodeId());
-            break;
-          case schema::EventKind::FAILED:
-            if (failure.empty()) failure = e.getMessage();
-            break;
-        }
-        report();
-      }));
-      impl_->await(request.send().ignoreResult(), meta, "subscribe");
-    }
-  }
+  if (!options.detach) impl_->subscribe(watch, options.log);
 
-  // Start the consumers before the producers, so nothing arrives at a node not yet started.
-  std::vector<config::NodeMetadata> order = plan.nodes;
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto& a, const auto& b) { return a.position > b.position; });
-  for (const auto& meta : order) {
-    auto request = impl_->node(meta).startRequest();
-    request.setSecret(impl_->secret());
-    request.setJobId(result.job_id);
-    try {
-      impl_->await(request.send().ignoreResult(), meta, "start");
-    } catch (const std::exception& e) {
-      stop_all(e.what());
-      throw;
-    }
-  }
+  impl_->start(result.job_id);
   log("job " + std::to_string(result.job_id) + " started on " + std::to_string(plan.nodes.size()) +
       " node(s)");
   if (options.detach) return result;
 
-  // Watch: events as they come, and every node's status twice a second. A node that does not
-  // answer for `unresponsive_seconds` fails the job.
-  std::map<int, double> last_heard;
-  for (const auto& meta : plan.nodes) last_heard[meta.node_id] = now_seconds();
-  while (true) {
-    impl_->timer().afterDelay(500 * kj::MILLISECONDS).wait(impl_->wait_scope());
-    for (const auto& meta : plan.nodes) {
-      try {
-        auto response = impl_->await(impl_->node(meta).statusRequest().send(), meta, "status", 2);
-        auto s = response.getStatus();
-        last_heard[meta.node_id] = now_seconds();
-        if (s.getJobId() != result.job_id) {
-          failure = meta.name + " (" + meta.address + ") is no longer running the job (restarted?)";
-        } else if (s.getState() == schema::NodeState::FAILED && failure.empty()) {
-          failure = meta.name + ": " + std::string(s.getError().cStr());
-        } else if (s.getState() == schema::NodeState::FINISHED) {
-          finished.insert(meta.node_id);
-        }
-        if (meta.position == 0) {
-          auto& p = progress[meta.cluster];
-          p.batches = s.getBatches();
-          p.total_batches = s.getTotalBatches();
-          p.samples_per_second = s.getSamplesPerSecond();
-          p.epoch = std::max(p.epoch, s.getEpoch());
-        }
-      } catch (const std::exception& e) {
-        if (now_seconds() - last_heard[meta.node_id] > options.unresponsive_seconds &&
-            failure.empty()) {
-          failure = meta.name + " (" + meta.address + ") stopped answering: " + e.what();
-        }
-      }
-    }
-    report();
-    if (!failure.empty()) {
-      stop_all(failure);
-      throw std::runtime_error("training failed: " + failure);
-    }
-    if (finished.size() == plan.nodes.size()) break;
-  }
+  impl_->watch_until_done(*watch, result.job_id, options.unresponsive_seconds);
   result.seconds = now_seconds() - started;
-  for (auto& [id, p] : progress) result.clusters.push_back(p);
+  for (auto& [id, p] : watch->progress) result.clusters.push_back(p);
   return result;
 }
 

@@ -1,7 +1,6 @@
 #include "libs/training/reference_trainer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <stdexcept>
 
@@ -9,6 +8,7 @@
 #include <ATen/Context.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include "libs/config/clock.h"
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
 #include "libs/graph/eager_numerics.h"
@@ -20,13 +20,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 namespace ravnest::runtime {
-namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
+using config::now_seconds;
 
 std::map<std::string, at::Tensor> state_of(const torch::jit::Module& module) {
   std::map<std::string, at::Tensor> state;

@@ -21,7 +21,7 @@ namespace {
 std::string source_dir() {
   if (const char* dir = std::getenv("RAVNEST_SOURCE_DIR")) return dir;
   const std::string file = __FILE__;
-  const auto at = file.rfind("/tests/unit/");
+  const auto at = file.rfind("/tests/config/");
   return at == std::string::npos ? "." : file.substr(0, at);
 }
 

@@ -1,0 +1,24 @@
+// Private to libs/data: what the readers of dataset.h (one file each: csv_reader.cpp,
+// mnist_reader.cpp, cifar10_reader.cpp, tensors_reader.cpp) share.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ravnest::data::detail {
+
+// Every read error: one line naming the file (dataset.h).
+[[noreturn]] inline void fail(const std::string& origin, const std::string& message) {
+  throw std::runtime_error(origin + ": " + message);
+}
+
+// "[2, 3]"
+inline std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+}  // namespace ravnest::data::detail
