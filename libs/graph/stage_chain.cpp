@@ -141,9 +141,10 @@ void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
   else if (v.isList()) for (const auto& e : v.toListRef()) flatten(e, out);
 }
 
+// Before the slot takes `diff`: afterwards diff can never exceed the maximum.
 void note(double diff, const std::string& what, double& slot, ChainComparison& result) {
+  if (diff > 0 && (result.worst.empty() || diff > result.max())) result.worst = what;
   if (diff > slot) slot = diff;
-  if (diff > result.max() - 1e-30 && diff > 0) result.worst = what;
 }
 
 }  // namespace
