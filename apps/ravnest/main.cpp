@@ -215,7 +215,8 @@ int main(int argc, char** argv) {
   cluster_cmd->add_option("--seed", clusterize.seed, "seed for example inputs and the planner")
       ->capture_default_str();
   cluster_cmd->add_flag("--verify", clusterize.verify,
-                        "chain the written stages in-process and compare with the whole model");
+                        "chain the written stages in-process and compare with the whole model, "
+                        "on the example batch and over two micro-batches");
   cluster_cmd->add_flag("--push", push_after, "push the stages to the daemons afterwards");
   cluster_cmd->add_option("--secret-file", connection.secret_file, "the daemons' shared secret");
 

@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include "libs/data/batch_order.h"
 #include "libs/graph/stage_builder.h"
 #include "libs/graph/torch_errors.h"
 
@@ -33,12 +34,12 @@ void StageChain::train(bool on) {
   for (auto& stage : stages_) stage.train(on);
 }
 
-c10::IValue StageChain::forward(const std::vector<c10::IValue>& model_inputs) {
+StageChain::Pass StageChain::forward(const std::vector<c10::IValue>& model_inputs) {
   std::unordered_map<int, size_t> position;
   for (size_t s = 0; s < nodes_.size(); ++s) position[nodes_[s].node_id] = s;
-  received_.assign(nodes_.size(), {});
-  produced_.assign(nodes_.size(), {});
-  c10::IValue model_output;
+  Pass pass;
+  pass.received.assign(nodes_.size(), {});
+  pass.produced.assign(nodes_.size(), {});
   for (size_t s = 0; s < nodes_.size(); ++s) {
     const auto& node = nodes_[s];
     std::vector<c10::IValue> inputs;
@@ -54,39 +55,39 @@ c10::IValue StageChain::forward(const std::vector<c10::IValue>& model_inputs) {
           throw std::runtime_error(node.name + ": input " + input.value + " comes from node " +
                                    std::to_string(*input.from_node) + ", not earlier in the chain");
         }
-        value = produced_[producer->second].at(input.from_output);
+        value = pass.produced[producer->second].at(input.from_output);
         if (value.isTensor() && value.toTensor().is_floating_point()) {
           value = value.toTensor().detach().requires_grad_(true);
         }
       }
       inputs.push_back(value);
     }
-    received_[s] = inputs;
+    pass.received[s] = inputs;
     c10::IValue result = stages_[s].forward(inputs);
     if (node.returns_model_output) {
-      model_output = result;
+      pass.output = result;
     } else {
       const auto& items = result.toTupleRef().elements();
-      produced_[s].assign(items.begin(), items.end());
+      pass.produced[s].assign(items.begin(), items.end());
     }
   }
-  return model_output;
+  return pass;
 }
 
-void StageChain::backward(const at::Tensor& loss) {
+void StageChain::backward(const Pass& pass, const at::Tensor& loss) {
   std::unordered_map<int, size_t> position;
   for (size_t s = 0; s < nodes_.size(); ++s) position[nodes_[s].node_id] = s;
   // Gradients for each stage's outputs, summed over their consumers.
   std::vector<std::vector<at::Tensor>> output_grads(nodes_.size());
-  for (size_t s = 0; s < nodes_.size(); ++s) output_grads[s].resize(produced_[s].size());
+  for (size_t s = 0; s < nodes_.size(); ++s) output_grads[s].resize(pass.produced[s].size());
 
   for (size_t s = nodes_.size(); s-- > 0;) {
     if (nodes_[s].returns_model_output) {
       torch::autograd::backward({loss});
     } else {
       std::vector<at::Tensor> tensors, grads;
-      for (size_t j = 0; j < produced_[s].size(); ++j) {
-        const auto& value = produced_[s][j];
+      for (size_t j = 0; j < pass.produced[s].size(); ++j) {
+        const auto& value = pass.produced[s][j];
         if (!value.isTensor() || !output_grads[s][j].defined()) continue;
         if (!value.toTensor().requires_grad()) continue;
         tensors.push_back(value.toTensor());
@@ -97,8 +98,8 @@ void StageChain::backward(const at::Tensor& loss) {
     // What this stage computed for its inputs goes to their producers.
     const auto& inputs = nodes_[s].inputs;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!inputs[i].from_node || !received_[s][i].isTensor()) continue;
-      const at::Tensor grad = received_[s][i].toTensor().grad();
+      if (!inputs[i].from_node || !pass.received[s][i].isTensor()) continue;
+      const at::Tensor grad = pass.received[s][i].toTensor().grad();
       if (!grad.defined()) continue;
       auto& slot = output_grads[position.at(*inputs[i].from_node)][inputs[i].from_output];
       slot = slot.defined() ? slot + grad : grad;
@@ -141,40 +142,120 @@ void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
   else if (v.isList()) for (const auto& e : v.toListRef()) flatten(e, out);
 }
 
+// Before the slot takes `diff`: afterwards diff can never exceed the maximum.
 void note(double diff, const std::string& what, double& slot, ChainComparison& result) {
+  if (diff > 0 && (result.worst.empty() || diff > result.max())) result.worst = what;
   if (diff > slot) slot = diff;
-  if (diff > result.max() - 1e-30 && diff > 0) result.worst = what;
+}
+
+// The example inputs cut along dim 0 as the root cuts a batch, each side with its own copy (so
+// that nothing one side does in place reaches the other), and each part's loss weight.
+struct Parts {
+  std::vector<std::vector<c10::IValue>> model, chain;
+  std::vector<double> weights;
+};
+
+Parts cut_inputs(const std::vector<at::Tensor>& inputs, int micro_batches) {
+  Parts parts;
+  auto copy = [](const at::Tensor& t) { return t.defined() ? t.clone() : t; };
+  if (micro_batches == 1) {
+    parts.model.emplace_back();
+    parts.chain.emplace_back();
+    for (const auto& t : inputs) {
+      parts.model.back().push_back(copy(t));
+      parts.chain.back().push_back(copy(t));
+    }
+    parts.weights.push_back(1.0);
+    return parts;
+  }
+  if (inputs.empty()) throw std::invalid_argument("no example input to cut into micro-batches");
+  int64_t batch = -1;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int64_t n = inputs[i].defined() && inputs[i].dim() > 0 ? inputs[i].size(0) : -1;
+    if (n < 0 || (batch >= 0 && n != batch)) {
+      throw std::invalid_argument("example input " + std::to_string(i) +
+                                  " does not share dim 0 with the others, so the batch cannot " +
+                                  "be cut into micro-batches");
+    }
+    batch = n;
+  }
+  for (const auto& [begin, end] : data::split_micro_batches(batch, micro_batches)) {
+    parts.model.emplace_back();
+    parts.chain.emplace_back();
+    for (const auto& t : inputs) {
+      parts.model.back().push_back(t.slice(0, begin, end).clone());
+      parts.chain.back().push_back(t.slice(0, begin, end).clone());
+    }
+    parts.weights.push_back(static_cast<double>(end - begin) / static_cast<double>(batch));
+  }
+  return parts;
 }
 
 }  // namespace
 
 ChainComparison compare_with_model(const std::string& model_path, StageChain& chain,
-                                   const std::vector<at::Tensor>& inputs, uint64_t seed) {
+                                   const std::vector<at::Tensor>& inputs, uint64_t seed,
+                                   int micro_batches) {
+  if (micro_batches < 1) throw std::invalid_argument("compare_with_model: micro_batches < 1");
+  const Parts parts = cut_inputs(inputs, micro_batches);
+  const size_t count = parts.weights.size();
+  // " of micro-batch m" in reports, nothing when there is only one.
+  auto of_micro = [&](size_t m) {
+    return count == 1 ? std::string() : " of micro-batch " + std::to_string(m);
+  };
+
   torch::jit::Module model = torch::jit::load(model_path);
   model.train();
-  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
-
+  std::vector<c10::IValue> expected;
   torch::manual_seed(seed);
-  c10::IValue expected = model.forward(args);
-  sum_of_outputs(expected).backward();
-
-  chain.train(true);
-  torch::manual_seed(seed);
-  c10::IValue actual = chain.forward(args);
-  chain.backward(sum_of_outputs(actual));
+  for (size_t m = 0; m < count; ++m) {
+    try {
+      expected.push_back(model.forward(parts.model[m]));
+      (sum_of_outputs(expected.back()) * parts.weights[m]).backward();
+    } catch (const std::exception& e) {
+      const std::string which = count == 1 ? "" : " on micro-batch " + std::to_string(m);
+      throw std::runtime_error(model_path + ": the whole model fails" + which + ": " +
+                               torch_message(e));
+    }
+  }
 
   ChainComparison result;
-  std::vector<at::Tensor> want, got;
-  flatten(expected, want);
-  flatten(actual, got);
-  if (want.size() != got.size()) {
+  // GPipe: every micro-batch forward through every stage, then every backward; a pass keeps its
+  // graph alive meanwhile, as the daemons keep theirs.
+  chain.train(true);
+  torch::manual_seed(seed);
+  std::vector<StageChain::Pass> passes;
+  std::string failed;
+  try {
+    for (size_t m = 0; m < count; ++m) {
+      failed = "the chain's forward" + of_micro(m);
+      passes.push_back(chain.forward(parts.chain[m]));
+    }
+    for (size_t m = 0; m < count; ++m) {
+      failed = "the chain's backward" + of_micro(m);
+      chain.backward(passes[m], sum_of_outputs(passes[m].output) * parts.weights[m]);
+    }
+  } catch (const std::exception& e) {
     result.output_diff = std::numeric_limits<double>::infinity();
-    result.worst = "the chain returns " + std::to_string(got.size()) + " tensors, the model " +
-                   std::to_string(want.size());
+    result.worst = failed;
+    result.failure = failed + " fails: " + torch_message(e);
     return result;
   }
-  for (size_t i = 0; i < want.size(); ++i) {
-    note(max_abs_diff(want[i], got[i]), "output " + std::to_string(i), result.output_diff, result);
+
+  for (size_t m = 0; m < count; ++m) {
+    std::vector<at::Tensor> want, got;
+    flatten(expected[m], want);
+    flatten(passes[m].output, got);
+    if (want.size() != got.size()) {
+      result.output_diff = std::numeric_limits<double>::infinity();
+      result.worst = "the chain returns " + std::to_string(got.size()) + " tensors, the model " +
+                     std::to_string(want.size());
+      return result;
+    }
+    for (size_t i = 0; i < want.size(); ++i) {
+      note(max_abs_diff(want[i], got[i]), "output " + std::to_string(i) + of_micro(m),
+           result.output_diff, result);
+    }
   }
 
   // Gradients: the model's tensor for each name; the chain's sum over every distinct tensor of

@@ -48,6 +48,8 @@ TEST_CASE("clusterize writes a plan that verifies", "[cli]") {
   CHECK(result.out.find("Node(0, Cluster(") != std::string::npos);
   CHECK(result.out.find("self.IP(127.0.0.1:18080)") != std::string::npos);
   CHECK(result.out.find("verify: largest absolute difference") != std::string::npos);
+  CHECK(result.out.find("verify cluster 0 over 2 micro-batches: largest absolute difference") !=
+        std::string::npos);
   CHECK(fs::exists(dir / "out/plan.json"));
   for (int id = 0; id < 3; ++id) {
     auto meta = config::load_node_metadata(
@@ -149,6 +151,33 @@ TEST_CASE("clusterize refuses bad input clearly and writes nothing", "[cli][erro
     auto result = clusterize(model("resnet18") + " --nodes " + (dir / "p.json").string() +
                              " --example-input 2x3x64x64 --out " + out);
     expect_clear_error(result, "the pool has");
+  }
+  SECTION("a model that micro-batches in GPipe order would break") {
+    // Bumping `gain` in place overwrites what the previous micro-batch's backward needs: fine
+    // on the whole batch, fatal once two micro-batches are in flight.
+    test::write_text(dir / "bumps.py", R"(import sys, torch
+from torch import nn
+class Bumps(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 4)
+        self.fc2 = nn.Linear(4, 4)
+        self.register_buffer("gain", torch.ones(4))
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        self.gain.add_(1.0)
+        return self.fc2(h * self.gain)
+torch.jit.script(Bumps()).save(sys.argv[1])
+)");
+    auto made = test::run_command(test::python() + " " + (dir / "bumps.py").string() + " " +
+                                  (dir / "bumps.pt").string());
+    REQUIRE(made.exit_code == 0);
+    auto result = clusterize((dir / "bumps.pt").string() + " --nodes " + pool +
+                             " --example-input 4x4:float32 --verify --out " + out);
+    expect_clear_error(result, "verify failed for cluster 0 over 2 micro-batches: the chain's "
+                               "backward of micro-batch 0 fails");
+    CHECK(result.out.find("verify cluster 0: largest absolute difference 0.0") !=
+          std::string::npos);
   }
   CHECK_FALSE(fs::exists(out));
 }
