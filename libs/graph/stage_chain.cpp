@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "libs/data/batch_order.h"
+#include "libs/graph/eager_numerics.h"
 #include "libs/graph/stage_builder.h"
 #include "libs/graph/torch_errors.h"
 
@@ -197,6 +198,7 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
                                    const std::vector<at::Tensor>& inputs, uint64_t seed,
                                    int micro_batches) {
   if (micro_batches < 1) throw std::invalid_argument("compare_with_model: micro_batches < 1");
+  const EagerNumerics eager;  // as the daemons compute: the model's second run is not rewritten
   const Parts parts = cut_inputs(inputs, micro_batches);
   const size_t count = parts.weights.size();
   // " of micro-batch m" in reports, nothing when there is only one.
