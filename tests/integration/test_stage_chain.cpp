@@ -1,7 +1,7 @@
 // Chained stages equal the whole model: every test model cut into 1 to 6 stages (evenly spaced
 // allowed cuts, and seeded random ones), written to files, wired by their metadata alone, compared
 // on forward outputs, every parameter's gradient and BatchNorm buffers; on the whole example batch
-// and over two micro-batches in GPipe order. A stage that overwrites what an earlier
+// (evenly spaced cuts) and over two micro-batches in GPipe order (both kinds). A stage that overwrites what an earlier
 // micro-batch's backward needs passes the first check and fails the second.
 #include <catch2/catch.hpp>
 
@@ -33,8 +33,10 @@ struct Differences {
   std::string whole_worst, micro_worst;
 };
 
+// `whole_batch` false: only the comparison over micro-batches (which checks the same outputs,
+// gradients and buffers, on two halves of the batch).
 Differences chain_differences(graph::ModelGraph& model, const std::string& name,
-                              const std::vector<size_t>& cuts) {
+                              const std::vector<size_t>& cuts, bool whole_batch = true) {
   test::TempDir dir;
   auto nodes = test::loopback_nodes(static_cast<int>(cuts.size()) + 1);
   auto metadata = graph::write_cluster_stages(model, test::cluster_with_cuts(cuts, model.units().size()),
@@ -47,10 +49,12 @@ Differences chain_differences(graph::ModelGraph& model, const std::string& name,
   }
   auto inputs = graph::make_example_inputs({test::models_dir() + "/" + name + ".inputs.pt"}, 0);
   Differences result;
-  auto chain = graph::StageChain::load(dir.path().string(), loaded);
-  auto whole = graph::compare_with_model(model.path(), chain, inputs, 7);
-  result.whole = whole.max();
-  result.whole_worst = whole.worst;
+  if (whole_batch) {
+    auto chain = graph::StageChain::load(dir.path().string(), loaded);
+    auto whole = graph::compare_with_model(model.path(), chain, inputs, 7);
+    result.whole = whole.max();
+    result.whole_worst = whole.worst;
+  }
   auto fresh = graph::StageChain::load(dir.path().string(), loaded);
   auto micro = graph::compare_with_model(model.path(), fresh, inputs, 7, 2);
   result.micro = micro.max();
@@ -93,16 +97,16 @@ TEST_CASE("chained stages equal the whole model, evenly spaced cuts", "[graph][c
 TEST_CASE("chained stages equal the whole model, random cuts", "[graph][chain]") {
   std::mt19937_64 random(2024);
   for (const char* name : kModels) {
+    if (std::string(name) == "resnet50") continue;  // resnet18 has the same structure, 5x cheaper
     auto model = graph::ModelGraph::load(test::models_dir() + "/" + name + ".pt");
     auto allowed = allowed_boundaries(*model);
     for (int trial = 0; trial < 3 && allowed.size() >= 3; ++trial) {
       std::shuffle(allowed.begin(), allowed.end(), random);
       std::vector<size_t> cuts(allowed.begin(), allowed.begin() + 3);
       std::sort(cuts.begin(), cuts.end());
-      auto diff = chain_differences(*model, name, cuts);
-      INFO(name << " cut after units " << cuts[0] << ", " << cuts[1] << ", " << cuts[2] << ": "
-                << diff.whole_worst << " / over micro-batches: " << diff.micro_worst);
-      CHECK(diff.whole <= 1e-5);
+      auto diff = chain_differences(*model, name, cuts, /*whole_batch=*/false);
+      INFO(name << " cut after units " << cuts[0] << ", " << cuts[1] << ", " << cuts[2]
+                << ", over micro-batches: " << diff.micro_worst);
       CHECK(diff.micro <= 1e-5);
     }
   }
