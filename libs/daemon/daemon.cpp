@@ -38,6 +38,15 @@ void open_log(const config::DaemonConfig& config) {
   spdlog::flush_on(spdlog::level::info);
 }
 
+// KJ describes a failed system call as "::bind(sockfd, ...): Address already in use; toString()
+// = ...": the reason alone, for a one-line error.
+std::string system_reason(const kj::Exception& e) {
+  std::string text = e.getDescription().cStr();
+  const auto call_end = text.find("): ");
+  if (call_end != std::string::npos) text = text.substr(call_end + 3);
+  return text.substr(0, text.find(';'));
+}
+
 }  // namespace
 
 int run_daemon(const config::DaemonConfig& config) {
@@ -85,7 +94,12 @@ int run_daemon(const config::DaemonConfig& config) {
   auto& wait_scope = server.getWaitScope();
   service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor(),
                                server.getIoProvider().getTimer());
-  const unsigned port = server.getPort().wait(wait_scope);
+  unsigned port = 0;
+  try {
+    port = server.getPort().wait(wait_scope);
+  } catch (const kj::Exception& e) {
+    throw std::runtime_error("cannot listen on " + listen + ": " + system_reason(e));
+  }
 
   auto shutdown = kj::newPromiseAndCrossThreadFulfiller<void>();
   auto* fulfiller = shutdown.fulfiller.get();

@@ -249,6 +249,19 @@ TEST_CASE("a daemon killed mid-training is named within 10 s", "[daemon][faults]
   CHECK(std::regex_search(status.out, match, std::regex("node_2 .* idle")));
 }
 
+TEST_CASE("a daemon whose port is taken says so in one line", "[daemon][errors]") {
+  test::LocalCluster cluster(test::digits_model(), {{}}, {"32x1x8x8"});
+  cluster.start(0);
+  auto second = test::run_command(test::binary_dir() + "/apps/ravnestd/ravnestd --node node_0 --listen 127.0.0.1:" +
+                                  std::to_string(cluster.port(0)) + " --data-dir " +
+                                  (cluster.dir() / "other").string(), 30);
+  CHECK(second.exit_code != 0);
+  CHECK(second.err.find("ravnestd: error: cannot listen on 127.0.0.1:" +
+                        std::to_string(cluster.port(0)) + ": Address already in use\n") !=
+        std::string::npos);
+  CHECK(second.err.find("stack:") == std::string::npos);
+}
+
 TEST_CASE("SIGTERM stops a daemon cleanly", "[daemon]") {
   test::LocalCluster cluster(test::digits_model(), {{}}, {"32x1x8x8"});
   cluster.start(0);
