@@ -2,7 +2,7 @@
 
 #include <capnp/orphan.h>
 
-#include "libs/wire/loopback.h"
+#include "libs/wire/rpc_connection.h"
 
 namespace ravnest::runtime {
 

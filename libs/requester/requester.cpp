@@ -20,7 +20,7 @@
 #include "libs/config/plan_layout.h"
 #include "libs/config/sha256.h"
 #include "libs/data/dataset.h"
-#include "libs/wire/loopback.h"
+#include "libs/wire/rpc_connection.h"
 #include "libs/wire/tensor_stream.h"
 #include "schemas/ravnest.capnp.h"
 
