@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "libs/wire/loopback.h"
+#include "libs/wire/rpc_connection.h"
 #include "libs/wire/tensor_stream.h"
 #include "libs/wire/value_codec.h"
 

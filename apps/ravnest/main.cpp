@@ -121,10 +121,10 @@ int run_status(const Connection& c) {
     all_reachable = all_reachable && r.reachable;
     std::printf("%-8s %-22s %-8d %-10s %-11s %6u %5llu/%-6llu %10.4f %10.1f\n",
                 r.node.name.c_str(), r.node.address.c_str(), r.node.cluster,
-                config::role_name(r.node.role).c_str(), r.state.c_str(), r.epoch + 1,
-                static_cast<unsigned long long>(r.batches),
-                static_cast<unsigned long long>(r.total_batches), r.last_loss,
-                r.samples_per_second);
+                config::role_name(r.node.role).c_str(), r.state.c_str(), r.status.epoch + 1,
+                static_cast<unsigned long long>(r.status.batches),
+                static_cast<unsigned long long>(r.status.total_batches), r.status.last_loss,
+                r.status.samples_per_second);
     if (!r.error.empty()) std::printf("         %s\n", r.error.c_str());
   }
   return all_reachable ? 0 : 1;

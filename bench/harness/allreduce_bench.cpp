@@ -16,7 +16,7 @@
 #include <kj/async-io.h>
 
 #include "bench/harness/local_daemons.h"
-#include "libs/wire/loopback.h"
+#include "libs/wire/rpc_connection.h"
 #include "schemas/ravnest.capnp.h"
 
 namespace ravnest::runtime {

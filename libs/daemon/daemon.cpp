@@ -18,7 +18,7 @@
 #include "libs/daemon/node_service.h"
 #include "libs/daemon/node_store.h"
 #include "libs/graph/eager_numerics.h"
-#include "libs/wire/loopback.h"
+#include "libs/wire/rpc_connection.h"
 
 namespace ravnest::runtime {
 

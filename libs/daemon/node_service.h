@@ -1,51 +1,56 @@
-// NodeService: the daemon's Cap'n Proto endpoint (schemas/ravnest.capnp, interface Node) and the
-// bridge between its two threads.
+// NodeService: the daemon's Cap'n Proto endpoint (schemas/ravnest.capnp, interface Node), a thin
+// Node::Server that forwards each method to the role that serves it, and the stage worker's
+// WorkerPort. The roles, each owning its state:
+//   JobControl     storage and the job (push, fetch, load, start, stop, status, subscribe)
+//   TransferPlane  micro-batches between daemons (send, and the worker's sends)
+//   RingMember     the all-reduce rings (openRing, abortReduce, the worker's reduces)
+//   BenchService   the all-reduce benchmark (benchAllReduce)
+// A new role is a new class and the methods that forward to it.
 //
-// The RPC thread runs the KJ event loop: it checks secrets, stores what it receives, decodes
-// transfers and keeps the connections to peer daemons. The compute thread (an Asio io_context)
-// owns the job: loading it, the StageWorker, every forward and backward. RPC hands work to the
-// compute thread with asio::post; the compute thread hands sends and events back with
+// Two threads. The RPC thread runs the KJ event loop: it checks secrets, stores what it receives,
+// decodes transfers and keeps the connections to peer daemons. The compute thread (an Asio
+// io_context) owns the job: loading it, the StageWorker, every forward and backward. RPC hands
+// work to the compute thread with asio::post; the compute thread hands sends and events back with
 // kj::Executor::executeSync, which blocks compute until RPC ran them (RPC never waits for compute).
 #pragma once
 
-#include <map>
-#include <memory>
-#include <mutex>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <asio/io_context.hpp>
-#include <capnp/ez-rpc.h>
 #include <kj/async.h>
 
+#include "libs/daemon/bench_service.h"
+#include "libs/daemon/job_control.h"
+#include "libs/daemon/node_secret.h"
 #include "libs/daemon/node_store.h"
-#include "libs/daemon/ring_link.h"
-#include "libs/daemon/ring_mailbox.h"
-#include "libs/daemon/stage_worker.h"
-#include "libs/daemon/transfer.h"
+#include "libs/daemon/ring_member.h"
+#include "libs/daemon/thread_bridge.h"
+#include "libs/daemon/transfer_plane.h"
+#include "libs/daemon/worker_port.h"
+#include "libs/wire/peer_links.h"
 #include "schemas/ravnest.capnp.h"
 
 namespace ravnest::runtime {
 
-class NodeService final : public schema::Node::Server,
-                          public WorkerPort,
-                          private kj::TaskSet::ErrorHandler {
+class NodeService final : public schema::Node::Server, public WorkerPort {
  public:
   NodeService(NodeStore& store, std::string secret, asio::io_context& compute);
   // Once the RPC thread's event loop exists (the server creates it): where the compute thread
   // hands its sends and events.
   void set_rpc_executor(const kj::Executor& executor, kj::Timer& timer) {
-    rpc_executor_ = &executor;
-    timer_ = &timer;
+    loop_.executor = &executor;
+    loop_.timer = &timer;
   }
   ~NodeService() noexcept(false) override;
 
   // Abandons the running job; called on the compute thread at shutdown.
-  void abandon_job();
+  void abandon_job() { job_.abandon_job(); }
 
   // WorkerPort, called on the compute thread.
-  void send(TransferMessage message) override;
-  void event(const ProgressEventData& event) override;
+  void send(wire::TransferMessage message) override;
+  void event(const wire::ProgressEventData& event) override;
   void defer(std::function<void()> task) override;
   void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average) override;
 
@@ -65,36 +70,17 @@ class NodeService final : public schema::Node::Server,
   kj::Promise<void> benchAllReduce(BenchAllReduceContext context) override;
 
  private:
-  enum class State { kIdle, kReady, kTraining, kFinished, kFailed };
+  // Runs `call` on the RPC thread; does nothing once the RPC loop is gone (shutdown).
+  void on_rpc(std::function<void()> call);
 
-  void check_secret(capnp::Data::Reader secret, const char* method);
-  kj::Promise<void> on_compute(std::function<void()> work);
-  void deliver(TransferMessage message);             // RPC thread -> worker
-  void dispatch(TransferMessage message);            // RPC thread: send to a peer
-  void publish(const ProgressEventData& event);      // RPC thread: to listeners
-  schema::Node::Client peer(int node_id);
-  void fail_worker(const std::string& why);          // any thread
-  State effective_state(std::string* error) const;   // with mutex_ held
-
-  NodeStore& store_;
-  std::string secret_;
   asio::io_context& compute_;
-  const kj::Executor* rpc_executor_ = nullptr;
-  kj::Timer* timer_ = nullptr;
-  PeerLinks links_{secret_};
-  RingMailbox mailbox_;
-  kj::TaskSet tasks_{*this};
-  std::vector<schema::ProgressListener::Client> listeners_;
-
-  mutable std::mutex mutex_;  // guards what the RPC thread reads of the job
-  State state_ = State::kIdle;
-  uint64_t job_id_ = 0;
-  std::string error_;
-  std::shared_ptr<StageWorker> worker_;           // published for status()
-  std::shared_ptr<WorkerSetup> pending_setup_;    // loaded, not started (compute thread)
-  config::NodeMetadata metadata_;                 // of the loaded job
-
-  void taskFailed(kj::Exception&& exception) override;
+  NodeSecret secret_;
+  RpcLoop loop_;
+  wire::PeerLinks links_;
+  RingMember ring_;
+  JobControl job_;
+  TransferPlane transfer_;
+  BenchService bench_;
 };
 
 }  // namespace ravnest::runtime

@@ -2,23 +2,9 @@
 
 #include <capnp/orphan.h>
 
-#include "libs/wire/loopback.h"
-
 namespace ravnest::runtime {
 
-void PeerLinks::drop(const std::string& address) { connections_.erase(address); }
-
-schema::Node::Client PeerLinks::node(const std::string& address) {
-  auto it = connections_.find(address);
-  if (it == connections_.end()) {
-    auto client = kj::heap<capnp::EzRpcClient>(address, 0, wire::rpc_reader_options());
-    auto main = client->getMain<schema::Node>();
-    it = connections_.emplace(address, Connection{kj::mv(client), kj::mv(main)}).first;
-  }
-  return it->second.node;
-}
-
-RingLink::RingLink(const kj::Executor& rpc, PeerLinks& links, kj::Timer& timer,
+RingLink::RingLink(const kj::Executor& rpc, wire::PeerLinks& links, kj::Timer& timer,
                    RingMailbox& mailbox, uint32_t ring, int self_node, RingPeerAddress next,
                    RingPeerAddress prev)
     : rpc_(rpc),

@@ -3,44 +3,23 @@
 // send() streams a segment into the RingSink the next member opened for this ring (one call
 // on the RPC thread; the message refers to the caller's memory instead of copying it) and
 // returns when the stream's flow control lets the next one go; flush() waits until the next
-// member has taken every segment, and drops the connection when it cannot tell; recv() waits in the node's RingMailbox, checking every second
-// that the previous member still answers, so a member that died is named within seconds and
-// nobody hangs.
+// member has taken every segment, and drops the connection when it cannot tell; recv() waits in
+// the node's RingMailbox, checking every second that the previous member still answers, so a
+// member that died is named within seconds and nobody hangs.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 
-#include <capnp/ez-rpc.h>
 #include <kj/async.h>
 #include <kj/timer.h>
 
 #include "libs/daemon/ring_mailbox.h"
 #include "libs/ring/ring_transport.h"
+#include "libs/wire/peer_links.h"
 #include "schemas/ravnest.capnp.h"
 
 namespace ravnest::runtime {
-
-// Connections to other daemons by address, bootstrapped once each (capnp 0.9 aborts on
-// getMain() over a connection that has died). RPC thread only.
-class PeerLinks {
- public:
-  explicit PeerLinks(std::string secret) : secret_(std::move(secret)) {}
-  schema::Node::Client node(const std::string& address);
-  void drop(const std::string& address);  // the next node() call connects anew
-  capnp::Data::Reader secret() const {
-    return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(secret_.data()), secret_.size());
-  }
-
- private:
-  struct Connection {
-    kj::Own<capnp::EzRpcClient> client;
-    schema::Node::Client node;
-  };
-  std::string secret_;
-  std::map<std::string, Connection> connections_;
-};
 
 struct RingPeerAddress {
   std::string name;  // "node_3", for messages
@@ -49,7 +28,7 @@ struct RingPeerAddress {
 
 class RingLink final : public RingTransport {
  public:
-  RingLink(const kj::Executor& rpc, PeerLinks& links, kj::Timer& timer, RingMailbox& mailbox,
+  RingLink(const kj::Executor& rpc, wire::PeerLinks& links, kj::Timer& timer, RingMailbox& mailbox,
            uint32_t ring, int self_node, RingPeerAddress next, RingPeerAddress prev);
 
   ~RingLink() noexcept(false) override;  // drops the sink on the RPC thread, where it lives
@@ -60,7 +39,7 @@ class RingLink final : public RingTransport {
 
  private:
   const kj::Executor& rpc_;
-  PeerLinks& links_;
+  wire::PeerLinks& links_;
   kj::Timer& timer_;
   RingMailbox& mailbox_;
   uint32_t ring_;

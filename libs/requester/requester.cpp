@@ -8,7 +8,6 @@
 #include <set>
 #include <sstream>
 
-#include <capnp/ez-rpc.h>
 #include <kj/async-io.h>
 #include <kj/timer.h>
 #include <nlohmann/json.hpp>
@@ -20,8 +19,9 @@
 #include "libs/config/plan_layout.h"
 #include "libs/config/sha256.h"
 #include "libs/data/dataset.h"
-#include "libs/wire/loopback.h"
+#include "libs/wire/peer_links.h"
 #include "libs/wire/tensor_stream.h"
+#include "libs/wire/transfer_codec.h"
 #include "schemas/ravnest.capnp.h"
 
 namespace ravnest::runtime {
@@ -41,17 +41,6 @@ std::string remote_reason(const kj::Exception& e) {
     }
   }
   return text;
-}
-
-const char* state_name(schema::NodeState state) {
-  switch (state) {
-    case schema::NodeState::IDLE: return "idle";
-    case schema::NodeState::READY: return "ready";
-    case schema::NodeState::TRAINING: return "training";
-    case schema::NodeState::FINISHED: return "finished";
-    case schema::NodeState::FAILED: return "failed";
-  }
-  return "unknown";
 }
 
 using Log = std::function<void(const std::string&)>;
@@ -83,27 +72,28 @@ void report(const Watch& watch) {
 }
 
 // One event a daemon sent, folded into the watch.
-void apply_event(Watch& watch, schema::ProgressEvent::Reader e, const Log& on_log) {
-  auto& p = watch.progress[e.getCluster()];
-  switch (e.getKind()) {
-    case schema::EventKind::STEP:
-      p.loss = e.getLoss();
-      p.epoch = e.getEpoch();
+void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
+  const auto& e = sent.event;
+  auto& p = watch.progress[sent.cluster];
+  switch (e.kind) {
+    case wire::EventKind::kStep:
+      p.loss = e.loss;
+      p.epoch = e.epoch;
       break;
-    case schema::EventKind::VALIDATION:
+    case wire::EventKind::kValidation:
       p.has_validation = true;
-      p.validation_loss = e.getLoss();
-      p.validation_accuracy = e.getAccuracy();
+      p.validation_loss = e.loss;
+      p.validation_accuracy = e.accuracy;
       if (on_log) {
-        on_log("cluster " + std::to_string(e.getCluster()) + " validation: loss " +
-               std::to_string(e.getLoss()) + ", accuracy " + std::to_string(e.getAccuracy()));
+        on_log("cluster " + std::to_string(sent.cluster) + " validation: loss " +
+               std::to_string(e.loss) + ", accuracy " + std::to_string(e.accuracy));
       }
       break;
-    case schema::EventKind::FINISHED:
-      watch.finished.insert(e.getNodeId());
+    case wire::EventKind::kFinished:
+      watch.finished.insert(sent.node_id);
       break;
-    case schema::EventKind::FAILED:
-      if (watch.failure.empty()) watch.failure = e.getMessage();
+    case wire::EventKind::kFailed:
+      if (watch.failure.empty()) watch.failure = e.message;
       break;
   }
 }
@@ -148,55 +138,34 @@ Plan load_plan(const std::string& dir) {
 // A listener the daemons call back with progress events.
 class ProgressListenerImpl final : public schema::ProgressListener::Server {
  public:
-  explicit ProgressListenerImpl(std::function<void(schema::ProgressEvent::Reader)> on_event)
+  explicit ProgressListenerImpl(std::function<void(const wire::NodeEvent&)> on_event)
       : on_event_(std::move(on_event)) {}
 
  protected:
   kj::Promise<void> event(EventContext context) override {
-    on_event_(context.getParams().getEvent());
+    on_event_(wire::decode_event(context.getParams().getEvent()));
     return kj::READY_NOW;
   }
 
  private:
-  std::function<void(schema::ProgressEvent::Reader)> on_event_;
+  std::function<void(const wire::NodeEvent&)> on_event_;
 };
 
 class Requester::Impl {
  public:
-  Impl(Plan plan, std::string secret) : plan_(std::move(plan)), secret_(std::move(secret)) {}
+  Impl(Plan plan, std::string secret) : plan_(std::move(plan)), links_(std::move(secret)) {}
 
-  // One connection per node, bootstrapped once: capnp 0.9 aborts when getMain() is called on
-  // a connection that has died, so the capability is kept and its calls fail instead.
-  struct Connection {
-    kj::Own<capnp::EzRpcClient> client;
-    schema::Node::Client node;
-  };
+  schema::Node::Client node(const config::NodeMetadata& meta) { return links_.node(meta.address); }
 
-  schema::Node::Client node(const config::NodeMetadata& meta) {
-    auto it = clients_.find(meta.node_id);
-    if (it == clients_.end()) {
-      auto client = kj::heap<capnp::EzRpcClient>(meta.address, 0, wire::rpc_reader_options());
-      auto main = client->getMain<schema::Node>();
-      it = clients_.emplace(meta.node_id, Connection{kj::mv(client), kj::mv(main)}).first;
-    }
-    return it->second.node;
-  }
-
+  // Every connection runs on this thread's event loop: any one gives its wait scope and timer.
   kj::WaitScope& wait_scope() {
-    ensure_client();
-    return clients_.begin()->second.client->getWaitScope();
+    return links_.any_client(plan_.nodes.front().address).getWaitScope();
   }
   kj::Timer& timer() {
-    ensure_client();
-    return clients_.begin()->second.client->getIoProvider().getTimer();
-  }
-  void ensure_client() {
-    if (clients_.empty()) node(plan_.nodes.front());
+    return links_.any_client(plan_.nodes.front().address).getIoProvider().getTimer();
   }
 
-  capnp::Data::Reader secret() const {
-    return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(secret_.data()), secret_.size());
-  }
+  capnp::Data::Reader secret() const { return links_.secret(); }
 
   // Waits for `promise`, failing with a message naming the node.
   template <typename T>
@@ -213,6 +182,12 @@ class Requester::Impl {
       throw std::runtime_error(meta.name + " (" + meta.address + "): " + what + ": " +
                                remote_reason(e));
     }
+  }
+
+  // The node's status; fails like await().
+  wire::NodeStatusData status_of(const config::NodeMetadata& meta, double timeout_seconds) {
+    auto response = await(node(meta).statusRequest().send(), meta, "status", timeout_seconds);
+    return wire::decode_status(response.getStatus());
   }
 
   // The phases of Requester::train(), in order.
@@ -235,8 +210,7 @@ class Requester::Impl {
   }
 
   Plan plan_;
-  std::string secret_;
-  std::map<int, Connection> clients_;
+  wire::PeerLinks links_;  // one connection per node, kept
 };
 
 // Ships each node the files it needs.
@@ -287,7 +261,7 @@ void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& 
     auto request = node(meta).subscribeRequest();
     request.setSecret(secret());
     request.setListener(kj::heap<ProgressListenerImpl>(
-        [watch, on_log](schema::ProgressEvent::Reader e) {
+        [watch, on_log](const wire::NodeEvent& e) {
           if (!watch->active) return;
           apply_event(*watch, e, on_log);
           report(*watch);
@@ -320,22 +294,21 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
     timer().afterDelay(500 * kj::MILLISECONDS).wait(wait_scope());
     for (const auto& meta : plan_.nodes) {
       try {
-        auto response = await(node(meta).statusRequest().send(), meta, "status", 2);
-        auto s = response.getStatus();
+        const auto s = status_of(meta, 2);
         last_heard[meta.node_id] = now_seconds();
-        if (s.getJobId() != job_id) {
+        if (s.job_id != job_id) {
           failure = meta.name + " (" + meta.address + ") is no longer running the job (restarted?)";
-        } else if (s.getState() == schema::NodeState::FAILED && failure.empty()) {
-          failure = meta.name + ": " + std::string(s.getError().cStr());
-        } else if (s.getState() == schema::NodeState::FINISHED) {
+        } else if (s.state == wire::NodeState::kFailed && failure.empty()) {
+          failure = meta.name + ": " + s.error;
+        } else if (s.state == wire::NodeState::kFinished) {
           watch.finished.insert(meta.node_id);
         }
         if (meta.position == 0) {
           auto& p = watch.progress[meta.cluster];
-          p.batches = s.getBatches();
-          p.total_batches = s.getTotalBatches();
-          p.samples_per_second = s.getSamplesPerSecond();
-          p.epoch = std::max(p.epoch, s.getEpoch());
+          p.batches = s.batches;
+          p.total_batches = s.total_batches;
+          p.samples_per_second = s.samples_per_second;
+          p.epoch = std::max(p.epoch, s.epoch);
         }
       } catch (const std::exception& e) {
         if (now_seconds() - last_heard[meta.node_id] > unresponsive_seconds && failure.empty()) {
@@ -392,20 +365,10 @@ std::vector<NodeReport> Requester::status() {
     NodeReport report;
     report.node = meta;
     try {
-      auto response = impl_->await(impl_->node(meta).statusRequest().send(), meta, "status", 3);
-      auto s = response.getStatus();
+      report.status = impl_->status_of(meta, 3);
       report.reachable = true;
-      report.state = state_name(s.getState());
-      report.job_id = s.getJobId();
-      report.epoch = s.getEpoch();
-      report.updates = s.getStep();
-      report.batches = s.getBatches();
-      report.total_batches = s.getTotalBatches();
-      report.last_loss = s.getLastLoss();
-      report.samples_per_second = s.getSamplesPerSecond();
-      report.has_stage = s.getHasStage();
-      report.stage_sha256 = s.getStageSha256();
-      report.error = s.getError();
+      report.state = wire::state_name(report.status.state);
+      report.error = report.status.error;
     } catch (const std::exception& e) {
       report.state = "unreachable";
       report.error = e.what();

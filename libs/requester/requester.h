@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "libs/config/node_metadata.h"
+#include "libs/wire/node_report.h"
 
 namespace ravnest::runtime {
 
@@ -28,17 +29,9 @@ Plan load_plan(const std::string& dir);
 struct NodeReport {
   config::NodeMetadata node;
   bool reachable = false;
-  std::string state;  // idle, ready, training, finished, failed, unreachable
-  uint64_t job_id = 0;
-  uint32_t epoch = 0;
-  uint64_t updates = 0;
-  uint64_t batches = 0;
-  uint64_t total_batches = 0;
-  double last_loss = 0;
-  double samples_per_second = 0;
-  bool has_stage = false;
-  std::string stage_sha256;
-  std::string error;
+  std::string state;        // the status's state by name, or "unreachable"
+  std::string error;        // the node's error, or why it did not answer
+  wire::NodeStatusData status;  // as the node reported it (when reachable)
 };
 
 // What `ravnest train` shows while it waits.

@@ -1,3 +1,6 @@
+// The TCP transport of the daemons and requesters: capnp two-party RPC (EzRpc) over sockets we
+// tune ourselves, and the reader options every connection uses.
+//
 // Two-party capnp RPC over TCP with the settings bulk transfers need: a message size limit large
 // enough for stages and inline tensors (ReaderOptions::traversalLimitInWords binds on both ends:
 // the sender refuses to send above its own limit), TCP_NODELAY on both ends, and sockets we

@@ -1,4 +1,4 @@
-#include "libs/wire/loopback.h"
+#include "libs/wire/rpc_connection.h"
 
 #include <kj/debug.h>
 

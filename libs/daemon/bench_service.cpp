@@ -1,0 +1,54 @@
+#include "libs/daemon/bench_service.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "libs/daemon/ring_link.h"
+#include "libs/daemon/ring_member.h"
+#include "libs/ring/ring_allreduce.h"
+
+namespace ravnest::runtime {
+
+kj::Promise<void> BenchService::bench_all_reduce(BenchAllReduceCall context) {
+  auto params = context.getParams();
+  secret_.check(params.getSecret(), "benchAllReduce");
+  std::vector<std::string> peers;
+  for (auto p : params.getPeers()) peers.push_back(p);
+  const uint32_t position = params.getPosition();
+  const uint64_t bytes = params.getBytes();
+  const uint32_t repetitions = params.getRepetitions();
+  if (peers.empty() || position >= peers.size()) {
+    kj::throwFatalException(KJ_EXCEPTION(FAILED, "benchAllReduce: position outside the peers"));
+  }
+  auto seconds = std::make_shared<std::vector<double>>();
+  const uint32_t ring = 0xffffffffu;  // apart from the rings of any plan
+  mailbox_.reset();
+  return on_thread([this, peers, position, bytes, repetitions, seconds, ring]() {
+           const size_t n = peers.size();
+           RingLink link(*loop_.executor, links_, *loop_.timer, mailbox_, ring, -1,
+                         {"peer " + std::to_string((position + 1) % n), peers[(position + 1) % n]},
+                         {"peer " + std::to_string((position + n - 1) % n),
+                          peers[(position + n - 1) % n]});
+           RingAllReduce reduce(link, static_cast<int>(position), static_cast<int>(n),
+                                daemon_ring_options());
+           std::vector<at::Tensor> tensors = {
+               at::full({static_cast<int64_t>(bytes / 4)}, float(position + 1))};
+           for (uint32_t r = 0; r <= repetitions; ++r) {
+             const auto start = std::chrono::steady_clock::now();
+             reduce.run(r, tensors);
+             const double s =
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+             if (r > 0) seconds->push_back(s);  // the first is a warm-up
+           }
+         })
+      .then([context, seconds]() mutable {
+        auto out = context.getResults().initSeconds(seconds->size());
+        for (size_t i = 0; i < seconds->size(); ++i) out.set(i, (*seconds)[i]);
+      });
+}
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,31 @@
+// BenchService: Node.benchAllReduce, the all-reduce benchmark between daemons (`ravnest bench`).
+// Each call runs one ring over the node's connections on a thread of its own, apart from the rings
+// of any plan, and answers with the seconds of each repetition after a warm-up.
+//
+// RPC thread only; the mailbox is reset at every call, so do not bench while a job reduces.
+#pragma once
+
+#include "libs/daemon/node_calls.h"
+#include "libs/daemon/node_secret.h"
+#include "libs/daemon/ring_mailbox.h"
+#include "libs/daemon/thread_bridge.h"
+#include "libs/wire/peer_links.h"
+
+namespace ravnest::runtime {
+
+class BenchService {
+ public:
+  BenchService(const NodeSecret& secret, wire::PeerLinks& links, RingMailbox& mailbox,
+               const RpcLoop& loop)
+      : secret_(secret), links_(links), mailbox_(mailbox), loop_(loop) {}
+
+  kj::Promise<void> bench_all_reduce(BenchAllReduceCall context);
+
+ private:
+  const NodeSecret& secret_;
+  wire::PeerLinks& links_;
+  RingMailbox& mailbox_;
+  const RpcLoop& loop_;
+};
+
+}  // namespace ravnest::runtime

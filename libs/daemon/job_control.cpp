@@ -1,0 +1,245 @@
+#include "libs/daemon/job_control.h"
+
+#include <filesystem>
+
+#include <asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "libs/config/atomic_file.h"
+#include "libs/config/job_spec.h"
+#include "libs/config/sha256.h"
+#include "libs/daemon/job_setup.h"
+#include "libs/daemon/thread_bridge.h"
+#include "libs/wire/tensor_stream.h"
+#include "libs/wire/transfer_codec.h"
+
+namespace ravnest::runtime {
+
+using wire::NodeState;
+
+JobControl::JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
+                       RingMailbox& mailbox, WorkerPort& port)
+    : store_(store), secret_(secret), compute_(compute), mailbox_(mailbox), port_(port) {
+  if (store_.has_stage()) {
+    try {
+      metadata_ = store_.metadata();
+    } catch (const std::exception& e) {
+      spdlog::warn("stored metadata unreadable: {}", e.what());
+    }
+  }
+}
+
+kj::Promise<void> JobControl::push_stage(PushStageCall context) {
+  auto params = context.getParams();
+  secret_.check(params.getSecret(), "pushStage");
+  checked([&] {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (effective_state(nullptr) == NodeState::kTraining) {
+        throw std::runtime_error("busy: a job is running");
+      }
+    }
+    auto stage = params.getStage();
+    store_.store_stage(params.getMetadataJson(),
+                       std::string(reinterpret_cast<const char*>(stage.begin()), stage.size()),
+                       params.getSha256());
+    metadata_ = store_.metadata();
+    spdlog::info("stored stage {} ({} bytes)", metadata_.stage_sha256.substr(0, 12), stage.size());
+  });
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobControl::push_file(PushFileCall context) {
+  auto params = context.getParams();
+  secret_.check(params.getSecret(), "pushFile");
+  const std::string name = params.getName();
+  auto opened = checked([&] {
+    store_.dataset_path(name);  // refuses names that are not plain file names
+    return wire::FileSink::open(store_.dataset_dir(), name, params.getSize(), params.getSha256());
+  });
+  context.getResults().setSink(kj::mv(opened.sink));
+  tasks_.add(opened.completion.then([name]() { spdlog::info("stored file {}", name); }));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobControl::load_job(LoadJobCall context) {
+  auto params = context.getParams();
+  secret_.check(params.getSecret(), "loadJob");
+  const std::string text = params.getJobToml();
+  const uint64_t job_id = params.getJobId();
+  checked([&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (effective_state(nullptr) == NodeState::kTraining) {
+      throw std::runtime_error("busy: a job is running");
+    }
+    if (!store_.has_stage()) throw std::runtime_error("no stage stored: run `ravnest push` first");
+  });
+  listeners_.clear();  // a new job, new listeners
+  mailbox_.reset();
+  return on_compute(compute_, [this, text, job_id]() {
+    auto job = config::parse_job(text, "job");
+    auto setup = make_worker_setup(store_, job, job_id);
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_setup_ = std::shared_ptr<WorkerSetup>(std::move(setup));
+    worker_.reset();
+    job_id_ = job_id;
+    state_ = NodeState::kReady;
+    error_.clear();
+  }).then([job_id]() { spdlog::info("job {} loaded", job_id); });
+}
+
+kj::Promise<void> JobControl::start(StartCall context) {
+  auto params = context.getParams();
+  secret_.check(params.getSecret(), "start");
+  const uint64_t job_id = params.getJobId();
+  return on_compute(compute_, [this, job_id]() {
+    std::shared_ptr<WorkerSetup> setup;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (state_ != NodeState::kReady || job_id != job_id_ || !pending_setup_) {
+        throw std::runtime_error("no job " + std::to_string(job_id) + " loaded");
+      }
+      setup = std::move(pending_setup_);
+      state_ = NodeState::kTraining;
+    }
+    auto worker = std::make_shared<StageWorker>(std::move(*setup), port_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      worker_ = worker;
+    }
+    spdlog::info("job {} started", job_id);
+    // Reply to start() before the first batch runs.
+    asio::post(compute_, [worker]() { worker->start(); });
+  });
+}
+
+void JobControl::abandon_job() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  worker_.reset();
+  pending_setup_.reset();
+  if (state_ == NodeState::kTraining || state_ == NodeState::kReady) state_ = NodeState::kIdle;
+}
+
+kj::Promise<void> JobControl::stop(StopCall context) {
+  secret_.check(context.getParams().getSecret(), "stop");
+  std::string reason = context.getParams().getReason();
+  if (reason.empty()) reason = "no reason given";
+  spdlog::warn("job stopped by the requester: {}", reason);
+  // A worker blocked in a reduce holds the compute thread: wake it first.
+  mailbox_.abort_all("the job was stopped by the requester: " + reason);
+  return on_compute(compute_, [this]() { abandon_job(); });
+}
+
+kj::Promise<void> JobControl::status(StatusCall context) {
+  wire::NodeStatusData out;
+  out.node = store_.node_name();
+  out.has_stage = store_.has_stage();
+  if (out.has_stage) {
+    out.node_id = metadata_.node_id;
+    out.cluster = metadata_.cluster;
+    out.role = config::role_name(metadata_.role);
+    out.stage_sha256 = metadata_.stage_sha256;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    out.job_id = job_id_;
+    out.state = effective_state(&out.error);
+    if (worker_) {
+      const WorkerStatus w = worker_->status();
+      out.epoch = w.epoch;
+      out.updates = w.updates;
+      out.batches = w.batches;
+      out.total_batches = w.total_batches;
+      out.last_loss = w.last_loss;
+      out.samples_per_second = w.samples_per_second;
+    }
+  }
+  wire::encode_status(out, context.getResults().initStatus());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobControl::fetch_stage(FetchStageCall context) {
+  secret_.check(context.getParams().getSecret(), "fetchStage");
+  checked([&] {
+    if (!store_.has_stage()) throw std::runtime_error("no stage stored");
+    const auto path =
+        std::filesystem::exists(store_.trained_path()) ? store_.trained_path() : store_.stage_path();
+    const std::string bytes = config::read_file(path.string());
+    auto results = context.getResults();
+    results.setStage(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()),
+                                         bytes.size()));
+    results.setSha256(config::sha256_hex(bytes));
+    results.setMetadataJson(config::read_file((store_.dir() / "metadata.json").string()));
+  });
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobControl::subscribe(SubscribeCall context) {
+  auto params = context.getParams();
+  secret_.check(params.getSecret(), "subscribe");
+  listeners_.push_back(params.getListener());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobControl::fetch_losses(FetchLossesCall context) {
+  secret_.check(context.getParams().getSecret(), "fetchLosses");
+  context.getResults().setText(config::read_file(store_.losses_path().string()));
+  return kj::READY_NOW;
+}
+
+void JobControl::with_worker(std::function<void(StageWorker&)> work) {
+  asio::post(compute_, [this, work = std::move(work)]() {
+    std::shared_ptr<StageWorker> worker;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      worker = worker_;
+    }
+    if (worker) work(*worker);  // outside the lock: fail() reports through the RPC thread
+  });
+}
+
+void JobControl::deliver(wire::TransferMessage message) {
+  auto shared = std::make_shared<wire::TransferMessage>(std::move(message));
+  with_worker([shared](StageWorker& worker) { worker.receive(std::move(*shared)); });
+}
+
+void JobControl::fail_worker(const std::string& why) {
+  with_worker([why](StageWorker& worker) { worker.fail(why); });
+}
+
+NodeState JobControl::effective_state(std::string* error) const {
+  NodeState state = state_;
+  if (error) *error = error_;
+  if (worker_ && state == NodeState::kTraining) {
+    const WorkerStatus w = worker_->status();
+    if (w.state == WorkerStatus::State::kFinished) state = NodeState::kFinished;
+    if (w.state == WorkerStatus::State::kFailed) {
+      state = NodeState::kFailed;
+      if (error) *error = w.error;
+    }
+  }
+  return state;
+}
+
+void JobControl::publish(const wire::ProgressEventData& event) {
+  using wire::EventKind;
+  switch (event.kind) {
+    case EventKind::kStep: spdlog::debug("step {} loss {:.6f}", event.step, event.loss); break;
+    case EventKind::kValidation:
+      spdlog::info("validation after update {}: loss {:.6f} accuracy {:.4f}", event.step,
+                   event.loss, event.accuracy);
+      break;
+    case EventKind::kFinished: spdlog::info("job finished"); break;
+    case EventKind::kFailed: spdlog::error("job failed: {}", event.message); break;
+  }
+  const wire::NodeEvent sent{metadata_.node_id, metadata_.cluster, event};
+  for (auto& listener : listeners_) {
+    auto request = listener.eventRequest();
+    wire::encode_event(sent, request.initEvent());
+    tasks_.add(request.send().ignoreResult().catch_([](kj::Exception&&) {
+      // A requester that went away: the job goes on; `ravnest status` still reports.
+    }));
+  }
+}
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,82 @@
+// JobControl: the node's storage and its job, as the requester drives them (pushStage, pushFile,
+// fetchStage, fetchLosses, loadJob, start, stop, status, subscribe), and the progress events the
+// job's listeners receive.
+//
+// It owns the job's state and its StageWorker. The Node methods and publish() run on the RPC
+// thread, abandon_job() and the loaded job on the compute thread; deliver() and fail_worker() may
+// be called from any thread and reach the worker on the compute thread.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <asio/io_context.hpp>
+
+#include "libs/daemon/background_tasks.h"
+#include "libs/daemon/node_calls.h"
+#include "libs/daemon/node_secret.h"
+#include "libs/daemon/node_store.h"
+#include "libs/daemon/ring_mailbox.h"
+#include "libs/daemon/stage_worker.h"
+#include "libs/daemon/worker_port.h"
+#include "libs/wire/node_report.h"
+#include "libs/wire/transfer_message.h"
+#include "schemas/ravnest.capnp.h"
+
+namespace ravnest::runtime {
+
+class JobControl {
+ public:
+
+  // `mailbox` is reset by a new job and aborted by stop(); `port` is what the job's worker uses.
+  JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
+             RingMailbox& mailbox, WorkerPort& port);
+
+  kj::Promise<void> push_stage(PushStageCall context);
+  kj::Promise<void> push_file(PushFileCall context);
+  kj::Promise<void> load_job(LoadJobCall context);
+  kj::Promise<void> start(StartCall context);
+  kj::Promise<void> stop(StopCall context);
+  kj::Promise<void> status(StatusCall context);
+  kj::Promise<void> fetch_stage(FetchStageCall context);
+  kj::Promise<void> subscribe(SubscribeCall context);
+  kj::Promise<void> fetch_losses(FetchLossesCall context);
+
+  // Drops the running or loaded job; compute thread.
+  void abandon_job();
+  // A received transfer, for the running worker (dropped when none runs).
+  void deliver(wire::TransferMessage message);
+  // Fails the running worker, naming `why`.
+  void fail_worker(const std::string& why);
+  // Logs `event` and sends it to the job's listeners; RPC thread.
+  void publish(const wire::ProgressEventData& event);
+
+  // Of the stored stage. Changes only through pushStage, which is refused while a job runs, so
+  // the job's threads may read it.
+  const config::NodeMetadata& metadata() const { return metadata_; }
+
+ private:
+  wire::NodeState effective_state(std::string* error) const;  // with mutex_ held
+  void with_worker(std::function<void(StageWorker&)> work);   // on the compute thread
+
+  NodeStore& store_;
+  const NodeSecret& secret_;
+  asio::io_context& compute_;
+  RingMailbox& mailbox_;
+  WorkerPort& port_;
+  std::vector<schema::ProgressListener::Client> listeners_;
+  config::NodeMetadata metadata_;  // of the stored stage
+
+  mutable std::mutex mutex_;  // guards what the RPC thread reads of the job
+  wire::NodeState state_ = wire::NodeState::kIdle;
+  uint64_t job_id_ = 0;
+  std::string error_;
+  std::shared_ptr<StageWorker> worker_;         // published for status()
+  std::shared_ptr<WorkerSetup> pending_setup_;  // loaded, not started (compute thread)
+
+  BackgroundTasks tasks_;  // last: cancelled before the state its tasks use
+};
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,63 @@
+#include "libs/daemon/transfer_plane.h"
+
+#include <memory>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "libs/daemon/thread_bridge.h"
+#include "libs/wire/tensor_stream.h"
+#include "libs/wire/transfer_codec.h"
+
+namespace ravnest::runtime {
+
+kj::Promise<void> TransferPlane::send(SendCall context) {
+  auto params = context.getParams();
+  secret_.check(params.getSecret(), "send");
+  std::vector<at::Tensor> pending;
+  auto message = std::make_shared<wire::TransferMessage>(
+      checked([&] { return wire::decode_transfer(params.getTransfer(), pending); }));
+  if (pending.empty()) {
+    deliver_(std::move(*message));
+    return kj::READY_NOW;
+  }
+  auto opened = wire::TensorSink::open(std::move(pending));
+  context.getResults().setSink(kj::mv(opened.sink));
+  tasks_.add(opened.completion.then([this, message]() { deliver_(std::move(*message)); }));
+  return kj::READY_NOW;
+}
+
+void TransferPlane::dispatch(wire::TransferMessage message,
+                             const std::map<int, std::string>& addresses) {
+  const int to = message.to_node;
+  try {
+    auto address = addresses.find(to);
+    if (address == addresses.end()) {
+      throw std::runtime_error("no address for node " + std::to_string(to));
+    }
+    auto request = links_.node(address->second).sendRequest();
+    request.setSecret(links_.secret());
+    auto encoded = std::make_shared<wire::EncodedTensors>(wire::encode_transfer(
+        std::move(message), request.initTransfer(), wire::kDefaultInlineLimit));
+    auto sent = request.send();
+    kj::Promise<void> done = nullptr;
+    if (encoded->streamed.empty()) {
+      done = sent.ignoreResult();
+    } else {
+      auto sink = sent.getSink();
+      done = wire::stream_tensors(sink, encoded->streamed)
+                 .then([sent = kj::mv(sent)]() mutable { return sent.ignoreResult(); });
+    }
+    tasks_.add(done.attach(kj::heap<std::shared_ptr<wire::EncodedTensors>>(encoded))
+                   .catch_([this, to, where = address->second](kj::Exception&& e) {
+                     const std::string why = "cannot send to node_" + std::to_string(to) + " (" +
+                                             where + "): " + e.getDescription().cStr();
+                     spdlog::error("{}", why);
+                     fail_(why);
+                   }));
+  } catch (const std::exception& e) {
+    fail_("cannot send to node_" + std::to_string(to) + ": " + e.what());
+  }
+}
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,40 @@
+// TransferPlane: the micro-batch data plane between daemons. send() (Node.send) decodes a peer's
+// transfer, receives its streamed tensors and delivers the message; dispatch() encodes one of the
+// worker's messages and sends it to the peer that consumes it.
+//
+// RPC thread only. A message that cannot be sent goes to `fail` with a line naming the peer.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "libs/daemon/background_tasks.h"
+#include "libs/daemon/node_calls.h"
+#include "libs/daemon/node_secret.h"
+#include "libs/wire/peer_links.h"
+#include "libs/wire/transfer_message.h"
+
+namespace ravnest::runtime {
+
+class TransferPlane {
+ public:
+  using Deliver = std::function<void(wire::TransferMessage)>;
+  using Fail = std::function<void(const std::string&)>;
+
+  TransferPlane(const NodeSecret& secret, wire::PeerLinks& links, Deliver deliver, Fail fail)
+      : secret_(secret), links_(links), deliver_(std::move(deliver)), fail_(std::move(fail)) {}
+
+  kj::Promise<void> send(SendCall context);
+  // Sends `message` to `message.to_node`, found in `addresses` (node id -> host:port).
+  void dispatch(wire::TransferMessage message, const std::map<int, std::string>& addresses);
+
+ private:
+  const NodeSecret& secret_;
+  wire::PeerLinks& links_;
+  Deliver deliver_;
+  Fail fail_;
+  BackgroundTasks tasks_;  // last: cancelled before what its tasks use
+};
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,37 @@
+// WorkerPort: what a stage worker needs from its surroundings, so that the worker knows nothing of
+// capnp or threads. The daemon's NodeService implements it.
+//
+// Implementations must not block for long: sends are queued and happen on the RPC thread; a
+// failed send comes back to the worker as a failure naming the peer.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "libs/config/node_metadata.h"
+#include "libs/wire/node_report.h"
+#include "libs/wire/transfer_message.h"
+
+namespace ravnest::runtime {
+
+class WorkerPort {
+ public:
+  virtual ~WorkerPort() noexcept(false) = default;  // implementers hold KJ objects
+  virtual void send(wire::TransferMessage message) = 0;
+  virtual void event(const wire::ProgressEventData& event) = 0;
+  // Runs `task` later on the worker's own thread.
+  virtual void defer(std::function<void()> task) = 0;
+  // Averages (or, with average false, sums) each ring's tensors in place with the ring's other
+  // members, all rings at once; blocks until done. Throws std::runtime_error naming a member
+  // that failed.
+  struct RingWork {
+    const config::RingMembership* ring = nullptr;
+    std::vector<at::Tensor> tensors;
+  };
+  virtual void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average = true) = 0;
+};
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,56 @@
+// What a node tells the outside about itself: its status (asked for) and its progress events
+// (pushed to listeners). schemas/ravnest.capnp (NodeStatus, ProgressEvent) describes how they
+// travel; transfer_codec.h is the one place that copies them to and from it. No torch, no capnp:
+// the requester's public header includes this.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ravnest::wire {
+
+enum class NodeState { kIdle, kReady, kTraining, kFinished, kFailed };
+
+// "idle", "ready", "training", "finished", "failed".
+const char* state_name(NodeState state);
+
+struct NodeStatusData {
+  std::string node;  // "node_3"
+  bool has_stage = false;
+  // Of the stored stage (when has_stage).
+  int node_id = 0;
+  int cluster = 0;
+  std::string role;
+  std::string stage_sha256;
+  // Of the job.
+  uint64_t job_id = 0;
+  NodeState state = NodeState::kIdle;
+  uint32_t epoch = 0;
+  uint64_t updates = 0;        // optimizer updates done
+  uint64_t batches = 0;
+  uint64_t total_batches = 0;  // root: known; others: 0
+  double last_loss = 0;
+  double samples_per_second = 0;
+  std::string error;
+};
+
+enum class EventKind { kStep, kValidation, kFinished, kFailed };
+
+struct ProgressEventData {
+  EventKind kind = EventKind::kStep;
+  uint32_t epoch = 0;
+  uint64_t step = 0;
+  double loss = 0;
+  double accuracy = 0;
+  uint64_t samples = 0;
+  std::string message;
+};
+
+// An event as it travels: with the node that sent it.
+struct NodeEvent {
+  int node_id = 0;
+  int cluster = 0;
+  ProgressEventData event;
+};
+
+}  // namespace ravnest::wire
