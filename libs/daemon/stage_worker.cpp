@@ -10,9 +10,9 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "libs/daemon/leaf_metrics.h"
+#include "libs/daemon/ring_work.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
-#include "libs/training/optimizer.h"
 #include "libs/training/schedule.h"
 
 namespace ravnest::runtime {
@@ -401,7 +401,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   if (update_due(batches_done_, setup_.update_frequency, batch.last)) {
     if (!setup_.shared_rings.empty()) sum_shared_gradients();
     if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
-      reduce_across_clusters(ReduceWhat::kGradients);
+      reduce_across_clusters(RingTensors::kGradients);
     }
     setup_.optimizer->step();
     setup_.optimizer->zero_grad();
@@ -410,7 +410,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     updated = true;
     if (data_parallel && setup_.reduce == config::ReduceMode::kParameters &&
         updates_done_ % static_cast<uint64_t>(setup_.reduce_factor) == 0) {
-      reduce_across_clusters(ReduceWhat::kState);
+      reduce_across_clusters(RingTensors::kState);
     }
     if (setup_.save_every > 0 && updates_done_ % setup_.save_every == 0) save_stage();
   }
@@ -424,7 +424,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   if (metrics_) metrics_->batch_finished(batch, batches_done_);
   if (batch.last) {
     training_done_ = true;
-    if (data_parallel) reduce_across_clusters(ReduceWhat::kFinal);
+    if (data_parallel) reduce_across_clusters(RingTensors::kFinal);
     save_stage();
   }
   if (feeder_) {
@@ -441,73 +441,19 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   if (feeder_) port_.defer([this] { guarded([this] { begin_batch(); }); });
 }
 
-// The tensors of each of this node's rings, in the ring's order (identical on every member):
-// gradients before an update, or parameters and buffers (with the optimizer's state when
-// average_optim) after one, or parameters and buffers at the end.
-void StageWorker::reduce_across_clusters(ReduceWhat what) {
+// Averages over the clusters what `what` says (ring_work.h) with this node's copies in the other
+// clusters.
+void StageWorker::reduce_across_clusters(RingTensors what) {
   if (setup_.node.rings.empty()) return;
-  std::map<std::string, at::Tensor> parameters, buffers;
-  for (const auto& p : setup_.stage.named_parameters()) parameters[p.name] = p.value;
-  for (const auto& b : setup_.stage.named_buffers()) buffers[b.name] = b.value;
-  std::vector<WorkerPort::RingWork> work;
-  for (const auto& ring : setup_.node.rings) {
-    WorkerPort::RingWork item;
-    item.ring = &ring;
-    for (const auto& name : ring.parameters) {
-      auto p = parameters.find(name);
-      if (what == ReduceWhat::kGradients) {
-        if (p == parameters.end() || !p->second.requires_grad()) continue;
-        at::Tensor& grad = p->second.mutable_grad();
-        if (!grad.defined()) grad = at::zeros_like(p->second);
-        item.tensors.push_back(grad);
-        continue;
-      }
-      if (p != parameters.end()) {
-        item.tensors.push_back(p->second);
-        if (what == ReduceWhat::kState && setup_.average_optim) {
-          for (auto& t : optimizer_state_tensors(*setup_.optimizer, p->second)) {
-            item.tensors.push_back(t);
-          }
-        }
-      } else if (auto b = buffers.find(name); b != buffers.end()) {
-        item.tensors.push_back(b->second);
-      }
-    }
-    if (!item.tensors.empty()) work.push_back(std::move(item));
-  }
+  auto work = cluster_ring_work(setup_.stage, setup_.node.rings, what,
+                                setup_.average_optim ? setup_.optimizer.get() : nullptr);
   torch::NoGradGuard no_grad;
   port_.reduce_rings(reduce_round_++, work);
 }
 
 // Each copy of a shared tensor gets the gradient of the whole model: the sum over its holders.
 void StageWorker::sum_shared_gradients() {
-  std::map<std::string, at::Tensor> by_canonical;
-  for (const auto& p : setup_.stage.named_parameters()) {
-    auto tied = setup_.node.tied_parameters.find(p.name);
-    by_canonical.emplace(tied == setup_.node.tied_parameters.end() ? p.name : tied->second,
-                         p.value);
-  }
-  std::set<std::string> buffers;
-  for (const auto& b : setup_.stage.named_buffers()) buffers.insert(b.name);
-  std::vector<WorkerPort::RingWork> work;
-  for (const auto& ring : setup_.shared_rings) {
-    WorkerPort::RingWork item;
-    item.ring = &ring;
-    for (const auto& name : ring.parameters) {
-      auto it = by_canonical.find(name);
-      if (it == by_canonical.end()) {
-        // Plans written before buffers were left out of shared_parameters list them too; a
-        // buffer is read, not trained, and every holder keeps its own copy. Every holder skips
-        // it alike, so the ring's tensors still line up.
-        if (buffers.count(name)) continue;
-        throw std::runtime_error("shared parameter " + name + " is not in this stage");
-      }
-      at::Tensor& grad = it->second.mutable_grad();
-      if (!grad.defined()) grad = at::zeros_like(it->second);
-      item.tensors.push_back(grad);
-    }
-    if (!item.tensors.empty()) work.push_back(std::move(item));
-  }
+  auto work = shared_gradient_work(setup_.stage, setup_.node, setup_.shared_rings);
   torch::NoGradGuard no_grad;
   port_.reduce_rings(shared_round_++, work, /*average=*/false);
 }

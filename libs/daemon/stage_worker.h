@@ -26,6 +26,7 @@
 
 #include <torch/csrc/jit/api/module.h>
 
+#include "libs/daemon/ring_work.h"
 #include "libs/daemon/root_feeder.h"
 #include "libs/daemon/transfer.h"
 #include "libs/daemon/worker_setup.h"
@@ -92,9 +93,8 @@ class StageWorker : private FeedTarget {
   void leaf_loss(Micro& m, const c10::IValue& result);
 
   void save_stage();
-  enum class ReduceWhat { kGradients, kState, kFinal };
   void sum_shared_gradients();
-  void reduce_across_clusters(ReduceWhat what);
+  void reduce_across_clusters(RingTensors what);
   void finish();
   void set_status(const std::function<void(WorkerStatus&)>& change);
 
