@@ -14,8 +14,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "libs/config/job_spec.h"
 #include "libs/config/node_metadata.h"
 #include "libs/config/sha256.h"
@@ -29,6 +27,7 @@
 #include "tests/support/local_port.h"
 #include "tests/support/plans.h"
 #include "tests/support/test_env.h"
+#include "tests/support/zoo.h"
 
 using namespace ravnest;
 namespace fs = std::filesystem;
@@ -44,36 +43,13 @@ struct RunConfig {
   std::string schedule = "gpipe";
 };
 
-struct ModelFiles {
-  std::string name;
-  std::string model;
-  std::vector<std::string> example_inputs;
-  std::string train_file;
-  std::string loss;
-};
-
-ModelFiles model_files(const std::string& name) {
-  ModelFiles files;
-  files.name = name;
-  files.model = test::models_dir() + "/" + name + ".pt";
-  const auto meta =
-      nlohmann::json::parse(test::read_text(test::models_dir() + "/" + name + ".json"));
-  for (const auto& spec : meta.at("inputs")) {
-    std::string text = spec.get<std::string>();
-    if (text.find("int64") != std::string::npos) text += ":2";  // any index the model accepts
-    files.example_inputs.push_back(text);
-  }
-  files.train_file = test::models_dir() + "/" + meta.at("train").at("file").get<std::string>();
-  files.loss = meta.at("train").at("loss").get<std::string>();
-  return files;
-}
-
 // As the fidelity matrix's job: kSamples samples over kEpochs epochs, shuffled, Adam.
-std::string job_text(const ModelFiles& files, const RunConfig& c) {
+std::string job_text(const test::ModelFiles& files, const RunConfig& c) {
   return "[train]\nepochs = " + std::to_string(kEpochs) + "\nbatch_size = " +
          std::to_string(kBatch) + "\nmicro_batches = " + std::to_string(c.micro_batches) +
-         "\nschedule = \"" + c.schedule + "\"\nseed = 11\n\n[data]\nformat = \"tensors\"\ntrain = \"" +
-         files.train_file + "\"\n\n[loss]\nname = \"" + files.loss +
+         "\nschedule = \"" + c.schedule +
+         "\"\nseed = 11\n\n[data]\nformat = \"tensors\"\ntrain = \"" + files.train_file +
+         "\"\n\n[loss]\nname = \"" + files.loss +
          "\"\n\n[optimizer]\nname = \"adam\"\nlr = 0.01\n";
 }
 
@@ -81,7 +57,7 @@ std::string job_text(const ModelFiles& files, const RunConfig& c) {
 // stores it and the training set shipped beside it.
 class InProcessCluster {
  public:
-  InProcessCluster(const ModelFiles& files, const std::vector<size_t>& cuts) {
+  InProcessCluster(const test::ModelFiles& files, const std::vector<size_t>& cuts) {
     auto model = graph::ModelGraph::load(files.model);
     planner::PoolPlan plan;
     plan.clusters.push_back(test::cluster_with_cuts(cuts, model->units().size()));
@@ -142,43 +118,13 @@ class InProcessCluster {
   std::vector<config::NodeMetadata> metadata_;
 };
 
-struct Difference {
-  double worst = 0;
-  std::string name;
-  double moved = 0;  // largest change of any reference tensor from the initial weights
-};
-
-Difference compare(const std::multimap<std::string, at::Tensor>& trained,
-                   const std::map<std::string, at::Tensor>& reference,
-                   const std::map<std::string, at::Tensor>& initial) {
-  Difference d;
-  for (const auto& [name, tensor] : reference) {
-    auto [begin, end] = trained.equal_range(name);
-    if (begin == end) return {INFINITY, name + " (missing)", 0};
-    for (auto it = begin; it != end; ++it) {  // every copy of a shared tensor
-      const double diff =
-          (it->second.to(at::kDouble) - tensor.to(at::kDouble)).abs().max().item<double>();
-      if (!(diff <= d.worst)) {
-        d.worst = diff;
-        d.name = name;
-      }
-    }
-    auto before = initial.find(name);
-    if (before != initial.end() && tensor.is_floating_point()) {
-      d.moved = std::max(d.moved, (tensor.to(at::kDouble) - before->second.to(at::kDouble))
-                                      .abs().max().item<double>());
-    }
-  }
-  return d;
-}
-
 // `random_stages`: stages that draw random numbers, at least (with 2 or more the generator's
 // state travels between them); `shared`: every plan puts a tensor on several stages, whose
 // gradients are then summed over a ring.
 void check_model(const std::string& name, const std::vector<int>& stage_counts,
                  const std::vector<RunConfig>& configs, size_t random_stages = 0,
                  bool shared = false) {
-  const ModelFiles files = model_files(name);
+  const test::ModelFiles files = test::model_files(name);
   const auto initial = runtime::state_of(torch::jit::load(files.model));
   std::map<int, runtime::ReferenceResult> references;  // by micro-batches
   for (int stages : stage_counts) {
@@ -199,7 +145,7 @@ void check_model(const std::string& name, const std::vector<int>& stage_counts,
         REQUIRE(ref->second.updates == kEpochs * ((kSamples + kBatch - 1) / kBatch));
       }
       const auto trained = cluster.train(job);
-      const auto d = compare(trained.state, ref->second.state, initial);
+      const auto d = test::compare_state(trained.state, ref->second.state, initial);
       INFO("largest difference " << d.worst << " in " << d.name << "; training moved weights by "
                                  << d.moved);
       CHECK(d.worst <= 1e-5);
@@ -238,14 +184,14 @@ TEST_CASE("stage worker: transformer (encoder with dropout)", "[stage_worker]") 
 // The comparison can fail: one node that updates every second batch while the others update
 // every batch trains something else, and the difference shows.
 TEST_CASE("stage worker: wrong_update_frequency on one node is seen", "[stage_worker]") {
-  const ModelFiles files = model_files("dropout_twice");
+  const test::ModelFiles files = test::model_files("dropout_twice");
   InProcessCluster cluster(files, test::LocalCluster::even_cuts(files.model, 2));
   const config::JobSpec job = config::parse_job(job_text(files, {2, "gpipe"}), "test job");
   const auto reference = runtime::train_reference(files.model, job);
   const auto trained = cluster.train(job, [](runtime::WorkerSetup& setup) {
     if (setup.node.position == 0) setup.update_frequency = 2;
   });
-  const auto d = compare(trained.state, reference.state,
+  const auto d = test::compare_state(trained.state, reference.state,
                          runtime::state_of(torch::jit::load(files.model)));
   INFO("largest difference " << d.worst << " in " << d.name);
   CHECK(d.worst > 1e-3);
