@@ -1,7 +1,7 @@
 #include "libs/daemon/stage_worker.h"
 
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <stdexcept>
 
@@ -9,17 +9,13 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "libs/config/clock.h"
-#include "libs/data/batch_order.h"
-#include "libs/data/dataset.h"
-#include "libs/training/evaluate.h"
+#include "libs/daemon/leaf_metrics.h"
+#include "libs/daemon/ring_work.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
-#include "libs/training/optimizer.h"
+#include "libs/training/schedule.h"
 
 namespace ravnest::runtime {
-
-using config::now_seconds;
 
 namespace {
 
@@ -43,7 +39,8 @@ StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
     const auto& input = setup_.node.inputs[i];
     if (input.from_node) input_slot_[{*input.from_node, input.from_output}] = i;
   }
-  root_schedule_ = RootSchedule(setup_.schedule, setup_.node.cluster_size);
+  if (is_root()) feeder_ = std::make_unique<RootFeeder>(setup_, static_cast<FeedTarget&>(*this));
+  if (is_leaf()) metrics_ = std::make_unique<LeafMetrics>(setup_.losses_path, port_);
   if (setup_.optimizer) setup_.optimizer->zero_grad();
   for (const auto& p : setup_.stage.parameters()) state_storages_.insert(p.storage().data());
   for (const auto& b : setup_.stage.buffers()) state_storages_.insert(b.storage().data());
@@ -60,11 +57,6 @@ at::Tensor StageWorker::sendable(const at::Tensor& output) const {
 }
 
 StageWorker::~StageWorker() = default;
-
-int64_t StageWorker::train_size() const {
-  return setup_.shard.empty() ? setup_.train_data->size()
-                              : static_cast<int64_t>(setup_.shard.size());
-}
 
 void StageWorker::set_status(const std::function<void(WorkerStatus&)>& change) {
   std::lock_guard<std::mutex> lock(status_mutex_);
@@ -101,120 +93,44 @@ void StageWorker::fail(const std::string& why) {
 }
 
 void StageWorker::start() {
-  started_at_ = now_seconds();
   // Every node starts from the job's seed, as the single-process run does: dropout in a stage
   // then draws what the whole model would have drawn there.
   torch::manual_seed(setup_.seed);
   if (in_random_chain() && setup_.node.random_nodes.front() == setup_.node.node_id) {
     random_state_in_[Key{false, 0, 0}] = cpu_random_state();
   }
-  if (!is_root()) return;
+  if (!feeder_) return;
   guarded([&] {
-    train_order_.emplace(train_size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
-                         setup_.shuffle, setup_.drop_last);
-    total_batches_ = static_cast<uint64_t>(train_order_->batches_per_epoch()) * setup_.epochs;
-    if (setup_.max_batches >= 0) {
-      total_batches_ = std::min<uint64_t>(total_batches_, setup_.max_batches);
-    }
-    if (total_batches_ == 0) throw std::runtime_error("the training set yields no batch");
-    set_status([&](WorkerStatus& s) { s.total_batches = total_batches_; });
+    const uint64_t total = feeder_->start();
+    set_status([&](WorkerStatus& s) { s.total_batches = total; });
     begin_batch();
   });
 }
 
-// ---- root -------------------------------------------------------------------------------------
-
 void StageWorker::begin_batch() {
-  if (next_step_ >= total_batches_) return finish();
-  if (epoch_batches_.empty() || batch_in_epoch_ >= epoch_batches_.size()) {
-    const uint32_t epoch = epoch_batches_.empty() ? 0 : current_batch_.epoch + 1;
-    epoch_batches_ = train_order_->epoch(epoch);
-    batch_in_epoch_ = 0;
-    current_batch_.epoch = epoch;
-  }
-  batch_indices_ = epoch_batches_[batch_in_epoch_++];
-  if (!setup_.shard.empty()) {
-    for (auto& index : batch_indices_) index = setup_.shard[index];
-  }
-  auto batch = setup_.train_data->get(batch_indices_);
-  batch_inputs_ = std::move(batch.inputs);
-  batch_labels_ = std::move(batch.labels);
-  micro_ranges_ = data::split_micro_batches(static_cast<int64_t>(batch_indices_.size()),
-                                            setup_.micro_batches);
-  current_batch_.job_id = setup_.job_id;
-  current_batch_.validate = false;
-  current_batch_.step = next_step_++;
-  current_batch_.count = static_cast<uint32_t>(micro_ranges_.size());
-  current_batch_.batch_samples = static_cast<uint32_t>(batch_indices_.size());
-  current_batch_.last = next_step_ >= total_batches_;
-  injected_ = 0;
-  completed_ = 0;
-  pump();
+  if (!feeder_->begin_batch()) return finish();
   progress();
 }
 
-void StageWorker::pump() {
-  while (!stopped_ && root_schedule_.may_inject(static_cast<int>(injected_),
-                                                static_cast<int>(completed_),
-                                                static_cast<int>(micro_ranges_.size()))) {
-    inject(injected_++);
-  }
-}
-
-void StageWorker::inject(uint32_t index) {
-  MicroBatchTag tag = current_batch_;
-  tag.index = index;
-  const auto [begin, end] = micro_ranges_[index];
-  inject_micro(tag, batch_inputs_, batch_labels_, begin, end);
-}
-
-// Samples [begin, end) of a batch enter the pipeline: the root's inputs, and the labels, which
-// travel to the leaf with the micro-batch they belong to.
-void StageWorker::inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>& inputs,
-                               const at::Tensor& labels, int64_t begin, int64_t end) {
-  tag.samples = static_cast<uint32_t>(end - begin);
+// The root's own stage takes the model's inputs it is given; the labels go to the leaf, with
+// the micro-batch they belong to.
+void StageWorker::enter(const MicroBatchTag& tag, const std::vector<at::Tensor>& inputs,
+                        const at::Tensor& labels) {
   Micro& m = micro(tag);
   for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
     const auto& input = setup_.node.inputs[i];
     if (!input.model_input) continue;
     const size_t k = static_cast<size_t>(*input.model_input);
-    m.inputs[i] = k < inputs.size() ? c10::IValue(inputs[k].slice(0, begin, end)) : c10::IValue();
+    m.inputs[i] = k < inputs.size() ? c10::IValue(inputs[k]) : c10::IValue();
     m.have_input[i] = true;
   }
-  at::Tensor slice = labels.slice(0, begin, end);
   if (is_leaf()) {
-    m.labels = slice;
+    m.labels = labels;
     return;
   }
   TransferMessage message = message_to(TransferKind::kLabels, setup_.leaf_node, tag);
-  message.values.emplace_back(0, slice);
+  message.values.emplace_back(0, labels);
   port_.send(std::move(message));
-}
-
-void StageWorker::run_validation_round() {
-  if (!setup_.validation_data) return;
-  const auto& data = *setup_.validation_data;
-  data::BatchOrder order(data.size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
-                         /*shuffle=*/false, /*drop_last=*/false);
-  const auto batches = order.epoch(0);
-  for (size_t b = 0; b < batches.size() && !stopped_; ++b) {
-    auto batch = setup_.validation_data->get(batches[b]);
-    auto ranges = data::split_micro_batches(static_cast<int64_t>(batches[b].size()),
-                                            setup_.micro_batches);
-    MicroBatchTag tag;
-    tag.job_id = setup_.job_id;
-    tag.validate = true;
-    tag.step = next_validation_step_++;
-    tag.count = static_cast<uint32_t>(ranges.size());
-    tag.batch_samples = static_cast<uint32_t>(batches[b].size());
-    tag.epoch = current_batch_.epoch;
-    tag.last = b + 1 == batches.size();
-    for (uint32_t index = 0; index < ranges.size(); ++index) {
-      tag.index = index;
-      inject_micro(tag, batch.inputs, batch.labels, ranges[index].first, ranges[index].second);
-      progress();
-    }
-  }
 }
 
 // ---- every node -------------------------------------------------------------------------------
@@ -368,8 +284,8 @@ void StageWorker::progress() {
       moved = true;
       if (batch.index + 1 == batch.count) {
         batch_finished(batch);
-      } else if (is_root()) {
-        pump();  // 1F1B: a micro-batch came back, another may enter
+      } else if (feeder_) {
+        feeder_->pump();  // 1F1B: a micro-batch came back, another may enter
       }
     }
   }
@@ -402,26 +318,7 @@ void StageWorker::forward(Micro& m) {
   m.forwarded = true;
   if (chained) pass_random_state(m.batch);
 
-  if (is_leaf()) {
-    const at::Tensor labels = *m.labels;
-    at::Tensor loss = (*setup_.loss)(result, labels);
-    const double share = static_cast<double>(m.batch.samples) / m.batch.batch_samples;
-    if (train) {
-      const double weight = micro_batch_loss_weight(m.batch.samples, m.batch.batch_samples,
-                                                    setup_.update_frequency);
-      (loss * weight).backward();
-      if (m.batch.index == 0) batch_loss_ = 0;
-      batch_loss_ += loss.item<double>() * share;
-    } else {
-      validation_loss_sum_ += loss.item<double>() * m.batch.samples;
-      const int64_t correct = count_correct(result, labels);
-      if (correct < 0) validation_has_classes_ = false;
-      else validation_correct_ += correct;
-      validation_samples_ += m.batch.samples;
-      if (m.batch.index + 1 == m.batch.count && m.batch.last) record_validation(m);
-    }
-    return;
-  }
+  if (is_leaf()) return leaf_loss(m, result);
 
   const auto& items = result.toTupleRef().elements();
   if (train) m.outputs.assign(items.begin(), items.end());
@@ -439,6 +336,22 @@ void StageWorker::forward(Micro& m) {
   }
 }
 
+// The loss and its backward run at once: the leaf has no consumer to wait for.
+void StageWorker::leaf_loss(Micro& m, const c10::IValue& result) {
+  const at::Tensor labels = *m.labels;
+  at::Tensor loss = (*setup_.loss)(result, labels);
+  if (!m.batch.validate) {
+    const double weight = micro_batch_loss_weight(m.batch.samples, m.batch.batch_samples,
+                                                  setup_.update_frequency);
+    (loss * weight).backward();
+    metrics_->add_training(m.batch, loss.item<double>());
+  } else if (metrics_->add_validation(m.batch, loss.item<double>(), result, labels,
+                                      updates_done_) &&
+             training_done_) {
+    finish();
+  }
+}
+
 void StageWorker::backward(Micro& m) {
   if (!is_leaf()) {
     std::vector<at::Tensor> tensors, grads;
@@ -452,10 +365,7 @@ void StageWorker::backward(Micro& m) {
     if (!tensors.empty()) torch::autograd::backward(tensors, grads);
   }
   send_gradients(m);
-  if (is_root()) {
-    samples_done_ += m.batch.samples;
-    ++completed_;
-  }
+  if (feeder_) feeder_->micro_batch_done(m.batch.samples);
 }
 
 TransferMessage StageWorker::message_to(TransferKind kind, int to, const MicroBatchTag& batch) const {
@@ -491,7 +401,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   if (update_due(batches_done_, setup_.update_frequency, batch.last)) {
     if (!setup_.shared_rings.empty()) sum_shared_gradients();
     if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
-      reduce_across_clusters(ReduceWhat::kGradients);
+      reduce_across_clusters(RingTensors::kGradients);
     }
     setup_.optimizer->step();
     setup_.optimizer->zero_grad();
@@ -500,39 +410,27 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     updated = true;
     if (data_parallel && setup_.reduce == config::ReduceMode::kParameters &&
         updates_done_ % static_cast<uint64_t>(setup_.reduce_factor) == 0) {
-      reduce_across_clusters(ReduceWhat::kState);
+      reduce_across_clusters(RingTensors::kState);
     }
     if (setup_.save_every > 0 && updates_done_ % setup_.save_every == 0) save_stage();
   }
-  const double elapsed = std::max(now_seconds() - started_at_, 1e-9);
   set_status([&](WorkerStatus& s) {
     s.epoch = batch.epoch;
     s.batches = batches_done_;
     s.updates = updates_done_;
-    if (is_leaf()) s.last_loss = batch_loss_;
-    if (is_root()) s.samples_per_second = samples_done_ / elapsed;
+    if (metrics_) s.last_loss = metrics_->batch_loss();
+    if (feeder_) s.samples_per_second = feeder_->samples_per_second();
   });
-  if (is_leaf()) {
-    std::ofstream losses(setup_.losses_path, std::ios::app);
-    losses << batch_loss_ << '\n';
-    ProgressEventData event;
-    event.kind = EventKind::kStep;
-    event.epoch = batch.epoch;
-    event.step = batch.step;
-    event.loss = batch_loss_;
-    event.samples = batches_done_;
-    port_.event(event);
-  }
+  if (metrics_) metrics_->batch_finished(batch, batches_done_);
   if (batch.last) {
     training_done_ = true;
-    if (data_parallel) reduce_across_clusters(ReduceWhat::kFinal);
+    if (data_parallel) reduce_across_clusters(RingTensors::kFinal);
     save_stage();
   }
-  if (is_root()) {
-    const bool epoch_ended = batch_in_epoch_ >= epoch_batches_.size();
+  if (feeder_) {
     if ((updated && validation_due(updates_done_, setup_.val_freq, false)) ||
-        (setup_.val_freq <= 0 && epoch_ended) || batch.last) {
-      run_validation_round();  // a one-node cluster finishes inside, at the last round
+        (setup_.val_freq <= 0 && feeder_->epoch_ended()) || batch.last) {
+      feeder_->run_validation_round();  // a one-node cluster finishes inside, at the last round
     }
   }
   if (batch.last) {
@@ -540,93 +438,22 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     return;
   }
   // The next batch starts from the event loop, not from inside this one's call chain.
-  if (is_root()) port_.defer([this] { guarded([this] { begin_batch(); }); });
+  if (feeder_) port_.defer([this] { guarded([this] { begin_batch(); }); });
 }
 
-void StageWorker::record_validation(const Micro& m) {
-  ProgressEventData event;
-  event.kind = EventKind::kValidation;
-  event.epoch = m.batch.epoch;
-  event.step = updates_done_;
-  event.loss = validation_samples_ ? validation_loss_sum_ / validation_samples_ : 0;
-  event.accuracy = validation_has_classes_ && validation_samples_
-                       ? static_cast<double>(validation_correct_) / validation_samples_
-                       : std::nan("");
-  port_.event(event);
-  validation_loss_sum_ = 0;
-  validation_correct_ = 0;
-  validation_samples_ = 0;
-  validation_has_classes_ = true;
-  if (training_done_) finish();
-}
-
-// The tensors of each of this node's rings, in the ring's order (identical on every member):
-// gradients before an update, or parameters and buffers (with the optimizer's state when
-// average_optim) after one, or parameters and buffers at the end.
-void StageWorker::reduce_across_clusters(ReduceWhat what) {
+// Averages over the clusters what `what` says (ring_work.h) with this node's copies in the other
+// clusters.
+void StageWorker::reduce_across_clusters(RingTensors what) {
   if (setup_.node.rings.empty()) return;
-  std::map<std::string, at::Tensor> parameters, buffers;
-  for (const auto& p : setup_.stage.named_parameters()) parameters[p.name] = p.value;
-  for (const auto& b : setup_.stage.named_buffers()) buffers[b.name] = b.value;
-  std::vector<WorkerPort::RingWork> work;
-  for (const auto& ring : setup_.node.rings) {
-    WorkerPort::RingWork item;
-    item.ring = &ring;
-    for (const auto& name : ring.parameters) {
-      auto p = parameters.find(name);
-      if (what == ReduceWhat::kGradients) {
-        if (p == parameters.end() || !p->second.requires_grad()) continue;
-        at::Tensor& grad = p->second.mutable_grad();
-        if (!grad.defined()) grad = at::zeros_like(p->second);
-        item.tensors.push_back(grad);
-        continue;
-      }
-      if (p != parameters.end()) {
-        item.tensors.push_back(p->second);
-        if (what == ReduceWhat::kState && setup_.average_optim) {
-          for (auto& t : optimizer_state_tensors(*setup_.optimizer, p->second)) {
-            item.tensors.push_back(t);
-          }
-        }
-      } else if (auto b = buffers.find(name); b != buffers.end()) {
-        item.tensors.push_back(b->second);
-      }
-    }
-    if (!item.tensors.empty()) work.push_back(std::move(item));
-  }
+  auto work = cluster_ring_work(setup_.stage, setup_.node.rings, what,
+                                setup_.average_optim ? setup_.optimizer.get() : nullptr);
   torch::NoGradGuard no_grad;
   port_.reduce_rings(reduce_round_++, work);
 }
 
 // Each copy of a shared tensor gets the gradient of the whole model: the sum over its holders.
 void StageWorker::sum_shared_gradients() {
-  std::map<std::string, at::Tensor> by_canonical;
-  for (const auto& p : setup_.stage.named_parameters()) {
-    auto tied = setup_.node.tied_parameters.find(p.name);
-    by_canonical.emplace(tied == setup_.node.tied_parameters.end() ? p.name : tied->second,
-                         p.value);
-  }
-  std::set<std::string> buffers;
-  for (const auto& b : setup_.stage.named_buffers()) buffers.insert(b.name);
-  std::vector<WorkerPort::RingWork> work;
-  for (const auto& ring : setup_.shared_rings) {
-    WorkerPort::RingWork item;
-    item.ring = &ring;
-    for (const auto& name : ring.parameters) {
-      auto it = by_canonical.find(name);
-      if (it == by_canonical.end()) {
-        // Plans written before buffers were left out of shared_parameters list them too; a
-        // buffer is read, not trained, and every holder keeps its own copy. Every holder skips
-        // it alike, so the ring's tensors still line up.
-        if (buffers.count(name)) continue;
-        throw std::runtime_error("shared parameter " + name + " is not in this stage");
-      }
-      at::Tensor& grad = it->second.mutable_grad();
-      if (!grad.defined()) grad = at::zeros_like(it->second);
-      item.tensors.push_back(grad);
-    }
-    if (!item.tensors.empty()) work.push_back(std::move(item));
-  }
+  auto work = shared_gradient_work(setup_.stage, setup_.node, setup_.shared_rings);
   torch::NoGradGuard no_grad;
   port_.reduce_rings(shared_round_++, work, /*average=*/false);
 }
@@ -646,7 +473,7 @@ void StageWorker::finish() {
   event.kind = EventKind::kFinished;
   event.epoch = current_epoch_;
   event.step = updates_done_;
-  event.samples = samples_done_;
+  event.samples = feeder_ ? feeder_->samples_done() : 0;
   port_.event(event);
 }
 

@@ -1,8 +1,14 @@
 // StageWorker: one node's part of a training job. It owns the stage module, its optimizer and LR
 // schedule, and reacts to transfers: forward when a micro-batch's inputs (and, at the leaf, its
 // labels) are all there, backward when the gradients of every consumer are there, an optimizer
-// update after the last backward of an update (see schedule.h). The root also reads the data and
-// drives the pipeline; the leaf computes the loss, writes losses.txt and reports progress.
+// update after the last backward of an update (see schedule.h), with the random stream passed
+// along the chain of nodes that draw (NodeMetadata::random_nodes) and the reduces over shared
+// and cross-cluster rings before or after it.
+//
+// Its role-specific parts: the root's RootFeeder (root_feeder.h) reads the data and lets
+// micro-batches in; the leaf's LeafMetrics (leaf_metrics.h) keeps losses, losses.txt and the
+// step and validation events. Everything reaches the outside through the WorkerPort
+// (transfer.h): NodeService in a daemon, LocalPort (tests/support/local_port.h) in one process.
 //
 // Not thread-safe: every call but status() happens on the node's compute thread.
 #pragma once
@@ -19,73 +25,17 @@
 #include <vector>
 
 #include <torch/csrc/jit/api/module.h>
-#include <torch/optim/optimizer.h>
 
-#include "libs/config/node_metadata.h"
+#include "libs/daemon/ring_work.h"
+#include "libs/daemon/root_feeder.h"
 #include "libs/daemon/transfer.h"
-#include "libs/data/batch_order.h"
-#include "libs/training/lr_schedule.h"
-#include "libs/training/schedule.h"
-
-namespace ravnest::data {
-class Dataset;
-}
+#include "libs/daemon/worker_setup.h"
 
 namespace ravnest::runtime {
 
-class Loss;
+class LeafMetrics;
 
-// Everything a worker needs, made from the job by the node (see job_setup.h).
-struct WorkerSetup {
-  config::NodeMetadata node;
-  int root_node = 0;  // of this cluster
-  int leaf_node = 0;
-  torch::jit::Module stage;
-  uint64_t job_id = 0;
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  std::unique_ptr<LrSchedule> lr_schedule;
-  int update_frequency = 1;
-  config::PipelineSchedule schedule = config::PipelineSchedule::kGPipe;
-  uint64_t seed = 0;
-  int save_every = 0;
-  std::string trained_path;  // where the trained stage is saved (atomically)
-  // Tensors this node shares with others of its cluster: their gradients are summed over these
-  // rings before every update (planner::shared_parameter_rings).
-  std::vector<config::RingMembership> shared_rings;
-  // Data parallelism across clusters (see docs/job-file.md).
-  int cluster_count = 1;
-  config::ReduceMode reduce = config::ReduceMode::kParameters;
-  int64_t reduce_factor = 1;
-  bool average_optim = false;
-  // Root only:
-  std::shared_ptr<data::Dataset> train_data;
-  std::vector<int64_t> shard;  // this cluster's samples; empty: all
-  std::shared_ptr<data::Dataset> validation_data;
-  int epochs = 1;
-  int64_t batch_size = 1;
-  int micro_batches = 1;
-  bool shuffle = true;
-  bool drop_last = false;
-  int64_t max_batches = -1;
-  int val_freq = 0;
-  // Leaf only:
-  std::shared_ptr<Loss> loss;
-  std::string losses_path;  // losses.txt: one loss per batch
-  bool has_validation = false;
-};
-
-struct WorkerStatus {
-  enum class State { kRunning, kFinished, kFailed } state = State::kRunning;
-  uint32_t epoch = 0;
-  uint64_t batches = 0;
-  uint64_t total_batches = 0;  // root: known; others: 0
-  uint64_t updates = 0;
-  double last_loss = 0;
-  double samples_per_second = 0;
-  std::string error;
-};
-
-class StageWorker {
+class StageWorker : private FeedTarget {
  public:
   StageWorker(WorkerSetup setup, WorkerPort& port);
   ~StageWorker();
@@ -119,7 +69,6 @@ class StageWorker {
   };
 
   bool is_root() const { return setup_.node.position == 0; }
-  int64_t train_size() const;
   bool is_leaf() const { return setup_.node.returns_model_output; }
   Micro& micro(const MicroBatchTag& batch);
   void guarded(const std::function<void()>& body);
@@ -135,21 +84,17 @@ class StageWorker {
   void send_gradients(const Micro& m);
   TransferMessage message_to(TransferKind kind, int to, const MicroBatchTag& batch) const;
 
-  // Root.
+  // FeedTarget: the root's feeder lets micro-batches in here.
+  bool feeding_stopped() const override { return stopped_; }
+  void enter(const MicroBatchTag& tag, const std::vector<at::Tensor>& inputs,
+             const at::Tensor& labels) override;
+  void run_ready() override { progress(); }
   void begin_batch();
-  void pump();
-  void inject(uint32_t index);
-  void inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>& inputs,
-                    const at::Tensor& labels, int64_t begin, int64_t end);
-  void run_validation_round();
-
-  // Leaf.
-  void record_validation(const Micro& m);
+  void leaf_loss(Micro& m, const c10::IValue& result);
 
   void save_stage();
-  enum class ReduceWhat { kGradients, kState, kFinal };
   void sum_shared_gradients();
-  void reduce_across_clusters(ReduceWhat what);
+  void reduce_across_clusters(RingTensors what);
   void finish();
   void set_status(const std::function<void(WorkerStatus&)>& change);
 
@@ -170,31 +115,9 @@ class StageWorker {
   bool stopped_ = false;   // failed: nothing more happens
   bool finished_ = false;  // training done
 
-  // Root state.
-  RootSchedule root_schedule_{config::PipelineSchedule::kGPipe, 1};
-  std::optional<data::BatchOrder> train_order_;  // made once at start
-  std::vector<std::vector<int64_t>> epoch_batches_;
-  size_t batch_in_epoch_ = 0;
-  uint64_t next_step_ = 0;
-  uint64_t next_validation_step_ = 0;
-  uint64_t total_batches_ = 0;
-  std::vector<std::pair<int64_t, int64_t>> micro_ranges_;
-  std::vector<int64_t> batch_indices_;
-  std::vector<at::Tensor> batch_inputs_;
-  at::Tensor batch_labels_;
-  uint32_t injected_ = 0;
-  uint32_t completed_ = 0;
-  MicroBatchTag current_batch_;
-  double started_at_ = 0;
-  uint64_t samples_done_ = 0;
-
-  // Leaf state.
-  double batch_loss_ = 0;
-  double validation_loss_sum_ = 0;
-  int64_t validation_correct_ = 0;
-  int64_t validation_samples_ = 0;
-  bool validation_has_classes_ = true;
-  bool training_done_ = false;
+  bool training_done_ = false;  // the last batch finished (the final validation may follow)
+  std::unique_ptr<RootFeeder> feeder_;    // root only
+  std::unique_ptr<LeafMetrics> metrics_;  // leaf only
 
   mutable std::mutex status_mutex_;
   WorkerStatus status_;

@@ -16,14 +16,13 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "libs/config/job_spec.h"
 #include "libs/config/node_metadata.h"
 #include "libs/graph/model_graph.h"
 #include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
+#include "tests/support/zoo.h"
 
 using namespace ravnest;
 namespace fs = std::filesystem;
@@ -52,29 +51,8 @@ std::string describe(const RunConfig& c) {
 constexpr int kSamples = 16;  // tests/models/export_models.py: TRAIN_SAMPLES
 constexpr int kEpochs = 2;
 
-struct ModelFiles {
-  std::string model;
-  std::vector<std::string> example_inputs;  // specs for the plan
-  std::string train_file;
-  std::string loss;
-};
-
-ModelFiles model_files(const std::string& name) {
-  ModelFiles files;
-  files.model = test::models_dir() + "/" + name + ".pt";
-  const auto meta = nlohmann::json::parse(test::read_text(test::models_dir() + "/" + name + ".json"));
-  for (const auto& spec : meta.at("inputs")) {
-    std::string text = spec.get<std::string>();
-    if (text.find("int64") != std::string::npos) text += ":2";  // any index the model accepts
-    files.example_inputs.push_back(text);
-  }
-  files.train_file = test::models_dir() + "/" + meta.at("train").at("file").get<std::string>();
-  files.loss = meta.at("train").at("loss").get<std::string>();
-  return files;
-}
-
 // kSamples samples over kEpochs epochs, shuffled, one Adam step per batch.
-std::string job_text(const ModelFiles& files, const RunConfig& c) {
+std::string job_text(const test::ModelFiles& files, const RunConfig& c) {
   return "[train]\nepochs = " + std::to_string(kEpochs) +
          "\nbatch_size = " + std::to_string(c.batch_size) + "\nmicro_batches = " +
          std::to_string(c.micro_batches) + "\nschedule = \"" + c.schedule +
@@ -88,43 +66,12 @@ std::vector<RunConfig> configs_for(const ZooModel& model) {
   return {{1, "gpipe"}, {2, "gpipe"}, {2, "1f1b"}, {4, "gpipe"}, {4, "1f1b"}};
 }
 
-struct Difference {
-  double worst = 0;
-  std::string name;
-  double moved = 0;  // largest change of any tensor from the initial weights
-};
-
-Difference compare(const std::map<std::string, at::Tensor>& trained,
-                   const std::map<std::string, at::Tensor>& reference,
-                   const std::map<std::string, at::Tensor>& initial) {
-  Difference d;
-  for (const auto& [name, tensor] : reference) {
-    auto it = trained.find(name);
-    if (it == trained.end()) {
-      d.worst = INFINITY;
-      d.name = name + " (missing)";
-      return d;
-    }
-    const double diff = (it->second.to(at::kDouble) - tensor.to(at::kDouble)).abs().max().item<double>();
-    if (!(diff <= d.worst)) {
-      d.worst = diff;
-      d.name = name;
-    }
-    auto before = initial.find(name);
-    if (before != initial.end() && tensor.is_floating_point()) {
-      d.moved = std::max(d.moved, (tensor.to(at::kDouble) - before->second.to(at::kDouble))
-                                      .abs().max().item<double>());
-    }
-  }
-  return d;
-}
-
 // Trains `model` over `stages` stages in every configuration and compares each with the
 // reference trainer, and the configurations of `python_checked` with PyTorch in Python too.
 void check_cuts(const ZooModel& model, const std::vector<std::vector<size_t>>& cut_lists,
                 const std::vector<RunConfig>& configs,
                 const std::vector<RunConfig>& python_checked = {}) {
-  const ModelFiles files = model_files(model.name);
+  const test::ModelFiles files = test::model_files(model.name);
   const auto initial = runtime::state_of(torch::jit::load(files.model));
   std::map<std::pair<int, int>, runtime::ReferenceResult> references;  // by (batch, micro)
   for (const auto& cuts : cut_lists) {
@@ -162,7 +109,8 @@ void check_cuts(const ZooModel& model, const std::vector<std::vector<size_t>>& c
                   .first;
         REQUIRE(ref->second.updates == kEpochs * ((kSamples + c.batch_size - 1) / c.batch_size));
       }
-      const auto d = compare(trained, ref->second.state, initial);
+      const auto d =
+          test::compare_state({trained.begin(), trained.end()}, ref->second.state, initial);
       INFO("largest difference " << d.worst << " in " << d.name << "; training moved weights by "
                                  << d.moved);
       CHECK(d.worst <= 1e-5);
@@ -178,7 +126,8 @@ void check_cuts(const ZooModel& model, const std::vector<std::vector<size_t>>& c
                                         " " + files.model + " " + python_out.string());
         INFO(python.out << python.err);
         REQUIRE(python.exit_code == 0);
-        const auto p = compare(trained, test::load_state_dict(python_out), initial);
+        const auto p = test::compare_state({trained.begin(), trained.end()},
+                                           test::load_state_dict(python_out), initial);
         INFO("against PyTorch in Python: largest difference " << p.worst << " in " << p.name);
         CHECK(p.worst <= 1e-5);
       }

@@ -1,0 +1,56 @@
+#include "libs/daemon/leaf_metrics.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "libs/training/evaluate.h"
+
+namespace ravnest::runtime {
+
+LeafMetrics::LeafMetrics(std::string losses_path, WorkerPort& port)
+    : losses_path_(std::move(losses_path)), port_(port) {}
+
+void LeafMetrics::add_training(const MicroBatchTag& batch, double loss) {
+  if (batch.index == 0) batch_loss_ = 0;
+  batch_loss_ += loss * (static_cast<double>(batch.samples) / batch.batch_samples);
+}
+
+void LeafMetrics::batch_finished(const MicroBatchTag& batch, uint64_t batches_done) {
+  std::ofstream losses(losses_path_, std::ios::app);
+  losses << batch_loss_ << '\n';
+  ProgressEventData event;
+  event.kind = EventKind::kStep;
+  event.epoch = batch.epoch;
+  event.step = batch.step;
+  event.loss = batch_loss_;
+  event.samples = batches_done;
+  port_.event(event);
+}
+
+bool LeafMetrics::add_validation(const MicroBatchTag& batch, double loss,
+                                 const c10::IValue& output, const at::Tensor& labels,
+                                 uint64_t updates_done) {
+  validation_loss_sum_ += loss * batch.samples;
+  const int64_t correct = count_correct(output, labels);
+  if (correct < 0) validation_has_classes_ = false;
+  else validation_correct_ += correct;
+  validation_samples_ += batch.samples;
+  if (batch.index + 1 != batch.count || !batch.last) return false;
+
+  ProgressEventData event;
+  event.kind = EventKind::kValidation;
+  event.epoch = batch.epoch;
+  event.step = updates_done;
+  event.loss = validation_samples_ ? validation_loss_sum_ / validation_samples_ : 0;
+  event.accuracy = validation_has_classes_ && validation_samples_
+                       ? static_cast<double>(validation_correct_) / validation_samples_
+                       : std::nan("");
+  port_.event(event);
+  validation_loss_sum_ = 0;
+  validation_correct_ = 0;
+  validation_samples_ = 0;
+  validation_has_classes_ = true;
+  return true;
+}
+
+}  // namespace ravnest::runtime

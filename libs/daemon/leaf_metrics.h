@@ -1,0 +1,47 @@
+// LeafMetrics: what the leaf makes of its losses. Each training batch's loss is the sum of its
+// micro-batches' mean losses weighted by their share of the batch (the batch's mean loss); it is
+// appended to losses.txt and reported as a step event when the batch finishes. Validation
+// micro-batches add up loss and correct answers over a whole round, which is reported as one
+// validation event when the round's last micro-batch is in.
+//
+// The loss itself, and its backward, are the worker's: this only keeps the numbers.
+// Not thread-safe; lives on the worker's compute thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include "libs/daemon/transfer.h"
+
+namespace ravnest::runtime {
+
+class LeafMetrics {
+ public:
+  // `port` must outlive this; `losses_path` is appended to.
+  LeafMetrics(std::string losses_path, WorkerPort& port);
+
+  // A training micro-batch's mean loss.
+  void add_training(const MicroBatchTag& batch, double loss);
+  // A training batch is done: its loss goes to losses.txt and out as a step event.
+  void batch_finished(const MicroBatchTag& batch, uint64_t batches_done);
+  double batch_loss() const { return batch_loss_; }
+
+  // A validation micro-batch's mean loss and what the model answered. True when it closed the
+  // round: the validation event (at `updates_done` updates) went out.
+  bool add_validation(const MicroBatchTag& batch, double loss, const c10::IValue& output,
+                      const at::Tensor& labels, uint64_t updates_done);
+
+ private:
+  std::string losses_path_;
+  WorkerPort& port_;
+  double batch_loss_ = 0;
+  double validation_loss_sum_ = 0;
+  int64_t validation_correct_ = 0;
+  int64_t validation_samples_ = 0;
+  bool validation_has_classes_ = true;
+};
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,120 @@
+#include "libs/daemon/root_feeder.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "libs/config/clock.h"
+#include "libs/data/dataset.h"
+
+namespace ravnest::runtime {
+
+RootFeeder::RootFeeder(const WorkerSetup& setup, FeedTarget& target)
+    : setup_(setup), target_(target), schedule_(setup.schedule, setup.node.cluster_size) {}
+
+int64_t RootFeeder::train_size() const {
+  return setup_.shard.empty() ? setup_.train_data->size()
+                              : static_cast<int64_t>(setup_.shard.size());
+}
+
+uint64_t RootFeeder::start() {
+  started_at_ = config::now_seconds();
+  train_order_.emplace(train_size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
+                       setup_.shuffle, setup_.drop_last);
+  total_batches_ = static_cast<uint64_t>(train_order_->batches_per_epoch()) * setup_.epochs;
+  if (setup_.max_batches >= 0) {
+    total_batches_ = std::min<uint64_t>(total_batches_, setup_.max_batches);
+  }
+  if (total_batches_ == 0) throw std::runtime_error("the training set yields no batch");
+  return total_batches_;
+}
+
+double RootFeeder::samples_per_second() const {
+  return samples_done_ / std::max(config::now_seconds() - started_at_, 1e-9);
+}
+
+bool RootFeeder::begin_batch() {
+  if (next_step_ >= total_batches_) return false;
+  if (epoch_batches_.empty() || batch_in_epoch_ >= epoch_batches_.size()) {
+    const uint32_t epoch = epoch_batches_.empty() ? 0 : current_batch_.epoch + 1;
+    epoch_batches_ = train_order_->epoch(epoch);
+    batch_in_epoch_ = 0;
+    current_batch_.epoch = epoch;
+  }
+  std::vector<int64_t> indices = epoch_batches_[batch_in_epoch_++];
+  if (!setup_.shard.empty()) {
+    for (auto& index : indices) index = setup_.shard[index];
+  }
+  auto batch = setup_.train_data->get(indices);
+  batch_inputs_ = std::move(batch.inputs);
+  batch_labels_ = std::move(batch.labels);
+  micro_ranges_ =
+      data::split_micro_batches(static_cast<int64_t>(indices.size()), setup_.micro_batches);
+  current_batch_.job_id = setup_.job_id;
+  current_batch_.validate = false;
+  current_batch_.step = next_step_++;
+  current_batch_.count = static_cast<uint32_t>(micro_ranges_.size());
+  current_batch_.batch_samples = static_cast<uint32_t>(indices.size());
+  current_batch_.last = next_step_ >= total_batches_;
+  injected_ = 0;
+  completed_ = 0;
+  pump();
+  return true;
+}
+
+void RootFeeder::micro_batch_done(uint32_t samples) {
+  samples_done_ += samples;
+  ++completed_;
+}
+
+void RootFeeder::pump() {
+  while (!target_.feeding_stopped() &&
+         schedule_.may_inject(static_cast<int>(injected_), static_cast<int>(completed_),
+                              static_cast<int>(micro_ranges_.size()))) {
+    inject(injected_++);
+  }
+}
+
+void RootFeeder::inject(uint32_t index) {
+  MicroBatchTag tag = current_batch_;
+  tag.index = index;
+  const auto [begin, end] = micro_ranges_[index];
+  inject_micro(tag, batch_inputs_, batch_labels_, begin, end);
+}
+
+// The labels travel with the micro-batch they belong to, so they are cut here as the inputs are.
+void RootFeeder::inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>& inputs,
+                              const at::Tensor& labels, int64_t begin, int64_t end) {
+  tag.samples = static_cast<uint32_t>(end - begin);
+  std::vector<at::Tensor> slices;
+  slices.reserve(inputs.size());
+  for (const auto& input : inputs) slices.push_back(input.slice(0, begin, end));
+  target_.enter(tag, slices, labels.slice(0, begin, end));
+}
+
+void RootFeeder::run_validation_round() {
+  if (!setup_.validation_data) return;
+  const auto& data = *setup_.validation_data;
+  data::BatchOrder order(data.size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
+                         /*shuffle=*/false, /*drop_last=*/false);
+  const auto batches = order.epoch(0);
+  for (size_t b = 0; b < batches.size() && !target_.feeding_stopped(); ++b) {
+    auto batch = data.get(batches[b]);
+    auto ranges = data::split_micro_batches(static_cast<int64_t>(batches[b].size()),
+                                            setup_.micro_batches);
+    MicroBatchTag tag;
+    tag.job_id = setup_.job_id;
+    tag.validate = true;
+    tag.step = next_validation_step_++;
+    tag.count = static_cast<uint32_t>(ranges.size());
+    tag.batch_samples = static_cast<uint32_t>(batches[b].size());
+    tag.epoch = current_batch_.epoch;
+    tag.last = b + 1 == batches.size();
+    for (uint32_t index = 0; index < ranges.size(); ++index) {
+      tag.index = index;
+      inject_micro(tag, batch.inputs, batch.labels, ranges[index].first, ranges[index].second);
+      target_.run_ready();
+    }
+  }
+}
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,88 @@
+// RootFeeder: the root's reading of the data. It owns the batch order (BatchOrder over this
+// cluster's shard), reads each batch, splits it into micro-batches and lets them enter the
+// pipeline when the RootSchedule allows: all at once (GPipe) or as gradients come back (1F1B).
+// It also runs validation rounds: the whole validation set, in order, every micro-batch entering
+// at once. It counts the micro-batches that came back and the samples trained, for progress.
+//
+// It computes nothing itself: a micro-batch enters through FeedTarget::enter, which the root's
+// StageWorker implements (its own forward, and the labels' way to the leaf).
+//
+// Not thread-safe; lives on the worker's compute thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "libs/daemon/transfer.h"
+#include "libs/daemon/worker_setup.h"
+#include "libs/data/batch_order.h"
+#include "libs/training/schedule.h"
+
+namespace ravnest::runtime {
+
+// What the feeder drives.
+class FeedTarget {
+ public:
+  virtual ~FeedTarget() = default;
+  // The worker failed: nothing more enters.
+  virtual bool feeding_stopped() const = 0;
+  // One micro-batch enters: `inputs` are the model's inputs and `labels` the labels, each already
+  // cut to the micro-batch's samples (tag.samples of them).
+  virtual void enter(const MicroBatchTag& tag, const std::vector<at::Tensor>& inputs,
+                     const at::Tensor& labels) = 0;
+  // Runs what became ready: a validation micro-batch goes through before the next enters.
+  virtual void run_ready() = 0;
+};
+
+class RootFeeder {
+ public:
+  // `setup` (the root's) and `target` must outlive the feeder.
+  RootFeeder(const WorkerSetup& setup, FeedTarget& target);
+
+  // Makes the batch order; returns the batches training will run (at least one, or throws
+  // std::runtime_error).
+  uint64_t start();
+  // Reads the next batch and lets in what the schedule allows. False when training has no batch
+  // left.
+  bool begin_batch();
+  // A micro-batch's backward is done at the root.
+  void micro_batch_done(uint32_t samples);
+  // Lets in the next micro-batches of the current batch that the schedule now allows.
+  void pump();
+  // The batch just finished was its epoch's last.
+  bool epoch_ended() const { return batch_in_epoch_ >= epoch_batches_.size(); }
+  void run_validation_round();
+
+  uint64_t samples_done() const { return samples_done_; }
+  double samples_per_second() const;
+
+ private:
+  int64_t train_size() const;
+  void inject(uint32_t index);
+  void inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>& inputs,
+                    const at::Tensor& labels, int64_t begin, int64_t end);
+
+  const WorkerSetup& setup_;
+  FeedTarget& target_;
+  RootSchedule schedule_;
+  std::optional<data::BatchOrder> train_order_;
+  std::vector<std::vector<int64_t>> epoch_batches_;
+  size_t batch_in_epoch_ = 0;
+  uint64_t next_step_ = 0;
+  uint64_t next_validation_step_ = 0;
+  uint64_t total_batches_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> micro_ranges_;
+  std::vector<at::Tensor> batch_inputs_;
+  at::Tensor batch_labels_;
+  uint32_t injected_ = 0;
+  uint32_t completed_ = 0;
+  MicroBatchTag current_batch_;
+  double started_at_ = 0;
+  uint64_t samples_done_ = 0;
+};
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,77 @@
+// WorkerSetup and WorkerStatus: what a StageWorker is given (made from the job by
+// make_worker_setup, job_setup.h) and what it reports (read from any thread through
+// StageWorker::status). Apart from stage_worker.h so that the worker's parts can read the setup
+// without including the worker.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/jit/api/module.h>
+#include <torch/optim/optimizer.h>
+
+#include "libs/config/job_spec.h"
+#include "libs/config/node_metadata.h"
+#include "libs/training/lr_schedule.h"
+
+namespace ravnest::data {
+class Dataset;
+}
+
+namespace ravnest::runtime {
+
+class Loss;
+
+// Everything a worker needs, made from the job by the node (see job_setup.h).
+struct WorkerSetup {
+  config::NodeMetadata node;
+  int root_node = 0;  // of this cluster
+  int leaf_node = 0;
+  torch::jit::Module stage;
+  uint64_t job_id = 0;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> lr_schedule;
+  int update_frequency = 1;
+  config::PipelineSchedule schedule = config::PipelineSchedule::kGPipe;
+  uint64_t seed = 0;
+  int save_every = 0;
+  std::string trained_path;  // where the trained stage is saved (atomically)
+  // Tensors this node shares with others of its cluster: their gradients are summed over these
+  // rings before every update (planner::shared_parameter_rings).
+  std::vector<config::RingMembership> shared_rings;
+  // Data parallelism across clusters (see docs/job-file.md).
+  int cluster_count = 1;
+  config::ReduceMode reduce = config::ReduceMode::kParameters;
+  int64_t reduce_factor = 1;
+  bool average_optim = false;
+  // Root only:
+  std::shared_ptr<data::Dataset> train_data;
+  std::vector<int64_t> shard;  // this cluster's samples; empty: all
+  std::shared_ptr<data::Dataset> validation_data;
+  int epochs = 1;
+  int64_t batch_size = 1;
+  int micro_batches = 1;
+  bool shuffle = true;
+  bool drop_last = false;
+  int64_t max_batches = -1;
+  int val_freq = 0;
+  // Leaf only:
+  std::shared_ptr<Loss> loss;
+  std::string losses_path;  // losses.txt: one loss per batch
+  bool has_validation = false;
+};
+
+struct WorkerStatus {
+  enum class State { kRunning, kFinished, kFailed } state = State::kRunning;
+  uint32_t epoch = 0;
+  uint64_t batches = 0;
+  uint64_t total_batches = 0;  // root: known; others: 0
+  uint64_t updates = 0;
+  double last_loss = 0;
+  double samples_per_second = 0;
+  std::string error;
+};
+
+}  // namespace ravnest::runtime

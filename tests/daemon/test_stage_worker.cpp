@@ -1,0 +1,198 @@
+// StageWorkers trained in one process (LocalPort, tests/support/local_port.h) against the
+// single-process reference trainer: the fast, process-free counterpart of the fidelity matrix
+// (tests/integration/test_training_fidelity.cpp). The plan is the project's own (write_plan with
+// chosen cuts), each node's stage goes through a NodeStore and make_worker_setup as in a daemon;
+// only the sockets are missing. Each model is one test case (one ctest entry).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "libs/config/job_spec.h"
+#include "libs/config/node_metadata.h"
+#include "libs/config/sha256.h"
+#include "libs/daemon/job_setup.h"
+#include "libs/daemon/node_store.h"
+#include "libs/graph/model_graph.h"
+#include "libs/graph/stage_builder.h"
+#include "libs/graph/stage_writer.h"
+#include "libs/training/reference_trainer.h"
+#include "tests/support/local_cluster.h"
+#include "tests/support/local_port.h"
+#include "tests/support/plans.h"
+#include "tests/support/test_env.h"
+#include "tests/support/zoo.h"
+
+using namespace ravnest;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kSamples = 16;  // tests/models/export_models.py: TRAIN_SAMPLES
+constexpr int kEpochs = 2;
+constexpr int kBatch = 8;
+
+struct RunConfig {
+  int micro_batches = 1;
+  std::string schedule = "gpipe";
+};
+
+// As the fidelity matrix's job: kSamples samples over kEpochs epochs, shuffled, Adam.
+std::string job_text(const test::ModelFiles& files, const RunConfig& c) {
+  return "[train]\nepochs = " + std::to_string(kEpochs) + "\nbatch_size = " +
+         std::to_string(kBatch) + "\nmicro_batches = " + std::to_string(c.micro_batches) +
+         "\nschedule = \"" + c.schedule +
+         "\"\nseed = 11\n\n[data]\nformat = \"tensors\"\ntrain = \"" + files.train_file +
+         "\"\n\n[loss]\nname = \"" + files.loss +
+         "\"\n\n[optimizer]\nname = \"adam\"\nlr = 0.01\n";
+}
+
+// One cluster cut after `cuts`, written by the plan writer, each node's stage stored as a push
+// stores it and the training set shipped beside it.
+class InProcessCluster {
+ public:
+  InProcessCluster(const test::ModelFiles& files, const std::vector<size_t>& cuts) {
+    auto model = graph::ModelGraph::load(files.model);
+    planner::PoolPlan plan;
+    plan.clusters.push_back(test::cluster_with_cuts(cuts, model->units().size()));
+    std::vector<config::NodeConfig> pool;
+    for (const auto& stage : plan.clusters[0].stages) {
+      pool.push_back(test::loopback_node(stage.node_id, 19000 + stage.node_id));
+    }
+    const fs::path plan_dir = dir_ / "plan";
+    const auto nodes =
+        graph::write_plan(*model, plan, pool, {files.model, 0, files.example_inputs}, plan_dir);
+    for (const auto& node : nodes) {
+      auto store = std::make_unique<runtime::NodeStore>(dir_ / node.name, node.name);
+      const std::string stage = test::read_text(plan_dir / node.stage_file);
+      store->store_stage(test::read_text(plan_dir / "nodes" / (node.name + ".json")), stage,
+                         config::sha256_hex(stage));
+      fs::copy_file(files.train_file,
+                    store->dataset_dir() / fs::path(files.train_file).filename());
+      stores_.push_back(std::move(store));
+      metadata_.push_back(node);
+    }
+  }
+
+  const std::vector<config::NodeMetadata>& metadata() const { return metadata_; }
+
+  // Trains the job with every node's worker in one LocalPort. `tamper` may change a node's
+  // setup first. Returns every stage's trained tensors by state-dict name (a name held by
+  // several stages appears once per holder) and the leaf's batch losses.
+  struct Trained {
+    std::multimap<std::string, at::Tensor> state;
+    std::vector<double> losses;
+    size_t rings = 0;  // ring rounds reduced
+  };
+  Trained train(const config::JobSpec& job,
+                const std::function<void(runtime::WorkerSetup&)>& tamper = {}) {
+    test::LocalPort port;
+    for (const auto& store : stores_) {
+      auto setup = runtime::make_worker_setup(*store, job, /*job_id=*/1);
+      if (tamper) tamper(*setup);
+      port.add(std::move(*setup));
+    }
+    port.run();
+    Trained out;
+    out.rings = port.rings_run();
+    for (const auto& node : metadata_) {
+      for (auto& [name, tensor] : graph::named_state(port.worker(node.node_id).stage())) {
+        out.state.emplace(name, tensor.detach().clone());
+      }
+    }
+    for (const auto& e : port.events()) {
+      if (e.data.kind == runtime::EventKind::kStep) out.losses.push_back(e.data.loss);
+    }
+    return out;
+  }
+
+ private:
+  test::TempDir dir_;
+  std::vector<std::unique_ptr<runtime::NodeStore>> stores_;
+  std::vector<config::NodeMetadata> metadata_;
+};
+
+// `random_stages`: stages that draw random numbers, at least (with 2 or more the generator's
+// state travels between them); `shared`: every plan puts a tensor on several stages, whose
+// gradients are then summed over a ring.
+void check_model(const std::string& name, const std::vector<int>& stage_counts,
+                 const std::vector<RunConfig>& configs, size_t random_stages = 0,
+                 bool shared = false) {
+  const test::ModelFiles files = test::model_files(name);
+  const auto initial = runtime::state_of(torch::jit::load(files.model));
+  std::map<int, runtime::ReferenceResult> references;  // by micro-batches
+  for (int stages : stage_counts) {
+    const auto cuts = test::LocalCluster::even_cuts(files.model, stages);
+    InProcessCluster cluster(files, cuts);
+    CHECK(cluster.metadata().front().random_nodes.size() >= random_stages);
+    const bool plan_shares = std::any_of(
+        cluster.metadata().begin(), cluster.metadata().end(),
+        [](const config::NodeMetadata& node) { return !node.shared_parameters.empty(); });
+    if (shared) CHECK(plan_shares);
+    for (const auto& c : configs) {
+      INFO(name << " over " << stages << " stages, batch " << kBatch << " in " << c.micro_batches
+                << " micro-batch(es), " << c.schedule);
+      const config::JobSpec job = config::parse_job(job_text(files, c), "test job");
+      auto ref = references.find(c.micro_batches);
+      if (ref == references.end()) {
+        ref = references.emplace(c.micro_batches, runtime::train_reference(files.model, job)).first;
+        REQUIRE(ref->second.updates == kEpochs * ((kSamples + kBatch - 1) / kBatch));
+      }
+      const auto trained = cluster.train(job);
+      const auto d = test::compare_state(trained.state, ref->second.state, initial);
+      INFO("largest difference " << d.worst << " in " << d.name << "; training moved weights by "
+                                 << d.moved);
+      CHECK(d.worst <= 1e-5);
+      CHECK(d.moved > 1e-3);  // the comparison is not between two untouched copies
+      CHECK((trained.rings > 0) == plan_shares);
+      REQUIRE(trained.losses.size() == ref->second.batch_losses.size());
+      for (size_t b = 0; b < trained.losses.size(); ++b) {
+        CHECK(std::abs(trained.losses[b] - ref->second.batch_losses[b]) <= 1e-5);
+      }
+    }
+  }
+}
+
+const std::vector<RunConfig> kAllConfigs = {
+    {1, "gpipe"}, {2, "gpipe"}, {2, "1f1b"}, {4, "gpipe"}, {4, "1f1b"}};
+
+}  // namespace
+
+TEST_CASE("stage worker: small_cnn (BatchNorm, dropout)", "[stage_worker]") {
+  check_model("small_cnn", {2, 3}, {{1, "gpipe"}});
+}
+
+TEST_CASE("stage worker: dropout_twice (the random state travels)", "[stage_worker]") {
+  check_model("dropout_twice", {2, 3}, kAllConfigs, 2);
+}
+
+TEST_CASE("stage worker: reused (a parameter on two stages, summed over a ring)",
+          "[stage_worker]") {
+  check_model("reused", {2, 3}, {{1, "gpipe"}, {2, "1f1b"}, {4, "gpipe"}}, 0, true);
+}
+
+TEST_CASE("stage worker: transformer (encoder with dropout)", "[stage_worker]") {
+  check_model("transformer", {2, 3}, {{2, "gpipe"}, {4, "1f1b"}}, 2);
+}
+
+// The comparison can fail: one node that updates every second batch while the others update
+// every batch trains something else, and the difference shows.
+TEST_CASE("stage worker: wrong_update_frequency on one node is seen", "[stage_worker]") {
+  const test::ModelFiles files = test::model_files("dropout_twice");
+  InProcessCluster cluster(files, test::LocalCluster::even_cuts(files.model, 2));
+  const config::JobSpec job = config::parse_job(job_text(files, {2, "gpipe"}), "test job");
+  const auto reference = runtime::train_reference(files.model, job);
+  const auto trained = cluster.train(job, [](runtime::WorkerSetup& setup) {
+    if (setup.node.position == 0) setup.update_frequency = 2;
+  });
+  const auto d = test::compare_state(trained.state, reference.state,
+                         runtime::state_of(torch::jit::load(files.model)));
+  INFO("largest difference " << d.worst << " in " << d.name);
+  CHECK(d.worst > 1e-3);
+}
