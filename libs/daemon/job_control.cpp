@@ -18,8 +18,8 @@ namespace ravnest::runtime {
 using wire::NodeState;
 
 JobControl::JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
-                       RingMailbox& mailbox, WorkerPort& port)
-    : store_(store), secret_(secret), compute_(compute), mailbox_(mailbox), port_(port) {
+                       RingMember& rings, WorkerPort& port)
+    : store_(store), secret_(secret), compute_(compute), rings_(rings), port_(port) {
   if (store_.has_stage()) {
     try {
       metadata_ = store_.metadata();
@@ -75,8 +75,9 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
     if (!store_.has_stage()) throw std::runtime_error("no stage stored: run `ravnest push` first");
   });
   listeners_.clear();  // a new job, new listeners
-  mailbox_.reset();
+  rings_.mailbox().reset();
   return on_compute(compute_, [this, text, job_id]() {
+    rings_.end_job();
     auto job = config::parse_job(text, "job");
     auto setup = make_worker_setup(store_, job, job_id);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -114,6 +115,7 @@ kj::Promise<void> JobControl::start(StartCall context) {
 }
 
 void JobControl::abandon_job() {
+  rings_.end_job();
   std::lock_guard<std::mutex> lock(mutex_);
   worker_.reset();
   pending_setup_.reset();
@@ -126,7 +128,7 @@ kj::Promise<void> JobControl::stop(StopCall context) {
   if (reason.empty()) reason = "no reason given";
   spdlog::warn("job stopped by the requester: {}", reason);
   // A worker blocked in a reduce holds the compute thread: wake it first.
-  mailbox_.abort_all("the job was stopped by the requester: " + reason);
+  rings_.mailbox().abort_all("the job was stopped by the requester: " + reason);
   return on_compute(compute_, [this]() { abandon_job(); });
 }
 

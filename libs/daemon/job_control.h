@@ -18,7 +18,7 @@
 #include "libs/daemon/node_calls.h"
 #include "libs/daemon/node_secret.h"
 #include "libs/daemon/node_store.h"
-#include "libs/daemon/ring_mailbox.h"
+#include "libs/daemon/ring_member.h"
 #include "libs/daemon/stage_worker.h"
 #include "libs/daemon/worker_port.h"
 #include "libs/wire/node_report.h"
@@ -30,9 +30,10 @@ namespace ravnest::runtime {
 class JobControl {
  public:
 
-  // `mailbox` is reset by a new job and aborted by stop(); `port` is what the job's worker uses.
+  // `rings`' mailbox is reset by a new job and aborted by stop(), and its rings are let go when a
+  // job is loaded or abandoned; `port` is what the job's worker uses.
   JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
-             RingMailbox& mailbox, WorkerPort& port);
+             RingMember& rings, WorkerPort& port);
 
   kj::Promise<void> push_stage(PushStageCall context);
   kj::Promise<void> push_file(PushFileCall context);
@@ -64,7 +65,7 @@ class JobControl {
   NodeStore& store_;
   const NodeSecret& secret_;
   asio::io_context& compute_;
-  RingMailbox& mailbox_;
+  RingMember& rings_;
   WorkerPort& port_;
   std::vector<schema::ProgressListener::Client> listeners_;
   config::NodeMetadata metadata_;  // of the stored stage

@@ -1,8 +1,11 @@
 #include "libs/daemon/ring_member.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -48,7 +51,109 @@ class RingSinkImpl final : public schema::RingSink::Server {
   uint32_t ring_;
 };
 
+// A thread parked between tasks: one ring's own, so that a node's rings run at once without a
+// thread being made per reduce.
+class ParkedThread {
+ public:
+  ParkedThread() : thread_([this]() { loop(); }) {}
+  ~ParkedThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  ParkedThread(const ParkedThread&) = delete;
+  ParkedThread& operator=(const ParkedThread&) = delete;
+
+  // Runs `task` (which must not throw) on the thread; wait() returns once it is done.
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      task_ = std::move(task);
+      done_ = false;
+    }
+    wake_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [&]() { return done_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&]() { return stop_ || task_ != nullptr; });
+      if (task_ == nullptr) return;  // stopped
+      auto task = std::move(task_);
+      task_ = nullptr;
+      lock.unlock();
+      task();
+      lock.lock();
+      done_ = true;
+      finished_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, finished_;
+  std::function<void()> task_;
+  bool done_ = true;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the rest exists
+};
+
+std::string node_name(int node) { return "node_" + std::to_string(node); }
+
 }  // namespace
+
+// One ring of the running job: its link, its algorithm, and (made when needed) its thread.
+class RingMember::Session {
+ public:
+  Session(const RpcLoop& loop, wire::PeerLinks& links, RingMailbox& mailbox,
+          const config::RingMembership& ring, int self_node)
+      : peers_(ring.peers),
+        link_(*loop.executor, links, *loop.timer, mailbox, static_cast<uint32_t>(ring.id),
+              self_node, peer(ring, ring.position + 1), peer(ring, ring.position - 1)),
+        reduce_(link_, ring.position, static_cast<int>(ring.peers.size()), daemon_ring_options()) {}
+
+  // The ring is the one this session was set up for (a job's metadata does not change, but a
+  // caller must not be able to run a session over other members).
+  bool serves(const config::RingMembership& ring) const {
+    if (ring.peers.size() != peers_.size() || ring.position != reduce_.position()) return false;
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      if (ring.peers[i].node != peers_[i].node || ring.peers[i].address != peers_[i].address) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  RingAllReduce& reduce() { return reduce_; }
+  ParkedThread& thread() {
+    if (!thread_) thread_ = std::make_unique<ParkedThread>();
+    return *thread_;
+  }
+
+ private:
+  static RingPeerAddress peer(const config::RingMembership& ring, int position) {
+    const int n = static_cast<int>(ring.peers.size());
+    const auto& p = ring.peers[static_cast<size_t>(((position % n) + n) % n)];
+    return {node_name(p.node), p.address};
+  }
+
+  std::vector<config::RingPeer> peers_;
+  RingLink link_;
+  RingAllReduce reduce_;                 // after link_, which it sends through
+  std::unique_ptr<ParkedThread> thread_;  // joined before the algorithm goes
+};
+
+RingMember::RingMember(const NodeSecret& secret, wire::PeerLinks& links, const RpcLoop& loop)
+    : secret_(secret), links_(links), loop_(loop) {}
+
+RingMember::~RingMember() = default;
 
 kj::Promise<void> RingMember::open_ring(OpenRingCall context) {
   auto params = context.getParams();
@@ -64,49 +169,68 @@ kj::Promise<void> RingMember::abort_reduce(AbortReduceCall context) {
   return kj::READY_NOW;
 }
 
+RingMember::Session& RingMember::session_for(const config::RingMembership& ring,
+                                             const config::NodeMetadata& self) {
+  auto it = sessions_.find(ring.id);
+  if (it != sessions_.end() && !it->second->serves(ring)) {
+    sessions_.erase(it);
+    it = sessions_.end();
+  }
+  if (it == sessions_.end()) {
+    it = sessions_
+             .emplace(ring.id, std::make_unique<Session>(loop_, links_, mailbox_, ring, self.node_id))
+             .first;
+  }
+  return *it->second;
+}
+
 void RingMember::reduce_rings(uint64_t round, std::vector<WorkerPort::RingWork>& work,
                               bool average, const config::NodeMetadata& self) {
+  if (work.empty()) return;
   std::vector<std::string> errors(work.size());
-  std::vector<std::thread> threads;
+  std::vector<Session*> sessions;
+  for (const auto& w : work) sessions.push_back(&session_for(*w.ring, self));
+  auto run = [&](size_t w) {
+    try {
+      sessions[w]->reduce().run(round, work[w].tensors, average);
+    } catch (const std::exception& e) {
+      errors[w] = e.what();
+    }
+  };
+  // The first ring runs on this thread, the others on their own, all at once.
+  for (size_t w = 1; w < work.size(); ++w) sessions[w]->thread().post([&run, w]() { run(w); });
+  run(0);
+  for (size_t w = 1; w < work.size(); ++w) sessions[w]->thread().wait();
+
+  std::string first_error;
   for (size_t w = 0; w < work.size(); ++w) {
-    threads.emplace_back([this, round, average, &work, &errors, &self, w]() {
-      const auto& ring = *work[w].ring;
-      const size_t n = ring.peers.size();
-      const auto& next = ring.peers[(ring.position + 1) % n];
-      const auto& prev = ring.peers[(ring.position + n - 1) % n];
-      try {
-        RingLink link(*loop_.executor, links_, *loop_.timer, mailbox_,
-                      static_cast<uint32_t>(ring.id), self.node_id,
-                      {"node_" + std::to_string(next.node), next.address},
-                      {"node_" + std::to_string(prev.node), prev.address});
-        RingAllReduceOptions options = daemon_ring_options();
-        options.average = average;
-        RingAllReduce reduce(link, ring.position, static_cast<int>(n), options);
-        reduce.run(round, work[w].tensors);
-      } catch (const std::exception& e) {
-        errors[w] = e.what();
-        // Tell the other members, so that none of them waits for a round that cannot finish.
-        const std::string reason = self.name + ": " + e.what();
-        try {
-          loop_.executor->executeSync([&]() {
-            for (const auto& peer : ring.peers) {
-              if (peer.node == self.node_id) continue;
-              auto request = links_.node(peer.address).abortReduceRequest();
-              request.setSecret(links_.secret());
-              request.setRing(static_cast<uint32_t>(ring.id));
-              request.setReason(reason);
-              tasks_.add(request.send().ignoreResult().catch_([](kj::Exception&&) {}));
-            }
-          });
-        } catch (const kj::Exception&) {
-        }
+    if (errors[w].empty()) continue;
+    // A failed ring starts again from a fresh link at its next reduce.
+    sessions_.erase(work[w].ring->id);
+    tell_members(*work[w].ring, self.name + ": " + errors[w], self);
+    if (first_error.empty()) first_error = errors[w];
+  }
+  if (!first_error.empty()) throw std::runtime_error(first_error);
+}
+
+// Tells the ring's other members that this reduce cannot finish, so that none of them waits.
+void RingMember::tell_members(const config::RingMembership& ring, const std::string& reason,
+                              const config::NodeMetadata& self) {
+  try {
+    loop_.executor->executeSync([&]() {
+      for (const auto& peer : ring.peers) {
+        if (peer.node == self.node_id) continue;
+        auto request = links_.node(peer.address).abortReduceRequest();
+        request.setSecret(links_.secret());
+        request.setRing(static_cast<uint32_t>(ring.id));
+        request.setReason(reason);
+        tasks_.add(request.send().ignoreResult().catch_([](kj::Exception&&) {}));
       }
     });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& error : errors) {
-    if (!error.empty()) throw std::runtime_error(error);
+  } catch (const kj::Exception&) {
   }
 }
+
+void RingMember::end_job() { sessions_.clear(); }
 
 }  // namespace ravnest::runtime

@@ -1,12 +1,21 @@
 // RingMember: this node as a member of its plan's all-reduce rings. It owns the mailbox its
 // previous members' segments arrive in (Node.openRing returns a sink into it, Node.abortReduce
-// ends a reduce that cannot finish) and runs the worker's reduces over RingLinks (reduce_rings).
+// ends a reduce that cannot finish) and runs the worker's reduces (reduce_rings).
 //
-// openRing and abortReduce run on the RPC thread; reduce_rings on the compute thread, blocking it
-// until every ring is done; when one fails, the ring's other members are told.
+// Rings are set up once and run many times, as Gloo's algorithms are: a ring's RingLink (with
+// the stream into its next member), its RingAllReduce (with its sender thread and buffers) and,
+// when the node runs several rings at once, a thread of the ring's own are made at the ring's
+// first reduce of a job and kept until the job ends (end_job) or the ring fails (then the next
+// reduce sets it up again, over a fresh connection).
+//
+// openRing and abortReduce run on the RPC thread; reduce_rings and end_job on the compute thread,
+// reduce_rings blocking it until every ring is done; when one fails, the ring's other members are
+// told.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "libs/config/node_metadata.h"
@@ -27,8 +36,8 @@ RingAllReduceOptions daemon_ring_options();
 
 class RingMember {
  public:
-  RingMember(const NodeSecret& secret, wire::PeerLinks& links, const RpcLoop& loop)
-      : secret_(secret), links_(links), loop_(loop) {}
+  RingMember(const NodeSecret& secret, wire::PeerLinks& links, const RpcLoop& loop);
+  ~RingMember();
 
   RingMailbox& mailbox() { return mailbox_; }
 
@@ -38,12 +47,21 @@ class RingMember {
   // WorkerPort::reduce_rings for the node `self`.
   void reduce_rings(uint64_t round, std::vector<WorkerPort::RingWork>& work, bool average,
                     const config::NodeMetadata& self);
+  // Lets the job's rings go (their links, threads and buffers). Compute thread.
+  void end_job();
+  size_t rings_set_up() const { return sessions_.size(); }  // for tests and logs
 
  private:
+  class Session;
+  Session& session_for(const config::RingMembership& ring, const config::NodeMetadata& self);
+  void tell_members(const config::RingMembership& ring, const std::string& reason,
+                    const config::NodeMetadata& self);
+
   const NodeSecret& secret_;
   wire::PeerLinks& links_;
   const RpcLoop& loop_;
   RingMailbox mailbox_;
+  std::map<int, std::unique_ptr<Session>> sessions_;  // by ring id; compute thread only
   BackgroundTasks tasks_;  // last: cancelled before what its tasks use
 };
 

@@ -176,7 +176,7 @@ void RingAllReduce::drain_sends(bool cancel) {
 }
 
 void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType dtype,
-                                  uint8_t* base, size_t count) {
+                                  uint8_t* base, size_t count, bool average) {
   const int n = size_, p = position_;
   const Kernels k = kernels_for(dtype);
   const size_t es = c10::elementSize(dtype);
@@ -211,7 +211,7 @@ void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType
       uint8_t* dst = seg_ptr(c, i);
       transport_.recv(tag(static_cast<uint32_t>(s), i), scratch_.data(), elems * es);
       k.add(dst, scratch_.data(), elems);
-      if (last && options_.average) k.div(dst, elems, n);
+      if (last && average) k.div(dst, elems, n);
       enqueue_send(tag(static_cast<uint32_t>(s + 1), i), dst, elems * es);
     }
   }
@@ -231,6 +231,10 @@ void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType
 }
 
 void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors) {
+  run(round, tensors, options_.average);
+}
+
+void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors, bool average) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& t = tensors[i];
     if (!t.defined()) throw std::invalid_argument("ring all-reduce: tensor " + std::to_string(i) + " is undefined");
@@ -290,7 +294,8 @@ void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors) {
 
   try {
     for (size_t g = 0; g < groups.size(); ++g)
-      reduce_buffer(round, static_cast<uint32_t>(g), groups[g].first, buffers[g].data, buffers[g].count);
+      reduce_buffer(round, static_cast<uint32_t>(g), groups[g].first, buffers[g].data,
+                    buffers[g].count, average);
     drain_sends(/*cancel=*/false);
     rethrow_send_error();
     transport_.flush();

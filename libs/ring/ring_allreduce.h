@@ -68,6 +68,9 @@ class RingAllReduce {
   // Sums (then averages, if asked) `tensors` in place across the ring. size == 1: no-op (no
   // division either). Not thread-safe: one run at a time per object.
   void run(uint64_t round, std::vector<at::Tensor>& tensors);
+  // The same, averaging or not whatever the options say: one object serves a ring's every
+  // reduce (a daemon averages parameters but sums shared gradients over the same links).
+  void run(uint64_t round, std::vector<at::Tensor>& tensors, bool average);
 
   int position() const { return position_; }
   int size() const { return size_; }
@@ -81,7 +84,7 @@ class RingAllReduce {
   };
 
   void reduce_buffer(uint64_t round, uint32_t group, at::ScalarType dtype, uint8_t* base,
-                     size_t count);
+                     size_t count, bool average);
   void enqueue_send(const RingTag& tag, const void* data, size_t bytes);
   void rethrow_send_error();
   // Waits until every queued send has been handed to the transport. With `cancel`, drops the
