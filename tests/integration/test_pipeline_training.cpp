@@ -172,9 +172,9 @@ TEST_CASE("bad input is refused clearly and nothing is stored", "[daemon][errors
     auto result = test::run_command(
         test::binary_dir() + "/apps/ravnestd/ravnestd --node node_0 --listen 127.0.0.1:" +
         std::to_string(cluster.port(1)) + " --data-dir " + (cluster.dir() / "other").string() +
-        " --secret-file " + cluster.secret_file() + " & sleep 1; " + test::binary_dir() +
+        " --secret-file " + cluster.secret_file() + " & pid=$!; sleep 3; " + test::binary_dir() +
         "/apps/ravnest/ravnest push --plan " + cluster.plan_dir() + " --secret-file " +
-        cluster.secret_file() + "; code=$?; kill %1; wait; exit $code", 60);
+        cluster.secret_file() + "; code=$?; kill $pid; wait $pid; exit $code", 60);
     CHECK(result.exit_code != 0);
     CHECK(result.err.find("the stage is for node_1, this daemon serves node_0") !=
           std::string::npos);

@@ -77,6 +77,8 @@ TEST_CASE("chained stages equal the whole model, evenly spaced cuts", "[graph][c
     auto model = graph::ModelGraph::load(test::models_dir() + "/" + name + ".pt");
     const auto allowed = allowed_boundaries(*model);
     for (size_t stages = 1; stages <= 6; ++stages) {
+      // resnet50 has resnet18's structure at five times the cost: one cut of it is enough.
+      if (std::string(name) == "resnet50" && stages != 4) continue;
       if (allowed.size() < stages - 1) {
         WARN(name << ": only " << allowed.size() << " allowed cuts, skipping " << stages);
         continue;

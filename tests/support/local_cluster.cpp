@@ -5,8 +5,11 @@
 
 #include <unistd.h>
 
+#include "libs/config/secret.h"
+#include "libs/graph/fuse.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_writer.h"
+#include "libs/requester/requester.h"
 #include "tests/support/plans.h"
 
 
@@ -27,7 +30,8 @@ std::vector<size_t> LocalCluster::even_cuts(const std::string& model_path, int s
 
 LocalCluster::LocalCluster(const std::string& model_path,
                            const std::vector<std::vector<size_t>>& clusters,
-                           const std::vector<std::string>& example_inputs) {
+                           const std::vector<std::string>& example_inputs)
+    : model_path_(model_path) {
   auto model = graph::ModelGraph::load(model_path);
   planner::PoolPlan plan;
   std::vector<config::NodeConfig> pool;
@@ -60,6 +64,20 @@ CommandResult LocalCluster::ravnest(const std::string& subcommand, const std::st
                          "/apps/ravnest/ravnest " + subcommand + " " + args + " --plan " +
                          plan_dir() + " --secret-file " + secret_file(),
                      timeout_seconds);
+}
+
+void LocalCluster::train_and_fuse(const std::string& job_path, const std::string& out_dir,
+                                  int cluster) const {
+  runtime::Requester requester(runtime::load_plan(plan_dir()), config::read_secret(secret_file()));
+  requester.train(job_path, {});
+  std::vector<runtime::StageFile> stages;
+  for (auto& fetched : requester.fetch_cluster(cluster)) {
+    runtime::StageFile file;
+    file.metadata = std::move(fetched.metadata);
+    file.bytes = std::move(fetched.bytes);
+    stages.push_back(std::move(file));
+  }
+  runtime::fuse_stages(model_path_, stages, out_dir);
 }
 
 }  // namespace ravnest::test

@@ -44,11 +44,18 @@ class LocalCluster {
   CommandResult ravnest(const std::string& subcommand, const std::string& args = "",
                         int timeout_seconds = 300) const;
 
+  // What `ravnest train JOB` then `ravnest fuse --cluster C --out OUT` do, in this process, through
+  // the libraries the CLI calls (libs/requester, graph::fuse_stages): the same daemons and wire,
+  // without two starts of LibTorch per run. Throws std::runtime_error with the CLI's message.
+  void train_and_fuse(const std::string& job_path, const std::string& out_dir,
+                      int cluster = 0) const;
+
   // Units of the model, for choosing cuts: the allowed boundaries spread evenly.
   static std::vector<size_t> even_cuts(const std::string& model_path, int stages);
 
  private:
   TempDir dir_;
+  std::string model_path_;
   std::vector<int> ports_;
   std::unique_ptr<runtime::LocalDaemons> daemons_;
 };
