@@ -158,8 +158,12 @@ interface Node {
   pushFile @1 (secret :Data, name :Text, size :UInt64, sha256 :Text) -> (sink :ByteSink);
     # A dataset file, streamed; stored under data/<name> once `done` checks size and checksum.
     # `name` is a plain file name: no directories, no "..".
-  loadJob @2 (secret :Data, jobToml :Text, jobId :UInt64) -> ();
+  loadJob @2 (secret :Data, jobToml :Text, jobId :UInt64, identity :Text, resumeFrom :UInt64)
+      -> ();
     # Checks the job against the stored stage (loss, optimizer, dataset, ...); state -> ready.
+    # `identity` (lowercase hex, the requester's hash of the job text and the plan's stages)
+    # names the job's checkpoints; `resumeFrom` > 0 continues from this node's checkpoint after
+    # that many updates, 0 starts afresh (and drops the identity's old checkpoints).
   start @3 (secret :Data, jobId :UInt64) -> ();
   stop @4 (secret :Data, reason :Text) -> ();
     # Abandons a running job; state -> idle. Idempotent. `reason` (why the requester stops it,
@@ -185,6 +189,9 @@ interface Node {
     # A member of the ring failed: every blocked reduce on this ring fails with `reason`.
   benchAllReduce @12 (secret :Data, peers :List(Text), position :UInt32, bytes :UInt64,
                       repetitions :UInt32) -> (seconds :List(Float64));
+  checkpoints @13 (secret :Data, identity :Text) -> (updates :List(UInt64));
+    # The updates after which this node holds a complete checkpoint of the job `identity`,
+    # ascending (docs/faults.md).
     # `ravnest bench allreduce`: all-reduce `bytes` of float32 over an ad-hoc ring of daemons
     # (`peers` in ring order, this daemon at `position`), `repetitions` times after a warm-up.
 }

@@ -84,10 +84,11 @@ int run_clusterize(const graph::ClusterizeOptions& options, bool push, const Con
   return 0;
 }
 
-int run_train(const Connection& c, const std::string& job, bool detach) {
+int run_train(const Connection& c, const std::string& job, bool detach, bool resume) {
   auto requester = c.open();
   runtime::TrainOptions options;
   options.detach = detach;
+  options.resume = resume;
   const bool tty = ::isatty(STDOUT_FILENO);
   size_t drawn = 0;
   options.log = [&](const std::string& line) {
@@ -228,7 +229,17 @@ int main(int argc, char** argv) {
   auto* train_cmd = app.add_subcommand("train", "Run a training job on the plan's daemons");
   train_cmd->add_option("job", job_path, "job file (TOML), see docs/job-file.md")->required();
   train_cmd->add_flag("--detach", detach, "start the job and return; `ravnest status` follows it");
+  bool resume = false;
+  train_cmd->add_flag("--resume", resume,
+                      "continue from the newest checkpoint every node holds (docs/faults.md)");
   add_connection_options(train_cmd, connection);
+
+  std::string resume_job;
+  auto* resume_cmd = app.add_subcommand(
+      "resume", "Continue the plan's last job (or JOB) from the newest checkpoint every node holds");
+  resume_cmd->add_option("job", resume_job, "job file (default: the last one trained)");
+  resume_cmd->add_flag("--detach", detach, "start the job and return; `ravnest status` follows it");
+  add_connection_options(resume_cmd, connection);
 
   auto* status_cmd = app.add_subcommand("status", "Show where every node of the plan is");
   add_connection_options(status_cmd, connection);
@@ -283,7 +294,11 @@ int main(int argc, char** argv) {
       connection.open().push(say);
       return 0;
     }
-    if (train_cmd->parsed()) return run_train(connection, job_path, detach);
+    if (train_cmd->parsed()) return run_train(connection, job_path, detach, resume);
+    if (resume_cmd->parsed()) {
+      if (resume_job.empty()) resume_job = runtime::last_job_path(connection.plan_dir);
+      return run_train(connection, resume_job, detach, /*resume=*/true);
+    }
     if (status_cmd->parsed()) return run_status(connection);
     if (stop_cmd->parsed()) {
       connection.open().stop_all();

@@ -18,8 +18,15 @@ namespace ravnest::runtime {
 using wire::NodeState;
 
 JobControl::JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
-                       RingMember& rings, WorkerPort& port)
-    : store_(store), secret_(secret), compute_(compute), rings_(rings), port_(port) {
+                       RingMember& rings, wire::PeerLinks& links,
+                       WorkerPort& port)
+    : store_(store),
+      secret_(secret),
+      compute_(compute),
+      rings_(rings),
+      links_(links),
+      port_(port),
+      checkpoints_(std::make_shared<CheckpointStore>(store.checkpoints_dir())) {
   if (store_.has_stage()) {
     try {
       metadata_ = store_.metadata();
@@ -67,7 +74,13 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   secret_.check(params.getSecret(), "loadJob");
   const std::string text = params.getJobToml();
   const uint64_t job_id = params.getJobId();
+  const std::string identity = params.getIdentity();
+  const uint64_t resume_from = params.getResumeFrom();
   checked([&] {
+    if (!identity.empty()) CheckpointStore::check_identity(identity);
+    if (resume_from > 0 && identity.empty()) {
+      throw std::runtime_error("a job to resume needs its identity");
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     if (effective_state(nullptr) == NodeState::kTraining) {
       throw std::runtime_error("busy: a job is running");
@@ -76,17 +89,33 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   });
   listeners_.clear();  // a new job, new listeners
   rings_.mailbox().reset();
-  return on_compute(compute_, [this, text, job_id]() {
+  links_.drop_all();  // and new connections: a peer may have restarted since the last job
+  return on_compute(compute_, [this, text, job_id, identity, resume_from]() {
     rings_.end_job();
     auto job = config::parse_job(text, "job");
     auto setup = make_worker_setup(store_, job, job_id);
+    if (!identity.empty()) {
+      setup->checkpoints = checkpoints_;
+      setup->identity = identity;
+      if (resume_from > 0) {
+        setup->resume = checkpoints_->read(identity, resume_from, setup->node.node_id);
+      } else {
+        checkpoints_->clear(identity);  // a fresh start: older checkpoints of it are stale
+      }
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     pending_setup_ = std::shared_ptr<WorkerSetup>(std::move(setup));
     worker_.reset();
     job_id_ = job_id;
     state_ = NodeState::kReady;
     error_.clear();
-  }).then([job_id]() { spdlog::info("job {} loaded", job_id); });
+  }).then([job_id, resume_from]() {
+    if (resume_from > 0) {
+      spdlog::info("job {} loaded, resuming after update {}", job_id, resume_from);
+    } else {
+      spdlog::info("job {} loaded", job_id);
+    }
+  });
 }
 
 kj::Promise<void> JobControl::start(StartCall context) {
@@ -115,6 +144,18 @@ kj::Promise<void> JobControl::start(StartCall context) {
 }
 
 void JobControl::abandon_job() {
+  std::shared_ptr<StageWorker> worker;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    worker = worker_;
+  }
+  if (worker) {
+    try {
+      worker->checkpoint_on_stop();
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+    }
+  }
   rings_.end_job();
   std::lock_guard<std::mutex> lock(mutex_);
   worker_.reset();
@@ -186,6 +227,15 @@ kj::Promise<void> JobControl::subscribe(SubscribeCall context) {
 kj::Promise<void> JobControl::fetch_losses(FetchLossesCall context) {
   secret_.check(context.getParams().getSecret(), "fetchLosses");
   context.getResults().setText(config::read_file(store_.losses_path().string()));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobControl::checkpoints(CheckpointsCall context) {
+  auto params = context.getParams();
+  secret_.check(params.getSecret(), "checkpoints");
+  const auto updates = checked([&] { return checkpoints_->updates(params.getIdentity()); });
+  auto out = context.getResults().initUpdates(static_cast<unsigned>(updates.size()));
+  for (size_t i = 0; i < updates.size(); ++i) out.set(static_cast<unsigned>(i), updates[i]);
   return kj::READY_NOW;
 }
 

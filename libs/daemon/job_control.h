@@ -15,6 +15,7 @@
 #include <asio/io_context.hpp>
 
 #include "libs/daemon/background_tasks.h"
+#include "libs/daemon/checkpoint_store.h"
 #include "libs/daemon/node_calls.h"
 #include "libs/daemon/node_secret.h"
 #include "libs/daemon/node_store.h"
@@ -22,6 +23,7 @@
 #include "libs/daemon/stage_worker.h"
 #include "libs/daemon/worker_port.h"
 #include "libs/wire/node_report.h"
+#include "libs/wire/peer_links.h"
 #include "libs/wire/transfer_message.h"
 #include "schemas/ravnest.capnp.h"
 
@@ -32,8 +34,9 @@ class JobControl {
 
   // `rings`' mailbox is reset by a new job and aborted by stop(), and its rings are let go when a
   // job is loaded or abandoned; `port` is what the job's worker uses.
+  // `links` are dropped when a job is loaded: a peer may have restarted since the last one.
   JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
-             RingMember& rings, WorkerPort& port);
+             RingMember& rings, wire::PeerLinks& links, WorkerPort& port);
 
   kj::Promise<void> push_stage(PushStageCall context);
   kj::Promise<void> push_file(PushFileCall context);
@@ -44,8 +47,10 @@ class JobControl {
   kj::Promise<void> fetch_stage(FetchStageCall context);
   kj::Promise<void> subscribe(SubscribeCall context);
   kj::Promise<void> fetch_losses(FetchLossesCall context);
+  kj::Promise<void> checkpoints(CheckpointsCall context);
 
-  // Drops the running or loaded job; compute thread.
+  // Drops the running or loaded job, checkpointing it first (StageWorker::checkpoint_on_stop);
+  // compute thread.
   void abandon_job();
   // A received transfer, for the running worker (dropped when none runs).
   void deliver(wire::TransferMessage message);
@@ -66,7 +71,9 @@ class JobControl {
   const NodeSecret& secret_;
   asio::io_context& compute_;
   RingMember& rings_;
+  wire::PeerLinks& links_;
   WorkerPort& port_;
+  std::shared_ptr<CheckpointStore> checkpoints_;
   std::vector<schema::ProgressListener::Client> listeners_;
   config::NodeMetadata metadata_;  // of the stored stage
 

@@ -90,7 +90,6 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   if (node.returns_model_output) {
     setup->loss = std::make_shared<Loss>(job.loss);
     setup->losses_path = store.losses_path().string();
-    std::ofstream truncate(setup->losses_path, std::ios::trunc);
   }
   return setup;
 }

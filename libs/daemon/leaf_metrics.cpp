@@ -1,14 +1,18 @@
 #include "libs/daemon/leaf_metrics.h"
 
 #include <cmath>
-#include <fstream>
+#include <sstream>
+
+#include "libs/config/atomic_file.h"
 
 #include "libs/training/evaluate.h"
 
 namespace ravnest::runtime {
 
-LeafMetrics::LeafMetrics(std::string losses_path, WorkerPort& port)
-    : losses_path_(std::move(losses_path)), port_(port) {}
+LeafMetrics::LeafMetrics(std::string losses_path, WorkerPort& port, std::string losses_so_far)
+    : losses_path_(std::move(losses_path)), port_(port), losses_(std::move(losses_so_far)) {
+  if (!losses_path_.empty()) config::write_file_atomically(losses_path_, losses_);
+}
 
 void LeafMetrics::add_training(const MicroBatchTag& batch, double loss) {
   if (batch.index == 0) batch_loss_ = 0;
@@ -16,8 +20,13 @@ void LeafMetrics::add_training(const MicroBatchTag& batch, double loss) {
 }
 
 void LeafMetrics::batch_finished(const MicroBatchTag& batch, uint64_t batches_done) {
-  std::ofstream losses(losses_path_, std::ios::app);
-  losses << batch_loss_ << '\n';
+  // As `std::ostream << double` writes it (6 significant digits), one line per batch. The whole
+  // file is rewritten: a reader never sees half a line, and a link placed at its name is
+  // replaced, not followed.
+  std::ostringstream line;
+  line << batch_loss_ << '\n';
+  losses_ += line.str();
+  if (!losses_path_.empty()) config::write_file_atomically(losses_path_, losses_);
   ProgressEventData event;
   event.kind = EventKind::kStep;
   event.epoch = batch.epoch;

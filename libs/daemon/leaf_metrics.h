@@ -1,6 +1,6 @@
 // LeafMetrics: what the leaf makes of its losses. Each training batch's loss is the sum of its
 // micro-batches' mean losses weighted by their share of the batch (the batch's mean loss); it is
-// appended to losses.txt and reported as a step event when the batch finishes. Validation
+// added to losses.txt and reported as a step event when the batch finishes. Validation
 // micro-batches add up loss and correct answers over a whole round, which is reported as one
 // validation event when the round's last micro-batch is in.
 //
@@ -20,14 +20,16 @@ namespace ravnest::runtime {
 
 class LeafMetrics {
  public:
-  // `port` must outlive this; `losses_path` is appended to.
-  LeafMetrics(std::string losses_path, WorkerPort& port);
+  // `port` must outlive this; `losses_path` is rewritten (atomically) after every batch, starting
+  // with `losses_so_far` (a resumed job's).
+  LeafMetrics(std::string losses_path, WorkerPort& port, std::string losses_so_far = {});
 
   // A training micro-batch's mean loss.
   void add_training(const MicroBatchTag& batch, double loss);
   // A training batch is done: its loss goes to losses.txt and out as a step event.
   void batch_finished(const MicroBatchTag& batch, uint64_t batches_done);
   double batch_loss() const { return batch_loss_; }
+  const std::string& losses() const { return losses_; }  // losses.txt as written
 
   // A validation micro-batch's mean loss and what the model answered. True when it closed the
   // round: the validation event (at `updates_done` updates) went out.
@@ -37,6 +39,7 @@ class LeafMetrics {
  private:
   std::string losses_path_;
   WorkerPort& port_;
+  std::string losses_;
   double batch_loss_ = 0;
   double validation_loss_sum_ = 0;
   int64_t validation_correct_ = 0;

@@ -34,5 +34,7 @@ using AbortReduceCall =
     capnp::CallContext<schema::Node::AbortReduceParams, schema::Node::AbortReduceResults>;
 using BenchAllReduceCall =
     capnp::CallContext<schema::Node::BenchAllReduceParams, schema::Node::BenchAllReduceResults>;
+using CheckpointsCall =
+    capnp::CallContext<schema::Node::CheckpointsParams, schema::Node::CheckpointsResults>;
 
 }  // namespace ravnest::runtime

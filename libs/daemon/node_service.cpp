@@ -11,7 +11,7 @@ NodeService::NodeService(NodeStore& store, std::string secret, asio::io_context&
       secret_(secret),
       links_(std::move(secret)),
       ring_(secret_, links_, loop_),
-      job_(store, secret_, compute, ring_, *this),
+      job_(store, secret_, compute, ring_, links_, *this),
       transfer_(
           secret_, links_,
           [this](wire::TransferMessage message) { job_.deliver(std::move(message)); },
@@ -38,6 +38,9 @@ kj::Promise<void> NodeService::subscribe(SubscribeContext context) {
 }
 kj::Promise<void> NodeService::fetchLosses(FetchLossesContext context) {
   return job_.fetch_losses(context);
+}
+kj::Promise<void> NodeService::checkpoints(CheckpointsContext context) {
+  return job_.checkpoints(context);
 }
 
 kj::Promise<void> NodeService::send(SendContext context) { return transfer_.send(context); }

@@ -1,7 +1,8 @@
 // NodeService: the daemon's Cap'n Proto endpoint (schemas/ravnest.capnp, interface Node), a thin
 // Node::Server that forwards each method to the role that serves it, and the stage worker's
 // WorkerPort. The roles, each owning its state:
-//   JobControl     storage and the job (push, fetch, load, start, stop, status, subscribe)
+//   JobControl     storage and the job (push, fetch, load, start, stop, status, subscribe,
+//                  checkpoints)
 //   TransferPlane  micro-batches between daemons (send, and the worker's sends)
 //   RingMember     the all-reduce rings (openRing, abortReduce, the worker's reduces)
 //   BenchService   the all-reduce benchmark (benchAllReduce)
@@ -68,6 +69,7 @@ class NodeService final : public schema::Node::Server, public WorkerPort {
   kj::Promise<void> openRing(OpenRingContext context) override;
   kj::Promise<void> abortReduce(AbortReduceContext context) override;
   kj::Promise<void> benchAllReduce(BenchAllReduceContext context) override;
+  kj::Promise<void> checkpoints(CheckpointsContext context) override;
 
  private:
   // Runs `call` on the RPC thread; does nothing once the RPC loop is gone (shutdown).

@@ -7,6 +7,7 @@
 //   datasets/<name>           dataset and loss files shipped by the requester
 //   trained.pt                the stage as trained by the last job
 //   losses.txt                the leaf's losses of the last job, one per batch
+//   checkpoints/<identity>/   a job's checkpoints (checkpoint_store.h)
 #pragma once
 
 #include <filesystem>
@@ -36,6 +37,7 @@ class NodeStore {
   std::filesystem::path dataset_path(const std::string& name) const;  // throws on a bad name
   std::filesystem::path trained_path() const { return dir_ / "trained.pt"; }
   std::filesystem::path losses_path() const { return dir_ / "losses.txt"; }
+  std::filesystem::path checkpoints_dir() const { return dir_ / "checkpoints"; }
 
  private:
   std::filesystem::path dir_;

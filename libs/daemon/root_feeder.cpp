@@ -32,6 +32,19 @@ double RootFeeder::samples_per_second() const {
   return samples_done_ / std::max(config::now_seconds() - started_at_, 1e-9);
 }
 
+void RootFeeder::skip(uint64_t batches_done) {
+  const uint64_t per_epoch = static_cast<uint64_t>(train_order_->batches_per_epoch());
+  next_step_ = batches_done;
+  samples_done_ = 0;
+  if (batches_done == 0 || per_epoch == 0) return;
+  // The epoch of the last batch done, and where in it: begin_batch goes on from there, and on to
+  // the next epoch's order (a function of the seed) when that one is over.
+  const uint32_t epoch = static_cast<uint32_t>((batches_done - 1) / per_epoch);
+  epoch_batches_ = train_order_->epoch(epoch);
+  batch_in_epoch_ = static_cast<size_t>(batches_done - static_cast<uint64_t>(epoch) * per_epoch);
+  current_batch_.epoch = epoch;
+}
+
 bool RootFeeder::begin_batch() {
   if (next_step_ >= total_batches_) return false;
   if (epoch_batches_.empty() || batch_in_epoch_ >= epoch_batches_.size()) {

@@ -46,6 +46,8 @@ class RootFeeder {
   // Makes the batch order; returns the batches training will run (at least one, or throws
   // std::runtime_error).
   uint64_t start();
+  // A resumed job: the first `batches_done` batches of training are behind (after start()).
+  void skip(uint64_t batches_done);
   // Reads the next batch and lets in what the schedule allows. False when training has no batch
   // left.
   bool begin_batch();

@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "libs/daemon/checkpoint_store.h"
 #include "libs/daemon/leaf_metrics.h"
 #include "libs/daemon/ring_work.h"
 #include "libs/training/loss.h"
@@ -40,7 +41,10 @@ StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
     if (input.from_node) input_slot_[{*input.from_node, input.from_output}] = i;
   }
   if (is_root()) feeder_ = std::make_unique<RootFeeder>(setup_, static_cast<FeedTarget&>(*this));
-  if (is_leaf()) metrics_ = std::make_unique<LeafMetrics>(setup_.losses_path, port_);
+  if (is_leaf()) {
+    metrics_ = std::make_unique<LeafMetrics>(setup_.losses_path, port_,
+                                             setup_.resume ? setup_.resume->losses : "");
+  }
   if (setup_.optimizer) setup_.optimizer->zero_grad();
   for (const auto& p : setup_.stage.parameters()) state_storages_.insert(p.storage().data());
   for (const auto& b : setup_.stage.buffers()) state_storages_.insert(b.storage().data());
@@ -93,19 +97,97 @@ void StageWorker::fail(const std::string& why) {
 }
 
 void StageWorker::start() {
-  // Every node starts from the job's seed, as the single-process run does: dropout in a stage
-  // then draws what the whole model would have drawn there.
-  torch::manual_seed(setup_.seed);
-  if (in_random_chain() && setup_.node.random_nodes.front() == setup_.node.node_id) {
-    random_state_in_[Key{false, 0, 0}] = cpu_random_state();
-  }
-  if (!feeder_) return;
   guarded([&] {
+    if (setup_.resume) {
+      resume_from(*setup_.resume);
+    } else {
+      // Every node starts from the job's seed, as the single-process run does: dropout in a
+      // stage then draws what the whole model would have drawn there.
+      torch::manual_seed(setup_.seed);
+      if (in_random_chain() && setup_.node.random_nodes.front() == setup_.node.node_id) {
+        random_state_in_[Key{false, 0, 0}] = cpu_random_state();
+      }
+    }
+    if (!feeder_) return;
     const uint64_t total = feeder_->start();
+    if (setup_.resume) feeder_->skip(setup_.resume->batches);
     set_status([&](WorkerStatus& s) { s.total_batches = total; });
     begin_batch();
   });
 }
+
+// ---- checkpoints ------------------------------------------------------------------------------
+
+void StageWorker::resume_from(const StageCheckpoint& c) {
+  restore_stage_state(setup_.stage, c.state);
+  if (!c.optimizer.empty()) restore_optimizer(*setup_.optimizer, c.optimizer);
+  if (setup_.lr_schedule) setup_.lr_schedule->restore(c.lr_steps);
+  set_cpu_random_state(c.random_state);
+  if (c.next_random_state.defined()) {
+    random_state_in_[Key{false, c.batches, 0}] = c.next_random_state;
+  }
+  current_epoch_ = c.epoch;
+  batches_done_ = c.batches;
+  // Training micro-batches are tagged with their batch's step: the next one is step `batches`.
+  next_forward_train_ = Key{false, c.batches, 0};
+  next_backward_ = Key{false, c.batches, 0};
+  updates_done_ = c.updates;
+  reduce_round_ = c.reduce_round;
+  shared_round_ = c.shared_round;
+  boundary_ = make_boundary();
+  saved_updates_ = c.updates;
+  set_status([&](WorkerStatus& s) {
+    s.epoch = current_epoch_;
+    s.batches = batches_done_;
+    s.updates = updates_done_;
+  });
+}
+
+// What the next update changes before a checkpoint could be written (buffers change in every
+// training forward; parameters and the optimizer only at the next step, which clears `valid`).
+StageWorker::Boundary StageWorker::make_boundary() const {
+  Boundary b;
+  b.valid = true;
+  b.updates = updates_done_;
+  b.batches = batches_done_;
+  b.epoch = current_epoch_;
+  b.lr_steps = setup_.lr_schedule ? setup_.lr_schedule->steps() : 0;
+  b.reduce_round = reduce_round_;
+  b.shared_round = shared_round_;
+  b.random_state = cpu_random_state();
+  auto next = random_state_in_.find(Key{false, batches_done_, 0});
+  if (next != random_state_in_.end()) b.next_random_state = next->second;
+  for (const auto& buffer : setup_.stage.named_buffers()) {
+    b.buffers.emplace_back(buffer.name, buffer.value.detach().clone());
+  }
+  if (metrics_) b.losses = metrics_->losses();
+  return b;
+}
+
+void StageWorker::write_checkpoint() {
+  if (!setup_.checkpoints || !boundary_.valid || boundary_.updates <= saved_updates_) return;
+  StageCheckpoint c;
+  c.identity = setup_.identity;
+  c.node_id = setup_.node.node_id;
+  c.updates = boundary_.updates;
+  c.batches = boundary_.batches;
+  c.epoch = boundary_.epoch;
+  c.lr_steps = boundary_.lr_steps;
+  c.reduce_round = boundary_.reduce_round;
+  c.shared_round = boundary_.shared_round;
+  c.random_state = boundary_.random_state;
+  c.next_random_state = boundary_.next_random_state;
+  c.losses = boundary_.losses;
+  for (const auto& p : setup_.stage.named_parameters()) {
+    c.state.emplace_back(p.name, p.value.detach());
+  }
+  for (const auto& b : boundary_.buffers) c.state.push_back(b);
+  c.optimizer = save_optimizer(*setup_.optimizer);
+  setup_.checkpoints->write(c);
+  saved_updates_ = c.updates;
+}
+
+void StageWorker::checkpoint_on_stop() { write_checkpoint(); }
 
 void StageWorker::begin_batch() {
   if (!feeder_->begin_batch()) return finish();
@@ -399,6 +481,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   bool updated = false;
   const bool data_parallel = setup_.cluster_count > 1;
   if (update_due(batches_done_, setup_.update_frequency, batch.last)) {
+    boundary_.valid = false;  // the parameters are about to change
     if (!setup_.shared_rings.empty()) sum_shared_gradients();
     if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
       reduce_across_clusters(RingTensors::kGradients);
@@ -422,6 +505,12 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     if (feeder_) s.samples_per_second = feeder_->samples_per_second();
   });
   if (metrics_) metrics_->batch_finished(batch, batches_done_);
+  if (updated && !batch.last) {
+    // An update boundary: what a checkpoint holds, now or when the job is stopped before the
+    // next one. The last batch needs none: the job is done.
+    boundary_ = make_boundary();
+    if (setup_.save_every > 0 && updates_done_ % setup_.save_every == 0) write_checkpoint();
+  }
   if (batch.last) {
     training_done_ = true;
     if (data_parallel) reduce_across_clusters(RingTensors::kFinal);

@@ -30,6 +30,7 @@
 #include "libs/daemon/root_feeder.h"
 #include "libs/daemon/transfer.h"
 #include "libs/daemon/worker_setup.h"
+#include "libs/training/checkpoint.h"
 
 namespace ravnest::runtime {
 
@@ -43,6 +44,9 @@ class StageWorker : private FeedTarget {
   void start();  // the root begins injecting; others wait for transfers
   void receive(TransferMessage message);
   void fail(const std::string& why);  // a peer or the node itself failed
+  // The job is being stopped: writes the checkpoint of the last update boundary unless it is
+  // written already (or the node stopped inside an update, or has no checkpoint store).
+  void checkpoint_on_stop();
 
   WorkerStatus status() const;  // any thread
   const torch::jit::Module& stage() const { return setup_.stage; }
@@ -92,6 +96,21 @@ class StageWorker : private FeedTarget {
   void begin_batch();
   void leaf_loss(Micro& m, const c10::IValue& result);
 
+  // The state at the last update boundary that a checkpoint needs besides the parameters and
+  // the optimizer, which do not change until the next update begins.
+  struct Boundary {
+    bool valid = false;
+    uint64_t updates = 0, batches = 0;
+    uint32_t epoch = 0;
+    int64_t lr_steps = 0;
+    uint64_t reduce_round = 0, shared_round = 0;
+    at::Tensor random_state, next_random_state;
+    std::vector<std::pair<std::string, at::Tensor>> buffers;
+    std::string losses;
+  };
+  Boundary make_boundary() const;
+  void resume_from(const StageCheckpoint& checkpoint);
+  void write_checkpoint();
   void save_stage();
   void sum_shared_gradients();
   void reduce_across_clusters(RingTensors what);
@@ -112,6 +131,8 @@ class StageWorker : private FeedTarget {
   uint64_t updates_done_ = 0;
   uint64_t reduce_round_ = 0;
   uint64_t shared_round_ = 0;
+  Boundary boundary_;
+  uint64_t saved_updates_ = 0;  // the newest checkpoint written (or resumed from)
   bool stopped_ = false;   // failed: nothing more happens
   bool finished_ = false;  // training done
 

@@ -53,6 +53,9 @@ void TransferPlane::dispatch(wire::TransferMessage message,
                      const std::string why = "cannot send to node_" + std::to_string(to) + " (" +
                                              where + "): " + e.getDescription().cStr();
                      spdlog::error("{}", why);
+                     // The next send connects anew; later, not from inside the connection's
+                     // own failure.
+                     tasks_.add(kj::evalLater([this, where]() { links_.drop(where); }));
                      fail_(why);
                    }));
   } catch (const std::exception& e) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 
 #include "libs/config/job_spec.h"
 #include "libs/config/node_metadata.h"
+#include "libs/training/checkpoint.h"
 #include "libs/training/lr_schedule.h"
 
 namespace ravnest::data {
@@ -22,6 +24,7 @@ class Dataset;
 
 namespace ravnest::runtime {
 
+class CheckpointStore;
 class Loss;
 
 // Everything a worker needs, made from the job by the node (see job_setup.h).
@@ -38,6 +41,12 @@ struct WorkerSetup {
   uint64_t seed = 0;
   int save_every = 0;
   std::string trained_path;  // where the trained stage is saved (atomically)
+  // Checkpoints (docs/faults.md): every save_every updates and when the job is stopped, into
+  // `checkpoints` under `identity`; none without a store (in-process tests). `resume`: the
+  // checkpoint the job continues from.
+  std::shared_ptr<CheckpointStore> checkpoints;
+  std::string identity;
+  std::optional<StageCheckpoint> resume;
   // Tensors this node shares with others of its cluster: their gradients are summed over these
   // rings before every update (planner::shared_parameter_rings).
   std::vector<config::RingMembership> shared_rings;

@@ -192,12 +192,16 @@ class Requester::Impl {
 
   // The phases of Requester::train(), in order.
   void ship_job_files(const config::JobSpec& job, const Log& log);
-  void load_job(const std::string& job_text, uint64_t job_id);
+  void load_job(const std::string& job_text, uint64_t job_id, const std::string& identity,
+                uint64_t resume_from);
   void subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log);
   void start(uint64_t job_id);
   void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds);
 
-  void stop_all(const std::string& reason);
+  // Best effort: a node that cannot be reached in `timeout_seconds` is left alone.
+  void stop_all(const std::string& reason, double timeout_seconds = 3);
+  // The newest update after which every node holds a checkpoint of the job `identity`.
+  uint64_t resume_point(const std::string& identity);
   // await(), but a failure stops every node first: no job runs on part of the plan.
   void await_or_stop_all(kj::Promise<void>&& promise, const config::NodeMetadata& meta,
                          const std::string& what) {
@@ -245,12 +249,15 @@ void Requester::Impl::ship_job_files(const config::JobSpec& job, const Log& log)
 }
 
 // Loads the job everywhere first: a node that refuses it fails the job before anything runs.
-void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id) {
+void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id,
+                               const std::string& identity, uint64_t resume_from) {
   for (const auto& meta : plan_.nodes) {
     auto request = node(meta).loadJobRequest();
     request.setSecret(secret());
     request.setJobToml(job_text);
     request.setJobId(job_id);
+    request.setIdentity(identity);
+    request.setResumeFrom(resume_from);
     await_or_stop_all(request.send().ignoreResult(), meta, "load job");
   }
 }
@@ -325,13 +332,44 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
   }
 }
 
-void Requester::Impl::stop_all(const std::string& reason) {
+uint64_t Requester::Impl::resume_point(const std::string& identity) {
+  std::set<uint64_t> common;
+  bool first = true;
+  for (const auto& meta : plan_.nodes) {
+    auto request = node(meta).checkpointsRequest();
+    request.setSecret(secret());
+    request.setIdentity(identity);
+    auto response = await(request.send(), meta, "list checkpoints", 30);
+    std::set<uint64_t> held;
+    for (uint64_t u : response.getUpdates()) held.insert(u);
+    if (held.empty()) {
+      throw std::runtime_error(meta.name + " (" + meta.address +
+                               ") holds no checkpoint of this job; run it without --resume");
+    }
+    if (first) {
+      common = held;
+      first = false;
+    } else {
+      std::set<uint64_t> both;
+      std::set_intersection(common.begin(), common.end(), held.begin(), held.end(),
+                            std::inserter(both, both.begin()));
+      common = std::move(both);
+    }
+    if (common.empty()) {
+      throw std::runtime_error("no checkpoint of this job is held by every node (" + meta.name +
+                               " has none in common with the others); run it without --resume");
+    }
+  }
+  return *common.rbegin();
+}
+
+void Requester::Impl::stop_all(const std::string& reason, double timeout_seconds) {
   for (const auto& meta : plan_.nodes) {
     try {
       auto request = node(meta).stopRequest();
       request.setSecret(secret());
       request.setReason(reason);
-      await(request.send().ignoreResult(), meta, "stop", 3);
+      await(request.send().ignoreResult(), meta, "stop", timeout_seconds);
     } catch (const std::exception&) {
       // A node that cannot be reached cannot be stopped; the others are.
     }
@@ -380,6 +418,34 @@ std::vector<NodeReport> Requester::status() {
 
 void Requester::stop_all(const std::string& reason) { impl_->stop_all(reason); }
 
+std::string job_identity(const std::string& job_text, const Plan& plan) {
+  std::string what = job_text;
+  for (const auto& meta : plan.nodes) {
+    what += "\n" + std::to_string(meta.node_id) + " " + meta.stage_sha256;
+  }
+  return config::sha256_hex(what).substr(0, 32);
+}
+
+std::string last_job_path(const std::string& plan_dir) {
+  const std::string file = (fs::path(plan_dir) / "last_job").string();
+  if (!fs::exists(file)) {
+    throw std::runtime_error("no job was trained with the plan " + plan_dir +
+                             " yet: name the job file");
+  }
+  std::string path = config::read_file(file);
+  while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
+  return path;
+}
+
+void remember_job(const std::string& plan_dir, const std::string& job_path) {
+  try {
+    config::write_file_atomically((fs::path(plan_dir) / "last_job").string(),
+                                  fs::absolute(job_path).string() + "\n");
+  } catch (const std::exception&) {
+    // A read-only plan directory: `ravnest resume` then needs the job named.
+  }
+}
+
 TrainResult Requester::train(const std::string& job_path, const TrainOptions& options) {
   auto log = [&](const std::string& line) {
     if (options.log) options.log(line);
@@ -391,8 +457,17 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
   TrainResult result;
   result.job_id = std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
   auto& plan = impl_->plan_;
+  const std::string identity = job_identity(job_text, plan);
+  if (options.resume) {
+    // Nodes still on the interrupted job stop it, writing a checkpoint of its last update.
+    impl_->stop_all("the job is being resumed", 60);
+    result.resumed_from = impl_->resume_point(identity);
+    log("resuming after update " + std::to_string(result.resumed_from) +
+        ", the newest checkpoint every node holds");
+  }
   impl_->ship_job_files(job, log);
-  impl_->load_job(job_text, result.job_id);
+  impl_->load_job(job_text, result.job_id, identity, result.resumed_from);
+  remember_job(plan.dir, job_path);
 
   auto watch = std::make_shared<Watch>();
   struct Deactivate {

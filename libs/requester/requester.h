@@ -50,6 +50,9 @@ struct TrainProgress {
 
 struct TrainOptions {
   bool detach = false;
+  // Continue from the newest checkpoint every node holds (docs/faults.md), stopping what is
+  // left of the interrupted job first.
+  bool resume = false;
   double unresponsive_seconds = 6;  // a node silent this long fails the job
   std::function<void(const std::vector<TrainProgress>&)> on_progress;  // per cluster
   std::function<void(const std::string&)> log;
@@ -57,9 +60,17 @@ struct TrainOptions {
 
 struct TrainResult {
   uint64_t job_id = 0;
+  uint64_t resumed_from = 0;  // updates done before this run (resume), else 0
   double seconds = 0;
   std::vector<TrainProgress> clusters;
 };
+
+// The job's identity: a hash of its text and of the plan's stages. A checkpoint is resumed only
+// by the job that wrote it.
+std::string job_identity(const std::string& job_text, const Plan& plan);
+// Every train remembers its job file in the plan directory, for `ravnest resume`.
+void remember_job(const std::string& plan_dir, const std::string& job_path);
+std::string last_job_path(const std::string& plan_dir);  // throws when there is none
 
 class Requester {
  public:

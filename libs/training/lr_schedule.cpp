@@ -50,6 +50,11 @@ void LrSchedule::step() {
   apply();
 }
 
+void LrSchedule::restore(int64_t steps) {
+  steps_ = steps;
+  apply();
+}
+
 void LrSchedule::on_update() {
   if (spec_ && spec_->per == config::SchedulerPer::kUpdate) step();
 }

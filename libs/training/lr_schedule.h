@@ -33,6 +33,8 @@ class LrSchedule {
   void on_epoch_end();
   // One step regardless of `per`.
   void step();
+  // As if `steps` steps had been taken (a resumed job): the closed form makes it exact.
+  void restore(int64_t steps);
 
   double lr() const;               // the first param group's current lr
   int64_t steps() const { return steps_; }

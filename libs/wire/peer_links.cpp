@@ -21,6 +21,8 @@ schema::Node::Client PeerLinks::node(const std::string& address) {
 
 void PeerLinks::drop(const std::string& address) { connections_.erase(address); }
 
+void PeerLinks::drop_all() { connections_.clear(); }
+
 capnp::EzRpcClient& PeerLinks::any_client(const std::string& address) {
   if (connections_.empty()) connect(address);
   return *connections_.begin()->second.client;

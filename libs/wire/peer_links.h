@@ -27,6 +27,7 @@ class PeerLinks {
   // Connects (host:port, see capnp::EzRpcClient) unless connected.
   schema::Node::Client node(const std::string& address);
   void drop(const std::string& address);  // the next node() call connects anew
+  void drop_all();
   // One of the connections (to `address` when there is none yet), for the thread's event loop:
   // its wait scope and timer.
   capnp::EzRpcClient& any_client(const std::string& address);

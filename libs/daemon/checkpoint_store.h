@@ -1,0 +1,44 @@
+// CheckpointStore: a node's checkpoints of its jobs (libs/training/checkpoint.h), under
+// <data dir>/checkpoints/<identity>/update_<N>.pt, N the updates done. Each file is written to a
+// temporary name and renamed, so a listed checkpoint is complete; the newest `keep` of a job
+// are kept: a node killed just before writing one still shares an older one with the nodes
+// that wrote it and then one more when the job was stopped. Temporary files left by a crash are
+// removed when the store opens.
+//
+// An identity comes from the wire: only lowercase hex of 8 to 64 characters is accepted, so it
+// can never name a path outside the store.
+//
+// Thread-safe as far as the file system is: writes happen on the compute thread, listings on the
+// RPC thread see complete files only.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "libs/training/checkpoint.h"
+
+namespace ravnest::runtime {
+
+class CheckpointStore {
+ public:
+  explicit CheckpointStore(std::filesystem::path dir, size_t keep = 3);
+
+  // Throws std::runtime_error for an identity that is not 8-64 lowercase hex characters.
+  static void check_identity(const std::string& identity);
+
+  std::vector<uint64_t> updates(const std::string& identity) const;  // ascending
+  void write(const StageCheckpoint& checkpoint);  // then drops the job's older ones beyond `keep`
+  // Throws std::runtime_error naming what is missing or does not match.
+  StageCheckpoint read(const std::string& identity, uint64_t updates, int node_id) const;
+  void clear(const std::string& identity);  // a job that starts afresh
+
+ private:
+  std::filesystem::path path(const std::string& identity, uint64_t updates) const;
+
+  std::filesystem::path dir_;
+  size_t keep_;
+};
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,157 @@
+#include "libs/training/checkpoint.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include "libs/graph/torch_errors.h"
+
+namespace ravnest::runtime {
+
+namespace {
+
+constexpr int64_t kFormat = 1;
+
+// Arbitrary bytes as a uint8 tensor: archives keep tensors byte for byte.
+at::Tensor bytes_tensor(const std::string& bytes) {
+  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string tensor_bytes(const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()));
+}
+
+int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key) {
+  c10::IValue value;
+  archive.read(key, value);
+  return value.toInt();
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, at::Tensor>> copy_stage_state(const torch::jit::Module& stage) {
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  for (const auto& p : stage.named_parameters()) state.emplace_back(p.name, p.value.detach().clone());
+  for (const auto& b : stage.named_buffers()) state.emplace_back(b.name, b.value.detach().clone());
+  return state;
+}
+
+void restore_stage_state(torch::jit::Module& stage,
+                         const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  std::map<std::string, at::Tensor> own;
+  for (const auto& p : stage.named_parameters()) own.emplace(p.name, p.value);
+  for (const auto& b : stage.named_buffers()) own.emplace(b.name, b.value);
+  if (own.size() != state.size()) {
+    throw std::runtime_error("the checkpoint holds " + std::to_string(state.size()) +
+                             " tensors, the stage " + std::to_string(own.size()));
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, saved] : state) {
+    auto it = own.find(name);
+    if (it == own.end()) throw std::runtime_error("the stage has no tensor " + name);
+    if (it->second.sizes() != saved.sizes() || it->second.scalar_type() != saved.scalar_type()) {
+      throw std::runtime_error("the checkpoint's " + name + " does not fit the stage's");
+    }
+    it->second.copy_(saved);
+  }
+}
+
+std::string save_optimizer(const torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::string bytes;
+  archive.save_to([&](const void* data, size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  return bytes;
+}
+
+void restore_optimizer(torch::optim::Optimizer& optimizer, const std::string& bytes) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(bytes.data(), bytes.size());
+  optimizer.load(archive);
+}
+
+void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
+  const std::string temp = path + ".tmp";
+  try {
+    torch::serialize::OutputArchive archive;
+    archive.write("format", c10::IValue(kFormat));
+    archive.write("identity", c10::IValue(c.identity));
+    archive.write("node_id", c10::IValue(static_cast<int64_t>(c.node_id)));
+    archive.write("updates", c10::IValue(static_cast<int64_t>(c.updates)));
+    archive.write("batches", c10::IValue(static_cast<int64_t>(c.batches)));
+    archive.write("epoch", c10::IValue(static_cast<int64_t>(c.epoch)));
+    archive.write("lr_steps", c10::IValue(c.lr_steps));
+    archive.write("reduce_round", c10::IValue(static_cast<int64_t>(c.reduce_round)));
+    archive.write("shared_round", c10::IValue(static_cast<int64_t>(c.shared_round)));
+    archive.write("random_state", c.random_state, /*is_buffer=*/true);
+    if (c.next_random_state.defined()) {
+      archive.write("next_random_state", c.next_random_state, /*is_buffer=*/true);
+    }
+    archive.write("losses", bytes_tensor(c.losses), /*is_buffer=*/true);
+    archive.write("optimizer", bytes_tensor(c.optimizer), /*is_buffer=*/true);
+    c10::List<std::string> names;
+    for (size_t i = 0; i < c.state.size(); ++i) {
+      names.push_back(c.state[i].first);
+      archive.write("state_" + std::to_string(i), c.state[i].second, /*is_buffer=*/true);
+    }
+    archive.write("state_names", c10::IValue(names));
+    archive.save_to(temp);
+    std::filesystem::rename(temp, path);
+  } catch (const std::exception& e) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw std::runtime_error("cannot write the checkpoint " + path + ": " +
+                             graph::torch_message(e));
+  }
+}
+
+StageCheckpoint load_checkpoint(const std::string& path) {
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    if (read_int(archive, "format") != kFormat) throw std::runtime_error("unknown format");
+    StageCheckpoint c;
+    c10::IValue value;
+    archive.read("identity", value);
+    c.identity = value.toStringRef();
+    c.node_id = static_cast<int>(read_int(archive, "node_id"));
+    c.updates = static_cast<uint64_t>(read_int(archive, "updates"));
+    c.batches = static_cast<uint64_t>(read_int(archive, "batches"));
+    c.epoch = static_cast<uint32_t>(read_int(archive, "epoch"));
+    c.lr_steps = read_int(archive, "lr_steps");
+    c.reduce_round = static_cast<uint64_t>(read_int(archive, "reduce_round"));
+    c.shared_round = static_cast<uint64_t>(read_int(archive, "shared_round"));
+    archive.read("random_state", c.random_state, /*is_buffer=*/true);
+    archive.try_read("next_random_state", c.next_random_state, /*is_buffer=*/true);
+    at::Tensor bytes;
+    archive.read("losses", bytes, /*is_buffer=*/true);
+    c.losses = tensor_bytes(bytes);
+    archive.read("optimizer", bytes, /*is_buffer=*/true);
+    c.optimizer = tensor_bytes(bytes);
+    archive.read("state_names", value);
+    const auto names = value.toList();
+    for (size_t i = 0; i < names.size(); ++i) {
+      at::Tensor t;
+      archive.read("state_" + std::to_string(i), t, /*is_buffer=*/true);
+      c.state.emplace_back(names.get(i).toStringRef(), t);
+    }
+    return c;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": not a readable checkpoint: " + graph::torch_message(e));
+  }
+}
+
+}  // namespace ravnest::runtime

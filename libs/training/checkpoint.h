@@ -1,0 +1,53 @@
+// StageCheckpoint: one node's training state at an update boundary of a synchronous job, enough
+// to continue the job exactly where it was: the stage's parameters and buffers, the optimizer's
+// state, the LR schedule's step, the data cursor (batches done; the epoch and the batch within it
+// follow, since every epoch's order is a function of the seed), the random generator's state and,
+// for the first node of a random chain, the state the next micro-batch's stream starts from, the
+// leaf's losses so far, and the job's identity so that a checkpoint is never resumed by another
+// job or node.
+//
+// A file is written to a temporary name and renamed: it is complete or absent. Reading refuses
+// a file that is not a checkpoint, naming the path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/optim/optimizer.h>
+
+namespace ravnest::runtime {
+
+struct StageCheckpoint {
+  std::string identity;  // the job's: its text and the plan's stages (Requester)
+  int node_id = -1;
+  uint64_t updates = 0;       // optimizer updates done
+  uint64_t batches = 0;       // training batches done: the data cursor
+  uint32_t epoch = 0;         // the epoch of the last batch done
+  int64_t lr_steps = 0;       // LrSchedule::steps()
+  uint64_t reduce_round = 0;  // rounds of the node's rings so far
+  uint64_t shared_round = 0;
+  at::Tensor random_state;       // the process's CPU generator
+  at::Tensor next_random_state;  // first node of a random chain; undefined otherwise
+  std::string losses;            // leaf: losses.txt so far
+  std::vector<std::pair<std::string, at::Tensor>> state;  // parameters, then buffers, by name
+  std::string optimizer;  // torch::optim::Optimizer::save, serialized
+};
+
+// The stage's parameters and buffers, copied (the stage goes on training).
+std::vector<std::pair<std::string, at::Tensor>> copy_stage_state(const torch::jit::Module& stage);
+// Copies `state` into the stage's own tensors (the optimizer keeps referring to them). Throws
+// std::runtime_error when a name is missing or a shape differs.
+void restore_stage_state(torch::jit::Module& stage,
+                         const std::vector<std::pair<std::string, at::Tensor>>& state);
+
+std::string save_optimizer(const torch::optim::Optimizer& optimizer);
+void restore_optimizer(torch::optim::Optimizer& optimizer, const std::string& bytes);
+
+void save_checkpoint(const StageCheckpoint& checkpoint, const std::string& path);
+StageCheckpoint load_checkpoint(const std::string& path);
+
+}  // namespace ravnest::runtime

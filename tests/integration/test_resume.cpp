@@ -1,0 +1,188 @@
+// Checkpoint and resume on real daemons: a synchronous job interrupted by kill -9 (of one daemon,
+// or of all) and resumed with `ravnest train --resume` ends with the same weights, and the same
+// losses.txt, as the same job run without interruption; with one cluster and with two, SGD with
+// momentum and Adam. Also: what resume refuses.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <regex>
+#include <thread>
+
+#include "libs/config/secret.h"
+#include "libs/requester/requester.h"
+#include "tests/support/digits.h"
+#include "tests/support/local_cluster.h"
+
+using namespace ravnest;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kEpochs = 8;
+constexpr int kSaveEvery = 4;
+
+std::string job_text(const std::string& optimizer) {
+  return "[train]\nepochs = " + std::to_string(kEpochs) +
+         "\nbatch_size = 32\nmicro_batches = 2\nseed = 5\nsave_every = " +
+         std::to_string(kSaveEvery) +
+         "\n\n[data]\nformat = \"csv\"\ntrain = \"" +
+         (test::digits_dir() / "digits_train.csv").string() +
+         "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\n"
+         "num_classes = 10\n\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\n" +
+         optimizer + "\n\n[scheduler]\nname = \"step\"\nstep_size = 3\ngamma = 0.5\n"
+         "per = \"epoch\"\n";
+}
+
+double largest_difference(const std::map<std::string, at::Tensor>& a,
+                          const std::map<std::string, at::Tensor>& b, std::string* where) {
+  double worst = 0;
+  for (const auto& [name, tensor] : a) {
+    auto it = b.find(name);
+    if (it == b.end()) {
+      *where = "missing " + name;
+      return 1e30;
+    }
+    const double diff =
+        (tensor.to(at::kDouble) - it->second.to(at::kDouble)).abs().max().item<double>();
+    if (diff > worst) {
+      worst = diff;
+      *where = name;
+    }
+  }
+  return worst;
+}
+
+runtime::Requester requester_of(const test::LocalCluster& cluster) {
+  return runtime::Requester(runtime::load_plan(cluster.plan_dir()),
+                            config::read_secret(cluster.secret_file()));
+}
+
+// Waits until the root of cluster 0 has done at least `updates` updates; returns its count.
+uint64_t wait_for_updates(const test::LocalCluster& cluster, uint64_t updates) {
+  auto requester = requester_of(cluster);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (const auto& report : requester.status()) {
+      if (report.node.node_id == 0 && report.status.updates >= updates) {
+        return report.status.updates;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  FAIL("the job never reached " << updates << " updates");
+  return 0;
+}
+
+struct Outcome {
+  std::vector<std::map<std::string, at::Tensor>> clusters;  // fused state dict of each
+  std::string losses;                                        // node_<leaf of cluster 0>'s
+};
+
+Outcome fuse_all(const test::LocalCluster& cluster, int clusters, int leaf,
+                 const std::string& tag) {
+  Outcome outcome;
+  for (int c = 0; c < clusters; ++c) {
+    const auto out = cluster.dir() / (tag + "_" + std::to_string(c));
+    auto fuse = cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    outcome.clusters.push_back(test::load_state_dict(out / "trained_state_dict.pt"));
+  }
+  outcome.losses = requester_of(cluster).fetch_losses(leaf);
+  return outcome;
+}
+
+enum class Kill { kOne, kAll };
+
+// Runs the job without interruption, then again interrupted by kill -9 after some updates and
+// resumed, and compares.
+void check_resume(const std::vector<int>& stages, const std::string& optimizer, Kill kill,
+                  int victim) {
+  std::vector<std::vector<size_t>> cuts;
+  for (int n : stages) cuts.push_back(test::LocalCluster::even_cuts(test::digits_model(), n));
+  test::LocalCluster cluster(test::digits_model(), cuts, {"32x1x8x8"});
+  const int clusters = static_cast<int>(cuts.size());
+  const int leaf = static_cast<int>(cuts[0].size());  // node ids run in cluster order
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(job_path, job_text(optimizer));
+
+  auto whole = cluster.ravnest("train", job_path.string());
+  INFO(whole.out << whole.err);
+  REQUIRE(whole.exit_code == 0);
+  const Outcome expected = fuse_all(cluster, clusters, leaf, "whole");
+
+  auto detached = cluster.ravnest("train", job_path.string() + " --detach");
+  INFO(detached.out << detached.err);
+  REQUIRE(detached.exit_code == 0);
+  const uint64_t reached = wait_for_updates(cluster, 3 * kSaveEvery + 1);
+  if (kill == Kill::kOne) {
+    cluster.kill(victim, SIGKILL);
+    cluster.wait_exit(victim, 10);
+    cluster.start(victim);
+  } else {
+    for (int n = 0; n < cluster.nodes(); ++n) cluster.kill(n, SIGKILL);
+    for (int n = 0; n < cluster.nodes(); ++n) cluster.wait_exit(n, 10);
+    for (int n = 0; n < cluster.nodes(); ++n) cluster.start(n);
+  }
+
+  auto resumed = cluster.ravnest("train", job_path.string() + " --resume");
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  std::smatch match;
+  const std::string said = resumed.out + resumed.err;
+  REQUIRE(std::regex_search(said, match, std::regex("resuming after update (\\d+)")));
+  const uint64_t from = std::stoull(match[1]);
+  INFO("killed at about update " << reached << ", resumed after update " << from);
+  CHECK(from >= kSaveEvery);
+  CHECK(from <= reached + 1);
+
+  const Outcome got = fuse_all(cluster, clusters, leaf, "resumed");
+  for (int c = 0; c < clusters; ++c) {
+    std::string where;
+    const double diff = largest_difference(expected.clusters[c], got.clusters[c], &where);
+    INFO("cluster " << c << ": largest difference " << diff << " in " << where);
+    CHECK(diff <= 1e-6);
+  }
+  CHECK(got.losses == expected.losses);
+  CHECK(!expected.losses.empty());
+}
+
+}  // namespace
+
+TEST_CASE("resume: one_cluster_sgd, one daemon killed", "[resume][faults]") {
+  check_resume({3}, "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9", Kill::kOne, 1);
+}
+
+TEST_CASE("resume: one_cluster_adam, every daemon killed", "[resume][faults]") {
+  check_resume({2}, "name = \"adam\"\nlr = 0.002", Kill::kAll, 0);
+}
+
+TEST_CASE("resume: two_clusters_adam, one daemon killed", "[resume][faults]") {
+  check_resume({2, 2}, "name = \"adam\"\nlr = 0.002", Kill::kOne, 3);
+}
+
+TEST_CASE("resume: two_clusters_sgd (cut differently), every daemon killed", "[resume][faults]") {
+  check_resume({2, 3}, "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9", Kill::kAll, 0);
+}
+
+TEST_CASE("resume: refused without a common checkpoint", "[resume][errors]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(job_path, job_text("name = \"sgd\"\nlr = 0.05"));
+  auto resumed = cluster.ravnest("train", job_path.string() + " --resume");
+  CHECK(resumed.exit_code != 0);
+  CHECK(resumed.err.find("holds no checkpoint of this job") != std::string::npos);
+  CHECK(resumed.err.find("node_0") != std::string::npos);
+  // `ravnest resume` without a job names the one trained last; none was.
+  auto again = cluster.ravnest("resume");
+  CHECK(again.exit_code != 0);
+  CHECK(again.err.find("name the job file") != std::string::npos);
+}
