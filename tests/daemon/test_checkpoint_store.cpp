@@ -1,0 +1,124 @@
+// CheckpointStore and the checkpoint file: what is written is read back bit for bit (the
+// optimizer's state too), only complete files are listed, the newest three are kept, leftovers
+// of a crash are removed, and an identity from the wire can never name a path outside the store.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+
+#include "libs/daemon/checkpoint_store.h"
+#include "tests/support/test_env.h"
+
+using namespace ravnest;
+using runtime::CheckpointStore;
+using runtime::StageCheckpoint;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kIdentity = "0123456789abcdef0123456789abcdef";
+
+StageCheckpoint sample(uint64_t updates) {
+  StageCheckpoint c;
+  c.identity = kIdentity;
+  c.node_id = 2;
+  c.updates = updates;
+  c.batches = updates * 3;
+  c.epoch = 1;
+  c.lr_steps = 7;
+  c.reduce_round = 11;
+  c.shared_round = 13;
+  c.random_state = at::arange(20, at::kByte);
+  c.losses = "2.30259\n1.5\n";
+  c.state = {{"fc.weight", at::randn({3, 4})}, {"bn.num_batches_tracked", at::full({}, 5, at::kLong)}};
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint is read back as written, optimizer state included", "[checkpoint]") {
+  test::TempDir dir;
+  torch::nn::Linear linear(4, 3);
+  torch::optim::Adam adam(linear->parameters(), torch::optim::AdamOptions(0.01));
+  for (int i = 0; i < 3; ++i) {
+    adam.zero_grad();
+    linear->forward(torch::randn({5, 4})).pow(2).sum().backward();
+    adam.step();
+  }
+  StageCheckpoint c = sample(8);
+  c.optimizer = runtime::save_optimizer(adam);
+  c.next_random_state = at::arange(7, at::kByte);
+  CheckpointStore store(dir.path());
+  store.write(c);
+  const StageCheckpoint back = store.read(kIdentity, 8, 2);
+  CHECK(back.batches == 24);
+  CHECK(back.epoch == 1);
+  CHECK(back.lr_steps == 7);
+  CHECK(back.reduce_round == 11);
+  CHECK(back.shared_round == 13);
+  CHECK(back.losses == c.losses);
+  CHECK(at::equal(back.random_state, c.random_state));
+  CHECK(at::equal(back.next_random_state, c.next_random_state));
+  REQUIRE(back.state.size() == 2);
+  CHECK(back.state[0].first == "fc.weight");
+  CHECK(at::equal(back.state[0].second, c.state[0].second));
+  CHECK(back.state[1].second.scalar_type() == at::kLong);
+
+  // A fresh optimizer given the bytes takes the same next step as the original.
+  torch::nn::Linear copy(4, 3);
+  {
+    torch::NoGradGuard no_grad;
+    copy->weight.copy_(linear->weight);
+    copy->bias.copy_(linear->bias);
+  }
+  torch::optim::Adam restored(copy->parameters(), torch::optim::AdamOptions(0.01));
+  runtime::restore_optimizer(restored, back.optimizer);
+  const auto input = torch::randn({5, 4});
+  for (auto* pair : {&adam, &restored}) pair->zero_grad();
+  linear->forward(input).pow(2).sum().backward();
+  copy->forward(input).pow(2).sum().backward();
+  adam.step();
+  restored.step();
+  CHECK(at::equal(linear->weight, copy->weight));
+}
+
+TEST_CASE("the store keeps the newest three and lists complete files only", "[checkpoint]") {
+  test::TempDir dir;
+  {
+    CheckpointStore store(dir.path());
+    for (uint64_t u : {4, 8, 12, 16, 20}) store.write(sample(u));
+    CHECK(store.updates(kIdentity) == std::vector<uint64_t>{12, 16, 20});
+    CHECK(store.updates("00000000").empty());
+    CHECK_THROWS_WITH(store.read(kIdentity, 4, 2), Catch::Contains("no checkpoint after update 4"));
+    CHECK_THROWS_WITH(store.read(kIdentity, 20, 3), Catch::Contains("another job or node"));
+  }
+  // A crash left half a file behind: not listed, and gone once the store opens again.
+  const fs::path half = dir.path() / kIdentity / "update_24.pt.tmp";
+  std::ofstream(half) << "half";
+  std::ofstream(dir.path() / kIdentity / "update_x.pt") << "not ours";
+  CheckpointStore store(dir.path());
+  CHECK_FALSE(fs::exists(half));
+  CHECK(store.updates(kIdentity) == std::vector<uint64_t>{12, 16, 20});
+  // A file that is not a checkpoint is refused, naming it.
+  std::ofstream(dir.path() / kIdentity / "update_28.pt") << "garbage";
+  CHECK_THROWS_WITH(store.read(kIdentity, 28, 2), Catch::Contains("update_28.pt: not a readable"));
+  store.clear(kIdentity);
+  CHECK(store.updates(kIdentity).empty());
+}
+
+TEST_CASE("an identity is lowercase hex, nothing else", "[checkpoint]") {
+  test::TempDir dir;
+  CheckpointStore store(dir.path() / "checkpoints");
+  const std::vector<std::string> bad_ones = {"../../etc",        "",
+                                            "abc",              "0123456789ABCDEF",
+                                            "01234567/89ab",    std::string(65, 'a'),
+                                            std::string("0123456789\0ab", 13)};
+  for (const std::string& bad : bad_ones) {
+    INFO(bad);
+    CHECK_THROWS_WITH(store.updates(bad), Catch::Contains("lowercase hex"));
+    CHECK_THROWS(store.clear(bad));
+  }
+  CHECK(fs::exists(dir.path() / "checkpoints"));
+}
