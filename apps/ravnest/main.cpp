@@ -22,6 +22,7 @@
 #include "libs/data/dataset.h"
 #include "libs/graph/clusterize.h"
 #include "libs/graph/fuse.h"
+#include "libs/requester/job_identity.h"
 #include "libs/requester/requester.h"
 #include "libs/training/evaluate.h"
 #include "libs/training/loss.h"

@@ -5,34 +5,17 @@
 #include <set>
 #include <stdexcept>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "libs/daemon/checkpoint_store.h"
 #include "libs/daemon/leaf_metrics.h"
 #include "libs/daemon/ring_work.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
+#include "libs/training/random_state.h"
 #include "libs/training/schedule.h"
 
 namespace ravnest::runtime {
-
-namespace {
-
-at::Tensor cpu_random_state() {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get_state();
-}
-
-void set_cpu_random_state(const at::Tensor& state) {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
-}
-
-}  // namespace
 
 StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
     : setup_(std::move(setup)), port_(port) {
@@ -115,79 +98,6 @@ void StageWorker::start() {
     begin_batch();
   });
 }
-
-// ---- checkpoints ------------------------------------------------------------------------------
-
-void StageWorker::resume_from(const StageCheckpoint& c) {
-  restore_stage_state(setup_.stage, c.state);
-  if (!c.optimizer.empty()) restore_optimizer(*setup_.optimizer, c.optimizer);
-  if (setup_.lr_schedule) setup_.lr_schedule->restore(c.lr_steps);
-  set_cpu_random_state(c.random_state);
-  if (c.next_random_state.defined()) {
-    random_state_in_[Key{false, c.batches, 0}] = c.next_random_state;
-  }
-  current_epoch_ = c.epoch;
-  batches_done_ = c.batches;
-  // Training micro-batches are tagged with their batch's step: the next one is step `batches`.
-  next_forward_train_ = Key{false, c.batches, 0};
-  next_backward_ = Key{false, c.batches, 0};
-  updates_done_ = c.updates;
-  reduce_round_ = c.reduce_round;
-  shared_round_ = c.shared_round;
-  boundary_ = make_boundary();
-  saved_updates_ = c.updates;
-  set_status([&](WorkerStatus& s) {
-    s.epoch = current_epoch_;
-    s.batches = batches_done_;
-    s.updates = updates_done_;
-  });
-}
-
-// What the next update changes before a checkpoint could be written (buffers change in every
-// training forward; parameters and the optimizer only at the next step, which clears `valid`).
-StageWorker::Boundary StageWorker::make_boundary() const {
-  Boundary b;
-  b.valid = true;
-  b.updates = updates_done_;
-  b.batches = batches_done_;
-  b.epoch = current_epoch_;
-  b.lr_steps = setup_.lr_schedule ? setup_.lr_schedule->steps() : 0;
-  b.reduce_round = reduce_round_;
-  b.shared_round = shared_round_;
-  b.random_state = cpu_random_state();
-  auto next = random_state_in_.find(Key{false, batches_done_, 0});
-  if (next != random_state_in_.end()) b.next_random_state = next->second;
-  for (const auto& buffer : setup_.stage.named_buffers()) {
-    b.buffers.emplace_back(buffer.name, buffer.value.detach().clone());
-  }
-  if (metrics_) b.losses = metrics_->losses();
-  return b;
-}
-
-void StageWorker::write_checkpoint() {
-  if (!setup_.checkpoints || !boundary_.valid || boundary_.updates <= saved_updates_) return;
-  StageCheckpoint c;
-  c.identity = setup_.identity;
-  c.node_id = setup_.node.node_id;
-  c.updates = boundary_.updates;
-  c.batches = boundary_.batches;
-  c.epoch = boundary_.epoch;
-  c.lr_steps = boundary_.lr_steps;
-  c.reduce_round = boundary_.reduce_round;
-  c.shared_round = boundary_.shared_round;
-  c.random_state = boundary_.random_state;
-  c.next_random_state = boundary_.next_random_state;
-  c.losses = boundary_.losses;
-  for (const auto& p : setup_.stage.named_parameters()) {
-    c.state.emplace_back(p.name, p.value.detach());
-  }
-  for (const auto& b : boundary_.buffers) c.state.push_back(b);
-  c.optimizer = save_optimizer(*setup_.optimizer);
-  setup_.checkpoints->write(c);
-  saved_updates_ = c.updates;
-}
-
-void StageWorker::checkpoint_on_stop() { write_checkpoint(); }
 
 void StageWorker::begin_batch() {
   if (!feeder_->begin_batch()) return finish();

@@ -19,6 +19,7 @@
 #include "libs/config/plan_layout.h"
 #include "libs/config/sha256.h"
 #include "libs/data/dataset.h"
+#include "libs/requester/job_identity.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/tensor_stream.h"
 #include "libs/wire/transfer_codec.h"
@@ -417,34 +418,6 @@ std::vector<NodeReport> Requester::status() {
 }
 
 void Requester::stop_all(const std::string& reason) { impl_->stop_all(reason); }
-
-std::string job_identity(const std::string& job_text, const Plan& plan) {
-  std::string what = job_text;
-  for (const auto& meta : plan.nodes) {
-    what += "\n" + std::to_string(meta.node_id) + " " + meta.stage_sha256;
-  }
-  return config::sha256_hex(what).substr(0, 32);
-}
-
-std::string last_job_path(const std::string& plan_dir) {
-  const std::string file = (fs::path(plan_dir) / "last_job").string();
-  if (!fs::exists(file)) {
-    throw std::runtime_error("no job was trained with the plan " + plan_dir +
-                             " yet: name the job file");
-  }
-  std::string path = config::read_file(file);
-  while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
-  return path;
-}
-
-void remember_job(const std::string& plan_dir, const std::string& job_path) {
-  try {
-    config::write_file_atomically((fs::path(plan_dir) / "last_job").string(),
-                                  fs::absolute(job_path).string() + "\n");
-  } catch (const std::exception&) {
-    // A read-only plan directory: `ravnest resume` then needs the job named.
-  }
-}
 
 TrainResult Requester::train(const std::string& job_path, const TrainOptions& options) {
   auto log = [&](const std::string& line) {

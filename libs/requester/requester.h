@@ -65,13 +65,6 @@ struct TrainResult {
   std::vector<TrainProgress> clusters;
 };
 
-// The job's identity: a hash of its text and of the plan's stages. A checkpoint is resumed only
-// by the job that wrote it.
-std::string job_identity(const std::string& job_text, const Plan& plan);
-// Every train remembers its job file in the plan directory, for `ravnest resume`.
-void remember_job(const std::string& plan_dir, const std::string& job_path);
-std::string last_job_path(const std::string& plan_dir);  // throws when there is none
-
 class Requester {
  public:
   Requester(Plan plan, std::string secret);

@@ -1,6 +1,5 @@
 #include "libs/training/checkpoint.h"
 
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
