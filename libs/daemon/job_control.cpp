@@ -1,6 +1,7 @@
 #include "libs/daemon/job_control.h"
 
 #include <filesystem>
+#include <map>
 
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
@@ -19,14 +20,15 @@ using wire::NodeState;
 
 JobControl::JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
                        RingMember& rings, wire::PeerLinks& links,
-                       WorkerPort& port)
+                       const RpcLoop& loop, WorkerPort& port)
     : store_(store),
       secret_(secret),
       compute_(compute),
       rings_(rings),
       links_(links),
       port_(port),
-      checkpoints_(std::make_shared<CheckpointStore>(store.checkpoints_dir())) {
+      checkpoints_(std::make_shared<CheckpointStore>(store.checkpoints_dir())),
+      peers_(links, loop) {
   if (store_.has_stage()) {
     try {
       metadata_ = store_.metadata();
@@ -87,6 +89,7 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
     }
     if (!store_.has_stage()) throw std::runtime_error("no stage stored: run `ravnest push` first");
   });
+  peers_.stop();
   listeners_.clear();  // a new job, new listeners
   rings_.mailbox().reset();
   links_.drop_all();  // and new connections: a peer may have restarted since the last job
@@ -140,7 +143,35 @@ kj::Promise<void> JobControl::start(StartCall context) {
     spdlog::info("job {} started", job_id);
     // Reply to start() before the first batch runs.
     asio::post(compute_, [worker]() { worker->start(); });
-  });
+  }).then([this, job_id]() { watch_peers(job_id); });
+}
+
+// Every other node of the cluster and every ring member: the nodes whose silence would leave this
+// one waiting.
+void JobControl::watch_peers(uint64_t job_id) {
+  std::map<std::string, std::string> by_address;
+  for (const auto& [id, address] : metadata_.addresses) {
+    if (id != metadata_.node_id) by_address.emplace(address, "node_" + std::to_string(id));
+  }
+  for (const auto& ring : metadata_.rings) {
+    for (const auto& peer : ring.peers) {
+      if (peer.node != metadata_.node_id) {
+        by_address.emplace(peer.address, "node_" + std::to_string(peer.node));
+      }
+    }
+  }
+  std::vector<PeerWatch::Peer> peers;
+  for (const auto& [address, name] : by_address) peers.push_back({name, address});
+  peers_.watch(
+      job_id, std::move(peers),
+      [this, job_id]() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return job_id_ == job_id && effective_state(nullptr) == NodeState::kTraining;
+      },
+      [this](const std::string& why) {
+        spdlog::error("{}", why);
+        fail_worker(why);
+      });
 }
 
 void JobControl::abandon_job() {

@@ -19,6 +19,7 @@
 #include "libs/daemon/node_calls.h"
 #include "libs/daemon/node_secret.h"
 #include "libs/daemon/node_store.h"
+#include "libs/daemon/peer_watch.h"
 #include "libs/daemon/ring_member.h"
 #include "libs/daemon/stage_worker.h"
 #include "libs/daemon/worker_port.h"
@@ -34,9 +35,10 @@ class JobControl {
 
   // `rings`' mailbox is reset by a new job and aborted by stop(), and its rings are let go when a
   // job is loaded or abandoned; `port` is what the job's worker uses.
-  // `links` are dropped when a job is loaded: a peer may have restarted since the last one.
+  // `links` are dropped when a job is loaded (a peer may have restarted since the last one), and
+  // carry the running job's PeerWatch, which runs on `loop`.
   JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
-             RingMember& rings, wire::PeerLinks& links, WorkerPort& port);
+             RingMember& rings, wire::PeerLinks& links, const RpcLoop& loop, WorkerPort& port);
 
   kj::Promise<void> push_stage(PushStageCall context);
   kj::Promise<void> push_file(PushFileCall context);
@@ -66,6 +68,7 @@ class JobControl {
  private:
   wire::NodeState effective_state(std::string* error) const;  // with mutex_ held
   void with_worker(std::function<void(StageWorker&)> work);   // on the compute thread
+  void watch_peers(uint64_t job_id);
 
   NodeStore& store_;
   const NodeSecret& secret_;
@@ -74,6 +77,7 @@ class JobControl {
   wire::PeerLinks& links_;
   WorkerPort& port_;
   std::shared_ptr<CheckpointStore> checkpoints_;
+  PeerWatch peers_;
   std::vector<schema::ProgressListener::Client> listeners_;
   config::NodeMetadata metadata_;  // of the stored stage
 

@@ -11,7 +11,7 @@ NodeService::NodeService(NodeStore& store, std::string secret, asio::io_context&
       secret_(secret),
       links_(std::move(secret)),
       ring_(secret_, links_, loop_),
-      job_(store, secret_, compute, ring_, links_, *this),
+      job_(store, secret_, compute, ring_, links_, loop_, *this),
       transfer_(
           secret_, links_,
           [this](wire::TransferMessage message) { job_.deliver(std::move(message)); },

@@ -1,7 +1,9 @@
 #include "tests/support/local_cluster.h"
 
 
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include <unistd.h>
 
@@ -64,6 +66,19 @@ CommandResult LocalCluster::ravnest(const std::string& subcommand, const std::st
                          "/apps/ravnest/ravnest " + subcommand + " " + args + " --plan " +
                          plan_dir() + " --secret-file " + secret_file(),
                      timeout_seconds);
+}
+
+bool LocalCluster::wait_for_batches(int node, uint64_t batches, double limit_seconds) const {
+  runtime::Requester requester(runtime::load_plan(plan_dir()), config::read_secret(secret_file()));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(limit_seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (const auto& report : requester.status()) {
+      if (report.node.node_id == node && report.status.batches >= batches) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
 }
 
 void LocalCluster::train_and_fuse(const std::string& job_path, const std::string& out_dir,

@@ -50,6 +50,10 @@ class LocalCluster {
   void train_and_fuse(const std::string& job_path, const std::string& out_dir,
                       int cluster = 0) const;
 
+  // Waits until `node` reports at least `batches` training batches done (through its status, in
+  // this process); false after `limit_seconds`.
+  bool wait_for_batches(int node, uint64_t batches, double limit_seconds = 60) const;
+
   // Units of the model, for choosing cuts: the allowed boundaries spread evenly.
   static std::vector<size_t> even_cuts(const std::string& model_path, int stages);
 

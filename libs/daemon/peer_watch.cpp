@@ -1,0 +1,75 @@
+#include "libs/daemon/peer_watch.h"
+
+#include "libs/config/clock.h"
+#include "libs/wire/node_report.h"
+#include "libs/wire/transfer_codec.h"
+
+namespace ravnest::runtime {
+
+void PeerWatch::watch(uint64_t job_id, std::vector<Peer> peers, std::function<bool()> running,
+                      std::function<void(const std::string&)> fail) {
+  stop();
+  job_id_ = job_id;
+  peers_ = std::move(peers);
+  running_ = std::move(running);
+  fail_ = std::move(fail);
+  failed_ = false;
+  last_answer_.clear();
+  const double now = config::now_seconds();
+  for (const auto& peer : peers_) last_answer_[peer.address] = now;
+  if (peers_.empty()) return;
+  tasks_.add(canceler_.wrap(tick()).catch_([](kj::Exception&&) {}));
+}
+
+void PeerWatch::report(const std::string& why) {
+  if (failed_) return;
+  failed_ = true;
+  fail_(why);
+}
+
+kj::Promise<void> PeerWatch::tick() {
+  return loop_.timer->afterDelay(1 * kj::SECONDS).then([this]() -> kj::Promise<void> {
+    if (failed_ || !running_()) return kj::READY_NOW;
+    auto asks = kj::heapArrayBuilder<kj::Promise<void>>(peers_.size());
+    for (const auto& peer : peers_) asks.add(ask(peer));
+    return kj::joinPromises(asks.finish()).then([this]() -> kj::Promise<void> {
+      if (failed_ || !running_()) return kj::READY_NOW;
+      const double now = config::now_seconds();
+      for (const auto& peer : peers_) {
+        if (now - last_answer_[peer.address] > kSilenceSeconds) {
+          report(peer.name + " (" + peer.address + ") stopped answering");
+          return kj::READY_NOW;
+        }
+      }
+      return tick();
+    });
+  });
+}
+
+// One status call, answered or given up within 3 s; never fails.
+kj::Promise<void> PeerWatch::ask(const Peer& peer) {
+  auto answered = links_.node(peer.address)
+                      .statusRequest()
+                      .send()
+                      .then([this, peer](capnp::Response<schema::Node::StatusResults>&& response) {
+                        const auto s = wire::decode_status(response.getStatus());
+                        if (s.job_id != job_id_ || s.state == wire::NodeState::kIdle) {
+                          report(peer.name + " (" + peer.address +
+                                 ") is no longer running the job (restarted or stopped)");
+                        } else if (s.state == wire::NodeState::kFailed) {
+                          report(peer.name + " failed: " + s.error);
+                        } else {
+                          last_answer_[peer.address] = config::now_seconds();
+                        }
+                      });
+  auto timeout = loop_.timer->afterDelay(3 * kj::SECONDS).then([]() {
+    kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
+  });
+  return answered.exclusiveJoin(kj::mv(timeout))
+      .catch_([this, address = peer.address](kj::Exception&&) {
+        // The next call connects anew (a restarted peer); later, not from inside this one.
+        tasks_.add(kj::evalLater([this, address]() { links_.drop(address); }));
+      });
+}
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,58 @@
+// PeerWatch: while this node runs a job, it asks each of the job's peers (its pipeline neighbours
+// and its ring members) for their status every second. A peer that gives no answer for
+// kSilenceSeconds (dead, frozen by SIGSTOP, cut off), answers that it no longer runs the job
+// (restarted, stopped), or that the job failed there, fails the job here, naming the peer. So a
+// silent peer is named within seconds even when no transfer is pending and nobody is attached,
+// and a node that was frozen and continues learns that its job is over.
+//
+// RPC thread only. watch() replaces what was watched; watching ends by itself once `running`
+// says the job is over.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <kj/async.h>
+
+#include "libs/daemon/background_tasks.h"
+#include "libs/daemon/thread_bridge.h"
+#include "libs/wire/peer_links.h"
+
+namespace ravnest::runtime {
+
+class PeerWatch {
+ public:
+  static constexpr double kSilenceSeconds = 6;
+
+  struct Peer {
+    std::string name;  // "node_2"
+    std::string address;
+  };
+
+  PeerWatch(wire::PeerLinks& links, const RpcLoop& loop) : links_(links), loop_(loop) {}
+
+  void watch(uint64_t job_id, std::vector<Peer> peers, std::function<bool()> running,
+             std::function<void(const std::string&)> fail);
+  void stop() { canceler_.cancel("no longer watched"); }
+
+ private:
+  kj::Promise<void> tick();
+  kj::Promise<void> ask(const Peer& peer);
+  void report(const std::string& why);  // fails the job once
+
+  wire::PeerLinks& links_;
+  const RpcLoop& loop_;
+  uint64_t job_id_ = 0;
+  std::vector<Peer> peers_;
+  std::map<std::string, double> last_answer_;  // by address, seconds
+  std::function<bool()> running_;
+  std::function<void(const std::string&)> fail_;
+  bool failed_ = false;
+  kj::Canceler canceler_;
+  BackgroundTasks tasks_;  // last: dropped before the canceler and what the tasks use
+};
+
+}  // namespace ravnest::runtime

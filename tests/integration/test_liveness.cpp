@@ -1,0 +1,115 @@
+// Liveness without anybody attached: the daemons of a running job watch each other (PeerWatch),
+// so a frozen or dead peer is named by its neighbours within seconds, a frozen node that
+// continues learns that its job is over, and nobody keeps "training" forever.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include "libs/config/secret.h"
+#include "libs/requester/requester.h"
+#include "tests/support/local_cluster.h"
+
+using namespace ravnest;
+
+namespace {
+
+std::string long_job() {
+  return "[train]\nepochs = 500\nbatch_size = 32\nseed = 3\n\n[data]\nformat = \"csv\"\ntrain = \"" +
+         (test::digits_dir() / "digits_train.csv").string() +
+         "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\n"
+         "num_classes = 10\n\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\nname = \"sgd\"\n"
+         "lr = 0.01\n";
+}
+
+// Polls every node's status until `done` says so; returns the seconds it took, or -1 after
+// `limit` seconds.
+double wait_until(const test::LocalCluster& cluster, double limit,
+                  const std::function<bool(const std::vector<runtime::NodeReport>&)>& done) {
+  runtime::Requester requester(runtime::load_plan(cluster.plan_dir()),
+                               config::read_secret(cluster.secret_file()));
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (done(requester.status())) return seconds;
+    if (seconds > limit) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+const runtime::NodeReport& report_of(const std::vector<runtime::NodeReport>& reports, int node) {
+  for (const auto& r : reports) {
+    if (r.node.node_id == node) return r;
+  }
+  throw std::runtime_error("no node " + std::to_string(node));
+}
+
+}  // namespace
+
+TEST_CASE("a frozen peer is named by its neighbours with nobody attached", "[daemon][faults]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 3)}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  test::write_text(cluster.dir() / "job.toml", long_job());
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string() + " --detach");
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  REQUIRE(wait_until(cluster, 30, [](const auto& reports) {
+            return report_of(reports, 0).status.batches >= 3;
+          }) >= 0);
+
+  cluster.kill(2, SIGSTOP);
+  std::string said;
+  const double named = wait_until(cluster, 20, [&](const auto& reports) {
+    const auto& r = report_of(reports, 1);
+    said = r.state + ": " + r.error;
+    return r.state == "failed";
+  });
+  INFO("node_1 says " << said);
+  CHECK(named >= 0);
+  CHECK(named < 10);
+  CHECK(said.find("node_2") != std::string::npos);
+
+  // Continued, the frozen node learns from its peers that the job is over.
+  cluster.kill(2, SIGCONT);
+  const double learned = wait_until(cluster, 20, [&](const auto& reports) {
+    const auto& r = report_of(reports, 2);
+    said = r.state + ": " + r.error;
+    return r.reachable && r.state != "training";
+  });
+  INFO("node_2 says " << said);
+  CHECK(learned >= 0);
+  CHECK(learned < 10);
+}
+
+TEST_CASE("a dead peer is named by every node with nobody attached", "[daemon][faults]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 3)}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  test::write_text(cluster.dir() / "job.toml", long_job());
+  REQUIRE(cluster.ravnest("train", (cluster.dir() / "job.toml").string() + " --detach").exit_code ==
+          0);
+  REQUIRE(wait_until(cluster, 30, [](const auto& reports) {
+            return report_of(reports, 0).status.batches >= 3;
+          }) >= 0);
+  cluster.kill(0, SIGKILL);
+  std::string said;
+  const double named = wait_until(cluster, 20, [&](const auto& reports) {
+    said.clear();
+    bool all = true;
+    for (int n : {1, 2}) {
+      const auto& r = report_of(reports, n);
+      said += r.node.name + " " + r.state + ": " + r.error + "; ";
+      all = all && r.state == "failed" && r.error.find("node_0") != std::string::npos;
+    }
+    return all;
+  });
+  INFO(said);
+  CHECK(named >= 0);
+  CHECK(named < 10);
+}
