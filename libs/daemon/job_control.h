@@ -3,10 +3,17 @@
 // job's listeners receive.
 //
 // It owns the job's state and its StageWorker. The Node methods and publish() run on the RPC
-// thread, abandon_job() and the loaded job on the compute thread; deliver() and fail_worker() may
-// be called from any thread and reach the worker on the compute thread.
+// thread, abandon_job(), defer() and the loaded job on the compute thread; deliver() and
+// fail_worker() may be called from any thread and reach the worker on the compute thread.
+//
+// The last job's outcome (running, finished, failed, stopped) is written to the data directory
+// at every change (last_job.h) and read back at construction, so that status() reports it after
+// a restart; a job found "running" then failed with the daemon. A stop names the job it stops
+// (or none: whatever runs), so that a stop arriving late never ends a newer job. A task the
+// worker defers runs only while that worker is still the node's job.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,6 +22,7 @@
 #include <asio/io_context.hpp>
 
 #include "libs/daemon/background_tasks.h"
+#include "libs/daemon/last_job.h"
 #include "libs/daemon/node_calls.h"
 #include "libs/daemon/node_secret.h"
 #include "libs/daemon/node_store.h"
@@ -30,9 +38,11 @@ namespace ravnest::runtime {
 class JobControl {
  public:
 
-  // `mailbox` is reset by a new job and aborted by stop(); `port` is what the job's worker uses.
+  // `mailbox` is reset by a new job and aborted by stop(); `port` is what the job's worker uses;
+  // `job_loaded` runs on the RPC thread once a new job is loaded (NodeService drops its peer
+  // connections then: a job starts over fresh ones).
   JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
-             RingMailbox& mailbox, WorkerPort& port);
+             RingMailbox& mailbox, WorkerPort& port, std::function<void()> job_loaded = {});
 
   kj::Promise<void> push_stage(PushStageCall context);
   kj::Promise<void> push_file(PushFileCall context);
@@ -46,6 +56,9 @@ class JobControl {
 
   // Drops the running or loaded job; compute thread.
   void abandon_job();
+  // Runs `task` later on the compute thread if the worker that asked is still the node's job
+  // (WorkerPort::defer); compute thread.
+  void defer(std::function<void()> task);
   // A received transfer, for the running worker (dropped when none runs).
   void deliver(wire::TransferMessage message);
   // Fails the running worker, naming `why`.
@@ -60,12 +73,14 @@ class JobControl {
  private:
   wire::NodeState effective_state(std::string* error) const;  // with mutex_ held
   void with_worker(std::function<void(StageWorker&)> work);   // on the compute thread
+  void record(LastJob::Outcome outcome, uint64_t job_id, const std::string& error);  // logs failures
 
   NodeStore& store_;
   const NodeSecret& secret_;
   asio::io_context& compute_;
   RingMailbox& mailbox_;
   WorkerPort& port_;
+  std::function<void()> job_loaded_;
   std::vector<schema::ProgressListener::Client> listeners_;
   config::NodeMetadata metadata_;  // of the stored stage
 

@@ -1,14 +1,20 @@
 #include "libs/daemon/leaf_metrics.h"
 
 #include <cmath>
-#include <fstream>
+#include <sstream>
+
+#include "libs/config/atomic_file.h"
+#include "libs/config/clock.h"
 
 #include "libs/training/evaluate.h"
 
 namespace ravnest::runtime {
 
 LeafMetrics::LeafMetrics(std::string losses_path, WorkerPort& port)
-    : losses_path_(std::move(losses_path)), port_(port) {}
+    : losses_path_(std::move(losses_path)), port_(port) {
+  if (!losses_path_.empty()) config::write_file_atomically(losses_path_, "");
+  losses_written_at_ = config::now_seconds();
+}
 
 void LeafMetrics::add_training(const MicroBatchTag& batch, double loss) {
   if (batch.index == 0) batch_loss_ = 0;
@@ -16,8 +22,14 @@ void LeafMetrics::add_training(const MicroBatchTag& batch, double loss) {
 }
 
 void LeafMetrics::batch_finished(const MicroBatchTag& batch, uint64_t batches_done) {
-  std::ofstream losses(losses_path_, std::ios::app);
-  losses << batch_loss_ << '\n';
+  std::ostringstream line;
+  line << batch_loss_ << '\n';
+  losses_ += line.str();
+  const double now = config::now_seconds();
+  if (!losses_path_.empty() && (batch.last || now - losses_written_at_ >= 1.0)) {
+    config::write_file_atomically(losses_path_, losses_);
+    losses_written_at_ = now;
+  }
   ProgressEventData event;
   event.kind = EventKind::kStep;
   event.epoch = batch.epoch;

@@ -4,6 +4,11 @@
 // micro-batches add up loss and correct answers over a whole round, which is reported as one
 // validation event when the round's last micro-batch is in.
 //
+// losses.txt is only ever replaced, never written into (config::write_file_atomically: a
+// symlink placed there is replaced, not followed): emptied when the job starts, then rewritten
+// with every loss so far at most once a second and after the last batch. A write that fails
+// (a full disk) fails the job with one line naming the file.
+//
 // The loss itself, and its backward, are the worker's: this only keeps the numbers.
 // Not thread-safe; lives on the worker's compute thread.
 #pragma once
@@ -20,7 +25,7 @@ namespace ravnest::runtime {
 
 class LeafMetrics {
  public:
-  // `port` must outlive this; `losses_path` is appended to.
+  // `port` must outlive this; `losses_path` is emptied now.
   LeafMetrics(std::string losses_path, WorkerPort& port);
 
   // A training micro-batch's mean loss.
@@ -36,6 +41,8 @@ class LeafMetrics {
 
  private:
   std::string losses_path_;
+  std::string losses_;          // every batch loss so far, as losses.txt holds them
+  double losses_written_at_ = 0;  // config::now_seconds() of the last write
   WorkerPort& port_;
   double batch_loss_ = 0;
   double validation_loss_sum_ = 0;

@@ -11,7 +11,8 @@ NodeService::NodeService(NodeStore& store, std::string secret, asio::io_context&
       secret_(secret),
       links_(std::move(secret)),
       ring_(secret_, links_, loop_),
-      job_(store, secret_, compute, ring_.mailbox(), *this),
+      // Every job starts over new connections to its peers (a peer may have been restarted).
+      job_(store, secret_, compute, ring_.mailbox(), *this, [this]() { links_.drop_all(); }),
       transfer_(
           secret_, links_,
           [this](wire::TransferMessage message) { job_.deliver(std::move(message)); },
@@ -69,10 +70,11 @@ void NodeService::send(wire::TransferMessage message) {
 }
 
 void NodeService::event(const wire::ProgressEventData& event) {
-  on_rpc([this, &event]() { job_.publish(event); });
+  // A copy: nothing the RPC thread runs refers to the compute thread's memory.
+  on_rpc([this, copy = event]() { job_.publish(copy); });
 }
 
-void NodeService::defer(std::function<void()> task) { asio::post(compute_, std::move(task)); }
+void NodeService::defer(std::function<void()> task) { job_.defer(std::move(task)); }
 
 void NodeService::reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average) {
   ring_.reduce_rings(round, work, average, job_.metadata());

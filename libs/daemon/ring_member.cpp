@@ -95,7 +95,8 @@ void RingMember::reduce_rings(uint64_t round, std::vector<WorkerPort::RingWork>&
               request.setSecret(links_.secret());
               request.setRing(static_cast<uint32_t>(ring.id));
               request.setReason(reason);
-              tasks_.add(request.send().ignoreResult().catch_([](kj::Exception&&) {}));
+              tasks_.add(links_.watch(peer.address, request.send().ignoreResult())
+                             .catch_([](kj::Exception&&) {}));
             }
           });
         } catch (const kj::Exception&) {
