@@ -66,6 +66,9 @@ int run_daemon(const config::DaemonConfig& config) {
 
   asio::io_context compute;
   auto work = asio::make_work_guard(compute);
+  // Registered before the port is opened: a SIGTERM that arrives as soon as the daemon accepts
+  // connections waits for the handler below instead of killing the process.
+  asio::signal_set signals(compute, SIGTERM, SIGINT, SIGHUP);
   // Stages compute as eager PyTorch does (eager_numerics.h); the setting is per thread.
   std::thread compute_thread([&compute]() {
     graph::EagerNumerics eager;
@@ -99,7 +102,6 @@ int run_daemon(const config::DaemonConfig& config) {
 
   auto shutdown = kj::newPromiseAndCrossThreadFulfiller<void>();
   auto* fulfiller = shutdown.fulfiller.get();
-  asio::signal_set signals(compute, SIGTERM, SIGINT, SIGHUP);
   std::function<void(const std::error_code&, int)> on_signal = [&](const std::error_code& error,
                                                                     int signal) {
     if (error) return;

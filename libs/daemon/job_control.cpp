@@ -177,16 +177,18 @@ kj::Promise<void> JobControl::start(StartCall context) {
 
 void JobControl::abandon_job() {
   std::lock_guard<std::mutex> lock(mutex_);
-  // What the worker reached stays: a finished or failed job is not made "stopped" by it.
+  // A finished job stays finished (its trained stage is whole); any other goes idle, keeping the
+  // reason a failed one gave.
   std::string error;
   const NodeState reached = effective_state(&error);
   worker_.reset();
   pending_setup_.reset();
-  if (reached == NodeState::kFinished || reached == NodeState::kFailed) {
-    state_ = reached;
-    error_ = error;
-  } else if (state_ == NodeState::kTraining || state_ == NodeState::kReady) {
+  if (reached == NodeState::kFinished) {
+    state_ = NodeState::kFinished;
+  } else if (reached == NodeState::kFailed || state_ == NodeState::kTraining ||
+             state_ == NodeState::kReady) {
     state_ = NodeState::kIdle;
+    if (reached == NodeState::kFailed) error_ = error;
   }
 }
 

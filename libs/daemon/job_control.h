@@ -8,7 +8,8 @@
 //
 // The last job's outcome (running, finished, failed, stopped) is written to the data directory
 // at every change (last_job.h) and read back at construction, so that status() reports it after
-// a restart; a job found "running" then failed with the daemon. A stop names the job it stops
+// a restart; a job found "running" then failed with the daemon. A stopped job goes idle (a
+// failed one keeps its reason, a finished one stays finished). A stop names the job it stops
 // (or none: whatever runs), so that a stop arriving late never ends a newer job. A task the
 // worker defers runs only while that worker is still the node's job.
 #pragma once
