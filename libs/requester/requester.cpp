@@ -360,11 +360,15 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
           p.samples_per_second = s.samples_per_second;
           p.epoch = std::max(p.epoch, s.epoch);
         }
-      } catch (const NodeCallError& e) {
+      } catch (const Interrupted&) {
+        throw;
+      } catch (const std::exception& e) {
+        const auto* call = dynamic_cast<const NodeCallError*>(&e);
         const double silent = now_seconds() - last_heard[meta.node_id];
         if (silent > unresponsive_seconds && failure.empty()) {
-          failure = meta.name + " (" + meta.address + ") stopped answering (" + e.reason +
-                    "; silent for " + std::to_string(static_cast<int>(silent)) + " s)";
+          failure = meta.name + " (" + meta.address + ") stopped answering (" +
+                    (call ? call->reason : std::string(e.what())) + "; silent for " +
+                    std::to_string(static_cast<int>(silent)) + " s)";
         }
       }
     }
