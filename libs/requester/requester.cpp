@@ -401,7 +401,7 @@ std::vector<std::string> Requester::Impl::stop_all(const std::string& reason, ui
       // reads when it answers again (a paused process), even once this process is gone; behind
       // the calls queued on the old one it would be lost with them.
       try {
-        stop_once(2);
+        stop_once(1);  // queued is enough: it is read before anything else on that connection
       } catch (const std::exception& again) {
         failures.push_back(again.what());
       }
