@@ -149,6 +149,19 @@ interface RingSink {
 }
 
 # ---------------------------------------------------------------------------------------------
+# The files of a job: every file a reader opens for one of the job's paths forms a bundle, named
+# by a SHA-256 over its files' relative names and contents and stored on the daemon under
+# datasets/<bundle>/, laid out as on the requester. Two paths whose files share a name (say
+# s1/d.csv and s2/d.csv) therefore never overwrite each other, and an MNIST images file travels
+# with its labels file.
+
+struct ShippedPath {
+  field @0 :Text;            # the job file's key: "data.train", "data.validation", "loss.path"
+  location @1 :Text;         # under datasets/: "<bundle>/<name>" for a file, "<bundle>" for a
+                             # directory
+}
+
+# ---------------------------------------------------------------------------------------------
 
 interface Node {
   # Requester -> daemon.
@@ -156,18 +169,22 @@ interface Node {
     # Stores the stage and its metadata (docs/node-metadata.md) atomically under the daemon's
     # data directory. Refused when the metadata names another node or the checksum fails.
   pushFile @1 (secret :Data, name :Text, size :UInt64, sha256 :Text) -> (sink :ByteSink);
-    # A dataset file, streamed; stored under data/<name> once `done` checks size and checksum.
-    # `name` is a plain file name: no directories, no "..".
-  loadJob @2 (secret :Data, jobToml :Text, jobId :UInt64, identity :Text, resumeFrom :UInt64)
-      -> ();
+    # A dataset file, streamed; stored under datasets/<name> once `done` checks size and
+    # checksum. `name` is "<bundle>/<path>": the bundle is the 64 hex digits of ShippedPath, the
+    # path one or more plain file names joined by "/" (no "..", nothing hidden).
+  loadJob @2 (secret :Data, jobToml :Text, jobId :UInt64, identity :Text, resumeFrom :UInt64,
+              shipped :List(ShippedPath)) -> ();
     # Checks the job against the stored stage (loss, optimizer, dataset, ...); state -> ready.
     # `identity` (lowercase hex, the requester's hash of the job text and the plan's stages)
     # names the job's checkpoints; `resumeFrom` > 0 continues from this node's checkpoint after
     # that many updates, 0 starts afresh (and drops the identity's old checkpoints).
+    # `shipped` says where pushFile stored the files of each of the job's paths this node reads;
+    # a path the node reads that is not listed is refused.
   start @3 (secret :Data, jobId :UInt64) -> ();
-  stop @4 (secret :Data, reason :Text) -> ();
+  stop @4 (secret :Data, reason :Text, jobId :UInt64) -> ();
     # Abandons a running job; state -> idle. Idempotent. `reason` (why the requester stops it,
-    # e.g. which node failed) is logged and ends any reduce in progress.
+    # e.g. which node failed) is logged and ends any reduce in progress. With `jobId` other than
+    # 0 only that job is stopped: a stop that arrives late never ends a newer job.
   status @5 () -> (status :NodeStatus);
   fetchStage @6 (secret :Data) -> (stage :Data, sha256 :Text, metadataJson :Text);
     # The trained stage when the last job finished, else the stored one.

@@ -1,4 +1,5 @@
 // ravnest: the requester's command line. Thin: parses flags and calls the libraries.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -23,6 +24,7 @@
 #include "libs/graph/clusterize.h"
 #include "libs/graph/fuse.h"
 #include "libs/requester/job_identity.h"
+#include "libs/graph/torch_errors.h"
 #include "libs/requester/requester.h"
 #include "libs/training/evaluate.h"
 #include "libs/training/loss.h"
@@ -32,6 +34,22 @@ namespace {
 using namespace ravnest;
 
 void say(const std::string& line) { std::cout << line << '\n' << std::flush; }
+
+// Set by SIGINT or SIGTERM while `ravnest train` follows a job.
+volatile sig_atomic_t g_interrupted = 0;
+
+void on_interrupt(int signal) {
+  g_interrupted = signal;
+  // A second one ends the process at once.
+  ::signal(signal, SIG_DFL);
+}
+
+// The lines joined by "; ", for one line.
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) out += (i ? "; " : "") + lines[i];
+  return out;
+}
 
 struct Connection {
   std::string plan_dir = "node_data";
@@ -90,6 +108,13 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
   runtime::TrainOptions options;
   options.detach = detach;
   options.resume = resume;
+  // Ctrl-C or SIGTERM stops the job on every node instead of leaving it running unwatched.
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+  options.interrupted = [] { return g_interrupted != 0; };
   const bool tty = ::isatty(STDOUT_FILENO);
   size_t drawn = 0;
   options.log = [&](const std::string& line) {
@@ -104,7 +129,20 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     drawn = clusters.size();
     std::cout << std::flush;
   };
-  auto result = requester.train(job, options);
+  runtime::TrainResult result;
+  try {
+    result = requester.train(job, options);
+  } catch (const runtime::TrainInterrupted& e) {
+    if (tty && drawn) std::cout << "\033[" << drawn << "A\033[J" << std::flush;
+    const std::string signal = g_interrupted == SIGTERM ? "SIGTERM" : "SIGINT";
+    std::string line = "ravnest: interrupted (" + signal + "): job " + std::to_string(e.job_id);
+    line += e.not_stopped.empty() ? " stopped on every node"
+                                  : " stopped, except on " + joined(e.not_stopped);
+    line += "; `ravnest resume` continues it from its last checkpoint (`--detach` leaves a job "
+            "running)";
+    std::cerr << line << '\n';
+    return 130;
+  }
   if (detach) {
     say("job " + std::to_string(result.job_id) + " runs detached; `ravnest status` shows it");
     return 0;
@@ -133,7 +171,7 @@ int run_status(const Connection& c) {
 }
 
 int run_fuse(const Connection& c, int cluster, const std::string& from, std::string model,
-             const std::string& out) {
+             const std::string& out, bool allow_unfinished) {
   std::vector<runtime::StageFile> stages;
   if (!from.empty()) {
     stages = runtime::cluster_stage_files(from, cluster);
@@ -141,6 +179,7 @@ int run_fuse(const Connection& c, int cluster, const std::string& from, std::str
   } else {
     if (model.empty()) model = model_of_plan(c.plan_dir);
     auto requester = c.open();
+    if (!allow_unfinished) requester.check_finished(cluster);
     for (auto& fetched : requester.fetch_cluster(cluster)) {
       runtime::StageFile file;
       file.metadata = std::move(fetched.metadata);
@@ -161,9 +200,21 @@ int run_evaluate(const std::string& model_path, const std::string& job_path, boo
   auto dataset = data::load_dataset(
       job.data, on_train || job.data.validation.empty() ? data::Split::kTrain
                                                         : data::Split::kValidation);
-  torch::jit::Module model = torch::jit::load(model_path);
+  torch::jit::Module model;
+  try {
+    model = torch::jit::load(model_path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(model_path + ": not a TorchScript model (" + graph::torch_message(e) +
+                             ")");
+  }
   runtime::Loss loss(job.loss);
-  auto evaluation = runtime::evaluate(model, dataset, loss, job.train.batch_size);
+  runtime::Evaluation evaluation;
+  try {
+    evaluation = runtime::evaluate(model, dataset, loss, job.train.batch_size);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(model_path + " on " + dataset.origin() + ": " +
+                             graph::torch_message(e));
+  }
   std::printf("%s on %s: loss %.6f", model_path.c_str(), dataset.origin().c_str(),
               evaluation.loss);
   if (std::isfinite(evaluation.accuracy)) std::printf(", accuracy %.4f", evaluation.accuracy);
@@ -257,6 +308,9 @@ int main(int argc, char** argv) {
   fuse_cmd->add_option("--from", fuse_from, "a local plan directory instead of the daemons");
   fuse_cmd->add_option("--model", fuse_model, "the original model (default: the plan's)");
   fuse_cmd->add_option("--out", fuse_out, "output directory")->capture_default_str();
+  bool fuse_allow_unfinished = false;
+  fuse_cmd->add_flag("--allow-unfinished", fuse_allow_unfinished,
+                     "fuse the weights as they are when the last job did not finish on every node");
   add_connection_options(fuse_cmd, connection);
 
   std::string eval_model, eval_job;
@@ -302,21 +356,26 @@ int main(int argc, char** argv) {
     }
     if (status_cmd->parsed()) return run_status(connection);
     if (stop_cmd->parsed()) {
-      connection.open().stop_all();
+      auto requester = connection.open();
+      const auto not_stopped = requester.stop_all();
+      if (!not_stopped.empty()) {
+        std::cerr << "ravnest: error: not stopped on " << joined(not_stopped) << '\n';
+        return 1;
+      }
       say("stopped");
       return 0;
     }
-    if (fuse_cmd->parsed()) return run_fuse(connection, fuse_cluster, fuse_from, fuse_model, fuse_out);
+    if (fuse_cmd->parsed()) {
+      return run_fuse(connection, fuse_cluster, fuse_from, fuse_model, fuse_out,
+                      fuse_allow_unfinished);
+    }
     if (eval_cmd->parsed()) return run_evaluate(eval_model, eval_job, eval_on_train);
     if (bench_allreduce->parsed()) {
       return run_bench_allreduce(bench_nodes, bench_size, bench_reps, !bench_no_gloo);
     }
   } catch (const std::exception& e) {
-    std::string message = e.what();
-    for (char& ch : message) {
-      if (ch == '\n') ch = ' ';
-    }
-    std::cerr << "ravnest: error: " << message << '\n';
+    // One line: a LibTorch error without its backtrace, any other message folded.
+    std::cerr << "ravnest: error: " << graph::torch_message(e) << '\n';
     return 1;
   }
   return 0;

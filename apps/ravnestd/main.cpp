@@ -7,6 +7,7 @@
 
 #include "libs/config/daemon_config.h"
 #include "libs/daemon/daemon.h"
+#include "libs/graph/torch_errors.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ravnestd: serves one provider node of a ravnest plan"};
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
     ravnest::config::validate_daemon_config(config, config_file.empty() ? "flags" : config_file);
     return ravnest::runtime::run_daemon(config);
   } catch (const std::exception& e) {
-    std::cerr << "ravnestd: error: " << e.what() << '\n';
+    std::cerr << "ravnestd: error: " << ravnest::graph::torch_message(e) << '\n';
     return 1;
   }
 }

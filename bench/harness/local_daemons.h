@@ -34,6 +34,7 @@ class LocalDaemons {
   void start(size_t i, double timeout_seconds = 20);  // returns once it accepts connections
   void start_all();
   void signal(size_t i, int signal);
+  pid_t pid(size_t i) const { return pids_.at(i); }  // -1 when not started or exited
   bool running(size_t i);
   int wait_exit(size_t i, double seconds);  // exit code; -1 when still running
 

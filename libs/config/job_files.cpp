@@ -2,16 +2,16 @@
 
 namespace ravnest::config {
 
-std::vector<std::string> job_files_for(const JobSpec& job, const NodeMetadata& metadata) {
-  std::vector<std::string> files;
+std::vector<NodeJobPath> job_paths_for(const JobSpec& job, const NodeMetadata& metadata) {
+  std::vector<NodeJobPath> paths;
   if (metadata.position == 0) {
-    files.push_back(job.data.train.resolved);
-    if (!job.data.validation.empty()) files.push_back(job.data.validation.resolved);
+    paths.push_back({"data.train", job.data.train});
+    if (!job.data.validation.empty()) paths.push_back({"data.validation", job.data.validation});
   }
   if (metadata.returns_model_output && job.loss.name == LossName::kScript) {
-    files.push_back(job.loss.path.resolved);
+    paths.push_back({"loss.path", job.loss.path});
   }
-  return files;
+  return paths;
 }
 
 }  // namespace ravnest::config

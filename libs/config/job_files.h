@@ -1,4 +1,5 @@
-// Which of a job's files a node needs: what the requester ships to it and the daemon then opens.
+// Which of a job's paths a node reads: what the requester ships to it and what the daemon then
+// opens, by the job file's key, so that both sides agree on where each path went.
 #pragma once
 
 #include <string>
@@ -9,8 +10,14 @@
 
 namespace ravnest::config {
 
-// The files of the job that the node of `metadata` needs, as paths on the requester's side:
-// the training and validation data for the root, a script loss for the leaf.
-std::vector<std::string> job_files_for(const JobSpec& job, const NodeMetadata& metadata);
+// One path of the job that a node reads.
+struct NodeJobPath {
+  std::string field;  // the job file's key: "data.train", "data.validation" or "loss.path"
+  JobPath path;       // as the job gives it (resolved on the requester's side)
+};
+
+// The paths the node of `metadata` reads: the training and validation data for the root, a
+// script loss for the leaf.
+std::vector<NodeJobPath> job_paths_for(const JobSpec& job, const NodeMetadata& metadata);
 
 }  // namespace ravnest::config

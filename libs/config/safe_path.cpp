@@ -52,4 +52,24 @@ std::filesystem::path child_path(const std::filesystem::path& dir, const std::st
   return dir / name;
 }
 
+std::filesystem::path child_relative_path(const std::filesystem::path& dir,
+                                          const std::string& relative) {
+  std::filesystem::path out = dir;
+  size_t start = 0;
+  while (true) {
+    const size_t slash = relative.find('/', start);
+    const std::string part =
+        relative.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    const std::string why = problem(part);
+    if (!why.empty()) {
+      throw ConfigError("path \"" + shown(relative) + "\": component \"" + shown(part) + "\" " +
+                        why);
+    }
+    out /= part;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return out;
+}
+
 }  // namespace ravnest::config

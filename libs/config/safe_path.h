@@ -16,4 +16,10 @@ std::filesystem::path child_path(const std::filesystem::path& dir, const std::st
 // Whether child_path would accept `name`.
 bool is_plain_file_name(const std::string& name);
 
+// dir / relative when `relative` is one or more plain file names (as child_path accepts them)
+// joined by single '/': "a.csv", "MNIST/raw/train-images-idx3-ubyte". Otherwise throws
+// ConfigError naming the path and the component at fault.
+std::filesystem::path child_relative_path(const std::filesystem::path& dir,
+                                          const std::string& relative);
+
 }  // namespace ravnest::config

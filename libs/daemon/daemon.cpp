@@ -18,6 +18,7 @@
 #include "libs/daemon/node_service.h"
 #include "libs/daemon/node_store.h"
 #include "libs/graph/eager_numerics.h"
+#include "libs/wire/kj_reason.h"
 #include "libs/wire/rpc_connection.h"
 
 namespace ravnest::runtime {
@@ -38,18 +39,13 @@ void open_log(const config::DaemonConfig& config) {
   spdlog::flush_on(spdlog::level::info);
 }
 
-// KJ describes a failed system call as "::bind(sockfd, ...): Address already in use; toString()
-// = ...": the reason alone, for a one-line error.
-std::string system_reason(const kj::Exception& e) {
-  std::string text = e.getDescription().cStr();
-  const auto call_end = text.find("): ");
-  if (call_end != std::string::npos) text = text.substr(call_end + 3);
-  return text.substr(0, text.find(';'));
-}
-
 }  // namespace
 
 int run_daemon(const config::DaemonConfig& config) {
+  // A write past a file size limit (or to a closed socket) fails that write with an error the
+  // daemon reports; by default these signals would kill it.
+  std::signal(SIGXFSZ, SIG_IGN);
+  std::signal(SIGPIPE, SIG_IGN);
   open_log(config);
   NodeStore store(config.data_dir, config.node);
   std::string secret;
@@ -70,6 +66,9 @@ int run_daemon(const config::DaemonConfig& config) {
 
   asio::io_context compute;
   auto work = asio::make_work_guard(compute);
+  // Registered before the port is opened: a SIGTERM that arrives as soon as the daemon accepts
+  // connections waits for the handler below instead of killing the process.
+  asio::signal_set signals(compute, SIGTERM, SIGINT, SIGHUP);
   // Stages compute as eager PyTorch does (eager_numerics.h); the setting is per thread.
   std::thread compute_thread([&compute]() {
     graph::EagerNumerics eager;
@@ -98,12 +97,11 @@ int run_daemon(const config::DaemonConfig& config) {
   try {
     port = server.getPort().wait(wait_scope);
   } catch (const kj::Exception& e) {
-    throw std::runtime_error("cannot listen on " + listen + ": " + system_reason(e));
+    throw std::runtime_error("cannot listen on " + listen + ": " + wire::kj_reason(e));
   }
 
   auto shutdown = kj::newPromiseAndCrossThreadFulfiller<void>();
   auto* fulfiller = shutdown.fulfiller.get();
-  asio::signal_set signals(compute, SIGTERM, SIGINT, SIGHUP);
   std::function<void(const std::error_code&, int)> on_signal = [&](const std::error_code& error,
                                                                     int signal) {
     if (error) return;

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
@@ -36,6 +37,39 @@ JobControl::JobControl(NodeStore& store, const NodeSecret& secret, asio::io_cont
       spdlog::warn("stored metadata unreadable: {}", e.what());
     }
   }
+  std::optional<LastJob> last;
+  try {
+    last = load_last_job(store_.last_job_path());
+  } catch (const std::exception& e) {
+    spdlog::warn("{}", e.what());
+  }
+  if (!last) return;
+  job_id_ = last->job_id;
+  switch (last->outcome) {
+    case LastJob::Outcome::kRunning:
+      state_ = NodeState::kFailed;
+      error_ = "ravnestd stopped during the job (killed, or restarted)";
+      spdlog::warn("job {} failed: {}", job_id_, error_);
+      record(LastJob::Outcome::kFailed, job_id_, error_);
+      break;
+    case LastJob::Outcome::kFinished: state_ = NodeState::kFinished; break;
+    case LastJob::Outcome::kFailed:
+      state_ = NodeState::kFailed;
+      error_ = last->error;
+      break;
+    case LastJob::Outcome::kStopped:
+      state_ = NodeState::kIdle;
+      error_ = "stopped by the requester: " + last->error;
+      break;
+  }
+}
+
+void JobControl::record(LastJob::Outcome outcome, uint64_t job_id, const std::string& error) {
+  try {
+    save_last_job(store_.last_job_path(), LastJob{job_id, outcome, error});
+  } catch (const std::exception& e) {
+    spdlog::error("cannot record the outcome of job {}: {}", job_id, e.what());
+  }
 }
 
 kj::Promise<void> JobControl::push_stage(PushStageCall context) {
@@ -53,6 +87,14 @@ kj::Promise<void> JobControl::push_stage(PushStageCall context) {
                        std::string(reinterpret_cast<const char*>(stage.begin()), stage.size()),
                        params.getSha256());
     metadata_ = store_.metadata();
+    {
+      // A new stage: no job has run on it (its last_job.json went with the old one).
+      std::lock_guard<std::mutex> lock(mutex_);
+      worker_.reset();
+      state_ = NodeState::kIdle;
+      job_id_ = 0;
+      error_.clear();
+    }
     spdlog::info("stored stage {} ({} bytes)", metadata_.stage_sha256.substr(0, 12), stage.size());
   });
   return kj::READY_NOW;
@@ -63,8 +105,8 @@ kj::Promise<void> JobControl::push_file(PushFileCall context) {
   secret_.check(params.getSecret(), "pushFile");
   const std::string name = params.getName();
   auto opened = checked([&] {
-    store_.dataset_path(name);  // refuses names that are not plain file names
-    return wire::FileSink::open(store_.dataset_dir(), name, params.getSize(), params.getSha256());
+    const auto [dir, file] = store_.shipped_file(name);  // refuses names that are not one
+    return wire::FileSink::open(dir, file, params.getSize(), params.getSha256());
   });
   context.getResults().setSink(kj::mv(opened.sink));
   tasks_.add(opened.completion.then([name]() { spdlog::info("stored file {}", name); }));
@@ -78,6 +120,8 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   const uint64_t job_id = params.getJobId();
   const std::string identity = params.getIdentity();
   const uint64_t resume_from = params.getResumeFrom();
+  std::map<std::string, std::string> shipped;
+  for (auto path : params.getShipped()) shipped[path.getField()] = path.getLocation();
   checked([&] {
     if (!identity.empty()) CheckpointStore::check_identity(identity);
     if (resume_from > 0 && identity.empty()) {
@@ -93,9 +137,9 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   listeners_.clear();  // a new job, new listeners
   rings_.mailbox().reset();
   links_.drop_all();  // and new connections: a peer may have restarted since the last job
-  return on_compute(compute_, [this, text, job_id, identity, resume_from]() {
+  return on_compute(compute_, [this, text, job_id, identity, resume_from, shipped]() {
     rings_.end_job();
-    auto job = config::parse_job(text, "job");
+    auto job = store_.locate_shipped(config::parse_job(text, "job"), shipped);
     auto setup = make_worker_setup(store_, job, job_id);
     if (!identity.empty()) {
       setup->checkpoints = checkpoints_;
@@ -133,16 +177,25 @@ kj::Promise<void> JobControl::start(StartCall context) {
         throw std::runtime_error("no job " + std::to_string(job_id) + " loaded");
       }
       setup = std::move(pending_setup_);
-      state_ = NodeState::kTraining;
     }
+    // A daemon that dies from here on is found to have failed the job when it starts again.
+    save_last_job(store_.last_job_path(), LastJob{job_id, LastJob::Outcome::kRunning, ""});
     auto worker = std::make_shared<StageWorker>(std::move(*setup), port_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       worker_ = worker;
+      state_ = NodeState::kTraining;
     }
     spdlog::info("job {} started", job_id);
-    // Reply to start() before the first batch runs.
-    asio::post(compute_, [worker]() { worker->start(); });
+    // Reply to start() before the first batch runs; a job stopped meanwhile never starts.
+    asio::post(compute_, [this, started = std::weak_ptr<StageWorker>(worker)]() {
+      auto worker = started.lock();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!worker || worker != worker_) return;
+      }
+      worker->start();
+    });
   }).then([this, job_id]() { watch_peers(job_id); });
 }
 
@@ -189,19 +242,70 @@ void JobControl::abandon_job() {
   }
   rings_.end_job();
   std::lock_guard<std::mutex> lock(mutex_);
+  // A finished job stays finished (its trained stage is whole); any other goes idle, keeping the
+  // reason a failed one gave.
+  std::string error;
+  const NodeState reached = effective_state(&error);
   worker_.reset();
   pending_setup_.reset();
-  if (state_ == NodeState::kTraining || state_ == NodeState::kReady) state_ = NodeState::kIdle;
+  if (reached == NodeState::kFinished) {
+    state_ = NodeState::kFinished;
+  } else if (reached == NodeState::kFailed || state_ == NodeState::kTraining ||
+             state_ == NodeState::kReady) {
+    state_ = NodeState::kIdle;
+    if (reached == NodeState::kFailed) error_ = error;
+  }
+}
+
+void JobControl::defer(std::function<void()> task) {
+  std::weak_ptr<StageWorker> asking;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    asking = worker_;
+  }
+  asio::post(compute_, [this, asking, task = std::move(task)]() {
+    // Kept alive while the task runs; a worker abandoned meanwhile is gone or no longer current.
+    const auto worker = asking.lock();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!worker || worker != worker_) return;
+    }
+    task();
+  });
 }
 
 kj::Promise<void> JobControl::stop(StopCall context) {
-  secret_.check(context.getParams().getSecret(), "stop");
-  std::string reason = context.getParams().getReason();
+  auto params = context.getParams();
+  secret_.check(params.getSecret(), "stop");
+  std::string reason = params.getReason();
   if (reason.empty()) reason = "no reason given";
+  const uint64_t job_id = params.getJobId();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (job_id != 0 && job_id != job_id_) {
+      spdlog::info("stop of job {} ignored: this node's job is {}", job_id, job_id_);
+      return kj::READY_NOW;
+    }
+  }
   spdlog::warn("job stopped by the requester: {}", reason);
   // A worker blocked in a reduce holds the compute thread: wake it first.
   rings_.mailbox().abort_all("the job was stopped by the requester: " + reason);
-  return on_compute(compute_, [this]() { abandon_job(); });
+  return on_compute(compute_, [this, job_id, reason]() {
+    uint64_t stopped = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (job_id != 0 && job_id != job_id_) return;  // another job was loaded meanwhile
+      const NodeState state = effective_state(nullptr);
+      if (state == NodeState::kTraining || state == NodeState::kReady) stopped = job_id_;
+    }
+    abandon_job();
+    if (stopped == 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = "stopped by the requester: " + reason;
+    }
+    record(LastJob::Outcome::kStopped, stopped, reason);
+  });
 }
 
 kj::Promise<void> JobControl::status(StatusCall context) {
@@ -314,6 +418,18 @@ void JobControl::publish(const wire::ProgressEventData& event) {
       break;
     case EventKind::kFinished: spdlog::info("job finished"); break;
     case EventKind::kFailed: spdlog::error("job failed: {}", event.message); break;
+  }
+  if (event.kind == EventKind::kFinished || event.kind == EventKind::kFailed) {
+    uint64_t job_id;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_id = job_id_;
+    }
+    std::string why = event.message;  // "node_3: reason"
+    if (why.rfind(metadata_.name + ": ", 0) == 0) why.erase(0, metadata_.name.size() + 2);
+    record(event.kind == EventKind::kFinished ? LastJob::Outcome::kFinished
+                                              : LastJob::Outcome::kFailed,
+           job_id, why);
   }
   const wire::NodeEvent sent{metadata_.node_id, metadata_.cluster, event};
   for (auto& listener : listeners_) {

@@ -3,10 +3,18 @@
 // job's listeners receive.
 //
 // It owns the job's state and its StageWorker. The Node methods and publish() run on the RPC
-// thread, abandon_job() and the loaded job on the compute thread; deliver() and fail_worker() may
-// be called from any thread and reach the worker on the compute thread.
+// thread, abandon_job(), defer() and the loaded job on the compute thread; deliver() and
+// fail_worker() may be called from any thread and reach the worker on the compute thread.
+//
+// The last job's outcome (running, finished, failed, stopped) is written to the data directory
+// at every change (last_job.h) and read back at construction, so that status() reports it after
+// a restart; a job found "running" then failed with the daemon. A stopped job goes idle (a
+// failed one keeps its reason, a finished one stays finished). A stop names the job it stops
+// (or none: whatever runs), so that a stop arriving late never ends a newer job. A task the
+// worker defers runs only while that worker is still the node's job.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,6 +24,7 @@
 
 #include "libs/daemon/background_tasks.h"
 #include "libs/daemon/checkpoint_store.h"
+#include "libs/daemon/last_job.h"
 #include "libs/daemon/node_calls.h"
 #include "libs/daemon/node_secret.h"
 #include "libs/daemon/node_store.h"
@@ -54,6 +63,9 @@ class JobControl {
   // Drops the running or loaded job, checkpointing it first (StageWorker::checkpoint_on_stop);
   // compute thread.
   void abandon_job();
+  // Runs `task` later on the compute thread if the worker that asked is still the node's job
+  // (WorkerPort::defer); compute thread.
+  void defer(std::function<void()> task);
   // A received transfer, for the running worker (dropped when none runs).
   void deliver(wire::TransferMessage message);
   // Fails the running worker, naming `why`.
@@ -69,6 +81,7 @@ class JobControl {
   wire::NodeState effective_state(std::string* error) const;  // with mutex_ held
   void with_worker(std::function<void(StageWorker&)> work);   // on the compute thread
   void watch_peers(uint64_t job_id);
+  void record(LastJob::Outcome outcome, uint64_t job_id, const std::string& error);  // logs failures
 
   NodeStore& store_;
   const NodeSecret& secret_;

@@ -1,7 +1,6 @@
 #include "libs/daemon/job_setup.h"
 
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
 #include <torch/csrc/jit/serialization/import.h>
@@ -17,26 +16,9 @@ namespace ravnest::runtime {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// A job path as the daemon sees it: the shipped file of that name, or, for a directory that was
-// shipped file by file, the datasets directory itself.
-void relocate(config::JobPath& path, const NodeStore& store) {
-  if (path.empty()) return;
-  const std::string name = fs::path(path.raw).filename().string();
-  const fs::path shipped = store.dataset_dir() / name;
-  path.resolved = fs::is_regular_file(shipped) ? shipped.string() : store.dataset_dir().string();
-}
-
-}  // namespace
-
 std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const config::JobSpec& job_in,
                                                uint64_t job_id) {
-  config::JobSpec job = job_in;
-  relocate(job.data.train, store);
-  relocate(job.data.validation, store);
-  relocate(job.loss.path, store);
-
+  const config::JobSpec& job = job_in;  // its paths are where this node finds them
   auto setup = std::make_unique<WorkerSetup>();
   setup->node = store.metadata();
   const auto& node = setup->node;
@@ -89,7 +71,7 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   }
   if (node.returns_model_output) {
     setup->loss = std::make_shared<Loss>(job.loss);
-    setup->losses_path = store.losses_path().string();
+    setup->losses_path = store.losses_path().string();  // emptied by LeafMetrics
   }
   return setup;
 }

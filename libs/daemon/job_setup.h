@@ -1,7 +1,7 @@
 // Job setup: from a job file and a node's stored stage to everything its StageWorker needs:
 // the stage module, optimizer and LR schedule for every node, the data for the root, the loss
-// for the leaf. Dataset and loss files are looked up by file name in the node's datasets
-// directory, where `ravnest train` shipped them.
+// for the leaf. The job's paths are read as given: a daemon first points them at the files
+// `ravnest train` shipped (NodeStore::locate_shipped).
 #pragma once
 
 #include <memory>

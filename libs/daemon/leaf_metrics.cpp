@@ -4,14 +4,15 @@
 #include <sstream>
 
 #include "libs/config/atomic_file.h"
+#include "libs/config/clock.h"
 
 #include "libs/training/evaluate.h"
 
 namespace ravnest::runtime {
 
 LeafMetrics::LeafMetrics(std::string losses_path, WorkerPort& port, std::string losses_so_far)
-    : losses_path_(std::move(losses_path)), port_(port), losses_(std::move(losses_so_far)) {
-  if (!losses_path_.empty()) config::write_file_atomically(losses_path_, losses_);
+    : losses_path_(std::move(losses_path)), losses_(std::move(losses_so_far)), port_(port) {
+  flush();
 }
 
 void LeafMetrics::add_training(const MicroBatchTag& batch, double loss) {
@@ -26,7 +27,7 @@ void LeafMetrics::batch_finished(const MicroBatchTag& batch, uint64_t batches_do
   std::ostringstream line;
   line << batch_loss_ << '\n';
   losses_ += line.str();
-  if (!losses_path_.empty()) config::write_file_atomically(losses_path_, losses_);
+  if (batch.last || config::now_seconds() - losses_written_at_ >= 1.0) flush();
   ProgressEventData event;
   event.kind = EventKind::kStep;
   event.epoch = batch.epoch;
@@ -34,6 +35,11 @@ void LeafMetrics::batch_finished(const MicroBatchTag& batch, uint64_t batches_do
   event.loss = batch_loss_;
   event.samples = batches_done;
   port_.event(event);
+}
+
+void LeafMetrics::flush() {
+  if (!losses_path_.empty()) config::write_file_atomically(losses_path_, losses_);
+  losses_written_at_ = config::now_seconds();
 }
 
 bool LeafMetrics::add_validation(const MicroBatchTag& batch, double loss,

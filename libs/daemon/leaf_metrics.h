@@ -4,6 +4,11 @@
 // micro-batches add up loss and correct answers over a whole round, which is reported as one
 // validation event when the round's last micro-batch is in.
 //
+// losses.txt is only ever replaced, never written into (config::write_file_atomically: a
+// symlink placed there is replaced, not followed): emptied when the job starts, then rewritten
+// with every loss so far at most once a second and after the last batch. A write that fails
+// (a full disk) fails the job with one line naming the file.
+//
 // The loss itself, and its backward, are the worker's: this only keeps the numbers.
 // Not thread-safe; lives on the worker's compute thread.
 #pragma once
@@ -20,8 +25,8 @@ namespace ravnest::runtime {
 
 class LeafMetrics {
  public:
-  // `port` must outlive this; `losses_path` is rewritten (atomically) after every batch, starting
-  // with `losses_so_far` (a resumed job's).
+  // `port` must outlive this; `losses_path` is rewritten (atomically) at most once a second and
+  // after the last batch, starting with `losses_so_far` (a resumed job's).
   LeafMetrics(std::string losses_path, WorkerPort& port, std::string losses_so_far = {});
 
   // A training micro-batch's mean loss.
@@ -30,6 +35,7 @@ class LeafMetrics {
   void batch_finished(const MicroBatchTag& batch, uint64_t batches_done);
   double batch_loss() const { return batch_loss_; }
   const std::string& losses() const { return losses_; }  // losses.txt as written
+  void flush();  // writes losses.txt now (a stopped job's)
 
   // A validation micro-batch's mean loss and what the model answered. True when it closed the
   // round: the validation event (at `updates_done` updates) went out.
@@ -38,8 +44,9 @@ class LeafMetrics {
 
  private:
   std::string losses_path_;
+  std::string losses_;          // every batch loss so far, as losses.txt holds them
+  double losses_written_at_ = 0;  // config::now_seconds() of the last write
   WorkerPort& port_;
-  std::string losses_;
   double batch_loss_ = 0;
   double validation_loss_sum_ = 0;
   int64_t validation_correct_ = 0;

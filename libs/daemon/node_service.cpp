@@ -72,10 +72,11 @@ void NodeService::send(wire::TransferMessage message) {
 }
 
 void NodeService::event(const wire::ProgressEventData& event) {
-  on_rpc([this, &event]() { job_.publish(event); });
+  // A copy: nothing the RPC thread runs refers to the compute thread's memory.
+  on_rpc([this, copy = event]() { job_.publish(copy); });
 }
 
-void NodeService::defer(std::function<void()> task) { asio::post(compute_, std::move(task)); }
+void NodeService::defer(std::function<void()> task) { job_.defer(std::move(task)); }
 
 void NodeService::reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average) {
   ring_.reduce_rings(round, work, average, job_.metadata());

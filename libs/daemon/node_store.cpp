@@ -1,8 +1,13 @@
 #include "libs/daemon/node_store.h"
 
+#include <cctype>
 #include <stdexcept>
 
+#include <spdlog/spdlog.h>
+
 #include "libs/config/atomic_file.h"
+#include "libs/config/config_error.h"
+#include "libs/config/job_files.h"
 #include "libs/config/safe_path.h"
 #include "libs/config/sha256.h"
 
@@ -10,10 +15,64 @@ namespace ravnest::runtime {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// What a write that never finished leaves: wire::FileSink's ".<name>.XXXXXX.part" (hidden, so
+// never the name of a shipped file) anywhere; in the data directory itself, whose files are all
+// the daemon's own, also config::write_file_atomically's "<name>.tmp.<pid>.<n>" and the
+// "<name>.tmp" of older versions.
+bool is_partial_file(const std::string& name) {
+  return name.front() == '.' && ends_with(name, ".part");
+}
+bool is_temporary(const std::string& name) {
+  return is_partial_file(name) || ends_with(name, ".tmp") ||
+         name.find(".tmp.") != std::string::npos;
+}
+
+bool is_bundle_name(const std::string& name) {
+  if (name.size() != 64) return false;
+  for (unsigned char c : name) {
+    if (!std::isdigit(c) && !(c >= 'a' && c <= 'f')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 NodeStore::NodeStore(fs::path data_dir, std::string node_name)
     : dir_(std::move(data_dir)), node_name_(std::move(node_name)) {
   fs::create_directories(dir_);
   fs::create_directories(dataset_dir());
+  remove_stale_temporaries();
+}
+
+void NodeStore::remove_stale_temporaries() const {
+  std::vector<fs::path> stale;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir_, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    if (!it->is_directory() && is_temporary(it->path().filename().string())) {
+      stale.push_back(it->path());
+    }
+  }
+  // Does not follow symlinks into directories.
+  for (auto it = fs::recursive_directory_iterator(dataset_dir(), ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_directory() && is_partial_file(it->path().filename().string())) {
+      stale.push_back(it->path());
+    }
+  }
+  for (const auto& path : stale) {
+    std::error_code removed;
+    if (fs::remove(path, removed)) {
+      spdlog::info("removed {}, left by a write that did not finish", path.string());
+    }
+  }
 }
 
 void NodeStore::store_stage(const std::string& metadata_json, const std::string& stage_bytes,
@@ -32,6 +91,7 @@ void NodeStore::store_stage(const std::string& metadata_json, const std::string&
   config::write_file_atomically((dir_ / "metadata.json").string(), metadata_json);
   std::error_code ignored;
   fs::remove(trained_path(), ignored);  // a new stage makes the old training result stale
+  fs::remove(last_job_path(), ignored);
 }
 
 bool NodeStore::has_stage() const {
@@ -44,6 +104,56 @@ config::NodeMetadata NodeStore::metadata() const {
 
 fs::path NodeStore::dataset_path(const std::string& name) const {
   return config::child_path(dataset_dir(), name);
+}
+
+std::pair<fs::path, std::string> NodeStore::shipped_file(const std::string& name) const {
+  const auto slash = name.find('/');
+  if (slash == std::string::npos || !is_bundle_name(name.substr(0, slash))) {
+    throw config::ConfigError("shipped file \"" + name.substr(0, 80) +
+                              "\": expected <64 hex digits>/<file name>");
+  }
+  const fs::path path = config::child_relative_path(dataset_dir(), name);
+  fs::create_directories(path.parent_path());
+  for (fs::path dir = path.parent_path(); dir != dataset_dir(); dir = dir.parent_path()) {
+    if (fs::is_symlink(dir)) {
+      throw std::runtime_error(dir.string() + " is a symlink; shipped files are not written "
+                               "through one");
+    }
+  }
+  return {path.parent_path(), path.filename().string()};
+}
+
+config::JobSpec NodeStore::locate_shipped(const config::JobSpec& job,
+                                          const std::map<std::string, std::string>& shipped) const {
+  config::JobSpec out = job;
+  const std::map<std::string, config::JobPath*> fields = {
+      {"data.train", &out.data.train},
+      {"data.validation", &out.data.validation},
+      {"loss.path", &out.loss.path}};
+  // Nothing the requester's machine names is ever opened here: a path this node does not read
+  // points nowhere.
+  for (const auto& [field, path] : fields) {
+    if (!path->empty()) path->resolved = (dataset_dir() / "not-shipped").string();
+  }
+  for (const auto& wanted : config::job_paths_for(job, metadata())) {
+    auto location = shipped.find(wanted.field);
+    if (location == shipped.end()) {
+      throw std::runtime_error(wanted.field + " (" + wanted.path.raw + ") was not shipped to " +
+                               node_name_ + "; run `ravnest train` again");
+    }
+    const auto slash = location->second.find('/');
+    if (!is_bundle_name(location->second.substr(0, slash))) {
+      throw config::ConfigError(wanted.field + ": shipped location \"" +
+                                location->second.substr(0, 80) + "\" names no bundle");
+    }
+    const fs::path resolved = config::child_relative_path(dataset_dir(), location->second);
+    if (!fs::exists(resolved)) {
+      throw std::runtime_error(wanted.field + " (" + wanted.path.raw + "): its files did not "
+                               "arrive at " + node_name_ + "; run `ravnest train` again");
+    }
+    fields.at(wanted.field)->resolved = resolved.string();
+  }
+  return out;
 }
 
 }  // namespace ravnest::runtime

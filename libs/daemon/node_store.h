@@ -1,19 +1,26 @@
 // NodeStore: what a daemon keeps under its data directory. Everything received is written
-// atomically (temporary file, then rename), and names from messages go through
-// config::child_path, so nothing can land outside the directory.
+// atomically (temporary file, then rename, which replaces a symlink at the target rather than
+// following it), and names from messages go through config::child_path or
+// config::child_relative_path, so nothing can land outside the directory. Opening a store
+// removes the temporary files a daemon that died mid-write left behind.
 //
 //   stage.pt, metadata.json   the pushed stage and its node metadata (metadata.json last: its
 //                             presence means the pair is complete)
-//   datasets/<name>           dataset and loss files shipped by the requester
+//   datasets/<bundle>/...     dataset and loss files shipped by the requester, one directory per
+//                             bundle of files named by their content (see schemas: ShippedPath)
 //   trained.pt                the stage as trained by the last job
 //   losses.txt                the leaf's losses of the last job, one per batch
 //   checkpoints/<identity>/   a job's checkpoints (checkpoint_store.h)
+//   last_job.json             the last job's outcome (last_job.h), kept across restarts
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include "libs/config/job_spec.h"
 #include "libs/config/node_metadata.h"
 
 namespace ravnest::runtime {
@@ -26,7 +33,8 @@ class NodeStore {
   const std::string& node_name() const { return node_name_; }
 
   // Checks that the metadata is for this node and the bytes match the checksum, then stores both.
-  // Throws std::runtime_error with the reason; nothing is stored then.
+  // Throws std::runtime_error with the reason; nothing is stored then. The previous stage's
+  // trained.pt and last job's outcome go with it.
   void store_stage(const std::string& metadata_json, const std::string& stage_bytes,
                    const std::string& sha256);
   bool has_stage() const;
@@ -35,11 +43,23 @@ class NodeStore {
 
   std::filesystem::path dataset_dir() const { return dir_ / "datasets"; }
   std::filesystem::path dataset_path(const std::string& name) const;  // throws on a bad name
+  // A shipped file's name ("<bundle>/<relative path>", schemas: pushFile) as the directory it
+  // goes to (created) and its file name there; throws ConfigError on a name that is not one.
+  std::pair<std::filesystem::path, std::string> shipped_file(const std::string& name) const;
+  // `job` with each path this node reads (config::job_paths_for) where it was shipped:
+  // `shipped` maps the job file's key to its location under datasets/ (schemas: ShippedPath).
+  // Throws naming the key when one the node reads was not shipped or is not there.
+  config::JobSpec locate_shipped(const config::JobSpec& job,
+                                 const std::map<std::string, std::string>& shipped) const;
+
   std::filesystem::path trained_path() const { return dir_ / "trained.pt"; }
   std::filesystem::path losses_path() const { return dir_ / "losses.txt"; }
   std::filesystem::path checkpoints_dir() const { return dir_ / "checkpoints"; }
+  std::filesystem::path last_job_path() const { return dir_ / "last_job.json"; }
 
  private:
+  void remove_stale_temporaries() const;
+
   std::filesystem::path dir_;
   std::string node_name_;
 };

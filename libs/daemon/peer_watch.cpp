@@ -46,7 +46,10 @@ kj::Promise<void> PeerWatch::tick() {
   });
 }
 
-// One status call, answered or given up within 3 s; never fails.
+// One status call, answered or given up within 3 s; never fails. A call that fails drops the
+// connection, so that the next one connects anew (a restarted peer); one that is only late does
+// not: a frozen peer's connection carries the job's transfers too, and dropping it would fail them
+// with a reason that names nobody before the silence is named.
 kj::Promise<void> PeerWatch::ask(const Peer& peer) {
   auto answered = links_.node(peer.address)
                       .statusRequest()
@@ -61,15 +64,13 @@ kj::Promise<void> PeerWatch::ask(const Peer& peer) {
                         } else {
                           last_answer_[peer.address] = config::now_seconds();
                         }
+                      })
+                      .catch_([this, address = peer.address](kj::Exception&&) {
+                        // Later, not from inside the failed call.
+                        tasks_.add(kj::evalLater([this, address]() { links_.drop(address); }));
                       });
-  auto timeout = loop_.timer->afterDelay(3 * kj::SECONDS).then([]() {
-    kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
-  });
-  return answered.exclusiveJoin(kj::mv(timeout))
-      .catch_([this, address = peer.address](kj::Exception&&) {
-        // The next call connects anew (a restarted peer); later, not from inside this one.
-        tasks_.add(kj::evalLater([this, address]() { links_.drop(address); }));
-      });
+  auto timeout = loop_.timer->afterDelay(3 * kj::SECONDS);
+  return answered.exclusiveJoin(kj::mv(timeout));
 }
 
 }  // namespace ravnest::runtime

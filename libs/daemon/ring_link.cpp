@@ -2,6 +2,8 @@
 
 #include <capnp/orphan.h>
 
+#include "libs/wire/kj_reason.h"
+
 namespace ravnest::runtime {
 
 RingLink::RingLink(const kj::Executor& rpc, wire::PeerLinks& links, kj::Timer& timer,
@@ -51,11 +53,11 @@ void RingLink::send(const RingTag& tag, const void* data, size_t bytes) {
       } else {
         request.setData(view);  // the message's words would run past the caller's bytes
       }
-      return request.send();
+      return links_.watch(next_.address, request.send());
     });
   } catch (const kj::Exception& e) {
     throw RingError("cannot send to " + next_.name + " (" + next_.address + ") in ring " +
-                        std::to_string(ring_) + ": " + e.getDescription().cStr(),
+                        std::to_string(ring_) + ": " + wire::kj_reason(e),
                     next_.name);
   }
 }
@@ -82,7 +84,7 @@ void RingLink::flush() {
     } catch (const kj::Exception&) {
     }
     throw RingError("cannot confirm the ring's segments with " + next_.name + " (" +
-                        next_.address + "): " + e.getDescription().cStr(),
+                        next_.address + "): " + wire::kj_reason(e),
                     next_.name);
   }
 }
@@ -92,13 +94,15 @@ void RingLink::recv(const RingTag& tag, void* data, size_t bytes) {
     try {
       rpc_.executeSync([&]() -> kj::Promise<void> {
         auto answer = links_.node(prev_.address).statusRequest().send().ignoreResult();
-        return answer.exclusiveJoin(timer_.afterDelay(3 * kj::SECONDS).then([]() {
-          kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer for 3 s"));
-        }));
+        return links_.watch(prev_.address,
+                            answer.exclusiveJoin(timer_.afterDelay(3 * kj::SECONDS).then([]() {
+                              kj::throwFatalException(
+                                  KJ_EXCEPTION(DISCONNECTED, "no answer for 3 s"));
+                            })));
       });
     } catch (const kj::Exception& e) {
       throw RingError(prev_.name + " (" + prev_.address + ") failed during the reduce of ring " +
-                          std::to_string(ring_) + ": " + e.getDescription().cStr(),
+                          std::to_string(ring_) + ": " + wire::kj_reason(e),
                       prev_.name);
     }
   };

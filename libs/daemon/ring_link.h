@@ -5,7 +5,9 @@
 // returns when the stream's flow control lets the next one go; flush() waits until the next
 // member has taken every segment, and drops the connection when it cannot tell; recv() waits in
 // the node's RingMailbox, checking every second that the previous member still answers, so a
-// member that died is named within seconds and nobody hangs.
+// member that died is named within seconds and nobody hangs. A call that fails drops the
+// connection it went over (wire::PeerLinks::watch): the ring set up at the next reduce, or the
+// next job, connects anew.
 #pragma once
 
 #include <cstdint>

@@ -224,7 +224,8 @@ void RingMember::tell_members(const config::RingMembership& ring, const std::str
         request.setSecret(links_.secret());
         request.setRing(static_cast<uint32_t>(ring.id));
         request.setReason(reason);
-        tasks_.add(request.send().ignoreResult().catch_([](kj::Exception&&) {}));
+        tasks_.add(links_.watch(peer.address, request.send().ignoreResult())
+                       .catch_([](kj::Exception&&) {}));
       }
     });
   } catch (const kj::Exception&) {

@@ -10,6 +10,8 @@
 
 #include "libs/daemon/leaf_metrics.h"
 #include "libs/daemon/ring_work.h"
+#include "libs/graph/module_file.h"
+#include "libs/graph/torch_errors.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
 #include "libs/training/random_state.h"
@@ -60,7 +62,7 @@ void StageWorker::guarded(const std::function<void()>& body) {
   try {
     body();
   } catch (const std::exception& e) {
-    fail(e.what());
+    fail(graph::torch_message(e));  // one line: a LibTorch error without its backtrace
   }
 }
 
@@ -457,11 +459,7 @@ void StageWorker::sum_shared_gradients() {
   port_.reduce_rings(shared_round_++, work, /*average=*/false);
 }
 
-void StageWorker::save_stage() {
-  const std::string temp = setup_.trained_path + ".tmp";
-  setup_.stage.save(temp);
-  std::filesystem::rename(temp, setup_.trained_path);
-}
+void StageWorker::save_stage() { graph::save_module_atomically(setup_.stage, setup_.trained_path); }
 
 // Finished nodes keep forwarding: the final validation round may still be on its way.
 void StageWorker::finish() {

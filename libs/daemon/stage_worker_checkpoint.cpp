@@ -77,6 +77,9 @@ void StageWorker::write_checkpoint() {
   saved_updates_ = c.updates;
 }
 
-void StageWorker::checkpoint_on_stop() { write_checkpoint(); }
+void StageWorker::checkpoint_on_stop() {
+  if (metrics_) metrics_->flush();
+  write_checkpoint();
+}
 
 }  // namespace ravnest::runtime

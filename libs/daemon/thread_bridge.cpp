@@ -5,6 +5,8 @@
 
 #include <asio/post.hpp>
 
+#include "libs/graph/torch_errors.h"
+
 namespace ravnest::runtime {
 
 namespace {
@@ -17,11 +19,16 @@ void run_and_settle(const std::function<void()>& body, const SharedFulfiller& fu
     body();
     (*fulfiller)->fulfill();
   } catch (const std::exception& e) {
-    (*fulfiller)->reject(KJ_EXCEPTION(FAILED, e.what()));
+    (*fulfiller)->reject(rejection(e));
   }
 }
 
 }  // namespace
+
+kj::Exception rejection(const std::exception& e) {
+  return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                       kj::heapString(graph::torch_message(e)));
+}
 
 kj::Promise<void> on_compute(asio::io_context& compute, std::function<void()> work) {
   auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();

@@ -1,8 +1,9 @@
 // Crossings the daemon's roles share: from std exceptions to KJ ones, and from the RPC thread (KJ
 // event loop) to the compute thread (Asio) or a thread of its own and back.
 //
-// Rejections carry the std::exception's message, so that the requester sees the reason and the
-// daemon goes on serving.
+// Rejections carry the std::exception's message as their whole description (one line, a
+// LibTorch error without its backtrace: graph::torch_message), so that the requester sees the
+// reason and nothing else, and the daemon goes on serving.
 #pragma once
 
 #include <exception>
@@ -22,6 +23,10 @@ struct RpcLoop {
   kj::Timer* timer = nullptr;
 };
 
+// A FAILED KJ exception whose description is `e`'s message alone (KJ_EXCEPTION would add
+// "e.what() = ").
+kj::Exception rejection(const std::exception& e);
+
 // Runs `body`, turning any std::exception into a KJ exception with the same message.
 template <typename Body>
 auto checked(Body&& body) -> decltype(body()) {
@@ -30,7 +35,7 @@ auto checked(Body&& body) -> decltype(body()) {
   } catch (const kj::Exception&) {
     throw;
   } catch (const std::exception& e) {
-    kj::throwFatalException(KJ_EXCEPTION(FAILED, e.what()));
+    kj::throwFatalException(rejection(e));
   }
 }
 

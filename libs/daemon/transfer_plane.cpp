@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "libs/daemon/thread_bridge.h"
+#include "libs/wire/kj_reason.h"
 #include "libs/wire/tensor_stream.h"
 #include "libs/wire/transfer_codec.h"
 
@@ -48,10 +49,12 @@ void TransferPlane::dispatch(wire::TransferMessage message,
       done = wire::stream_tensors(sink, encoded->streamed)
                  .then([sent = kj::mv(sent)]() mutable { return sent.ignoreResult(); });
     }
-    tasks_.add(done.attach(kj::heap<std::shared_ptr<wire::EncodedTensors>>(encoded))
-                   .catch_([this, to, where = address->second](kj::Exception&& e) {
+    // A failed send drops the connection: the next job reaches a peer that was restarted.
+    done = links_.watch(address->second,
+                        done.attach(kj::heap<std::shared_ptr<wire::EncodedTensors>>(encoded)));
+    tasks_.add(done.catch_([this, to, where = address->second](kj::Exception&& e) {
                      const std::string why = "cannot send to node_" + std::to_string(to) + " (" +
-                                             where + "): " + e.getDescription().cStr();
+                                             where + "): " + wire::kj_reason(e);
                      spdlog::error("{}", why);
                      // The next send connects anew; later, not from inside the connection's
                      // own failure.

@@ -2,7 +2,8 @@
 // transfer, receives its streamed tensors and delivers the message; dispatch() encodes one of the
 // worker's messages and sends it to the peer that consumes it.
 //
-// RPC thread only. A message that cannot be sent goes to `fail` with a line naming the peer.
+// RPC thread only. A message that cannot be sent goes to `fail` with a line naming the peer, and
+// the connection it went over is dropped (wire::PeerLinks::watch).
 #pragma once
 
 #include <functional>

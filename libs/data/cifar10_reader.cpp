@@ -16,8 +16,9 @@ using detail::fail;
 
 }  // namespace
 
-Dataset read_cifar10(const std::string& path, Split split) {
-  constexpr int64_t kRecord = 1 + 3 * 32 * 32;
+namespace detail {
+
+std::vector<std::string> cifar10_files(const std::string& path, Split split) {
   std::error_code ec;
   std::vector<std::string> files;
   if (fs::is_directory(path, ec)) {
@@ -46,6 +47,14 @@ Dataset read_cifar10(const std::string& path, Split split) {
   } else {
     files.push_back(path);
   }
+  return files;
+}
+
+}  // namespace detail
+
+Dataset read_cifar10(const std::string& path, Split split) {
+  constexpr int64_t kRecord = 1 + 3 * 32 * 32;
+  const std::vector<std::string> files = detail::cifar10_files(path, split);
   std::vector<std::string> contents;
   int64_t total = 0;
   for (const auto& file : files) {

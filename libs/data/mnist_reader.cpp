@@ -63,7 +63,9 @@ std::string first_existing(const std::vector<fs::path>& candidates) {
 
 }  // namespace
 
-Dataset read_mnist(const std::string& path, Split split) {
+namespace detail {
+
+std::pair<std::string, std::string> mnist_files(const std::string& path, Split split) {
   std::error_code ec;
   std::string images, labels;
   if (fs::is_directory(path, ec)) {
@@ -112,6 +114,13 @@ Dataset read_mnist(const std::string& path, Split split) {
     labels = first_existing(candidates);
     if (labels.empty()) fail(path, "the labels file " + candidates[0].string() + " does not exist");
   }
+  return {images, labels};
+}
+
+}  // namespace detail
+
+Dataset read_mnist(const std::string& path, Split split) {
+  const auto [images, labels] = detail::mnist_files(path, split);
   at::Tensor x = read_idx(images, 0x00000803, "images");
   at::Tensor y = read_idx(labels, 0x00000801, "labels");
   if (x.size(0) != y.size(0)) {

@@ -5,7 +5,10 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "libs/data/dataset.h"
 
 namespace ravnest::data::detail {
 
@@ -20,5 +23,11 @@ inline std::string shape_text(const std::vector<int64_t>& shape) {
   for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
   return out + "]";
 }
+
+// The files read_mnist opens: the images file and its labels file (dataset_files.h ships both).
+std::pair<std::string, std::string> mnist_files(const std::string& path, Split split);
+
+// The batch files read_cifar10 opens, in order.
+std::vector<std::string> cifar10_files(const std::string& path, Split split);
 
 }  // namespace ravnest::data::detail

@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 namespace ravnest::graph {
 
 std::string torch_message(const std::exception& e) {
@@ -10,6 +12,22 @@ std::string torch_message(const std::exception& e) {
     text = torch_error->what_without_backtrace();
   } else {
     text = e.what();
+  }
+  // An error inside the TorchScript interpreter: a header, the serialized and the original
+  // code's tracebacks, and the error itself on the last line ("RuntimeError: ...").
+  const std::string interpreter = "The following operation failed in the TorchScript interpreter";
+  if (text.find(interpreter) != std::string::npos) {
+    size_t end = text.find_last_not_of(" \t\n");
+    if (end != std::string::npos) {
+      const size_t start = text.rfind('\n', end);
+      std::string last = text.substr(start == std::string::npos ? 0 : start + 1,
+                                     end + 1 - (start == std::string::npos ? 0 : start + 1));
+      last = last.substr(std::min(last.size(), last.find_first_not_of(" \t")));
+      if (last.rfind("RuntimeError: ", 0) == 0) last.erase(0, 14);
+      if (!last.empty() && last.find(interpreter) == std::string::npos) {
+        return last.size() > 300 ? last.substr(0, 300) + "..." : last;
+      }
+    }
   }
   // TorchScript errors put the message first and the source traceback after it; keep the
   // message and the innermost "The following operation failed" hint out.

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <random>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include <kj/async-io.h>
 #include <kj/timer.h>
@@ -14,12 +16,13 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/clock.h"
-#include "libs/config/job_files.h"
 #include "libs/config/job_spec.h"
 #include "libs/config/plan_layout.h"
 #include "libs/config/sha256.h"
 #include "libs/data/dataset.h"
 #include "libs/requester/job_identity.h"
+#include "libs/requester/job_shipment.h"
+#include "libs/wire/kj_reason.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/tensor_stream.h"
 #include "libs/wire/transfer_codec.h"
@@ -33,18 +36,20 @@ namespace {
 
 using config::now_seconds;
 
-// "remote exception: std::exception: reason" -> "reason"
-std::string remote_reason(const kj::Exception& e) {
-  std::string text = e.getDescription().cStr();
-  for (const char* prefix : {"remote exception: ", "std::exception: ", "(remote) "}) {
-    for (auto at = text.find(prefix); at != std::string::npos; at = text.find(prefix)) {
-      text.erase(at, std::strlen(prefix));
-    }
-  }
-  return text;
-}
-
 using Log = std::function<void(const std::string&)>;
+
+// A failed call to a node, one line naming it. `disconnected`: the node did not answer (no
+// connection, or no answer in time), as opposed to an answer refusing the call.
+class NodeCallError : public std::runtime_error {
+ public:
+  NodeCallError(const std::string& what, std::string reason, bool disconnected)
+      : std::runtime_error(what), reason(std::move(reason)), disconnected(disconnected) {}
+  std::string reason;  // without the node's name and the call
+  bool disconnected;
+};
+
+// TrainOptions::interrupted turned true while train() waited.
+struct Interrupted {};
 
 // The data is checked here, before anything is shipped: a bad file fails at the requester.
 void check_job_data(const config::JobSpec& job, const Log& log) {
@@ -168,7 +173,18 @@ class Requester::Impl {
 
   capnp::Data::Reader secret() const { return links_.secret(); }
 
-  // Waits for `promise`, failing with a message naming the node.
+  bool interrupt_requested() const { return interrupted_ && interrupted_(); }
+  // Rejects once interrupt_requested(); never resolves otherwise.
+  kj::Promise<void> interruption() {
+    return timer().afterDelay(100 * kj::MILLISECONDS).then([this]() -> kj::Promise<void> {
+      if (interrupt_requested()) return kj::Promise<void>(KJ_EXCEPTION(FAILED, "interrupted"));
+      return interruption();
+    });
+  }
+
+  // Waits for `promise`, failing with a NodeCallError naming the node; a call that fails (or
+  // does not answer in time) drops the node's connection, so the next call connects anew. While
+  // an interruption is watched for, throws Interrupted once it is requested.
   template <typename T>
   T await(kj::Promise<T>&& promise, const config::NodeMetadata& meta, const std::string& what,
           double timeout_seconds = 120) {
@@ -177,11 +193,19 @@ class Requester::Impl {
                        .then([]() -> T {
                          kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
                        });
+    kj::Promise<T> joined = links_.watch(meta.address, promise.exclusiveJoin(kj::mv(timeout)));
+    if (interrupted_) {
+      joined = joined.exclusiveJoin(interruption().then([]() -> T {
+        kj::throwFatalException(KJ_EXCEPTION(FAILED, "interrupted"));
+      }));
+    }
     try {
-      return promise.exclusiveJoin(kj::mv(timeout)).wait(wait_scope());
+      return joined.wait(wait_scope());
     } catch (const kj::Exception& e) {
-      throw std::runtime_error(meta.name + " (" + meta.address + "): " + what + ": " +
-                               remote_reason(e));
+      if (interrupt_requested()) throw Interrupted();
+      const std::string reason = wire::kj_reason(e);
+      throw NodeCallError(meta.name + " (" + meta.address + "): " + what + ": " + reason, reason,
+                          e.getType() == kj::Exception::Type::DISCONNECTED);
     }
   }
 
@@ -192,74 +216,91 @@ class Requester::Impl {
   }
 
   // The phases of Requester::train(), in order.
-  void ship_job_files(const config::JobSpec& job, const Log& log);
+  void check_nodes();
+  void ship_job_files(const std::vector<JobShipment>& shipments, const Log& log);
   void load_job(const std::string& job_text, uint64_t job_id, const std::string& identity,
-                uint64_t resume_from);
+                uint64_t resume_from, const std::vector<JobShipment>& shipments);
   void subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log);
   void start(uint64_t job_id);
   void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds);
 
-  // Best effort: a node that cannot be reached in `timeout_seconds` is left alone.
-  void stop_all(const std::string& reason, double timeout_seconds = 3);
+  std::vector<std::string> stop_all(const std::string& reason, uint64_t job_id,
+                                    double timeout_seconds = 3);
   // The newest update after which every node holds a checkpoint of the job `identity`.
   uint64_t resume_point(const std::string& identity);
-  // await(), but a failure stops every node first: no job runs on part of the plan.
-  void await_or_stop_all(kj::Promise<void>&& promise, const config::NodeMetadata& meta,
-                         const std::string& what) {
-    try {
-      await(kj::mv(promise), meta, what);
-    } catch (const std::exception& e) {
-      stop_all(e.what());
-      throw;
-    }
-  }
 
   Plan plan_;
-  wire::PeerLinks links_;  // one connection per node, kept
+  wire::PeerLinks links_;  // one connection per node, kept until a call over it fails
+  std::function<bool()> interrupted_;  // set while train() watches for an interruption
 };
 
-// Ships each node the files it needs.
-void Requester::Impl::ship_job_files(const config::JobSpec& job, const Log& log) {
+// Every node answers, serves the plan's node, holds the plan's stage and runs no job: checked
+// before anything is shipped, so that a refused train leaves every node as it was.
+void Requester::Impl::check_nodes() {
   for (const auto& meta : plan_.nodes) {
-    for (const auto& path : config::job_files_for(job, meta)) {
-      std::vector<fs::path> files;
-      if (fs::is_directory(path)) {
-        for (const auto& entry : fs::directory_iterator(path)) {
-          if (entry.is_regular_file()) files.push_back(entry.path());
-        }
-      } else {
-        files.push_back(path);
+    const std::string who = meta.name + " (" + meta.address + ")";
+    const auto s = status_of(meta, 5);
+    if (s.node != meta.name) {
+      throw std::runtime_error(who + ": the daemon there serves " + s.node +
+                               "; start `ravnestd --node " + meta.name + "` there");
+    }
+    if (!s.has_stage) throw std::runtime_error(who + ": no stage stored; run `ravnest push`");
+    if (s.stage_sha256 != meta.stage_sha256) {
+      throw std::runtime_error(who + ": holds stage " + s.stage_sha256.substr(0, 12) +
+                               ", not the plan's " + meta.stage_sha256.substr(0, 12) +
+                               " (another plan, or an older one); run `ravnest push`");
+    }
+    if (s.state == wire::NodeState::kTraining) {
+      throw std::runtime_error(who + ": busy: job " + std::to_string(s.job_id) +
+                               " is running; wait for it, or stop it with `ravnest stop`");
+    }
+  }
+}
+
+// Ships each node the files it reads (job_shipment.h).
+void Requester::Impl::ship_job_files(const std::vector<JobShipment>& shipments, const Log& log) {
+  for (size_t n = 0; n < plan_.nodes.size(); ++n) {
+    const auto& meta = plan_.nodes[n];
+    for (const auto& file : shipments[n].files) {
+      auto bytes = std::make_shared<std::string>(config::read_file(file.local));
+      if (config::sha256_hex(*bytes) != file.sha256) {
+        throw std::runtime_error(file.local + ": changed while it was being shipped");
       }
-      for (const auto& file : files) {
-        auto bytes = std::make_shared<std::string>(config::read_file(file.string()));
-        auto request = node(meta).pushFileRequest();
-        request.setSecret(secret());
-        request.setName(file.filename().string());
-        request.setSize(bytes->size());
-        request.setSha256(config::sha256_hex(*bytes));
-        auto sink = request.send().getSink();
-        await(wire::stream_bytes(sink, kj::ArrayPtr<const kj::byte>(
-                                           reinterpret_cast<const kj::byte*>(bytes->data()),
-                                           bytes->size()))
-                  .attach(kj::heap<std::shared_ptr<std::string>>(bytes)),
-              meta, "ship " + file.filename().string());
-        log("shipped " + file.filename().string() + " to " + meta.name);
-      }
+      auto request = node(meta).pushFileRequest();
+      request.setSecret(secret());
+      request.setName(file.name);
+      request.setSize(bytes->size());
+      request.setSha256(file.sha256);
+      auto sink = request.send().getSink();
+      const std::string base = fs::path(file.local).filename().string();
+      await(wire::stream_bytes(sink, kj::ArrayPtr<const kj::byte>(
+                                         reinterpret_cast<const kj::byte*>(bytes->data()),
+                                         bytes->size()))
+                .attach(kj::heap<std::shared_ptr<std::string>>(bytes)),
+            meta, "ship " + file.local);
+      log("shipped " + base + " to " + meta.name);
     }
   }
 }
 
 // Loads the job everywhere first: a node that refuses it fails the job before anything runs.
 void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id,
-                               const std::string& identity, uint64_t resume_from) {
-  for (const auto& meta : plan_.nodes) {
+                               const std::string& identity, uint64_t resume_from,
+                               const std::vector<JobShipment>& shipments) {
+  for (size_t n = 0; n < plan_.nodes.size(); ++n) {
+    const auto& meta = plan_.nodes[n];
     auto request = node(meta).loadJobRequest();
     request.setSecret(secret());
     request.setJobToml(job_text);
     request.setJobId(job_id);
     request.setIdentity(identity);
     request.setResumeFrom(resume_from);
-    await_or_stop_all(request.send().ignoreResult(), meta, "load job");
+    auto shipped = request.initShipped(static_cast<unsigned>(shipments[n].paths.size()));
+    for (size_t i = 0; i < shipments[n].paths.size(); ++i) {
+      shipped[i].setField(shipments[n].paths[i].field);
+      shipped[i].setLocation(shipments[n].paths[i].location);
+    }
+    await(request.send().ignoreResult(), meta, "load job");
   }
 }
 
@@ -287,27 +328,36 @@ void Requester::Impl::start(uint64_t job_id) {
     auto request = node(meta).startRequest();
     request.setSecret(secret());
     request.setJobId(job_id);
-    await_or_stop_all(request.send().ignoreResult(), meta, "start");
+    await(request.send().ignoreResult(), meta, "start");
   }
 }
 
 // Events as they come, and every node's status twice a second, until every node finished. A
-// node that does not answer for `unresponsive_seconds` fails the job; a failure stops every node.
+// node that does not answer for `unresponsive_seconds`, fails, was stopped or moved on to
+// another job fails the job (the caller then stops it everywhere).
 void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
                                        double unresponsive_seconds) {
   auto& failure = watch.failure;
+  bool stopped = false;  // the failure is that somebody stopped the job
   std::map<int, double> last_heard;
   for (const auto& meta : plan_.nodes) last_heard[meta.node_id] = now_seconds();
   while (true) {
     timer().afterDelay(500 * kj::MILLISECONDS).wait(wait_scope());
+    if (interrupt_requested()) throw Interrupted();
     for (const auto& meta : plan_.nodes) {
       try {
         const auto s = status_of(meta, 2);
         last_heard[meta.node_id] = now_seconds();
+        if (!failure.empty()) continue;
         if (s.job_id != job_id) {
-          failure = meta.name + " (" + meta.address + ") is no longer running the job (restarted?)";
-        } else if (s.state == wire::NodeState::kFailed && failure.empty()) {
+          failure = meta.name + " (" + meta.address + ") is no longer running the job" +
+                    (s.job_id ? " (it runs job " + std::to_string(s.job_id) + ")" : "");
+        } else if (s.state == wire::NodeState::kFailed) {
           failure = meta.name + ": " + s.error;
+        } else if (s.state == wire::NodeState::kIdle || s.state == wire::NodeState::kReady) {
+          failure = "job " + std::to_string(job_id) + " was stopped (" + meta.name + ": " +
+                    (s.error.empty() ? std::string("stopped") : s.error) + ")";
+          stopped = true;
         } else if (s.state == wire::NodeState::kFinished) {
           watch.finished.insert(meta.node_id);
         }
@@ -318,17 +368,20 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
           p.samples_per_second = s.samples_per_second;
           p.epoch = std::max(p.epoch, s.epoch);
         }
+      } catch (const Interrupted&) {
+        throw;
       } catch (const std::exception& e) {
-        if (now_seconds() - last_heard[meta.node_id] > unresponsive_seconds && failure.empty()) {
-          failure = meta.name + " (" + meta.address + ") stopped answering: " + e.what();
+        const auto* call = dynamic_cast<const NodeCallError*>(&e);
+        const double silent = now_seconds() - last_heard[meta.node_id];
+        if (silent > unresponsive_seconds && failure.empty()) {
+          failure = meta.name + " (" + meta.address + ") stopped answering (" +
+                    (call ? call->reason : std::string(e.what())) + "; silent for " +
+                    std::to_string(static_cast<int>(silent)) + " s)";
         }
       }
     }
     report(watch);
-    if (!failure.empty()) {
-      stop_all(failure);
-      throw std::runtime_error("training failed: " + failure);
-    }
+    if (!failure.empty()) throw std::runtime_error(stopped ? failure : "training failed: " + failure);
     if (watch.finished.size() == plan_.nodes.size()) break;
   }
 }
@@ -364,18 +417,44 @@ uint64_t Requester::Impl::resume_point(const std::string& identity) {
   return *common.rbegin();
 }
 
-void Requester::Impl::stop_all(const std::string& reason, double timeout_seconds) {
+std::vector<std::string> Requester::Impl::stop_all(const std::string& reason, uint64_t job_id,
+                                                   double timeout_seconds) {
+  // Stopping is what an interruption asks for: it is not itself interrupted.
+  auto interrupted = std::exchange(interrupted_, nullptr);
+  std::vector<std::string> failures;
   for (const auto& meta : plan_.nodes) {
-    try {
+    auto stop_once = [&](double timeout_seconds) {
       auto request = node(meta).stopRequest();
       request.setSecret(secret());
       request.setReason(reason);
+      request.setJobId(job_id);
       await(request.send().ignoreResult(), meta, "stop", timeout_seconds);
-    } catch (const std::exception&) {
-      // A node that cannot be reached cannot be stopped; the others are.
+    };
+    try {
+      stop_once(timeout_seconds);
+    } catch (const NodeCallError& e) {
+      if (!e.disconnected) {
+        failures.push_back(e.what());
+        continue;
+      }
+      // The failure dropped the connection. Over a new one the stop is the first thing the node
+      // reads when it answers again (a paused process), even once this process is gone; behind
+      // the calls queued on the old one it would be lost with them.
+      try {
+        stop_once(1);  // queued is enough: it is read before anything else on that connection
+      } catch (const std::exception& again) {
+        failures.push_back(again.what());
+      }
     }
   }
+  interrupted_ = std::move(interrupted);
+  return failures;
 }
+
+TrainInterrupted::TrainInterrupted(uint64_t id, std::vector<std::string> failed)
+    : std::runtime_error("interrupted: job " + std::to_string(id) + " stopped"),
+      job_id(id),
+      not_stopped(std::move(failed)) {}
 
 Requester::Requester(Plan plan, std::string secret)
     : impl_(std::make_unique<Impl>(std::move(plan), std::move(secret))) {}
@@ -417,7 +496,36 @@ std::vector<NodeReport> Requester::status() {
   return reports;
 }
 
-void Requester::stop_all(const std::string& reason) { impl_->stop_all(reason); }
+std::vector<std::string> Requester::stop_all(const std::string& reason, uint64_t job_id) {
+  return impl_->stop_all(reason, job_id);
+}
+
+void Requester::check_finished(int cluster) {
+  const auto nodes = impl_->plan_.cluster(cluster);
+  if (nodes.empty()) throw std::runtime_error("no cluster " + std::to_string(cluster) + " in the plan");
+  for (const auto& meta : nodes) {
+    const std::string who = meta.name + " (" + meta.address + ")";
+    const auto s = impl_->status_of(meta, 5);
+    if (!s.has_stage || s.stage_sha256 != meta.stage_sha256) {
+      throw std::runtime_error(who + ": does not hold the plan's stage; run `ravnest push`, then "
+                               "`ravnest train`");
+    }
+    const std::string job = "job " + std::to_string(s.job_id);
+    std::string why;
+    switch (s.state) {
+      case wire::NodeState::kFinished: continue;
+      case wire::NodeState::kFailed: why = "its last " + job + " failed: " + s.error; break;
+      case wire::NodeState::kTraining: why = job + " is still running"; break;
+      case wire::NodeState::kReady: why = job + " was loaded but never started"; break;
+      case wire::NodeState::kIdle:
+        why = s.job_id ? "its last " + job + " did not finish: " + s.error
+                       : "no job has run since its stage was pushed";
+        break;
+    }
+    throw std::runtime_error(who + ": " + why +
+                             "; `ravnest fuse --allow-unfinished` takes the weights as they are");
+  }
+}
 
 TrainResult Requester::train(const std::string& job_path, const TrainOptions& options) {
   auto log = [&](const std::string& line) {
@@ -433,40 +541,64 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
   const std::string identity = job_identity(job_text, plan);
   if (options.resume) {
     // Nodes still on the interrupted job stop it, writing a checkpoint of its last update.
-    impl_->stop_all("the job is being resumed", 60);
+    impl_->stop_all("the job is being resumed", 0, 60);
+  }
+  // Everything that can be checked here is, before any node is touched.
+  impl_->check_nodes();
+  if (options.resume) {
     result.resumed_from = impl_->resume_point(identity);
     log("resuming after update " + std::to_string(result.resumed_from) +
         ", the newest checkpoint every node holds");
   }
-  impl_->ship_job_files(job, log);
-  impl_->load_job(job_text, result.job_id, identity, result.resumed_from);
-  remember_job(plan.dir, job_path);
+  std::vector<JobShipment> shipments;
+  std::map<std::string, std::string> checksums;
+  for (const auto& meta : plan.nodes) shipments.push_back(job_shipment_for(job, meta, checksums));
 
+  struct Unwatch {
+    Impl& impl;
+    ~Unwatch() { impl.interrupted_ = nullptr; }
+  } unwatch{*impl_};
+  impl_->interrupted_ = options.interrupted;
   auto watch = std::make_shared<Watch>();
   struct Deactivate {
     std::shared_ptr<Watch> watch;
     ~Deactivate() { watch->active = false; watch->report = nullptr; }
   } deactivate{watch};
-  for (int id : plan.cluster_ids()) watch->progress[id].cluster = id;
   const double started = now_seconds();
-  watch->report = [&]() {
-    if (!options.on_progress) return;
-    std::vector<TrainProgress> all;
-    for (auto& [id, p] : watch->progress) {
-      p.elapsed_seconds = now_seconds() - started;
-      all.push_back(p);
-    }
-    options.on_progress(all);
-  };
-  if (!options.detach) impl_->subscribe(watch, options.log);
+  try {
+    impl_->ship_job_files(shipments, log);
+    impl_->load_job(job_text, result.job_id, identity, result.resumed_from, shipments);
+    remember_job(plan.dir, job_path);
 
-  impl_->start(result.job_id);
-  log("job " + std::to_string(result.job_id) + " started on " + std::to_string(plan.nodes.size()) +
-      " node(s)");
-  if (options.detach) return result;
+    for (int id : plan.cluster_ids()) watch->progress[id].cluster = id;
+    watch->report = [&]() {
+      if (!options.on_progress) return;
+      std::vector<TrainProgress> all;
+      for (auto& [id, p] : watch->progress) {
+        p.elapsed_seconds = now_seconds() - started;
+        all.push_back(p);
+      }
+      options.on_progress(all);
+    };
+    if (!options.detach) impl_->subscribe(watch, options.log);
 
-  impl_->watch_until_done(*watch, result.job_id, options.unresponsive_seconds);
-  result.seconds = now_seconds() - started;
+    impl_->start(result.job_id);
+    log("job " + std::to_string(result.job_id) + " started on " +
+        std::to_string(plan.nodes.size()) + " node(s)");
+    if (options.detach) return result;
+
+    impl_->watch_until_done(*watch, result.job_id, options.unresponsive_seconds);
+    result.seconds = now_seconds() - started;
+  } catch (const Interrupted&) {
+    watch->active = false;
+    throw TrainInterrupted(result.job_id,
+                           impl_->stop_all("the requester was interrupted", result.job_id));
+  } catch (const std::exception& e) {
+    // Every node is told, so that none stays loaded or training (only this job is stopped).
+    watch->active = false;
+    impl_->stop_all(e.what(), result.job_id);
+    throw;
+  }
   for (auto& [id, p] : watch->progress) result.clusters.push_back(p);
   return result;
 }

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,18 @@ struct TrainOptions {
   double unresponsive_seconds = 6;  // a node silent this long fails the job
   std::function<void(const std::vector<TrainProgress>&)> on_progress;  // per cluster
   std::function<void(const std::string&)> log;
+  // Polled about ten times a second (e.g. a flag a SIGINT handler sets): once true, train()
+  // stops the job everywhere and throws TrainInterrupted.
+  std::function<bool()> interrupted;
+};
+
+// train() was interrupted (TrainOptions::interrupted): the job was stopped on every node that
+// answered; `not_stopped` names the others, one line each.
+class TrainInterrupted : public std::runtime_error {
+ public:
+  TrainInterrupted(uint64_t job_id, std::vector<std::string> not_stopped);
+  uint64_t job_id;
+  std::vector<std::string> not_stopped;
 };
 
 struct TrainResult {
@@ -71,9 +84,19 @@ class Requester {
   ~Requester();
 
   void push(const std::function<void(const std::string&)>& log);
+  // Before anything is shipped, every node must answer, serve the node the plan names, hold the
+  // plan's stage (else: run `ravnest push`) and run no job. A failure after the job was loaded
+  // stops it on every node (and only it: a job another requester runs is never touched).
   TrainResult train(const std::string& job_path, const TrainOptions& options);
   std::vector<NodeReport> status();
-  void stop_all(const std::string& reason = "ravnest stop");
+  // Stops `job_id` (0: whatever runs) on every node. Returns the nodes that did not confirm, one
+  // line each naming the node and why (a node that does not answer is sent the stop again over a
+  // new connection: it reads it first when it answers again).
+  std::vector<std::string> stop_all(const std::string& reason = "ravnest stop",
+                                    uint64_t job_id = 0);
+  // Throws, naming the node and its last job's outcome, unless every node of the cluster
+  // finished its last job with the plan's stage (what `ravnest fuse` checks first).
+  void check_finished(int cluster);
   // The trained (or, before training, the pushed) stage of each node of the cluster.
   struct FetchedStage {
     config::NodeMetadata metadata;

@@ -132,10 +132,15 @@ RpcServer::RpcServer(capnp::Capability::Client main, const std::string& host, ui
               : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   server_ = kj::heap<capnp::EzRpcServer>(kj::mv(main), fd.get(), port_,
                                          reader_options(options.max_message_bytes));
-  fd.release();  // owned by the server's listener now
+  // EzRpcServer wraps the socket without owning it: closed in the destructor, so that the port
+  // is free again once the server is gone.
+  listen_fd_ = fd.release();
 }
 
-RpcServer::~RpcServer() noexcept(false) = default;
+RpcServer::~RpcServer() noexcept(false) {
+  server_ = nullptr;
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
 
 RpcClient::RpcClient(const std::string& host, uint16_t port, const ConnectionOptions& options) {
   AddrInfo info;

@@ -57,6 +57,7 @@ class RpcServer {
  private:
   kj::Own<capnp::EzRpcServer> server_;
   uint16_t port_ = 0;
+  int listen_fd_ = -1;
 };
 
 // Connects (blocking, IPv4 or IPv6 numeric address or host name) to host:port.

@@ -16,6 +16,18 @@
 
 namespace ravnest::wire {
 
+namespace {
+
+// A KJ exception whose description is `message` alone: what the peer reads (KJ_EXCEPTION with
+// arguments would append "name = value" for each).
+kj::Exception stream_error(kj::Exception::Type type, const std::string& message) {
+  return kj::Exception(type, __FILE__, __LINE__, kj::heapString(message));
+}
+
+std::string bytes_text(uint64_t n) { return std::to_string(n) + " bytes"; }
+
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // TensorSink
 
@@ -32,8 +44,9 @@ TensorSink::TensorSink(std::vector<at::Tensor> targets,
 
 TensorSink::~TensorSink() noexcept(false) {
   if (completion_.get() != nullptr && completion_->isWaiting()) {
-    completion_->reject(KJ_EXCEPTION(DISCONNECTED, "ByteSink released before done()", received_,
-                                     expected_));
+    completion_->reject(stream_error(kj::Exception::Type::DISCONNECTED,
+                                     "tensor stream released before done(), after " +
+                                         bytes_text(received_) + " of " + bytes_text(expected_)));
   }
 }
 
@@ -56,8 +69,9 @@ kj::Promise<void> TensorSink::write(WriteContext context) {
   const kj::byte* p = chunk.begin();
   size_t n = chunk.size();
   if (n > expected_ - received_) {
-    fail(KJ_EXCEPTION(FAILED, "ByteSink: more bytes arrived than announced", expected_,
-                      received_ + n));
+    fail(stream_error(kj::Exception::Type::FAILED,
+                      "tensor stream: more bytes arrived than announced (" +
+                          bytes_text(received_ + n) + ", " + bytes_text(expected_) + " announced)"));
   }
   while (n > 0) {
     at::Tensor& t = targets_[index_];
@@ -86,8 +100,9 @@ kj::Promise<void> TensorSink::done(DoneContext) {
   KJ_IF_MAYBE(e, failure_) { kj::throwFatalException(kj::cp(*e)); }
   if (finished_) return kj::READY_NOW;
   if (received_ != expected_) {
-    fail(KJ_EXCEPTION(FAILED, "ByteSink: done() before all announced bytes arrived", received_,
-                      expected_));
+    fail(stream_error(kj::Exception::Type::FAILED,
+                      "tensor stream: done() before all announced bytes arrived (" +
+                          bytes_text(received_) + " of " + bytes_text(expected_) + ")"));
   }
   finished_ = true;
   if (completion_.get() != nullptr) completion_->fulfill();
@@ -243,15 +258,18 @@ FileSink::FileSink(std::filesystem::path dir, std::string name, uint64_t size,
       expected_(size),
       expected_sha256_(lower_hex(std::move(sha256_hex))),
       completion_(kj::mv(completion)) {
-  KJ_REQUIRE(expected_sha256_.size() == 64 &&
-                 std::all_of(expected_sha256_.begin(), expected_sha256_.end(),
-                             [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }),
-             "FileSink: the checksum is not a SHA-256 hex string");
+  if (expected_sha256_.size() != 64 ||
+      !std::all_of(expected_sha256_.begin(), expected_sha256_.end(),
+                   [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); })) {
+    kj::throwFatalException(stream_error(
+        kj::Exception::Type::FAILED, name + ": the checksum is not a SHA-256 hex string"));
+  }
   std::string pattern = (dir_ / ("." + name + ".XXXXXX.part")).string();
   fd_ = ::mkostemps(pattern.data(), 5, O_CLOEXEC);
   if (fd_ < 0) {
     int error = errno;
-    KJ_FAIL_SYSCALL("mkostemps", error, pattern.c_str());
+    kj::throwFatalException(stream_error(
+        kj::Exception::Type::FAILED, final_path_.string() + ": cannot write: " + strerror(error)));
   }
   temp_path_ = pattern;
 }
@@ -260,8 +278,10 @@ FileSink::~FileSink() noexcept(false) {
   if (!finished_) {
     discard();
     if (completion_.get() != nullptr && completion_->isWaiting()) {
-      completion_->reject(KJ_EXCEPTION(DISCONNECTED, "file ByteSink released before done()",
-                                       final_path_.c_str(), received_, expected_));
+      completion_->reject(stream_error(kj::Exception::Type::DISCONNECTED,
+                                       final_path_.string() + ": released before done(), after " +
+                                           bytes_text(received_) + " of " +
+                                           bytes_text(expected_)));
     }
   }
 }
@@ -297,8 +317,10 @@ kj::Promise<void> FileSink::write(WriteContext context) {
   if (finished_) fail(KJ_EXCEPTION(FAILED, "file ByteSink: write after done()"));
   auto chunk = context.getParams().getChunk();
   if (chunk.size() > expected_ - received_) {
-    fail(KJ_EXCEPTION(FAILED, "file ByteSink: more bytes arrived than announced",
-                      final_path_.c_str(), expected_, received_ + chunk.size()));
+    fail(stream_error(kj::Exception::Type::FAILED,
+                      final_path_.string() + ": more bytes arrived than announced (" +
+                          bytes_text(received_ + chunk.size()) + ", " + bytes_text(expected_) +
+                          " announced)"));
   }
   const kj::byte* p = chunk.begin();
   size_t n = chunk.size();
@@ -307,8 +329,8 @@ kj::Promise<void> FileSink::write(WriteContext context) {
     if (w < 0) {
       if (errno == EINTR) continue;
       int error = errno;
-      fail(KJ_EXCEPTION(FAILED, "file ByteSink: write failed", final_path_.c_str(),
-                        strerror(error)));
+      fail(stream_error(kj::Exception::Type::FAILED,
+                        final_path_.string() + ": cannot write: " + strerror(error)));
     }
     p += w;
     n -= static_cast<size_t>(w);
@@ -322,25 +344,27 @@ kj::Promise<void> FileSink::done(DoneContext) {
   KJ_IF_MAYBE(e, failure_) { kj::throwFatalException(kj::cp(*e)); }
   if (finished_) return kj::READY_NOW;
   if (received_ != expected_) {
-    fail(KJ_EXCEPTION(FAILED, "file ByteSink: size mismatch", final_path_.c_str(), received_,
-                      expected_));
+    fail(stream_error(kj::Exception::Type::FAILED,
+                      final_path_.string() + ": size mismatch: " + bytes_text(received_) +
+                          " arrived, " + bytes_text(expected_) + " announced"));
   }
   std::string actual = hash_.hex();
   if (actual != expected_sha256_) {
-    fail(KJ_EXCEPTION(FAILED, "file ByteSink: SHA-256 mismatch", final_path_.c_str(), actual,
-                      expected_sha256_));
+    fail(stream_error(kj::Exception::Type::FAILED,
+                      final_path_.string() + ": SHA-256 mismatch: the bytes received hash to " +
+                          actual + ", expected " + expected_sha256_));
   }
   if (::fsync(fd_) != 0) {
     int error = errno;
-    fail(KJ_EXCEPTION(FAILED, "file ByteSink: fsync failed", final_path_.c_str(),
-                      strerror(error)));
+    fail(stream_error(kj::Exception::Type::FAILED,
+                      final_path_.string() + ": cannot write (fsync): " + strerror(error)));
   }
   ::close(fd_);
   fd_ = -1;
   if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
     int error = errno;
-    fail(KJ_EXCEPTION(FAILED, "file ByteSink: rename failed", final_path_.c_str(),
-                      strerror(error)));
+    fail(stream_error(kj::Exception::Type::FAILED,
+                      final_path_.string() + ": cannot write (rename): " + strerror(error)));
   }
   temp_path_.clear();
   fsync_dir(dir_);

@@ -209,6 +209,20 @@ TEST_CASE("child_path accepts plain file names only", "[config][path]") {
   CHECK(error_of([&] { child_path(dir, ""); }) == "file name \"\" is empty");
 }
 
+TEST_CASE("child_relative_path accepts plain names joined by '/' only", "[config][path]") {
+  const fs::path dir = "/var/lib/ravnest/datasets";
+  CHECK(child_relative_path(dir, "d.csv") == dir / "d.csv");
+  CHECK(child_relative_path(dir, "ab12/MNIST/raw/train-images-idx3-ubyte") ==
+        dir / "ab12" / "MNIST" / "raw" / "train-images-idx3-ubyte");
+  for (const char* path : {"", "/etc/passwd", "a//b", "a/", "a/../../etc", "../a", "a/.hidden",
+                           "a/./b", "a\\b"}) {
+    INFO("path: " << path);
+    CHECK_THROWS_AS(child_relative_path(dir, path), ConfigError);
+  }
+  CHECK(error_of([&] { child_relative_path(dir, "ab/../../etc"); }) ==
+        "path \"ab/../../etc\": component \"..\" starts with a dot");
+}
+
 TEST_CASE("sd_notify: a no-op without NOTIFY_SOCKET", "[config][systemd]") {
   const char* saved = std::getenv("NOTIFY_SOCKET");
   std::string saved_value = saved ? saved : "";

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "libs/config/config_error.h"
+#include "libs/config/job_files.h"
 #include "libs/config/job_spec.h"
 
 using namespace ravnest::config;
@@ -404,4 +405,26 @@ TEST_CASE("the example jobs in configs/ parse") {
     const JobSpec job = load_job(std::string(source) + "/configs/" + name);
     CHECK(job.train.epochs >= 1);
   }
+}
+
+TEST_CASE("job_paths_for: the root reads the data, the leaf a script loss", "[config][job]") {
+  auto job = parse_job(with("data", "validation = \"val.csv\""), "job.toml");
+  job.loss.name = LossName::kScript;
+  job.loss.path = {"loss.pt", "/jobs/loss.pt"};
+  NodeMetadata root, stem, leaf, alone;
+  root.position = 0;
+  stem.position = 1;
+  leaf.position = 2;
+  leaf.returns_model_output = true;
+  alone.position = 0;
+  alone.returns_model_output = true;
+  auto fields = [&](const NodeMetadata& node) {
+    std::string out;
+    for (const auto& path : job_paths_for(job, node)) out += path.field + "=" + path.path.raw + " ";
+    return out;
+  };
+  CHECK(fields(root) == "data.train=train.csv data.validation=val.csv ");
+  CHECK(fields(stem).empty());
+  CHECK(fields(leaf) == "loss.path=loss.pt ");
+  CHECK(fields(alone) == "data.train=train.csv data.validation=val.csv loss.path=loss.pt ");
 }

@@ -15,6 +15,7 @@
 #include "libs/config/job_spec.h"
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
+#include "libs/data/dataset_files.h"
 #include "tests/support/test_env.h"
 
 using namespace ravnest;
@@ -291,6 +292,56 @@ TEST_CASE("CIFAR-10 binary batches: a directory's data_batch_*.bin or test_batch
   test::TempDir none;
   CHECK(contains(error_of([&] { data::read_cifar10(none.path().string(), Split::kTrain); }), "no data_batch_*.bin"));
   CHECK(contains(error_of([&] { data::read_cifar10(none.path().string(), Split::kValidation); }), "no test_batch.bin"));
+}
+
+TEST_CASE("dataset_files: every file a reader opens, relative to the job's path") {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir / "mnist" / "raw");
+  write_bytes(dir / "mnist" / "raw" / "train-images-idx3-ubyte", idx_images(3, 2, 2));
+  write_bytes(dir / "mnist" / "raw" / "train-labels-idx1-ubyte.gz", idx_labels(3));
+  write_bytes(dir / "mnist" / "raw" / "t10k-images-idx3-ubyte", idx_images(2, 2, 2));
+  write_bytes(dir / "mnist" / "raw" / "t10k-labels-idx1-ubyte", idx_labels(2));
+  config::DataSpec spec;
+  spec.format = config::DataFormat::kMnist;
+  const std::string mnist = (dir / "mnist").string();
+  spec.train = {"mnist", mnist};
+  spec.validation = {"mnist", mnist};
+  auto train = data::dataset_files(spec, Split::kTrain);
+  CHECK(train.root == dir / "mnist");
+  CHECK(train.entry.empty());
+  CHECK(train.files == std::vector<std::string>{"raw/train-images-idx3-ubyte",
+                                                "raw/train-labels-idx1-ubyte.gz"});
+  CHECK(data::dataset_files(spec, Split::kValidation).files ==
+        std::vector<std::string>{"raw/t10k-images-idx3-ubyte", "raw/t10k-labels-idx1-ubyte"});
+  // An images file brings its labels file.
+  const std::string images = (dir / "mnist" / "raw" / "train-images-idx3-ubyte").string();
+  spec.train = {"images", images};
+  train = data::dataset_files(spec, Split::kTrain);
+  CHECK(train.root == dir / "mnist" / "raw");
+  CHECK(train.entry == "train-images-idx3-ubyte");
+  CHECK(train.files ==
+        std::vector<std::string>{"train-images-idx3-ubyte", "train-labels-idx1-ubyte.gz"});
+  std::filesystem::remove(dir / "mnist" / "raw" / "train-labels-idx1-ubyte.gz");
+  CHECK(contains(error_of([&] { data::dataset_files(spec, Split::kTrain); }),
+                 "the labels file"));
+
+  // CIFAR-10: the batch files; CSV: the file alone.
+  std::filesystem::create_directories(dir / "cifar" / "cifar-10-batches-bin");
+  write_bytes(dir / "cifar" / "cifar-10-batches-bin" / "data_batch_1.bin", cifar_records(1, 0));
+  write_bytes(dir / "cifar" / "cifar-10-batches-bin" / "data_batch_2.bin", cifar_records(1, 0));
+  write_bytes(dir / "cifar" / "cifar-10-batches-bin" / "readme.html", "x");
+  spec.format = config::DataFormat::kCifar10;
+  spec.train = {"cifar", (dir / "cifar").string()};
+  CHECK(data::dataset_files(spec, Split::kTrain).files ==
+        std::vector<std::string>{"cifar-10-batches-bin/data_batch_1.bin",
+                                 "cifar-10-batches-bin/data_batch_2.bin"});
+  write_bytes(dir / "d.csv", kCsv);
+  auto csv = data::dataset_files(csv_spec((dir / "d.csv").string()), Split::kTrain);
+  CHECK(csv.root == dir.path());
+  CHECK(csv.entry == "d.csv");
+  CHECK(csv.files == std::vector<std::string>{"d.csv"});
+  CHECK(contains(error_of([&] { data::dataset_files(csv_spec(dir.path().string()), Split::kTrain); }),
+                 "a directory, where a file is expected"));
 }
 
 TEST_CASE("tensors saved by torch.save: tuple, dict, several inputs, and errors") {

@@ -37,6 +37,7 @@ class LocalCluster {
   void start(int node) { daemons_->start(node); }  // waits until it accepts connections
   void start_all() { daemons_->start_all(); }
   void kill(int node, int signal) { daemons_->signal(node, signal); }
+  pid_t pid(int node) const { return daemons_->pid(node); }
   bool running(int node) { return daemons_->running(node); }
   int wait_exit(int node, double seconds) { return daemons_->wait_exit(node, seconds); }
 

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "libs/config/sha256.h"
+#include "libs/wire/peer_links.h"
 #include "tests/wire/wire_test_util.h"
 
 using namespace ravnest::wire;
@@ -314,5 +315,67 @@ TEST_CASE("FileSink stores a good file and refuses bad ones without leaving file
     CHECK(event->kind == "error");
     CHECK_THAT(event->text, Catch::Contains("released before done"));
     CHECK(count_entries(dir.path) == 0);
+  }
+}
+
+TEST_CASE("FileSink errors read as one line, without KJ's name = value details", "[wire][file]") {
+  TempDir dir;
+  ServerThread server(dir.path);
+  RpcClient client("127.0.0.1", server.port());
+  const std::string content(10000, 'x');
+  const std::string sha = ravnest::config::sha256_hex(content);
+  std::string bad = sha;
+  bad[3] = bad[3] == '0' ? '1' : '0';
+  try {
+    push_file(client, "data.bin", content.size(), bad, content);
+    FAIL("a wrong checksum was accepted");
+  } catch (const kj::Exception& e) {
+    const std::string text = e.getDescription().cStr();
+    INFO(text);
+    CHECK(text.find("data.bin: SHA-256 mismatch: the bytes received hash to " + sha +
+                    ", expected " + bad) != std::string::npos);
+    CHECK(text.find(" = ") == std::string::npos);
+  }
+}
+
+TEST_CASE("PeerLinks reconnects to a daemon started again on its port", "[wire][links]") {
+  TempDir dir;
+  auto server = std::make_unique<ServerThread>(dir.path);
+  const uint16_t port = server->port();
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  PeerLinks links("");
+  auto wait = [&](kj::Promise<void>&& promise) {
+    auto& ez = links.any_client(address);
+    promise
+        .exclusiveJoin(ez.getIoProvider().getTimer().afterDelay(30 * kj::SECONDS).then([]() {
+          kj::throwFatalException(KJ_EXCEPTION(FAILED, "test timed out"));
+        }))
+        .wait(ez.getWaitScope());
+  };
+  // One transfer without tensors; the TestNode records it.
+  auto call = [&](bool watched) {
+    auto request = links.node(address).sendRequest();
+    auto transfer = request.initTransfer();
+    transfer.setKind(schema::TransferKind::ACTIVATIONS);
+    encode_values(transfer, {{0, c10::IValue(int64_t{1})}}, kDefaultInlineLimit);
+    kj::Promise<void> sent = request.send().ignoreResult();
+    return watched ? links.watch(address, kj::mv(sent)) : kj::mv(sent);
+  };
+  REQUIRE_NOTHROW(wait(call(true)));
+
+  SECTION("a failed call drops the connection: the next one reaches the new daemon") {
+    server.reset();  // the daemon dies; the cached connection with it
+    server = std::make_unique<ServerThread>(dir.path, DecodeLimits{}, ConnectionOptions{}, port);
+    CHECK_THROWS(wait(call(true)));   // over the dead connection, which it drops
+    CHECK_NOTHROW(wait(call(true)));  // a new connection
+    CHECK_NOTHROW(wait(call(true)));  // kept
+  }
+  SECTION("without watch() the dead connection stays cached") {
+    server.reset();
+    server = std::make_unique<ServerThread>(dir.path, DecodeLimits{}, ConnectionOptions{}, port);
+    CHECK_THROWS(wait(call(false)));
+    CHECK_THROWS(wait(call(false)));
+    links.drop_all();  // what a daemon does when a job is loaded
+    CHECK_NOTHROW(wait(call(false)));
   }
 }

@@ -162,14 +162,16 @@ class TestNode final : public schema::Node::Server, private kj::TaskSet::ErrorHa
 // The server on its own thread with its own event loop; stopped and joined on destruction.
 class ServerThread {
  public:
+  // `port` 0: a free one.
   explicit ServerThread(std::filesystem::path files_dir, DecodeLimits limits = {},
-                        ConnectionOptions options = {}) {
+                        ConnectionOptions options = {}, uint16_t listen_port = 0) {
     std::promise<uint16_t> port;
     auto port_future = port.get_future();
-    thread_ = kj::heap<kj::Thread>([this, &port, files_dir, limits, options]() {
+    thread_ = kj::heap<kj::Thread>([this, &port, files_dir, limits, options, listen_port]() {
       bool published = false;
       try {
-        RpcServer server(kj::heap<TestNode>(events, files_dir, limits), "127.0.0.1", 0, options);
+        RpcServer server(kj::heap<TestNode>(events, files_dir, limits), "127.0.0.1", listen_port,
+                         options);
         auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
         {
           std::lock_guard<std::mutex> lock(mutex_);

@@ -1,0 +1,64 @@
+#include "libs/requester/job_shipment.h"
+
+#include <filesystem>
+
+#include "libs/config/atomic_file.h"
+#include "libs/config/job_files.h"
+#include "libs/config/sha256.h"
+#include "libs/data/dataset_files.h"
+
+namespace ravnest::runtime {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string& sha256_of_file(const std::string& path,
+                                  std::map<std::string, std::string>& cache) {
+  auto it = cache.find(path);
+  if (it == cache.end()) {
+    it = cache.emplace(path, config::sha256_hex(config::read_file(path))).first;
+  }
+  return it->second;
+}
+
+}  // namespace
+
+JobShipment job_shipment_for(const config::JobSpec& job, const config::NodeMetadata& metadata,
+                             std::map<std::string, std::string>& sha256_of) {
+  JobShipment shipment;
+  for (const auto& path : config::job_paths_for(job, metadata)) {
+    data::DatasetFiles files;
+    if (path.field == "data.train") {
+      files = data::dataset_files(job.data, data::Split::kTrain);
+    } else if (path.field == "data.validation") {
+      files = data::dataset_files(job.data, data::Split::kValidation);
+    } else {
+      const fs::path file = fs::path(path.path.resolved).lexically_normal();
+      files.root = file.parent_path();
+      files.entry = file.filename().string();
+      files.files = {files.entry};
+    }
+    // The bundle's name: its files' relative names and contents.
+    std::string listing;
+    std::vector<ShippedFile> bundle;
+    for (const auto& relative : files.files) {
+      ShippedFile file;
+      file.local = (files.root / relative).string();
+      file.sha256 = sha256_of_file(file.local, sha256_of);
+      file.size = fs::file_size(file.local);
+      listing += relative + '\n' + file.sha256 + '\n';
+      file.name = relative;  // prefixed with the bundle below
+      bundle.push_back(std::move(file));
+    }
+    const std::string id = config::sha256_hex(listing);
+    for (auto& file : bundle) {
+      file.name = id + "/" + file.name;
+      shipment.files.push_back(std::move(file));
+    }
+    shipment.paths.push_back({path.field, files.entry.empty() ? id : id + "/" + files.entry});
+  }
+  return shipment;
+}
+
+}  // namespace ravnest::runtime

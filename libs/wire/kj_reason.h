@@ -1,0 +1,16 @@
+// The reason a KJ exception gives, as one line for a user: without the "remote exception: "
+// that a call across the wire adds, without the failed system call's signature
+// ("::read(fd, buffer, maxBytes): Connection reset by peer" -> "Connection reset by peer"), and
+// without the "; name = value" details that KJ_REQUIRE and KJ_SYSCALL append.
+#pragma once
+
+#include <string>
+
+#include <kj/exception.h>
+
+namespace ravnest::wire {
+
+std::string kj_reason(const kj::Exception& e);
+std::string kj_reason(const std::string& description);  // the same, from a description
+
+}  // namespace ravnest::wire
