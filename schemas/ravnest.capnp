@@ -206,9 +206,23 @@ interface Node {
     # A member of the ring failed: every blocked reduce on this ring fails with `reason`.
   benchAllReduce @12 (secret :Data, peers :List(Text), position :UInt32, bytes :UInt64,
                       repetitions :UInt32) -> (seconds :List(Float64));
-  checkpoints @13 (secret :Data, identity :Text) -> (updates :List(UInt64));
-    # The updates after which this node holds a complete checkpoint of the job `identity`,
-    # ascending (docs/faults.md).
     # `ravnest bench allreduce`: all-reduce `bytes` of float32 over an ad-hoc ring of daemons
     # (`peers` in ring order, this daemon at `position`), `repetitions` times after a warm-up.
+
+  # Checkpoints (docs/faults.md). A checkpoint belongs to a job `identity` and to a slot of the
+  # plan (`cluster`, `position`), not to a node: a spare that takes a dead node's slot resumes
+  # from it. Each node also keeps copies of the checkpoints of the nodes it is the keeper of
+  # (libs/config/checkpoint_keeper.h), so that they outlive a node that dies with its disk.
+  checkpoints @13 (secret :Data, identity :Text, cluster :Int32 = -1, position :Int32 = -1)
+      -> (updates :List(UInt64));
+    # The updates after which this node holds a complete checkpoint of the job `identity`,
+    # ascending: its own (slot -1, -1, or its own slot), or the copies it keeps for that slot.
+  storeCheckpoint @14 (secret :Data, identity :Text, cluster :Int32, position :Int32,
+                       updates :UInt64, size :UInt64, sha256 :Text) -> (sink :ByteSink);
+    # A checkpoint file, streamed; kept once `done` checks size and checksum. Of this node's own
+    # slot (the requester, after `ravnest replace`), it becomes this node's own checkpoint; of
+    # another slot (a peer, after writing one), a copy kept for that slot (the newest 3).
+  fetchCheckpoint @15 (secret :Data, identity :Text, cluster :Int32, position :Int32,
+                       updates :UInt64) -> (checkpoint :Data, sha256 :Text);
+    # The checkpoint file of that slot after `updates` updates, this node's own or a kept copy.
 }

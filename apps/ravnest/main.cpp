@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,12 +19,14 @@
 #include "bench/harness/allreduce_bench.h"
 #include "bench/harness/local_daemons.h"
 #include "libs/config/job_spec.h"
+#include "libs/config/node_pool.h"
 #include "libs/config/plan_layout.h"
 #include "libs/config/secret.h"
 #include "libs/data/dataset.h"
 #include "libs/graph/clusterize.h"
 #include "libs/graph/fuse.h"
 #include "libs/requester/job_identity.h"
+#include "libs/requester/replacement.h"
 #include "libs/graph/torch_errors.h"
 #include "libs/requester/requester.h"
 #include "libs/training/evaluate.h"
@@ -55,14 +58,15 @@ struct Connection {
   std::string plan_dir = "node_data";
   std::string secret_file;
 
-  runtime::Requester open() const {
-    std::string secret;
+  std::string secret() const {
     std::string file = secret_file;
     if (file.empty()) {
       if (const char* env = std::getenv("RAVNEST_SECRET_FILE")) file = env;
     }
-    if (!file.empty()) secret = config::read_secret(file);
-    return runtime::Requester(runtime::load_plan(plan_dir), secret);
+    return file.empty() ? std::string() : config::read_secret(file);
+  }
+  runtime::Requester open() const {
+    return runtime::Requester(runtime::load_plan(plan_dir), secret());
   }
 };
 
@@ -100,6 +104,25 @@ int run_clusterize(const graph::ClusterizeOptions& options, bool push, const Con
     pushed.plan_dir = options.out_dir;
     pushed.open().push(say);
   }
+  return 0;
+}
+
+int run_replace(const Connection& c, const std::string& old_name, const std::string& spare_name,
+                const std::string& pool_path) {
+  const auto pool = config::load_node_pool(pool_path);
+  auto spare = std::find_if(pool.begin(), pool.end(),
+                            [&](const auto& n) { return n.name == spare_name; });
+  if (spare == pool.end()) {
+    throw std::runtime_error(pool_path + ": no node \"" + spare_name + "\" in the pool");
+  }
+  const auto done = runtime::replace_node(c.plan_dir, c.secret(), old_name, *spare, say);
+  std::string line = done.spare_name + " replaces " + done.old_name + " (cluster " +
+                     std::to_string(done.cluster) + ", position " +
+                     std::to_string(done.position) + ")";
+  line += done.checkpoint ? "; `ravnest resume` continues the job after update " +
+                                std::to_string(*done.checkpoint)
+                          : "; `ravnest train` starts a job";
+  say(line);
   return 0;
 }
 
@@ -293,6 +316,17 @@ int main(int argc, char** argv) {
   resume_cmd->add_flag("--detach", detach, "start the job and return; `ravnest status` follows it");
   add_connection_options(resume_cmd, connection);
 
+  std::string replace_old, replace_spare, replace_pool = "node_data/node_configs.json";
+  auto* replace_cmd = app.add_subcommand(
+      "replace", "Put a spare node from the pool in the place of a dead one (docs/faults.md)");
+  replace_cmd->add_option("node", replace_old, "the plan's node to replace, e.g. node_2")
+      ->required();
+  replace_cmd->add_option("--with", replace_spare, "the spare, a pool node not in the plan")
+      ->required();
+  replace_cmd->add_option("--nodes", replace_pool, "node pool, Ravnest's node_configs.json")
+      ->capture_default_str();
+  add_connection_options(replace_cmd, connection);
+
   auto* status_cmd = app.add_subcommand("status", "Show where every node of the plan is");
   add_connection_options(status_cmd, connection);
 
@@ -353,6 +387,9 @@ int main(int argc, char** argv) {
     if (resume_cmd->parsed()) {
       if (resume_job.empty()) resume_job = runtime::last_job_path(connection.plan_dir);
       return run_train(connection, resume_job, detach, /*resume=*/true);
+    }
+    if (replace_cmd->parsed()) {
+      return run_replace(connection, replace_old, replace_spare, replace_pool);
     }
     if (status_cmd->parsed()) return run_status(connection);
     if (stop_cmd->parsed()) {

@@ -29,6 +29,31 @@ bool parse_name(const std::string& name, uint64_t* updates) {
   return true;
 }
 
+// The updates of the checkpoint files in `dir`, ascending.
+std::vector<uint64_t> list(const fs::path& dir) {
+  std::vector<uint64_t> found;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::end(it); it.increment(ec)) {
+    uint64_t n = 0;
+    if (it->is_regular_file(ec) && parse_name(it->path().filename().string(), &n)) {
+      found.push_back(n);
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::string file_name(uint64_t updates) { return kPrefix + std::to_string(updates) + kSuffix; }
+
+void trim_dir(const fs::path& dir, size_t keep) {
+  auto all = list(dir);
+  std::error_code ec;
+  while (all.size() > keep) {
+    fs::remove(dir / file_name(all.front()), ec);
+    all.erase(all.begin());
+  }
+}
+
 }  // namespace
 
 CheckpointStore::CheckpointStore(fs::path dir, size_t keep) : dir_(std::move(dir)), keep_(keep) {
@@ -36,7 +61,10 @@ CheckpointStore::CheckpointStore(fs::path dir, size_t keep) : dir_(std::move(dir
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir_, ec); !ec && it != fs::end(it);
        it.increment(ec)) {
-    if (it->is_regular_file(ec) && it->path().extension() == ".tmp") fs::remove(it->path(), ec);
+    const auto extension = it->path().extension();
+    if (it->is_regular_file(ec) && (extension == ".tmp" || extension == ".part")) {
+      fs::remove(it->path(), ec);
+    }
   }
 }
 
@@ -49,49 +77,61 @@ void CheckpointStore::check_identity(const std::string& identity) {
   }
 }
 
-fs::path CheckpointStore::path(const std::string& identity, uint64_t updates) const {
+fs::path CheckpointStore::file(const std::string& identity, uint64_t updates) const {
   check_identity(identity);
-  return dir_ / identity / (kPrefix + std::to_string(updates) + kSuffix);
+  return dir_ / identity / file_name(updates);
+}
+
+fs::path CheckpointStore::kept_dir(const std::string& identity, int cluster, int position) const {
+  check_identity(identity);
+  if (cluster < 0 || position < 0) {
+    throw std::runtime_error("a checkpoint slot's cluster and position are not negative");
+  }
+  return dir_ / identity / "kept" / (std::to_string(cluster) + "_" + std::to_string(position));
+}
+
+fs::path CheckpointStore::kept_file(const std::string& identity, int cluster, int position,
+                                    uint64_t updates) const {
+  return kept_dir(identity, cluster, position) / file_name(updates);
 }
 
 std::vector<uint64_t> CheckpointStore::updates(const std::string& identity) const {
   check_identity(identity);
-  std::vector<uint64_t> found;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(dir_ / identity, ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
-    uint64_t n = 0;
-    if (it->is_regular_file(ec) && parse_name(it->path().filename().string(), &n)) {
-      found.push_back(n);
-    }
-  }
-  std::sort(found.begin(), found.end());
-  return found;
+  return list(dir_ / identity);
+}
+
+std::vector<uint64_t> CheckpointStore::kept_updates(const std::string& identity, int cluster,
+                                                    int position) const {
+  return list(kept_dir(identity, cluster, position));
+}
+
+void CheckpointStore::trim(const std::string& identity) {
+  check_identity(identity);
+  trim_dir(dir_ / identity, keep_);
+}
+
+void CheckpointStore::trim_kept(const std::string& identity, int cluster, int position) {
+  trim_dir(kept_dir(identity, cluster, position), keep_);
 }
 
 void CheckpointStore::write(const StageCheckpoint& checkpoint) {
-  const fs::path target = path(checkpoint.identity, checkpoint.updates);
+  const fs::path target = file(checkpoint.identity, checkpoint.updates);
   fs::create_directories(target.parent_path());
   save_checkpoint(checkpoint, target.string());
-  auto all = updates(checkpoint.identity);
-  std::error_code ec;
-  while (all.size() > keep_) {
-    fs::remove(path(checkpoint.identity, all.front()), ec);
-    all.erase(all.begin());
-  }
+  trim(checkpoint.identity);
 }
 
-StageCheckpoint CheckpointStore::read(const std::string& identity, uint64_t updates,
-                                      int node_id) const {
-  const fs::path file = path(identity, updates);
+StageCheckpoint CheckpointStore::read(const std::string& identity, uint64_t updates, int cluster,
+                                      int position) const {
+  const fs::path file = this->file(identity, updates);
   if (!fs::is_regular_file(file)) {
     throw std::runtime_error("no checkpoint after update " + std::to_string(updates) +
                              " of this job here");
   }
   StageCheckpoint checkpoint = load_checkpoint(file.string());
   if (checkpoint.identity != identity || checkpoint.updates != updates ||
-      checkpoint.node_id != node_id) {
-    throw std::runtime_error(file.string() + " belongs to another job or node");
+      checkpoint.cluster != cluster || checkpoint.position != position) {
+    throw std::runtime_error(file.string() + " belongs to another job or stage");
   }
   return checkpoint;
 }

@@ -1,6 +1,7 @@
 // CheckpointStore: a node's checkpoints of its jobs (libs/training/checkpoint.h), under
-// <data dir>/checkpoints/<identity>/update_<N>.pt, N the updates done. Each file is written to a
-// temporary name and renamed, so a listed checkpoint is complete; the newest `keep` of a job
+// <data dir>/checkpoints/<identity>/update_<N>.pt, N the updates done, and the copies it keeps
+// for other slots (checkpoint_keeper.h) under <identity>/kept/<cluster>_<position>/. Each file is
+// written to a temporary name and renamed, so a listed checkpoint is complete; the newest `keep` of a job
 // are kept: a node killed just before writing one still shares an older one with the nodes
 // that wrote it and then one more when the job was stopped. Temporary files left by a crash are
 // removed when the store opens.
@@ -31,11 +32,23 @@ class CheckpointStore {
   std::vector<uint64_t> updates(const std::string& identity) const;  // ascending
   void write(const StageCheckpoint& checkpoint);  // then drops the job's older ones beyond `keep`
   // Throws std::runtime_error naming what is missing or does not match.
-  StageCheckpoint read(const std::string& identity, uint64_t updates, int node_id) const;
-  void clear(const std::string& identity);  // a job that starts afresh
+  StageCheckpoint read(const std::string& identity, uint64_t updates, int cluster,
+                       int position) const;
+  void clear(const std::string& identity);  // a job that starts afresh: its own and kept copies
+
+  // The file of this node's own checkpoint, or of the copy it keeps for another slot; whether
+  // it exists or not. Throws std::runtime_error for a negative cluster or position.
+  std::filesystem::path file(const std::string& identity, uint64_t updates) const;
+  std::filesystem::path kept_file(const std::string& identity, int cluster, int position,
+                                  uint64_t updates) const;
+  std::vector<uint64_t> kept_updates(const std::string& identity, int cluster,
+                                     int position) const;  // ascending
+  // Drops the oldest files beyond `keep`, once one more was stored (own or kept).
+  void trim(const std::string& identity);
+  void trim_kept(const std::string& identity, int cluster, int position);
 
  private:
-  std::filesystem::path path(const std::string& identity, uint64_t updates) const;
+  std::filesystem::path kept_dir(const std::string& identity, int cluster, int position) const;
 
   std::filesystem::path dir_;
   size_t keep_;

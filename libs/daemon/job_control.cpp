@@ -145,7 +145,8 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
       setup->checkpoints = checkpoints_;
       setup->identity = identity;
       if (resume_from > 0) {
-        setup->resume = checkpoints_->read(identity, resume_from, setup->node.node_id);
+        setup->resume = checkpoints_->read(identity, resume_from, setup->node.cluster,
+                                            setup->node.position);
       } else {
         checkpoints_->clear(identity);  // a fresh start: older checkpoints of it are stale
       }
@@ -365,13 +366,10 @@ kj::Promise<void> JobControl::fetch_losses(FetchLossesCall context) {
   return kj::READY_NOW;
 }
 
-kj::Promise<void> JobControl::checkpoints(CheckpointsCall context) {
-  auto params = context.getParams();
-  secret_.check(params.getSecret(), "checkpoints");
-  const auto updates = checked([&] { return checkpoints_->updates(params.getIdentity()); });
-  auto out = context.getResults().initUpdates(static_cast<unsigned>(updates.size()));
-  for (size_t i = 0; i < updates.size(); ++i) out.set(static_cast<unsigned>(i), updates[i]);
-  return kj::READY_NOW;
+bool JobControl::busy() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const NodeState state = effective_state(nullptr);
+  return state == NodeState::kTraining || state == NodeState::kReady;
 }
 
 void JobControl::with_worker(std::function<void(StageWorker&)> work) {

@@ -58,7 +58,6 @@ class JobControl {
   kj::Promise<void> fetch_stage(FetchStageCall context);
   kj::Promise<void> subscribe(SubscribeCall context);
   kj::Promise<void> fetch_losses(FetchLossesCall context);
-  kj::Promise<void> checkpoints(CheckpointsCall context);
 
   // Drops the running or loaded job, checkpointing it first (StageWorker::checkpoint_on_stop);
   // compute thread.
@@ -76,6 +75,10 @@ class JobControl {
   // Of the stored stage. Changes only through pushStage, which is refused while a job runs, so
   // the job's threads may read it.
   const config::NodeMetadata& metadata() const { return metadata_; }
+  bool has_stage() const { return store_.has_stage(); }
+  bool busy() const;  // a job runs; RPC thread
+  // Where the node's checkpoints are (CheckpointService serves them).
+  std::shared_ptr<CheckpointStore> checkpoint_store() const { return checkpoints_; }
 
  private:
   wire::NodeState effective_state(std::string* error) const;  // with mutex_ held

@@ -36,5 +36,9 @@ using BenchAllReduceCall =
     capnp::CallContext<schema::Node::BenchAllReduceParams, schema::Node::BenchAllReduceResults>;
 using CheckpointsCall =
     capnp::CallContext<schema::Node::CheckpointsParams, schema::Node::CheckpointsResults>;
+using StoreCheckpointCall = capnp::CallContext<schema::Node::StoreCheckpointParams,
+                                               schema::Node::StoreCheckpointResults>;
+using FetchCheckpointCall = capnp::CallContext<schema::Node::FetchCheckpointParams,
+                                               schema::Node::FetchCheckpointResults>;
 
 }  // namespace ravnest::runtime

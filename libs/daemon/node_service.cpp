@@ -12,6 +12,12 @@ NodeService::NodeService(NodeStore& store, std::string secret, asio::io_context&
       links_(std::move(secret)),
       ring_(secret_, links_, loop_),
       job_(store, secret_, compute, ring_, links_, loop_, *this),
+      checkpoints_(
+          job_.checkpoint_store(), secret_, links_, loop_,
+          [this]() -> const config::NodeMetadata* {
+            return job_.has_stage() ? &job_.metadata() : nullptr;
+          },
+          [this]() { return job_.busy(); }),
       transfer_(
           secret_, links_,
           [this](wire::TransferMessage message) { job_.deliver(std::move(message)); },
@@ -40,7 +46,13 @@ kj::Promise<void> NodeService::fetchLosses(FetchLossesContext context) {
   return job_.fetch_losses(context);
 }
 kj::Promise<void> NodeService::checkpoints(CheckpointsContext context) {
-  return job_.checkpoints(context);
+  return checkpoints_.checkpoints(context);
+}
+kj::Promise<void> NodeService::storeCheckpoint(StoreCheckpointContext context) {
+  return checkpoints_.store_checkpoint(context);
+}
+kj::Promise<void> NodeService::fetchCheckpoint(FetchCheckpointContext context) {
+  return checkpoints_.fetch_checkpoint(context);
 }
 
 kj::Promise<void> NodeService::send(SendContext context) { return transfer_.send(context); }
@@ -77,6 +89,10 @@ void NodeService::event(const wire::ProgressEventData& event) {
 }
 
 void NodeService::defer(std::function<void()> task) { job_.defer(std::move(task)); }
+
+void NodeService::checkpoint_written(const std::string& identity, uint64_t updates) {
+  checkpoints_.checkpoint_written(job_.metadata(), identity, updates);
+}
 
 void NodeService::reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average) {
   ring_.reduce_rings(round, work, average, job_.metadata());

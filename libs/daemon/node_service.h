@@ -1,8 +1,8 @@
 // NodeService: the daemon's Cap'n Proto endpoint (schemas/ravnest.capnp, interface Node), a thin
 // Node::Server that forwards each method to the role that serves it, and the stage worker's
 // WorkerPort. The roles, each owning its state:
-//   JobControl     storage and the job (push, fetch, load, start, stop, status, subscribe,
-//                  checkpoints)
+//   JobControl     storage and the job (push, fetch, load, start, stop, status, subscribe)
+//   CheckpointService  checkpoints (listing, storing, fetching; copies to the keeper)
 //   TransferPlane  micro-batches between daemons (send, and the worker's sends)
 //   RingMember     the all-reduce rings (openRing, abortReduce, the worker's reduces)
 //   BenchService   the all-reduce benchmark (benchAllReduce)
@@ -23,6 +23,7 @@
 #include <kj/async.h>
 
 #include "libs/daemon/bench_service.h"
+#include "libs/daemon/checkpoint_service.h"
 #include "libs/daemon/job_control.h"
 #include "libs/daemon/node_secret.h"
 #include "libs/daemon/node_store.h"
@@ -54,6 +55,7 @@ class NodeService final : public schema::Node::Server, public WorkerPort {
   void event(const wire::ProgressEventData& event) override;
   void defer(std::function<void()> task) override;
   void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average) override;
+  void checkpoint_written(const std::string& identity, uint64_t updates) override;
 
  protected:
   kj::Promise<void> pushStage(PushStageContext context) override;
@@ -70,6 +72,8 @@ class NodeService final : public schema::Node::Server, public WorkerPort {
   kj::Promise<void> abortReduce(AbortReduceContext context) override;
   kj::Promise<void> benchAllReduce(BenchAllReduceContext context) override;
   kj::Promise<void> checkpoints(CheckpointsContext context) override;
+  kj::Promise<void> storeCheckpoint(StoreCheckpointContext context) override;
+  kj::Promise<void> fetchCheckpoint(FetchCheckpointContext context) override;
 
  private:
   // Runs `call` on the RPC thread; does nothing once the RPC loop is gone (shutdown).
@@ -81,6 +85,7 @@ class NodeService final : public schema::Node::Server, public WorkerPort {
   wire::PeerLinks links_;
   RingMember ring_;
   JobControl job_;
+  CheckpointService checkpoints_;
   TransferPlane transfer_;
   BenchService bench_;
 };

@@ -58,7 +58,8 @@ void StageWorker::write_checkpoint() {
   if (!setup_.checkpoints || !boundary_.valid || boundary_.updates <= saved_updates_) return;
   StageCheckpoint c;
   c.identity = setup_.identity;
-  c.node_id = setup_.node.node_id;
+  c.cluster = setup_.node.cluster;
+  c.position = setup_.node.position;
   c.updates = boundary_.updates;
   c.batches = boundary_.batches;
   c.epoch = boundary_.epoch;
@@ -75,6 +76,7 @@ void StageWorker::write_checkpoint() {
   c.optimizer = save_optimizer(*setup_.optimizer);
   setup_.checkpoints->write(c);
   saved_updates_ = c.updates;
+  port_.checkpoint_written(c.identity, c.updates);
 }
 
 void StageWorker::checkpoint_on_stop() {

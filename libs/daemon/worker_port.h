@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -32,6 +33,9 @@ class WorkerPort {
     std::vector<at::Tensor> tensors;
   };
   virtual void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average = true) = 0;
+  // The worker wrote its checkpoint after `updates` updates of the job `identity`: the daemon
+  // sends a copy to the node's keeper (checkpoint_service.h). A port without peers keeps none.
+  virtual void checkpoint_written(const std::string& identity, uint64_t updates) {}
 };
 
 }  // namespace ravnest::runtime

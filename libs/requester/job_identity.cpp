@@ -13,7 +13,9 @@ namespace fs = std::filesystem;
 std::string job_identity(const std::string& job_text, const Plan& plan) {
   std::string what = job_text;
   for (const auto& meta : plan.nodes) {
-    what += "\n" + std::to_string(meta.node_id) + " " + meta.stage_sha256;
+    // Slots, not node ids: a spare that replaces a node (`ravnest replace`) keeps the identity.
+    what += "\n" + std::to_string(meta.cluster) + " " + std::to_string(meta.position) + " " +
+            meta.stage_sha256;
   }
   return config::sha256_hex(what).substr(0, 32);
 }

@@ -1,6 +1,6 @@
 // A job's identity and the plan's memory of its last job.
 //
-// The identity is a hash of the job file's text and of the plan's stages (node ids and stage
+// The identity is a hash of the job file's text and of the plan's stages (their slots and
 // checksums): a checkpoint is resumed only by the job that wrote it (docs/faults.md). Every train
 // remembers its job file in the plan directory, for `ravnest resume` without one.
 #pragma once

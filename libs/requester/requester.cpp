@@ -464,14 +464,7 @@ void Requester::push(const std::function<void(const std::string&)>& log) {
   const config::PlanLayout layout(impl_->plan_.dir);
   for (const auto& meta : impl_->plan_.nodes) {
     const std::string stage = config::read_file(layout.resolve(meta.stage_file));
-    const std::string metadata = config::read_file(layout.node_file(meta.node_id));
-    auto request = impl_->node(meta).pushStageRequest();
-    request.setSecret(impl_->secret());
-    request.setMetadataJson(metadata);
-    request.setStage(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(stage.data()),
-                                         stage.size()));
-    request.setSha256(config::sha256_hex(stage));
-    impl_->await(request.send().ignoreResult(), meta, "push stage");
+    push_stage(meta, stage, config::read_file(layout.node_file(meta.node_id)));
     log("pushed " + meta.stage_file + " (" + std::to_string(stage.size()) + " bytes) to " +
         meta.name + " at " + meta.address);
   }
@@ -621,6 +614,72 @@ std::vector<Requester::FetchedStage> Requester::fetch_cluster(int cluster) {
   }
   if (stages.empty()) throw std::runtime_error("no cluster " + std::to_string(cluster) + " in the plan");
   return stages;
+}
+
+wire::NodeStatusData Requester::status_of(const config::NodeMetadata& at,
+                                          double timeout_seconds) {
+  return impl_->status_of(at, timeout_seconds);
+}
+
+void Requester::push_stage(const config::NodeMetadata& at, const std::string& stage_bytes,
+                           const std::string& metadata_json) {
+  auto request = impl_->node(at).pushStageRequest();
+  request.setSecret(impl_->secret());
+  request.setMetadataJson(metadata_json);
+  request.setStage(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(stage_bytes.data()),
+                                       stage_bytes.size()));
+  request.setSha256(config::sha256_hex(stage_bytes));
+  impl_->await(request.send().ignoreResult(), at, "push stage");
+}
+
+std::vector<uint64_t> Requester::checkpoints(const config::NodeMetadata& at,
+                                             const std::string& identity, int cluster,
+                                             int position, double timeout_seconds) {
+  auto request = impl_->node(at).checkpointsRequest();
+  request.setSecret(impl_->secret());
+  request.setIdentity(identity);
+  request.setCluster(cluster);
+  request.setPosition(position);
+  auto response = impl_->await(request.send(), at, "list checkpoints", timeout_seconds);
+  std::vector<uint64_t> updates;
+  for (uint64_t u : response.getUpdates()) updates.push_back(u);
+  return updates;
+}
+
+std::string Requester::fetch_checkpoint(const config::NodeMetadata& at,
+                                        const std::string& identity, int cluster, int position,
+                                        uint64_t updates) {
+  auto request = impl_->node(at).fetchCheckpointRequest();
+  request.setSecret(impl_->secret());
+  request.setIdentity(identity);
+  request.setCluster(cluster);
+  request.setPosition(position);
+  request.setUpdates(updates);
+  auto response = impl_->await(request.send(), at, "fetch checkpoint");
+  auto data = response.getCheckpoint();
+  std::string bytes(reinterpret_cast<const char*>(data.begin()), data.size());
+  if (config::sha256_hex(bytes) != std::string(response.getSha256().cStr())) {
+    throw std::runtime_error(at.name + ": the fetched checkpoint fails its checksum");
+  }
+  return bytes;
+}
+
+void Requester::store_checkpoint(const config::NodeMetadata& at, const std::string& identity,
+                                 int cluster, int position, uint64_t updates,
+                                 const std::string& bytes) {
+  auto request = impl_->node(at).storeCheckpointRequest();
+  request.setSecret(impl_->secret());
+  request.setIdentity(identity);
+  request.setCluster(cluster);
+  request.setPosition(position);
+  request.setUpdates(updates);
+  request.setSize(bytes.size());
+  request.setSha256(config::sha256_hex(bytes));
+  auto sink = request.send().getSink();
+  impl_->await(wire::stream_bytes(sink, kj::ArrayPtr<const kj::byte>(
+                                            reinterpret_cast<const kj::byte*>(bytes.data()),
+                                            bytes.size())),
+               at, "store checkpoint");
 }
 
 std::string Requester::fetch_losses(int node_id) {

@@ -105,6 +105,20 @@ class Requester {
   std::vector<FetchedStage> fetch_cluster(int cluster);
   std::string fetch_losses(int node_id);
 
+  // Calls on one node `at`, in the plan or not (a spare: `ravnest replace`).
+  wire::NodeStatusData status_of(const config::NodeMetadata& at, double timeout_seconds = 5);
+  // Stores a stage and its metadata (docs/node-metadata.md) on the node, as `ravnest push` does.
+  void push_stage(const config::NodeMetadata& at, const std::string& stage_bytes,
+                  const std::string& metadata_json);
+  // The checkpoints of the job `identity` for the plan's slot (cluster, position) that the node
+  // holds: its own, or copies it keeps for that slot (docs/faults.md). Ascending.
+  std::vector<uint64_t> checkpoints(const config::NodeMetadata& at, const std::string& identity,
+                                    int cluster, int position, double timeout_seconds = 30);
+  std::string fetch_checkpoint(const config::NodeMetadata& at, const std::string& identity,
+                               int cluster, int position, uint64_t updates);
+  void store_checkpoint(const config::NodeMetadata& at, const std::string& identity, int cluster,
+                        int position, uint64_t updates, const std::string& bytes);
+
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;

@@ -16,7 +16,7 @@ namespace ravnest::runtime {
 
 namespace {
 
-constexpr int64_t kFormat = 1;
+constexpr int64_t kFormat = 2;
 
 // Arbitrary bytes as a uint8 tensor: archives keep tensors byte for byte.
 at::Tensor bytes_tensor(const std::string& bytes) {
@@ -88,7 +88,8 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
     torch::serialize::OutputArchive archive;
     archive.write("format", c10::IValue(kFormat));
     archive.write("identity", c10::IValue(c.identity));
-    archive.write("node_id", c10::IValue(static_cast<int64_t>(c.node_id)));
+    archive.write("cluster", c10::IValue(static_cast<int64_t>(c.cluster)));
+    archive.write("position", c10::IValue(static_cast<int64_t>(c.position)));
     archive.write("updates", c10::IValue(static_cast<int64_t>(c.updates)));
     archive.write("batches", c10::IValue(static_cast<int64_t>(c.batches)));
     archive.write("epoch", c10::IValue(static_cast<int64_t>(c.epoch)));
@@ -126,7 +127,8 @@ StageCheckpoint load_checkpoint(const std::string& path) {
     c10::IValue value;
     archive.read("identity", value);
     c.identity = value.toStringRef();
-    c.node_id = static_cast<int>(read_int(archive, "node_id"));
+    c.cluster = static_cast<int>(read_int(archive, "cluster"));
+    c.position = static_cast<int>(read_int(archive, "position"));
     c.updates = static_cast<uint64_t>(read_int(archive, "updates"));
     c.batches = static_cast<uint64_t>(read_int(archive, "batches"));
     c.epoch = static_cast<uint32_t>(read_int(archive, "epoch"));

@@ -3,8 +3,9 @@
 // state, the LR schedule's step, the data cursor (batches done; the epoch and the batch within it
 // follow, since every epoch's order is a function of the seed), the random generator's state and,
 // for the first node of a random chain, the state the next micro-batch's stream starts from, the
-// leaf's losses so far, and the job's identity so that a checkpoint is never resumed by another
-// job or node.
+// leaf's losses so far, and the job's identity and the plan's slot (cluster, position) so that a
+// checkpoint is never resumed by another job or stage. The slot, not the node, owns it: a spare
+// node that replaces a dead one (`ravnest replace`) resumes from the dead node's checkpoint.
 //
 // A file is written to a temporary name and renamed: it is complete or absent. Reading refuses
 // a file that is not a checkpoint, naming the path.
@@ -23,7 +24,8 @@ namespace ravnest::runtime {
 
 struct StageCheckpoint {
   std::string identity;  // the job's: its text and the plan's stages (Requester)
-  int node_id = -1;
+  int cluster = -1;           // the plan's slot that wrote it
+  int position = -1;
   uint64_t updates = 0;       // optimizer updates done
   uint64_t batches = 0;       // training batches done: the data cursor
   uint32_t epoch = 0;         // the epoch of the last batch done

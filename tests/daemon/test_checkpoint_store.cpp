@@ -23,7 +23,8 @@ const std::string kIdentity = "0123456789abcdef0123456789abcdef";
 StageCheckpoint sample(uint64_t updates) {
   StageCheckpoint c;
   c.identity = kIdentity;
-  c.node_id = 2;
+  c.cluster = 0;
+  c.position = 2;
   c.updates = updates;
   c.batches = updates * 3;
   c.epoch = 1;
@@ -52,7 +53,7 @@ TEST_CASE("a checkpoint is read back as written, optimizer state included", "[ch
   c.next_random_state = at::arange(7, at::kByte);
   CheckpointStore store(dir.path());
   store.write(c);
-  const StageCheckpoint back = store.read(kIdentity, 8, 2);
+  const StageCheckpoint back = store.read(kIdentity, 8, 0, 2);
   CHECK(back.batches == 24);
   CHECK(back.epoch == 1);
   CHECK(back.lr_steps == 7);
@@ -91,8 +92,8 @@ TEST_CASE("the store keeps the newest three and lists complete files only", "[ch
     for (uint64_t u : {4, 8, 12, 16, 20}) store.write(sample(u));
     CHECK(store.updates(kIdentity) == std::vector<uint64_t>{12, 16, 20});
     CHECK(store.updates("00000000").empty());
-    CHECK_THROWS_WITH(store.read(kIdentity, 4, 2), Catch::Contains("no checkpoint after update 4"));
-    CHECK_THROWS_WITH(store.read(kIdentity, 20, 3), Catch::Contains("another job or node"));
+    CHECK_THROWS_WITH(store.read(kIdentity, 4, 0, 2), Catch::Contains("no checkpoint after update 4"));
+    CHECK_THROWS_WITH(store.read(kIdentity, 20, 0, 3), Catch::Contains("another job or stage"));
   }
   // A crash left half a file behind: not listed, and gone once the store opens again.
   const fs::path half = dir.path() / kIdentity / "update_24.pt.tmp";
@@ -103,7 +104,7 @@ TEST_CASE("the store keeps the newest three and lists complete files only", "[ch
   CHECK(store.updates(kIdentity) == std::vector<uint64_t>{12, 16, 20});
   // A file that is not a checkpoint is refused, naming it.
   std::ofstream(dir.path() / kIdentity / "update_28.pt") << "garbage";
-  CHECK_THROWS_WITH(store.read(kIdentity, 28, 2), Catch::Contains("update_28.pt: not a readable"));
+  CHECK_THROWS_WITH(store.read(kIdentity, 28, 0, 2), Catch::Contains("update_28.pt: not a readable"));
   store.clear(kIdentity);
   CHECK(store.updates(kIdentity).empty());
 }

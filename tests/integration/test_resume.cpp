@@ -1,7 +1,8 @@
 // Checkpoint and resume on real daemons: a synchronous job interrupted by kill -9 (of one daemon,
 // or of all) and resumed with `ravnest train --resume` ends with the same weights, and the same
 // losses.txt, as the same job run without interruption; with one cluster and with two, SGD with
-// momentum and Adam. Also: what resume refuses.
+// momentum and Adam. The same when the killed daemon stays dead and a spare takes its place
+// (`ravnest replace`, with the checkpoint its keeper holds). Also: what resume and replace refuse.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -95,7 +96,9 @@ Outcome fuse_all(const test::LocalCluster& cluster, int clusters, int leaf,
   return outcome;
 }
 
-enum class Kill { kOne, kAll };
+// kOne: one daemon is killed and started again; kAll: every daemon; kReplace: one daemon is
+// killed for good and the spare (the node after the plan's) takes its place (`ravnest replace`).
+enum class Kill { kOne, kAll, kReplace };
 
 // Runs the job without interruption, then again interrupted by kill -9 after some updates and
 // resumed, and compares.
@@ -103,9 +106,11 @@ void check_resume(const std::vector<int>& stages, const std::string& optimizer, 
                   int victim) {
   std::vector<std::vector<size_t>> cuts;
   for (int n : stages) cuts.push_back(test::LocalCluster::even_cuts(test::digits_model(), n));
-  test::LocalCluster cluster(test::digits_model(), cuts, {"32x1x8x8"});
+  test::LocalCluster cluster(test::digits_model(), cuts, {"32x1x8x8"},
+                             kill == Kill::kReplace ? 1 : 0);
   const int clusters = static_cast<int>(cuts.size());
-  const int leaf = static_cast<int>(cuts[0].size());  // node ids run in cluster order
+  int leaf = static_cast<int>(cuts[0].size());  // node ids run in cluster order
+  const int spare = cluster.nodes() - 1;
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
   const auto job_path = cluster.dir() / "job.toml";
@@ -124,6 +129,25 @@ void check_resume(const std::vector<int>& stages, const std::string& optimizer, 
     cluster.kill(victim, SIGKILL);
     cluster.wait_exit(victim, 10);
     cluster.start(victim);
+  } else if (kill == Kill::kReplace) {
+    cluster.kill(victim, SIGKILL);
+    cluster.wait_exit(victim, 10);
+    const std::string old_name = "node_" + std::to_string(victim);
+    const std::string spare_name = "node_" + std::to_string(spare);
+    const std::string plan_before = test::read_text(fs::path(cluster.plan_dir()) / "plan.json");
+    auto replaced = cluster.ravnest("replace", old_name + " --with " + spare_name + " --nodes " +
+                                                   cluster.pool_file());
+    INFO(replaced.out << replaced.err);
+    REQUIRE(replaced.exit_code == 0);
+    CHECK(std::regex_search(replaced.out, std::regex(spare_name + " replaces " + old_name +
+                                                     " \\(cluster [0-9]+, position [0-9]+\\); "
+                                                     "`ravnest resume` continues the job after "
+                                                     "update [0-9]+")));
+    CHECK(replaced.out.find("from node_") != std::string::npos);  // the keeper's copy
+    CHECK(!fs::exists(fs::path(cluster.plan_dir()) / "nodes" / (old_name + ".json")));
+    CHECK(fs::exists(fs::path(cluster.plan_dir()) / "nodes" / (spare_name + ".json")));
+    CHECK(test::read_text(fs::path(cluster.plan_dir()) / "plan.json") != plan_before);
+    if (victim == leaf) leaf = spare;
   } else {
     for (int n = 0; n < cluster.nodes(); ++n) cluster.kill(n, SIGKILL);
     for (int n = 0; n < cluster.nodes(); ++n) cluster.wait_exit(n, 10);
@@ -131,7 +155,7 @@ void check_resume(const std::vector<int>& stages, const std::string& optimizer, 
   }
 
   // `ravnest resume` without a job file takes the one trained last with the plan.
-  auto resumed = kill == Kill::kAll ? cluster.ravnest("resume")
+  auto resumed = kill != Kill::kOne ? cluster.ravnest("resume")
                                     : cluster.ravnest("train", job_path.string() + " --resume");
   INFO(resumed.out << resumed.err);
   REQUIRE(resumed.exit_code == 0);
@@ -170,6 +194,59 @@ TEST_CASE("resume: two_clusters_adam, one daemon killed", "[resume][faults]") {
 
 TEST_CASE("resume: two_clusters_sgd (cut differently), every daemon killed", "[resume][faults]") {
   check_resume({2, 3}, "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9", Kill::kAll, 0);
+}
+
+TEST_CASE("resume: replace_stem, a spare takes a killed stem's place and the job resumes", "[replace][faults]") {
+  check_resume({3}, "name = \"adam\"\nlr = 0.002", Kill::kReplace, 1);
+}
+
+TEST_CASE("resume: replace_two_clusters, the second's root replaced (its rings too)", "[replace][faults]") {
+  check_resume({2, 2}, "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9", Kill::kReplace, 2);
+}
+
+TEST_CASE("resume: replace_leaf, a cluster's leaf replaced", "[replace][faults]") {
+  check_resume({2}, "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9", Kill::kReplace, 1);
+}
+
+TEST_CASE("resume: replace_refused, what it refuses, leaving the plan as it was", "[replace][errors]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)}, {"32x1x8x8"},
+                             1);
+  cluster.start(0);
+  cluster.start(1);  // the spare, node_2, is not started
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto plan_json = fs::path(cluster.plan_dir()) / "plan.json";
+  const std::string before = test::read_text(plan_json);
+  const std::string pool = " --nodes " + cluster.pool_file();
+  struct Refusal {
+    std::string args, says;
+  };
+  const std::vector<Refusal> refusals = {
+      {"node_1 --with node_0" + pool, "node_0 is already in the plan"},
+      {"node_7 --with node_2" + pool, "node_7 is not in the plan"},
+      {"node_1 --with node_9" + pool, "no node \"node_9\" in the pool"},
+      {"node_1 --with node_2" + pool, "node_2 (127.0.0.1:" + std::to_string(cluster.port(2))},
+      {"node_1 --with node_2 --nodes " + (cluster.dir() / "missing.json").string(), "missing.json"},
+  };
+  for (const auto& refusal : refusals) {
+    auto result = cluster.ravnest("replace", refusal.args);
+    INFO(refusal.args << ": " << result.out << result.err);
+    CHECK(result.exit_code != 0);
+    CHECK(result.err.find(refusal.says) != std::string::npos);
+    CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
+    CHECK(test::read_text(plan_json) == before);
+  }
+  // With the spare up, and no job trained yet: the plan takes it, with nothing to resume.
+  cluster.start(2);
+  auto accepted = cluster.ravnest("replace", "node_1 --with node_2" + pool);
+  INFO(accepted.out << accepted.err);
+  CHECK(accepted.exit_code == 0);
+  CHECK(accepted.out.find("node_2 replaces node_1 (cluster 0, position 1); `ravnest train` starts "
+                          "a job") != std::string::npos);
+  const auto plan = runtime::load_plan(cluster.plan_dir());
+  REQUIRE(plan.nodes.size() == 2);
+  CHECK(plan.nodes[1].name == "node_2");
+  CHECK(plan.nodes[0].forward_neighbours == std::vector<int>{2});
 }
 
 TEST_CASE("resume: refused without a common checkpoint", "[resume][errors]") {

@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "libs/config/secret.h"
 #include "libs/graph/fuse.h"
 #include "libs/graph/model_graph.h"
@@ -32,7 +34,7 @@ std::vector<size_t> LocalCluster::even_cuts(const std::string& model_path, int s
 
 LocalCluster::LocalCluster(const std::string& model_path,
                            const std::vector<std::vector<size_t>>& clusters,
-                           const std::vector<std::string>& example_inputs)
+                           const std::vector<std::string>& example_inputs, int spares)
     : model_path_(model_path) {
   auto model = graph::ModelGraph::load(model_path);
   planner::PoolPlan plan;
@@ -49,6 +51,16 @@ LocalCluster::LocalCluster(const std::string& model_path,
     plan.clusters.push_back(cluster);
   }
   graph::write_plan(*model, plan, pool, {model_path, 0, example_inputs}, plan_dir());
+  for (int s = 0; s < spares; ++s) {
+    pool.push_back(loopback_node(next_id + s, runtime::free_loopback_port()));
+    ports_.push_back(pool.back().port);
+  }
+  nlohmann::json pool_json = nlohmann::json::object();
+  for (const auto& node : pool) {
+    pool_json[std::to_string(node.id)] = {
+        {"IP", node.address}, {"benchmarks", {{"ram", 8}, {"bandwidth", 1000}}}};
+  }
+  write_text(pool_file(), pool_json.dump(2) + "\n");
   write_text(dir_ / "secret", "test-secret-" + std::to_string(::getpid()) + "\n");
   fs::permissions(dir_ / "secret", fs::perms::owner_read | fs::perms::owner_write);
   std::vector<std::string> names;

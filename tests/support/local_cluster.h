@@ -19,9 +19,10 @@ namespace ravnest::test {
 class LocalCluster {
  public:
   // `clusters[c]` lists the cut points (unit indices a stage ends after) of cluster c; an empty
-  // list is a one-node cluster. Nodes are numbered in cluster order.
+  // list is a one-node cluster. Nodes are numbered in cluster order; `spares` more nodes follow,
+  // with daemons of their own, in the pool (pool_file()) but not in the plan.
   LocalCluster(const std::string& model_path, const std::vector<std::vector<size_t>>& clusters,
-               const std::vector<std::string>& example_inputs);
+               const std::vector<std::string>& example_inputs, int spares = 0);
   ~LocalCluster();
   LocalCluster(const LocalCluster&) = delete;
   LocalCluster& operator=(const LocalCluster&) = delete;
@@ -29,7 +30,8 @@ class LocalCluster {
   const std::filesystem::path& dir() const { return dir_.path(); }
   std::string plan_dir() const { return (dir_ / "plan").string(); }
   std::string secret_file() const { return (dir_ / "secret").string(); }
-  int nodes() const { return static_cast<int>(ports_.size()); }
+  std::string pool_file() const { return (dir_ / "node_configs.json").string(); }
+  int nodes() const { return static_cast<int>(ports_.size()); }  // spares included
   int port(int node) const { return ports_.at(node); }
   std::filesystem::path data_dir(int node) const { return daemons_->data_dir(node); }
   std::string log(int node) const { return read_text(daemons_->log_path(node)); }

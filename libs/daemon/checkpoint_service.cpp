@@ -1,0 +1,143 @@
+#include "libs/daemon/checkpoint_service.h"
+
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "libs/config/atomic_file.h"
+#include "libs/config/checkpoint_keeper.h"
+#include "libs/config/sha256.h"
+#include "libs/wire/kj_reason.h"
+#include "libs/wire/tensor_stream.h"
+
+namespace ravnest::runtime {
+
+namespace {
+
+bool own_slot(const config::NodeMetadata* self, int cluster, int position) {
+  return cluster < 0 || (self && self->cluster == cluster && self->position == position);
+}
+
+}  // namespace
+
+CheckpointService::CheckpointService(std::shared_ptr<CheckpointStore> store,
+                                     const NodeSecret& secret, wire::PeerLinks& links,
+                                     const RpcLoop& loop,
+                                     std::function<const config::NodeMetadata*()> metadata,
+                                     std::function<bool()> busy)
+    : store_(std::move(store)),
+      secret_(secret),
+      links_(links),
+      loop_(loop),
+      metadata_(std::move(metadata)),
+      busy_(std::move(busy)) {}
+
+kj::Promise<void> CheckpointService::checkpoints(CheckpointsCall context) {
+  auto params = context.getParams();
+  secret_.check(params.getSecret(), "checkpoints");
+  const auto updates = checked([&] {
+    const std::string identity = params.getIdentity();
+    if (own_slot(metadata_(), params.getCluster(), params.getPosition())) {
+      return store_->updates(identity);
+    }
+    return store_->kept_updates(identity, params.getCluster(), params.getPosition());
+  });
+  auto out = context.getResults().initUpdates(static_cast<unsigned>(updates.size()));
+  for (size_t i = 0; i < updates.size(); ++i) out.set(static_cast<unsigned>(i), updates[i]);
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall context) {
+  auto params = context.getParams();
+  secret_.check(params.getSecret(), "storeCheckpoint");
+  const std::string identity = params.getIdentity();
+  const int cluster = params.getCluster(), position = params.getPosition();
+  const uint64_t updates = params.getUpdates();
+  const config::NodeMetadata* self = metadata_();
+  const bool own = self && self->cluster == cluster && self->position == position;
+  auto opened = checked([&] {
+    if (own && busy_()) throw std::runtime_error("busy: a job is running");
+    const std::filesystem::path file = own ? store_->file(identity, updates)
+                                           : store_->kept_file(identity, cluster, position, updates);
+    std::filesystem::create_directories(file.parent_path());
+    return wire::FileSink::open(file.parent_path(), file.filename().string(), params.getSize(),
+                                params.getSha256());
+  });
+  context.getResults().setSink(kj::mv(opened.sink));
+  tasks_.add(opened.completion.then([this, own, identity, cluster, position, updates]() {
+    if (own) {
+      store_->trim(identity);
+      spdlog::info("stored the checkpoint after update {} of job {}", updates, identity);
+    } else {
+      store_->trim_kept(identity, cluster, position);
+      spdlog::debug("keeping the checkpoint after update {} of slot {}/{}", updates, cluster,
+                    position);
+    }
+  }));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> CheckpointService::fetch_checkpoint(FetchCheckpointCall context) {
+  auto params = context.getParams();
+  secret_.check(params.getSecret(), "fetchCheckpoint");
+  checked([&] {
+    const std::string identity = params.getIdentity();
+    const int cluster = params.getCluster(), position = params.getPosition();
+    const uint64_t updates = params.getUpdates();
+    const auto file = own_slot(metadata_(), cluster, position)
+                          ? store_->file(identity, updates)
+                          : store_->kept_file(identity, cluster, position, updates);
+    if (!std::filesystem::is_regular_file(file)) {
+      throw std::runtime_error("no checkpoint after update " + std::to_string(updates) +
+                               " of that slot here");
+    }
+    const std::string bytes = config::read_file(file.string());
+    auto results = context.getResults();
+    results.setCheckpoint(
+        capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+    results.setSha256(config::sha256_hex(bytes));
+  });
+  return kj::READY_NOW;
+}
+
+void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
+                                           const std::string& identity, uint64_t updates) {
+  const auto keeper = config::checkpoint_keeper(self);
+  if (!keeper || !loop_.executor) return;
+  std::shared_ptr<const std::string> bytes;
+  try {
+    bytes = std::make_shared<const std::string>(
+        config::read_file(store_->file(identity, updates).string()));
+  } catch (const std::exception& e) {
+    spdlog::warn("no copy of the checkpoint for node_{}: {}", keeper->node, e.what());
+    return;
+  }
+  const std::string sha = config::sha256_hex(*bytes);
+  const int cluster = self.cluster, position = self.position;
+  try {
+    loop_.executor->executeSync([&]() {
+      auto request = links_.node(keeper->address).storeCheckpointRequest();
+      request.setSecret(links_.secret());
+      request.setIdentity(identity);
+      request.setCluster(cluster);
+      request.setPosition(position);
+      request.setUpdates(updates);
+      request.setSize(bytes->size());
+      request.setSha256(sha);
+      auto sink = request.send().getSink();
+      const std::string who = "node_" + std::to_string(keeper->node);
+      tasks_.add(wire::stream_bytes(sink, kj::ArrayPtr<const kj::byte>(
+                                              reinterpret_cast<const kj::byte*>(bytes->data()),
+                                              bytes->size()))
+                     .attach(kj::heap<std::shared_ptr<const std::string>>(bytes))
+                     .catch_([who, updates](kj::Exception&& e) {
+                       spdlog::warn("the copy of the checkpoint after update {} did not reach {}: {}",
+                                    updates, who, wire::kj_reason(e));
+                     }));
+    });
+  } catch (const kj::Exception&) {
+    // The RPC loop is gone: the daemon is shutting down.
+  }
+}
+
+}  // namespace ravnest::runtime

@@ -1,0 +1,180 @@
+#include "libs/requester/replacement.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <stdexcept>
+
+#include "libs/config/atomic_file.h"
+#include "libs/config/checkpoint_keeper.h"
+#include "libs/config/node_replacement.h"
+#include "libs/config/plan_layout.h"
+#include "libs/requester/job_identity.h"
+#include "libs/requester/requester.h"
+
+namespace ravnest::runtime {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const config::NodeMetadata* find_node(const Plan& plan, int id) {
+  for (const auto& meta : plan.nodes) {
+    if (meta.node_id == id) return &meta;
+  }
+  return nullptr;
+}
+
+// The identity of the plan's last job, or "" when it trained none (or its job file is gone).
+std::string last_job_identity(const Plan& plan) {
+  try {
+    const std::string job = last_job_path(plan.dir);
+    if (!fs::exists(job)) return "";
+    return job_identity(config::read_file(job), plan);
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+}  // namespace
+
+Replacement replace_node(const std::string& plan_dir, const std::string& secret,
+                         const std::string& old_name, const config::NodeConfig& spare,
+                         const std::function<void(const std::string&)>& log) {
+  Plan plan = load_plan(plan_dir);
+  auto old_it = std::find_if(plan.nodes.begin(), plan.nodes.end(),
+                             [&](const auto& m) { return m.name == old_name; });
+  if (old_it == plan.nodes.end()) {
+    throw std::runtime_error(old_name + " is not in the plan " + plan_dir);
+  }
+  const config::NodeMetadata old = *old_it;
+  const config::PlanLayout layout(plan_dir);
+
+  // The plan as it will be; nothing is written yet.
+  std::vector<config::NodeMetadata> nodes = plan.nodes;
+  const std::vector<int> changed = config::replace_node(nodes, old.node_id, spare);
+  const config::NodeMetadata& spare_meta = *std::find_if(
+      nodes.begin(), nodes.end(), [&](const auto& m) { return m.node_id == spare.id; });
+
+  Requester requester(plan, secret);
+  Replacement result;
+  result.old_name = old.name;
+  result.spare_name = spare.name;
+  result.cluster = old.cluster;
+  result.position = old.position;
+
+  const auto status = requester.status_of(spare_meta, 5);
+  if (status.node != spare.name) {
+    throw std::runtime_error(spare.name + " (" + spare.address + "): the daemon there serves " +
+                             status.node + "; start `ravnestd --node " + spare.name + "` there");
+  }
+  if (status.state == wire::NodeState::kTraining || status.state == wire::NodeState::kReady) {
+    throw std::runtime_error(spare.name + " (" + spare.address + "): busy: job " +
+                             std::to_string(status.job_id) + " is loaded there");
+  }
+
+  // The checkpoint to move: the newest of the old slot that every other node holds too.
+  std::string checkpoint;
+  const std::string identity = last_job_identity(plan);
+  if (!identity.empty()) {
+    std::set<uint64_t> common;
+    bool first = true;
+    for (const auto& meta : plan.nodes) {
+      if (meta.node_id == old.node_id) continue;
+      const auto held = requester.checkpoints(meta, identity, -1, -1);
+      std::set<uint64_t> mine(held.begin(), held.end());
+      if (first) {
+        common = mine;
+        first = false;
+      } else {
+        std::set<uint64_t> both;
+        std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(),
+                              std::inserter(both, both.begin()));
+        common = both;
+      }
+    }
+    // The old node itself if it still answers, else its keeper.
+    std::vector<const config::NodeMetadata*> sources{&old};
+    if (const auto keeper = config::checkpoint_keeper(old)) {
+      if (const auto* k = find_node(plan, keeper->node)) sources.push_back(k);
+    }
+    std::string tried;
+    for (const auto* source : sources) {
+      std::vector<uint64_t> held;
+      try {
+        held = requester.checkpoints(*source, identity, old.cluster, old.position,
+                                     source == &old ? 3 : 30);
+      } catch (const std::exception& e) {
+        tried += (tried.empty() ? "" : "; ") + std::string(e.what());
+        continue;
+      }
+      for (auto u = held.rbegin(); u != held.rend(); ++u) {
+        if (!first && !common.count(*u)) continue;
+        checkpoint = requester.fetch_checkpoint(*source, identity, old.cluster, old.position, *u);
+        result.checkpoint = *u;
+        result.checkpoint_from = source->name;
+        break;
+      }
+      if (result.checkpoint) break;
+      tried += (tried.empty() ? "" : "; ") + source->name + " holds none the others hold";
+    }
+    if (!result.checkpoint) {
+      log("no checkpoint of " + old.name + "'s slot to move (" + tried +
+          "): the job starts afresh with `ravnest train`");
+    }
+  }
+
+  // The spare first: it is what most likely refuses (not started, another node's daemon).
+  const std::string stage = config::read_file(layout.resolve(old.stage_file));
+  requester.push_stage(spare_meta, stage, config::to_json(spare_meta));
+  log("pushed " + old.name + "'s stage (" + std::to_string(stage.size()) + " bytes) to " +
+      spare.name + " at " + spare.address);
+  if (result.checkpoint) {
+    requester.store_checkpoint(spare_meta, identity, old.cluster, old.position,
+                               *result.checkpoint, checkpoint);
+    log("moved the checkpoint after update " + std::to_string(*result.checkpoint) + " from " +
+        result.checkpoint_from + " to " + spare.name);
+  }
+
+  // The plan directory: new files first, plan.json (what names the nodes) last, then the old
+  // node's files go.
+  config::write_file_atomically(layout.resolve(spare_meta.stage_file), stage);
+  for (int id : changed) {
+    const auto& meta = *std::find_if(nodes.begin(), nodes.end(),
+                                     [&](const auto& m) { return m.node_id == id; });
+    config::write_file_atomically(layout.node_file(id), config::to_json(meta));
+  }
+  config::write_file_atomically(
+      layout.plan_file(), config::replace_node_in_plan_json(config::read_file(layout.plan_file()),
+                                                            old.node_id, spare.id));
+  std::error_code ignored;
+  fs::remove(layout.node_file(old.node_id), ignored);
+  if (layout.resolve(old.stage_file) != layout.resolve(spare_meta.stage_file)) {
+    fs::remove(layout.resolve(old.stage_file), ignored);
+  }
+  log("the plan " + plan_dir + " names " + spare.name + " in " + old.name + "'s place");
+
+  // Every other node whose metadata changed gets it, with its unchanged stage.
+  std::vector<std::string> not_pushed;
+  for (int id : changed) {
+    if (id == spare.id) continue;
+    const auto& meta = *std::find_if(nodes.begin(), nodes.end(),
+                                     [&](const auto& m) { return m.node_id == id; });
+    try {
+      requester.push_stage(meta, config::read_file(layout.resolve(meta.stage_file)),
+                           config::to_json(meta));
+      log("pushed the new metadata to " + meta.name);
+    } catch (const std::exception& e) {
+      not_pushed.push_back(e.what());
+    }
+  }
+  if (!not_pushed.empty()) {
+    std::string all;
+    for (const auto& line : not_pushed) all += (all.empty() ? "" : "; ") + line;
+    throw std::runtime_error("the plan was rewritten, but not every node has it (" + all +
+                             "); run `ravnest push` once they answer");
+  }
+  return result;
+}
+
+}  // namespace ravnest::runtime

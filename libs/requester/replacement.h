@@ -1,0 +1,33 @@
+// `ravnest replace OLD --with SPARE` (docs/faults.md): a spare node from the pool takes the slot
+// of a node that is gone, and the interrupted job resumes with it (`ravnest resume`).
+//
+// In order: the spare must answer as SPARE and run no job, and every other node of the plan must
+// answer; the newest checkpoint of OLD's slot (from OLD itself if it still answers, else from its
+// keeper, libs/config/checkpoint_keeper.h) that every other node also holds is fetched; the
+// spare gets OLD's stage, its new metadata and that checkpoint; then the plan directory is
+// rewritten (config::replace_node; every file atomically, plan.json last) and the new metadata
+// goes to every node whose own changed. A failure before the plan is rewritten leaves it as it
+// was; one after names the nodes that still need `ravnest push`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "libs/config/node_pool.h"
+
+namespace ravnest::runtime {
+
+struct Replacement {
+  std::string old_name, spare_name;
+  int cluster = 0, position = 0;
+  std::optional<uint64_t> checkpoint;  // the update moved to the spare, if any
+  std::string checkpoint_from;         // the node it came from
+};
+
+Replacement replace_node(const std::string& plan_dir, const std::string& secret,
+                         const std::string& old_name, const config::NodeConfig& spare,
+                         const std::function<void(const std::string&)>& log);
+
+}  // namespace ravnest::runtime
