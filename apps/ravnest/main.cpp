@@ -126,7 +126,8 @@ int run_replace(const Connection& c, const std::string& old_name, const std::str
   return 0;
 }
 
-int run_train(const Connection& c, const std::string& job, bool detach, bool resume) {
+int run_train(const Connection& c, const std::string& job, bool detach, bool resume,
+              bool attach = false) {
   auto requester = c.open();
   runtime::TrainOptions options;
   options.detach = detach;
@@ -154,7 +155,7 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
   };
   runtime::TrainResult result;
   try {
-    result = requester.train(job, options);
+    result = attach ? requester.attach(options) : requester.train(job, options);
   } catch (const runtime::TrainInterrupted& e) {
     if (tty && drawn) std::cout << "\033[" << drawn << "A\033[J" << std::flush;
     const std::string signal = g_interrupted == SIGTERM ? "SIGTERM" : "SIGINT";
@@ -302,9 +303,11 @@ int main(int argc, char** argv) {
   std::string job_path;
   bool detach = false;
   auto* train_cmd = app.add_subcommand("train", "Run a training job on the plan's daemons");
-  train_cmd->add_option("job", job_path, "job file (TOML), see docs/job-file.md")->required();
+  train_cmd->add_option("job", job_path, "job file (TOML), see docs/job-file.md");
   train_cmd->add_flag("--detach", detach, "start the job and return; `ravnest status` follows it");
-  bool resume = false;
+  bool resume = false, attach = false;
+  train_cmd->add_flag("--attach", attach,
+                      "follow the job that runs on the plan's nodes instead of starting one");
   train_cmd->add_flag("--resume", resume,
                       "continue from the newest checkpoint every node holds (docs/faults.md)");
   add_connection_options(train_cmd, connection);
@@ -383,7 +386,16 @@ int main(int argc, char** argv) {
       connection.open().push(say);
       return 0;
     }
-    if (train_cmd->parsed()) return run_train(connection, job_path, detach, resume);
+    if (train_cmd->parsed()) {
+      if (job_path.empty() && !attach) {
+        throw std::runtime_error("ravnest train: name the job file (or --attach to a running job)");
+      }
+      if (attach && (detach || resume)) {
+        throw std::runtime_error("ravnest train: --attach follows a running job; it takes no "
+                                 "--detach or --resume");
+      }
+      return run_train(connection, job_path, detach, resume, attach);
+    }
     if (resume_cmd->parsed()) {
       if (resume_job.empty()) resume_job = runtime::last_job_path(connection.plan_dir);
       return run_train(connection, resume_job, detach, /*resume=*/true);

@@ -223,6 +223,11 @@ class Requester::Impl {
   void subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log);
   void start(uint64_t job_id);
   void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds);
+  // The phases around them: `load` (when given), the listeners, `start` (when given), then
+  // following the job until it ends (unless detached). A failure or an interruption stops the
+  // job `result.job_id` on every node.
+  TrainResult run_job(TrainResult& result, const TrainOptions& options,
+                      const std::function<void()>& load, const std::function<void()>& start);
 
   std::vector<std::string> stop_all(const std::string& reason, uint64_t job_id,
                                     double timeout_seconds = 3);
@@ -547,11 +552,51 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
   std::map<std::string, std::string> checksums;
   for (const auto& meta : plan.nodes) shipments.push_back(job_shipment_for(job, meta, checksums));
 
+  return impl_->run_job(result, options,
+                        [&]() {
+                          impl_->ship_job_files(shipments, log);
+                          impl_->load_job(job_text, result.job_id, identity,
+                                          result.resumed_from, shipments);
+                          remember_job(plan.dir, job_path);
+                        },
+                        [&]() {
+                          impl_->start(result.job_id);
+                          log("job " + std::to_string(result.job_id) + " started on " +
+                              std::to_string(plan.nodes.size()) + " node(s)");
+                        });
+}
+
+TrainResult Requester::attach(const TrainOptions& options) {
+  TrainResult result;
+  std::string first;
+  for (const auto& meta : impl_->plan_.nodes) {
+    const auto s = impl_->status_of(meta, 5);
+    if (s.state != wire::NodeState::kTraining && s.state != wire::NodeState::kReady) continue;
+    if (result.job_id != 0 && s.job_id != result.job_id) {
+      throw std::runtime_error(first + " runs job " + std::to_string(result.job_id) + ", " +
+                               meta.name + " job " + std::to_string(s.job_id) +
+                               "; `ravnest stop` ends both");
+    }
+    result.job_id = s.job_id;
+    first = meta.name;
+  }
+  if (result.job_id == 0) {
+    throw std::runtime_error("no job runs on the plan's nodes; `ravnest status` shows them");
+  }
+  if (options.log) options.log("attached to job " + std::to_string(result.job_id));
+  TrainOptions follow = options;
+  follow.detach = false;
+  return impl_->run_job(result, follow, nullptr, nullptr);
+}
+
+TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& options,
+                                     const std::function<void()>& load,
+                                     const std::function<void()>& start) {
   struct Unwatch {
     Impl& impl;
     ~Unwatch() { impl.interrupted_ = nullptr; }
-  } unwatch{*impl_};
-  impl_->interrupted_ = options.interrupted;
+  } unwatch{*this};
+  interrupted_ = options.interrupted;
   auto watch = std::make_shared<Watch>();
   struct Deactivate {
     std::shared_ptr<Watch> watch;
@@ -559,11 +604,8 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
   } deactivate{watch};
   const double started = now_seconds();
   try {
-    impl_->ship_job_files(shipments, log);
-    impl_->load_job(job_text, result.job_id, identity, result.resumed_from, shipments);
-    remember_job(plan.dir, job_path);
-
-    for (int id : plan.cluster_ids()) watch->progress[id].cluster = id;
+    if (load) load();
+    for (int id : plan_.cluster_ids()) watch->progress[id].cluster = id;
     watch->report = [&]() {
       if (!options.on_progress) return;
       std::vector<TrainProgress> all;
@@ -573,23 +615,18 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
       }
       options.on_progress(all);
     };
-    if (!options.detach) impl_->subscribe(watch, options.log);
-
-    impl_->start(result.job_id);
-    log("job " + std::to_string(result.job_id) + " started on " +
-        std::to_string(plan.nodes.size()) + " node(s)");
+    if (!options.detach) subscribe(watch, options.log);
+    if (start) start();
     if (options.detach) return result;
-
-    impl_->watch_until_done(*watch, result.job_id, options.unresponsive_seconds);
+    watch_until_done(*watch, result.job_id, options.unresponsive_seconds);
     result.seconds = now_seconds() - started;
   } catch (const Interrupted&) {
     watch->active = false;
-    throw TrainInterrupted(result.job_id,
-                           impl_->stop_all("the requester was interrupted", result.job_id));
+    throw TrainInterrupted(result.job_id, stop_all("the requester was interrupted", result.job_id));
   } catch (const std::exception& e) {
     // Every node is told, so that none stays loaded or training (only this job is stopped).
     watch->active = false;
-    impl_->stop_all(e.what(), result.job_id);
+    stop_all(e.what(), result.job_id);
     throw;
   }
   for (auto& [id, p] : watch->progress) result.clusters.push_back(p);

@@ -88,6 +88,10 @@ class Requester {
   // plan's stage (else: run `ravnest push`) and run no job. A failure after the job was loaded
   // stops it on every node (and only it: a job another requester runs is never touched).
   TrainResult train(const std::string& job_path, const TrainOptions& options);
+  // Follows the job that runs on the plan's nodes (started by another requester, or by one that
+  // was detached or lost its connection) as train() does, until it ends. Throws when no job, or
+  // more than one, runs.
+  TrainResult attach(const TrainOptions& options);
   std::vector<NodeReport> status();
   // Stops `job_id` (0: whatever runs) on every node. Returns the nodes that did not confirm, one
   // line each naming the node and why (a node that does not answer is sent the stop again over a

@@ -1,6 +1,7 @@
 // Liveness without anybody attached: the daemons of a running job watch each other (PeerWatch),
 // so a frozen or dead peer is named by its neighbours within seconds, a frozen node that
-// continues learns that its job is over, and nobody keeps "training" forever.
+// continues learns that its job is over, and nobody keeps "training" forever. A requester that
+// dies leaves its job running; `ravnest train --attach` follows it again.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -112,4 +113,50 @@ TEST_CASE("a dead peer is named by every node with nobody attached", "[daemon][f
   INFO(said);
   CHECK(named >= 0);
   CHECK(named < 10);
+}
+
+TEST_CASE("a requester killed mid-job leaves it running, and train --attach finds it",
+          "[requester][faults]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+
+  // Nothing runs: attach says so, in one line.
+  auto none = cluster.ravnest("train", "--attach");
+  CHECK(none.exit_code != 0);
+  CHECK(none.err == "ravnest: error: no job runs on the plan's nodes; `ravnest status` shows them\n");
+
+  // A short job (about ten seconds here), its requester killed once the job trains.
+  std::string job = long_job();
+  job.replace(job.find("epochs = 500"), 12, "epochs = 40");
+  test::write_text(cluster.dir() / "job.toml", job);
+  const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";
+  const std::string flags =
+      " --plan " + cluster.plan_dir() + " --secret-file " + cluster.secret_file();
+  auto killed = test::run_command(
+      ravnest + " train " + (cluster.dir() / "job.toml").string() + flags +
+          " >/dev/null 2>&1 & p=$!; for i in $(seq 300); do " + ravnest + " status" + flags +
+          " | grep -q 'node_1 .* training' && break; sleep 0.1; done; kill -9 $p; wait $p; "
+          "echo rc=$?",
+      120);
+  INFO(killed.out << killed.err);
+  REQUIRE(killed.out.find("rc=137") != std::string::npos);
+
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  auto status = cluster.ravnest("status");
+  INFO(status.out);
+  CHECK(status.out.find("node_0") != std::string::npos);
+  const bool still_running = status.out.find("training") != std::string::npos;
+  CHECK(still_running);
+
+  auto attached = cluster.ravnest("train", "--attach");
+  INFO(attached.out << attached.err);
+  CHECK(attached.exit_code == 0);
+  CHECK(attached.out.find("attached to job ") != std::string::npos);
+  CHECK(attached.out.find("training finished in") != std::string::npos);
+  // The job ran to its end on every node: fuse takes it.
+  auto fused = cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string());
+  INFO(fused.out << fused.err);
+  CHECK(fused.exit_code == 0);
 }
