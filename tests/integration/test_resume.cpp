@@ -25,10 +25,11 @@ namespace {
 constexpr int kEpochs = 8;
 constexpr int kSaveEvery = 4;
 
-std::string job_text(const std::string& optimizer) {
+// `train_keys` go into [train] (schedule, accumulation, reduction...).
+std::string job_text(const std::string& optimizer, const std::string& train_keys = "") {
   return "[train]\nepochs = " + std::to_string(kEpochs) +
-         "\nbatch_size = 32\nmicro_batches = 2\nseed = 5\nsave_every = " +
-         std::to_string(kSaveEvery) +
+         "\nbatch_size = 32\nseed = 5\nsave_every = " + std::to_string(kSaveEvery) + "\n" +
+         (train_keys.empty() ? std::string("micro_batches = 2") : train_keys) +
          "\n\n[data]\nformat = \"csv\"\ntrain = \"" +
          (test::digits_dir() / "digits_train.csv").string() +
          "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\n"
@@ -103,7 +104,7 @@ enum class Kill { kOne, kAll, kReplace };
 // Runs the job without interruption, then again interrupted by kill -9 after some updates and
 // resumed, and compares.
 void check_resume(const std::vector<int>& stages, const std::string& optimizer, Kill kill,
-                  int victim) {
+                  int victim, const std::string& train_keys = "") {
   std::vector<std::vector<size_t>> cuts;
   for (int n : stages) cuts.push_back(test::LocalCluster::even_cuts(test::digits_model(), n));
   test::LocalCluster cluster(test::digits_model(), cuts, {"32x1x8x8"},
@@ -114,7 +115,7 @@ void check_resume(const std::vector<int>& stages, const std::string& optimizer, 
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
   const auto job_path = cluster.dir() / "job.toml";
-  test::write_text(job_path, job_text(optimizer));
+  test::write_text(job_path, job_text(optimizer, train_keys));
 
   auto whole = cluster.ravnest("train", job_path.string());
   INFO(whole.out << whole.err);
@@ -194,6 +195,16 @@ TEST_CASE("resume: two_clusters_adam, one daemon killed", "[resume][faults]") {
 
 TEST_CASE("resume: two_clusters_sgd (cut differently), every daemon killed", "[resume][faults]") {
   check_resume({2, 3}, "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9", Kill::kAll, 0);
+}
+
+TEST_CASE("resume: accumulate_1f1b, update_frequency 2, reduce_factor 3, 1F1B", "[resume][faults]") {
+  check_resume({2, 2}, "name = \"adam\"\nlr = 0.002", Kill::kOne, 2,
+               "micro_batches = 2\nschedule = \"1f1b\"\nupdate_frequency = 2\nreduce_factor = 3");
+}
+
+TEST_CASE("resume: reduce_gradients, every daemon killed", "[resume][faults]") {
+  check_resume({1, 2}, "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9\nweight_decay = 0.001",
+               Kill::kAll, 0, "micro_batches = 2\nreduce = \"gradients\"");
 }
 
 TEST_CASE("resume: replace_stem, a spare takes a killed stem's place and the job resumes", "[replace][faults]") {
