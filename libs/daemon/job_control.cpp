@@ -225,6 +225,11 @@ void JobControl::watch_peers(uint64_t job_id) {
       [this](const std::string& why) {
         spdlog::error("{}", why);
         fail_worker(why);
+      },
+      [this, job_id](const std::string& reason) {
+        // The requester stopped the job everywhere while this node could not hear it (frozen,
+        // cut off): it stops as if told.
+        tasks_.add(stop_job(job_id, reason));
       });
 }
 
@@ -280,7 +285,10 @@ kj::Promise<void> JobControl::stop(StopCall context) {
   secret_.check(params.getSecret(), "stop");
   std::string reason = params.getReason();
   if (reason.empty()) reason = "no reason given";
-  const uint64_t job_id = params.getJobId();
+  return stop_job(params.getJobId(), reason);
+}
+
+kj::Promise<void> JobControl::stop_job(uint64_t job_id, const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (job_id != 0 && job_id != job_id_) {

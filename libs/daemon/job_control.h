@@ -10,7 +10,9 @@
 // at every change (last_job.h) and read back at construction, so that status() reports it after
 // a restart; a job found "running" then failed with the daemon. A stopped job goes idle (a
 // failed one keeps its reason, a finished one stays finished). A stop names the job it stops
-// (or none: whatever runs), so that a stop arriving late never ends a newer job. A task the
+// (or none: whatever runs), so that a stop arriving late never ends a newer job; a node that
+// missed the stop (frozen while it was sent) stops too once a peer answers that the requester
+// stopped the job (PeerWatch). A task the
 // worker defers runs only while that worker is still the node's job.
 #pragma once
 
@@ -84,6 +86,8 @@ class JobControl {
   wire::NodeState effective_state(std::string* error) const;  // with mutex_ held
   void with_worker(std::function<void(StageWorker&)> work);   // on the compute thread
   void watch_peers(uint64_t job_id);
+  // What stop() does: `job_id` 0 stops whatever runs; RPC thread.
+  kj::Promise<void> stop_job(uint64_t job_id, const std::string& reason);
   void record(LastJob::Outcome outcome, uint64_t job_id, const std::string& error);  // logs failures
 
   NodeStore& store_;
