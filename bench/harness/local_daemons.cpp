@@ -102,6 +102,7 @@ void LocalDaemons::start(size_t i, double timeout_seconds) {
     args.push_back("--secret-file");
     args.push_back(secret_file_);
   }
+  if (insecure_) args.push_back("--insecure");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

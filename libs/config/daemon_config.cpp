@@ -146,6 +146,7 @@ DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags) {
   if (flags.log_level) file.log_level = *flags.log_level;
   if (flags.log_file) file.log_file = *flags.log_file;
   if (flags.secret_file) file.secret_file = *flags.secret_file;
+  if (flags.insecure) file.insecure = true;
   return file;
 }
 

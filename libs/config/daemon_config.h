@@ -9,6 +9,9 @@
 //   log_file = ""                   # empty = stderr (the journal under systemd)
 //   secret_file = "/etc/ravnest/secret"
 //
+// `insecure` (TLS off, for benchmarks only: docs/security.md) is a flag, --insecure, and never a
+// key of the file: a service's configuration cannot turn TLS off.
+//
 // Every key is optional in the file; unknown keys are errors (a typo must not silently fall back
 // to a default). Errors are ConfigError, one line naming the file and the field.
 #pragma once
@@ -25,6 +28,7 @@ struct DaemonConfig {
   std::string log_level = "info";
   std::string log_file;                     // empty = stderr
   std::string secret_file;                  // empty = no shared secret
+  bool insecure = false;                    // plain TCP instead of TLS (--insecure only)
 };
 
 // Values given on the command line; unset ones keep the file's (or the default) value.
@@ -35,6 +39,7 @@ struct DaemonConfigOverrides {
   std::optional<std::string> log_level;
   std::optional<std::string> log_file;
   std::optional<std::string> secret_file;
+  bool insecure = false;
 };
 
 // Reads and checks the file (each present value is checked as validate_daemon_config does,

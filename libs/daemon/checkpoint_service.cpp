@@ -21,12 +21,11 @@ bool own_slot(const config::NodeMetadata* self, int cluster, int position) {
 }  // namespace
 
 CheckpointService::CheckpointService(std::shared_ptr<CheckpointStore> store,
-                                     const NodeSecret& secret, wire::PeerLinks& links,
+                                     wire::PeerLinks& links,
                                      const RpcLoop& loop,
                                      std::function<const config::NodeMetadata*()> metadata,
                                      std::function<bool()> busy)
     : store_(std::move(store)),
-      secret_(secret),
       links_(links),
       loop_(loop),
       metadata_(std::move(metadata)),
@@ -34,7 +33,6 @@ CheckpointService::CheckpointService(std::shared_ptr<CheckpointStore> store,
 
 kj::Promise<void> CheckpointService::checkpoints(CheckpointsCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "checkpoints");
   const auto updates = checked([&] {
     const std::string identity = params.getIdentity();
     if (own_slot(metadata_(), params.getCluster(), params.getPosition())) {
@@ -49,7 +47,6 @@ kj::Promise<void> CheckpointService::checkpoints(CheckpointsCall context) {
 
 kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "storeCheckpoint");
   const std::string identity = params.getIdentity();
   const int cluster = params.getCluster(), position = params.getPosition();
   const uint64_t updates = params.getUpdates();
@@ -79,7 +76,6 @@ kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall contex
 
 kj::Promise<void> CheckpointService::fetch_checkpoint(FetchCheckpointCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "fetchCheckpoint");
   checked([&] {
     const std::string identity = params.getIdentity();
     const int cluster = params.getCluster(), position = params.getPosition();
@@ -117,7 +113,6 @@ void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
   try {
     loop_.executor->executeSync([&]() {
       auto request = links_.node(keeper->address).storeCheckpointRequest();
-      request.setSecret(links_.secret());
       request.setIdentity(identity);
       request.setCluster(cluster);
       request.setPosition(position);

@@ -22,7 +22,6 @@
 #include "libs/daemon/background_tasks.h"
 #include "libs/daemon/checkpoint_store.h"
 #include "libs/daemon/node_calls.h"
-#include "libs/daemon/node_secret.h"
 #include "libs/daemon/thread_bridge.h"
 #include "libs/wire/peer_links.h"
 
@@ -32,7 +31,7 @@ class CheckpointService {
  public:
   // `metadata` gives the stored stage's metadata (nullptr when none), `busy` whether a job runs;
   // both are called on the RPC thread.
-  CheckpointService(std::shared_ptr<CheckpointStore> store, const NodeSecret& secret,
+  CheckpointService(std::shared_ptr<CheckpointStore> store,
                     wire::PeerLinks& links, const RpcLoop& loop,
                     std::function<const config::NodeMetadata*()> metadata,
                     std::function<bool()> busy);
@@ -49,7 +48,6 @@ class CheckpointService {
 
  private:
   std::shared_ptr<CheckpointStore> store_;
-  const NodeSecret& secret_;
   wire::PeerLinks& links_;
   const RpcLoop& loop_;
   std::function<const config::NodeMetadata*()> metadata_;

@@ -19,11 +19,10 @@ namespace ravnest::runtime {
 
 using wire::NodeState;
 
-JobControl::JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
+JobControl::JobControl(NodeStore& store, asio::io_context& compute,
                        RingMember& rings, wire::PeerLinks& links,
                        const RpcLoop& loop, WorkerPort& port)
     : store_(store),
-      secret_(secret),
       compute_(compute),
       rings_(rings),
       links_(links),
@@ -74,7 +73,6 @@ void JobControl::record(LastJob::Outcome outcome, uint64_t job_id, const std::st
 
 kj::Promise<void> JobControl::push_stage(PushStageCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "pushStage");
   checked([&] {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -102,7 +100,6 @@ kj::Promise<void> JobControl::push_stage(PushStageCall context) {
 
 kj::Promise<void> JobControl::push_file(PushFileCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "pushFile");
   const std::string name = params.getName();
   auto opened = checked([&] {
     const auto [dir, file] = store_.shipped_file(name);  // refuses names that are not one
@@ -115,7 +112,6 @@ kj::Promise<void> JobControl::push_file(PushFileCall context) {
 
 kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "loadJob");
   const std::string text = params.getJobToml();
   const uint64_t job_id = params.getJobId();
   const std::string identity = params.getIdentity();
@@ -168,7 +164,6 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
 
 kj::Promise<void> JobControl::start(StartCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "start");
   const uint64_t job_id = params.getJobId();
   return on_compute(compute_, [this, job_id]() {
     std::shared_ptr<WorkerSetup> setup;
@@ -282,7 +277,6 @@ void JobControl::defer(std::function<void()> task) {
 
 kj::Promise<void> JobControl::stop(StopCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "stop");
   std::string reason = params.getReason();
   if (reason.empty()) reason = "no reason given";
   return stop_job(params.getJobId(), reason);
@@ -346,7 +340,6 @@ kj::Promise<void> JobControl::status(StatusCall context) {
 }
 
 kj::Promise<void> JobControl::fetch_stage(FetchStageCall context) {
-  secret_.check(context.getParams().getSecret(), "fetchStage");
   checked([&] {
     if (!store_.has_stage()) throw std::runtime_error("no stage stored");
     const auto path =
@@ -363,13 +356,11 @@ kj::Promise<void> JobControl::fetch_stage(FetchStageCall context) {
 
 kj::Promise<void> JobControl::subscribe(SubscribeCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "subscribe");
   listeners_.push_back(params.getListener());
   return kj::READY_NOW;
 }
 
 kj::Promise<void> JobControl::fetch_losses(FetchLossesCall context) {
-  secret_.check(context.getParams().getSecret(), "fetchLosses");
   context.getResults().setText(config::read_file(store_.losses_path().string()));
   return kj::READY_NOW;
 }

@@ -28,7 +28,6 @@
 #include "libs/daemon/checkpoint_store.h"
 #include "libs/daemon/last_job.h"
 #include "libs/daemon/node_calls.h"
-#include "libs/daemon/node_secret.h"
 #include "libs/daemon/node_store.h"
 #include "libs/daemon/peer_watch.h"
 #include "libs/daemon/ring_member.h"
@@ -48,7 +47,7 @@ class JobControl {
   // job is loaded or abandoned; `port` is what the job's worker uses.
   // `links` are dropped when a job is loaded (a peer may have restarted since the last one), and
   // carry the running job's PeerWatch, which runs on `loop`.
-  JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
+  JobControl(NodeStore& store, asio::io_context& compute,
              RingMember& rings, wire::PeerLinks& links, const RpcLoop& loop, WorkerPort& port);
 
   kj::Promise<void> push_stage(PushStageCall context);
@@ -91,7 +90,6 @@ class JobControl {
   void record(LastJob::Outcome outcome, uint64_t job_id, const std::string& error);  // logs failures
 
   NodeStore& store_;
-  const NodeSecret& secret_;
   asio::io_context& compute_;
   RingMember& rings_;
   wire::PeerLinks& links_;

@@ -6,23 +6,23 @@
 
 namespace ravnest::runtime {
 
-NodeService::NodeService(NodeStore& store, std::string secret, asio::io_context& compute)
+NodeService::NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
+                         asio::io_context& compute)
     : compute_(compute),
-      secret_(secret),
-      links_(std::move(secret)),
-      ring_(secret_, links_, loop_),
-      job_(store, secret_, compute, ring_, links_, loop_, *this),
+      links_(std::move(security)),
+      ring_(links_, loop_),
+      job_(store, compute, ring_, links_, loop_, *this),
       checkpoints_(
-          job_.checkpoint_store(), secret_, links_, loop_,
+          job_.checkpoint_store(), links_, loop_,
           [this]() -> const config::NodeMetadata* {
             return job_.has_stage() ? &job_.metadata() : nullptr;
           },
           [this]() { return job_.busy(); }),
       transfer_(
-          secret_, links_,
+          links_,
           [this](wire::TransferMessage message) { job_.deliver(std::move(message)); },
           [this](const std::string& why) { job_.fail_worker(why); }),
-      bench_(secret_, links_, ring_.mailbox(), loop_) {}
+      bench_(links_, ring_.mailbox(), loop_) {}
 
 NodeService::~NodeService() noexcept(false) = default;
 

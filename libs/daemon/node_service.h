@@ -8,7 +8,10 @@
 //   BenchService   the all-reduce benchmark (benchAllReduce)
 // A new role is a new class and the methods that forward to it.
 //
-// Two threads. The RPC thread runs the KJ event loop: it checks secrets, stores what it receives,
+// Holding a reference to it is the permission to call it: connections reach it only through the
+// gate (libs/wire/gate.h), so no method checks a secret.
+//
+// Two threads. The RPC thread runs the KJ event loop: it stores what it receives,
 // decodes transfers and keeps the connections to peer daemons. The compute thread (an Asio
 // io_context) owns the job: loading it, the StageWorker, every forward and backward. RPC hands
 // work to the compute thread with asio::post; the compute thread hands sends and events back with
@@ -25,7 +28,6 @@
 #include "libs/daemon/bench_service.h"
 #include "libs/daemon/checkpoint_service.h"
 #include "libs/daemon/job_control.h"
-#include "libs/daemon/node_secret.h"
 #include "libs/daemon/node_store.h"
 #include "libs/daemon/ring_member.h"
 #include "libs/daemon/thread_bridge.h"
@@ -38,7 +40,10 @@ namespace ravnest::runtime {
 
 class NodeService final : public schema::Node::Server, public WorkerPort {
  public:
-  NodeService(NodeStore& store, std::string secret, asio::io_context& compute);
+  // `security`: how the node reaches its peers (TLS with the secret's certificates, or plain with
+  // --insecure) and proves the secret at their gates.
+  NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
+              asio::io_context& compute);
   // Once the RPC thread's event loop exists (the server creates it): where the compute thread
   // hands its sends and events.
   void set_rpc_executor(const kj::Executor& executor, kj::Timer& timer) {
@@ -80,7 +85,6 @@ class NodeService final : public schema::Node::Server, public WorkerPort {
   void on_rpc(std::function<void()> call);
 
   asio::io_context& compute_;
-  NodeSecret secret_;
   RpcLoop loop_;
   wire::PeerLinks links_;
   RingMember ring_;

@@ -4,7 +4,8 @@
 // (restarted), or that the job failed there, fails the job here, naming the peer. A peer that
 // answers that it dropped the job (idle with the job's id: only a stop does that) stops it here
 // too, with the reason the peer keeps (the requester's, or the failure it stopped after): the
-// stop this node missed (it was frozen, or cut off, when the requester sent it). So a silent peer is
+// stop this node missed (it was frozen, or cut off, when the requester sent it; over TLS a stop
+// cannot wait in a socket for a frozen daemon, the handshake needs it awake). So a silent peer is
 // named within seconds even when no transfer is pending and nobody is attached, and a node that
 // was frozen and continues learns that its job is over.
 //

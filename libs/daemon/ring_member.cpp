@@ -150,21 +150,19 @@ class RingMember::Session {
   std::unique_ptr<ParkedThread> thread_;  // joined before the algorithm goes
 };
 
-RingMember::RingMember(const NodeSecret& secret, wire::PeerLinks& links, const RpcLoop& loop)
-    : secret_(secret), links_(links), loop_(loop) {}
+RingMember::RingMember(wire::PeerLinks& links, const RpcLoop& loop)
+    : links_(links), loop_(loop) {}
 
 RingMember::~RingMember() = default;
 
 kj::Promise<void> RingMember::open_ring(OpenRingCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "openRing");
   context.getResults().setSink(kj::heap<RingSinkImpl>(mailbox_, params.getRing()));
   return kj::READY_NOW;
 }
 
 kj::Promise<void> RingMember::abort_reduce(AbortReduceCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "abortReduce");
   mailbox_.abort(params.getRing(), params.getReason());
   return kj::READY_NOW;
 }
@@ -221,7 +219,6 @@ void RingMember::tell_members(const config::RingMembership& ring, const std::str
       for (const auto& peer : ring.peers) {
         if (peer.node == self.node_id) continue;
         auto request = links_.node(peer.address).abortReduceRequest();
-        request.setSecret(links_.secret());
         request.setRing(static_cast<uint32_t>(ring.id));
         request.setReason(reason);
         tasks_.add(links_.watch(peer.address, request.send().ignoreResult())

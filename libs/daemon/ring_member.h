@@ -21,7 +21,6 @@
 #include "libs/config/node_metadata.h"
 #include "libs/daemon/background_tasks.h"
 #include "libs/daemon/node_calls.h"
-#include "libs/daemon/node_secret.h"
 #include "libs/daemon/ring_mailbox.h"
 #include "libs/daemon/thread_bridge.h"
 #include "libs/daemon/worker_port.h"
@@ -36,7 +35,7 @@ RingAllReduceOptions daemon_ring_options();
 
 class RingMember {
  public:
-  RingMember(const NodeSecret& secret, wire::PeerLinks& links, const RpcLoop& loop);
+  RingMember(wire::PeerLinks& links, const RpcLoop& loop);
   ~RingMember();
 
   RingMailbox& mailbox() { return mailbox_; }
@@ -57,7 +56,6 @@ class RingMember {
   void tell_members(const config::RingMembership& ring, const std::string& reason,
                     const config::NodeMetadata& self);
 
-  const NodeSecret& secret_;
   wire::PeerLinks& links_;
   const RpcLoop& loop_;
   RingMailbox mailbox_;

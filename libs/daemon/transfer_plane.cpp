@@ -14,7 +14,6 @@ namespace ravnest::runtime {
 
 kj::Promise<void> TransferPlane::send(SendCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "send");
   std::vector<at::Tensor> pending;
   auto message = std::make_shared<wire::TransferMessage>(
       checked([&] { return wire::decode_transfer(params.getTransfer(), pending); }));
@@ -37,7 +36,6 @@ void TransferPlane::dispatch(wire::TransferMessage message,
       throw std::runtime_error("no address for node " + std::to_string(to));
     }
     auto request = links_.node(address->second).sendRequest();
-    request.setSecret(links_.secret());
     auto encoded = std::make_shared<wire::EncodedTensors>(wire::encode_transfer(
         std::move(message), request.initTransfer(), wire::kDefaultInlineLimit));
     auto sent = request.send();

@@ -12,7 +12,6 @@
 
 #include "libs/daemon/background_tasks.h"
 #include "libs/daemon/node_calls.h"
-#include "libs/daemon/node_secret.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/transfer_message.h"
 
@@ -23,15 +22,14 @@ class TransferPlane {
   using Deliver = std::function<void(wire::TransferMessage)>;
   using Fail = std::function<void(const std::string&)>;
 
-  TransferPlane(const NodeSecret& secret, wire::PeerLinks& links, Deliver deliver, Fail fail)
-      : secret_(secret), links_(links), deliver_(std::move(deliver)), fail_(std::move(fail)) {}
+  TransferPlane(wire::PeerLinks& links, Deliver deliver, Fail fail)
+      : links_(links), deliver_(std::move(deliver)), fail_(std::move(fail)) {}
 
   kj::Promise<void> send(SendCall context);
   // Sends `message` to `message.to_node`, found in `addresses` (node id -> host:port).
   void dispatch(wire::TransferMessage message, const std::map<int, std::string>& addresses);
 
  private:
-  const NodeSecret& secret_;
   wire::PeerLinks& links_;
   Deliver deliver_;
   Fail fail_;

@@ -1,16 +1,36 @@
 // The secret's credentials and the TLS they run (libs/wire/node_credentials.h,
 // transport_security.h): the same secret gives the same Ed25519 key and certificate everywhere,
 // and a TLS handshake over 127.0.0.1 succeeds between two parties that derived them from the
-// same secret and is refused, on both ends, otherwise.
+// same secret and is refused, on both ends, otherwise. Then the gate (gate.h) over TLS and over
+// plain TCP: the secret opens the Node, a wrong, replayed or forged proof is refused and reported;
+// and the limits before it (guarded_stream.h, rpc_connection.h): a frame header announcing 16 GiB
+// costs nothing, an idle connection is closed, an honest client is served meanwhile.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <kj/async-io.h>
 #include <kj/debug.h>
+#include <kj/vector.h>
 
+#include "libs/wire/gate.h"
+#include "libs/wire/guarded_stream.h"
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/node_credentials.h"
+#include "libs/wire/peer_links.h"
+#include "libs/wire/rpc_connection.h"
 #include "libs/wire/thread_io.h"
 #include "libs/wire/transport_security.h"
 
@@ -107,4 +127,309 @@ TEST_CASE("TLS: the same secret connects, another is refused on both ends", "[wi
   auto plain = make_transport_security("the plan's secret", /*insecure=*/true);
   const auto mixed = handshake(*server, *plain);
   CHECK(mixed.server.rfind("refused: TLS handshake failed", 0) == 0);
+}
+
+// ---- the gate and the limits before it (gate.h, guarded_stream.h, rpc_connection.h) ------------
+
+namespace {
+
+// A Node that answers status() with its name and nothing else.
+class NamedNode final : public ravnest::schema::Node::Server {
+ protected:
+  kj::Promise<void> status(StatusContext context) override {
+    context.getResults().initStatus().setNode("node_7");
+    return kj::READY_NOW;
+  }
+};
+
+// A daemon's endpoint in this thread: TLS (or plain) and the gate of `secret` before a NamedNode;
+// every refusal it reports is kept.
+struct GatedServer {
+  GatedServer(const std::string& secret, bool insecure, kj::Duration open_timeout = 10 * kj::SECONDS) {
+    RpcServer::Options options;
+    options.connection.security = make_transport_security(secret, insecure);
+    options.open_timeout = open_timeout;
+    options.handshake_timeout = open_timeout;
+    options.on_refused = [this](const std::string& peer, const std::string& why) {
+      refusals.push_back(peer + ": " + why);
+    };
+    auto credentials = options.connection.security->credentials();
+    auto node = std::make_shared<ravnest::schema::Node::Client>(kj::heap<NamedNode>());
+    server = kj::heap<RpcServer>(
+        [this, credentials, node](std::shared_ptr<ConnectionTrust> trust) {
+          const std::string peer = trust->peer;
+          return capnp::Capability::Client(kj::heap<GateServer>(
+              credentials, *node, std::move(trust),
+              [this, peer](const std::string& why) { refusals.push_back(peer + ": " + why); }));
+        },
+        "127.0.0.1", 0, options);
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(server->port()); }
+  // Turns the event loop until `done` or 10 s.
+  template <typename T>
+  T wait(kj::Promise<T>&& promise) {
+    return promise
+        .exclusiveJoin(server->timer().afterDelay(10 * kj::SECONDS).then([]() -> kj::Promise<T> {
+          return KJ_EXCEPTION(FAILED, "test timed out");
+        }))
+        .wait(server->wait_scope());
+  }
+  void turn(kj::Duration d) { server->timer().afterDelay(d).wait(server->wait_scope()); }
+
+  std::vector<std::string> refusals;
+  kj::Own<RpcServer> server;
+};
+
+std::string status_over(PeerLinks& links, GatedServer& server) {
+  try {
+    auto response = server.wait(links.node(server.address()).statusRequest().send());
+    return response.getStatus().getNode().cStr();
+  } catch (const kj::Exception& e) {
+    return kj_reason(e);
+  }
+}
+
+bool contains(const std::vector<std::string>& lines, const std::string& text) {
+  for (const auto& line : lines) {
+    if (line.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A blocking TCP socket to 127.0.0.1:port.
+int raw_connect(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port = htons(port);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0);
+  return fd;
+}
+
+// Whether the server closed `fd` (a read gives 0 or an error; waits while turning the loop).
+bool closed_by_server(int fd, GatedServer& server, double seconds) {
+  ::fcntl(fd, F_SETFL, O_NONBLOCK);
+  const int steps = static_cast<int>(seconds * 100);
+  for (int i = 0; i < steps; ++i) {
+    char buffer[256];
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
+    server.turn(10 * kj::MILLISECONDS);
+  }
+  return false;
+}
+
+// A Cap'n Proto frame header: one segment of `words` words.
+std::string frame_header(uint32_t words) {
+  std::string header(8, '\0');
+  for (int i = 0; i < 4; ++i) header[4 + i] = static_cast<char>((words >> (8 * i)) & 0xff);
+  return header;
+}
+
+long rss_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("gate: the secret opens the Node, another is refused and reported once",
+          "[wire][security][gate]") {
+  const bool insecure = GENERATE(false, true);
+  INFO((insecure ? "plain TCP (--insecure)" : "TLS"));
+  GatedServer server("gate secret", insecure);
+  {
+    PeerLinks links(make_transport_security("gate secret", insecure));
+    CHECK(status_over(links, server) == "node_7");
+    CHECK(status_over(links, server) == "node_7");  // the same connection, opened once
+  }
+  CHECK(server.refusals.empty());
+  {
+    PeerLinks links(make_transport_security("not the gate secret", insecure));
+    const std::string reason = status_over(links, server);
+    CHECK(reason.rfind("refused: wrong secret", 0) == 0);
+    if (!insecure) CHECK(reason.find("(TLS: ") != std::string::npos);
+    server.turn(100 * kj::MILLISECONDS);
+  }
+  INFO(server.refusals.size() << " refusal(s); first: "
+                              << (server.refusals.empty() ? "" : server.refusals[0]));
+  REQUIRE(server.refusals.size() == 1);
+  CHECK(server.refusals[0].rfind("127.0.0.1:", 0) == 0);
+  CHECK(server.refusals[0].find("wrong secret") != std::string::npos);
+}
+
+TEST_CASE("gate: a replayed or forged open() is refused", "[wire][security][gate]") {
+  const bool insecure = GENERATE(false, true);
+  INFO((insecure ? "plain TCP (--insecure)" : "TLS"));
+  GatedServer server("gate secret", insecure);
+  auto security = make_transport_security("gate secret", insecure);
+  const auto& credentials = *security->credentials();
+  ConnectionOptions options;
+  options.security = security;
+  auto challenge = [&](ravnest::schema::Gate::Client& gate) {
+    auto response = server.wait(gate.challengeRequest().send());
+    GateBytes nonce{};
+    REQUIRE(response.getNonce().size() == nonce.size());
+    std::memcpy(nonce.data(), response.getNonce().begin(), nonce.size());
+    return nonce;
+  };
+  auto open = [&](ravnest::schema::Gate::Client& gate, const GateBytes& proof,
+                  const GateBytes& client_nonce) -> std::string {
+    auto request = gate.openRequest();
+    request.setProof(capnp::Data::Reader(proof.data(), proof.size()));
+    request.setClientNonce(capnp::Data::Reader(client_nonce.data(), client_nonce.size()));
+    try {
+      auto response = server.wait(request.send());
+      auto node = response.getNode();
+      return server.wait(node.statusRequest().send()).getStatus().getNode().cStr();
+    } catch (const kj::Exception& e) {
+      return kj_reason(e);
+    }
+  };
+
+  // A client doing by hand what open_gate() does; its proof is recorded.
+  RpcClient first(server.address(), options);
+  auto gate = first.main<ravnest::schema::Gate>();
+  const GateBytes nonce = challenge(gate);
+  const GateBytes client_nonce = fresh_nonce();
+  const GateBytes proof = credentials.gate_proof(GateSide::kClient, nonce, client_nonce);
+  CHECK(open(gate, proof, client_nonce) == "node_7");
+  // The same open() again on the same connection: its challenge is used up.
+  CHECK(open(gate, proof, client_nonce) == "refused: open() needs a fresh challenge()");
+  // Replayed on a new connection, after a new challenge: its nonce is not the recorded one.
+  RpcClient second(server.address(), options);
+  auto replay = second.main<ravnest::schema::Gate>();
+  challenge(replay);
+  CHECK(open(replay, proof, client_nonce) == "refused: wrong secret");
+  // Forged: a proof one bit off, and the server's proof offered as the client's.
+  RpcClient third(server.address(), options);
+  auto forged = third.main<ravnest::schema::Gate>();
+  GateBytes flipped = credentials.gate_proof(GateSide::kClient, challenge(forged), client_nonce);
+  flipped[0] ^= 1;
+  CHECK(open(forged, flipped, client_nonce) == "refused: wrong secret");
+  const GateBytes next = challenge(forged);
+  CHECK(open(forged, credentials.gate_proof(GateSide::kServer, next, client_nonce),
+             client_nonce) == "refused: wrong secret");
+  // The last refusal of a connection is not logged again; each connection's first is.
+  CHECK(server.refusals.size() == 3);
+  CHECK(contains(server.refusals, "without a fresh challenge"));
+  CHECK(contains(server.refusals, "wrong secret"));
+}
+
+TEST_CASE("limits before the gate: a huge frame header costs nothing, the server serves on",
+          "[wire][security][limits]") {
+  const bool insecure = GENERATE(false, true);
+  INFO((insecure ? "plain TCP (--insecure)" : "TLS"));
+  GatedServer server("gate secret", insecure);
+  PeerLinks links(make_transport_security("gate secret", insecure));
+  REQUIRE(status_over(links, server) == "node_7");
+  const long before = rss_kib();
+  std::vector<int> sockets;
+  for (int i = 0; i < 3; ++i) {
+    // One segment of 2^31 - 1 words (16 GiB), then 4 MiB of its bytes.
+    const int fd = raw_connect(server.server->port());
+    sockets.push_back(fd);
+    const std::string header = frame_header(0x7fffffff);
+    REQUIRE(::send(fd, header.data(), header.size(), MSG_NOSIGNAL) == 8);
+    const std::string chunk(64 * 1024, 'x');
+    for (int k = 0; k < 64; ++k) {
+      if (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) <= 0) break;
+      server.turn(1 * kj::MILLISECONDS);
+    }
+    CHECK(closed_by_server(fd, server, 5));
+    CHECK(status_over(links, server) == "node_7");  // served meanwhile
+  }
+  const long after = rss_kib();
+  INFO("RSS " << before << " KiB -> " << after << " KiB");
+  CHECK(after - before < 4096);
+  for (int fd : sockets) ::close(fd);
+  REQUIRE(server.refusals.size() == 3);
+  if (insecure) {
+    CHECK(server.refusals[0].find("a message of 17179869184 bytes before authentication (the "
+                                  "limit is 4096)") != std::string::npos);
+  } else {
+    CHECK(server.refusals[0].find("TLS handshake failed") != std::string::npos);
+  }
+}
+
+TEST_CASE("limits before the gate: a connection that does not authenticate in time is closed",
+          "[wire][security][limits]") {
+  const bool insecure = GENERATE(false, true);
+  INFO((insecure ? "plain TCP (--insecure)" : "TLS"));
+  GatedServer server("gate secret", insecure, 300 * kj::MILLISECONDS);
+  const int fd = raw_connect(server.server->port());
+  CHECK(closed_by_server(fd, server, 5));
+  ::close(fd);
+  REQUIRE(server.refusals.size() == 1);
+  CHECK(server.refusals[0].find(insecure ? "not authenticated in time" : "no TLS handshake in time") !=
+        std::string::npos);
+  PeerLinks links(make_transport_security("gate secret", insecure));
+  CHECK(status_over(links, server) == "node_7");  // an honest client is fast enough
+}
+
+TEST_CASE("GuardedStream follows the framing and enforces the limits", "[wire][security][limits]") {
+  auto io = ThreadIo::get();
+  auto& ws = io->wait_scope();
+  auto pipe = kj::newTwoWayPipe();
+  auto trust = std::make_shared<ConnectionTrust>();
+  std::vector<std::string> refused;
+  GuardedStream guarded(kj::mv(pipe.ends[0]), trust, MessageLimits{},
+                        [&](const std::string& why) { refused.push_back(why); });
+  auto& peer = *pipe.ends[1];
+  // An in-memory pipe's write completes when it is read: keep the writes going meanwhile.
+  std::deque<std::string> sent;
+  kj::Vector<kj::Promise<void>> writes;
+  auto send = [&](const std::string& bytes) {
+    sent.push_back(bytes);
+    writes.add(peer.write(sent.back().data(), sent.back().size())
+                   .eagerlyEvaluate([](kj::Exception&&) {}));
+  };
+  auto read = [&](size_t n) -> std::string {
+    std::string out(n, '\0');
+    try {
+      guarded.read(out.data(), n).wait(ws);
+      return out;
+    } catch (const kj::Exception& e) {
+      return kj_reason(e);
+    }
+  };
+  // A two-segment message of 3 + 1 words before open: header 16 bytes (count, 2 sizes, padding).
+  std::string two(16, '\0');
+  two[0] = 1;
+  two[4] = 3;
+  two[8] = 1;
+  send(two + std::string(32, 'a'));
+  CHECK(read(16) == two);
+  CHECK(read(32) == std::string(32, 'a'));
+  SECTION("a header above the limit is refused before it is handed over") {
+    send(frame_header(600));  // 4808 bytes > 4096
+    CHECK(read(8) == "refused: a message of 4808 bytes before authentication (the limit is 4096)");
+    CHECK(refused.size() == 1);
+  }
+  SECTION("more than the budget before open is refused") {
+    std::string failure;
+    for (int i = 0; i < 10 && failure.empty(); ++i) {
+      send(frame_header(400) + std::string(3200, 'b'));  // 3208 bytes, allowed one by one
+      const std::string got = read(3208);
+      if (got.rfind("refused: ", 0) == 0) failure = got;
+    }
+    CHECK(failure == "refused: more than 16384 bytes before authentication");
+  }
+  SECTION("once open, large messages pass") {
+    trust->opened = true;
+    send(frame_header(1 << 20));  // 8 MiB
+    CHECK(read(8) == frame_header(1 << 20));
+    CHECK(refused.empty());
+  }
+  SECTION("more than 512 segments is refused") {
+    std::string header(4, '\0');
+    header[1] = 2;  // 513 segments
+    send(header);
+    CHECK(read(4) == "refused: a message of more than 512 segments");
+  }
 }
