@@ -494,8 +494,9 @@ std::vector<NodeReport> Requester::status() {
   return reports;
 }
 
-std::vector<std::string> Requester::stop_all(const std::string& reason, uint64_t job_id) {
-  return impl_->stop_all(reason, job_id);
+std::vector<std::string> Requester::stop_all(const std::string& reason, uint64_t job_id,
+                                             double timeout_seconds) {
+  return impl_->stop_all(reason, job_id, timeout_seconds);
 }
 
 void Requester::check_finished(int cluster) {
