@@ -280,7 +280,7 @@ kj::Promise<void> JobControl::stop(StopCall context) {
   auto params = context.getParams();
   secret_.check(params.getSecret(), "stop");
   // Logged, kept in last_job.json and shown by `ravnest status`: one line, at most 1000 bytes.
-  std::string reason = config::printable(params.getReason(), 1000);
+  std::string reason = config::printable(std::string(params.getReason()), 1000);
   if (reason.empty()) reason = "no reason given";
   const uint64_t job_id = params.getJobId();
   {

@@ -167,7 +167,7 @@ kj::Promise<void> RingMember::abort_reduce(AbortReduceCall context) {
   auto params = context.getParams();
   secret_.check(params.getSecret(), "abortReduce");
   // The reason ends the reduce's error, which is logged: one line, at most 1000 bytes.
-  mailbox_.abort(params.getRing(), config::printable(params.getReason(), 1000));
+  mailbox_.abort(params.getRing(), config::printable(std::string(params.getReason()), 1000));
   return kj::READY_NOW;
 }
 

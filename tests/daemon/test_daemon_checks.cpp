@@ -64,8 +64,9 @@ TEST_CASE("daemon checks: shipped file names stay under datasets/", "[daemon]") 
   const auto [where, file] = store.shipped_file(bundle + "/MNIST/raw/t.gz");
   CHECK(where == store.dataset_dir() / bundle / "MNIST" / "raw");
   CHECK(file == "t.gz");
-  for (const std::string bad : {bundle + "/../x", bundle + "/.hidden", bundle + "//x", bundle,
-                                std::string("xyz/a"), bundle + "/a\nb", "../" + bundle + "/a"}) {
+  for (const std::string& bad :
+       std::vector<std::string>{bundle + "/../x", bundle + "/.hidden", bundle + "//x", bundle,
+                                "xyz/a", bundle + "/a\nb", "../" + bundle + "/a"}) {
     INFO(bad);
     error_of([&] { store.shipped_file(bad); });
   }
@@ -100,7 +101,8 @@ TEST_CASE("daemon checks: a benchmark request is bounded", "[daemon]") {
 
 TEST_CASE("daemon checks: checkpoint names from the wire", "[daemon]") {
   runtime::check_identity("0123456789abcdef");
-  for (const std::string bad : {"", "0123456", "0123456789ABCDEF", "../../../etc", std::string(65, 'a')}) {
+  for (const std::string& bad : std::vector<std::string>{"", "0123456", "0123456789ABCDEF",
+                                                        "../../../etc", std::string(65, 'a')}) {
     INFO(bad);
     CHECK(error_of([&] { runtime::check_identity(bad); }) ==
           "a job identity is 8 to 64 lowercase hex characters");
