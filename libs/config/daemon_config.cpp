@@ -9,6 +9,8 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/config_error.h"
+#include "libs/config/printable.h"
+#include "libs/config/toml_error.h"
 
 namespace ravnest::config {
 namespace {
@@ -37,23 +39,6 @@ std::string type_of(const toml::node& node) {
     case toml::node_type::date_time: return "a date-time";
     default: return "nothing";
   }
-}
-
-// Shown in messages: printable ASCII as is, anything else escaped, so that a hostile value
-// cannot forge log lines.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
 }
 
 void check_listen(const std::string& listen, const std::string& origin) {
@@ -108,9 +93,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
     table = toml::parse(text, origin);
   } catch (const toml::parse_error& error) {
     const auto& begin = error.source().begin;
-    throw ConfigError(origin + ": malformed TOML at line " + std::to_string(begin.line) +
-                      ", column " + std::to_string(begin.column) + ": " +
-                      std::string(error.description()));
+    throw toml_syntax_error(origin, begin.line, begin.column, error.description());
   }
   DaemonConfig config;
   for (const auto& [key, value] : table) {

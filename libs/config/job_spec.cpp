@@ -11,6 +11,8 @@
 #include <toml++/toml.h>
 
 #include "libs/config/config_error.h"
+#include "libs/config/printable.h"
+#include "libs/config/toml_error.h"
 
 namespace ravnest::config {
 namespace {
@@ -55,7 +57,8 @@ class Section {
       : table_(table), name_(std::move(name)), origin_(origin) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& message) const {
-    throw ConfigError(origin_ + ": " + field(key) + ": " + message);
+    // Keys and values of the file appear in both: printable() keeps the message one line.
+    throw ConfigError(origin_ + ": " + printable(field(key), 200) + ": " + printable(message, 300));
   }
 
   std::string field(const std::string& key) const { return name_ + "." + key; }
@@ -452,8 +455,7 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
     root = toml::parse(toml_text, origin);
   } catch (const toml::parse_error& error) {
     const auto& begin = error.source().begin;
-    throw ConfigError(origin + ": malformed TOML at line " + std::to_string(begin.line) + ", column " +
-                      std::to_string(begin.column) + ": " + std::string(error.description()));
+    throw toml_syntax_error(origin, begin.line, begin.column, error.description());
   }
   JobSpec job;
   job.origin = origin;
@@ -465,7 +467,8 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
   for (const auto& [key, value] : root) {
     const std::string name(key.str());
     if (std::find(kTables.begin(), kTables.end(), name) == kTables.end()) {
-      throw ConfigError(origin + ": " + name + ": unknown " + (value.is_table() ? "table" : "key") +
+      throw ConfigError(origin + ": " + printable(name, 100) + ": unknown " +
+                        (value.is_table() ? "table" : "key") +
                         " (the tables are [train], [data], [loss], [optimizer], [scheduler])");
     }
     if (!value.is_table()) {

@@ -6,6 +6,7 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/config_error.h"
+#include "libs/config/printable.h"
 
 namespace ravnest::config {
 namespace {
@@ -67,8 +68,9 @@ class Reader {
  public:
   explicit Reader(std::string origin) : origin_(std::move(origin)) {}
 
+  // Keys and values of the file appear in both: printable() keeps the message one line.
   [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
-    throw ConfigError(origin_ + ": " + field + ": " + problem);
+    throw ConfigError(origin_ + ": " + printable(field, 200) + ": " + printable(problem, 300));
   }
 
   const json& member(const json& object, const std::string& path, const std::string& key) const {
@@ -255,8 +257,8 @@ void read_neighbourhood(const Reader& r, const json& root, NodeMetadata* m) {
   const json& addresses = r.object(root, "", "addresses");
   for (const auto& [id, address] : addresses.items()) {
     const std::string path = "addresses." + id;
-    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) {
-      r.fail(path, "key must be a node id");
+    if (id.empty() || id.size() > 9 || id.find_first_not_of("0123456789") != std::string::npos) {
+      r.fail(path, "key must be a node id");  // at most 9 digits: std::stoi never overflows
     }
     if (!address.is_string()) r.fail(path, "must be a string, got " + Reader::kind(address));
     m->addresses[std::stoi(id)] = address.get<std::string>();
@@ -309,6 +311,17 @@ void read_rings(const Reader& r, const json& root, NodeMetadata* m) {
     ring.position = r.integer(g, path, "position");
     ring.next_node = r.integer(g, path, "next_node");
     ring.prev_node = r.integer(g, path, "prev_node");
+    // The daemon's ring finds its neighbours around `position` (ring_member.cpp).
+    if (ring.peers.empty()) r.fail(path + ".peers", "must not be empty");
+    if (ring.position < 0 || static_cast<size_t>(ring.position) >= ring.peers.size()) {
+      r.fail(path + ".position", "must index peers (0 to " +
+                                     std::to_string(ring.peers.size() - 1) + "), got " +
+                                     std::to_string(ring.position));
+    }
+    if (ring.peers[static_cast<size_t>(ring.position)].node != m->node_id) {
+      r.fail(path + ".position", "must be the index of this node (node_id " +
+                                     std::to_string(m->node_id) + ") in peers");
+    }
     m->rings.push_back(std::move(ring));
   }
 }
@@ -394,7 +407,8 @@ NodeMetadata node_metadata_from_json(const std::string& text, const std::string&
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& error) {
+  } catch (const json::exception& error) {
+    // parse_error, and out_of_range for a number beyond what a double holds (1e999)
     throw ConfigError(origin + ": malformed JSON: " + strip_json_exception_prefix(error.what()));
   }
   const Reader r(origin);

@@ -11,6 +11,8 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/config_error.h"
+#include "libs/config/printable.h"
+#include "libs/config/toml_error.h"
 
 namespace ravnest::config {
 namespace {
@@ -122,9 +124,11 @@ std::vector<NodeConfig> validate_pool(const json& root, const std::string& origi
   std::map<int, NodeConfig> by_id;
   std::map<int, std::string> key_of_id;
   std::map<std::string, std::string> key_of_address;
-  for (const auto& [key, node] : root.items()) {
+  for (const auto& [raw_key, node] : root.items()) {
+    // The key and the address appear in messages: printable() keeps them one line.
+    const std::string key = printable(raw_key, 40);
     int id = 0;
-    if (!parse_node_id(key, &id)) {
+    if (!parse_node_id(raw_key, &id)) {
       throw ConfigError(origin + ": node key \"" + key + "\" must be a non-negative integer");
     }
     const std::string where = origin + ": node \"" + key + "\": ";
@@ -146,12 +150,12 @@ std::vector<NodeConfig> validate_pool(const json& root, const std::string& origi
     }
     config.address = ip.get<std::string>();
     if (!split_address(config.address, &config.host, &config.port)) {
-      throw ConfigError(where + "IP \"" + config.address +
+      throw ConfigError(where + "IP \"" + printable(config.address, 80) +
                         "\" must be \"host:port\" with a port from 1 to 65535");
     }
     if (auto it = key_of_address.find(config.address); it != key_of_address.end()) {
       throw ConfigError(origin + ": nodes \"" + it->second + "\" and \"" + key +
-                        "\" have the same IP \"" + config.address + "\"");
+                        "\" have the same IP \"" + printable(config.address, 80) + "\"");
     }
 
     if (!node.contains("benchmarks")) throw ConfigError(where + "benchmarks is missing");
@@ -194,9 +198,7 @@ std::vector<NodeConfig> parse_node_pool(const std::string& text, const std::stri
       root = toml_to_json(table);
     } catch (const toml::parse_error& error) {
       const auto& begin = error.source().begin;
-      throw ConfigError(origin + ": malformed TOML at line " + std::to_string(begin.line) +
-                        ", column " + std::to_string(begin.column) + ": " +
-                        std::string(error.description()));
+      throw toml_syntax_error(origin, begin.line, begin.column, error.description());
     }
   } else {
     // A node id written twice would silently keep only the last node: refuse it.
@@ -214,11 +216,12 @@ std::vector<NodeConfig> parse_node_pool(const std::string& text, const std::stri
     try {
       // Comments are accepted: Ravnest's documented example carries one.
       root = json::parse(text, note_keys, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-    } catch (const json::parse_error& error) {
+    } catch (const json::exception& error) {
+      // parse_error, and out_of_range for a number beyond what a double holds (1e999)
       throw ConfigError(origin + ": malformed JSON: " + strip_json_exception_prefix(error.what()));
     }
     if (!repeated.empty()) {
-      throw ConfigError(origin + ": node \"" + repeated + "\" appears more than once");
+      throw ConfigError(origin + ": node \"" + printable(repeated, 40) + "\" appears more than once");
     }
   }
   return validate_pool(root, origin);

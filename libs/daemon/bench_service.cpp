@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include "libs/daemon/bench_request.h"
 #include "libs/daemon/ring_link.h"
 #include "libs/daemon/ring_member.h"
 #include "libs/ring/ring_allreduce.h"
@@ -15,14 +16,12 @@ namespace ravnest::runtime {
 
 kj::Promise<void> BenchService::bench_all_reduce(BenchAllReduceCall context) {
   auto params = context.getParams();
-  std::vector<std::string> peers;
-  for (auto p : params.getPeers()) peers.push_back(p);
   const uint32_t position = params.getPosition();
   const uint64_t bytes = params.getBytes();
   const uint32_t repetitions = params.getRepetitions();
-  if (peers.empty() || position >= peers.size()) {
-    kj::throwFatalException(KJ_EXCEPTION(FAILED, "benchAllReduce: position outside the peers"));
-  }
+  checked([&] { check_bench_request(params.getPeers().size(), position, bytes, repetitions); });
+  std::vector<std::string> peers;
+  for (auto p : params.getPeers()) peers.push_back(p);
   auto seconds = std::make_shared<std::vector<double>>();
   const uint32_t ring = 0xffffffffu;  // apart from the rings of any plan
   mailbox_.reset();

@@ -4,30 +4,13 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "libs/daemon/checkpoint_names.h"
+
 namespace ravnest::runtime {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr const char* kPrefix = "update_";
-constexpr const char* kSuffix = ".pt";
-
-// N of "update_N.pt", or false.
-bool parse_name(const std::string& name, uint64_t* updates) {
-  const std::string prefix = kPrefix, suffix = kSuffix;
-  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-    return false;
-  }
-  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.empty() || digits.size() > 19 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return false;
-  }
-  *updates = std::stoull(digits);
-  return true;
-}
 
 // The updates of the checkpoint files in `dir`, ascending.
 std::vector<uint64_t> list(const fs::path& dir) {
@@ -35,7 +18,7 @@ std::vector<uint64_t> list(const fs::path& dir) {
   std::error_code ec;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::end(it); it.increment(ec)) {
     uint64_t n = 0;
-    if (it->is_regular_file(ec) && parse_name(it->path().filename().string(), &n)) {
+    if (it->is_regular_file(ec) && parse_checkpoint_file_name(it->path().filename().string(), &n)) {
       found.push_back(n);
     }
   }
@@ -43,13 +26,11 @@ std::vector<uint64_t> list(const fs::path& dir) {
   return found;
 }
 
-std::string file_name(uint64_t updates) { return kPrefix + std::to_string(updates) + kSuffix; }
-
 void trim_dir(const fs::path& dir, size_t keep) {
   auto all = list(dir);
   std::error_code ec;
   while (all.size() > keep) {
-    fs::remove(dir / file_name(all.front()), ec);
+    fs::remove(dir / checkpoint_file_name(all.front()), ec);
     all.erase(all.begin());
   }
 }
@@ -69,30 +50,20 @@ CheckpointStore::CheckpointStore(fs::path dir, size_t keep) : dir_(std::move(dir
 }
 
 void CheckpointStore::check_identity(const std::string& identity) {
-  const bool hex = std::all_of(identity.begin(), identity.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-  });
-  if (!hex || identity.size() < 8 || identity.size() > 64) {
-    throw std::runtime_error("a job identity is 8 to 64 lowercase hex characters");
-  }
+  runtime::check_identity(identity);
 }
 
 fs::path CheckpointStore::file(const std::string& identity, uint64_t updates) const {
-  check_identity(identity);
-  return dir_ / identity / file_name(updates);
+  return checkpoint_file(dir_, identity, updates);
 }
 
 fs::path CheckpointStore::kept_dir(const std::string& identity, int cluster, int position) const {
-  check_identity(identity);
-  if (cluster < 0 || position < 0) {
-    throw std::runtime_error("a checkpoint slot's cluster and position are not negative");
-  }
-  return dir_ / identity / "kept" / (std::to_string(cluster) + "_" + std::to_string(position));
+  return kept_checkpoint_dir(dir_, identity, cluster, position);
 }
 
 fs::path CheckpointStore::kept_file(const std::string& identity, int cluster, int position,
                                     uint64_t updates) const {
-  return kept_dir(identity, cluster, position) / file_name(updates);
+  return kept_dir(identity, cluster, position) / checkpoint_file_name(updates);
 }
 
 std::vector<uint64_t> CheckpointStore::updates(const std::string& identity) const {

@@ -7,7 +7,7 @@
 // removed when the store opens.
 //
 // An identity comes from the wire: only lowercase hex of 8 to 64 characters is accepted, so it
-// can never name a path outside the store.
+// can never name a path outside the store (checkpoint_names.h builds every path).
 //
 // Thread-safe as far as the file system is: writes happen on the compute thread, listings on the
 // RPC thread see complete files only.

@@ -9,6 +9,7 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/job_spec.h"
+#include "libs/config/printable.h"
 #include "libs/config/sha256.h"
 #include "libs/daemon/job_setup.h"
 #include "libs/daemon/thread_bridge.h"
@@ -277,7 +278,8 @@ void JobControl::defer(std::function<void()> task) {
 
 kj::Promise<void> JobControl::stop(StopCall context) {
   auto params = context.getParams();
-  std::string reason = params.getReason();
+  // Logged, kept in last_job.json and shown by `ravnest status`: one line, at most 1000 bytes.
+  std::string reason = config::printable(std::string(params.getReason()), 1000);
   if (reason.empty()) reason = "no reason given";
   return stop_job(params.getJobId(), reason);
 }

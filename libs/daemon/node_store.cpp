@@ -8,6 +8,7 @@
 #include "libs/config/atomic_file.h"
 #include "libs/config/config_error.h"
 #include "libs/config/job_files.h"
+#include "libs/config/printable.h"
 #include "libs/config/safe_path.h"
 #include "libs/config/sha256.h"
 
@@ -79,13 +80,13 @@ void NodeStore::store_stage(const std::string& metadata_json, const std::string&
                             const std::string& sha256) {
   const auto metadata = config::node_metadata_from_json(metadata_json, "pushed metadata");
   if (metadata.name != node_name_) {
-    throw std::runtime_error("the stage is for " + metadata.name + ", this daemon serves " +
-                             node_name_);
+    throw std::runtime_error("the stage is for " + config::printable(metadata.name, 40) +
+                             ", this daemon serves " + node_name_);
   }
   const std::string actual = config::sha256_hex(stage_bytes);
   if (actual != sha256 || actual != metadata.stage_sha256) {
     throw std::runtime_error("stage checksum mismatch: received bytes hash to " + actual +
-                             ", expected " + sha256);
+                             ", expected " + config::printable(sha256, 64));
   }
   config::write_file_atomically(stage_path().string(), stage_bytes);
   config::write_file_atomically((dir_ / "metadata.json").string(), metadata_json);
@@ -109,7 +110,7 @@ fs::path NodeStore::dataset_path(const std::string& name) const {
 std::pair<fs::path, std::string> NodeStore::shipped_file(const std::string& name) const {
   const auto slash = name.find('/');
   if (slash == std::string::npos || !is_bundle_name(name.substr(0, slash))) {
-    throw config::ConfigError("shipped file \"" + name.substr(0, 80) +
+    throw config::ConfigError("shipped file \"" + config::printable(name, 80) +
                               "\": expected <64 hex digits>/<file name>");
   }
   const fs::path path = config::child_relative_path(dataset_dir(), name);
@@ -138,17 +139,19 @@ config::JobSpec NodeStore::locate_shipped(const config::JobSpec& job,
   for (const auto& wanted : config::job_paths_for(job, metadata())) {
     auto location = shipped.find(wanted.field);
     if (location == shipped.end()) {
-      throw std::runtime_error(wanted.field + " (" + wanted.path.raw + ") was not shipped to " +
+      throw std::runtime_error(wanted.field + " (" + config::printable(wanted.path.raw, 80) +
+                               ") was not shipped to " +
                                node_name_ + "; run `ravnest train` again");
     }
     const auto slash = location->second.find('/');
     if (!is_bundle_name(location->second.substr(0, slash))) {
       throw config::ConfigError(wanted.field + ": shipped location \"" +
-                                location->second.substr(0, 80) + "\" names no bundle");
+                                config::printable(location->second, 80) + "\" names no bundle");
     }
     const fs::path resolved = config::child_relative_path(dataset_dir(), location->second);
     if (!fs::exists(resolved)) {
-      throw std::runtime_error(wanted.field + " (" + wanted.path.raw + "): its files did not "
+      throw std::runtime_error(wanted.field + " (" + config::printable(wanted.path.raw, 80) +
+                               "): its files did not "
                                "arrive at " + node_name_ + "; run `ravnest train` again");
     }
     fields.at(wanted.field)->resolved = resolved.string();

@@ -34,7 +34,7 @@ void RingMailbox::take(const Key& key, void* out, size_t bytes,
       segments_.erase(it);
       lock.unlock();
       const bool fits = segment.size == bytes;
-      if (fits) std::memcpy(out, segment.data, bytes);
+      if (fits && bytes > 0) std::memcpy(out, segment.data, bytes);  // null when empty
       if (segment.release) segment.release();
       if (!fits) {
         throw std::runtime_error("ring " + std::to_string(key.ring) + ": segment of " +

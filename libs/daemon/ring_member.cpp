@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "libs/config/printable.h"
 #include "libs/daemon/ring_link.h"
 
 namespace ravnest::runtime {
@@ -163,7 +164,8 @@ kj::Promise<void> RingMember::open_ring(OpenRingCall context) {
 
 kj::Promise<void> RingMember::abort_reduce(AbortReduceCall context) {
   auto params = context.getParams();
-  mailbox_.abort(params.getRing(), params.getReason());
+  // The reason ends the reduce's error, which is logged: one line, at most 1000 bytes.
+  mailbox_.abort(params.getRing(), config::printable(std::string(params.getReason()), 1000));
   return kj::READY_NOW;
 }
 

@@ -393,7 +393,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   bool updated = false;
   const bool data_parallel = setup_.cluster_count > 1;
   if (update_due(batches_done_, setup_.update_frequency, batch.last)) {
-    boundary_.valid = false;  // the parameters are about to change
+    boundary_valid_ = false;  // the parameters are about to change
     if (!setup_.shared_rings.empty()) sum_shared_gradients();
     if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
       reduce_across_clusters(RingTensors::kGradients);
@@ -420,7 +420,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   if (updated && !batch.last) {
     // An update boundary: what a checkpoint holds, now or when the job is stopped before the
     // next one. The last batch needs none: the job is done.
-    boundary_ = make_boundary();
+    mark_boundary();
     if (setup_.save_every > 0 && updates_done_ % setup_.save_every == 0) write_checkpoint();
   }
   if (batch.last) {

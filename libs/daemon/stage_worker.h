@@ -96,19 +96,11 @@ class StageWorker : private FeedTarget {
   void begin_batch();
   void leaf_loss(Micro& m, const c10::IValue& result);
 
-  // The state at the last update boundary that a checkpoint needs besides the parameters and
-  // the optimizer, which do not change until the next update begins.
-  struct Boundary {
-    bool valid = false;
-    uint64_t updates = 0, batches = 0;
-    uint32_t epoch = 0;
-    int64_t lr_steps = 0;
-    uint64_t reduce_round = 0, shared_round = 0;
-    at::Tensor random_state, next_random_state;
-    std::vector<std::pair<std::string, at::Tensor>> buffers;
-    std::string losses;
-  };
-  Boundary make_boundary() const;
+  // Keeps the last update boundary as its checkpoint holds it (boundary_), but for what does not
+  // change until the next update begins, which clears boundary_valid_: the parameters and the
+  // optimizer, taken when the checkpoint is written; and the losses, which only grow: their
+  // length then.
+  void mark_boundary();
   void resume_from(const StageCheckpoint& checkpoint);
   void write_checkpoint();
   void save_stage();
@@ -131,7 +123,9 @@ class StageWorker : private FeedTarget {
   uint64_t updates_done_ = 0;
   uint64_t reduce_round_ = 0;
   uint64_t shared_round_ = 0;
-  Boundary boundary_;
+  StageCheckpoint boundary_;  // buffers only in its state
+  bool boundary_valid_ = false;
+  size_t boundary_losses_ = 0;
   uint64_t saved_updates_ = 0;  // the newest checkpoint written (or resumed from)
   bool stopped_ = false;   // failed: nothing more happens
   bool finished_ = false;  // training done

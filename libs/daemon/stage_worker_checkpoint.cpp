@@ -24,7 +24,7 @@ void StageWorker::resume_from(const StageCheckpoint& c) {
   updates_done_ = c.updates;
   reduce_round_ = c.reduce_round;
   shared_round_ = c.shared_round;
-  boundary_ = make_boundary();
+  mark_boundary();
   saved_updates_ = c.updates;
   set_status([&](WorkerStatus& s) {
     s.epoch = current_epoch_;
@@ -34,10 +34,12 @@ void StageWorker::resume_from(const StageCheckpoint& c) {
 }
 
 // What the next update changes before a checkpoint could be written (buffers change in every
-// training forward; parameters and the optimizer only at the next step, which clears `valid`).
-StageWorker::Boundary StageWorker::make_boundary() const {
-  Boundary b;
-  b.valid = true;
+// training forward; parameters and the optimizer only at the next step).
+void StageWorker::mark_boundary() {
+  StageCheckpoint& b = boundary_;
+  b.identity = setup_.identity;
+  b.cluster = setup_.node.cluster;
+  b.position = setup_.node.position;
   b.updates = updates_done_;
   b.batches = batches_done_;
   b.epoch = current_epoch_;
@@ -46,33 +48,24 @@ StageWorker::Boundary StageWorker::make_boundary() const {
   b.shared_round = shared_round_;
   b.random_state = cpu_random_state();
   auto next = random_state_in_.find(Key{false, batches_done_, 0});
-  if (next != random_state_in_.end()) b.next_random_state = next->second;
+  b.next_random_state = next != random_state_in_.end() ? next->second : at::Tensor();
+  b.state.clear();
   for (const auto& buffer : setup_.stage.named_buffers()) {
-    b.buffers.emplace_back(buffer.name, buffer.value.detach().clone());
+    b.state.emplace_back(buffer.name, buffer.value.detach().clone());
   }
-  if (metrics_) b.losses = metrics_->losses();
-  return b;
+  boundary_losses_ = metrics_ ? metrics_->losses().size() : 0;
+  boundary_valid_ = true;
 }
 
 void StageWorker::write_checkpoint() {
-  if (!setup_.checkpoints || !boundary_.valid || boundary_.updates <= saved_updates_) return;
-  StageCheckpoint c;
-  c.identity = setup_.identity;
-  c.cluster = setup_.node.cluster;
-  c.position = setup_.node.position;
-  c.updates = boundary_.updates;
-  c.batches = boundary_.batches;
-  c.epoch = boundary_.epoch;
-  c.lr_steps = boundary_.lr_steps;
-  c.reduce_round = boundary_.reduce_round;
-  c.shared_round = boundary_.shared_round;
-  c.random_state = boundary_.random_state;
-  c.next_random_state = boundary_.next_random_state;
-  c.losses = boundary_.losses;
+  if (!setup_.checkpoints || !boundary_valid_ || boundary_.updates <= saved_updates_) return;
+  StageCheckpoint c = boundary_;
+  c.state.clear();
   for (const auto& p : setup_.stage.named_parameters()) {
     c.state.emplace_back(p.name, p.value.detach());
   }
-  for (const auto& b : boundary_.buffers) c.state.push_back(b);
+  c.state.insert(c.state.end(), boundary_.state.begin(), boundary_.state.end());
+  if (metrics_) c.losses = metrics_->losses().substr(0, boundary_losses_);
   c.optimizer = save_optimizer(*setup_.optimizer);
   setup_.checkpoints->write(c);
   saved_updates_ = c.updates;

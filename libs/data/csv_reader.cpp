@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include "libs/config/printable.h"
 #include "libs/data/dataset.h"
 #include "libs/data/reader_internal.h"
 
@@ -18,8 +19,9 @@ namespace {
 using detail::fail;
 using detail::shape_text;
 
+// Text of the file as messages show it: at most `limit` bytes, one line (config::printable).
 std::string shorten(const std::string& text, size_t limit = 40) {
-  return text.size() <= limit ? text : text.substr(0, limit) + "...";
+  return config::printable(text, limit);
 }
 
 std::string trim(std::string_view text) {
@@ -55,9 +57,12 @@ bool parse_double(std::string_view text, double* value) {
   return result.ec == std::errc() && result.ptr == text.data() + text.size() && std::isfinite(*value);
 }
 
+// -1 when it does not fit in 63 bits (an input_shape like [2^32, 2^32]).
 int64_t product(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return -1;
+  }
   return n;
 }
 
@@ -87,7 +92,8 @@ int64_t resolve_label_column(const std::string& path, const std::vector<std::str
         }
         list += (list.empty() ? "" : ", ") + shorten(names[i], 20);
       }
-      fail(path, "no column named '" + options.label_column + "' in the header (" + list + ")");
+      fail(path, "no column named '" + shorten(options.label_column, 80) + "' in the header (" +
+                     list + ")");
     }
     label_col = it - names.begin();
   } else {
@@ -176,8 +182,10 @@ at::Tensor feature_tensor(const std::string& path, CsvRows& rows, const CsvOptio
   const int64_t per_row = static_cast<int64_t>(rows.columns) - 1;
   std::vector<int64_t> shape =
       options.input_shape.empty() ? std::vector<int64_t>{per_row} : options.input_shape;
-  if (product(shape) != per_row) {
-    fail(path, "input_shape " + shape_text(shape) + " holds " + std::to_string(product(shape)) +
+  const int64_t values = product(shape);
+  if (values != per_row) {
+    fail(path, "input_shape " + shape_text(shape) + " holds " +
+                   (values < 0 ? std::string("more than 2^63") : std::to_string(values)) +
                    " values but each row has " + std::to_string(per_row) + " features");
   }
   std::vector<int64_t> full{count};

@@ -41,9 +41,16 @@ at::Tensor read_idx(const std::string& path, uint32_t expected_magic, const char
   if (bytes.size() < header) fail(path, "truncated idx header");
   std::vector<int64_t> shape;
   uint64_t count = 1;
+  bool overflow = false;
   for (uint32_t d = 0; d < dims; ++d) {
     shape.push_back(big_endian_u32(bytes, 4 + 4 * d));
-    count *= static_cast<uint64_t>(shape.back());
+    // Three 32-bit sizes can wrap 64 bits to the file's size: refused before at::empty sees them.
+    overflow |= __builtin_mul_overflow(count, static_cast<uint64_t>(shape.back()), &count);
+  }
+  if (overflow) {
+    fail(path, "size mismatch: the header announces " + shape_text(shape) +
+                   " bytes of data, more than 2^64, the file has " +
+                   std::to_string(bytes.size() - header));
   }
   if (bytes.size() - header != count) {
     fail(path, "size mismatch: the header announces " + std::to_string(count) + " bytes of data (" +

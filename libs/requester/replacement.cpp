@@ -73,6 +73,12 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
                              std::to_string(status.job_id) + " is loaded there");
   }
 
+  // What is left of an interrupted job stops first (each node writing the checkpoint of its last
+  // update): a node still waiting for the dead one would refuse its new metadata.
+  for (const auto& failure : requester.stop_all(old.name + " is being replaced", 0, 60)) {
+    if (failure.rfind(old.name + " ", 0) != 0) log("not stopped: " + failure);
+  }
+
   // The checkpoint to move: the newest of the old slot that every other node holds too.
   std::string checkpoint;
   const std::string identity = last_job_identity(plan);

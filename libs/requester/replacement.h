@@ -1,10 +1,11 @@
 // `ravnest replace OLD --with SPARE` (docs/faults.md): a spare node from the pool takes the slot
 // of a node that is gone, and the interrupted job resumes with it (`ravnest resume`).
 //
-// In order: the spare must answer as SPARE and run no job, and every other node of the plan must
-// answer; the newest checkpoint of OLD's slot (from OLD itself if it still answers, else from its
-// keeper, libs/config/checkpoint_keeper.h) that every other node also holds is fetched; the
-// spare gets OLD's stage, its new metadata and that checkpoint; then the plan directory is
+// In order: the spare must answer as SPARE and run no job; what is left of the interrupted job
+// is stopped on every node (each writes the checkpoint of its last update); the newest
+// checkpoint of OLD's slot (from OLD itself if it still answers, else from its keeper,
+// libs/config/checkpoint_keeper.h) that every other node also holds is fetched; the spare gets
+// OLD's stage, its new metadata and that checkpoint; then the plan directory is
 // rewritten (config::replace_node; every file atomically, plan.json last) and the new metadata
 // goes to every node whose own changed. A failure before the plan is rewritten leaves it as it
 // was; one after names the nodes that still need `ravnest push`.

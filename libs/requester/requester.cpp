@@ -227,8 +227,10 @@ class Requester::Impl {
 
   std::vector<std::string> stop_all(const std::string& reason, uint64_t job_id,
                                     double timeout_seconds = 3);
-  // The newest update after which every node holds a checkpoint of the job `identity`.
-  uint64_t resume_point(const std::string& identity);
+  // The newest update after which every node holds a checkpoint of the job `identity`; 0 (the
+  // job's start, which every node holds: its pushed stage) when there is none, `why_none` then
+  // saying which node has none.
+  uint64_t resume_point(const std::string& identity, std::string* why_none);
 
   Plan plan_;
   wire::PeerLinks links_;  // one connection per node, kept until a call over it fails
@@ -383,7 +385,7 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
   }
 }
 
-uint64_t Requester::Impl::resume_point(const std::string& identity) {
+uint64_t Requester::Impl::resume_point(const std::string& identity, std::string* why_none) {
   std::set<uint64_t> common;
   bool first = true;
   for (const auto& meta : plan_.nodes) {
@@ -393,8 +395,8 @@ uint64_t Requester::Impl::resume_point(const std::string& identity) {
     std::set<uint64_t> held;
     for (uint64_t u : response.getUpdates()) held.insert(u);
     if (held.empty()) {
-      throw std::runtime_error(meta.name + " (" + meta.address +
-                               ") holds no checkpoint of this job; run it without --resume");
+      *why_none = meta.name + " holds none";
+      return 0;
     }
     if (first) {
       common = held;
@@ -406,8 +408,8 @@ uint64_t Requester::Impl::resume_point(const std::string& identity) {
       common = std::move(both);
     }
     if (common.empty()) {
-      throw std::runtime_error("no checkpoint of this job is held by every node (" + meta.name +
-                               " has none in common with the others); run it without --resume");
+      *why_none = meta.name + " has none in common with the others";
+      return 0;
     }
   }
   return *common.rbegin();
@@ -486,8 +488,9 @@ std::vector<NodeReport> Requester::status() {
   return reports;
 }
 
-std::vector<std::string> Requester::stop_all(const std::string& reason, uint64_t job_id) {
-  return impl_->stop_all(reason, job_id);
+std::vector<std::string> Requester::stop_all(const std::string& reason, uint64_t job_id,
+                                             double timeout_seconds) {
+  return impl_->stop_all(reason, job_id, timeout_seconds);
 }
 
 void Requester::check_finished(int cluster) {
@@ -536,9 +539,13 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
   // Everything that can be checked here is, before any node is touched.
   impl_->check_nodes();
   if (options.resume) {
-    result.resumed_from = impl_->resume_point(identity);
-    log("resuming after update " + std::to_string(result.resumed_from) +
-        ", the newest checkpoint every node holds");
+    std::string why_none;
+    result.resumed_from = impl_->resume_point(identity, &why_none);
+    log(result.resumed_from > 0
+            ? "resuming after update " + std::to_string(result.resumed_from) +
+                  ", the newest checkpoint every node holds"
+            : "no checkpoint of this job that every node holds (" + why_none +
+                  "): it starts from the beginning");
   }
   std::vector<JobShipment> shipments;
   std::map<std::string, std::string> checksums;

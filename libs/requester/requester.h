@@ -99,8 +99,10 @@ class Requester {
   // Stops `job_id` (0: whatever runs) on every node. Returns the nodes that did not confirm, one
   // line each naming the node and why (a node that does not answer is sent the stop again over a
   // new connection: it reads it first when it answers again).
+  // `timeout_seconds` bounds the wait for each node's answer (a stopped node first writes its
+  // checkpoint).
   std::vector<std::string> stop_all(const std::string& reason = "ravnest stop",
-                                    uint64_t job_id = 0);
+                                    uint64_t job_id = 0, double timeout_seconds = 3);
   // Throws, naming the node and its last job's outcome, unless every node of the cluster
   // finished its last job with the plan's stage (what `ravnest fuse` checks first).
   void check_finished(int cluster);

@@ -1,5 +1,6 @@
-// The runtime's messages (transfer_message.h, node_report.h) <-> their schema types: the one
-// place where their fields are copied. Values go through value_codec.h.
+// The runtime's messages (transfer_message.h; node_report.h through node_report_codec.h) <->
+// their schema types: the one place where their fields are copied. Values go through
+// value_codec.h.
 //
 // Decoding throws WireError for an enum value this build does not know.
 #pragma once
@@ -9,7 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "libs/wire/node_report.h"
+#include "libs/wire/node_report_codec.h"
 #include "libs/wire/transfer_message.h"
 #include "libs/wire/value_codec.h"
 #include "schemas/ravnest.capnp.h"
@@ -24,14 +25,9 @@ MicroBatchTag decode_batch(schema::MicroBatch::Reader batch);
 EncodedTensors encode_transfer(TransferMessage&& message, schema::Transfer::Builder out,
                                size_t inline_limit);
 // The message (to_node 0); its streamed tensors are appended to `pending`, to be filled from the
-// transfer's ByteSink (see decode_values).
+// transfer's ByteSink (see decode_values, which applies `limits`).
 TransferMessage decode_transfer(schema::Transfer::Reader transfer,
-                                std::vector<at::Tensor>& pending);
-
-void encode_event(const NodeEvent& event, schema::ProgressEvent::Builder out);
-NodeEvent decode_event(schema::ProgressEvent::Reader event);
-
-void encode_status(const NodeStatusData& status, schema::NodeStatus::Builder out);
-NodeStatusData decode_status(schema::NodeStatus::Reader status);
+                                std::vector<at::Tensor>& pending,
+                                const DecodeLimits& limits = {});
 
 }  // namespace ravnest::wire

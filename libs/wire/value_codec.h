@@ -16,16 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "libs/wire/wire_error.h"
 #include "schemas/ravnest.capnp.h"
 
 namespace ravnest::wire {
-
-// A message that cannot be decoded (or a tensor that cannot be received): malformed, malicious or
-// over the receiver's limits. Thrown by every decode_* function.
-class WireError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // Largest Data field Cap'n Proto allows (2^29 - 1 bytes); larger tensors are always streamed.
 constexpr uint64_t kMaxDataBytes = (uint64_t{1} << 29) - 1;

@@ -260,19 +260,30 @@ TEST_CASE("resume: replace_refused, what it refuses, leaving the plan as it was"
   CHECK(plan.nodes[0].forward_neighbours == std::vector<int>{2});
 }
 
-TEST_CASE("resume: refused without a common checkpoint", "[resume][errors]") {
+TEST_CASE("resume: from_start, when no checkpoint is held by every node", "[resume][errors]") {
   test::LocalCluster cluster(test::digits_model(),
                              {test::LocalCluster::even_cuts(test::digits_model(), 2)}, {"32x1x8x8"});
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
+  // `ravnest resume` without a job names the one trained last; none was.
+  auto nothing = cluster.ravnest("resume");
+  CHECK(nothing.exit_code != 0);
+  CHECK(nothing.err.find("name the job file") != std::string::npos);
+
+  // A job killed before its first checkpoint resumes from its start: the update every node holds
+  // (its pushed stage), with the weights of the job run afresh.
   const auto job_path = cluster.dir() / "job.toml";
   test::write_text(job_path, job_text("name = \"sgd\"\nlr = 0.05"));
   auto resumed = cluster.ravnest("train", job_path.string() + " --resume");
-  CHECK(resumed.exit_code != 0);
-  CHECK(resumed.err.find("holds no checkpoint of this job") != std::string::npos);
-  CHECK(resumed.err.find("node_0") != std::string::npos);
-  // `ravnest resume` without a job names the one trained last; none was.
-  auto again = cluster.ravnest("resume");
-  CHECK(again.exit_code != 0);
-  CHECK(again.err.find("name the job file") != std::string::npos);
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.out.find("no checkpoint of this job that every node holds (node_0 holds none): it "
+                         "starts from the beginning") != std::string::npos);
+  const Outcome from_start = fuse_all(cluster, 1, 1, "from_start");
+  auto afresh = cluster.ravnest("train", job_path.string());
+  REQUIRE(afresh.exit_code == 0);
+  const Outcome fresh = fuse_all(cluster, 1, 1, "fresh");
+  std::string where;
+  CHECK(largest_difference(fresh.clusters[0], from_start.clusters[0], &where) == 0);
+  CHECK(fresh.losses == from_start.losses);
 }

@@ -1,0 +1,126 @@
+#include "libs/wire/node_report_codec.h"
+
+namespace ravnest::wire {
+
+namespace {
+
+schema::EventKind to_schema(EventKind kind) {
+  switch (kind) {
+    case EventKind::kStep: return schema::EventKind::STEP;
+    case EventKind::kValidation: return schema::EventKind::VALIDATION;
+    case EventKind::kFinished: return schema::EventKind::FINISHED;
+    case EventKind::kFailed: return schema::EventKind::FAILED;
+  }
+  return schema::EventKind::STEP;
+}
+
+EventKind from_schema(schema::EventKind kind) {
+  switch (kind) {
+    case schema::EventKind::STEP: return EventKind::kStep;
+    case schema::EventKind::VALIDATION: return EventKind::kValidation;
+    case schema::EventKind::FINISHED: return EventKind::kFinished;
+    case schema::EventKind::FAILED: return EventKind::kFailed;
+  }
+  throw WireError("unknown event kind");
+}
+
+schema::NodeState to_schema(NodeState state) {
+  switch (state) {
+    case NodeState::kIdle: return schema::NodeState::IDLE;
+    case NodeState::kReady: return schema::NodeState::READY;
+    case NodeState::kTraining: return schema::NodeState::TRAINING;
+    case NodeState::kFinished: return schema::NodeState::FINISHED;
+    case NodeState::kFailed: return schema::NodeState::FAILED;
+  }
+  return schema::NodeState::IDLE;
+}
+
+NodeState from_schema(schema::NodeState state) {
+  switch (state) {
+    case schema::NodeState::IDLE: return NodeState::kIdle;
+    case schema::NodeState::READY: return NodeState::kReady;
+    case schema::NodeState::TRAINING: return NodeState::kTraining;
+    case schema::NodeState::FINISHED: return NodeState::kFinished;
+    case schema::NodeState::FAILED: return NodeState::kFailed;
+  }
+  throw WireError("unknown node state");
+}
+
+}  // namespace
+
+const char* state_name(NodeState state) {
+  switch (state) {
+    case NodeState::kIdle: return "idle";
+    case NodeState::kReady: return "ready";
+    case NodeState::kTraining: return "training";
+    case NodeState::kFinished: return "finished";
+    case NodeState::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+void encode_event(const NodeEvent& event, schema::ProgressEvent::Builder out) {
+  out.setKind(to_schema(event.event.kind));
+  out.setNodeId(event.node_id);
+  out.setCluster(event.cluster);
+  out.setEpoch(event.event.epoch);
+  out.setStep(event.event.step);
+  out.setLoss(event.event.loss);
+  out.setAccuracy(event.event.accuracy);
+  out.setSamples(event.event.samples);
+  out.setMessage(event.event.message);
+}
+
+NodeEvent decode_event(schema::ProgressEvent::Reader event) {
+  NodeEvent out;
+  out.node_id = event.getNodeId();
+  out.cluster = event.getCluster();
+  out.event.kind = from_schema(event.getKind());
+  out.event.epoch = event.getEpoch();
+  out.event.step = event.getStep();
+  out.event.loss = event.getLoss();
+  out.event.accuracy = event.getAccuracy();
+  out.event.samples = event.getSamples();
+  out.event.message = event.getMessage();
+  return out;
+}
+
+void encode_status(const NodeStatusData& status, schema::NodeStatus::Builder out) {
+  out.setNode(status.node);
+  out.setHasStage(status.has_stage);
+  out.setNodeId(status.node_id);
+  out.setCluster(status.cluster);
+  out.setRole(status.role);
+  out.setStageSha256(status.stage_sha256);
+  out.setJobId(status.job_id);
+  out.setState(to_schema(status.state));
+  out.setEpoch(status.epoch);
+  out.setStep(status.updates);
+  out.setBatches(status.batches);
+  out.setTotalBatches(status.total_batches);
+  out.setLastLoss(status.last_loss);
+  out.setSamplesPerSecond(status.samples_per_second);
+  out.setError(status.error);
+}
+
+NodeStatusData decode_status(schema::NodeStatus::Reader status) {
+  NodeStatusData out;
+  out.node = status.getNode();
+  out.has_stage = status.getHasStage();
+  out.node_id = status.getNodeId();
+  out.cluster = status.getCluster();
+  out.role = status.getRole();
+  out.stage_sha256 = status.getStageSha256();
+  out.job_id = status.getJobId();
+  out.state = from_schema(status.getState());
+  out.epoch = status.getEpoch();
+  out.updates = status.getStep();
+  out.batches = status.getBatches();
+  out.total_batches = status.getTotalBatches();
+  out.last_loss = status.getLastLoss();
+  out.samples_per_second = status.getSamplesPerSecond();
+  out.error = status.getError();
+  return out;
+}
+
+}  // namespace ravnest::wire

@@ -1,0 +1,118 @@
+// What the daemon checks of a peer's requests without LibTorch (ravnest_daemon_checks), with the
+// findings of the fuzz target rpc_params (tests/fuzz/rpc_params/regression-*) as cases.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "libs/config/node_metadata.h"
+#include "libs/config/sha256.h"
+#include "libs/daemon/bench_request.h"
+#include "libs/daemon/checkpoint_names.h"
+#include "libs/daemon/node_store.h"
+#include "libs/daemon/ring_mailbox.h"
+#include "tests/support/test_env.h"
+
+using namespace ravnest;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    CHECK(message.find('\n') == std::string::npos);
+    return message;
+  }
+  FAIL("no error");
+  return "";
+}
+
+std::string metadata_json(const std::string& name, const std::string& sha) {
+  config::NodeMetadata m;
+  m.name = name;
+  m.address = "127.0.0.1:1";
+  m.pipeline = {0};
+  m.stage_sha256 = sha;
+  return config::to_json(m);
+}
+
+}  // namespace
+
+TEST_CASE("daemon checks: a pushed stage's checksum and name are shown escaped", "[daemon]") {
+  test::TempDir dir;
+  runtime::NodeStore store(dir.path(), "node_0");
+  const std::string sha = config::sha256_hex("stage");
+  // Found by rpc_params: the expected checksum, as the peer sent it, went into the message raw.
+  CHECK(error_of([&] { store.store_stage(metadata_json("node_0", sha), "stage", "ab\ncd"); }) ==
+        "stage checksum mismatch: received bytes hash to " + sha + ", expected ab\\x0acd");
+  CHECK(error_of([&] { store.store_stage(metadata_json("node_\x1b[2J", sha), "stage", sha); }) ==
+        "the stage is for node_\\x1b[2J, this daemon serves node_0");
+  CHECK_FALSE(store.has_stage());
+  store.store_stage(metadata_json("node_0", sha), "stage", sha);
+  CHECK(store.has_stage());
+}
+
+TEST_CASE("daemon checks: shipped file names stay under datasets/", "[daemon]") {
+  test::TempDir dir;
+  runtime::NodeStore store(dir.path(), "node_0");
+  const std::string bundle = config::sha256_hex("b");
+  const auto [where, file] = store.shipped_file(bundle + "/MNIST/raw/t.gz");
+  CHECK(where == store.dataset_dir() / bundle / "MNIST" / "raw");
+  CHECK(file == "t.gz");
+  for (const std::string& bad :
+       std::vector<std::string>{bundle + "/../x", bundle + "/.hidden", bundle + "//x", bundle,
+                                "xyz/a", bundle + "/a\nb", "../" + bundle + "/a"}) {
+    INFO(bad);
+    error_of([&] { store.shipped_file(bad); });
+  }
+}
+
+TEST_CASE("daemon checks: an empty ring segment is taken without copying", "[daemon]") {
+  // Found by rpc_params: memcpy from an empty segment into a null buffer (undefined behaviour).
+  runtime::RingMailbox mailbox;
+  bool released = false;
+  mailbox.deposit_borrowed({1, 2, 3, 4}, nullptr, 0, [&] { released = true; });
+  mailbox.take({1, 2, 3, 4}, nullptr, 0, [] { throw std::runtime_error("gone"); });
+  CHECK(released);
+  const std::vector<unsigned char> bytes(8, 7);
+  mailbox.deposit_borrowed({1, 2, 3, 5}, bytes.data(), bytes.size(), {});
+  unsigned char out[4];
+  CHECK(error_of([&] { mailbox.take({1, 2, 3, 5}, out, 4, [] {}); }) ==
+        "ring 1: segment of 8 bytes, expected 4");
+}
+
+TEST_CASE("daemon checks: a benchmark request is bounded", "[daemon]") {
+  runtime::check_bench_request(2, 1, 64 << 20, 5);
+  CHECK(error_of([] { runtime::check_bench_request(0, 0, 8, 1); }) ==
+        "benchAllReduce: 0 peers, expected 1 to 256");
+  CHECK(error_of([] { runtime::check_bench_request(2, 2, 8, 1); }) ==
+        "benchAllReduce: position 2 outside the 2 peers");
+  // A peer decided the size of the tensor the daemon fills: 2^62 bytes was tried.
+  CHECK(error_of([] { runtime::check_bench_request(2, 0, uint64_t{1} << 62, 1); }) ==
+        "benchAllReduce: 4611686018427387904 bytes, at most 1073741824");
+  CHECK(error_of([] { runtime::check_bench_request(2, 0, 8, 100000); }) ==
+        "benchAllReduce: 100000 repetitions, at most 1000");
+}
+
+TEST_CASE("daemon checks: checkpoint names from the wire", "[daemon]") {
+  runtime::check_identity("0123456789abcdef");
+  for (const std::string& bad : std::vector<std::string>{"", "0123456", "0123456789ABCDEF",
+                                                        "../../../etc", std::string(65, 'a')}) {
+    INFO(bad);
+    CHECK(error_of([&] { runtime::check_identity(bad); }) ==
+          "a job identity is 8 to 64 lowercase hex characters");
+  }
+  CHECK(runtime::checkpoint_file("/c", "0123abcd", 12) == "/c/0123abcd/update_12.pt");
+  CHECK(runtime::kept_checkpoint_dir("/c", "0123abcd", 1, 2) == "/c/0123abcd/kept/1_2");
+  error_of([] { runtime::kept_checkpoint_dir("/c", "0123abcd", -1, 0); });
+  uint64_t n = 0;
+  CHECK(runtime::parse_checkpoint_file_name("update_9999999999999999999.pt", &n));
+  CHECK(n == 9999999999999999999ull);
+  CHECK_FALSE(runtime::parse_checkpoint_file_name("update_99999999999999999999.pt", &n));
+  CHECK_FALSE(runtime::parse_checkpoint_file_name("update_.pt", &n));
+}
