@@ -33,6 +33,8 @@ class LocalDaemons {
 
   // Daemons started from now on run with --insecure (plain TCP instead of TLS: benchmarks).
   void set_insecure(bool insecure) { insecure_ = insecure; }
+  // Daemons started from now on read this configuration file (--config), e.g. its [limits].
+  void set_config_file(std::string path) { config_file_ = std::move(path); }
 
   void start(size_t i, double timeout_seconds = 20);  // returns once it accepts connections
   void start_all();
@@ -49,6 +51,7 @@ class LocalDaemons {
   std::vector<int> ports_;
   std::vector<pid_t> pids_;
   bool insecure_ = false;
+  std::string config_file_;
 };
 
 }  // namespace ravnest::runtime

@@ -8,6 +8,8 @@
 //   log_level = "info"              # trace, debug, info, warn, error, critical, off
 //   log_file = ""                   # empty = stderr (the journal under systemd)
 //   secret_file = "/etc/ravnest/secret"
+//   [limits]                        # what a peer may make the daemon hold (daemon_limits.h)
+//   idle_seconds = 600
 //
 // `insecure` (TLS off, for benchmarks only: docs/security.md) is a flag, --insecure, and never a
 // key of the file: a service's configuration cannot turn TLS off.
@@ -19,6 +21,8 @@
 #include <optional>
 #include <string>
 
+#include "libs/config/daemon_limits.h"
+
 namespace ravnest::config {
 
 struct DaemonConfig {
@@ -29,6 +33,7 @@ struct DaemonConfig {
   std::string log_file;                     // empty = stderr
   std::string secret_file;                  // empty = no shared secret
   bool insecure = false;                    // plain TCP instead of TLS (--insecure only)
+  DaemonLimits limits;                      // [limits]; not overridden by flags
 };
 
 // Values given on the command line; unset ones keep the file's (or the default) value.

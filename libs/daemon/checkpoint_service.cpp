@@ -45,7 +45,8 @@ kj::Promise<void> CheckpointService::checkpoints(CheckpointsCall context) {
   return kj::READY_NOW;
 }
 
-kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall context) {
+kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall context,
+                                                      wire::StreamSlot slot, uint64_t max_bytes) {
   auto params = context.getParams();
   const std::string identity = params.getIdentity();
   const int cluster = params.getCluster(), position = params.getPosition();
@@ -53,6 +54,7 @@ kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall contex
   const config::NodeMetadata* self = metadata_();
   const bool own = self && self->cluster == cluster && self->position == position;
   auto opened = checked([&] {
+    wire::check_stream_size(params.getSize(), max_bytes, "storeCheckpoint");
     if (own && busy_()) throw std::runtime_error("busy: a job is running");
     const std::filesystem::path file = own ? store_->file(identity, updates)
                                            : store_->kept_file(identity, cluster, position, updates);
@@ -61,7 +63,8 @@ kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall contex
                                 params.getSha256());
   });
   context.getResults().setSink(kj::mv(opened.sink));
-  tasks_.add(opened.completion.then([this, own, identity, cluster, position, updates]() {
+  tasks_.add(opened.completion.attach(kj::mv(slot)).then([this, own, identity, cluster, position,
+                                                          updates]() {
     if (own) {
       store_->trim(identity);
       spdlog::info("stored the checkpoint after update {} of job {}", updates, identity);

@@ -18,6 +18,7 @@
 
 #include <kj/async.h>
 
+#include "libs/wire/stream_limits.h"
 #include "libs/config/node_metadata.h"
 #include "libs/daemon/background_tasks.h"
 #include "libs/daemon/checkpoint_store.h"
@@ -37,7 +38,10 @@ class CheckpointService {
                     std::function<bool()> busy);
 
   kj::Promise<void> checkpoints(CheckpointsCall context);
-  kj::Promise<void> store_checkpoint(StoreCheckpointCall context);
+  // `slot` counts the stream against its peer's limit until stored or dropped; a size above
+  // `max_bytes` is refused.
+  kj::Promise<void> store_checkpoint(StoreCheckpointCall context, wire::StreamSlot slot,
+                                     uint64_t max_bytes);
   kj::Promise<void> fetch_checkpoint(FetchCheckpointCall context);
 
   // The worker wrote this node's checkpoint `updates` of `identity`: a copy goes to the keeper

@@ -14,6 +14,8 @@
 
 #include "libs/config/secret.h"
 #include "libs/config/systemd_notify.h"
+#include "libs/daemon/endpoint_limits.h"
+#include "libs/daemon/node_endpoint.h"
 #include "libs/daemon/node_service.h"
 #include "libs/daemon/node_store.h"
 #include "libs/graph/eager_numerics.h"
@@ -116,22 +118,24 @@ int run_daemon(const config::DaemonConfig& config) {
   auto io = wire::ThreadIo::get();
   auto security = wire::make_transport_security(secret, config.insecure);
   secret.assign(secret.size(), '\0');
-  auto service = kj::heap<NodeService>(store, security, compute);
+  // Outlives the server: every connection's endpoint forwards to it.
+  auto service = kj::heap<NodeService>(store, security, compute, config.limits);
   NodeService* service_ptr = service.get();
-  auto node = std::make_shared<schema::Node::Client>(kj::mv(service));
   service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer());
 
-  // Every connection: the TLS handshake, then only the gate until the peer proved the secret.
-  wire::RpcServer::Options options;
+  // Every connection: the TLS handshake, then only the gate until the peer proved the secret;
+  // then its own NodeEndpoint, under the limits of each kind of message.
+  wire::RpcServer::Options options = endpoint_options(config.limits);
   options.connection.security = security;
   options.on_refused = [](const std::string& peer, const std::string& why) {
     spdlog::warn("refused {}: {}", peer, why);
   };
   auto credentials = security->credentials();
-  auto gate = [credentials, node](std::shared_ptr<wire::ConnectionTrust> trust) {
+  auto gate = [credentials, service_ptr](std::shared_ptr<wire::ConnectionTrust> trust) {
     const std::string peer = trust->peer;
+    schema::Node::Client node = kj::heap<NodeEndpoint>(*service_ptr, peer);
     return capnp::Capability::Client(kj::heap<wire::GateServer>(
-        credentials, *node, std::move(trust),
+        credentials, kj::mv(node), std::move(trust),
         [peer](const std::string& why) { spdlog::warn("refused {}: {}", peer, why); }));
   };
   kj::Own<wire::RpcServer> server;

@@ -99,15 +99,19 @@ kj::Promise<void> JobControl::push_stage(PushStageCall context) {
   return kj::READY_NOW;
 }
 
-kj::Promise<void> JobControl::push_file(PushFileCall context) {
+kj::Promise<void> JobControl::push_file(PushFileCall context, wire::StreamSlot slot,
+                                         uint64_t max_bytes) {
   auto params = context.getParams();
   const std::string name = params.getName();
   auto opened = checked([&] {
+    wire::check_stream_size(params.getSize(), max_bytes, "pushFile");
     const auto [dir, file] = store_.shipped_file(name);  // refuses names that are not one
     return wire::FileSink::open(dir, file, params.getSize(), params.getSha256());
   });
   context.getResults().setSink(kj::mv(opened.sink));
-  tasks_.add(opened.completion.then([name]() { spdlog::info("stored file {}", name); }));
+  tasks_.add(opened.completion.attach(kj::mv(slot)).then([name]() {
+    spdlog::info("stored file {}", name);
+  }));
   return kj::READY_NOW;
 }
 

@@ -24,6 +24,7 @@
 
 #include <asio/io_context.hpp>
 
+#include "libs/wire/stream_limits.h"
 #include "libs/daemon/background_tasks.h"
 #include "libs/daemon/checkpoint_store.h"
 #include "libs/daemon/last_job.h"
@@ -51,7 +52,9 @@ class JobControl {
              RingMember& rings, wire::PeerLinks& links, const RpcLoop& loop, WorkerPort& port);
 
   kj::Promise<void> push_stage(PushStageCall context);
-  kj::Promise<void> push_file(PushFileCall context);
+  // `slot` counts the file's stream against its peer's limit until the file is stored or dropped;
+  // a size above `max_bytes` is refused.
+  kj::Promise<void> push_file(PushFileCall context, wire::StreamSlot slot, uint64_t max_bytes);
   kj::Promise<void> load_job(LoadJobCall context);
   kj::Promise<void> start(StartCall context);
   kj::Promise<void> stop(StopCall context);

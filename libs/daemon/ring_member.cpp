@@ -156,9 +156,10 @@ RingMember::RingMember(wire::PeerLinks& links, const RpcLoop& loop)
 
 RingMember::~RingMember() = default;
 
-kj::Promise<void> RingMember::open_ring(OpenRingCall context) {
+kj::Promise<void> RingMember::open_ring(OpenRingCall context, wire::StreamSlot slot) {
   auto params = context.getParams();
-  context.getResults().setSink(kj::heap<RingSinkImpl>(mailbox_, params.getRing()));
+  context.getResults().setSink(
+      kj::heap<RingSinkImpl>(mailbox_, params.getRing()).attach(kj::mv(slot)));
   return kj::READY_NOW;
 }
 

@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "libs/wire/stream_limits.h"
 #include "libs/config/node_metadata.h"
 #include "libs/daemon/background_tasks.h"
 #include "libs/daemon/node_calls.h"
@@ -40,7 +41,8 @@ class RingMember {
 
   RingMailbox& mailbox() { return mailbox_; }
 
-  kj::Promise<void> open_ring(OpenRingCall context);
+  // `slot` counts the ring's sink against its peer's limit until the peer releases it.
+  kj::Promise<void> open_ring(OpenRingCall context, wire::StreamSlot slot);
   kj::Promise<void> abort_reduce(AbortReduceCall context);
 
   // WorkerPort::reduce_rings for the node `self`.

@@ -12,18 +12,22 @@
 
 namespace ravnest::runtime {
 
-kj::Promise<void> TransferPlane::send(SendCall context) {
+kj::Promise<void> TransferPlane::send(SendCall context,
+                                      const std::function<wire::StreamSlot()>& open_stream) {
   auto params = context.getParams();
   std::vector<at::Tensor> pending;
   auto message = std::make_shared<wire::TransferMessage>(
-      checked([&] { return wire::decode_transfer(params.getTransfer(), pending); }));
+      checked([&] { return wire::decode_transfer(params.getTransfer(), pending, limits_); }));
   if (pending.empty()) {
     deliver_(std::move(*message));
     return kj::READY_NOW;
   }
+  auto slot = open_stream();
   auto opened = wire::TensorSink::open(std::move(pending));
   context.getResults().setSink(kj::mv(opened.sink));
-  tasks_.add(opened.completion.then([this, message]() { deliver_(std::move(*message)); }));
+  tasks_.add(opened.completion.attach(kj::mv(slot)).then([this, message]() {
+    deliver_(std::move(*message));
+  }));
   return kj::READY_NOW;
 }
 

@@ -126,6 +126,11 @@ std::string peer_address(kj::AsyncIoStream& stream) {
   return "unknown peer";
 }
 
+std::string peer_host(const std::string& address) {
+  const auto colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
 // ---- server -------------------------------------------------------------------------------------
 
 // One connection being served: its stream, network and RPC system, with the capability the
@@ -226,10 +231,59 @@ void RpcServer::refused(const std::string& peer, const std::string& why) {
   if (options_.on_refused) options_.on_refused(peer, why);
 }
 
+bool RpcServer::admit(const std::string& host, const std::string& peer) {
+  // The first refusal of a burst is reported; the others are counted and reported together once
+  // a connection ends.
+  if (options_.max_connections > 0 && connections_ >= options_.max_connections) {
+    if (refused_over_total_++ == 0) {
+      refused(peer, "more than " + std::to_string(options_.max_connections) +
+                        " connections in all (closed at once)");
+    }
+    return false;
+  }
+  auto it = peers_.find(host);
+  if (options_.max_connections_per_peer > 0 && it != peers_.end() &&
+      it->second.connections >= options_.max_connections_per_peer) {
+    if (it->second.refused_since_reported++ == 0) {
+      refused(peer, "more than " + std::to_string(options_.max_connections_per_peer) +
+                        " connections from " + host + " (closed at once)");
+    }
+    return false;
+  }
+  ++connections_;
+  ++peers_[host].connections;
+  return true;
+}
+
+void RpcServer::release(const std::string& host) {
+  --connections_;
+  if (refused_over_total_ > 1) {
+    refused("(listener)", std::to_string(refused_over_total_ - 1) +
+                              " more connections closed at once: more than " +
+                              std::to_string(options_.max_connections) + " in all");
+  }
+  refused_over_total_ = 0;
+  auto it = peers_.find(host);
+  if (it == peers_.end()) return;
+  auto& count = it->second;
+  --count.connections;
+  if (count.refused_since_reported > 1) {
+    refused(host, std::to_string(count.refused_since_reported - 1) +
+                      " more connections closed at once: more than " +
+                      std::to_string(options_.max_connections_per_peer) + " from " + host);
+  }
+  count.refused_since_reported = 0;
+  if (count.connections == 0) peers_.erase(it);
+}
+
 void RpcServer::serve(kj::Own<kj::AsyncIoStream> stream) {
   auto trust = std::make_shared<ConnectionTrust>();
   trust->peer = peer_address(*stream);
   trust->opened = !gated_;
+  const std::string host = peer_host(trust->peer);
+  if (!admit(host, trust->peer)) return;  // `stream` closes here
+  // However the connection ends, it is counted out.
+  auto counted = kj::defer([this, host]() { release(host); });
   kj::Promise<kj::Own<kj::AsyncIoStream>> secured = nullptr;
   if (options_.connection.security) {
     secured = io_->timer().timeoutAfter(options_.handshake_timeout,
@@ -241,7 +295,8 @@ void RpcServer::serve(kj::Own<kj::AsyncIoStream> stream) {
       [this, trust](kj::Own<kj::AsyncIoStream> secure) -> kj::Promise<void> {
         auto guarded = kj::heap<GuardedStream>(
             kj::mv(secure), trust, options_.limits,
-            [this, trust](const std::string& why) { refused(trust->peer, why); });
+            [this, trust](const std::string& why) { refused(trust->peer, why); }, &io_->timer(),
+            options_.timeouts);
         auto connection = kj::heap<Served>(kj::mv(guarded),
                                            reader_options(options_.connection.max_message_bytes),
                                            bootstrap_(trust));
@@ -266,7 +321,7 @@ void RpcServer::serve(kj::Own<kj::AsyncIoStream> stream) {
         }
         return kj::READY_NOW;
       });
-  tasks_.add(kj::mv(served));
+  tasks_.add(served.attach(kj::mv(counted)));
 }
 
 void RpcServer::taskFailed(kj::Exception&& exception) {

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -61,6 +62,8 @@ void tune_socket(int fd, const SocketOptions& options);
 
 // "127.0.0.1:43210" ("[::1]:43210"), or "unknown peer" when the stream cannot tell.
 std::string peer_address(kj::AsyncIoStream& stream);
+// The host of such an address: "127.0.0.1", "[::1]".
+std::string peer_host(const std::string& address);
 
 class RpcServer : private kj::TaskSet::ErrorHandler {
  public:
@@ -69,7 +72,14 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
     MessageLimits limits;          // message_bytes is connection.max_message_bytes
     kj::Duration handshake_timeout = 10 * kj::SECONDS;
     kj::Duration open_timeout = 10 * kj::SECONDS;  // from the end of the handshake to open
-    // (peer, why): a connection refused (handshake, limits, not opened in time).
+    ConnectionTimeouts timeouts;  // slow messages, idle connections (guarded_stream.h)
+    // Connections served at once, in all and from one peer host (its address without the port);
+    // one more is closed at once. 0: no limit.
+    size_t max_connections = 0;
+    size_t max_connections_per_peer = 0;
+    // (peer, why): a connection refused (handshake, limits, not opened in time, too many). Of a
+    // host over its connection limit, the first refusal is reported, then how many followed
+    // once it is under the limit again.
     std::function<void(const std::string&, const std::string&)> on_refused;
   };
   // What a connection is served: its trust is opened by the gate the factory hands out.
@@ -88,7 +98,14 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
 
  private:
   struct Served;
+  struct PeerCount {
+    size_t connections = 0;
+    size_t refused_since_reported = 0;
+  };
   kj::Promise<void> accept_loop();
+  // Counts a new connection of `host`; false (and reported) when it is one too many.
+  bool admit(const std::string& host, const std::string& peer);
+  void release(const std::string& host);
   void serve(kj::Own<kj::AsyncIoStream> stream);
   void refused(const std::string& peer, const std::string& why);
   void taskFailed(kj::Exception&& exception) override;
@@ -99,6 +116,9 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
   bool gated_ = false;
   uint16_t port_ = 0;
   kj::Own<kj::ConnectionReceiver> listener_;
+  size_t connections_ = 0;
+  size_t refused_over_total_ = 0;
+  std::map<std::string, PeerCount> peers_;  // hosts with connections
   kj::TaskSet tasks_;  // the accept loop and every connection
 };
 

@@ -333,3 +333,118 @@ TEST_CASE("security: gate: only the gate is offered; wrong, replayed and forged 
   CHECK(count_of(log, "wrong secret") == 2);
   CHECK(cluster->running(0));
 }
+
+namespace {
+
+// A blocking TCP socket from `source` (another loopback address, so another host to the daemon)
+// to 127.0.0.1:port.
+int raw_connect_from(const char* source, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  REQUIRE(::inet_pton(AF_INET, source, &from.sin_addr) == 1);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) == 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0);
+  return fd;
+}
+
+}  // namespace
+
+TEST_CASE("security: limits: floods, slow senders, open streams and oversized messages are "
+          "refused while the daemon serves",
+          "[security][limits]") {
+  auto cluster = digits_cluster(2, false);
+  cluster->set_daemon_config(
+      "[limits]\nconnections_per_peer = 4\nstreams_per_peer = 4\nfile_bytes = 100000\n"
+      "handshake_seconds = 2\nauthenticate_seconds = 2\n");
+  cluster->start_all();
+  REQUIRE(cluster->ravnest("status").exit_code == 0);
+  const long before = rss_kib(cluster->pid(0));
+  const std::string address = "127.0.0.1:" + std::to_string(cluster->port(0));
+
+  // A flood from 127.0.0.2: four connections are held (until their handshake's time is up), the
+  // other eight are closed at once; 127.0.0.1 is served meanwhile.
+  std::vector<int> flood;
+  for (int i = 0; i < 12; ++i) flood.push_back(raw_connect_from("127.0.0.2", cluster->port(0)));
+  for (int i = 4; i < 12; ++i) CHECK(closed_within(flood[i], 2));
+  auto status = cluster->ravnest("status", "", 30);
+  INFO(status.out << status.err);
+  CHECK(status.exit_code == 0);
+  // One byte every 0.2 s from 127.0.0.3: closed within the handshake's time.
+  {
+    const int slow = raw_connect_from("127.0.0.3", cluster->port(0));
+    const auto start = std::chrono::steady_clock::now();
+    bool closed = false;
+    while (!closed && std::chrono::steady_clock::now() - start < std::chrono::seconds(8)) {
+      ::send(slow, "\x16", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      closed = closed_within(slow, 0.2);
+    }
+    CHECK(closed);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(4));
+    ::close(slow);
+  }
+  for (int i = 0; i < 4; ++i) CHECK(closed_within(flood[i], 5));
+  for (int fd : flood) ::close(fd);
+
+  // Authenticated: streams open at once, announced sizes, a message above its kind's limit.
+  auto security = wire::make_transport_security(config::read_secret(cluster->secret_file()), false);
+  wire::ConnectionOptions options;
+  options.security = security;
+  auto reason = [&](auto&& body) -> std::string {
+    try {
+      body();
+      return "accepted";
+    } catch (const kj::Exception& e) {
+      return wire::kj_reason(e);
+    }
+  };
+  {
+    wire::RpcClient client(address, options);
+    auto node = wire::open_gate(client.main<schema::Gate>(), security->credentials(), client.trust());
+    auto push_file = [&](int i, uint64_t size) {
+      auto request = node.pushFileRequest();
+      request.setName(std::string(64, 'a') + "/file_" + std::to_string(i) + ".csv");
+      request.setSize(size);
+      request.setSha256(std::string(64, '0'));
+      return wait(request.send(), client).getSink();
+    };
+    std::vector<schema::ByteSink::Client> sinks;
+    for (int i = 0; i < 4; ++i) sinks.push_back(push_file(i, 10));
+    CHECK(reason([&] { push_file(9, 10); }) ==
+          "refused: more than 4 open streams from 127.0.0.1 (pushFile)");
+    sinks.pop_back();  // released: its stream no longer counts
+    wait(node.statusRequest().send(), client);
+    CHECK(reason([&] { sinks.push_back(push_file(4, 10)); }) == "accepted");
+    sinks.clear();
+    wait(node.statusRequest().send(), client);
+    CHECK(reason([&] { push_file(5, 200000); }) ==
+          "pushFile: announces 200000 bytes, more than the limit of 100000 (limits.file_bytes)");
+    // A stop of 2 MiB: above the 1 MiB of any message but a stage, a send or a chunk. The
+    // connection is closed; the next one is served.
+    auto stop = node.stopRequest();
+    stop.setReason(std::string(2 << 20, 'r'));
+    CHECK(reason([&] { wait(stop.send(), client); }) != "accepted");
+  }
+  status = cluster->ravnest("status", "", 30);
+  CHECK(status.exit_code == 0);
+
+  const long after = rss_kib(cluster->pid(0));
+  INFO("daemon RSS " << before << " KiB -> " << after << " KiB");
+  CHECK(after - before < 16 * 1024);
+  const std::string log = cluster->log(0);
+  INFO(log);
+  CHECK(count_of(log, "more than 4 connections from 127.0.0.2 (closed at once)") == 1);
+  CHECK(count_of(log, "7 more connections closed at once: more than 4 from 127.0.0.2") == 1);
+  CHECK(count_of(log, "refused 127.0.0.3:") == 1);
+  CHECK(std::regex_search(log, std::regex("refused 127\\.0\\.0\\.1:[0-9]+: pushFile: more than 4 "
+                                          "open streams from 127\\.0\\.0\\.1 \\(pushFile\\)")));
+  CHECK(std::regex_search(log, std::regex("refused 127\\.0\\.0\\.1:[0-9]+: pushFile: "
+                                          "announces 200000 bytes")));
+  CHECK(std::regex_search(log, std::regex("refused 127\\.0\\.0\\.1:[0-9]+: a message of [0-9]+ "
+                                          "bytes \\(the limit is 1048576\\)")));
+  CHECK(cluster->running(0));
+}

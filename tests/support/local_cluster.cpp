@@ -110,4 +110,10 @@ void LocalCluster::train_and_fuse(const std::string& job_path, const std::string
   runtime::fuse_stages(model_path_, stages, out_dir);
 }
 
+void LocalCluster::set_daemon_config(const std::string& toml) {
+  const auto path = dir_ / "ravnestd.toml";
+  write_text(path, toml);
+  daemons_->set_config_file(path.string());
+}
+
 }  // namespace ravnest::test

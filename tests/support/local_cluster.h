@@ -36,6 +36,8 @@ class LocalCluster {
   std::filesystem::path data_dir(int node) const { return daemons_->data_dir(node); }
   std::string log(int node) const { return read_text(daemons_->log_path(node)); }
 
+  // Daemons started from now on read this ravnestd.toml (written in the cluster's directory).
+  void set_daemon_config(const std::string& toml);
   // Daemons started from now on, and ravnest(), run with --insecure (plain TCP, no TLS).
   void set_insecure(bool insecure) {
     insecure_ = insecure;

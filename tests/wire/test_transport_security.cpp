@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,12 +26,16 @@
 #include <kj/debug.h>
 #include <kj/vector.h>
 
+#include <capnp/rpc.capnp.h>
+#include <capnp/serialize.h>
+
 #include "libs/wire/gate.h"
 #include "libs/wire/guarded_stream.h"
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/node_credentials.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/rpc_connection.h"
+#include "libs/wire/stream_limits.h"
 #include "libs/wire/thread_io.h"
 #include "libs/wire/transport_security.h"
 
@@ -145,8 +150,10 @@ class NamedNode final : public ravnest::schema::Node::Server {
 // A daemon's endpoint in this thread: TLS (or plain) and the gate of `secret` before a NamedNode;
 // every refusal it reports is kept.
 struct GatedServer {
-  GatedServer(const std::string& secret, bool insecure, kj::Duration open_timeout = 10 * kj::SECONDS) {
+  GatedServer(const std::string& secret, bool insecure, kj::Duration open_timeout = 10 * kj::SECONDS,
+              const std::function<void(RpcServer::Options&)>& tune = nullptr) {
     RpcServer::Options options;
+    if (tune) tune(options);
     options.connection.security = make_transport_security(secret, insecure);
     options.open_timeout = open_timeout;
     options.handshake_timeout = open_timeout;
@@ -431,5 +438,232 @@ TEST_CASE("GuardedStream follows the framing and enforces the limits", "[wire][s
     header[1] = 2;  // 513 segments
     send(header);
     CHECK(read(4) == "refused: a message of more than 512 segments");
+  }
+}
+
+// ---- limits once open: by kind of message, slow and idle connections, connections per peer ----
+
+namespace {
+
+// The bytes of a Cap'n Proto RPC call to (interface, method) whose params carry `payload` bytes.
+std::string rpc_call(uint64_t interface_id, uint16_t method, size_t payload) {
+  // One segment, as capnp's RPC system builds a call (its first segment is sized to fit).
+  capnp::MallocMessageBuilder message(static_cast<unsigned>(payload / 8 + 64));
+  auto call = message.initRoot<capnp::rpc::Message>().initCall();
+  call.setQuestionId(1);
+  call.setInterfaceId(interface_id);
+  call.setMethodId(method);
+  call.initTarget().setImportedCap(0);
+  call.initParams().getContent().setAs<capnp::Data>(
+      kj::heapArray<kj::byte>(payload).asPtr());
+  auto words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+// Reads `n` bytes through `guarded`, or the refusal's reason.
+std::string read_through(GuardedStream& guarded, kj::WaitScope& ws, size_t n) {
+  std::string out(n, '\0');
+  try {
+    guarded.read(out.data(), n).wait(ws);
+    return out;
+  } catch (const kj::Exception& e) {
+    return kj_reason(e);
+  }
+}
+
+struct Piped {
+  Piped(MessageLimits limits, kj::Timer* timer = nullptr, ConnectionTimeouts timeouts = {})
+      : io(ThreadIo::get()), pipe(kj::newTwoWayPipe()), trust(std::make_shared<ConnectionTrust>()) {
+    trust->opened = true;
+    guarded = kj::heap<GuardedStream>(kj::mv(pipe.ends[0]), trust, std::move(limits),
+                                      [this](const std::string& why) { refused.push_back(why); },
+                                      timer, timeouts);
+  }
+  void send(const std::string& bytes) {
+    sent.push_back(bytes);
+    writes.add(pipe.ends[1]->write(sent.back().data(), sent.back().size())
+                   .eagerlyEvaluate([](kj::Exception&&) {}));
+  }
+  std::string read(size_t n) { return read_through(*guarded, io->wait_scope(), n); }
+
+  kj::Own<ThreadIo> io;
+  kj::TwoWayPipe pipe;
+  std::shared_ptr<ConnectionTrust> trust;
+  kj::Own<GuardedStream> guarded;
+  std::vector<std::string> refused;
+  std::deque<std::string> sent;
+  kj::Vector<kj::Promise<void>> writes;
+};
+
+constexpr uint64_t kNode = 0xabcdef0123456789ull;
+
+MessageLimits by_kind() {
+  MessageLimits limits;
+  limits.calls[{kNode, 9}] = {"Node.send", 1 << 20};
+  limits.other_message_bytes = 64 << 10;
+  limits.message_bytes = 1 << 20;
+  return limits;
+}
+
+}  // namespace
+
+TEST_CASE("rpc_message_kind reads a call's interface and method from its first words",
+          "[wire][limits]") {
+  const std::string call = rpc_call(kNode, 9, 100);
+  const auto kind = rpc_message_kind(reinterpret_cast<const kj::byte*>(call.data()) + 8,
+                                     (call.size() - 8) / 8);
+  CHECK(kind.call);
+  CHECK(kind.interface_id == kNode);
+  CHECK(kind.method_id == 9);
+  // Cut before the Call struct: not readable as one, so no kind (and no crash).
+  const auto cut = rpc_message_kind(reinterpret_cast<const kj::byte*>(call.data()) + 8, 2);
+  CHECK_FALSE(cut.call);
+  // A Finish, and garbage.
+  capnp::MallocMessageBuilder finish;
+  finish.initRoot<capnp::rpc::Message>().initFinish().setQuestionId(3);
+  auto words = capnp::messageToFlatArray(finish);
+  CHECK_FALSE(rpc_message_kind(words.asBytes().begin() + 8, words.size() - 1).call);
+  std::string junk(128, '\xff');
+  CHECK_FALSE(rpc_message_kind(reinterpret_cast<const kj::byte*>(junk.data()), 16).call);
+  CHECK_FALSE(rpc_message_kind(nullptr, 0).call);
+}
+
+TEST_CASE("GuardedStream once open: each kind of message has its own limit", "[wire][limits]") {
+  Piped p(by_kind());
+  SECTION("a listed call up to its limit passes, whole") {
+    const std::string call = rpc_call(kNode, 9, 900 << 10);
+    p.send(call);
+    const std::string got = p.read(8);
+    REQUIRE(got == call.substr(0, 8));
+    CHECK(p.read(call.size() - 8) == call.substr(8));
+    CHECK(p.refused.empty());
+    // And the next message after it, small: no read-ahead needed.
+    const std::string small = rpc_call(kNode, 3, 100);
+    p.send(small);
+    CHECK(p.read(small.size()) == small);
+  }
+  SECTION("a listed call above its limit is refused, named") {
+    const std::string call = rpc_call(kNode, 9, 2 << 20);
+    p.send(call.substr(0, 256));
+    const std::string got = p.read(16);
+    CHECK(got == "refused: a Node.send message of " + std::to_string(call.size()) +
+                     " bytes (the limit is 1048576)");
+    REQUIRE(p.refused.size() == 1);
+  }
+  SECTION("another call above the small limit is refused") {
+    const std::string call = rpc_call(kNode, 3, 100 << 10);
+    p.send(call.substr(0, 256));
+    CHECK(p.read(16) == "refused: a message of " + std::to_string(call.size()) +
+                           " bytes (the limit is 65536)");
+  }
+  SECTION("a message whose first words are not a call gets the small limit") {
+    p.send(frame_header(20000) + std::string(160000, '\0'));
+    CHECK(p.read(8) == "refused: a message of 160008 bytes (the limit is 65536)");
+  }
+  SECTION("a message sent in pieces: the header alone, then the rest") {
+    const std::string call = rpc_call(kNode, 9, 500 << 10);
+    REQUIRE(call.substr(0, 4) == std::string(4, '\0'));  // one segment: an 8-byte header
+    p.send(call.substr(0, 8));
+    std::string first(8, '\0');
+    auto reading = p.guarded->read(first.data(), 8);
+    p.io->wait_scope().poll();
+    p.io->wait_scope().poll();  // the header is read; its call's first words are awaited
+    p.send(call.substr(8));
+    reading.wait(p.io->wait_scope());
+    CHECK(first == call.substr(0, 8));
+    CHECK(p.read(call.size() - 8) == call.substr(8));
+    CHECK(p.refused.empty());
+  }
+}
+
+TEST_CASE("GuardedStream: a slow message and an idle connection are closed", "[wire][limits]") {
+  auto io = ThreadIo::get();
+  ConnectionTimeouts timeouts;
+  timeouts.message_grace = 200 * kj::MILLISECONDS;
+  timeouts.min_bytes_per_second = 1 << 20;
+  timeouts.idle = 300 * kj::MILLISECONDS;
+  SECTION("a message that stops after its header") {
+    Piped p(MessageLimits{}, &io->timer(), timeouts);
+    p.send(frame_header(128));  // 1032 bytes: 0.2 s + 1 ms
+    CHECK(p.read(8) == frame_header(128));
+    const std::string got = p.read(1024);
+    CHECK(got.rfind("refused: a message of 1032 bytes not received within 0.2", 0) == 0);
+    CHECK(p.refused.size() == 1);
+  }
+  SECTION("a header that arrives one byte at a time") {
+    Piped p(MessageLimits{}, &io->timer(), timeouts);
+    p.send(std::string(1, '\0'));
+    std::string got = p.read(1);
+    CHECK(got.size() == 1);
+    got = p.read(7);
+    CHECK(got == "refused: a message header not received within 0.2 s");
+  }
+  SECTION("nothing at all, once open") {
+    Piped p(MessageLimits{}, &io->timer(), timeouts);
+    const auto start = io->timer().now();
+    CHECK(p.read(8) == "refused: nothing read or written for 0.3 s");
+    CHECK(io->timer().now() - start >= 300 * kj::MILLISECONDS);
+  }
+  SECTION("a message at a good pace passes") {
+    Piped p(MessageLimits{}, &io->timer(), timeouts);
+    const std::string body(64 << 10, 'z');
+    p.send(frame_header((64 << 10) / 8) + body);
+    CHECK(p.read(8).size() == 8);
+    CHECK(p.read(body.size()) == body);
+    CHECK(p.refused.empty());
+  }
+}
+
+TEST_CASE("RpcServer: connections over the limit of a host are closed at once, reported once",
+          "[wire][limits]") {
+  const bool insecure = GENERATE(false, true);
+  INFO((insecure ? "plain TCP (--insecure)" : "TLS"));
+  GatedServer server("limits secret", insecure, 10 * kj::SECONDS, [](RpcServer::Options& o) {
+    o.max_connections_per_peer = 3;
+  });
+  std::vector<int> fds;
+  for (int i = 0; i < 8; ++i) fds.push_back(raw_connect(server.server->port()));
+  server.turn(200 * kj::MILLISECONDS);
+  // The first three are served (waiting for their handshake); the other five closed at once.
+  for (int i = 3; i < 8; ++i) CHECK(closed_by_server(fds[i], server, 2));
+  for (int i = 0; i < 3; ++i) CHECK_FALSE(closed_by_server(fds[i], server, 0.05));
+  REQUIRE(server.refusals.size() == 1);
+  CHECK(contains(server.refusals, "more than 3 connections from 127.0.0.1 (closed at once)"));
+  // Once one ends, the others refused meanwhile are reported in one line, and a new one is served.
+  ::close(fds[0]);
+  server.turn(200 * kj::MILLISECONDS);
+  CHECK(contains(server.refusals,
+                 "4 more connections closed at once: more than 3 from 127.0.0.1"));
+  PeerLinks links(make_transport_security("limits secret", insecure));
+  CHECK(status_over(links, server) == "node_7");
+  for (int i = 1; i < 8; ++i) ::close(fds[i]);
+}
+
+TEST_CASE("StreamLimits counts each host's open streams until their slots go", "[wire][limits]") {
+  auto limits = std::make_unique<StreamLimits>(2);
+  auto a = limits->open("10.0.0.1", "pushFile");
+  auto b = limits->open("10.0.0.1", "send");
+  auto other = limits->open("10.0.0.2", "send");  // another host has its own count
+  CHECK(limits->open_streams("10.0.0.1") == 2);
+  try {
+    limits->open("10.0.0.1", "openRing");
+    FAIL("a third stream was allowed");
+  } catch (const kj::Exception& e) {
+    CHECK(kj_reason(e) == "refused: more than 2 open streams from 10.0.0.1 (openRing)");
+  }
+  { StreamSlot gone = std::move(a); }
+  CHECK(limits->open_streams("10.0.0.1") == 1);
+  auto c = limits->open("10.0.0.1", "openRing");
+  CHECK(limits->open_streams("10.0.0.1") == 2);
+  limits.reset();  // slots may outlive the limits
+  b = StreamSlot();
+  CHECK_NOTHROW(check_stream_size(10, 10, "pushFile"));
+  try {
+    check_stream_size(11, 10, "pushFile");
+    FAIL("accepted");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()) ==
+          "pushFile: announces 11 bytes, more than the limit of 10 (limits.file_bytes)");
   }
 }
