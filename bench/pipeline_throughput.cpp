@@ -1,5 +1,6 @@
 // Samples/s of the digits demo trained by 1, 2 and 3 local daemons (one pipeline), next to
-// single-process LibTorch training of the same model and job measured in the same run.
+// single-process LibTorch training of the same model and job measured in the same run; each
+// pipeline over TLS (as always) and over plain TCP (--insecure), to show what TLS costs.
 //   bench_pipeline_throughput WORK_DIR [STAGES...]
 // WORK_DIR holds small_cnn.pt, the digits CSVs and job.toml (bench/pipeline_throughput.sh
 // makes them). Prints figures; asserts nothing.
@@ -21,7 +22,8 @@
 namespace fs = std::filesystem;
 using namespace ravnest;
 
-static double train_on_daemons(const fs::path& work, const std::string& model_path, int stages) {
+static double train_on_daemons(const fs::path& work, const std::string& model_path, int stages,
+                               bool insecure) {
   auto model = graph::ModelGraph::load(model_path);
   std::vector<size_t> allowed;
   for (size_t i = 0; i < model->cut_allowed().size(); ++i) {
@@ -61,8 +63,9 @@ static double train_on_daemons(const fs::path& work, const std::string& model_pa
     ports.push_back(node.port);
   }
   runtime::LocalDaemons daemons(runtime::sibling_ravnestd(), dir.string(), "", names, ports);
+  daemons.set_insecure(insecure);
   daemons.start_all();
-  runtime::Requester requester(runtime::load_plan((dir / "plan").string()), "");
+  runtime::Requester requester(runtime::load_plan((dir / "plan").string()), "", insecure);
   requester.push([](const std::string&) {});
   runtime::TrainOptions options;
   auto result = requester.train((work / "job.toml").string(), options);
@@ -84,9 +87,12 @@ int main(int argc, char** argv) {
     const auto reference = runtime::train_reference(model_path, job);
     std::printf("single-process LibTorch     %9.0f samples/s\n", reference.samples_per_second);
     for (int k : stages) {
-      const double rate = train_on_daemons(work, model_path, k);
+      const double rate = train_on_daemons(work, model_path, k, false);
       std::printf("%d stage(s) on local daemons %9.0f samples/s  (%.2fx single-process)\n", k,
                   rate, rate / reference.samples_per_second);
+      const double plain = train_on_daemons(work, model_path, k, true);
+      std::printf("  the same over plain TCP   %9.0f samples/s  (TLS/plain %.2fx)\n", plain,
+                  rate / plain);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench: %s\n", e.what());

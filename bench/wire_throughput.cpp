@@ -1,7 +1,7 @@
 // Loopback throughput of libs/wire against a plain TCP socket, measured in the same run.
 //
 //   bench_wire_throughput [--reps N] [--mib M] [--chunk-kib K] [--sndbuf BYTES] [--nagle]
-//                         [--inline] [--ez] [--raw-reuse] [--no-huge-pages]
+//                         [--inline] [--ez] [--tls] [--raw-reuse] [--no-huge-pages]
 //
 // (a) raw: a sender writes M MiB on a connected TCP socket, the receiver (another process)
 //     reads them into freshly allocated memory (--raw-reuse: one buffer reused, already paged
@@ -14,11 +14,14 @@
 //     returned. The receiver allocates its tensor (at::empty) per transfer.
 //     --inline sends the tensor inside the Transfer message instead (one message of M MiB);
 //     --ez uses capnp::EzRpcServer/EzRpcClient with an address (sockets KJ creates, TCP_NODELAY
-//     set by KJ) instead of libs/wire's RpcServer/RpcClient on sockets we create and tune.
+//     set by KJ) instead of libs/wire's RpcServer/RpcClient on sockets we create and tune;
+//     --tls runs the wire connection over TLS with a secret's certificates (what every ravnest
+//     connection runs unless --insecure: libs/wire/transport_security.h), without the gate.
 // Both receivers are child processes (this program re-executed); the sender is this process.
 // Repetitions alternate raw and wire so the machine's noise hits both alike. GB/s = 1e9 B/s.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <capnp/ez-rpc.h>
 #include <kj/async-io.h>
 #include <kj/debug.h>
 
@@ -40,6 +43,7 @@
 
 #include "libs/wire/rpc_connection.h"
 #include "libs/wire/tensor_stream.h"
+#include "libs/wire/transport_security.h"
 #include "libs/wire/value_codec.h"
 
 namespace schema = ravnest::schema;
@@ -55,6 +59,7 @@ struct Options {
   bool nagle = false;
   bool inline_all = false;  // the whole tensor inline in the Transfer message (one big message)
   bool ez = false;          // plain EzRpcServer/EzRpcClient on sockets KJ creates
+  bool tls = false;         // the wire connection over TLS (transport_security.h)
   bool raw_reuse = false;   // the raw receiver reads into one buffer reused across repetitions
   bool huge_pages = true;   // both receivers madvise(MADV_HUGEPAGE) their fresh memory
 };
@@ -98,12 +103,25 @@ bool read_all(int fd, void* data, size_t n) {
   return true;
 }
 
+// The wire connection's options: tuned sockets, and TLS with --tls.
+ConnectionOptions connection_options(const Options& o);
+
 SocketOptions socket_options(const Options& o) {
   SocketOptions s;
   s.no_delay = !o.nagle;
   s.send_buffer = o.sndbuf;
   s.receive_buffer = o.sndbuf;
   return s;
+}
+
+ConnectionOptions connection_options(const Options& o) {
+  ConnectionOptions c;
+  c.socket = socket_options(o);
+  if (o.tls) {
+    c.security = make_transport_security("wire_throughput");
+    c.gated = false;
+  }
+  return c;
 }
 
 int listen_loopback(const Options& o, uint16_t& port) {
@@ -180,9 +198,7 @@ int wire_receiver(int port_pipe, const Options& o) {
     ::close(port_pipe);
     kj::NEVER_DONE.wait(server.getWaitScope());
   }
-  ConnectionOptions c;
-  c.socket = socket_options(o);
-  RpcServer server(kj::heap<BenchNode>(o.huge_pages), "127.0.0.1", 0, c);
+  RpcServer server(kj::heap<BenchNode>(o.huge_pages), "127.0.0.1", 0, connection_options(o));
   uint16_t port = server.port();
   write_all(port_pipe, &port, sizeof port);
   ::close(port_pipe);
@@ -205,6 +221,7 @@ pid_t spawn(const char* self, const char* role, const Options& o, uint16_t& port
                                      chunk.c_str(), "--sndbuf", sndbuf.c_str()};
     if (o.nagle) argv.push_back("--nagle");
     if (o.ez) argv.push_back("--ez");
+    if (o.tls) argv.push_back("--tls");
     if (o.raw_reuse) argv.push_back("--raw-reuse");
     if (!o.huge_pages) argv.push_back("--no-huge-pages");
     argv.push_back(nullptr);
@@ -248,6 +265,7 @@ int main(int argc, char** argv) {
     else if (a == "--nagle") o.nagle = true;
     else if (a == "--inline") o.inline_all = true;
     else if (a == "--ez") o.ez = true;
+    else if (a == "--tls") o.tls = true;
     else if (a == "--raw-reuse") o.raw_reuse = true;
     else if (a == "--no-huge-pages") o.huge_pages = false;
     else if (a == "--role") role = next();
@@ -255,7 +273,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--reps N] [--mib M] [--chunk-kib K] [--sndbuf BYTES] [--nagle] "
-                   "[--inline] [--ez] [--raw-reuse] [--no-huge-pages]\n",
+                   "[--inline] [--ez] [--tls] [--raw-reuse] [--no-huge-pages]\n",
                    argv[0]);
       return 2;
     }
@@ -266,11 +284,11 @@ int main(int argc, char** argv) {
 
   const size_t bytes = o.mib << 20;
   std::printf("wire_throughput: %zu MiB over 127.0.0.1, %d repetitions, chunk %zu KiB, "
-              "TCP_NODELAY %s, SO_SNDBUF/SO_RCVBUF %s%s%s%s%s\n",
+              "TCP_NODELAY %s, SO_SNDBUF/SO_RCVBUF %s%s%s%s%s%s\n",
               o.mib, o.reps, o.chunk / 1024, o.nagle ? "off" : "on",
               o.sndbuf > 0 ? std::to_string(o.sndbuf).c_str() : "autotuned",
               o.inline_all ? ", tensor inline (one message)" : "",
-              o.ez ? ", plain EzRpc sockets" : "",
+              o.ez ? ", plain EzRpc sockets" : "", o.tls ? ", wire over TLS" : "",
               o.raw_reuse ? ", raw receiver reuses its buffer" : "",
               o.huge_pages ? "" : ", no huge pages");
 
@@ -287,8 +305,7 @@ int main(int argc, char** argv) {
   a.sin_port = htons(raw_port);
   if (::connect(raw, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("connect");
 
-  ConnectionOptions c;
-  c.socket = socket_options(o);
+  ConnectionOptions c = connection_options(o);
   kj::Own<RpcClient> ours;
   kj::Own<capnp::EzRpcClient> ez;
   if (o.ez) {

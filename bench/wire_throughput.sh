@@ -15,7 +15,7 @@ fi
 ninja -C "$build" -j1 bench_wire_throughput
 bin=$build/bench/bench_wire_throughput
 for variant in "" "--no-huge-pages" "--raw-reuse" "--chunk-kib 256" "--chunk-kib 4096" \
-               "--ez" "--nagle" "--inline"; do
+               "--ez" "--tls" "--nagle" "--inline"; do
   echo
   # shellcheck disable=SC2086
   "$bin" --reps "$reps" $variant | sed -n '1p;/^raw /p;/^wire /p;/^ratio /p'

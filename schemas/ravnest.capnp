@@ -2,9 +2,10 @@
 # The whole wire of ravnest: what the requester (`ravnest`) says to the daemons (`ravnestd`) and
 # what the daemons say to each other. Nothing travels that is not described here.
 #
-# Every method that changes a daemon's state, and every transfer between daemons, carries the
-# shared secret configured on both sides; a call without the right secret fails with an
-# "unauthorized" error, is logged, and stores nothing.
+# Every connection runs over TLS whose certificates both ends derive from the plan's shared secret
+# (or, with --insecure, plain TCP), and offers first nothing but a Gate: a peer gets the daemon's
+# Node by proving, at the gate, that it knows the secret. Holding the Node is the permission: no
+# method carries the secret, and the secret itself never travels (docs/security.md).
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("ravnest::schema");
@@ -165,14 +166,14 @@ struct ShippedPath {
 
 interface Node {
   # Requester -> daemon.
-  pushStage @0 (secret :Data, metadataJson :Text, stage :Data, sha256 :Text) -> ();
+  pushStage @0 (metadataJson :Text, stage :Data, sha256 :Text) -> ();
     # Stores the stage and its metadata (docs/node-metadata.md) atomically under the daemon's
     # data directory. Refused when the metadata names another node or the checksum fails.
-  pushFile @1 (secret :Data, name :Text, size :UInt64, sha256 :Text) -> (sink :ByteSink);
+  pushFile @1 (name :Text, size :UInt64, sha256 :Text) -> (sink :ByteSink);
     # A dataset file, streamed; stored under datasets/<name> once `done` checks size and
     # checksum. `name` is "<bundle>/<path>": the bundle is the 64 hex digits of ShippedPath, the
     # path one or more plain file names joined by "/" (no "..", nothing hidden).
-  loadJob @2 (secret :Data, jobToml :Text, jobId :UInt64, identity :Text, resumeFrom :UInt64,
+  loadJob @2 (jobToml :Text, jobId :UInt64, identity :Text, resumeFrom :UInt64,
               shipped :List(ShippedPath)) -> ();
     # Checks the job against the stored stage (loss, optimizer, dataset, ...); state -> ready.
     # `identity` (lowercase hex, the requester's hash of the job text and the plan's stages)
@@ -180,31 +181,31 @@ interface Node {
     # that many updates, 0 starts afresh (and drops the identity's old checkpoints).
     # `shipped` says where pushFile stored the files of each of the job's paths this node reads;
     # a path the node reads that is not listed is refused.
-  start @3 (secret :Data, jobId :UInt64) -> ();
-  stop @4 (secret :Data, reason :Text, jobId :UInt64) -> ();
+  start @3 (jobId :UInt64) -> ();
+  stop @4 (reason :Text, jobId :UInt64) -> ();
     # Abandons a running job; state -> idle. Idempotent. `reason` (why the requester stops it,
     # e.g. which node failed) is logged and ends any reduce in progress. With `jobId` other than
     # 0 only that job is stopped: a stop that arrives late never ends a newer job.
   status @5 () -> (status :NodeStatus);
-  fetchStage @6 (secret :Data) -> (stage :Data, sha256 :Text, metadataJson :Text);
+  fetchStage @6 () -> (stage :Data, sha256 :Text, metadataJson :Text);
     # The trained stage when the last job finished, else the stored one.
-  subscribe @7 (secret :Data, listener :ProgressListener) -> ();
+  subscribe @7 (listener :ProgressListener) -> ();
     # Events of the current job go to `listener` until the job ends or the listener fails.
-  fetchLosses @8 (secret :Data) -> (text :Text);
+  fetchLosses @8 () -> (text :Text);
     # The leaf's losses.txt of the last job.
 
   # Daemon -> daemon.
-  send @9 (secret :Data, transfer :Transfer) -> (sink :ByteSink);
+  send @9 (transfer :Transfer) -> (sink :ByteSink);
     # Tensors marked `streamed` follow through `sink`; without any, `sink` is null.
 
   # Daemon -> daemon: all-reduce across clusters, over the rings of the node metadata. The
   # previous member of a ring opens one RingSink on this node and streams the ring's segments
   # into it; a sink of its own per ring, because a streaming call holds back every later call on
   # its object until the receiving all-reduce has taken the segment.
-  openRing @10 (secret :Data, ring :UInt32, fromNode :Int32) -> (sink :RingSink);
-  abortReduce @11 (secret :Data, ring :UInt32, reason :Text) -> ();
+  openRing @10 (ring :UInt32, fromNode :Int32) -> (sink :RingSink);
+  abortReduce @11 (ring :UInt32, reason :Text) -> ();
     # A member of the ring failed: every blocked reduce on this ring fails with `reason`.
-  benchAllReduce @12 (secret :Data, peers :List(Text), position :UInt32, bytes :UInt64,
+  benchAllReduce @12 (peers :List(Text), position :UInt32, bytes :UInt64,
                       repetitions :UInt32) -> (seconds :List(Float64));
     # `ravnest bench allreduce`: all-reduce `bytes` of float32 over an ad-hoc ring of daemons
     # (`peers` in ring order, this daemon at `position`), `repetitions` times after a warm-up.
@@ -213,16 +214,33 @@ interface Node {
   # plan (`cluster`, `position`), not to a node: a spare that takes a dead node's slot resumes
   # from it. Each node also keeps copies of the checkpoints of the nodes it is the keeper of
   # (libs/config/checkpoint_keeper.h), so that they outlive a node that dies with its disk.
-  checkpoints @13 (secret :Data, identity :Text, cluster :Int32 = -1, position :Int32 = -1)
+  checkpoints @13 (identity :Text, cluster :Int32 = -1, position :Int32 = -1)
       -> (updates :List(UInt64));
     # The updates after which this node holds a complete checkpoint of the job `identity`,
     # ascending: its own (slot -1, -1, or its own slot), or the copies it keeps for that slot.
-  storeCheckpoint @14 (secret :Data, identity :Text, cluster :Int32, position :Int32,
+  storeCheckpoint @14 (identity :Text, cluster :Int32, position :Int32,
                        updates :UInt64, size :UInt64, sha256 :Text) -> (sink :ByteSink);
     # A checkpoint file, streamed; kept once `done` checks size and checksum. Of this node's own
     # slot (the requester, after `ravnest replace`), it becomes this node's own checkpoint; of
     # another slot (a peer, after writing one), a copy kept for that slot (the newest 3).
-  fetchCheckpoint @15 (secret :Data, identity :Text, cluster :Int32, position :Int32,
+  fetchCheckpoint @15 (identity :Text, cluster :Int32, position :Int32,
                        updates :UInt64) -> (checkpoint :Data, sha256 :Text);
     # The checkpoint file of that slot after `updates` updates, this node's own or a kept copy.
+}
+
+# ---------------------------------------------------------------------------------------------
+# The bootstrap interface of every daemon: a connection may do nothing else until it proved the
+# secret. Before that, the daemon reads at most a few KiB from it, in messages of at most 4 KiB,
+# and closes it after 10 s (libs/wire/guarded_stream.h).
+
+interface Gate {
+  challenge @0 () -> (nonce :Data);
+    # 32 fresh random bytes, good for one open() on this connection.
+  open @1 (proof :Data, clientNonce :Data) -> (node :Node, serverProof :Data);
+    # `proof` = HMAC-SHA-256(gate key, "ravnest gate client proof v1" || nonce || clientNonce),
+    # `clientNonce` 32 fresh random bytes of the client's; the gate key is derived from the
+    # secret (libs/wire/node_credentials.h). A wrong proof, or an open without a challenge not yet
+    # used, fails with "refused: wrong secret" and is logged with the peer's address.
+    # `serverProof` is the same HMAC under "ravnest gate server proof v1": the client checks that
+    # the daemon knows the secret too before it sends anything.
 }

@@ -57,6 +57,7 @@ std::string joined(const std::vector<std::string>& lines) {
 struct Connection {
   std::string plan_dir = "node_data";
   std::string secret_file;
+  bool insecure = false;  // plain TCP instead of TLS (benchmarks only)
 
   std::string secret() const {
     std::string file = secret_file;
@@ -66,7 +67,14 @@ struct Connection {
     return file.empty() ? std::string() : config::read_secret(file);
   }
   runtime::Requester open() const {
-    return runtime::Requester(runtime::load_plan(plan_dir), secret());
+    warn_if_insecure();
+    return runtime::Requester(runtime::load_plan(plan_dir), secret(), insecure);
+  }
+  void warn_if_insecure() const {
+    if (insecure) {
+      std::cerr << "ravnest: warning: --insecure: TLS is off; everything but the secret travels "
+                   "in clear. For benchmarks only\n";
+    }
   }
 };
 
@@ -75,6 +83,8 @@ void add_connection_options(CLI::App* cmd, Connection& c) {
       ->capture_default_str();
   cmd->add_option("--secret-file", c.secret_file,
                   "file holding the daemons' shared secret (default: $RAVNEST_SECRET_FILE)");
+  cmd->add_flag("--insecure", c.insecure,
+                "plain TCP instead of TLS, for benchmarks only (daemons started with --insecure)");
 }
 
 std::string model_of_plan(const std::string& plan_dir) {
@@ -115,7 +125,9 @@ int run_replace(const Connection& c, const std::string& old_name, const std::str
   if (spare == pool.end()) {
     throw std::runtime_error(pool_path + ": no node \"" + spare_name + "\" in the pool");
   }
-  const auto done = runtime::replace_node(c.plan_dir, c.secret(), old_name, *spare, say);
+  c.warn_if_insecure();
+  const auto done =
+      runtime::replace_node(c.plan_dir, c.secret(), old_name, *spare, say, c.insecure);
   std::string line = done.spare_name + " replaces " + done.old_name + " (cluster " +
                      std::to_string(done.cluster) + ", position " +
                      std::to_string(done.position) + ")";
@@ -252,10 +264,15 @@ void print_figures(const runtime::AllReduceFigures& f) {
               f.algorithm_bandwidth() / 1e9, f.bus_bandwidth() / 1e9);
 }
 
-int run_bench_allreduce(int nodes, const std::string& size, int repetitions, bool gloo) {
+int run_bench_allreduce(int nodes, const std::string& size, int repetitions, bool gloo,
+                        bool insecure) {
   if (nodes < 2) throw std::invalid_argument("--nodes: an all-reduce needs at least 2 nodes");
   const uint64_t bytes = runtime::parse_size(size);
-  auto ours = runtime::bench_daemon_allreduce(nodes, bytes, repetitions, runtime::sibling_ravnestd());
+  if (insecure) {
+    std::cerr << "ravnest: warning: --insecure: the daemons of the benchmark run without TLS\n";
+  }
+  auto ours = runtime::bench_daemon_allreduce(nodes, bytes, repetitions,
+                                              runtime::sibling_ravnestd(), insecure);
   print_figures(ours);
   if (gloo) {
     auto baseline = runtime::bench_gloo_allreduce(nodes, bytes, repetitions);
@@ -370,6 +387,9 @@ int main(int argc, char** argv) {
   bench_allreduce->add_option("--reps", bench_reps, "timed repetitions after a warm-up")
       ->capture_default_str();
   bench_allreduce->add_flag("--no-gloo", bench_no_gloo, "skip the Gloo baseline");
+  bool bench_insecure = false;
+  bench_allreduce->add_flag("--insecure", bench_insecure,
+                            "the daemons without TLS (plain TCP), to measure what TLS costs");
 
   try {
     app.parse(argc, argv);
@@ -420,7 +440,8 @@ int main(int argc, char** argv) {
     }
     if (eval_cmd->parsed()) return run_evaluate(eval_model, eval_job, eval_on_train);
     if (bench_allreduce->parsed()) {
-      return run_bench_allreduce(bench_nodes, bench_size, bench_reps, !bench_no_gloo);
+      return run_bench_allreduce(bench_nodes, bench_size, bench_reps, !bench_no_gloo,
+                                 bench_insecure);
     }
   } catch (const std::exception& e) {
     // One line: a LibTorch error without its backtrace, any other message folded.

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   auto* level_opt = app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   auto* file_opt = app.add_option("--log-file", log_file, "log file (default: stderr)");
   auto* secret_opt = app.add_option("--secret-file", secret_file, "file holding the shared secret");
+  app.add_flag("--insecure", flags.insecure,
+               "plain TCP instead of TLS, for benchmarks only (the secret still never travels)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

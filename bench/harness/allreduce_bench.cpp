@@ -10,13 +10,13 @@
 #include <fstream>
 #include <stdexcept>
 
-#include <capnp/ez-rpc.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <kj/async-io.h>
 
 #include "bench/harness/local_daemons.h"
-#include "libs/wire/rpc_connection.h"
+#include "libs/wire/peer_links.h"
+#include "libs/wire/transport_security.h"
 #include "schemas/ravnest.capnp.h"
 
 namespace ravnest::runtime {
@@ -54,7 +54,7 @@ uint64_t parse_size(const std::string& text) {
 }
 
 AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitions,
-                                        const std::string& ravnestd) {
+                                        const std::string& ravnestd, bool insecure) {
   const fs::path dir = fs::temp_directory_path() / ("ravnest-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   struct Cleanup {
@@ -78,20 +78,16 @@ AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitio
   figures.bytes = bytes;
   {
     LocalDaemons daemons(ravnestd, dir.string(), secret_file, names);
+    daemons.set_insecure(insecure);
     daemons.start_all();
-    std::vector<kj::Own<capnp::EzRpcClient>> clients;
+    wire::PeerLinks links(
+        wire::make_transport_security("bench-" + std::to_string(::getpid()), insecure));
     std::vector<std::string> peers;
-    for (int i = 0; i < nodes; ++i) {
-      clients.push_back(kj::heap<capnp::EzRpcClient>(daemons.address(i), 0, wire::rpc_reader_options()));
-      peers.push_back(daemons.address(i));
-    }
-    const std::string secret = "bench-" + std::to_string(::getpid());
-    auto& wait_scope = clients[0]->getWaitScope();
+    for (int i = 0; i < nodes; ++i) peers.push_back(daemons.address(i));
+    auto& wait_scope = links.wait_scope();
     kj::Vector<kj::Promise<capnp::Response<schema::Node::BenchAllReduceResults>>> calls;
     for (int i = 0; i < nodes; ++i) {
-      auto request = clients[i]->getMain<schema::Node>().benchAllReduceRequest();
-      request.setSecret(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(secret.data()),
-                                            secret.size()));
+      auto request = links.node(peers[i]).benchAllReduceRequest();
       auto list = request.initPeers(nodes);
       for (int p = 0; p < nodes; ++p) list.set(p, peers[p]);
       request.setPosition(i);

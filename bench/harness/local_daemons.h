@@ -31,6 +31,11 @@ class LocalDaemons {
   std::string data_dir(size_t i) const;
   std::string log_path(size_t i) const;
 
+  // Daemons started from now on run with --insecure (plain TCP instead of TLS: benchmarks).
+  void set_insecure(bool insecure) { insecure_ = insecure; }
+  // Daemons started from now on read this configuration file (--config), e.g. its [limits].
+  void set_config_file(std::string path) { config_file_ = std::move(path); }
+
   void start(size_t i, double timeout_seconds = 20);  // returns once it accepts connections
   void start_all();
   void signal(size_t i, int signal);
@@ -45,6 +50,8 @@ class LocalDaemons {
   std::vector<std::string> names_;
   std::vector<int> ports_;
   std::vector<pid_t> pids_;
+  bool insecure_ = false;
+  std::string config_file_;
 };
 
 }  // namespace ravnest::runtime

@@ -9,6 +9,7 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/config_error.h"
+#include "libs/config/daemon_limits.h"
 #include "libs/config/printable.h"
 #include "libs/config/toml_error.h"
 
@@ -26,6 +27,14 @@ std::string known_keys() {
   return out;
 }
 
+std::string limit_keys() {
+  std::string out;
+  for (const auto& key : kDaemonLimitKeys) out += (out.empty() ? "" : ", ") + std::string(key.name);
+  return out;
+}
+
+void parse_limits(const toml::node& node, const std::string& origin, DaemonLimits& limits);
+
 std::string type_of(const toml::node& node) {
   switch (node.type()) {
     case toml::node_type::table: return "a table";
@@ -38,6 +47,29 @@ std::string type_of(const toml::node& node) {
     case toml::node_type::time: return "a time";
     case toml::node_type::date_time: return "a date-time";
     default: return "nothing";
+  }
+}
+
+void parse_limits(const toml::node& node, const std::string& origin, DaemonLimits& limits) {
+  const auto* table = node.as_table();
+  if (!table) throw ConfigError(origin + ": limits: must be a table ([limits])");
+  for (const auto& [key, value] : *table) {
+    const std::string name(key.str());
+    const auto* known = std::find_if(kDaemonLimitKeys.begin(), kDaemonLimitKeys.end(),
+                                     [&](const DaemonLimitKey& k) { return k.name == name; });
+    if (known == kDaemonLimitKeys.end()) {
+      throw ConfigError(origin + ": unknown key \"limits." + printable(name) +
+                        "\" (known keys of [limits]: " + limit_keys() + ")");
+    }
+    const auto* integer = value.as_integer();
+    const int64_t v = integer ? integer->get() : -1;
+    if (!integer || v < 0 || static_cast<uint64_t>(v) < known->minimum ||
+        static_cast<uint64_t>(v) > known->maximum) {
+      throw ConfigError(origin + ": limits." + name + ": must be an integer from " +
+                        std::to_string(known->minimum) + " to " + std::to_string(known->maximum) +
+                        ", got " + (integer ? std::to_string(v) : type_of(value)));
+    }
+    limits.*(known->field) = static_cast<uint64_t>(v);
   }
 }
 
@@ -98,9 +130,13 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
   DaemonConfig config;
   for (const auto& [key, value] : table) {
     const std::string name(key.str());
+    if (name == "limits") {
+      parse_limits(value, origin, config.limits);
+      continue;
+    }
     if (std::find(kKeys.begin(), kKeys.end(), name) == kKeys.end()) {
       throw ConfigError(origin + ": unknown key \"" + printable(name) +
-                        "\" (known keys: " + known_keys() + ")");
+                        "\" (known keys: " + known_keys() + ", [limits])");
     }
     const auto* string = value.as_string();
     if (!string) {
@@ -129,6 +165,7 @@ DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags) {
   if (flags.log_level) file.log_level = *flags.log_level;
   if (flags.log_file) file.log_file = *flags.log_file;
   if (flags.secret_file) file.secret_file = *flags.secret_file;
+  if (flags.insecure) file.insecure = true;
   return file;
 }
 

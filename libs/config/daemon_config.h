@@ -8,6 +8,11 @@
 //   log_level = "info"              # trace, debug, info, warn, error, critical, off
 //   log_file = ""                   # empty = stderr (the journal under systemd)
 //   secret_file = "/etc/ravnest/secret"
+//   [limits]                        # what a peer may make the daemon hold (daemon_limits.h)
+//   idle_seconds = 600
+//
+// `insecure` (TLS off, for benchmarks only: docs/security.md) is a flag, --insecure, and never a
+// key of the file: a service's configuration cannot turn TLS off.
 //
 // Every key is optional in the file; unknown keys are errors (a typo must not silently fall back
 // to a default). Errors are ConfigError, one line naming the file and the field.
@@ -15,6 +20,8 @@
 
 #include <optional>
 #include <string>
+
+#include "libs/config/daemon_limits.h"
 
 namespace ravnest::config {
 
@@ -25,6 +32,8 @@ struct DaemonConfig {
   std::string log_level = "info";
   std::string log_file;                     // empty = stderr
   std::string secret_file;                  // empty = no shared secret
+  bool insecure = false;                    // plain TCP instead of TLS (--insecure only)
+  DaemonLimits limits;                      // [limits]; not overridden by flags
 };
 
 // Values given on the command line; unset ones keep the file's (or the default) value.
@@ -35,6 +44,7 @@ struct DaemonConfigOverrides {
   std::optional<std::string> log_level;
   std::optional<std::string> log_file;
   std::optional<std::string> secret_file;
+  bool insecure = false;
 };
 
 // Reads and checks the file (each present value is checked as validate_daemon_config does,

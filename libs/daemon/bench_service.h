@@ -6,7 +6,6 @@
 #pragma once
 
 #include "libs/daemon/node_calls.h"
-#include "libs/daemon/node_secret.h"
 #include "libs/daemon/ring_mailbox.h"
 #include "libs/daemon/thread_bridge.h"
 #include "libs/wire/peer_links.h"
@@ -15,14 +14,13 @@ namespace ravnest::runtime {
 
 class BenchService {
  public:
-  BenchService(const NodeSecret& secret, wire::PeerLinks& links, RingMailbox& mailbox,
+  BenchService(wire::PeerLinks& links, RingMailbox& mailbox,
                const RpcLoop& loop)
-      : secret_(secret), links_(links), mailbox_(mailbox), loop_(loop) {}
+      : links_(links), mailbox_(mailbox), loop_(loop) {}
 
   kj::Promise<void> bench_all_reduce(BenchAllReduceCall context);
 
  private:
-  const NodeSecret& secret_;
   wire::PeerLinks& links_;
   RingMailbox& mailbox_;
   const RpcLoop& loop_;

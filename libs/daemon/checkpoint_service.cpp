@@ -21,12 +21,11 @@ bool own_slot(const config::NodeMetadata* self, int cluster, int position) {
 }  // namespace
 
 CheckpointService::CheckpointService(std::shared_ptr<CheckpointStore> store,
-                                     const NodeSecret& secret, wire::PeerLinks& links,
+                                     wire::PeerLinks& links,
                                      const RpcLoop& loop,
                                      std::function<const config::NodeMetadata*()> metadata,
                                      std::function<bool()> busy)
     : store_(std::move(store)),
-      secret_(secret),
       links_(links),
       loop_(loop),
       metadata_(std::move(metadata)),
@@ -34,7 +33,6 @@ CheckpointService::CheckpointService(std::shared_ptr<CheckpointStore> store,
 
 kj::Promise<void> CheckpointService::checkpoints(CheckpointsCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "checkpoints");
   const auto updates = checked([&] {
     const std::string identity = params.getIdentity();
     if (own_slot(metadata_(), params.getCluster(), params.getPosition())) {
@@ -47,15 +45,16 @@ kj::Promise<void> CheckpointService::checkpoints(CheckpointsCall context) {
   return kj::READY_NOW;
 }
 
-kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall context) {
+kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall context,
+                                                      wire::StreamSlot slot, uint64_t max_bytes) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "storeCheckpoint");
   const std::string identity = params.getIdentity();
   const int cluster = params.getCluster(), position = params.getPosition();
   const uint64_t updates = params.getUpdates();
   const config::NodeMetadata* self = metadata_();
   const bool own = self && self->cluster == cluster && self->position == position;
   auto opened = checked([&] {
+    wire::check_stream_size(params.getSize(), max_bytes, "storeCheckpoint");
     if (own && busy_()) throw std::runtime_error("busy: a job is running");
     const std::filesystem::path file = own ? store_->file(identity, updates)
                                            : store_->kept_file(identity, cluster, position, updates);
@@ -64,7 +63,8 @@ kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall contex
                                 params.getSha256());
   });
   context.getResults().setSink(kj::mv(opened.sink));
-  tasks_.add(opened.completion.then([this, own, identity, cluster, position, updates]() {
+  tasks_.add(opened.completion.attach(kj::mv(slot)).then([this, own, identity, cluster, position,
+                                                          updates]() {
     if (own) {
       store_->trim(identity);
       spdlog::info("stored the checkpoint after update {} of job {}", updates, identity);
@@ -79,7 +79,6 @@ kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall contex
 
 kj::Promise<void> CheckpointService::fetch_checkpoint(FetchCheckpointCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "fetchCheckpoint");
   checked([&] {
     const std::string identity = params.getIdentity();
     const int cluster = params.getCluster(), position = params.getPosition();
@@ -117,7 +116,6 @@ void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
   try {
     loop_.executor->executeSync([&]() {
       auto request = links_.node(keeper->address).storeCheckpointRequest();
-      request.setSecret(links_.secret());
       request.setIdentity(identity);
       request.setCluster(cluster);
       request.setPosition(position);

@@ -18,11 +18,11 @@
 
 #include <kj/async.h>
 
+#include "libs/wire/stream_limits.h"
 #include "libs/config/node_metadata.h"
 #include "libs/daemon/background_tasks.h"
 #include "libs/daemon/checkpoint_store.h"
 #include "libs/daemon/node_calls.h"
-#include "libs/daemon/node_secret.h"
 #include "libs/daemon/thread_bridge.h"
 #include "libs/wire/peer_links.h"
 
@@ -32,13 +32,16 @@ class CheckpointService {
  public:
   // `metadata` gives the stored stage's metadata (nullptr when none), `busy` whether a job runs;
   // both are called on the RPC thread.
-  CheckpointService(std::shared_ptr<CheckpointStore> store, const NodeSecret& secret,
+  CheckpointService(std::shared_ptr<CheckpointStore> store,
                     wire::PeerLinks& links, const RpcLoop& loop,
                     std::function<const config::NodeMetadata*()> metadata,
                     std::function<bool()> busy);
 
   kj::Promise<void> checkpoints(CheckpointsCall context);
-  kj::Promise<void> store_checkpoint(StoreCheckpointCall context);
+  // `slot` counts the stream against its peer's limit until stored or dropped; a size above
+  // `max_bytes` is refused.
+  kj::Promise<void> store_checkpoint(StoreCheckpointCall context, wire::StreamSlot slot,
+                                     uint64_t max_bytes);
   kj::Promise<void> fetch_checkpoint(FetchCheckpointCall context);
 
   // The worker wrote this node's checkpoint `updates` of `identity`: a copy goes to the keeper
@@ -49,7 +52,6 @@ class CheckpointService {
 
  private:
   std::shared_ptr<CheckpointStore> store_;
-  const NodeSecret& secret_;
   wire::PeerLinks& links_;
   const RpcLoop& loop_;
   std::function<const config::NodeMetadata*()> metadata_;

@@ -7,7 +7,6 @@
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/signal_set.hpp>
-#include <capnp/ez-rpc.h>
 #include <kj/async-io.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -15,11 +14,16 @@
 
 #include "libs/config/secret.h"
 #include "libs/config/systemd_notify.h"
+#include "libs/daemon/endpoint_limits.h"
+#include "libs/daemon/node_endpoint.h"
 #include "libs/daemon/node_service.h"
 #include "libs/daemon/node_store.h"
 #include "libs/graph/eager_numerics.h"
+#include "libs/wire/gate.h"
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/rpc_connection.h"
+#include "libs/wire/thread_io.h"
+#include "libs/wire/transport_security.h"
 
 namespace ravnest::runtime {
 
@@ -39,6 +43,26 @@ void open_log(const config::DaemonConfig& config) {
   spdlog::flush_on(spdlog::level::info);
 }
 
+// "host:port" or "[v6]:port" as (host, port); throws std::runtime_error naming it otherwise.
+std::pair<std::string, uint16_t> host_and_port(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  const auto fail = [&]() -> std::pair<std::string, uint16_t> {
+    throw std::runtime_error("cannot listen on " + listen + ": not host:port");
+  };
+  if (colon == std::string::npos || colon + 1 == listen.size()) return fail();
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  unsigned long port = 0;
+  for (char c : listen.substr(colon + 1)) {
+    if (c < '0' || c > '9' || port > 65535) return fail();
+    port = port * 10 + static_cast<unsigned long>(c - '0');
+  }
+  if (port > 65535) return fail();
+  return {host, static_cast<uint16_t>(port)};
+}
+
 }  // namespace
 
 int run_daemon(const config::DaemonConfig& config) {
@@ -56,7 +80,11 @@ int run_daemon(const config::DaemonConfig& config) {
       spdlog::warn("{} is readable by other users; chmod 600 it", config.secret_file);
     }
   } else {
-    spdlog::warn("no shared secret configured: every requester is trusted");
+    spdlog::warn("no shared secret configured: every requester without one is trusted");
+  }
+  if (config.insecure) {
+    spdlog::warn("--insecure: TLS is off; everything but the secret travels in clear and "
+                 "unauthenticated. For benchmarks only");
   }
   std::string listen = config.listen;
   if (listen.empty() && store.has_stage()) listen = store.metadata().address;
@@ -86,19 +114,39 @@ int run_daemon(const config::DaemonConfig& config) {
     }
   } joiner{compute, compute_thread, work};
 
-  // The server creates this thread's KJ event loop; promises exist only after it.
-  auto service = kj::heap<NodeService>(store, secret, compute);
+  // This thread's KJ event loop, before any promise; it outlives the service and the server.
+  auto io = wire::ThreadIo::get();
+  auto security = wire::make_transport_security(secret, config.insecure);
+  secret.assign(secret.size(), '\0');
+  // Outlives the server: every connection's endpoint forwards to it.
+  auto service = kj::heap<NodeService>(store, security, compute, config.limits);
   NodeService* service_ptr = service.get();
-  capnp::EzRpcServer server(kj::mv(service), listen, 0, wire::rpc_reader_options());
-  auto& wait_scope = server.getWaitScope();
-  service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor(),
-                               server.getIoProvider().getTimer());
-  unsigned port = 0;
+  service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer());
+
+  // Every connection: the TLS handshake, then only the gate until the peer proved the secret;
+  // then its own NodeEndpoint, under the limits of each kind of message.
+  wire::RpcServer::Options options = endpoint_options(config.limits);
+  options.connection.security = security;
+  options.on_refused = [](const std::string& peer, const std::string& why) {
+    spdlog::warn("refused {}: {}", peer, why);
+  };
+  auto credentials = security->credentials();
+  auto gate = [credentials, service_ptr](std::shared_ptr<wire::ConnectionTrust> trust) {
+    const std::string peer = trust->peer;
+    schema::Node::Client node = kj::heap<NodeEndpoint>(*service_ptr, peer);
+    return capnp::Capability::Client(kj::heap<wire::GateServer>(
+        credentials, kj::mv(node), std::move(trust),
+        [peer](const std::string& why) { spdlog::warn("refused {}: {}", peer, why); }));
+  };
+  kj::Own<wire::RpcServer> server;
   try {
-    port = server.getPort().wait(wait_scope);
+    const auto [host, listen_port] = host_and_port(listen);
+    server = kj::heap<wire::RpcServer>(gate, host, listen_port, options);
   } catch (const kj::Exception& e) {
     throw std::runtime_error("cannot listen on " + listen + ": " + wire::kj_reason(e));
   }
+  auto& wait_scope = io->wait_scope();
+  const unsigned port = server->port();
 
   auto shutdown = kj::newPromiseAndCrossThreadFulfiller<void>();
   auto* fulfiller = shutdown.fulfiller.get();
@@ -116,7 +164,8 @@ int run_daemon(const config::DaemonConfig& config) {
   };
   signals.async_wait(on_signal);
 
-  spdlog::info("serving {} on {} (port {})", config.node, listen, port);
+  spdlog::info("serving {} on {} (port {}, {}, certificate sha256:{})", config.node, listen, port,
+               config.insecure ? "plain TCP" : "TLS", credentials->fingerprint().substr(0, 16));
   config::notify_ready();
   config::notify_status("serving on " + listen);
 

@@ -20,11 +20,10 @@ namespace ravnest::runtime {
 
 using wire::NodeState;
 
-JobControl::JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
+JobControl::JobControl(NodeStore& store, asio::io_context& compute,
                        RingMember& rings, wire::PeerLinks& links,
                        const RpcLoop& loop, WorkerPort& port)
     : store_(store),
-      secret_(secret),
       compute_(compute),
       rings_(rings),
       links_(links),
@@ -75,7 +74,6 @@ void JobControl::record(LastJob::Outcome outcome, uint64_t job_id, const std::st
 
 kj::Promise<void> JobControl::push_stage(PushStageCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "pushStage");
   checked([&] {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -101,22 +99,24 @@ kj::Promise<void> JobControl::push_stage(PushStageCall context) {
   return kj::READY_NOW;
 }
 
-kj::Promise<void> JobControl::push_file(PushFileCall context) {
+kj::Promise<void> JobControl::push_file(PushFileCall context, wire::StreamSlot slot,
+                                         uint64_t max_bytes) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "pushFile");
   const std::string name = params.getName();
   auto opened = checked([&] {
+    wire::check_stream_size(params.getSize(), max_bytes, "pushFile");
     const auto [dir, file] = store_.shipped_file(name);  // refuses names that are not one
     return wire::FileSink::open(dir, file, params.getSize(), params.getSha256());
   });
   context.getResults().setSink(kj::mv(opened.sink));
-  tasks_.add(opened.completion.then([name]() { spdlog::info("stored file {}", name); }));
+  tasks_.add(opened.completion.attach(kj::mv(slot)).then([name]() {
+    spdlog::info("stored file {}", name);
+  }));
   return kj::READY_NOW;
 }
 
 kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "loadJob");
   const std::string text = params.getJobToml();
   const uint64_t job_id = params.getJobId();
   const std::string identity = params.getIdentity();
@@ -169,7 +169,6 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
 
 kj::Promise<void> JobControl::start(StartCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "start");
   const uint64_t job_id = params.getJobId();
   return on_compute(compute_, [this, job_id]() {
     std::shared_ptr<WorkerSetup> setup;
@@ -226,6 +225,11 @@ void JobControl::watch_peers(uint64_t job_id) {
       [this](const std::string& why) {
         spdlog::error("{}", why);
         fail_worker(why);
+      },
+      [this, job_id](const std::string& reason) {
+        // The requester stopped the job everywhere while this node could not hear it (frozen,
+        // cut off): it stops as if told.
+        tasks_.add(stop_job(job_id, reason));
       });
 }
 
@@ -278,11 +282,13 @@ void JobControl::defer(std::function<void()> task) {
 
 kj::Promise<void> JobControl::stop(StopCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "stop");
   // Logged, kept in last_job.json and shown by `ravnest status`: one line, at most 1000 bytes.
   std::string reason = config::printable(std::string(params.getReason()), 1000);
   if (reason.empty()) reason = "no reason given";
-  const uint64_t job_id = params.getJobId();
+  return stop_job(params.getJobId(), reason);
+}
+
+kj::Promise<void> JobControl::stop_job(uint64_t job_id, const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (job_id != 0 && job_id != job_id_) {
@@ -340,7 +346,6 @@ kj::Promise<void> JobControl::status(StatusCall context) {
 }
 
 kj::Promise<void> JobControl::fetch_stage(FetchStageCall context) {
-  secret_.check(context.getParams().getSecret(), "fetchStage");
   checked([&] {
     if (!store_.has_stage()) throw std::runtime_error("no stage stored");
     const auto path =
@@ -357,13 +362,11 @@ kj::Promise<void> JobControl::fetch_stage(FetchStageCall context) {
 
 kj::Promise<void> JobControl::subscribe(SubscribeCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "subscribe");
   listeners_.push_back(params.getListener());
   return kj::READY_NOW;
 }
 
 kj::Promise<void> JobControl::fetch_losses(FetchLossesCall context) {
-  secret_.check(context.getParams().getSecret(), "fetchLosses");
   context.getResults().setText(config::read_file(store_.losses_path().string()));
   return kj::READY_NOW;
 }

@@ -10,7 +10,9 @@
 // at every change (last_job.h) and read back at construction, so that status() reports it after
 // a restart; a job found "running" then failed with the daemon. A stopped job goes idle (a
 // failed one keeps its reason, a finished one stays finished). A stop names the job it stops
-// (or none: whatever runs), so that a stop arriving late never ends a newer job. A task the
+// (or none: whatever runs), so that a stop arriving late never ends a newer job; a node that
+// missed the stop (frozen while it was sent) stops too once a peer answers that the requester
+// stopped the job (PeerWatch). A task the
 // worker defers runs only while that worker is still the node's job.
 #pragma once
 
@@ -22,11 +24,11 @@
 
 #include <asio/io_context.hpp>
 
+#include "libs/wire/stream_limits.h"
 #include "libs/daemon/background_tasks.h"
 #include "libs/daemon/checkpoint_store.h"
 #include "libs/daemon/last_job.h"
 #include "libs/daemon/node_calls.h"
-#include "libs/daemon/node_secret.h"
 #include "libs/daemon/node_store.h"
 #include "libs/daemon/peer_watch.h"
 #include "libs/daemon/ring_member.h"
@@ -46,11 +48,13 @@ class JobControl {
   // job is loaded or abandoned; `port` is what the job's worker uses.
   // `links` are dropped when a job is loaded (a peer may have restarted since the last one), and
   // carry the running job's PeerWatch, which runs on `loop`.
-  JobControl(NodeStore& store, const NodeSecret& secret, asio::io_context& compute,
+  JobControl(NodeStore& store, asio::io_context& compute,
              RingMember& rings, wire::PeerLinks& links, const RpcLoop& loop, WorkerPort& port);
 
   kj::Promise<void> push_stage(PushStageCall context);
-  kj::Promise<void> push_file(PushFileCall context);
+  // `slot` counts the file's stream against its peer's limit until the file is stored or dropped;
+  // a size above `max_bytes` is refused.
+  kj::Promise<void> push_file(PushFileCall context, wire::StreamSlot slot, uint64_t max_bytes);
   kj::Promise<void> load_job(LoadJobCall context);
   kj::Promise<void> start(StartCall context);
   kj::Promise<void> stop(StopCall context);
@@ -84,10 +88,11 @@ class JobControl {
   wire::NodeState effective_state(std::string* error) const;  // with mutex_ held
   void with_worker(std::function<void(StageWorker&)> work);   // on the compute thread
   void watch_peers(uint64_t job_id);
+  // What stop() does: `job_id` 0 stops whatever runs; RPC thread.
+  kj::Promise<void> stop_job(uint64_t job_id, const std::string& reason);
   void record(LastJob::Outcome outcome, uint64_t job_id, const std::string& error);  // logs failures
 
   NodeStore& store_;
-  const NodeSecret& secret_;
   asio::io_context& compute_;
   RingMember& rings_;
   wire::PeerLinks& links_;

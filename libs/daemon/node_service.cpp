@@ -6,67 +6,38 @@
 
 namespace ravnest::runtime {
 
-NodeService::NodeService(NodeStore& store, std::string secret, asio::io_context& compute)
+namespace {
+
+wire::DecodeLimits transfer_limits(const config::DaemonLimits& limits) {
+  wire::DecodeLimits decode;
+  decode.max_tensor_bytes = limits.transfer_bytes;
+  decode.max_total_bytes = limits.transfer_bytes;
+  return decode;
+}
+
+}  // namespace
+
+NodeService::NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
+                         asio::io_context& compute, const config::DaemonLimits& limits)
     : compute_(compute),
-      secret_(secret),
-      links_(std::move(secret)),
-      ring_(secret_, links_, loop_),
-      job_(store, secret_, compute, ring_, links_, loop_, *this),
+      limits_(limits),
+      streams_(limits.streams_per_peer),
+      links_(std::move(security)),
+      ring_(links_, loop_),
+      job_(store, compute, ring_, links_, loop_, *this),
       checkpoints_(
-          job_.checkpoint_store(), secret_, links_, loop_,
+          job_.checkpoint_store(), links_, loop_,
           [this]() -> const config::NodeMetadata* {
             return job_.has_stage() ? &job_.metadata() : nullptr;
           },
           [this]() { return job_.busy(); }),
       transfer_(
-          secret_, links_,
+          links_,
           [this](wire::TransferMessage message) { job_.deliver(std::move(message)); },
-          [this](const std::string& why) { job_.fail_worker(why); }),
-      bench_(secret_, links_, ring_.mailbox(), loop_) {}
+          [this](const std::string& why) { job_.fail_worker(why); }, transfer_limits(limits)),
+      bench_(links_, ring_.mailbox(), loop_) {}
 
 NodeService::~NodeService() noexcept(false) = default;
-
-kj::Promise<void> NodeService::pushStage(PushStageContext context) {
-  return job_.push_stage(context);
-}
-kj::Promise<void> NodeService::pushFile(PushFileContext context) {
-  return job_.push_file(context);
-}
-kj::Promise<void> NodeService::loadJob(LoadJobContext context) { return job_.load_job(context); }
-kj::Promise<void> NodeService::start(StartContext context) { return job_.start(context); }
-kj::Promise<void> NodeService::stop(StopContext context) { return job_.stop(context); }
-kj::Promise<void> NodeService::status(StatusContext context) { return job_.status(context); }
-kj::Promise<void> NodeService::fetchStage(FetchStageContext context) {
-  return job_.fetch_stage(context);
-}
-kj::Promise<void> NodeService::subscribe(SubscribeContext context) {
-  return job_.subscribe(context);
-}
-kj::Promise<void> NodeService::fetchLosses(FetchLossesContext context) {
-  return job_.fetch_losses(context);
-}
-kj::Promise<void> NodeService::checkpoints(CheckpointsContext context) {
-  return checkpoints_.checkpoints(context);
-}
-kj::Promise<void> NodeService::storeCheckpoint(StoreCheckpointContext context) {
-  return checkpoints_.store_checkpoint(context);
-}
-kj::Promise<void> NodeService::fetchCheckpoint(FetchCheckpointContext context) {
-  return checkpoints_.fetch_checkpoint(context);
-}
-
-kj::Promise<void> NodeService::send(SendContext context) { return transfer_.send(context); }
-
-kj::Promise<void> NodeService::openRing(OpenRingContext context) {
-  return ring_.open_ring(context);
-}
-kj::Promise<void> NodeService::abortReduce(AbortReduceContext context) {
-  return ring_.abort_reduce(context);
-}
-
-kj::Promise<void> NodeService::benchAllReduce(BenchAllReduceContext context) {
-  return bench_.bench_all_reduce(context);
-}
 
 // ---- the worker's port (compute thread) -------------------------------------------------------
 

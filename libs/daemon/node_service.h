@@ -1,6 +1,7 @@
-// NodeService: the daemon's Cap'n Proto endpoint (schemas/ravnest.capnp, interface Node), a thin
-// Node::Server that forwards each method to the role that serves it, and the stage worker's
-// WorkerPort. The roles, each owning its state:
+// NodeService: what serves the daemon's Cap'n Proto endpoint (schemas/ravnest.capnp, interface
+// Node): the roles that serve its methods, which each connection's NodeEndpoint
+// (node_endpoint.h) forwards to, and the stage worker's WorkerPort. The roles, each owning its
+// state:
 //   JobControl     storage and the job (push, fetch, load, start, stop, status, subscribe)
 //   CheckpointService  checkpoints (listing, storing, fetching; copies to the keeper)
 //   TransferPlane  micro-batches between daemons (send, and the worker's sends)
@@ -8,7 +9,7 @@
 //   BenchService   the all-reduce benchmark (benchAllReduce)
 // A new role is a new class and the methods that forward to it.
 //
-// Two threads. The RPC thread runs the KJ event loop: it checks secrets, stores what it receives,
+// Two threads. The RPC thread runs the KJ event loop: it stores what it receives,
 // decodes transfers and keeps the connections to peer daemons. The compute thread (an Asio
 // io_context) owns the job: loading it, the StageWorker, every forward and backward. RPC hands
 // work to the compute thread with asio::post; the compute thread hands sends and events back with
@@ -25,20 +26,25 @@
 #include "libs/daemon/bench_service.h"
 #include "libs/daemon/checkpoint_service.h"
 #include "libs/daemon/job_control.h"
-#include "libs/daemon/node_secret.h"
 #include "libs/daemon/node_store.h"
 #include "libs/daemon/ring_member.h"
 #include "libs/daemon/thread_bridge.h"
 #include "libs/daemon/transfer_plane.h"
 #include "libs/daemon/worker_port.h"
+#include "libs/config/daemon_limits.h"
 #include "libs/wire/peer_links.h"
+#include "libs/wire/stream_limits.h"
 #include "schemas/ravnest.capnp.h"
 
 namespace ravnest::runtime {
 
-class NodeService final : public schema::Node::Server, public WorkerPort {
+class NodeService final : public WorkerPort {
  public:
-  NodeService(NodeStore& store, std::string secret, asio::io_context& compute);
+  // `security`: how the node reaches its peers (TLS with the secret's certificates, or plain with
+  // --insecure) and proves the secret at their gates.
+  // `limits`: what a peer may make the node hold (streams, transfers).
+  NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
+              asio::io_context& compute, const config::DaemonLimits& limits);
   // Once the RPC thread's event loop exists (the server creates it): where the compute thread
   // hands its sends and events.
   void set_rpc_executor(const kj::Executor& executor, kj::Timer& timer) {
@@ -57,30 +63,24 @@ class NodeService final : public schema::Node::Server, public WorkerPort {
   void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average) override;
   void checkpoint_written(const std::string& identity, uint64_t updates) override;
 
- protected:
-  kj::Promise<void> pushStage(PushStageContext context) override;
-  kj::Promise<void> pushFile(PushFileContext context) override;
-  kj::Promise<void> loadJob(LoadJobContext context) override;
-  kj::Promise<void> start(StartContext context) override;
-  kj::Promise<void> stop(StopContext context) override;
-  kj::Promise<void> status(StatusContext context) override;
-  kj::Promise<void> fetchStage(FetchStageContext context) override;
-  kj::Promise<void> subscribe(SubscribeContext context) override;
-  kj::Promise<void> fetchLosses(FetchLossesContext context) override;
-  kj::Promise<void> send(SendContext context) override;
-  kj::Promise<void> openRing(OpenRingContext context) override;
-  kj::Promise<void> abortReduce(AbortReduceContext context) override;
-  kj::Promise<void> benchAllReduce(BenchAllReduceContext context) override;
-  kj::Promise<void> checkpoints(CheckpointsContext context) override;
-  kj::Promise<void> storeCheckpoint(StoreCheckpointContext context) override;
-  kj::Promise<void> fetchCheckpoint(FetchCheckpointContext context) override;
+ public:
+  // The roles, for the endpoints that forward to them (node_endpoint.h); on the RPC thread.
+  JobControl& job() { return job_; }
+  CheckpointService& checkpoints() { return checkpoints_; }
+  TransferPlane& transfer() { return transfer_; }
+  RingMember& ring() { return ring_; }
+  BenchService& bench() { return bench_; }
+  const config::DaemonLimits& limits() const { return limits_; }
+  // How many streams each peer holds open, across its connections.
+  wire::StreamLimits& streams() { return streams_; }
 
  private:
   // Runs `call` on the RPC thread; does nothing once the RPC loop is gone (shutdown).
   void on_rpc(std::function<void()> call);
 
   asio::io_context& compute_;
-  NodeSecret secret_;
+  config::DaemonLimits limits_;
+  wire::StreamLimits streams_;
   RpcLoop loop_;
   wire::PeerLinks links_;
   RingMember ring_;

@@ -7,12 +7,14 @@
 namespace ravnest::runtime {
 
 void PeerWatch::watch(uint64_t job_id, std::vector<Peer> peers, std::function<bool()> running,
-                      std::function<void(const std::string&)> fail) {
+                      std::function<void(const std::string&)> fail,
+                      std::function<void(const std::string&)> stopped) {
   stop();
   job_id_ = job_id;
   peers_ = std::move(peers);
   running_ = std::move(running);
   fail_ = std::move(fail);
+  stopped_ = std::move(stopped);
   failed_ = false;
   last_answer_.clear();
   const double now = config::now_seconds();
@@ -25,6 +27,12 @@ void PeerWatch::report(const std::string& why) {
   if (failed_) return;
   failed_ = true;
   fail_(why);
+}
+
+void PeerWatch::report_stopped(const std::string& reason) {
+  if (failed_) return;
+  failed_ = true;
+  stopped_(reason);
 }
 
 kj::Promise<void> PeerWatch::tick() {
@@ -56,7 +64,15 @@ kj::Promise<void> PeerWatch::ask(const Peer& peer) {
                       .send()
                       .then([this, peer](capnp::Response<schema::Node::StatusResults>&& response) {
                         const auto s = wire::decode_status(response.getStatus());
-                        if (s.job_id != job_id_ || s.state == wire::NodeState::kIdle) {
+                        if (s.job_id == job_id_ && s.state == wire::NodeState::kIdle) {
+                          // Only a stop makes a node drop its job and go idle: the requester
+                          // stopped it (after a failure, say), and stops it everywhere.
+                          std::string reason = s.error;
+                          const std::string by = "stopped by the requester: ";
+                          if (reason.rfind(by, 0) == 0) reason.erase(0, by.size());
+                          report_stopped(reason.empty() ? peer.name + " was stopped"
+                                                        : reason);
+                        } else if (s.job_id != job_id_) {
                           report(peer.name + " (" + peer.address +
                                  ") is no longer running the job (restarted or stopped)");
                         } else if (s.state == wire::NodeState::kFailed) {

@@ -35,7 +35,6 @@ void RingLink::send(const RingTag& tag, const void* data, size_t bytes) {
         sink = open;
       } else {
         auto request = links_.node(next_.address).openRingRequest();
-        request.setSecret(links_.secret());
         request.setRing(ring_);
         request.setFromNode(self_node_);
         sink = &sink_.emplace(request.send().getSink());

@@ -151,21 +151,20 @@ class RingMember::Session {
   std::unique_ptr<ParkedThread> thread_;  // joined before the algorithm goes
 };
 
-RingMember::RingMember(const NodeSecret& secret, wire::PeerLinks& links, const RpcLoop& loop)
-    : secret_(secret), links_(links), loop_(loop) {}
+RingMember::RingMember(wire::PeerLinks& links, const RpcLoop& loop)
+    : links_(links), loop_(loop) {}
 
 RingMember::~RingMember() = default;
 
-kj::Promise<void> RingMember::open_ring(OpenRingCall context) {
+kj::Promise<void> RingMember::open_ring(OpenRingCall context, wire::StreamSlot slot) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "openRing");
-  context.getResults().setSink(kj::heap<RingSinkImpl>(mailbox_, params.getRing()));
+  context.getResults().setSink(
+      kj::heap<RingSinkImpl>(mailbox_, params.getRing()).attach(kj::mv(slot)));
   return kj::READY_NOW;
 }
 
 kj::Promise<void> RingMember::abort_reduce(AbortReduceCall context) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "abortReduce");
   // The reason ends the reduce's error, which is logged: one line, at most 1000 bytes.
   mailbox_.abort(params.getRing(), config::printable(std::string(params.getReason()), 1000));
   return kj::READY_NOW;
@@ -223,7 +222,6 @@ void RingMember::tell_members(const config::RingMembership& ring, const std::str
       for (const auto& peer : ring.peers) {
         if (peer.node == self.node_id) continue;
         auto request = links_.node(peer.address).abortReduceRequest();
-        request.setSecret(links_.secret());
         request.setRing(static_cast<uint32_t>(ring.id));
         request.setReason(reason);
         tasks_.add(links_.watch(peer.address, request.send().ignoreResult())

@@ -18,10 +18,10 @@
 #include <memory>
 #include <vector>
 
+#include "libs/wire/stream_limits.h"
 #include "libs/config/node_metadata.h"
 #include "libs/daemon/background_tasks.h"
 #include "libs/daemon/node_calls.h"
-#include "libs/daemon/node_secret.h"
 #include "libs/daemon/ring_mailbox.h"
 #include "libs/daemon/thread_bridge.h"
 #include "libs/daemon/worker_port.h"
@@ -36,12 +36,13 @@ RingAllReduceOptions daemon_ring_options();
 
 class RingMember {
  public:
-  RingMember(const NodeSecret& secret, wire::PeerLinks& links, const RpcLoop& loop);
+  RingMember(wire::PeerLinks& links, const RpcLoop& loop);
   ~RingMember();
 
   RingMailbox& mailbox() { return mailbox_; }
 
-  kj::Promise<void> open_ring(OpenRingCall context);
+  // `slot` counts the ring's sink against its peer's limit until the peer releases it.
+  kj::Promise<void> open_ring(OpenRingCall context, wire::StreamSlot slot);
   kj::Promise<void> abort_reduce(AbortReduceCall context);
 
   // WorkerPort::reduce_rings for the node `self`.
@@ -57,7 +58,6 @@ class RingMember {
   void tell_members(const config::RingMembership& ring, const std::string& reason,
                     const config::NodeMetadata& self);
 
-  const NodeSecret& secret_;
   wire::PeerLinks& links_;
   const RpcLoop& loop_;
   RingMailbox mailbox_;

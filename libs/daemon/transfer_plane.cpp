@@ -12,19 +12,22 @@
 
 namespace ravnest::runtime {
 
-kj::Promise<void> TransferPlane::send(SendCall context) {
+kj::Promise<void> TransferPlane::send(SendCall context,
+                                      const std::function<wire::StreamSlot()>& open_stream) {
   auto params = context.getParams();
-  secret_.check(params.getSecret(), "send");
   std::vector<at::Tensor> pending;
   auto message = std::make_shared<wire::TransferMessage>(
-      checked([&] { return wire::decode_transfer(params.getTransfer(), pending); }));
+      checked([&] { return wire::decode_transfer(params.getTransfer(), pending, limits_); }));
   if (pending.empty()) {
     deliver_(std::move(*message));
     return kj::READY_NOW;
   }
+  auto slot = open_stream();
   auto opened = wire::TensorSink::open(std::move(pending));
   context.getResults().setSink(kj::mv(opened.sink));
-  tasks_.add(opened.completion.then([this, message]() { deliver_(std::move(*message)); }));
+  tasks_.add(opened.completion.attach(kj::mv(slot)).then([this, message]() {
+    deliver_(std::move(*message));
+  }));
   return kj::READY_NOW;
 }
 
@@ -37,7 +40,6 @@ void TransferPlane::dispatch(wire::TransferMessage message,
       throw std::runtime_error("no address for node " + std::to_string(to));
     }
     auto request = links_.node(address->second).sendRequest();
-    request.setSecret(links_.secret());
     auto encoded = std::make_shared<wire::EncodedTensors>(wire::encode_transfer(
         std::move(message), request.initTransfer(), wire::kDefaultInlineLimit));
     auto sent = request.send();

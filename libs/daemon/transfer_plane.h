@@ -10,11 +10,12 @@
 #include <map>
 #include <string>
 
+#include "libs/wire/stream_limits.h"
 #include "libs/daemon/background_tasks.h"
 #include "libs/daemon/node_calls.h"
-#include "libs/daemon/node_secret.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/transfer_message.h"
+#include "libs/wire/value_codec.h"
 
 namespace ravnest::runtime {
 
@@ -23,18 +24,21 @@ class TransferPlane {
   using Deliver = std::function<void(wire::TransferMessage)>;
   using Fail = std::function<void(const std::string&)>;
 
-  TransferPlane(const NodeSecret& secret, wire::PeerLinks& links, Deliver deliver, Fail fail)
-      : secret_(secret), links_(links), deliver_(std::move(deliver)), fail_(std::move(fail)) {}
+  // `limits`: what one received transfer may hold.
+  TransferPlane(wire::PeerLinks& links, Deliver deliver, Fail fail, wire::DecodeLimits limits)
+      : links_(links), deliver_(std::move(deliver)), fail_(std::move(fail)), limits_(limits) {}
 
-  kj::Promise<void> send(SendCall context);
+  // `open_stream` gives the slot that counts a transfer's streamed tensors against its peer's
+  // limit until they arrived (called only when the transfer streams any).
+  kj::Promise<void> send(SendCall context, const std::function<wire::StreamSlot()>& open_stream);
   // Sends `message` to `message.to_node`, found in `addresses` (node id -> host:port).
   void dispatch(wire::TransferMessage message, const std::map<int, std::string>& addresses);
 
  private:
-  const NodeSecret& secret_;
   wire::PeerLinks& links_;
   Deliver deliver_;
   Fail fail_;
+  wire::DecodeLimits limits_;
   BackgroundTasks tasks_;  // last: cancelled before what its tasks use
 };
 

@@ -40,7 +40,7 @@ std::string last_job_identity(const Plan& plan) {
 
 Replacement replace_node(const std::string& plan_dir, const std::string& secret,
                          const std::string& old_name, const config::NodeConfig& spare,
-                         const std::function<void(const std::string&)>& log) {
+                         const std::function<void(const std::string&)>& log, bool insecure) {
   Plan plan = load_plan(plan_dir);
   auto old_it = std::find_if(plan.nodes.begin(), plan.nodes.end(),
                              [&](const auto& m) { return m.name == old_name; });
@@ -56,7 +56,7 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   const config::NodeMetadata& spare_meta = *std::find_if(
       nodes.begin(), nodes.end(), [&](const auto& m) { return m.node_id == spare.id; });
 
-  Requester requester(plan, secret);
+  Requester requester(plan, secret, insecure);
   Replacement result;
   result.old_name = old.name;
   result.spare_name = spare.name;

@@ -29,6 +29,7 @@ struct Replacement {
 
 Replacement replace_node(const std::string& plan_dir, const std::string& secret,
                          const std::string& old_name, const config::NodeConfig& spare,
-                         const std::function<void(const std::string&)>& log);
+                         const std::function<void(const std::string&)>& log,
+                         bool insecure = false);
 
 }  // namespace ravnest::runtime

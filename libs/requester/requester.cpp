@@ -25,6 +25,7 @@
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/tensor_stream.h"
+#include "libs/wire/transport_security.h"
 #include "libs/wire/transfer_codec.h"
 #include "schemas/ravnest.capnp.h"
 
@@ -159,19 +160,14 @@ class ProgressListenerImpl final : public schema::ProgressListener::Server {
 
 class Requester::Impl {
  public:
-  Impl(Plan plan, std::string secret) : plan_(std::move(plan)), links_(std::move(secret)) {}
+  Impl(Plan plan, const std::string& secret, bool insecure)
+      : plan_(std::move(plan)), links_(wire::make_transport_security(secret, insecure)) {}
 
   schema::Node::Client node(const config::NodeMetadata& meta) { return links_.node(meta.address); }
 
-  // Every connection runs on this thread's event loop: any one gives its wait scope and timer.
-  kj::WaitScope& wait_scope() {
-    return links_.any_client(plan_.nodes.front().address).getWaitScope();
-  }
-  kj::Timer& timer() {
-    return links_.any_client(plan_.nodes.front().address).getIoProvider().getTimer();
-  }
-
-  capnp::Data::Reader secret() const { return links_.secret(); }
+  // Every connection runs on this thread's event loop.
+  kj::WaitScope& wait_scope() { return links_.wait_scope(); }
+  kj::Timer& timer() { return links_.timer(); }
 
   bool interrupt_requested() const { return interrupted_ && interrupted_(); }
   // Rejects once interrupt_requested(); never resolves otherwise.
@@ -274,7 +270,6 @@ void Requester::Impl::ship_job_files(const std::vector<JobShipment>& shipments, 
         throw std::runtime_error(file.local + ": changed while it was being shipped");
       }
       auto request = node(meta).pushFileRequest();
-      request.setSecret(secret());
       request.setName(file.name);
       request.setSize(bytes->size());
       request.setSha256(file.sha256);
@@ -297,7 +292,6 @@ void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id,
   for (size_t n = 0; n < plan_.nodes.size(); ++n) {
     const auto& meta = plan_.nodes[n];
     auto request = node(meta).loadJobRequest();
-    request.setSecret(secret());
     request.setJobToml(job_text);
     request.setJobId(job_id);
     request.setIdentity(identity);
@@ -315,7 +309,6 @@ void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id,
 void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log) {
   for (const auto& meta : plan_.nodes) {
     auto request = node(meta).subscribeRequest();
-    request.setSecret(secret());
     request.setListener(kj::heap<ProgressListenerImpl>(
         [watch, on_log](const wire::NodeEvent& e) {
           if (!watch->active) return;
@@ -333,7 +326,6 @@ void Requester::Impl::start(uint64_t job_id) {
                    [](const auto& a, const auto& b) { return a.position > b.position; });
   for (const auto& meta : order) {
     auto request = node(meta).startRequest();
-    request.setSecret(secret());
     request.setJobId(job_id);
     await(request.send().ignoreResult(), meta, "start");
   }
@@ -398,7 +390,6 @@ uint64_t Requester::Impl::resume_point(const std::string& identity, std::string*
   bool first = true;
   for (const auto& meta : plan_.nodes) {
     auto request = node(meta).checkpointsRequest();
-    request.setSecret(secret());
     request.setIdentity(identity);
     auto response = await(request.send(), meta, "list checkpoints", 30);
     std::set<uint64_t> held;
@@ -432,7 +423,6 @@ std::vector<std::string> Requester::Impl::stop_all(const std::string& reason, ui
   for (const auto& meta : plan_.nodes) {
     auto stop_once = [&](double timeout_seconds) {
       auto request = node(meta).stopRequest();
-      request.setSecret(secret());
       request.setReason(reason);
       request.setJobId(job_id);
       await(request.send().ignoreResult(), meta, "stop", timeout_seconds);
@@ -444,11 +434,11 @@ std::vector<std::string> Requester::Impl::stop_all(const std::string& reason, ui
         failures.push_back(e.what());
         continue;
       }
-      // The failure dropped the connection. Over a new one the stop is the first thing the node
-      // reads when it answers again (a paused process), even once this process is gone; behind
-      // the calls queued on the old one it would be lost with them.
+      // The failure dropped the connection: a daemon started again on its port is reached over a
+      // new one. A frozen daemon cannot be (TLS and the gate need it awake): it learns of the
+      // stop from its peers once it runs again (PeerWatch), so a short try is enough.
       try {
-        stop_once(1);  // queued is enough: it is read before anything else on that connection
+        stop_once(1);
       } catch (const std::exception& again) {
         failures.push_back(again.what());
       }
@@ -463,8 +453,8 @@ TrainInterrupted::TrainInterrupted(uint64_t id, std::vector<std::string> failed)
       job_id(id),
       not_stopped(std::move(failed)) {}
 
-Requester::Requester(Plan plan, std::string secret)
-    : impl_(std::make_unique<Impl>(std::move(plan), std::move(secret))) {}
+Requester::Requester(Plan plan, const std::string& secret, bool insecure)
+    : impl_(std::make_unique<Impl>(std::move(plan), secret, insecure)) {}
 Requester::~Requester() = default;
 
 void Requester::push(const std::function<void(const std::string&)>& log) {
@@ -488,8 +478,10 @@ std::vector<NodeReport> Requester::status() {
       report.state = wire::state_name(report.status.state);
       report.error = report.status.error;
     } catch (const std::exception& e) {
-      report.state = "unreachable";
       report.error = e.what();
+      // A daemon that answered but refused us (another secret) is not unreachable.
+      report.state =
+          report.error.find(": refused: ") != std::string::npos ? "refused" : "unreachable";
     }
     reports.push_back(report);
   }
@@ -644,7 +636,6 @@ std::vector<Requester::FetchedStage> Requester::fetch_cluster(int cluster) {
   std::vector<FetchedStage> stages;
   for (const auto& meta : impl_->plan_.cluster(cluster)) {
     auto request = impl_->node(meta).fetchStageRequest();
-    request.setSecret(impl_->secret());
     auto response = impl_->await(request.send(), meta, "fetch stage");
     auto bytes = response.getStage();
     FetchedStage stage;
@@ -668,7 +659,6 @@ wire::NodeStatusData Requester::status_of(const config::NodeMetadata& at,
 void Requester::push_stage(const config::NodeMetadata& at, const std::string& stage_bytes,
                            const std::string& metadata_json) {
   auto request = impl_->node(at).pushStageRequest();
-  request.setSecret(impl_->secret());
   request.setMetadataJson(metadata_json);
   request.setStage(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(stage_bytes.data()),
                                        stage_bytes.size()));
@@ -680,7 +670,6 @@ std::vector<uint64_t> Requester::checkpoints(const config::NodeMetadata& at,
                                              const std::string& identity, int cluster,
                                              int position, double timeout_seconds) {
   auto request = impl_->node(at).checkpointsRequest();
-  request.setSecret(impl_->secret());
   request.setIdentity(identity);
   request.setCluster(cluster);
   request.setPosition(position);
@@ -694,7 +683,6 @@ std::string Requester::fetch_checkpoint(const config::NodeMetadata& at,
                                         const std::string& identity, int cluster, int position,
                                         uint64_t updates) {
   auto request = impl_->node(at).fetchCheckpointRequest();
-  request.setSecret(impl_->secret());
   request.setIdentity(identity);
   request.setCluster(cluster);
   request.setPosition(position);
@@ -712,7 +700,6 @@ void Requester::store_checkpoint(const config::NodeMetadata& at, const std::stri
                                  int cluster, int position, uint64_t updates,
                                  const std::string& bytes) {
   auto request = impl_->node(at).storeCheckpointRequest();
-  request.setSecret(impl_->secret());
   request.setIdentity(identity);
   request.setCluster(cluster);
   request.setPosition(position);
@@ -730,7 +717,6 @@ std::string Requester::fetch_losses(int node_id) {
   for (const auto& meta : impl_->plan_.nodes) {
     if (meta.node_id != node_id) continue;
     auto request = impl_->node(meta).fetchLossesRequest();
-    request.setSecret(impl_->secret());
     return impl_->await(request.send(), meta, "fetch losses").getText();
   }
   throw std::runtime_error("no node " + std::to_string(node_id) + " in the plan");

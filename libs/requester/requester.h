@@ -30,7 +30,7 @@ Plan load_plan(const std::string& dir);
 struct NodeReport {
   config::NodeMetadata node;
   bool reachable = false;
-  std::string state;        // the status's state by name, or "unreachable"
+  std::string state;        // the status's state by name, "unreachable", or "refused" (wrong secret)
   std::string error;        // the node's error, or why it did not answer
   wire::NodeStatusData status;  // as the node reported it (when reachable)
 };
@@ -80,7 +80,10 @@ struct TrainResult {
 
 class Requester {
  public:
-  Requester(Plan plan, std::string secret);
+  // `secret`: the plan's shared secret, which opens every daemon's gate over TLS (libs/wire/gate.h,
+  // transport_security.h); a daemon with another refuses every call ("refused: wrong secret").
+  // `insecure`: plain TCP instead of TLS, for benchmarks only (--insecure).
+  Requester(Plan plan, const std::string& secret, bool insecure = false);
   ~Requester();
 
   void push(const std::function<void(const std::string&)>& log);

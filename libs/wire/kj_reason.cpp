@@ -7,6 +7,10 @@ namespace ravnest::wire {
 
 std::string kj_reason(const kj::Exception& e) { return kj_reason(std::string(e.getDescription().cStr())); }
 
+kj::Exception kj_failure(const std::string& description, kj::Exception::Type type) {
+  return kj::Exception(type, __FILE__, __LINE__, kj::heapString(description.c_str()));
+}
+
 std::string kj_reason(const std::string& description) {
   std::string text = description;
   for (const char* prefix : {"remote exception: ", "std::exception: ", "(remote) "}) {

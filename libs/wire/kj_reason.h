@@ -13,4 +13,9 @@ namespace ravnest::wire {
 std::string kj_reason(const kj::Exception& e);
 std::string kj_reason(const std::string& description);  // the same, from a description
 
+// A KJ exception whose description is `description` alone (KJ_EXCEPTION with a variable would
+// add "name = "), for reasons written for users.
+kj::Exception kj_failure(const std::string& description,
+                         kj::Exception::Type type = kj::Exception::Type::FAILED);
+
 }  // namespace ravnest::wire

@@ -1,18 +1,27 @@
 #include "libs/wire/peer_links.h"
 
-#include "libs/wire/rpc_connection.h"
+#include "libs/wire/gate.h"
 
 namespace ravnest::wire {
+
+PeerLinks::~PeerLinks() noexcept(false) {
+  // Connections first, while the event loop they run on exists.
+  connections_.clear();
+  retired_.clear();
+}
 
 std::map<std::string, PeerLinks::Connection>::iterator PeerLinks::connect(
     const std::string& address) {
   auto it = connections_.find(address);
   if (it == connections_.end()) {
-    auto client = kj::heap<capnp::EzRpcClient>(address, 0, rpc_reader_options());
-    auto main = client->getMain<schema::Node>();
-    it = connections_.emplace(address, Connection{kj::mv(client), kj::mv(main), next_generation_++})
+    io();
+    ConnectionOptions options;
+    options.security = security_;
+    auto client = kj::heap<RpcClient>(address, options);
+    auto node = open_gate(client->main<schema::Gate>(), security_->credentials(), client->trust());
+    it = connections_.emplace(address, Connection{kj::mv(client), kj::mv(node), next_generation_++})
              .first;
-    retired_.clear();  // the new client keeps the thread's event loop alive
+    retired_.clear();
   }
   return it;
 }
@@ -43,14 +52,6 @@ void PeerLinks::drop_generation(const std::string& address, uint64_t generation)
   if (it != connections_.end() && generation != 0 && it->second.generation == generation) {
     drop(address);
   }
-}
-
-capnp::EzRpcClient& PeerLinks::any_client(const std::string& address) {
-  if (connections_.empty()) {
-    if (!retired_.empty()) return *retired_.back().client;
-    connect(address);
-  }
-  return *connections_.begin()->second.client;
 }
 
 }  // namespace ravnest::wire

@@ -1,5 +1,6 @@
 #include "libs/wire/rpc_connection.h"
 
+#include <capnp/rpc-twoparty.h>
 #include <kj/debug.h>
 
 #include <arpa/inet.h>
@@ -13,6 +14,8 @@
 
 #include <cerrno>
 #include <cstring>
+
+#include "libs/wire/kj_reason.h"
 
 namespace ravnest::wire {
 
@@ -79,16 +82,10 @@ bool connect_blocking(int fd, const addrinfo* ai, int& error) {
 
 }  // namespace
 
-capnp::ReaderOptions rpc_reader_options() {
-  capnp::ReaderOptions options;
-  options.traversalLimitInWords = uint64_t{1} << 40;
-  options.nestingLimit = 64;
-  return options;
-}
-
 capnp::ReaderOptions reader_options(uint64_t max_message_bytes) {
   capnp::ReaderOptions options;
   options.traversalLimitInWords = max_message_bytes / sizeof(capnp::word);
+  options.nestingLimit = 64;
   return options;
 }
 
@@ -107,13 +104,58 @@ void tune_socket(int fd, const SocketOptions& options) {
   }
 }
 
-RpcServer::RpcServer(capnp::Capability::Client main, const std::string& host, uint16_t port,
-                     const ConnectionOptions& options) {
+std::string peer_address(kj::AsyncIoStream& stream) {
+  sockaddr_storage address{};
+  kj::uint length = sizeof(address);
+  try {
+    stream.getpeername(reinterpret_cast<sockaddr*>(&address), &length);
+  } catch (const kj::Exception&) {
+    return "unknown peer";
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
+    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    return std::string(text) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  if (address.ss_family == AF_INET6) {
+    const auto* in = reinterpret_cast<const sockaddr_in6*>(&address);
+    ::inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof(text));
+    return "[" + std::string(text) + "]:" + std::to_string(ntohs(in->sin6_port));
+  }
+  return "unknown peer";
+}
+
+std::string peer_host(const std::string& address) {
+  const auto colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+// ---- server -------------------------------------------------------------------------------------
+
+// One connection being served: its stream, network and RPC system, with the capability the
+// factory made for it.
+struct RpcServer::Served {
+  Served(kj::Own<kj::AsyncIoStream> stream_in, const capnp::ReaderOptions& options,
+         capnp::Capability::Client bootstrap)
+      : stream(kj::mv(stream_in)),
+        network(*stream, capnp::rpc::twoparty::Side::SERVER, options),
+        rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {}
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyVatNetwork network;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+};
+
+namespace {
+
+// A socket listening on host:port, tuned; returns the descriptor and sets `port`.
+int listen_socket(const std::string& host, uint16_t requested, const SocketOptions& socket,
+                  uint16_t& port) {
   AddrInfo info;
-  resolve(host, port, true, info);
+  resolve(host, requested, true, info);
   const addrinfo* ai = info.list;
   KJ_REQUIRE(ai != nullptr, "no address to listen on", host);
-  Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+  Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol));
   if (fd.get() < 0) {
     int error = errno;
     KJ_FAIL_SYSCALL("socket", error);
@@ -121,28 +163,202 @@ RpcServer::RpcServer(capnp::Capability::Client main, const std::string& host, ui
   int one = 1;
   KJ_SYSCALL(::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)));
   // Accepted sockets inherit these (TCP_NODELAY, buffer sizes) from the listener on Linux.
-  tune_socket(fd.get(), options.socket);
-  KJ_SYSCALL(::bind(fd.get(), ai->ai_addr, ai->ai_addrlen), host, port);
+  tune_socket(fd.get(), socket);
+  KJ_SYSCALL(::bind(fd.get(), ai->ai_addr, ai->ai_addrlen), host, requested);
   KJ_SYSCALL(::listen(fd.get(), SOMAXCONN));
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
   KJ_SYSCALL(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len));
-  port_ = bound.ss_family == AF_INET6
-              ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-              : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  server_ = kj::heap<capnp::EzRpcServer>(kj::mv(main), fd.get(), port_,
-                                         reader_options(options.max_message_bytes));
-  // EzRpcServer wraps the socket without owning it: closed in the destructor, so that the port
-  // is free again once the server is gone.
-  listen_fd_ = fd.release();
+  port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                                     : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return fd.release();
 }
 
-RpcServer::~RpcServer() noexcept(false) {
-  server_ = nullptr;
-  if (listen_fd_ >= 0) ::close(listen_fd_);
+RpcServer::Options ungated(const ConnectionOptions& connection) {
+  RpcServer::Options options;
+  options.connection = connection;
+  options.connection.gated = false;
+  return options;
 }
 
-RpcClient::RpcClient(const std::string& host, uint16_t port, const ConnectionOptions& options) {
+std::string without_refused(const std::string& reason) {
+  const std::string prefix = "refused: ";
+  return reason.rfind(prefix, 0) == 0 ? reason.substr(prefix.size()) : reason;
+}
+
+}  // namespace
+
+RpcServer::RpcServer(Bootstrap bootstrap, const std::string& host, uint16_t port, Options options)
+    : io_(ThreadIo::get()),
+      bootstrap_(std::move(bootstrap)),
+      options_(std::move(options)),
+      gated_(options_.connection.security != nullptr && options_.connection.gated),
+      tasks_(*this) {
+  options_.limits.message_bytes = options_.connection.max_message_bytes;
+  const int fd = listen_socket(host, port, options_.connection.socket, port_);
+  listener_ = io_->low_level().wrapListenSocketFd(
+      fd, kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP |
+              kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC |
+              kj::LowLevelAsyncIoProvider::ALREADY_NONBLOCK);
+  tasks_.add(accept_loop());
+}
+
+RpcServer::RpcServer(capnp::Capability::Client main, const std::string& host, uint16_t port,
+                     const ConnectionOptions& options)
+    : RpcServer(
+          [shared = std::make_shared<capnp::Capability::Client>(kj::mv(main))](
+              std::shared_ptr<ConnectionTrust>) { return capnp::Capability::Client(*shared); },
+          host, port, ungated(options)) {}
+
+RpcServer::~RpcServer() noexcept(false) = default;
+
+kj::Promise<void> RpcServer::accept_loop() {
+  return listener_->accept()
+      .then([this](kj::Own<kj::AsyncIoStream> stream) {
+        serve(kj::mv(stream));
+        return accept_loop();
+      })
+      .catch_([this](kj::Exception&& e) {
+        // Out of descriptors, say: keep listening once some are free again.
+        refused("(listener)", "accept failed: " + kj_reason(e));
+        return io_->timer().afterDelay(100 * kj::MILLISECONDS).then([this]() {
+          return accept_loop();
+        });
+      });
+}
+
+void RpcServer::refused(const std::string& peer, const std::string& why) {
+  if (options_.on_refused) options_.on_refused(peer, why);
+}
+
+bool RpcServer::admit(const std::string& host, const std::string& peer) {
+  // The first refusal of a burst is reported; the others are counted and reported together once
+  // a connection ends.
+  if (options_.max_connections > 0 && connections_ >= options_.max_connections) {
+    if (refused_over_total_++ == 0) {
+      refused(peer, "more than " + std::to_string(options_.max_connections) +
+                        " connections in all (closed at once)");
+    }
+    return false;
+  }
+  auto it = peers_.find(host);
+  if (options_.max_connections_per_peer > 0 && it != peers_.end() &&
+      it->second.connections >= options_.max_connections_per_peer) {
+    if (it->second.refused_since_reported++ == 0) {
+      refused(peer, "more than " + std::to_string(options_.max_connections_per_peer) +
+                        " connections from " + host + " (closed at once)");
+    }
+    return false;
+  }
+  ++connections_;
+  ++peers_[host].connections;
+  return true;
+}
+
+void RpcServer::release(const std::string& host) {
+  --connections_;
+  if (refused_over_total_ > 1) {
+    refused("(listener)", std::to_string(refused_over_total_ - 1) +
+                              " more connections closed at once: more than " +
+                              std::to_string(options_.max_connections) + " in all");
+  }
+  refused_over_total_ = 0;
+  auto it = peers_.find(host);
+  if (it == peers_.end()) return;
+  auto& count = it->second;
+  --count.connections;
+  if (count.refused_since_reported > 1) {
+    refused(host, std::to_string(count.refused_since_reported - 1) +
+                      " more connections closed at once: more than " +
+                      std::to_string(options_.max_connections_per_peer) + " from " + host);
+  }
+  count.refused_since_reported = 0;
+  if (count.connections == 0) peers_.erase(it);
+}
+
+void RpcServer::serve(kj::Own<kj::AsyncIoStream> stream) {
+  auto trust = std::make_shared<ConnectionTrust>();
+  trust->peer = peer_address(*stream);
+  trust->opened = !gated_;
+  const std::string host = peer_host(trust->peer);
+  if (!admit(host, trust->peer)) return;  // `stream` closes here
+  // However the connection ends, it is counted out.
+  auto counted = kj::defer([this, host]() { release(host); });
+  kj::Promise<kj::Own<kj::AsyncIoStream>> secured = nullptr;
+  if (options_.connection.security) {
+    secured = io_->timer().timeoutAfter(options_.handshake_timeout,
+                                        options_.connection.security->wrap_server(kj::mv(stream)));
+  } else {
+    secured = kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(stream));
+  }
+  auto served = secured.then(
+      [this, trust](kj::Own<kj::AsyncIoStream> secure) -> kj::Promise<void> {
+        auto guarded = kj::heap<GuardedStream>(
+            kj::mv(secure), trust, options_.limits,
+            [this, trust](const std::string& why) { refused(trust->peer, why); }, &io_->timer(),
+            options_.timeouts);
+        auto connection = kj::heap<Served>(kj::mv(guarded),
+                                           reader_options(options_.connection.max_message_bytes),
+                                           bootstrap_(trust));
+        kj::Promise<void> done = connection->network.onDisconnect();
+        if (gated_) {
+          done = done.exclusiveJoin(
+              io_->timer().afterDelay(options_.open_timeout).then([this, trust]() -> kj::Promise<void> {
+                if (trust->opened) return kj::NEVER_DONE;
+                refused(trust->peer, "not authenticated in time");
+                return kj::READY_NOW;  // ends the connection
+              }));
+        }
+        return done.attach(kj::mv(connection));
+      },
+      [this, trust](kj::Exception&& e) -> kj::Promise<void> {
+        // A peer that connects and leaves (a port probe) is no refusal.
+        if (e.getType() == kj::Exception::Type::DISCONNECTED) return kj::READY_NOW;
+        if (e.getType() == kj::Exception::Type::OVERLOADED) {
+          refused(trust->peer, "no TLS handshake in time");
+        } else {
+          refused(trust->peer, without_refused(kj_reason(e)));
+        }
+        return kj::READY_NOW;
+      });
+  tasks_.add(served.attach(kj::mv(counted)));
+}
+
+void RpcServer::taskFailed(kj::Exception&& exception) {
+  // A connection that ended in an error: it is gone, and the server serves on.
+  (void)exception;
+}
+
+// ---- client -------------------------------------------------------------------------------------
+
+struct RpcClient::Live {
+  Live(kj::Own<kj::AsyncIoStream> stream_in, const capnp::ReaderOptions& options)
+      : stream(kj::mv(stream_in)),
+        network(*stream, capnp::rpc::twoparty::Side::CLIENT, options),
+        rpc(capnp::makeRpcClient(network)) {}
+  capnp::Capability::Client bootstrap() {
+    capnp::word scratch[4] = {};
+    capnp::MallocMessageBuilder message(scratch);
+    auto server = message.getRoot<capnp::rpc::twoparty::VatId>();
+    server.setSide(capnp::rpc::twoparty::Side::SERVER);
+    return rpc.bootstrap(server);
+  }
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyVatNetwork network;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+};
+
+RpcClient::RpcClient(const std::string& address, const ConnectionOptions& options)
+    : io_(ThreadIo::get()), options_(options), trust_(std::make_shared<ConnectionTrust>()) {
+  trust_->peer = address;
+  start(io_->network().parseAddress(address).then([](kj::Own<kj::NetworkAddress> to) {
+    return to->connect().attach(kj::mv(to));
+  }));
+}
+
+RpcClient::RpcClient(const std::string& host, uint16_t port, const ConnectionOptions& options)
+    : io_(ThreadIo::get()), options_(options), trust_(std::make_shared<ConnectionTrust>()) {
+  trust_->peer = host + ":" + std::to_string(port);
   AddrInfo info;
   resolve(host, port, false, info);
   int last_error = 0;
@@ -155,13 +371,36 @@ RpcClient::RpcClient(const std::string& host, uint16_t port, const ConnectionOpt
     // Buffer sizes must be set before connect() to affect the TCP window negotiation.
     tune_socket(fd.get(), options.socket);
     if (!connect_blocking(fd.get(), ai, last_error)) continue;
-    client_ = kj::heap<capnp::EzRpcClient>(fd.get(), reader_options(options.max_message_bytes));
-    fd.release();
+    start(io_->low_level().wrapSocketFd(
+        fd.release(), kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP |
+                          kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC));
     return;
   }
   KJ_FAIL_SYSCALL("connect", last_error, host, port);
 }
 
 RpcClient::~RpcClient() noexcept(false) = default;
+
+void RpcClient::start(kj::Promise<kj::Own<kj::AsyncIoStream>> connected) {
+  trust_->opened = options_.security == nullptr || !options_.gated;
+  auto security = options_.security;
+  setup_ = connected
+               .then([security](kj::Own<kj::AsyncIoStream> stream) {
+                 if (!security) return kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(stream));
+                 return security->wrap_client(kj::mv(stream));
+               })
+               .then([this](kj::Own<kj::AsyncIoStream> stream) {
+                 MessageLimits limits;
+                 limits.message_bytes = options_.max_message_bytes;
+                 auto guarded = kj::heap<GuardedStream>(kj::mv(stream), trust_, limits, nullptr);
+                 live_ = kj::heap<Live>(kj::mv(guarded), reader_options(options_.max_message_bytes));
+               })
+               .fork();
+}
+
+capnp::Capability::Client RpcClient::bootstrap() {
+  KJ_IF_MAYBE(live, live_) { return (*live)->bootstrap(); }
+  return setup_.addBranch().then([this]() { return KJ_ASSERT_NONNULL(live_)->bootstrap(); });
+}
 
 }  // namespace ravnest::wire

@@ -1,32 +1,43 @@
-// The TCP transport of the daemons and requesters: capnp two-party RPC (EzRpc) over sockets we
-// tune ourselves, and the reader options every connection uses.
+// The TCP transport of the daemons and requesters: Cap'n Proto two-party RPC over TCP, under TLS
+// and behind the gate (transport_security.h, gate.h), or plain for the tests and benchmarks of
+// the wire itself; and what each connection's reader enforces (guarded_stream.h).
 //
-// Two-party capnp RPC over TCP with the settings bulk transfers need: a message size limit large
-// enough for stages and inline tensors (ReaderOptions::traversalLimitInWords binds on both ends:
-// the sender refuses to send above its own limit), TCP_NODELAY on both ends, and sockets we
-// create ourselves so their options can be tuned.
+// RpcServer listens (a socket it tunes itself) and serves every connection on the calling
+// thread's event loop (thread_io.h): for each, the TLS handshake, bounded in time; a
+// GuardedStream; a TwoPartyVatNetwork and RpcSystem of its own, with the bootstrap capability a
+// factory makes for that connection (the daemon's: a GateServer). A connection whose handshake
+// fails, that breaks its limits or is not opened in time is closed and reported once through
+// `on_refused`, naming the peer; the server goes on serving the others.
 //
-// Both classes wrap capnp::EzRpcServer/EzRpcClient, which use one KJ event loop per thread
-// (created on first use): create, use and destroy them on one thread.
+// RpcClient connects to one server and gives its bootstrap capability; calls on it wait for the
+// connection, and fail with its reason when it cannot be made.
+//
+// Create, use and destroy both on one thread.
 #pragma once
 
-#include <capnp/ez-rpc.h>
+#include <capnp/capability.h>
 #include <capnp/message.h>
+#include <kj/async-io.h>
+#include <kj/timer.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <string>
+
+#include "libs/wire/guarded_stream.h"
+#include "libs/wire/thread_io.h"
+#include "libs/wire/transport_security.h"
 
 namespace ravnest::wire {
 
+// The largest message a connection reads once open (and sends: capnp refuses to send a message
+// above its own reader's limit). A Data field is at most 512 MiB.
 constexpr uint64_t kDefaultMaxMessageBytes = uint64_t{1} << 30;
 
-// ReaderOptions with traversalLimitInWords = max_message_bytes / 8.
+// ReaderOptions with traversalLimitInWords = max_message_bytes / 8 and nesting limit 64.
 capnp::ReaderOptions reader_options(uint64_t max_message_bytes = kDefaultMaxMessageBytes);
-
-// Reader options of every connection between daemons and requesters (EzRpcServer/EzRpcClient):
-// tensors can be large (capnp's default limit is 64 MiB), so the limit is far above any message
-// sent (2^40 words).
-capnp::ReaderOptions rpc_reader_options();
 
 struct SocketOptions {
   bool no_delay = true;    // TCP_NODELAY (Nagle + delayed ACKs stall request/response traffic)
@@ -38,43 +49,109 @@ struct SocketOptions {
 struct ConnectionOptions {
   uint64_t max_message_bytes = kDefaultMaxMessageBytes;
   SocketOptions socket;
+  // TLS (or plain TCP with --insecure) and the credentials the gate's proofs use. Null: plain TCP
+  // and no gate, for the tests and benchmarks of the wire itself.
+  std::shared_ptr<TransportSecurity> security;
+  // With `security`: the connection reads under the limits before authentication until its gate
+  // opens it. False: open from the start (benchmarks of TLS without a gate).
+  bool gated = true;
 };
 
 // Applies `options` to a TCP socket; throws kj::Exception on failure.
 void tune_socket(int fd, const SocketOptions& options);
 
-// Listens on host:port (port 0: a free port, see port()) and serves `main` to every connection.
-class RpcServer {
+// "127.0.0.1:43210" ("[::1]:43210"), or "unknown peer" when the stream cannot tell.
+std::string peer_address(kj::AsyncIoStream& stream);
+// The host of such an address: "127.0.0.1", "[::1]".
+std::string peer_host(const std::string& address);
+
+class RpcServer : private kj::TaskSet::ErrorHandler {
  public:
+  struct Options {
+    ConnectionOptions connection;  // with `security` and `gated`: every connection starts closed
+    MessageLimits limits;          // message_bytes is connection.max_message_bytes
+    kj::Duration handshake_timeout = 10 * kj::SECONDS;
+    kj::Duration open_timeout = 10 * kj::SECONDS;  // from the end of the handshake to open
+    ConnectionTimeouts timeouts;  // slow messages, idle connections (guarded_stream.h)
+    // Connections served at once, in all and from one peer host (its address without the port);
+    // one more is closed at once. 0: no limit.
+    size_t max_connections = 0;
+    size_t max_connections_per_peer = 0;
+    // (peer, why): a connection refused (handshake, limits, not opened in time, too many). Of a
+    // host over its connection limit, the first refusal is reported, then how many followed
+    // once it is under the limit again.
+    std::function<void(const std::string&, const std::string&)> on_refused;
+  };
+  // What a connection is served: its trust is opened by the gate the factory hands out.
+  using Bootstrap = std::function<capnp::Capability::Client(std::shared_ptr<ConnectionTrust>)>;
+
+  // Listens on host:port (port 0: a free port, see port()); throws kj::Exception when it cannot.
+  RpcServer(Bootstrap bootstrap, const std::string& host, uint16_t port, Options options);
+  // `main` to every connection, plain TCP, open from the start (tests and benchmarks of the wire).
   RpcServer(capnp::Capability::Client main, const std::string& host = "127.0.0.1",
             uint16_t port = 0, const ConnectionOptions& options = {});
   ~RpcServer() noexcept(false);
 
   uint16_t port() const { return port_; }
-  kj::WaitScope& wait_scope() { return server_->getWaitScope(); }
-  capnp::EzRpcServer& ez() { return *server_; }
+  kj::WaitScope& wait_scope() { return io_->wait_scope(); }
+  kj::Timer& timer() { return io_->timer(); }
 
  private:
-  kj::Own<capnp::EzRpcServer> server_;
+  struct Served;
+  struct PeerCount {
+    size_t connections = 0;
+    size_t refused_since_reported = 0;
+  };
+  kj::Promise<void> accept_loop();
+  // Counts a new connection of `host`; false (and reported) when it is one too many.
+  bool admit(const std::string& host, const std::string& peer);
+  void release(const std::string& host);
+  void serve(kj::Own<kj::AsyncIoStream> stream);
+  void refused(const std::string& peer, const std::string& why);
+  void taskFailed(kj::Exception&& exception) override;
+
+  kj::Own<ThreadIo> io_;  // first: the event loop outlives everything below
+  Bootstrap bootstrap_;
+  Options options_;
+  bool gated_ = false;
   uint16_t port_ = 0;
-  int listen_fd_ = -1;
+  kj::Own<kj::ConnectionReceiver> listener_;
+  size_t connections_ = 0;
+  size_t refused_over_total_ = 0;
+  std::map<std::string, PeerCount> peers_;  // hosts with connections
+  kj::TaskSet tasks_;  // the accept loop and every connection
 };
 
-// Connects (blocking, IPv4 or IPv6 numeric address or host name) to host:port.
 class RpcClient {
  public:
+  // Connects to "host:port" (a name, an IPv4 or IPv6 address) in the background.
+  RpcClient(const std::string& address, const ConnectionOptions& options);
+  // Connects now (blocking), over a socket tuned before connect() (options.socket).
   RpcClient(const std::string& host, uint16_t port, const ConnectionOptions& options = {});
   ~RpcClient() noexcept(false);
 
+  // The server's bootstrap capability. Get it once per connection: capnp 0.9 aborts on a
+  // bootstrap over a connection that has died, where calls on a kept capability just fail.
+  capnp::Capability::Client bootstrap();
   template <typename T>
   typename T::Client main() {
-    return client_->getMain<T>();
+    return bootstrap().castAs<T>();
   }
-  kj::WaitScope& wait_scope() { return client_->getWaitScope(); }
-  capnp::EzRpcClient& ez() { return *client_; }
+  // The connection's trust: the client's gate opens it once the server proved the secret.
+  const std::shared_ptr<ConnectionTrust>& trust() const { return trust_; }
+
+  kj::WaitScope& wait_scope() { return io_->wait_scope(); }
+  kj::Timer& timer() { return io_->timer(); }
 
  private:
-  kj::Own<capnp::EzRpcClient> client_;
+  struct Live;
+  void start(kj::Promise<kj::Own<kj::AsyncIoStream>> connected);
+
+  kj::Own<ThreadIo> io_;  // first: the event loop outlives everything below
+  ConnectionOptions options_;
+  std::shared_ptr<ConnectionTrust> trust_;
+  kj::Maybe<kj::Own<Live>> live_;  // once connected
+  kj::ForkedPromise<void> setup_ = nullptr;
 };
 
 }  // namespace ravnest::wire

@@ -99,7 +99,7 @@ secret_file = "/etc/ravnest/secret"
 TEST_CASE("daemon config: errors name the file and the field", "[config][daemon]") {
   CHECK(error_of([] { parse_daemon_config("lsiten = \"a:1\"", "d.toml"); }) ==
         "d.toml: unknown key \"lsiten\" (known keys: node, listen, data_dir, log_level, "
-        "log_file, secret_file)");
+        "log_file, secret_file, [limits])");
   CHECK(error_of([] { parse_daemon_config("[node]\nid = 3", "d.toml"); }) ==
         "d.toml: node: must be a string, got a table");
   CHECK(error_of([] { parse_daemon_config("listen = 8080", "d.toml"); }) ==
@@ -268,4 +268,42 @@ TEST_CASE("sd_notify: READY=1, STATUS and STOPPING reach the socket", "[config][
     ::unsetenv("NOTIFY_SOCKET");
   }
   ::close(fd);
+}
+
+TEST_CASE("daemon config: [limits]", "[config][daemon][limits]") {
+  const auto defaults = parse_daemon_config("node = \"node_1\"", "d.toml").limits;
+  CHECK(defaults.idle_seconds == 600);
+  CHECK(defaults.connections_per_peer == 64);
+  CHECK(defaults.push_stage_bytes == uint64_t{544} << 20);
+  const auto set = parse_daemon_config(
+      "node = \"node_1\"\n[limits]\nidle_seconds = 30\nstreams_per_peer = 8\n"
+      "push_stage_bytes = 2097152\n",
+      "d.toml");
+  CHECK(set.limits.idle_seconds == 30);
+  CHECK(set.limits.streams_per_peer == 8);
+  CHECK(set.limits.push_stage_bytes == 2097152);
+  CHECK(set.limits.connections == defaults.connections);
+  // The documented example sets every limit, to its default.
+  const auto example = load_daemon_config(source_dir() + "/configs/ravnestd.toml").limits;
+  for (const auto& key : kDaemonLimitKeys) {
+    INFO(std::string(key.name));
+    CHECK(example.*(key.field) == defaults.*(key.field));
+  }
+  CHECK(error_of([] { parse_daemon_config("[limits]\nidle = 3", "d.toml"); }) ==
+        "d.toml: unknown key \"limits.idle\" (known keys of [limits]: push_stage_bytes, "
+        "send_bytes, stream_chunk_bytes, message_bytes, file_bytes, transfer_bytes, connections, "
+        "connections_per_peer, streams_per_peer, handshake_seconds, authenticate_seconds, "
+        "message_seconds, min_bytes_per_second, idle_seconds)");
+  CHECK(error_of([] { parse_daemon_config("[limits]\nidle_seconds = 0", "d.toml"); }) ==
+        "d.toml: limits.idle_seconds: must be an integer from 10 to 604800, got 0");
+  CHECK(error_of([] { parse_daemon_config("[limits]\nconnections = -1", "d.toml"); }) ==
+        "d.toml: limits.connections: must be an integer from 4 to 1048576, got -1");
+  CHECK(error_of([] { parse_daemon_config("[limits]\nsend_bytes = \"64M\"", "d.toml"); }) ==
+        "d.toml: limits.send_bytes: must be an integer from 4194304 to 4294967296, got a string");
+  CHECK(error_of([] { parse_daemon_config("limits = 3", "d.toml"); }) ==
+        "d.toml: limits: must be a table ([limits])");
+  CHECK(error_of([] {
+          parse_daemon_config("[limits]\nhandshake_seconds = 9999999999999", "d.toml");
+        }) == "d.toml: limits.handshake_seconds: must be an integer from 1 to 604800, got "
+              "9999999999999");
 }

@@ -5,8 +5,8 @@
 //
 // Input: one byte choosing the message (Message below, modulo their number), then the message
 // as Cap'n Proto's standard serialization (segment table, segments), read with bounded
-// ReaderOptions as a connection would. The secret checks are left out (they compare bytes; TLS
-// replaces them); what follows them runs with the daemon's own functions: node metadata and
+// ReaderOptions as a connection would, with the functions a handler runs once the
+// connection's gate has opened its Node: node metadata and
 // stage checks (NodeStore::store_stage), shipped file names (NodeStore::shipped_file), the job
 // text and its shipped paths (config::parse_job, NodeStore::locate_shipped), job identities
 // and checkpoint slots (checkpoint_names.h), ring segments (RingMailbox), the benchmark's

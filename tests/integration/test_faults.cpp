@@ -286,7 +286,7 @@ TEST_CASE("faults: stop: ravnest stop ends the train that follows the job; refus
   CHECK(one_line(refused.err));
   CHECK(refused.err.find("not stopped on node_0") != std::string::npos);
   CHECK(refused.err.find("node_1 (127.0.0.1:" + std::to_string(cluster->port(1)) +
-                         "): stop: unauthorized") != std::string::npos);
+                         "): stop: refused: wrong secret") != std::string::npos);
   CHECK(refused.out.find("stopped") == std::string::npos);
 
   cluster->kill(1, SIGKILL);

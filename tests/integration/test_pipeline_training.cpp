@@ -150,10 +150,19 @@ TEST_CASE("bad input is refused clearly and nothing is stored", "[daemon][errors
                                     cluster.plan_dir() + " --secret-file " +
                                     (cluster.dir() / "wrong").string());
     CHECK(result.exit_code != 0);
-    CHECK(result.err.find("unauthorized") != std::string::npos);
-    CHECK(result.err.find("node_0") != std::string::npos);
+    INFO(result.err);
+    // One line naming the node; the TLS handshake refused the other secret's certificate.
+    CHECK(result.err.find("node_0 (127.0.0.1:" + std::to_string(cluster.port(0)) +
+                          "): push stage: refused: wrong secret") != std::string::npos);
+    CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(cluster.data_dir(0) / "stage.pt"));
-    CHECK(cluster.log(0).find("refused pushStage") != std::string::npos);
+    // Logged by the daemon, once, with the peer's address.
+    const std::string log = cluster.log(0);
+    INFO(log);
+    const auto at = log.find("refused 127.0.0.1:");
+    CHECK(at != std::string::npos);
+    CHECK(log.find("wrong secret") != std::string::npos);
+    CHECK(log.find("refused 127.0.0.1:", at + 1) == std::string::npos);
   }
   SECTION("a stage whose checksum fails") {
     const auto meta = cluster.plan_dir() + "/nodes/node_0.json";

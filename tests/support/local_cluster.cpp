@@ -76,12 +76,14 @@ CommandResult LocalCluster::ravnest(const std::string& subcommand, const std::st
                                     int timeout_seconds) const {
   return run_command("cd " + dir_.path().string() + " && " + binary_dir() +
                          "/apps/ravnest/ravnest " + subcommand + " " + args + " --plan " +
-                         plan_dir() + " --secret-file " + secret_file(),
+                         plan_dir() + " --secret-file " + secret_file() +
+                         (insecure_ ? " --insecure" : ""),
                      timeout_seconds);
 }
 
 bool LocalCluster::wait_for_batches(int node, uint64_t batches, double limit_seconds) const {
-  runtime::Requester requester(runtime::load_plan(plan_dir()), config::read_secret(secret_file()));
+  runtime::Requester requester(runtime::load_plan(plan_dir()), config::read_secret(secret_file()),
+                               insecure_);
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(limit_seconds * 1000));
   while (std::chrono::steady_clock::now() < deadline) {
@@ -95,7 +97,8 @@ bool LocalCluster::wait_for_batches(int node, uint64_t batches, double limit_sec
 
 void LocalCluster::train_and_fuse(const std::string& job_path, const std::string& out_dir,
                                   int cluster) const {
-  runtime::Requester requester(runtime::load_plan(plan_dir()), config::read_secret(secret_file()));
+  runtime::Requester requester(runtime::load_plan(plan_dir()), config::read_secret(secret_file()),
+                               insecure_);
   requester.train(job_path, {});
   std::vector<runtime::StageFile> stages;
   for (auto& fetched : requester.fetch_cluster(cluster)) {
@@ -105,6 +108,12 @@ void LocalCluster::train_and_fuse(const std::string& job_path, const std::string
     stages.push_back(std::move(file));
   }
   runtime::fuse_stages(model_path_, stages, out_dir);
+}
+
+void LocalCluster::set_daemon_config(const std::string& toml) {
+  const auto path = dir_ / "ravnestd.toml";
+  write_text(path, toml);
+  daemons_->set_config_file(path.string());
 }
 
 }  // namespace ravnest::test

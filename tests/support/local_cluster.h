@@ -36,6 +36,15 @@ class LocalCluster {
   std::filesystem::path data_dir(int node) const { return daemons_->data_dir(node); }
   std::string log(int node) const { return read_text(daemons_->log_path(node)); }
 
+  // Daemons started from now on read this ravnestd.toml (written in the cluster's directory).
+  void set_daemon_config(const std::string& toml);
+  // Daemons started from now on, and ravnest(), run with --insecure (plain TCP, no TLS).
+  void set_insecure(bool insecure) {
+    insecure_ = insecure;
+    daemons_->set_insecure(insecure);
+  }
+  bool insecure() const { return insecure_; }
+
   void start(int node) { daemons_->start(node); }  // waits until it accepts connections
   void start_all() { daemons_->start_all(); }
   void kill(int node, int signal) { daemons_->signal(node, signal); }
@@ -43,7 +52,7 @@ class LocalCluster {
   bool running(int node) { return daemons_->running(node); }
   int wait_exit(int node, double seconds) { return daemons_->wait_exit(node, seconds); }
 
-  // `ravnest SUBCOMMAND ARGS --plan P --secret-file S`, from the cluster's directory.
+  // `ravnest SUBCOMMAND ARGS --plan P --secret-file S [--insecure]`, from the cluster's directory.
   CommandResult ravnest(const std::string& subcommand, const std::string& args = "",
                         int timeout_seconds = 300) const;
 
@@ -65,6 +74,7 @@ class LocalCluster {
   std::string model_path_;
   std::vector<int> ports_;
   std::unique_ptr<runtime::LocalDaemons> daemons_;
+  bool insecure_ = false;
 };
 
 }  // namespace ravnest::test

@@ -340,17 +340,21 @@ TEST_CASE("FileSink errors read as one line, without KJ's name = value details",
 
 TEST_CASE("PeerLinks reconnects to a daemon started again on its port", "[wire][links]") {
   TempDir dir;
-  auto server = std::make_unique<ServerThread>(dir.path);
+  const std::string secret = "links-secret";
+  auto start = [&](uint16_t port) {
+    return std::make_unique<ServerThread>(dir.path, DecodeLimits{}, ConnectionOptions{}, port,
+                                          secret);
+  };
+  auto server = start(0);
   const uint16_t port = server->port();
   const std::string address = "127.0.0.1:" + std::to_string(port);
-  PeerLinks links("");
+  PeerLinks links(make_transport_security(secret));
   auto wait = [&](kj::Promise<void>&& promise) {
-    auto& ez = links.any_client(address);
     promise
-        .exclusiveJoin(ez.getIoProvider().getTimer().afterDelay(30 * kj::SECONDS).then([]() {
+        .exclusiveJoin(links.timer().afterDelay(30 * kj::SECONDS).then([]() {
           kj::throwFatalException(KJ_EXCEPTION(FAILED, "test timed out"));
         }))
-        .wait(ez.getWaitScope());
+        .wait(links.wait_scope());
   };
   // One transfer without tensors; the TestNode records it.
   auto call = [&](bool watched) {
@@ -365,14 +369,14 @@ TEST_CASE("PeerLinks reconnects to a daemon started again on its port", "[wire][
 
   SECTION("a failed call drops the connection: the next one reaches the new daemon") {
     server.reset();  // the daemon dies; the cached connection with it
-    server = std::make_unique<ServerThread>(dir.path, DecodeLimits{}, ConnectionOptions{}, port);
+    server = start(port);
     CHECK_THROWS(wait(call(true)));   // over the dead connection, which it drops
     CHECK_NOTHROW(wait(call(true)));  // a new connection
     CHECK_NOTHROW(wait(call(true)));  // kept
   }
   SECTION("without watch() the dead connection stays cached") {
     server.reset();
-    server = std::make_unique<ServerThread>(dir.path, DecodeLimits{}, ConnectionOptions{}, port);
+    server = start(port);
     CHECK_THROWS(wait(call(false)));
     CHECK_THROWS(wait(call(false)));
     links.drop_all();  // what a daemon does when a job is loaded

@@ -1,5 +1,6 @@
 // Helpers for the wire tests: byte-exact tensor comparison, and a Node server (only `send` and
-// `pushFile`) running on its own KJ thread, reachable over TCP on 127.0.0.1.
+// `pushFile`) running on its own KJ thread, reachable over TCP on 127.0.0.1: plain, or over TLS
+// behind the gate of a secret (as a daemon serves its Node).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "libs/wire/gate.h"
 #include "libs/wire/rpc_connection.h"
 #include "libs/wire/tensor_stream.h"
 #include "libs/wire/value_codec.h"
@@ -162,16 +164,36 @@ class TestNode final : public schema::Node::Server, private kj::TaskSet::ErrorHa
 // The server on its own thread with its own event loop; stopped and joined on destruction.
 class ServerThread {
  public:
-  // `port` 0: a free one.
+  // `port` 0: a free one. With `secret`: TLS and the gate of that secret, as a daemon.
   explicit ServerThread(std::filesystem::path files_dir, DecodeLimits limits = {},
-                        ConnectionOptions options = {}, uint16_t listen_port = 0) {
+                        ConnectionOptions options = {}, uint16_t listen_port = 0,
+                        std::optional<std::string> secret = std::nullopt) {
     std::promise<uint16_t> port;
     auto port_future = port.get_future();
-    thread_ = kj::heap<kj::Thread>([this, &port, files_dir, limits, options, listen_port]() {
+    thread_ = kj::heap<kj::Thread>([this, &port, files_dir, limits, options, listen_port,
+                                    secret]() {
       bool published = false;
       try {
-        RpcServer server(kj::heap<TestNode>(events, files_dir, limits), "127.0.0.1", listen_port,
-                         options);
+        auto make_server = [&]() {
+          if (!secret) {
+            return kj::heap<RpcServer>(kj::heap<TestNode>(events, files_dir, limits), "127.0.0.1",
+                                       listen_port, options);
+          }
+          auto node = std::make_shared<schema::Node::Client>(
+              kj::heap<TestNode>(events, files_dir, limits));
+          RpcServer::Options gated;
+          gated.connection = options;
+          gated.connection.security = make_transport_security(*secret);
+          auto credentials = gated.connection.security->credentials();
+          return kj::heap<RpcServer>(
+              [node, credentials](std::shared_ptr<ConnectionTrust> trust) {
+                return capnp::Capability::Client(
+                    kj::heap<GateServer>(credentials, *node, std::move(trust), nullptr));
+              },
+              "127.0.0.1", listen_port, gated);
+        };
+        auto owned = make_server();
+        RpcServer& server = *owned;
         auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
         {
           std::lock_guard<std::mutex> lock(mutex_);
@@ -211,7 +233,7 @@ class ServerThread {
 // Waits for `promise` on the client's loop, failing after `seconds`.
 template <typename T>
 T wait_bounded(kj::Promise<T>&& promise, RpcClient& client, int seconds = 120) {
-  auto& timer = client.ez().getIoProvider().getTimer();
+  auto& timer = client.timer();
   return promise
       .exclusiveJoin(timer.afterDelay(seconds * kj::SECONDS).then([seconds]() -> kj::Promise<T> {
         return KJ_EXCEPTION(FAILED, "test timed out", seconds);
@@ -224,7 +246,7 @@ T wait_bounded(kj::Promise<T>&& promise, RpcClient& client, int seconds = 120) {
 inline std::optional<ServerEvent> next_event(ServerThread& server, RpcClient& client,
                                              int seconds = 120) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  auto& timer = client.ez().getIoProvider().getTimer();
+  auto& timer = client.timer();
   while (std::chrono::steady_clock::now() < deadline) {
     if (auto e = server.events.pop(std::chrono::milliseconds(0))) return e;
     timer.afterDelay(2 * kj::MILLISECONDS).wait(client.wait_scope());
