@@ -89,6 +89,13 @@ void rpc_params() {
     p.setStage(data("stage"));
     p.setSha256(config::sha256_hex("stage"));
   });
+  // A finding kept as a regression: a checksum with a line break was echoed raw into the log.
+  write("rpc_params", "regression-sha256-line-break", 0, [](capnp::MessageBuilder& m) {
+    auto p = m.initRoot<Node::PushStageParams>();
+    p.setMetadataJson(metadata_json());
+    p.setStage(data("stage"));
+    p.setSha256("0123\nrefused 10.0.0.1: forged log line");
+  });
   const std::string bundle = config::sha256_hex("bundle");
   write("rpc_params", "push_file", 1, [&](capnp::MessageBuilder& m) {
     auto p = m.initRoot<Node::PushFileParams>();
