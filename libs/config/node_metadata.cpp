@@ -6,6 +6,7 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/config_error.h"
+#include "libs/config/json_error.h"
 #include "libs/config/printable.h"
 
 namespace ravnest::config {
@@ -13,14 +14,6 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 using json = nlohmann::json;
-
-std::string strip_json_exception_prefix(const std::string& what) {
-  if (!what.empty() && what.front() == '[') {
-    const auto close = what.find("] ");
-    if (close != std::string::npos) return what.substr(close + 2);
-  }
-  return what;
-}
 
 ordered_json input_to_json(const StageInput& input) {
   ordered_json out;
@@ -409,7 +402,7 @@ NodeMetadata node_metadata_from_json(const std::string& text, const std::string&
     root = json::parse(text);
   } catch (const json::exception& error) {
     // parse_error, and out_of_range for a number beyond what a double holds (1e999)
-    throw ConfigError(origin + ": malformed JSON: " + strip_json_exception_prefix(error.what()));
+    throw json_syntax_error(origin, error.what());
   }
   const Reader r(origin);
   if (!root.is_object()) r.fail("(top level)", "must be an object, got " + Reader::kind(root));

@@ -11,6 +11,7 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/config_error.h"
+#include "libs/config/json_error.h"
 #include "libs/config/printable.h"
 #include "libs/config/toml_error.h"
 
@@ -18,16 +19,6 @@ namespace ravnest::config {
 namespace {
 
 using nlohmann::json;
-
-// nlohmann's what() starts with "[json.exception.parse_error.101] "; the rest names the line
-// and column, which is what a user needs.
-std::string strip_json_exception_prefix(const std::string& what) {
-  if (!what.empty() && what.front() == '[') {
-    const auto close = what.find("] ");
-    if (close != std::string::npos) return what.substr(close + 2);
-  }
-  return what;
-}
 
 // TOML is read into the same JSON tree so that one validator serves both syntaxes.
 json toml_to_json(const toml::node& node) {
@@ -218,7 +209,7 @@ std::vector<NodeConfig> parse_node_pool(const std::string& text, const std::stri
       root = json::parse(text, note_keys, /*allow_exceptions=*/true, /*ignore_comments=*/true);
     } catch (const json::exception& error) {
       // parse_error, and out_of_range for a number beyond what a double holds (1e999)
-      throw ConfigError(origin + ": malformed JSON: " + strip_json_exception_prefix(error.what()));
+      throw json_syntax_error(origin, error.what());
     }
     if (!repeated.empty()) {
       throw ConfigError(origin + ": node \"" + printable(repeated, 40) + "\" appears more than once");
