@@ -12,24 +12,6 @@ constexpr double kHalfMax = 65504.0;
 
 }  // namespace
 
-std::optional<TensorCodec> parse_tensor_codec(std::string_view name) {
-  if (name == "none") return TensorCodec::kNone;
-  if (name == "fp16") return TensorCodec::kFp16;
-  if (name == "bf16") return TensorCodec::kBf16;
-  if (name == "int8") return TensorCodec::kInt8;
-  return std::nullopt;
-}
-
-std::string tensor_codec_name(TensorCodec codec) {
-  switch (codec) {
-    case TensorCodec::kNone: return "none";
-    case TensorCodec::kFp16: return "fp16";
-    case TensorCodec::kBf16: return "bf16";
-    case TensorCodec::kInt8: return "int8";
-  }
-  return "?";
-}
-
 uint64_t CodedTensor::wire_bytes() const {
   uint64_t bytes = values.defined() ? values.numel() * values.element_size() : 0;
   if (scales.defined()) bytes += scales.numel() * scales.element_size();
@@ -46,7 +28,7 @@ CodedTensor encode_tensor(const at::Tensor& tensor, TensorCodec codec) {
     return coded;
   }
   if (!at::isFloatingType(tensor.scalar_type())) {
-    throw std::invalid_argument(tensor_codec_name(codec) + " compresses floating-point tensors, not " +
+    throw std::invalid_argument(std::string(config::to_string(codec)) + " compresses floating-point tensors, not " +
                                 std::string(c10::toString(tensor.scalar_type())));
   }
   const at::Tensor flat = tensor.detach().reshape({-1}).to(at::kFloat).contiguous();

@@ -12,19 +12,17 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <optional>
 #include <string>
-#include <string_view>
+#include <vector>
+
+#include "libs/config/compression_spec.h"
 
 namespace ravnest::wire {
 
-enum class TensorCodec { kNone, kFp16, kBf16, kInt8 };
+// The job file names them (config::parse_wire_codec, config::to_string).
+using TensorCodec = config::WireCodec;
 
 constexpr int64_t kInt8BlockValues = 256;
-
-// "none", "fp16", "bf16", "int8"; nullopt for any other name.
-std::optional<TensorCodec> parse_tensor_codec(std::string_view name);
-std::string tensor_codec_name(TensorCodec codec);
 
 // A tensor as it travels under a codec.
 struct CodedTensor {

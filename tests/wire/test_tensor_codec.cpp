@@ -23,14 +23,16 @@ double max_abs(const at::Tensor& t) { return t.abs().max().item<double>(); }
 }  // namespace
 
 TEST_CASE("tensor codecs: names", "[wire][compression]") {
-  for (auto name : {"none", "fp16", "bf16", "int8"}) {
-    auto codec = parse_tensor_codec(name);
-    REQUIRE(codec);
-    CHECK(tensor_codec_name(*codec) == name);
+  for (std::string name : {"none", "fp16", "bf16", "int8"}) {
+    TensorCodec codec = TensorCodec::kNone;
+    REQUIRE(ravnest::config::parse_wire_codec(name, codec));
+    CHECK(ravnest::config::to_string(codec) == name);
   }
-  CHECK_FALSE(parse_tensor_codec("float16"));
-  CHECK_FALSE(parse_tensor_codec(""));
-  CHECK_FALSE(parse_tensor_codec("INT8"));
+  TensorCodec codec = TensorCodec::kFp16;
+  CHECK_FALSE(ravnest::config::parse_wire_codec("float16", codec));
+  CHECK_FALSE(ravnest::config::parse_wire_codec("", codec));
+  CHECK_FALSE(ravnest::config::parse_wire_codec("INT8", codec));
+  CHECK(codec == TensorCodec::kFp16);
 }
 
 TEST_CASE("tensor codecs: round trips within their bounds, in their sizes", "[wire][compression]") {
