@@ -4,13 +4,13 @@
 
 namespace ravnest::wire {
 
-CodedTensor ErrorFeedback::encode(const std::string& key, const at::Tensor& tensor) {
+CompressedTensor ErrorFeedback::encode(const std::string& key, const at::Tensor& tensor) {
   at::Tensor wanted = tensor.detach().to(at::kFloat);
   auto it = residual_.find(key);
   if (it != residual_.end() && it->second.sizes() == wanted.sizes()) wanted = wanted + it->second;
-  CodedTensor coded = encode_tensor(wanted, codec_);
+  CompressedTensor coded = compress_tensor(wanted, codec_);
   coded.dtype = tensor.scalar_type();
-  residual_[key] = wanted - decode_tensor(coded).to(at::kFloat);
+  residual_[key] = wanted - decompress_tensor(coded).to(at::kFloat);
   return coded;
 }
 

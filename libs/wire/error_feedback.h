@@ -19,7 +19,7 @@ class ErrorFeedback {
   explicit ErrorFeedback(TensorCodec codec) : codec_(codec) {}
 
   // Encodes `tensor` plus what was lost of `key` last time, and keeps what is lost now.
-  CodedTensor encode(const std::string& key, const at::Tensor& tensor);
+  CompressedTensor encode(const std::string& key, const at::Tensor& tensor);
   // What is carried over for `key` (undefined before its first encode).
   at::Tensor residual(const std::string& key) const;
   void clear() { residual_.clear(); }

@@ -12,14 +12,14 @@ constexpr double kHalfMax = 65504.0;
 
 }  // namespace
 
-uint64_t CodedTensor::wire_bytes() const {
+uint64_t CompressedTensor::wire_bytes() const {
   uint64_t bytes = values.defined() ? values.numel() * values.element_size() : 0;
   if (scales.defined()) bytes += scales.numel() * scales.element_size();
   return bytes;
 }
 
-CodedTensor encode_tensor(const at::Tensor& tensor, TensorCodec codec) {
-  CodedTensor coded;
+CompressedTensor compress_tensor(const at::Tensor& tensor, TensorCodec codec) {
+  CompressedTensor coded;
   coded.codec = codec;
   coded.dtype = tensor.scalar_type();
   coded.sizes = tensor.sizes().vec();
@@ -72,7 +72,7 @@ CodedTensor encode_tensor(const at::Tensor& tensor, TensorCodec codec) {
   return coded;
 }
 
-at::Tensor decode_tensor(const CodedTensor& coded) {
+at::Tensor decompress_tensor(const CompressedTensor& coded) {
   if (coded.codec == TensorCodec::kNone) return coded.values;
   const auto options = at::TensorOptions().dtype(at::kFloat);
   at::Tensor flat;

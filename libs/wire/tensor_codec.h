@@ -25,7 +25,7 @@ using TensorCodec = config::WireCodec;
 constexpr int64_t kInt8BlockValues = 256;
 
 // A tensor as it travels under a codec.
-struct CodedTensor {
+struct CompressedTensor {
   TensorCodec codec = TensorCodec::kNone;
   at::ScalarType dtype = at::kFloat;  // of the original
   std::vector<int64_t> sizes;         // of the original
@@ -38,7 +38,7 @@ struct CodedTensor {
 };
 
 // Throws std::invalid_argument for a codec other than none on a tensor that is not floating point.
-CodedTensor encode_tensor(const at::Tensor& tensor, TensorCodec codec);
-at::Tensor decode_tensor(const CodedTensor& coded);
+CompressedTensor compress_tensor(const at::Tensor& tensor, TensorCodec codec);
+at::Tensor decompress_tensor(const CompressedTensor& coded);
 
 }  // namespace ravnest::wire

@@ -45,24 +45,24 @@ TEST_CASE("tensor codecs: round trips within their bounds, in their sizes", "[wi
   const at::Tensor x = sample(n, 3.0, 7).to(dtype).reshape(shape);
   INFO("shape numel " << n << " dtype " << c10::toString(dtype));
 
-  const auto none = encode_tensor(x, TensorCodec::kNone);
-  CHECK(decode_tensor(none).equal(x));
+  const auto none = compress_tensor(x, TensorCodec::kNone);
+  CHECK(decompress_tensor(none).equal(x));
 
-  const auto half = encode_tensor(x, TensorCodec::kFp16);
-  const at::Tensor h = decode_tensor(half);
+  const auto half = compress_tensor(x, TensorCodec::kFp16);
+  const at::Tensor h = decompress_tensor(half);
   CHECK(h.scalar_type() == dtype);
   CHECK(h.sizes() == x.sizes());
   CHECK(half.wire_bytes() == static_cast<uint64_t>(2 * n));
   CHECK_FALSE(half.saturated);
   if (n > 0) CHECK(max_abs((h - x) / x.abs().clamp_min(1e-3)) <= std::ldexp(1.0, -11) * 1.01 + 1e-7);
 
-  const auto bf = encode_tensor(x, TensorCodec::kBf16);
-  const at::Tensor b = decode_tensor(bf);
+  const auto bf = compress_tensor(x, TensorCodec::kBf16);
+  const at::Tensor b = decompress_tensor(bf);
   CHECK(bf.wire_bytes() == static_cast<uint64_t>(2 * n));
   if (n > 0) CHECK(max_abs((b - x) / x.abs().clamp_min(1e-3)) <= std::ldexp(1.0, -8) * 1.01);
 
-  const auto i8 = encode_tensor(x, TensorCodec::kInt8);
-  const at::Tensor q = decode_tensor(i8);
+  const auto i8 = compress_tensor(x, TensorCodec::kInt8);
+  const at::Tensor q = decompress_tensor(i8);
   const int64_t blocks = (n + kInt8BlockValues - 1) / kInt8BlockValues;
   CHECK(i8.wire_bytes() == static_cast<uint64_t>(n + 4 * blocks));
   CHECK(q.sizes() == x.sizes());
@@ -81,40 +81,40 @@ TEST_CASE("tensor codecs: round trips within their bounds, in their sizes", "[wi
 
 TEST_CASE("tensor codecs: int8 is ~3.9x smaller than float32 on a large tensor", "[wire][compression]") {
   const at::Tensor x = sample(1 << 20, 1.0, 3);
-  const auto coded = encode_tensor(x, TensorCodec::kInt8);
+  const auto coded = compress_tensor(x, TensorCodec::kInt8);
   const double ratio = double(x.numel() * 4) / double(coded.wire_bytes());
   CHECK(ratio > 3.9);
   CHECK(ratio < 4.0);
   const at::Tensor zeros = at::zeros({300});
-  CHECK(decode_tensor(encode_tensor(zeros, TensorCodec::kInt8)).equal(zeros));  // scale 0
+  CHECK(decompress_tensor(compress_tensor(zeros, TensorCodec::kInt8)).equal(zeros));  // scale 0
 }
 
 TEST_CASE("tensor codecs: fp16 saturates, keeps inf and NaN; int8 refuses them", "[wire][compression]") {
   const at::Tensor x = at::tensor({1.0f, 1e6f, -7e4f, INFINITY, NAN, 65504.0f});
-  const auto coded = encode_tensor(x, TensorCodec::kFp16);
+  const auto coded = compress_tensor(x, TensorCodec::kFp16);
   CHECK(coded.saturated);
-  const at::Tensor d = decode_tensor(coded);
+  const at::Tensor d = decompress_tensor(coded);
   CHECK(d[0].item<float>() == 1.0f);
   CHECK(d[1].item<float>() == 65504.0f);
   CHECK(d[2].item<float>() == -65504.0f);
   CHECK(std::isinf(d[3].item<float>()));
   CHECK(std::isnan(d[4].item<float>()));
   CHECK(d[5].item<float>() == 65504.0f);
-  CHECK_FALSE(encode_tensor(at::tensor({1.0f, 2.0f}), TensorCodec::kFp16).saturated);
-  CHECK_THROWS_WITH(encode_tensor(x, TensorCodec::kInt8), "int8 cannot carry inf or NaN");
-  CHECK(std::isinf(decode_tensor(encode_tensor(x, TensorCodec::kBf16))[1].item<float>()) == false);
+  CHECK_FALSE(compress_tensor(at::tensor({1.0f, 2.0f}), TensorCodec::kFp16).saturated);
+  CHECK_THROWS_WITH(compress_tensor(x, TensorCodec::kInt8), "int8 cannot carry inf or NaN");
+  CHECK(std::isinf(decompress_tensor(compress_tensor(x, TensorCodec::kBf16))[1].item<float>()) == false);
 }
 
 TEST_CASE("tensor codecs: only floating-point tensors are compressed", "[wire][compression]") {
   const at::Tensor labels = at::arange(10, at::kLong);
-  CHECK(decode_tensor(encode_tensor(labels, TensorCodec::kNone)).equal(labels));
-  CHECK_THROWS_WITH(encode_tensor(labels, TensorCodec::kInt8),
+  CHECK(decompress_tensor(compress_tensor(labels, TensorCodec::kNone)).equal(labels));
+  CHECK_THROWS_WITH(compress_tensor(labels, TensorCodec::kInt8),
                     "int8 compresses floating-point tensors, not Long");
-  CHECK_THROWS_WITH(encode_tensor(labels, TensorCodec::kFp16),
+  CHECK_THROWS_WITH(compress_tensor(labels, TensorCodec::kFp16),
                     "fp16 compresses floating-point tensors, not Long");
-  CodedTensor bad = encode_tensor(at::ones({600}), TensorCodec::kInt8);
+  CompressedTensor bad = compress_tensor(at::ones({600}), TensorCodec::kInt8);
   bad.scales = bad.scales.narrow(0, 0, 1);
-  CHECK_THROWS_WITH(decode_tensor(bad), "int8: 1 scales for 600 values");
+  CHECK_THROWS_WITH(decompress_tensor(bad), "int8: 1 scales for 600 values");
 }
 
 TEST_CASE("error feedback: the sum of what int8 sent tracks the true sum within one residual",
@@ -129,8 +129,8 @@ TEST_CASE("error feedback: the sum of what int8 sent tracks the true sum within 
   for (int k = 0; k < steps; ++k) {
     const at::Tensor x = base + 0.001 * k;
     true_sum += x;
-    sent_sum += decode_tensor(feedback.encode("segment", x));
-    plain_sum += decode_tensor(encode_tensor(x, TensorCodec::kInt8));
+    sent_sum += decompress_tensor(feedback.encode("segment", x));
+    plain_sum += decompress_tensor(compress_tensor(x, TensorCodec::kInt8));
   }
   const double with_feedback = max_abs(sent_sum - true_sum);
   const double without = max_abs(plain_sum - true_sum);
