@@ -436,11 +436,16 @@ TEST_CASE("[compression]: a codec per kind of tensor, none by default", "[config
   CHECK(plain.compression.rings == WireCodec::kNone);
   CHECK_FALSE(plain.compression.any());
   const JobSpec job = parse_job(
-      with("compression", "activations = \"fp16\"\ngradients = \"bf16\"\nrings = \"int8\""), "job.toml");
+      with("compression", "activations = \"fp16\"\ngradients = \"int8\"\nrings = \"none\""), "job.toml");
   CHECK(job.compression.activations == WireCodec::kFp16);
-  CHECK(job.compression.gradients == WireCodec::kBf16);
-  CHECK(job.compression.rings == WireCodec::kInt8);
+  CHECK(job.compression.gradients == WireCodec::kInt8);
+  CHECK(job.compression.rings == WireCodec::kNone);
   CHECK(job.compression.any());
+  CHECK(parse_job(with("compression", "gradients = \"bf16\""), "job.toml").compression.gradients ==
+        WireCodec::kBf16);
+  CHECK(error_of(with("compression", "rings = \"int8\"")) ==
+        "job.toml: compression.rings: compressing the all-reduce's segments is not built yet (only "
+        "activations and gradients are compressed); use \"none\"");
   CHECK(std::string(to_string(WireCodec::kInt8)) == "int8");
   CHECK(error_of(with("compression", "activations = \"float16\"")) ==
         "job.toml: compression.activations: unknown codec 'float16' (none, fp16, bf16, int8)");
