@@ -22,6 +22,11 @@ struct Tensor {
     streamed @4 :UInt64;     # byte count; the bytes follow through the transfer's ByteSink,
                              # in the order the tensors appear in the message
   }
+  codec @5 :UInt8;           # 0: the bytes are the tensor's. Else a floating-point tensor
+                             # travels compressed (the job's [compression], docs/compression.md):
+                             # 1 fp16, 2 bf16 (2 bytes a value), 3 int8 (1 byte a value, times
+                             # `scales`); `dtype` and `shape` stay the original's
+  scales @6 :Data;           # int8: float32, one per block of 256 values (the last one partial)
 }
 
 struct Value {

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "libs/config/compression_spec.h"
+
 namespace ravnest::config {
 
 // A path as written in the job and resolved against the job file's directory (absolute,
@@ -114,6 +116,7 @@ struct JobSpec {
   LossSpec loss;
   OptimizerSpec optimizer;
   std::optional<SchedulerSpec> scheduler;
+  CompressionSpec compression;  // [compression]; all "none" when absent
 };
 
 // Parses a job from TOML text; `origin` names it in errors and its directory (made absolute)

@@ -42,6 +42,7 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   setup->reduce = job.train.reduce;
   setup->reduce_factor = job.train.reduce_factor;
   setup->average_optim = job.train.average_optim;
+  setup->compression = job.compression;
   setup->shared_rings = planner::shared_parameter_rings(node);
   if (!setup->shared_rings.empty() && node.cluster_count > 1) {
     // The plan's rings average one holder per cluster; the other holders would drift apart.

@@ -368,6 +368,8 @@ TransferMessage StageWorker::message_to(TransferKind kind, int to, const MicroBa
   message.from_node = setup_.node.node_id;
   message.to_node = to;
   message.batch = batch;
+  if (kind == TransferKind::kActivations) message.codec = setup_.compression.activations;
+  if (kind == TransferKind::kGradients) message.codec = setup_.compression.gradients;
   return message;
 }
 

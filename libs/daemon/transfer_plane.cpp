@@ -16,8 +16,10 @@ kj::Promise<void> TransferPlane::send(SendCall context,
                                       const std::function<wire::StreamSlot()>& open_stream) {
   auto params = context.getParams();
   std::vector<at::Tensor> pending;
-  auto message = std::make_shared<wire::TransferMessage>(
-      checked([&] { return wire::decode_transfer(params.getTransfer(), pending, limits_); }));
+  auto decompress = std::make_shared<std::vector<std::function<void()>>>();
+  auto message = std::make_shared<wire::TransferMessage>(checked([&] {
+    return wire::decode_transfer(params.getTransfer(), pending, limits_, decompress.get());
+  }));
   if (pending.empty()) {
     deliver_(std::move(*message));
     return kj::READY_NOW;
@@ -25,7 +27,8 @@ kj::Promise<void> TransferPlane::send(SendCall context,
   auto slot = open_stream();
   auto opened = wire::TensorSink::open(std::move(pending));
   context.getResults().setSink(kj::mv(opened.sink));
-  tasks_.add(opened.completion.attach(kj::mv(slot)).then([this, message]() {
+  tasks_.add(opened.completion.attach(kj::mv(slot)).then([this, message, decompress]() {
+    for (auto& fill : *decompress) fill();  // compressed tensors, into the message's values
     deliver_(std::move(*message));
   }));
   return kj::READY_NOW;
@@ -42,6 +45,10 @@ void TransferPlane::dispatch(wire::TransferMessage message,
     auto request = links_.node(address->second).sendRequest();
     auto encoded = std::make_shared<wire::EncodedTensors>(wire::encode_transfer(
         std::move(message), request.initTransfer(), wire::kDefaultInlineLimit));
+    if (encoded->saturated && !saturation_reported_) {
+      saturation_reported_ = true;  // once per daemon: the job's values, not a fault
+      spdlog::warn("fp16: values beyond +-65504 were sent as +-65504 (compression saturates)");
+    }
     auto sent = request.send();
     kj::Promise<void> done = nullptr;
     if (encoded->streamed.empty()) {

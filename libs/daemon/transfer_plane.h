@@ -39,6 +39,7 @@ class TransferPlane {
   Deliver deliver_;
   Fail fail_;
   wire::DecodeLimits limits_;
+  bool saturation_reported_ = false;
   BackgroundTasks tasks_;  // last: cancelled before what its tasks use
 };
 

@@ -55,6 +55,8 @@ struct WorkerSetup {
   config::ReduceMode reduce = config::ReduceMode::kParameters;
   int64_t reduce_factor = 1;
   bool average_optim = false;
+  // How activations and gradients travel (the job's [compression]).
+  config::CompressionSpec compression;
   // Root only:
   std::shared_ptr<data::Dataset> train_data;
   std::vector<int64_t> shard;  // this cluster's samples; empty: all

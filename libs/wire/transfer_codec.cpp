@@ -61,16 +61,17 @@ EncodedTensors encode_transfer(TransferMessage&& message, schema::Transfer::Buil
   encode_batch(message.batch, out.initBatch());
   std::vector<IndexedIValue> values;
   for (auto& [index, value] : message.values) values.push_back({index, std::move(value)});
-  return encode_values(out, values, inline_limit);
+  return encode_values(out, values, inline_limit, message.codec);
 }
 
 TransferMessage decode_transfer(schema::Transfer::Reader transfer,
-                                std::vector<at::Tensor>& pending, const DecodeLimits& limits) {
+                                std::vector<at::Tensor>& pending, const DecodeLimits& limits,
+                                std::vector<std::function<void()>>* after_stream) {
   TransferMessage out;
   out.kind = from_schema(transfer.getKind());
   out.from_node = transfer.getFromNode();
   out.batch = decode_batch(transfer.getBatch());
-  for (auto& item : decode_values(transfer, pending, limits)) {
+  for (auto& item : decode_values(transfer, pending, limits, after_stream)) {
     out.values.emplace_back(item.index, std::move(item.value));
   }
   return out;

@@ -20,14 +20,18 @@ namespace ravnest::wire {
 void encode_batch(const MicroBatchTag& batch, schema::MicroBatch::Builder out);
 MicroBatchTag decode_batch(schema::MicroBatch::Reader batch);
 
-// Fills `out` with `message` (to_node stays with the sender), moving its values out; returns what
-// the caller keeps until the message and its streamed tensors are sent (see encode_values).
+// Fills `out` with `message` (to_node stays with the sender), moving its values out, its
+// floating-point tensors compressed with `message.codec`; returns what the caller keeps until the
+// message and its streamed tensors are sent (see encode_values).
 EncodedTensors encode_transfer(TransferMessage&& message, schema::Transfer::Builder out,
                                size_t inline_limit);
 // The message (to_node 0); its streamed tensors are appended to `pending`, to be filled from the
 // transfer's ByteSink (see decode_values, which applies `limits`).
+// Compressed streamed tensors are decompressed by the functions appended to `after_stream`, to
+// run once `pending` is filled (see decode_values).
 TransferMessage decode_transfer(schema::Transfer::Reader transfer,
                                 std::vector<at::Tensor>& pending,
-                                const DecodeLimits& limits = {});
+                                const DecodeLimits& limits = {},
+                                std::vector<std::function<void()>>* after_stream = nullptr);
 
 }  // namespace ravnest::wire

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "libs/wire/tensor_codec.h"
+
 #include <ATen/core/ivalue.h>
 
 namespace ravnest::wire {
@@ -31,6 +33,9 @@ struct TransferMessage {
   int to_node = 0;  // where the sender sends it; not on the wire
   MicroBatchTag batch;
   std::vector<std::pair<uint32_t, c10::IValue>> values;  // (producer output index, value)
+  // How its floating-point tensors travel (the job's [compression]); not on the wire as such:
+  // each tensor says its own codec.
+  TensorCodec codec = TensorCodec::kNone;
 };
 
 }  // namespace ravnest::wire

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -38,15 +39,60 @@ bool known_dtype(int code, ScalarType* out) {
 
 [[noreturn]] void fail(const std::string& what) { throw WireError("wire: " + what); }
 
+// The codec's number on the wire (schema Tensor.codec), and back.
+uint8_t codec_code(TensorCodec codec) {
+  switch (codec) {
+    case TensorCodec::kNone: return 0;
+    case TensorCodec::kFp16: return 1;
+    case TensorCodec::kBf16: return 2;
+    case TensorCodec::kInt8: return 3;
+  }
+  return 0;
+}
+
+bool codec_of(uint8_t code, TensorCodec* out) {
+  switch (code) {
+    case 0: *out = TensorCodec::kNone; return true;
+    case 1: *out = TensorCodec::kFp16; return true;
+    case 2: *out = TensorCodec::kBf16; return true;
+    case 3: *out = TensorCodec::kInt8; return true;
+    default: return false;
+  }
+}
+
+// The dtype a codec's values travel as.
+ScalarType coded_dtype(TensorCodec codec) {
+  switch (codec) {
+    case TensorCodec::kFp16: return ScalarType::Half;
+    case TensorCodec::kBf16: return ScalarType::BFloat16;
+    case TensorCodec::kInt8: return ScalarType::Char;
+    case TensorCodec::kNone: break;
+  }
+  return ScalarType::Undefined;
+}
+
 void encode_tensor(const at::Tensor& tensor, schema::Tensor::Builder out,
                    capnp::Orphanage orphanage, size_t inline_limit,
-                   std::vector<at::Tensor>& streamed, std::vector<at::Tensor>& keep_alive) {
+                   std::vector<at::Tensor>& streamed, std::vector<at::Tensor>& keep_alive,
+                   TensorCodec codec, bool* saturated) {
   at::Tensor t = wire_form(tensor);
   out.setDtype(static_cast<int8_t>(t.scalar_type()));
   auto sizes = t.sizes();
   auto shape = out.initShape(static_cast<unsigned>(sizes.size()));
   for (size_t i = 0; i < sizes.size(); ++i) shape.set(static_cast<unsigned>(i), sizes[i]);
   out.setRequiresGrad(tensor.requires_grad());
+  // Only floating-point tensors are compressed; labels and indices travel as they are.
+  if (codec != TensorCodec::kNone && c10::isFloatingType(t.scalar_type())) {
+    CompressedTensor compressed = compress_tensor(t, codec);
+    if (compressed.saturated && saturated != nullptr) *saturated = true;
+    out.setCodec(codec_code(codec));
+    if (compressed.scales.defined()) {
+      const at::Tensor scales = compressed.scales.contiguous();
+      out.setScales(capnp::Data::Reader(static_cast<const kj::byte*>(scales.data_ptr()),
+                                        tensor_bytes(scales)));
+    }
+    t = wire_form(compressed.values);
+  }
   uint64_t bytes = tensor_bytes(t);
   if (bytes <= inline_limit && bytes <= kMaxDataBytes) {
     if (bytes == 0) {
@@ -65,6 +111,23 @@ void encode_tensor(const at::Tensor& tensor, schema::Tensor::Builder out,
   }
 }
 
+// An inline compressed tensor, decompressed now.
+at::Tensor decompressed_from(const at::Tensor& arrived, capnp::Data::Reader scales_bytes,
+                             TensorCodec codec, ScalarType dtype,
+                             const std::vector<int64_t>& sizes) {
+  CompressedTensor compressed;
+  compressed.codec = codec;
+  compressed.dtype = dtype;
+  compressed.sizes = sizes;
+  compressed.values = arrived.reshape({-1});
+  if (codec == TensorCodec::kInt8) {
+    at::Tensor scales = at::empty({static_cast<int64_t>(scales_bytes.size() / 4)}, at::kFloat);
+    if (scales.numel() > 0) std::memcpy(scales.data_ptr(), scales_bytes.begin(), scales_bytes.size());
+    compressed.scales = scales;
+  }
+  return decompress_tensor(compressed);
+}
+
 uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
   uint64_t r;
   if (__builtin_mul_overflow(a, b, &r)) fail(std::string(what) + " overflows 64 bits");
@@ -72,7 +135,8 @@ uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
 }
 
 at::Tensor decode_tensor(schema::Tensor::Reader in, std::vector<at::Tensor>& pending,
-                         const DecodeLimits& limits, uint64_t& total_bytes) {
+                         const DecodeLimits& limits, uint64_t& total_bytes,
+                         std::vector<std::function<void()>>* after_stream) {
   ScalarType dtype;
   int code = in.getDtype();
   if (!known_dtype(code, &dtype)) fail("unknown or unsupported tensor dtype code " + std::to_string(code));
@@ -89,7 +153,32 @@ at::Tensor decode_tensor(schema::Tensor::Reader in, std::vector<at::Tensor>& pen
     sizes.push_back(d);
     numel = checked_mul(numel, static_cast<uint64_t>(d), "tensor element count");
   }
-  uint64_t bytes = checked_mul(numel, c10::elementSize(dtype), "tensor byte count");
+  TensorCodec codec = TensorCodec::kNone;
+  if (!codec_of(in.getCodec(), &codec)) fail("unknown tensor codec " + std::to_string(in.getCodec()));
+  if (codec != TensorCodec::kNone && !c10::isFloatingType(dtype)) {
+    fail(std::string("a compressed tensor of dtype ") + c10::toString(dtype));
+  }
+  // What arrives: the codec's values (and scales), decompressed into a tensor of `dtype`.
+  const ScalarType arriving = codec == TensorCodec::kNone ? dtype : coded_dtype(codec);
+  uint64_t bytes = checked_mul(numel, c10::elementSize(arriving), "tensor byte count");
+  if (codec != TensorCodec::kNone) {
+    // The decompressed tensor is allocated too: both count against the limits.
+    const uint64_t decompressed = checked_mul(numel, c10::elementSize(dtype), "tensor byte count");
+    if (decompressed > limits.max_tensor_bytes) {
+      fail("tensor of " + std::to_string(decompressed) + " bytes exceeds the limit of " +
+           std::to_string(limits.max_tensor_bytes));
+    }
+    total_bytes += decompressed;
+    const uint64_t blocks = codec == TensorCodec::kInt8
+                                ? (numel + kInt8BlockValues - 1) / kInt8BlockValues
+                                : 0;
+    if (in.getScales().size() != blocks * 4) {
+      fail("compressed tensor has " + std::to_string(in.getScales().size()) +
+           " bytes of scales, its codec and shape say " + std::to_string(blocks * 4));
+    }
+  } else if (in.hasScales()) {
+    fail("an uncompressed tensor with scales");
+  }
   if (bytes > limits.max_tensor_bytes) {
     fail("tensor of " + std::to_string(bytes) + " bytes exceeds the limit of " +
          std::to_string(limits.max_tensor_bytes));
@@ -116,8 +205,9 @@ at::Tensor decode_tensor(schema::Tensor::Reader in, std::vector<at::Tensor>& pen
           if (b > 1) fail("bool tensor holds a byte other than 0 and 1");
         }
       }
-      t = at::empty(sizes, at::TensorOptions().dtype(dtype));
+      t = at::empty(sizes, at::TensorOptions().dtype(arriving));
       if (bytes > 0) std::memcpy(t.data_ptr(), data.begin(), bytes);
+      if (codec != TensorCodec::kNone) t = decompressed_from(t, in.getScales(), codec, dtype, sizes);
       break;
     }
     case schema::Tensor::STREAMED: {
@@ -126,11 +216,32 @@ at::Tensor decode_tensor(schema::Tensor::Reader in, std::vector<at::Tensor>& pen
         fail("streamed tensor announces " + std::to_string(announced) +
              " bytes, its shape and dtype say " + std::to_string(bytes));
       }
-      t = at::empty(sizes, at::TensorOptions().dtype(dtype));
+      at::Tensor arrives = at::empty(sizes, at::TensorOptions().dtype(arriving));
       if (limits.huge_pages_from > 0 && bytes >= limits.huge_pages_from) {
-        advise_huge_pages(t.data_ptr(), bytes);
+        advise_huge_pages(arrives.data_ptr(), bytes);
       }
-      pending.push_back(t);
+      pending.push_back(arrives);
+      if (codec == TensorCodec::kNone) {
+        t = arrives;
+      } else {
+        if (after_stream == nullptr) fail("a compressed streamed tensor where none is expected");
+        // Filled in place once the stream is done, so the value decoded now is the final one.
+        t = at::empty(sizes, at::TensorOptions().dtype(dtype));
+        auto scales = at::empty({static_cast<int64_t>(in.getScales().size() / 4)}, at::kFloat);
+        if (scales.numel() > 0) {
+          std::memcpy(scales.data_ptr(), in.getScales().begin(), in.getScales().size());
+        }
+        after_stream->push_back([t, arrives, scales, codec, dtype, sizes]() mutable {
+          CompressedTensor compressed;
+          compressed.codec = codec;
+          compressed.dtype = dtype;
+          compressed.sizes = sizes;
+          compressed.values = arrives.reshape({-1});
+          if (codec == TensorCodec::kInt8) compressed.scales = scales;
+          // Into the same memory, outside autograd: `t` may be a leaf that requires grad.
+          t.detach().copy_(decompress_tensor(compressed));
+        });
+      }
       break;
     }
     default:
@@ -148,10 +259,11 @@ uint64_t pending_bytes(const std::vector<at::Tensor>& pending) {
 }
 
 c10::IValue decode_value_counted(schema::Value::Reader in, std::vector<at::Tensor>& pending,
-                                 const DecodeLimits& limits, uint64_t& total_bytes) {
+                                 const DecodeLimits& limits, uint64_t& total_bytes,
+                                 std::vector<std::function<void()>>* after_stream) {
   switch (in.which()) {
     case schema::Value::TENSOR:
-      return decode_tensor(in.getTensor(), pending, limits, total_bytes);
+      return decode_tensor(in.getTensor(), pending, limits, total_bytes, after_stream);
     case schema::Value::NONE:
       return c10::IValue();
     case schema::Value::UNINITIALIZED:
@@ -227,10 +339,10 @@ uint64_t tensor_bytes(const at::Tensor& tensor) {
 
 void encode_value(const c10::IValue& value, schema::Value::Builder out, capnp::Orphanage orphanage,
                   size_t inline_limit, std::vector<at::Tensor>& streamed,
-                  std::vector<at::Tensor>& keep_alive) {
+                  std::vector<at::Tensor>& keep_alive, TensorCodec codec, bool* saturated) {
   if (value.isTensor()) {
     encode_tensor(value.toTensor(), out.initTensor(), orphanage, inline_limit, streamed,
-                  keep_alive);
+                  keep_alive, codec, saturated);
   } else if (value.isNone()) {
     out.setNone();
   } else if (value.tagKind() == "Uninitialized") {  // IValue has no isUninitialized() in 1.13
@@ -263,13 +375,15 @@ void encode_value(const c10::IValue& value, schema::Value::Builder out, capnp::O
 }
 
 c10::IValue decode_value(schema::Value::Reader value, std::vector<at::Tensor>& pending,
-                         const DecodeLimits& limits) {
+                         const DecodeLimits& limits,
+                         std::vector<std::function<void()>>* after_stream) {
   uint64_t total = pending_bytes(pending);
-  return decode_value_counted(value, pending, limits, total);
+  return decode_value_counted(value, pending, limits, total, after_stream);
 }
 
 EncodedTensors encode_values(schema::Transfer::Builder transfer,
-                             const std::vector<IndexedIValue>& values, size_t inline_limit) {
+                             const std::vector<IndexedIValue>& values, size_t inline_limit,
+                             TensorCodec codec) {
   EncodedTensors encoded;
   auto orphanage = capnp::Orphanage::getForMessageContaining(transfer);
   auto list = transfer.initValues(static_cast<unsigned>(values.size()));
@@ -277,7 +391,7 @@ EncodedTensors encode_values(schema::Transfer::Builder transfer,
     auto item = list[static_cast<unsigned>(i)];
     item.setIndex(values[i].index);
     encode_value(values[i].value, item.initValue(), orphanage, inline_limit, encoded.streamed,
-                 encoded.keep_alive);
+                 encoded.keep_alive, codec, &encoded.saturated);
   }
   for (const auto& t : encoded.streamed) encoded.streamed_bytes += tensor_bytes(t);
   return encoded;
@@ -285,13 +399,15 @@ EncodedTensors encode_values(schema::Transfer::Builder transfer,
 
 std::vector<IndexedIValue> decode_values(schema::Transfer::Reader transfer,
                                          std::vector<at::Tensor>& pending,
-                                         const DecodeLimits& limits) {
+                                         const DecodeLimits& limits,
+                                         std::vector<std::function<void()>>* after_stream) {
   uint64_t total = pending_bytes(pending);
   std::vector<IndexedIValue> out;
   auto list = transfer.getValues();
   out.reserve(list.size());
   for (auto item : list) {
-    out.push_back({item.getIndex(), decode_value_counted(item.getValue(), pending, limits, total)});
+    out.push_back({item.getIndex(), decode_value_counted(item.getValue(), pending, limits, total,
+                                                         after_stream)});
   }
   return out;
 }

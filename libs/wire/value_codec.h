@@ -12,10 +12,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "libs/wire/tensor_codec.h"
 #include "libs/wire/wire_error.h"
 #include "schemas/ravnest.capnp.h"
 
@@ -44,6 +46,7 @@ struct EncodedTensors {
   std::vector<at::Tensor> streamed;    // to send, in this order, with stream_tensors()
   std::vector<at::Tensor> keep_alive;  // memory the message references (inline tensors)
   uint64_t streamed_bytes = 0;
+  bool saturated = false;  // fp16: a finite value beyond +-65504 was clamped (tensor_codec.h)
 };
 
 // True for the dtypes the wire carries: uint8, int8, int16, int32, int64, float16, bfloat16,
@@ -60,9 +63,12 @@ bool is_wire_dtype(int code);
 // Supported: Tensor, None, Uninitialized, int, float, bool, str, int[], float[], bool[].
 // Anything else (tuples, dicts, tensor lists, undefined tensors, sparse/quantized tensors, complex
 // scalars...) throws std::invalid_argument naming the type.
+// With `codec` other than none, floating-point tensors travel compressed (tensor_codec.h; the
+// schema's Tensor.codec and scales); `saturated`, when given, is set if fp16 clamped a value.
 void encode_value(const c10::IValue& value, schema::Value::Builder out, capnp::Orphanage orphanage,
                   size_t inline_limit, std::vector<at::Tensor>& streamed,
-                  std::vector<at::Tensor>& keep_alive);
+                  std::vector<at::Tensor>& keep_alive, TensorCodec codec = TensorCodec::kNone,
+                  bool* saturated = nullptr);
 
 // Decodes one value. Inline tensors are copied once into fresh memory; streamed ones are allocated
 // (at::empty) and appended to `pending`, to be filled by a TensorSink in that order. Everything is
@@ -70,8 +76,13 @@ void encode_value(const c10::IValue& value, schema::Value::Builder out, capnp::O
 // 0/1, requiresGrad only for floating/complex dtypes, the limits counting the bytes of the tensors
 // already in `pending`): a bad message throws WireError (or a kj::Exception, which derives from
 // std::exception, for a structurally broken message), and never allocates beyond the limits.
+// A compressed tensor is decompressed: at once when inline; a streamed one is filled in place by
+// a function appended to `after_stream`, which the caller runs once `pending` is filled (without
+// `after_stream` a compressed streamed tensor is a WireError). Both its compressed and its
+// decompressed bytes count against the limits.
 c10::IValue decode_value(schema::Value::Reader value, std::vector<at::Tensor>& pending,
-                         const DecodeLimits& limits = {});
+                         const DecodeLimits& limits = {},
+                         std::vector<std::function<void()>>* after_stream = nullptr);
 
 // A value with the output index of the node that produced it (schema::IndexedValue).
 struct IndexedIValue {
@@ -81,13 +92,15 @@ struct IndexedIValue {
 
 // Fills transfer.values (initValues) with `values`; returns the tensors to stream and keep alive.
 EncodedTensors encode_values(schema::Transfer::Builder transfer,
-                             const std::vector<IndexedIValue>& values, size_t inline_limit);
+                             const std::vector<IndexedIValue>& values, size_t inline_limit,
+                             TensorCodec codec = TensorCodec::kNone);
 
 // Decodes transfer.values. `pending` receives the tensors to fill from the transfer's ByteSink, in
 // order; the limits apply to the whole transfer.
 std::vector<IndexedIValue> decode_values(schema::Transfer::Reader transfer,
                                          std::vector<at::Tensor>& pending,
-                                         const DecodeLimits& limits = {});
+                                         const DecodeLimits& limits = {},
+                                         std::vector<std::function<void()>>* after_stream = nullptr);
 
 // Byte count of a decoded/streamed tensor (numel * itemsize).
 uint64_t tensor_bytes(const at::Tensor& tensor);

@@ -428,3 +428,31 @@ TEST_CASE("job_paths_for: the root reads the data, the leaf a script loss", "[co
   CHECK(fields(leaf) == "loss.path=loss.pt ");
   CHECK(fields(alone) == "data.train=train.csv data.validation=val.csv loss.path=loss.pt ");
 }
+
+TEST_CASE("[compression]: a codec per kind of tensor, none by default", "[config][job][compression]") {
+  const JobSpec plain = parse_job(kMinimal, "job.toml");
+  CHECK(plain.compression.activations == WireCodec::kNone);
+  CHECK(plain.compression.gradients == WireCodec::kNone);
+  CHECK(plain.compression.rings == WireCodec::kNone);
+  CHECK_FALSE(plain.compression.any());
+  const JobSpec job = parse_job(
+      with("compression", "activations = \"fp16\"\ngradients = \"int8\"\nrings = \"none\""), "job.toml");
+  CHECK(job.compression.activations == WireCodec::kFp16);
+  CHECK(job.compression.gradients == WireCodec::kInt8);
+  CHECK(job.compression.rings == WireCodec::kNone);
+  CHECK(job.compression.any());
+  CHECK(parse_job(with("compression", "gradients = \"bf16\""), "job.toml").compression.gradients ==
+        WireCodec::kBf16);
+  CHECK(error_of(with("compression", "rings = \"int8\"")) ==
+        "job.toml: compression.rings: compressing the all-reduce's segments is not built yet (only "
+        "activations and gradients are compressed); use \"none\"");
+  CHECK(std::string(to_string(WireCodec::kInt8)) == "int8");
+  CHECK(error_of(with("compression", "activations = \"float16\"")) ==
+        "job.toml: compression.activations: unknown codec 'float16' (none, fp16, bf16, int8)");
+  CHECK(error_of(with("compression", "rings = 8")) ==
+        "job.toml: compression.rings: must be a string, got an integer");
+  CHECK(contains(error_of(with("compression", "weights = \"fp16\"")),
+                 "job.toml: compression.weights: unknown key (activations, gradients, rings)"));
+  CHECK(contains(error_of("compression = true\n" + kMinimal),
+                 "job.toml: compression: must be a table [compression], got a boolean"));
+}

@@ -9,6 +9,7 @@
 #include "libs/graph/eager_numerics.h"
 #include "libs/ring/ring_allreduce.h"
 #include "libs/ring/ring_local.h"
+#include "libs/wire/tensor_codec.h"
 
 namespace ravnest::test {
 
@@ -73,7 +74,13 @@ void LocalPort::send(runtime::TransferMessage message) {
   tasks_.push_back({to, [this, to, shared]() {
                       for (auto& [output, value] : shared->values) {
                         if (value.isTensor()) {
-                          value = value.toTensor().detach().clone(at::MemoryFormat::Contiguous);
+                          at::Tensor t = value.toTensor().detach();
+                          // What the wire does to it (value_codec.h): compressed when floating.
+                          if (shared->codec != wire::TensorCodec::kNone &&
+                              at::isFloatingType(t.scalar_type())) {
+                            t = wire::decompress_tensor(wire::compress_tensor(t, shared->codec));
+                          }
+                          value = t.clone(at::MemoryFormat::Contiguous);
                         }
                       }
                       ++deliveries_;

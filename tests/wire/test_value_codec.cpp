@@ -5,6 +5,9 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <catch2/catch.hpp>
+
+#include <functional>
+#include <memory>
 #include <kj/async.h>
 
 #include <cstring>
@@ -132,6 +135,117 @@ TEST_CASE("tensors of every dtype and shape round-trip inline and streamed", "[w
       CHECK(same_value(values[i].value, decoded[i].value, &why));
       INFO(why);
     }
+  }
+}
+
+TEST_CASE("compressed transfers: floating tensors travel coded, inline and streamed; the rest "
+          "as they are",
+          "[wire][codec][compression]") {
+  const auto codec = GENERATE(TensorCodec::kFp16, TensorCodec::kBf16, TensorCodec::kInt8);
+  const size_t inline_limit = GENERATE(size_t{0}, kDefaultInlineLimit);
+  INFO(ravnest::config::to_string(codec) << ", inline limit " << inline_limit);
+  std::vector<IndexedIValue> values = {
+      {0, random_tensor(at::kFloat, {4, 300}, 1)},      // 1200 values: 5 int8 blocks
+      {1, random_tensor(at::kDouble, {3, 7}, 2)},
+      {2, random_tensor(at::kLong, {32}, 3)},           // labels: never compressed
+      {3, random_tensor(at::kFloat, {0, 5}, 4)},
+      {4, c10::IValue(int64_t{7})}};
+  values[0].value.toTensor().set_requires_grad(true);
+  capnp::MallocMessageBuilder builder;
+  auto transfer = builder.initRoot<schema::Transfer>();
+  EncodedTensors encoded = encode_values(transfer, values, inline_limit, codec);
+  RoundTrip rt(builder);
+  std::vector<at::Tensor> pending;
+  std::vector<std::function<void()>> after;
+  auto decoded = decode_values(rt.reader.getRoot<schema::Transfer>(), pending, {}, &after);
+  REQUIRE(pending.size() == encoded.streamed.size());
+  uint64_t on_wire = 0;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    REQUIRE(tensor_bytes(pending[i]) == tensor_bytes(encoded.streamed[i]));
+    on_wire += tensor_bytes(pending[i]);
+    if (tensor_bytes(pending[i]) > 0) {
+      std::memcpy(pending[i].data_ptr(), encoded.streamed[i].data_ptr(), tensor_bytes(pending[i]));
+    }
+  }
+  if (inline_limit == 0) {
+    // Streamed: the coded bytes (2 or 1 per value), not the float32 ones.
+    const uint64_t per_value = codec == TensorCodec::kInt8 ? 1 : 2;
+    CHECK(on_wire == (1200 + 21) * per_value + 32 * 8);
+    CHECK(after.size() == 2);  // the two floating tensors with bytes (an empty one is inline)
+  } else {
+    CHECK(after.empty());  // inline: decompressed at once
+  }
+  for (auto& fill : after) fill();
+  REQUIRE(decoded.size() == values.size());
+  for (size_t i : {size_t{0}, size_t{1}, size_t{3}}) {
+    const at::Tensor sent = values[i].value.toTensor();
+    const at::Tensor got = decoded[i].value.toTensor();
+    CHECK(got.scalar_type() == sent.scalar_type());
+    CHECK(got.sizes() == sent.sizes());
+    // Exactly what the codec gives, whichever way it travelled.
+    CHECK(got.equal(decompress_tensor(compress_tensor(sent, codec))));
+    if (sent.numel() > 0) CHECK_FALSE(got.equal(sent));
+  }
+  CHECK(decoded[0].value.toTensor().requires_grad());
+  CHECK(decoded[2].value.toTensor().equal(values[2].value.toTensor()));
+  CHECK(decoded[4].value.toInt() == 7);
+  CHECK_FALSE(encoded.saturated);
+}
+
+TEST_CASE("compressed tensors: the decoder refuses what does not add up", "[wire][codec][compression]") {
+  auto message = [](TensorCodec codec, at::Tensor t, size_t inline_limit) {
+    auto builder = std::make_unique<capnp::MallocMessageBuilder>();
+    auto transfer = builder->initRoot<schema::Transfer>();
+    encode_values(transfer, {{0, t}}, inline_limit, codec);
+    return builder;
+  };
+  auto error_of = [](capnp::MessageBuilder& builder, std::vector<std::function<void()>>* after) {
+    RoundTrip rt(builder);
+    std::vector<at::Tensor> pending;
+    try {
+      decode_values(rt.reader.getRoot<schema::Transfer>(), pending, {}, after);
+      return std::string("accepted");
+    } catch (const WireError& e) {
+      return std::string(e.what());
+    }
+  };
+  std::vector<std::function<void()>> after;
+  {
+    auto b = message(TensorCodec::kInt8, at::ones({600}), kDefaultInlineLimit);
+    b->getRoot<schema::Transfer>().getValues()[0].getValue().getTensor().setScales(
+        capnp::Data::Reader(reinterpret_cast<const kj::byte*>("12345678"), 8));
+    CHECK(error_of(*b, &after) ==
+          "wire: compressed tensor has 8 bytes of scales, its codec and shape say 12");
+  }
+  {
+    auto b = message(TensorCodec::kFp16, at::ones({6}), kDefaultInlineLimit);
+    b->getRoot<schema::Transfer>().getValues()[0].getValue().getTensor().setCodec(9);
+    CHECK(error_of(*b, &after) == "wire: unknown tensor codec 9");
+  }
+  {
+    auto b = message(TensorCodec::kNone, at::arange(6), kDefaultInlineLimit);
+    b->getRoot<schema::Transfer>().getValues()[0].getValue().getTensor().setCodec(3);
+    CHECK(error_of(*b, &after) == "wire: a compressed tensor of dtype Long");
+  }
+  {
+    auto b = message(TensorCodec::kFp16, at::ones({6}), 0);
+    CHECK(error_of(*b, nullptr) == "wire: a compressed streamed tensor where none is expected");
+    CHECK(error_of(*b, &after) == "accepted");
+  }
+  {
+    auto b = message(TensorCodec::kFp16, at::ones({6}), kDefaultInlineLimit);
+    auto t = b->getRoot<schema::Transfer>().getValues()[0].getValue().getTensor();
+    t.setInline(capnp::Data::Reader(reinterpret_cast<const kj::byte*>("123456789012345678901234"), 24));
+    CHECK(error_of(*b, &after) ==
+          "wire: inline tensor has 24 bytes, its shape and dtype say 12");
+  }
+  {
+    capnp::MallocMessageBuilder builder;
+    auto transfer = builder.initRoot<schema::Transfer>();
+    EncodedTensors encoded =
+        encode_values(transfer, {{0, at::tensor({1.0f, 1e6f})}}, kDefaultInlineLimit,
+                      TensorCodec::kFp16);
+    CHECK(encoded.saturated);
   }
 }
 
