@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ravnestd: serves one provider node of a ravnest plan"};
   std::string config_file;
   ravnest::config::DaemonConfigOverrides flags;
-  std::string node, listen, data_dir, log_level, log_file, secret_file;
+  std::string node, listen, data_dir, log_level, log_file, secret_file, tls_cert, tls_key;
   app.add_option("--config", config_file, "daemon configuration (TOML), e.g. configs/ravnestd.toml");
   auto* node_opt = app.add_option("--node", node, "node name, e.g. node_3");
   auto* listen_opt = app.add_option("--listen", listen, "host:port (default: from the stage's metadata)");
@@ -21,6 +21,10 @@ int main(int argc, char** argv) {
   auto* level_opt = app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   auto* file_opt = app.add_option("--log-file", log_file, "log file (default: stderr)");
   auto* secret_opt = app.add_option("--secret-file", secret_file, "file holding the shared secret");
+  auto* cert_opt = app.add_option(
+      "--tls-cert", tls_cert, "this node's own TLS certificate (PEM), pinned by the pool file's "
+      "\"tls_fingerprint\" (docs/security.md)");
+  auto* key_opt = app.add_option("--tls-key", tls_key, "the private key of --tls-cert (PEM)");
   app.add_flag("--insecure", flags.insecure,
                "plain TCP instead of TLS, for benchmarks only (the secret still never travels)");
   try {
@@ -35,6 +39,8 @@ int main(int argc, char** argv) {
     if (*level_opt) flags.log_level = log_level;
     if (*file_opt) flags.log_file = log_file;
     if (*secret_opt) flags.secret_file = secret_file;
+    if (*cert_opt) flags.tls_cert = tls_cert;
+    if (*key_opt) flags.tls_key = tls_key;
     ravnest::config::DaemonConfig file;
     if (!config_file.empty()) file = ravnest::config::load_daemon_config(config_file);
     auto config = ravnest::config::merge(file, flags);

@@ -107,6 +107,9 @@ void LocalDaemons::start(size_t i, double timeout_seconds) {
     args.push_back("--config");
     args.push_back(config_file_);
   }
+  if (auto extra = flags_.find(i); extra != flags_.end()) {
+    args.insert(args.end(), extra->second.begin(), extra->second.end());
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

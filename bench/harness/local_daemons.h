@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@ class LocalDaemons {
   void set_insecure(bool insecure) { insecure_ = insecure; }
   // Daemons started from now on read this configuration file (--config), e.g. its [limits].
   void set_config_file(std::string path) { config_file_ = std::move(path); }
+  // Daemon i, started from now on, gets these flags too (e.g. its own --tls-cert and --tls-key).
+  void set_flags(size_t i, std::vector<std::string> flags) { flags_[i] = std::move(flags); }
 
   void start(size_t i, double timeout_seconds = 20);  // returns once it accepts connections
   void start_all();
@@ -52,6 +55,7 @@ class LocalDaemons {
   std::vector<pid_t> pids_;
   bool insecure_ = false;
   std::string config_file_;
+  std::map<size_t, std::vector<std::string>> flags_;
 };
 
 }  // namespace ravnest::runtime

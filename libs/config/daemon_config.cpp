@@ -16,8 +16,9 @@
 namespace ravnest::config {
 namespace {
 
-constexpr std::array<std::string_view, 6> kKeys = {"node",      "listen",   "data_dir",
-                                                   "log_level", "log_file", "secret_file"};
+constexpr std::array<std::string_view, 8> kKeys = {"node",        "listen",   "data_dir",
+                                                   "log_level",   "log_file", "secret_file",
+                                                   "tls_cert",    "tls_key"};
 constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug",    "info", "warn",
                                                      "error", "critical", "off"};
 
@@ -111,6 +112,10 @@ void check_values(const DaemonConfig& config, const std::string& origin, bool ne
     throw ConfigError(origin + ": log_level: \"" + printable(config.log_level) +
                       "\" is not one of trace, debug, info, warn, error, critical, off");
   }
+  if (config.tls_cert.empty() != config.tls_key.empty()) {
+    throw ConfigError(origin + ": " + (config.tls_cert.empty() ? "tls_cert" : "tls_key") +
+                      ": missing (tls_cert and tls_key go together)");
+  }
 }
 
 }  // namespace
@@ -149,6 +154,8 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
     else if (name == "log_level") config.log_level = text_value;
     else if (name == "log_file") config.log_file = text_value;
     else if (name == "secret_file") config.secret_file = text_value;
+    else if (name == "tls_cert") config.tls_cert = text_value;
+    else if (name == "tls_key") config.tls_key = text_value;
   }
   check_values(config, origin, /*need_node=*/false);
   return config;
@@ -165,12 +172,17 @@ DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags) {
   if (flags.log_level) file.log_level = *flags.log_level;
   if (flags.log_file) file.log_file = *flags.log_file;
   if (flags.secret_file) file.secret_file = *flags.secret_file;
+  if (flags.tls_cert) file.tls_cert = *flags.tls_cert;
+  if (flags.tls_key) file.tls_key = *flags.tls_key;
   if (flags.insecure) file.insecure = true;
   return file;
 }
 
 void validate_daemon_config(const DaemonConfig& config, const std::string& origin) {
   check_values(config, origin, /*need_node=*/true);
+  if (config.insecure && !config.tls_cert.empty()) {
+    throw ConfigError(origin + ": tls_cert: a certificate with --insecure (no TLS) would be ignored");
+  }
 }
 
 }  // namespace ravnest::config

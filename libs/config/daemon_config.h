@@ -8,6 +8,8 @@
 //   log_level = "info"              # trace, debug, info, warn, error, critical, off
 //   log_file = ""                   # empty = stderr (the journal under systemd)
 //   secret_file = "/etc/ravnest/secret"
+//   tls_cert = ""                   # the daemon's own certificate and key, both or neither: a pool
+//   tls_key = ""                    #   file can then pin it (docs/security.md)
 //   [limits]                        # what a peer may make the daemon hold (daemon_limits.h)
 //   idle_seconds = 600
 //
@@ -32,6 +34,8 @@ struct DaemonConfig {
   std::string log_level = "info";
   std::string log_file;                     // empty = stderr
   std::string secret_file;                  // empty = no shared secret
+  std::string tls_cert;                     // PEM; empty = only the secret's certificate
+  std::string tls_key;                      // PEM, unencrypted; with tls_cert
   bool insecure = false;                    // plain TCP instead of TLS (--insecure only)
   DaemonLimits limits;                      // [limits]; not overridden by flags
 };
@@ -44,6 +48,8 @@ struct DaemonConfigOverrides {
   std::optional<std::string> log_level;
   std::optional<std::string> log_file;
   std::optional<std::string> secret_file;
+  std::optional<std::string> tls_cert;
+  std::optional<std::string> tls_key;
   bool insecure = false;
 };
 

@@ -1,6 +1,7 @@
 #include "libs/config/node_metadata.h"
 
 #include <limits>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -8,6 +9,7 @@
 #include "libs/config/config_error.h"
 #include "libs/config/json_error.h"
 #include "libs/config/printable.h"
+#include "libs/config/tls_fingerprint.h"
 
 namespace ravnest::config {
 namespace {
@@ -281,6 +283,19 @@ void read_random_nodes(const Reader& r, const json& root, NodeMetadata* m) {
   if (root.contains("random_nodes")) m->random_nodes = r.int_list(root, "", "random_nodes");
 }
 
+// Absent in plans without pinned certificates.
+void read_tls_fingerprints(const Reader& r, const json& root, NodeMetadata* m) {
+  if (!root.contains("tls_fingerprints")) return;
+  const json& pins = r.object(root, "", "tls_fingerprints");
+  for (const auto& [address, pin] : pins.items()) {
+    const std::string path = "tls_fingerprints." + printable(address, 80);
+    std::optional<std::string> canonical;
+    if (pin.is_string()) canonical = canonical_fingerprint(pin.get<std::string>());
+    if (!canonical) r.fail(path, "must be the SHA-256 of a certificate (64 hex digits)");
+    m->tls_fingerprints[address] = *canonical;
+  }
+}
+
 void read_rings(const Reader& r, const json& root, NodeMetadata* m) {
   const json& rings = r.array(root, "", "rings");
   for (size_t i = 0; i < rings.size(); ++i) {
@@ -386,6 +401,11 @@ std::string to_json(const NodeMetadata& m) {
   ordered_json rings = ordered_json::array();
   for (const auto& ring : m.rings) rings.push_back(ring_to_json(ring));
   out["rings"] = rings;
+  if (!m.tls_fingerprints.empty()) {
+    ordered_json pins = ordered_json::object();
+    for (const auto& [address, pin] : m.tls_fingerprints) pins[address] = pin;
+    out["tls_fingerprints"] = pins;
+  }
   ordered_json estimates;
   estimates["parameter_count"] = m.estimates.parameter_count;
   estimates["parameter_bytes"] = m.estimates.parameter_bytes;
@@ -416,6 +436,7 @@ NodeMetadata node_metadata_from_json(const std::string& text, const std::string&
   read_parameters(r, root, &m);
   read_random_nodes(r, root, &m);
   read_rings(r, root, &m);
+  read_tls_fingerprints(r, root, &m);
   read_estimates(r, root, &m);
   return m;
 }

@@ -94,6 +94,10 @@ struct NodeMetadata {
   // runs as in one process; with one or none, every node just seeds with the job's seed.
   std::vector<int> random_nodes;
   std::vector<RingMembership> rings;
+  // The certificates pinned in the pool file (its "tls_fingerprint"s) of every node of the plan
+  // that has one: "host:port" -> SHA-256 (tls_fingerprint.h). A connection to such an address
+  // requires that certificate (docs/security.md). Absent in the file when empty.
+  std::map<std::string, std::string> tls_fingerprints;
   StageEstimates estimates;
 };
 

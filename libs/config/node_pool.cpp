@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "libs/config/config_error.h"
 #include "libs/config/json_error.h"
 #include "libs/config/printable.h"
+#include "libs/config/tls_fingerprint.h"
 #include "libs/config/toml_error.h"
 
 namespace ravnest::config {
@@ -158,6 +160,16 @@ std::vector<NodeConfig> validate_pool(const json& root, const std::string& origi
     config.ram_gb = positive_number(benchmarks, "ram", "GB", where, true, &present);
     config.bandwidth_mbps = positive_number(benchmarks, "bandwidth", "Mbps", where, true, &present);
     config.gflops = positive_number(benchmarks, "gflops", "GFLOPS", where, false, &present);
+    if (node.contains("tls_fingerprint")) {
+      const json& pin = node.at("tls_fingerprint");
+      std::optional<std::string> canonical;
+      if (pin.is_string()) canonical = canonical_fingerprint(pin.get<std::string>());
+      if (!canonical) {
+        throw ConfigError(where + "tls_fingerprint must be the SHA-256 of a certificate (64 hex "
+                          "digits, colons allowed), got " + describe(pin));
+      }
+      config.tls_fingerprint = *canonical;
+    }
 
     key_of_id[id] = key;
     key_of_address[config.address] = key;

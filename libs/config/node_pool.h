@@ -1,10 +1,13 @@
 // NodePool: the provider machines a requester may use, read from Ravnest's node_configs.json
 // or the same content as TOML.
 //
-//   {"0": {"IP": "host:port", "benchmarks": {"ram": 8, "bandwidth": 20, "gflops": 50}}, ...}
+//   {"0": {"IP": "host:port", "benchmarks": {"ram": 8, "bandwidth": 20, "gflops": 50},
+//          "tls_fingerprint": "3F:9A:..."}, ...}
 //
 // ram is in GB (10^9 bytes, as Ravnest's users read it), bandwidth in Mbps, gflops optional
-// (a relative compute figure; absent means every node counts as equal). Keys are node ids;
+// (a relative compute figure; absent means every node counts as equal). tls_fingerprint is
+// optional: the SHA-256 of the certificate the node's daemon shows (--tls-cert), which every
+// party then requires of it (tls_fingerprint.h, docs/security.md). Keys are node ids;
 // the node's name is "node_<id>". Nodes come out sorted by id.
 #pragma once
 
@@ -23,6 +26,7 @@ struct NodeConfig {
   double ram_gb = 0;
   double bandwidth_mbps = 0;
   double gflops = 0;          // 0 when absent
+  std::string tls_fingerprint;  // canonical (tls_fingerprint.h); empty: not pinned
 
   double ram_bytes() const { return ram_gb * 1e9; }
   double bandwidth_bytes_per_second() const { return bandwidth_mbps * 1e6 / 8; }

@@ -71,15 +71,23 @@ std::vector<int> replace_node(std::vector<NodeMetadata>& nodes, int old_id, cons
                                "'s in the plan");
     }
   }
+  const std::string old_address = old->address;
   old->node_id = spare.id;
   old->name = spare.name;
   old->address = spare.address;
   old->stage_file = PlanLayout::stage_file(spare.id);
   std::vector<int> changed{spare.id};
   for (auto& node : nodes) {
-    if (rename(node, old_id, spare.id, spare.address) && node.node_id != spare.id) {
-      changed.push_back(node.node_id);
+    bool renamed = rename(node, old_id, spare.id, spare.address);
+    // The old node's pinned certificate goes, the spare's (if the pool pins one) comes.
+    auto pins = node.tls_fingerprints;
+    pins.erase(old_address);
+    if (!spare.tls_fingerprint.empty()) pins[spare.address] = spare.tls_fingerprint;
+    if (pins != node.tls_fingerprints) {
+      node.tls_fingerprints = std::move(pins);
+      renamed = true;
     }
+    if (renamed && node.node_id != spare.id) changed.push_back(node.node_id);
   }
   return changed;
 }

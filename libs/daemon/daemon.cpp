@@ -116,7 +116,13 @@ int run_daemon(const config::DaemonConfig& config) {
 
   // This thread's KJ event loop, before any promise; it outlives the service and the server.
   auto io = wire::ThreadIo::get();
-  auto security = wire::make_transport_security(secret, config.insecure);
+  std::optional<wire::TlsIdentity> own;
+  if (!config.tls_cert.empty()) {
+    own = wire::load_tls_identity(config.tls_cert, config.tls_key);
+    spdlog::info("TLS certificate {} (pin it in the pool file as \"tls_fingerprint\")",
+                 own->fingerprint);
+  }
+  auto security = wire::make_transport_security(secret, config.insecure, std::move(own));
   secret.assign(secret.size(), '\0');
   // Outlives the server: every connection's endpoint forwards to it.
   auto service = kj::heap<NodeService>(store, security, compute, config.limits);

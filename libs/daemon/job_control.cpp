@@ -33,6 +33,7 @@ JobControl::JobControl(NodeStore& store, asio::io_context& compute,
   if (store_.has_stage()) {
     try {
       metadata_ = store_.metadata();
+      links_.security()->set_pins(metadata_.tls_fingerprints);
     } catch (const std::exception& e) {
       spdlog::warn("stored metadata unreadable: {}", e.what());
     }
@@ -86,6 +87,8 @@ kj::Promise<void> JobControl::push_stage(PushStageCall context) {
                        std::string(reinterpret_cast<const char*>(stage.begin()), stage.size()),
                        params.getSha256());
     metadata_ = store_.metadata();
+    // The plan's pinned certificates: what this node's peers must show it.
+    links_.security()->set_pins(metadata_.tls_fingerprints);
     {
       // A new stage: no job has run on it (its last_job.json went with the old one).
       std::lock_guard<std::mutex> lock(mutex_);

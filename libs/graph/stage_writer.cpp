@@ -233,7 +233,15 @@ std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const plan
     plan_json["clusters"].push_back(cluster_json);
     for (auto& meta : cluster_nodes) nodes.push_back(std::move(meta));
   }
-  for (auto& meta : nodes) meta.cluster_count = static_cast<int>(plan.clusters.size());
+  std::map<std::string, std::string> pins;  // of the plan's nodes only
+  for (const auto& meta : nodes) {
+    const auto& pin = node_config.at(meta.node_id).tls_fingerprint;
+    if (!pin.empty()) pins[meta.address] = pin;
+  }
+  for (auto& meta : nodes) {
+    meta.cluster_count = static_cast<int>(plan.clusters.size());
+    meta.tls_fingerprints = pins;
+  }
   for (const auto& ring : assign_rings(nodes)) {
     plan_json["rings"].push_back(
         {{"id", ring.id}, {"parameters", ring.parameters}, {"nodes", ring.nodes}});

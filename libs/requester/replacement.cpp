@@ -56,7 +56,10 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   const config::NodeMetadata& spare_meta = *std::find_if(
       nodes.begin(), nodes.end(), [&](const auto& m) { return m.node_id == spare.id; });
 
-  Requester requester(plan, secret, insecure);
+  // The spare's pinned certificate too, if the pool pins one: it is reached before it joins.
+  Plan reached = plan;
+  if (!reached.nodes.empty()) reached.nodes.front().tls_fingerprints = spare_meta.tls_fingerprints;
+  Requester requester(reached, secret, insecure);
   Replacement result;
   result.old_name = old.name;
   result.spare_name = spare.name;

@@ -161,7 +161,19 @@ class ProgressListenerImpl final : public schema::ProgressListener::Server {
 class Requester::Impl {
  public:
   Impl(Plan plan, const std::string& secret, bool insecure)
-      : plan_(std::move(plan)), links_(wire::make_transport_security(secret, insecure)) {}
+      : plan_(std::move(plan)), links_(wire::make_transport_security(secret, insecure)) {
+    // The certificates the pool file pinned, which the plan's nodes must show: each node's own
+    // metadata says its own; addresses outside the plan (a spare) come from any node's.
+    std::map<std::string, std::string> pins;
+    for (const auto& node : plan_.nodes) {
+      auto own = node.tls_fingerprints.find(node.address);
+      if (own != node.tls_fingerprints.end()) pins[node.address] = own->second;
+    }
+    for (const auto& node : plan_.nodes) {
+      pins.insert(node.tls_fingerprints.begin(), node.tls_fingerprints.end());
+    }
+    links_.security()->set_pins(std::move(pins));
+  }
 
   schema::Node::Client node(const config::NodeMetadata& meta) { return links_.node(meta.address); }
 

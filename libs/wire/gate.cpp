@@ -6,6 +6,7 @@
 #include <kj/debug.h>
 
 #include "libs/wire/kj_reason.h"
+#include "libs/wire/transport_security.h"
 
 namespace ravnest::wire {
 
@@ -101,6 +102,14 @@ schema::Node::Client open_gate(schema::Gate::Client gate,
                   trust->opened = true;
                   return open.getNode();
                 });
+          })
+          .catch_([](kj::Exception&& e) -> kj::Promise<schema::Node::Client> {
+            // Under TLS 1.3 a client's handshake is over before the daemon has checked the
+            // client's certificate: a daemon that refuses it says so in an alert that the first
+            // call reads (seen when the client trusts the daemon's own pinned certificate).
+            const std::string text = e.getDescription().cStr();
+            if (text.find("OpenSSL error") != std::string::npos) return kj_failure(tls_refusal(e));
+            return kj::mv(e);
           });
   return schema::Node::Client(kj::mv(opened));
 }

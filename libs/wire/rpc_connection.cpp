@@ -385,9 +385,9 @@ void RpcClient::start(kj::Promise<kj::Own<kj::AsyncIoStream>> connected) {
   trust_->opened = options_.security == nullptr || !options_.gated;
   auto security = options_.security;
   setup_ = connected
-               .then([security](kj::Own<kj::AsyncIoStream> stream) {
+               .then([security, peer = trust_->peer](kj::Own<kj::AsyncIoStream> stream) {
                  if (!security) return kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(stream));
-                 return security->wrap_client(kj::mv(stream));
+                 return security->wrap_client(kj::mv(stream), peer);
                })
                .then([this](kj::Own<kj::AsyncIoStream> stream) {
                  MessageLimits limits;

@@ -13,13 +13,18 @@
 // (gate.h) still keeps the secret itself off the wire, but everything else travels in clear and
 // unauthenticated after the gate.
 //
-// Pinned certificates (a daemon's own key and certificate, `--tls-cert`/`--tls-key`, and the
-// fingerprints a pool file would trust) belong in Options; not built yet (docs/security.md).
+// Pinned certificates (tls_identity.h): with `own` the server also shows the daemon's own
+// certificate to a client that asks for kPinnedHostName; a client connecting to an address with a
+// pin (set_pins) learns the certificate the node shows there once, compares its fingerprint with
+// the pin, and from then on trusts that certificate alone for that node.
 //
-// Create, use and destroy on one thread: the streams it wraps live on that thread's event loop.
+// Thread-safe: one object serves every thread of a process (the pins and the contexts made for
+// them under a mutex); each stream it wraps lives on the event loop of the thread that wrapped it.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +32,7 @@
 #include <kj/memory.h>
 
 #include "libs/wire/node_credentials.h"
+#include "libs/wire/tls_identity.h"
 
 namespace kj {
 class TlsContext;
@@ -38,6 +44,7 @@ class TransportSecurity {
  public:
   struct Options {
     bool insecure = false;  // plain TCP (benchmarks only)
+    std::optional<TlsIdentity> own;  // the daemon's own certificate (--tls-cert, --tls-key)
   };
 
   TransportSecurity(NodeCredentials credentials, Options options);
@@ -46,6 +53,11 @@ class TransportSecurity {
   TransportSecurity& operator=(const TransportSecurity&) = delete;
 
   bool insecure() const { return options_.insecure; }
+  const std::optional<TlsIdentity>& own() const { return options_.own; }
+
+  // The certificates connections to these addresses ("host:port" -> SHA-256, canonical as in
+  // tls_fingerprint.h) must show: replaces the pins set before. Ignored when insecure.
+  void set_pins(std::map<std::string, std::string> pins);
   const std::shared_ptr<const NodeCredentials>& credentials() const { return credentials_; }
 
   // The TLS handshake as client (the server must show the secret's certificate) or as server
@@ -53,18 +65,27 @@ class TransportSecurity {
   // certificates or the protocol rejects with a FAILED exception whose description is one line
   // starting with "refused: " (tls_refusal); a connection that breaks keeps its DISCONNECTED
   // exception. The server side has no time limit of its own: the caller bounds it.
-  kj::Promise<kj::Own<kj::AsyncIoStream>> wrap_client(kj::Own<kj::AsyncIoStream> stream);
+  // `address` ("host:port", as connected to) selects the pin, if any; a pinned node whose
+  // certificate differs is refused with "refused: <address> shows the certificate <sha>, not the
+  // one pinned for it (<sha>)".
+  kj::Promise<kj::Own<kj::AsyncIoStream>> wrap_client(kj::Own<kj::AsyncIoStream> stream,
+                                                      const std::string& address = "");
   kj::Promise<kj::Own<kj::AsyncIoStream>> wrap_server(kj::Own<kj::AsyncIoStream> stream);
 
  private:
+  struct Pinned;
+  struct ServerNames;
   std::shared_ptr<const NodeCredentials> credentials_;
   Options options_;
-  kj::Own<kj::TlsContext> tls_;  // null when insecure
+  kj::Own<ServerNames> names_;   // before tls_, which refers to it
+  kj::Own<kj::TlsContext> tls_;  // null when insecure; without `own`, the server's too
+  kj::Own<kj::TlsContext> server_tls_;  // with `own`: chooses by the name asked for
+  std::shared_ptr<Pinned> pinned_;
 };
 
 // NodeCredentials::derive(secret) (slow on purpose: about 50 ms), then the security over them.
-std::shared_ptr<TransportSecurity> make_transport_security(std::string_view secret,
-                                                           bool insecure = false);
+std::shared_ptr<TransportSecurity> make_transport_security(
+    std::string_view secret, bool insecure = false, std::optional<TlsIdentity> own = std::nullopt);
 
 // What a failed TLS handshake means, as one line: "refused: wrong secret (TLS: certificate
 // verify failed)" when a certificate was refused, "refused: TLS handshake failed: <reason>"

@@ -111,10 +111,11 @@ void encode_tensor(const at::Tensor& tensor, schema::Tensor::Builder out,
   }
 }
 
-// An inline compressed tensor, decompressed now.
-at::Tensor decompressed_from(const at::Tensor& arrived, capnp::Data::Reader scales_bytes,
-                             TensorCodec codec, ScalarType dtype,
-                             const std::vector<int64_t>& sizes) {
+// A compressed tensor as it arrives: its codec's values (`arrived`, possibly still to be filled by
+// a stream) and its scales, copied out of the message.
+CompressedTensor arrived_compressed(const at::Tensor& arrived, capnp::Data::Reader scales_bytes,
+                                    TensorCodec codec, ScalarType dtype,
+                                    const std::vector<int64_t>& sizes) {
   CompressedTensor compressed;
   compressed.codec = codec;
   compressed.dtype = dtype;
@@ -125,7 +126,7 @@ at::Tensor decompressed_from(const at::Tensor& arrived, capnp::Data::Reader scal
     if (scales.numel() > 0) std::memcpy(scales.data_ptr(), scales_bytes.begin(), scales_bytes.size());
     compressed.scales = scales;
   }
-  return decompress_tensor(compressed);
+  return compressed;
 }
 
 uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
@@ -207,7 +208,9 @@ at::Tensor decode_tensor(schema::Tensor::Reader in, std::vector<at::Tensor>& pen
       }
       t = at::empty(sizes, at::TensorOptions().dtype(arriving));
       if (bytes > 0) std::memcpy(t.data_ptr(), data.begin(), bytes);
-      if (codec != TensorCodec::kNone) t = decompressed_from(t, in.getScales(), codec, dtype, sizes);
+      if (codec != TensorCodec::kNone) {
+        t = decompress_tensor(arrived_compressed(t, in.getScales(), codec, dtype, sizes));
+      }
       break;
     }
     case schema::Tensor::STREAMED: {
@@ -227,17 +230,8 @@ at::Tensor decode_tensor(schema::Tensor::Reader in, std::vector<at::Tensor>& pen
         if (after_stream == nullptr) fail("a compressed streamed tensor where none is expected");
         // Filled in place once the stream is done, so the value decoded now is the final one.
         t = at::empty(sizes, at::TensorOptions().dtype(dtype));
-        auto scales = at::empty({static_cast<int64_t>(in.getScales().size() / 4)}, at::kFloat);
-        if (scales.numel() > 0) {
-          std::memcpy(scales.data_ptr(), in.getScales().begin(), in.getScales().size());
-        }
-        after_stream->push_back([t, arrives, scales, codec, dtype, sizes]() mutable {
-          CompressedTensor compressed;
-          compressed.codec = codec;
-          compressed.dtype = dtype;
-          compressed.sizes = sizes;
-          compressed.values = arrives.reshape({-1});
-          if (codec == TensorCodec::kInt8) compressed.scales = scales;
+        auto compressed = arrived_compressed(arrives, in.getScales(), codec, dtype, sizes);
+        after_stream->push_back([t, compressed]() mutable {
           // Into the same memory, outside autograd: `t` may be a leaf that requires grad.
           t.detach().copy_(decompress_tensor(compressed));
         });

@@ -99,7 +99,7 @@ secret_file = "/etc/ravnest/secret"
 TEST_CASE("daemon config: errors name the file and the field", "[config][daemon]") {
   CHECK(error_of([] { parse_daemon_config("lsiten = \"a:1\"", "d.toml"); }) ==
         "d.toml: unknown key \"lsiten\" (known keys: node, listen, data_dir, log_level, "
-        "log_file, secret_file, [limits])");
+        "log_file, secret_file, tls_cert, tls_key, [limits])");
   CHECK(error_of([] { parse_daemon_config("[node]\nid = 3", "d.toml"); }) ==
         "d.toml: node: must be a string, got a table");
   CHECK(error_of([] { parse_daemon_config("listen = 8080", "d.toml"); }) ==
@@ -145,6 +145,28 @@ TEST_CASE("daemon config: flags override the file, then the whole is validated",
   bad.log_level = "loud";
   CHECK(error_of([&] { validate_daemon_config(merge(file, bad), "flags"); })
             .find("flags: log_level: \"loud\"") == 0);
+}
+
+TEST_CASE("daemon config: a node's own TLS certificate and key go together", "[config][daemon]") {
+  const auto both = parse_daemon_config("tls_cert = \"/etc/ravnest/tls.crt\"\n"
+                                        "tls_key = \"/etc/ravnest/tls.key\"", "d.toml");
+  CHECK(both.tls_cert == "/etc/ravnest/tls.crt");
+  CHECK(both.tls_key == "/etc/ravnest/tls.key");
+  CHECK(error_of([] { parse_daemon_config("tls_cert = \"a.crt\"", "d.toml"); }) ==
+        "d.toml: tls_key: missing (tls_cert and tls_key go together)");
+  CHECK(error_of([] { parse_daemon_config("tls_key = \"a.key\"", "d.toml"); }) ==
+        "d.toml: tls_cert: missing (tls_cert and tls_key go together)");
+  DaemonConfigOverrides flags;
+  flags.node = "node_1";
+  flags.tls_cert = "b.crt";
+  flags.tls_key = "b.key";
+  const auto merged = merge(both, flags);
+  CHECK(merged.tls_cert == "b.crt");
+  CHECK(merged.tls_key == "b.key");
+  validate_daemon_config(merged, "flags");
+  flags.insecure = true;
+  CHECK(error_of([&] { validate_daemon_config(merge(both, flags), "flags"); }) ==
+        "flags: tls_cert: a certificate with --insecure (no TLS) would be ignored");
 }
 
 TEST_CASE("secret file: read, trimmed, permissions reported", "[config][secret]") {

@@ -27,6 +27,7 @@ NodeMetadata full_metadata() {
   m.role = Role::kStem;
   m.stage_file = "stages/node_4.pt";
   m.stage_sha256 = std::string(64, 'a');
+  m.tls_fingerprints["10.1.2.3:8084"] = std::string(64, 'c');
 
   StageInput a;
   a.value = "x.7";
@@ -88,6 +89,7 @@ void require_equal(const NodeMetadata& a, const NodeMetadata& b) {
   CHECK(a.node_id == b.node_id);
   CHECK(a.name == b.name);
   CHECK(a.address == b.address);
+  CHECK(a.tls_fingerprints == b.tls_fingerprints);
   CHECK(a.cluster == b.cluster);
   CHECK(a.position == b.position);
   CHECK(a.cluster_size == b.cluster_size);
@@ -233,7 +235,7 @@ TEST_CASE("the JSON is pretty, with the documented keys in order", "[metadata]")
                       "\"stage_sha256\"", "\"inputs\"", "\"outputs\"", "\"returns_model_output\"",
                       "\"pipeline\"", "\"addresses\"", "\"forward_neighbours\"", "\"backward_neighbours\"", "\"parameters\"",
                       "\"shared_parameters\"", "\"tied_parameters\"", "\"random_nodes\"", "\"rings\"",
-                      "\"estimates\""};
+                      "\"tls_fingerprints\"", "\"estimates\""};
   size_t at = 0;
   for (const char* key : order) {
     const auto found = text.find(std::string("\n  ") + key, at);
@@ -329,4 +331,21 @@ TEST_CASE("read_file names unreadable paths", "[atomic_file]") {
   CHECK_THROWS_WITH(read_file("/nonexistent/ravnest/x.json"),
                     "/nonexistent/ravnest/x.json: cannot read: No such file or directory");
   CHECK_THROWS_AS(load_node_metadata("/nonexistent/ravnest/x.json"), ConfigError);
+}
+
+TEST_CASE("pinned certificates: absent when none, and checked when read", "[metadata][errors]") {
+  NodeMetadata m = full_metadata();
+  m.tls_fingerprints.clear();
+  CHECK(!contains(to_json(m), "tls_fingerprints"));  // plans without pins read as before
+  CHECK(node_metadata_from_json(to_json(m), "mem").tls_fingerprints.empty());
+  std::string text = to_json(full_metadata());
+  const std::string pin = std::string(64, 'c');
+  text.replace(text.find(pin), pin.size(), "not a fingerprint");
+  try {
+    node_metadata_from_json(text, "node_4.json");
+    FAIL("accepted");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()) == "node_4.json: tls_fingerprints.10.1.2.3:8084: must be the "
+                                   "SHA-256 of a certificate (64 hex digits)");
+  }
 }

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -253,4 +254,41 @@ TEST_CASE("load_node_pool reads by extension and names unreadable files", "[node
     CHECK(std::string(error.what()) ==
           dir + "/missing.json: cannot read: No such file or directory");
   }
+}
+
+TEST_CASE("tls_fingerprint: a node's pinned certificate in any of its usual spellings",
+          "[pool][pinned]") {
+  const std::string hex = "3f9ac1000000000000000000000000000000000000000000000000000000abcd";
+  std::string colons;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    colons += (i ? ":" : "") + hex.substr(i, 2);
+  }
+  std::string upper = colons;
+  for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const std::string& spelled :
+       {hex, colons, upper, "sha256:" + hex, "SHA256 Fingerprint=" + upper,
+        "sha256 Fingerprint=" + upper}) {
+    INFO(spelled);
+    const auto pool = parse_node_pool(with_node(R"({"IP": "10.0.0.2:9000", "benchmarks": )"
+                                                R"({"ram": 8, "bandwidth": 20}, "tls_fingerprint": ")" +
+                                                spelled + "\"}"),
+                                      "pool.json", false);
+    CHECK(pool[0].tls_fingerprint.empty());
+    CHECK(pool[1].tls_fingerprint == hex);
+  }
+  for (const std::string& wrong :
+       {std::string("\"abc\""), "\"" + hex + "0\"", "\"" + colons.substr(0, 94) + "x\"",
+        "\"" + hex.substr(0, 63) + "g\"", std::string("42"), "\"md5:" + hex + "\""}) {
+    INFO(wrong);
+    const std::string message = error_of(with_node(R"({"IP": "10.0.0.2:9000", "benchmarks": )"
+                                                   R"({"ram": 8, "bandwidth": 20}, "tls_fingerprint": )" +
+                                                   wrong + "}"));
+    CHECK(contains(message, "pool.json: node \"1\": tls_fingerprint must be the SHA-256 of a "
+                            "certificate (64 hex digits, colons allowed), got "));
+  }
+  // TOML too.
+  const auto toml = parse_node_pool("[0]\nIP = \"10.0.0.1:9000\"\ntls_fingerprint = \"" + hex +
+                                        "\"\n[0.benchmarks]\nram = 8\nbandwidth = 20\n",
+                                    "pool.toml", true);
+  CHECK(toml[0].tls_fingerprint == hex);
 }

@@ -1,6 +1,8 @@
 // replace_node (a spare takes a dead node's slot) and checkpoint_keeper, on plain metadata.
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "libs/config/checkpoint_keeper.h"
@@ -151,4 +153,21 @@ TEST_CASE("the keeper is the next stage of the cluster, else the next ring membe
   CHECK(checkpoint_keeper(alone)->node == 0);
   alone.rings.clear();
   CHECK_FALSE(checkpoint_keeper(alone).has_value());
+}
+
+TEST_CASE("the old node's pinned certificate goes, the spare's comes, to every node",
+          "[replace][pinned]") {
+  auto nodes = two_clusters();
+  const std::string old_pin(64, 'a'), other_pin(64, 'b'), spare_pin(64, 'e');
+  for (auto& n : nodes) n.tls_fingerprints = {{address_of(1), old_pin}, {address_of(2), other_pin}};
+  NodeConfig s = spare(9);
+  s.tls_fingerprint = spare_pin;
+  const auto changed = replace_node(nodes, 1, s);
+  for (const auto& n : nodes) {
+    INFO(n.name);
+    CHECK(n.tls_fingerprints ==
+          std::map<std::string, std::string>{{address_of(2), other_pin}, {s.address, spare_pin}});
+  }
+  // Every node's metadata changed, so every node is pushed anew.
+  CHECK(changed.size() == nodes.size());
 }

@@ -26,12 +26,15 @@
 
 #include <torch/script.h>
 
+#include "libs/config/atomic_file.h"
+#include "libs/config/node_metadata.h"
 #include "libs/config/plan_layout.h"
 #include "libs/config/secret.h"
 #include "libs/requester/requester.h"
 #include "libs/wire/gate.h"
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/rpc_connection.h"
+#include "libs/wire/tls_identity.h"
 #include "libs/wire/transport_security.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/socket_tap.h"
@@ -98,8 +101,14 @@ long rss_kib(pid_t pid) {
   return -1;
 }
 
-int raw_connect(int port) {
+// A blocking TCP socket from `source` (another loopback address, so another host to the daemon)
+// to 127.0.0.1:port.
+int raw_connect_from(const char* source, int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  REQUIRE(::inet_pton(AF_INET, source, &from.sin_addr) == 1);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) == 0);
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -107,6 +116,9 @@ int raw_connect(int port) {
   REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0);
   return fd;
 }
+
+
+int raw_connect(int port) { return raw_connect_from("127.0.0.1", port); }
 
 // Whether the peer closed `fd` within `seconds` (a read gives 0 or an error).
 bool closed_within(int fd, double seconds) {
@@ -130,6 +142,17 @@ T wait(kj::Promise<T>&& promise, wire::RpcClient& client) {
         return KJ_EXCEPTION(FAILED, "test timed out");
       }))
       .wait(client.wait_scope());
+}
+
+// "accepted" when `body` returns, else the reason of the kj::Exception it throws.
+template <typename Body>
+std::string reason_of(Body&& body) {
+  try {
+    body();
+    return "accepted";
+  } catch (const kj::Exception& e) {
+    return wire::kj_reason(e);
+  }
 }
 
 size_t count_of(const std::string& text, const std::string& what) {
@@ -278,19 +301,11 @@ TEST_CASE("security: gate: only the gate is offered; wrong, replayed and forged 
   const auto& credentials = *security->credentials();
   wire::ConnectionOptions options;
   options.security = security;
-  auto reason = [&](auto&& body) -> std::string {
-    try {
-      body();
-      return "accepted";
-    } catch (const kj::Exception& e) {
-      return wire::kj_reason(e);
-    }
-  };
   {
     // The bootstrap is a Gate: no Node method answers on it.
     wire::RpcClient client(address, options);
     auto not_a_node = client.main<schema::Node>();
-    const std::string why = reason([&] { wait(not_a_node.statusRequest().send(), client); });
+    const std::string why = reason_of([&] { wait(not_a_node.statusRequest().send(), client); });
     CHECK(why != "accepted");
   }
   wire::RpcClient first(address, options);
@@ -304,7 +319,7 @@ TEST_CASE("security: gate: only the gate is offered; wrong, replayed and forged 
   };
   auto open = [&](schema::Gate::Client& g, wire::RpcClient& c, const wire::GateBytes& proof,
                   const wire::GateBytes& client_nonce) {
-    return reason([&] {
+    return reason_of([&] {
       auto request = g.openRequest();
       request.setProof(capnp::Data::Reader(proof.data(), proof.size()));
       request.setClientNonce(capnp::Data::Reader(client_nonce.data(), client_nonce.size()));
@@ -333,26 +348,6 @@ TEST_CASE("security: gate: only the gate is offered; wrong, replayed and forged 
   CHECK(count_of(log, "wrong secret") == 2);
   CHECK(cluster->running(0));
 }
-
-namespace {
-
-// A blocking TCP socket from `source` (another loopback address, so another host to the daemon)
-// to 127.0.0.1:port.
-int raw_connect_from(const char* source, int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  REQUIRE(::inet_pton(AF_INET, source, &from.sin_addr) == 1);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) == 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  to.sin_port = htons(static_cast<uint16_t>(port));
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0);
-  return fd;
-}
-
-}  // namespace
 
 TEST_CASE("security: limits: floods, slow senders, open streams and oversized messages are "
           "refused while the daemon serves",
@@ -394,14 +389,6 @@ TEST_CASE("security: limits: floods, slow senders, open streams and oversized me
   auto security = wire::make_transport_security(config::read_secret(cluster->secret_file()), false);
   wire::ConnectionOptions options;
   options.security = security;
-  auto reason = [&](auto&& body) -> std::string {
-    try {
-      body();
-      return "accepted";
-    } catch (const kj::Exception& e) {
-      return wire::kj_reason(e);
-    }
-  };
   {
     wire::RpcClient client(address, options);
     auto node = wire::open_gate(client.main<schema::Gate>(), security->credentials(), client.trust());
@@ -414,20 +401,20 @@ TEST_CASE("security: limits: floods, slow senders, open streams and oversized me
     };
     std::vector<schema::ByteSink::Client> sinks;
     for (int i = 0; i < 4; ++i) sinks.push_back(push_file(i, 10));
-    CHECK(reason([&] { push_file(9, 10); }) ==
+    CHECK(reason_of([&] { push_file(9, 10); }) ==
           "refused: more than 4 open streams from 127.0.0.1 (pushFile)");
     sinks.pop_back();  // released: its stream no longer counts
     wait(node.statusRequest().send(), client);
-    CHECK(reason([&] { sinks.push_back(push_file(4, 10)); }) == "accepted");
+    CHECK(reason_of([&] { sinks.push_back(push_file(4, 10)); }) == "accepted");
     sinks.clear();
     wait(node.statusRequest().send(), client);
-    CHECK(reason([&] { push_file(5, 200000); }) ==
+    CHECK(reason_of([&] { push_file(5, 200000); }) ==
           "pushFile: announces 200000 bytes, more than the limit of 100000 (limits.file_bytes)");
     // A stop of 2 MiB: above the 1 MiB of any message but a stage, a send or a chunk. The
     // connection is closed; the next one is served.
     auto stop = node.stopRequest();
     stop.setReason(std::string(2 << 20, 'r'));
-    CHECK(reason([&] { wait(stop.send(), client); }) != "accepted");
+    CHECK(reason_of([&] { wait(stop.send(), client); }) != "accepted");
   }
   status = cluster->ravnest("status", "", 30);
   CHECK(status.exit_code == 0);
@@ -447,4 +434,95 @@ TEST_CASE("security: limits: floods, slow senders, open streams and oversized me
   CHECK(std::regex_search(log, std::regex("refused 127\\.0\\.0\\.1:[0-9]+: a message of [0-9]+ "
                                           "bytes \\(the limit is 1048576\\)")));
   CHECK(cluster->running(0));
+}
+
+TEST_CASE("security: pinned certificates: the requester and the daemons require each node's own",
+          "[security][pinned]") {
+  auto cluster = digits_cluster(2, false);
+  // Each daemon its own key and certificate, made as docs/security.md says.
+  std::vector<std::string> pins, addresses;
+  for (int i = 0; i < 2; ++i) {
+    const fs::path dir = cluster->dir() / ("tls_" + std::to_string(i));
+    fs::create_directories(dir);
+    const std::string cert = (dir / "tls.crt").string(), key = (dir / "tls.key").string();
+    REQUIRE(test::run_command("openssl req -x509 -newkey ed25519 -nodes -days 3650 "
+                              "-subj /CN=ravnest-node -addext subjectAltName=DNS:ravnest-node "
+                              "-keyout " + key + " -out " + cert, 30)
+                .exit_code == 0);
+    cluster->set_daemon_flags(i, {"--tls-cert", cert, "--tls-key", key});
+    pins.push_back(wire::load_tls_identity(cert, key).fingerprint);
+    addresses.push_back("127.0.0.1:" + std::to_string(cluster->port(i)));
+  }
+  REQUIRE(pins[0] != pins[1]);
+  const config::PlanLayout layout(cluster->plan_dir());
+  // The plan as clusterize writes it from a pool with "tls_fingerprint"s; node `wrong_in_0`, if
+  // any, pinned to the other's certificate in node_0's metadata only.
+  auto pin_plan = [&](int wrong_in_0) {
+    for (int i = 0; i < 2; ++i) {
+      auto meta = config::load_node_metadata(layout.node_file(i));
+      meta.tls_fingerprints = {{addresses[0], pins[0]}, {addresses[1], pins[1]}};
+      if (i == 0 && wrong_in_0 >= 0) meta.tls_fingerprints[addresses[wrong_in_0]] = pins[1 - wrong_in_0];
+      config::write_file_atomically(layout.node_file(i), config::to_json(meta));
+    }
+  };
+  pin_plan(-1);
+  cluster->start_all();
+  CHECK(cluster->log(0).find("TLS certificate " + pins[0]) != std::string::npos);
+  CHECK(cluster->log(1).find("TLS certificate " + pins[1]) != std::string::npos);
+  const std::string secret = config::read_secret(cluster->secret_file());
+  const auto job = cluster->dir() / "job.toml";
+  test::write_text(job, job_text(3));
+  {
+    // Pinned everywhere: the whole job runs (requester <-> daemons, daemon -> daemon).
+    runtime::Requester requester(runtime::load_plan(cluster->plan_dir()), secret);
+    requester.push([](const std::string&) {});
+    const auto result = requester.train(job.string(), {});
+    CHECK(result.clusters.at(0).batches == 3);
+  }
+  CHECK(cluster->log(0).find("refused") == std::string::npos);
+  CHECK(cluster->log(1).find("refused") == std::string::npos);
+
+  // node_0 pins another certificate for node_1 than node_1 shows (an impostor at its address):
+  // node_0 refuses to send it anything, and the job fails naming node_1's address.
+  pin_plan(1);
+  {
+    runtime::Requester requester(runtime::load_plan(cluster->plan_dir()), secret);
+    requester.push([](const std::string&) {});
+    std::string why;
+    try {
+      requester.train(job.string(), {});
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    INFO(why);
+    CHECK(why.find(addresses[1] + " shows the certificate " + pins[1] + ", not the one pinned for it (" +
+                   pins[0] + ")") != std::string::npos);
+  }
+
+  // The pool file pins another certificate for node_1 everywhere: the requester refuses it
+  // before anything is sent (`ravnest status` says so in one line).
+  {
+    for (int i = 0; i < 2; ++i) {
+      auto meta = config::load_node_metadata(layout.node_file(i));
+      meta.tls_fingerprints[addresses[1]] = pins[0];
+      config::write_file_atomically(layout.node_file(i), config::to_json(meta));
+    }
+    const auto status = cluster->ravnest("status", "", 60);
+    INFO((status.out + status.err));
+    CHECK((status.out + status.err).find(addresses[1] + " shows the certificate " + pins[1] +
+                             ", not the one pinned for it (" + pins[0] + ")") != std::string::npos);
+  }
+  // A daemon whose key is not its certificate's does not start: one line naming the file.
+  {
+    const std::string cert = (cluster->dir() / "tls_0" / "tls.crt").string();
+    const std::string key = (cluster->dir() / "tls_1" / "tls.key").string();
+    const auto start = test::run_command(
+        (fs::path(test::binary_dir()) / "apps/ravnestd/ravnestd").string() + " --node node_0 " +
+            "--listen 127.0.0.1:1 --data-dir " + (cluster->dir() / "bad").string() +
+            " --secret-file " + cluster->secret_file() + " --tls-cert " + cert + " --tls-key " + key,
+        60);
+    CHECK(start.exit_code == 1);
+    CHECK((start.out + start.err).find("ravnestd: error: " + key + ": not the private key of the certificate " +
+                            cert) != std::string::npos);
+  }
 }

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -151,10 +152,11 @@ class NamedNode final : public ravnest::schema::Node::Server {
 // every refusal it reports is kept.
 struct GatedServer {
   GatedServer(const std::string& secret, bool insecure, kj::Duration open_timeout = 10 * kj::SECONDS,
-              const std::function<void(RpcServer::Options&)>& tune = nullptr) {
+              const std::function<void(RpcServer::Options&)>& tune = nullptr,
+              std::optional<TlsIdentity> own = std::nullopt) {
     RpcServer::Options options;
     if (tune) tune(options);
-    options.connection.security = make_transport_security(secret, insecure);
+    options.connection.security = make_transport_security(secret, insecure, std::move(own));
     options.open_timeout = open_timeout;
     options.handshake_timeout = open_timeout;
     options.on_refused = [this](const std::string& peer, const std::string& why) {
@@ -379,65 +381,81 @@ TEST_CASE("limits before the gate: a connection that does not authenticate in ti
   CHECK(status_over(links, server) == "node_7");  // an honest client is fast enough
 }
 
-TEST_CASE("GuardedStream follows the framing and enforces the limits", "[wire][security][limits]") {
-  auto io = ThreadIo::get();
-  auto& ws = io->wait_scope();
-  auto pipe = kj::newTwoWayPipe();
-  auto trust = std::make_shared<ConnectionTrust>();
-  std::vector<std::string> refused;
-  GuardedStream guarded(kj::mv(pipe.ends[0]), trust, MessageLimits{},
-                        [&](const std::string& why) { refused.push_back(why); });
-  auto& peer = *pipe.ends[1];
-  // An in-memory pipe's write completes when it is read: keep the writes going meanwhile.
-  std::deque<std::string> sent;
-  kj::Vector<kj::Promise<void>> writes;
-  auto send = [&](const std::string& bytes) {
+namespace {
+
+// A GuardedStream over an in-memory pipe, its peer's writes and every refusal it reports.
+struct Piped {
+  Piped(MessageLimits limits, kj::Timer* timer = nullptr, ConnectionTimeouts timeouts = {},
+        bool opened = true)
+      : io(ThreadIo::get()), pipe(kj::newTwoWayPipe()), trust(std::make_shared<ConnectionTrust>()) {
+    trust->opened = opened;
+    guarded = kj::heap<GuardedStream>(kj::mv(pipe.ends[0]), trust, std::move(limits),
+                                      [this](const std::string& why) { refused.push_back(why); },
+                                      timer, timeouts);
+  }
+  // An in-memory pipe's write completes when it is read: the writes go on meanwhile.
+  void send(const std::string& bytes) {
     sent.push_back(bytes);
-    writes.add(peer.write(sent.back().data(), sent.back().size())
+    writes.add(pipe.ends[1]->write(sent.back().data(), sent.back().size())
                    .eagerlyEvaluate([](kj::Exception&&) {}));
-  };
-  auto read = [&](size_t n) -> std::string {
+  }
+  // Reads `n` bytes through the stream, or the refusal's reason.
+  std::string read(size_t n) {
     std::string out(n, '\0');
     try {
-      guarded.read(out.data(), n).wait(ws);
+      guarded->read(out.data(), n).wait(io->wait_scope());
       return out;
     } catch (const kj::Exception& e) {
       return kj_reason(e);
     }
-  };
+  }
+
+  kj::Own<ThreadIo> io;
+  kj::TwoWayPipe pipe;
+  std::shared_ptr<ConnectionTrust> trust;
+  kj::Own<GuardedStream> guarded;
+  std::vector<std::string> refused;
+  std::deque<std::string> sent;
+  kj::Vector<kj::Promise<void>> writes;
+};
+
+}  // namespace
+
+TEST_CASE("GuardedStream follows the framing and enforces the limits", "[wire][security][limits]") {
+  Piped p(MessageLimits{}, nullptr, {}, /*opened=*/false);
   // A two-segment message of 3 + 1 words before open: header 16 bytes (count, 2 sizes, padding).
   std::string two(16, '\0');
   two[0] = 1;
   two[4] = 3;
   two[8] = 1;
-  send(two + std::string(32, 'a'));
-  CHECK(read(16) == two);
-  CHECK(read(32) == std::string(32, 'a'));
+  p.send(two + std::string(32, 'a'));
+  CHECK(p.read(16) == two);
+  CHECK(p.read(32) == std::string(32, 'a'));
   SECTION("a header above the limit is refused before it is handed over") {
-    send(frame_header(600));  // 4808 bytes > 4096
-    CHECK(read(8) == "refused: a message of 4808 bytes before authentication (the limit is 4096)");
-    CHECK(refused.size() == 1);
+    p.send(frame_header(600));  // 4808 bytes > 4096
+    CHECK(p.read(8) == "refused: a message of 4808 bytes before authentication (the limit is 4096)");
+    CHECK(p.refused.size() == 1);
   }
   SECTION("more than the budget before open is refused") {
     std::string failure;
     for (int i = 0; i < 10 && failure.empty(); ++i) {
-      send(frame_header(400) + std::string(3200, 'b'));  // 3208 bytes, allowed one by one
-      const std::string got = read(3208);
+      p.send(frame_header(400) + std::string(3200, 'b'));  // 3208 bytes, allowed one by one
+      const std::string got = p.read(3208);
       if (got.rfind("refused: ", 0) == 0) failure = got;
     }
     CHECK(failure == "refused: more than 16384 bytes before authentication");
   }
   SECTION("once open, large messages pass") {
-    trust->opened = true;
-    send(frame_header(1 << 20));  // 8 MiB
-    CHECK(read(8) == frame_header(1 << 20));
-    CHECK(refused.empty());
+    p.trust->opened = true;
+    p.send(frame_header(1 << 20));  // 8 MiB
+    CHECK(p.read(8) == frame_header(1 << 20));
+    CHECK(p.refused.empty());
   }
   SECTION("more than 512 segments is refused") {
     std::string header(4, '\0');
     header[1] = 2;  // 513 segments
-    send(header);
-    CHECK(read(4) == "refused: a message of more than 512 segments");
+    p.send(header);
+    CHECK(p.read(4) == "refused: a message of more than 512 segments");
   }
 }
 
@@ -460,41 +478,6 @@ std::string rpc_call(uint64_t interface_id, uint16_t method, size_t payload) {
   auto bytes = words.asBytes();
   return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
 }
-
-// Reads `n` bytes through `guarded`, or the refusal's reason.
-std::string read_through(GuardedStream& guarded, kj::WaitScope& ws, size_t n) {
-  std::string out(n, '\0');
-  try {
-    guarded.read(out.data(), n).wait(ws);
-    return out;
-  } catch (const kj::Exception& e) {
-    return kj_reason(e);
-  }
-}
-
-struct Piped {
-  Piped(MessageLimits limits, kj::Timer* timer = nullptr, ConnectionTimeouts timeouts = {})
-      : io(ThreadIo::get()), pipe(kj::newTwoWayPipe()), trust(std::make_shared<ConnectionTrust>()) {
-    trust->opened = true;
-    guarded = kj::heap<GuardedStream>(kj::mv(pipe.ends[0]), trust, std::move(limits),
-                                      [this](const std::string& why) { refused.push_back(why); },
-                                      timer, timeouts);
-  }
-  void send(const std::string& bytes) {
-    sent.push_back(bytes);
-    writes.add(pipe.ends[1]->write(sent.back().data(), sent.back().size())
-                   .eagerlyEvaluate([](kj::Exception&&) {}));
-  }
-  std::string read(size_t n) { return read_through(*guarded, io->wait_scope(), n); }
-
-  kj::Own<ThreadIo> io;
-  kj::TwoWayPipe pipe;
-  std::shared_ptr<ConnectionTrust> trust;
-  kj::Own<GuardedStream> guarded;
-  std::vector<std::string> refused;
-  std::deque<std::string> sent;
-  kj::Vector<kj::Promise<void>> writes;
-};
 
 constexpr uint64_t kNode = 0xabcdef0123456789ull;
 
@@ -666,4 +649,156 @@ TEST_CASE("StreamLimits counts each host's open streams until their slots go", "
     CHECK(std::string(e.what()) ==
           "pushFile: announces 11 bytes, more than the limit of 10 (limits.file_bytes)");
   }
+}
+
+// ---- pinned certificates (tls_identity.h) -------------------------------------------------------
+
+namespace {
+
+// A key and a self-signed certificate made as docs/security.md says, in a fresh directory.
+struct MadeIdentity {
+  std::string dir, cert, key;
+};
+MadeIdentity make_identity(const std::string& name, const std::string& cn = kPinnedHostName) {
+  MadeIdentity made;
+  char pattern[] = "/tmp/ravnest-pin-XXXXXX";
+  REQUIRE(::mkdtemp(pattern) != nullptr);
+  made.dir = pattern;
+  made.cert = made.dir + "/" + name + ".crt";
+  made.key = made.dir + "/" + name + ".key";
+  const std::string command = "openssl req -x509 -newkey ed25519 -nodes -days 3650 -subj /CN=" +
+                              cn + " -addext subjectAltName=DNS:" + cn + " -keyout " + made.key +
+                              " -out " + made.cert + " >/dev/null 2>&1";
+  REQUIRE(std::system(command.c_str()) == 0);
+  return made;
+}
+
+std::string openssl_fingerprint(const std::string& cert) {
+  const std::string command = "openssl x509 -noout -fingerprint -sha256 -in " + cert;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char line[256] = {};
+  REQUIRE(std::fgets(line, sizeof(line), pipe) != nullptr);
+  ::pclose(pipe);
+  std::string out(line);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;  // "sha256 Fingerprint=3F:9A:..."
+}
+
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+    return "no error";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pinned certificates: a daemon's own certificate is read and checked",
+          "[wire][security][pinned]") {
+  const auto made = make_identity("node_3");
+  const auto identity = load_tls_identity(made.cert, made.key);
+  CHECK(identity.fingerprint.size() == 64);
+  // What `openssl x509 -fingerprint -sha256` prints names the same certificate.
+  std::string printed = openssl_fingerprint(made.cert);
+  std::string hex;
+  for (char c : printed.substr(printed.find('=') + 1)) {
+    if (c != ':') hex.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  CHECK(hex == identity.fingerprint);
+
+  const auto other = make_identity("node_4");
+  CHECK(error_of([&] { load_tls_identity(made.cert, other.key); }) ==
+        other.key + ": not the private key of the certificate " + made.cert);
+  const auto misnamed = make_identity("web", "example.org");
+  CHECK(error_of([&] { load_tls_identity(misnamed.cert, misnamed.key); }) ==
+        misnamed.cert + ": the certificate must be issued to \"ravnest-node\" (CN or DNS name; "
+                        "docs/security.md shows how to make one)");
+  CHECK(error_of([&] { load_tls_identity(made.key, made.key); }) ==
+        made.key + ": not a PEM certificate");
+  CHECK(error_of([&] { load_tls_identity(made.cert, made.cert); }) ==
+        made.cert + ": not an unencrypted PEM private key");
+  // An encrypted key would need a pass phrase at every start of a service.
+  const std::string encrypted = made.dir + "/encrypted.key";
+  REQUIRE(std::system(("openssl pkey -in " + made.key + " -aes256 -passout pass:xyz -out " +
+                       encrypted)
+                          .c_str()) == 0);
+  CHECK(error_of([&] { load_tls_identity(made.cert, encrypted); }) ==
+        encrypted + ": not an unencrypted PEM private key");
+  CHECK(error_of([&] { load_tls_identity(made.dir + "/absent.crt", made.key) ; })
+            .find(made.dir + "/absent.crt") != std::string::npos);
+  std::system(("rm -rf " + made.dir + " " + other.dir + " " + misnamed.dir).c_str());
+}
+
+TEST_CASE("pinned certificates: a pinned node must show its own certificate",
+          "[wire][security][pinned]") {
+  const std::string secret = "the plan's secret";
+  const auto made = make_identity("node_7");
+  const auto identity = load_tls_identity(made.cert, made.key);
+  GatedServer server(secret, false, 10 * kj::SECONDS, nullptr, identity);
+
+  // Not pinned: the secret's certificate, as before.
+  {
+    PeerLinks links(make_transport_security(secret));
+    CHECK(status_over(links, server) == "node_7");
+  }
+  // Pinned: its certificate is learnt once, checked against the pin, then trusted alone; a second
+  // connection uses what was learnt.
+  {
+    PeerLinks links(make_transport_security(secret));
+    links.security()->set_pins({{server.address(), identity.fingerprint}});
+    CHECK(status_over(links, server) == "node_7");
+    links.drop_all();
+    CHECK(status_over(links, server) == "node_7");
+  }
+  // Learning the certificate is a connection that ends cleanly: nothing for the daemon's log.
+  CHECK(server.refusals.empty());
+
+  // Another certificate pinned for it: refused before anything is sent, naming both.
+  const auto other = make_identity("node_8");
+  const auto other_identity = load_tls_identity(other.cert, other.key);
+  {
+    PeerLinks links(make_transport_security(secret));
+    links.security()->set_pins({{server.address(), other_identity.fingerprint}});
+    CHECK(status_over(links, server) ==
+          "refused: " + server.address() + " shows the certificate " + identity.fingerprint +
+              ", not the one pinned for it (" + other_identity.fingerprint + ")");
+  }
+
+  // Impostors that know the secret: without the node's key they show another certificate.
+  GatedServer no_own(secret, false);
+  GatedServer own_other(secret, false, 10 * kj::SECONDS, nullptr, other_identity);
+  for (GatedServer* impostor : {&no_own, &own_other}) {
+    PeerLinks links(make_transport_security(secret));
+    links.security()->set_pins({{impostor->address(), identity.fingerprint}});
+    const std::string why = status_over(links, *impostor);
+    INFO(why);
+    CHECK(why.rfind("refused: " + impostor->address() + " shows the certificate ", 0) == 0);
+    CHECK(why.find("not the one pinned for it (" + identity.fingerprint + ")") !=
+          std::string::npos);
+  }
+
+  // The pin does not replace the secret: the node's own certificate with another secret is
+  // still refused, by the daemon.
+  {
+    PeerLinks links(make_transport_security("another secret"));
+    links.security()->set_pins({{server.address(), identity.fingerprint}});
+    const std::string why = status_over(links, server);
+    CHECK(why.rfind("refused: wrong secret (TLS: ", 0) == 0);
+  }
+  // Nobody at the address.
+  {
+    PeerLinks links(make_transport_security(secret));
+    links.security()->set_pins({{"127.0.0.1:1", identity.fingerprint}});
+    std::string why;
+    try {
+      server.wait(links.node("127.0.0.1:1").statusRequest().send());
+    } catch (const kj::Exception& e) {
+      why = kj_reason(e);
+    }
+    CHECK(why == "Connection refused");  // as without a pin: the connection itself fails first
+  }
+  std::system(("rm -rf " + made.dir + " " + other.dir).c_str());
 }
