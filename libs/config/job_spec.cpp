@@ -24,7 +24,8 @@ using namespace job_section;
 
 const std::vector<std::pair<std::string, PipelineSchedule>>& schedule_names() {
   static const std::vector<std::pair<std::string, PipelineSchedule>> names = {
-      {"gpipe", PipelineSchedule::kGPipe}, {"1f1b", PipelineSchedule::k1F1B}};
+      {"gpipe", PipelineSchedule::kGPipe}, {"1f1b", PipelineSchedule::k1F1B},
+      {"async", PipelineSchedule::kAsync}};
   return names;
 }
 const std::vector<std::pair<std::string, ReduceMode>>& reduce_names() {
@@ -88,7 +89,7 @@ std::optional<JobPath> path_field(const Section& section, const std::string& key
 TrainSpec parse_train(const Section& s) {
   s.check_known({"epochs", "batch_size", "micro_batches", "update_frequency", "seed", "shuffle",
                  "max_steps", "val_freq", "schedule", "save_every", "drop_last", "reduce",
-                 "reduce_factor", "average_optim"});
+                 "reduce_factor", "average_optim", "max_in_flight"});
   TrainSpec t;
   if (auto v = s.integer("epochs", 1)) t.epochs = *v;
   if (auto v = s.integer("batch_size", 1)) t.batch_size = *v;
@@ -99,6 +100,12 @@ TrainSpec parse_train(const Section& s) {
   if (auto v = s.integer("max_steps", 1)) t.max_steps = *v;
   if (auto v = s.integer("val_freq", 0)) t.val_freq = *v;
   if (auto v = s.string("schedule")) t.schedule = choose(s, "schedule", *v, schedule_names(), "schedule");
+  if (auto v = s.integer("max_in_flight", 1, INT_MAX)) {
+    if (t.schedule != PipelineSchedule::kAsync) {
+      s.fail("max_in_flight", "only with schedule = \"async\" (gpipe and 1f1b decide it themselves)");
+    }
+    t.max_in_flight = *v;
+  }
   if (auto v = s.integer("save_every", 0)) t.save_every = *v;
   if (auto v = s.boolean("drop_last")) t.drop_last = *v;
   if (auto v = s.string("reduce")) t.reduce = choose(s, "reduce", *v, reduce_names(), "reduce mode");

@@ -26,7 +26,9 @@ struct JobPath {
   bool empty() const { return raw.empty(); }
 };
 
-enum class PipelineSchedule { kGPipe, k1F1B };
+// gpipe and 1f1b are synchronous (exactly one process's training); async is Ravnest's (no flush,
+// weight stashing, bounded staleness: docs/async.md).
+enum class PipelineSchedule { kGPipe, k1F1B, kAsync };
 
 // What clusters average (data parallelism): Ravnest's parameter averaging every reduce_factor
 // updates, or gradients before every update as DistributedDataParallel does.
@@ -42,6 +44,9 @@ struct TrainSpec {
   std::optional<int64_t> max_steps; // stop after this many batches (over all epochs)
   int64_t val_freq = 0;             // validate every N optimizer updates; 0 = at each epoch end
   PipelineSchedule schedule = PipelineSchedule::kGPipe;
+  // async: micro-batches in flight at most (injected by the root, not yet back); 0 = as many as
+  // the cluster has stages. Only with schedule = "async".
+  int64_t max_in_flight = 0;
   int64_t save_every = 0;           // optimizer updates between checkpoints; 0 = only at the end
   bool drop_last = false;
   ReduceMode reduce = ReduceMode::kParameters;

@@ -16,6 +16,7 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/clock.h"
+#include "libs/config/job_plan_check.h"
 #include "libs/config/job_spec.h"
 #include "libs/config/plan_layout.h"
 #include "libs/config/sha256.h"
@@ -538,6 +539,7 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
   };
   const config::JobSpec job = config::load_job(job_path);
   const std::string job_text = config::read_file(job_path);
+  config::check_job_for_plan(job, impl_->plan_.nodes, job_path);
   check_job_data(job, log);
 
   TrainResult result;

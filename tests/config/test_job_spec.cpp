@@ -69,6 +69,7 @@ TEST_CASE("a minimal job gets the documented defaults") {
   CHECK_FALSE(job.train.max_steps);
   CHECK(job.train.val_freq == 0);
   CHECK(job.train.schedule == PipelineSchedule::kGPipe);
+  CHECK(job.train.max_in_flight == 0);
   CHECK(job.train.save_every == 0);
   CHECK_FALSE(job.train.drop_last);
   CHECK(job.data.format == DataFormat::kCsv);
@@ -292,7 +293,11 @@ TEST_CASE("every error names the file and the field") {
       {with("train", "shuffle = 1"), "job.toml: train.shuffle: must be true or false, got an integer"},
       {with("train", "max_steps = 0"), "job.toml: train.max_steps: must be >= 1, got 0"},
       {with("train", "val_freq = -1"), "job.toml: train.val_freq: must be >= 0, got -1"},
-      {with("train", "schedule = \"pipedream\""), "job.toml: train.schedule: unknown schedule 'pipedream' (gpipe, 1f1b)"},
+      {with("train", "schedule = \"pipedream\""), "job.toml: train.schedule: unknown schedule 'pipedream' (gpipe, 1f1b, async)"},
+      {with("train", "schedule = \"async\"\nmax_in_flight = 0"), "job.toml: train.max_in_flight: must be in [1, 2147483647], got 0"},
+      {with("train", "schedule = \"async\"\nmax_in_flight = -3"), "job.toml: train.max_in_flight: must be in [1, 2147483647], got -3"},
+      {with("train", "max_in_flight = 2"), "job.toml: train.max_in_flight: only with schedule = \"async\" (gpipe and 1f1b decide it themselves)"},
+      {with("train", "schedule = \"1f1b\"\nmax_in_flight = 2"), "job.toml: train.max_in_flight: only with schedule = \"async\""},
       {with("train", "save_every = -2"), "job.toml: train.save_every: must be >= 0, got -2"},
       {with("train", "drop_last = \"yes\""), "job.toml: train.drop_last: must be true or false, got a string"},
       // [data]
@@ -455,4 +460,12 @@ TEST_CASE("[compression]: a codec per kind of tensor, none by default", "[config
                  "job.toml: compression.weights: unknown key (activations, gradients, rings)"));
   CHECK(contains(error_of("compression = true\n" + kMinimal),
                  "job.toml: compression: must be a table [compression], got a boolean"));
+}
+
+TEST_CASE("job spec: the asynchronous schedule and its max_in_flight", "[job]") {
+  const auto job = parse_job(with("train", "schedule = \"async\"\nmax_in_flight = 5"), "job.toml");
+  CHECK(job.train.schedule == PipelineSchedule::kAsync);
+  CHECK(job.train.max_in_flight == 5);
+  CHECK(std::string(to_string(PipelineSchedule::kAsync)) == "async");
+  CHECK(parse_job(with("train", "schedule = \"async\""), "job.toml").train.max_in_flight == 0);
 }
