@@ -34,6 +34,7 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   setup->lr_schedule = std::make_unique<LrSchedule>(*setup->optimizer, job.scheduler);
   setup->update_frequency = job.train.update_frequency;
   setup->schedule = job.train.schedule;
+  setup->max_in_flight = job.train.max_in_flight;
   setup->seed = static_cast<uint64_t>(job.train.seed);
   setup->save_every = static_cast<int>(job.train.save_every);
   setup->trained_path = store.trained_path().string();
@@ -44,6 +45,12 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   setup->average_optim = job.train.average_optim;
   setup->compression = job.compression;
   setup->shared_rings = planner::shared_parameter_rings(node);
+  if (setup->schedule == config::PipelineSchedule::kAsync && !node.shared_parameters.empty()) {
+    // The holders would step on different versions of one tensor (docs/async.md).
+    throw std::runtime_error("train.schedule: \"async\" cannot train " +
+                             node.shared_parameters.begin()->first +
+                             ", which several stages hold; use gpipe or 1f1b, or cut elsewhere");
+  }
   if (!setup->shared_rings.empty() && node.cluster_count > 1) {
     // The plan's rings average one holder per cluster; the other holders would drift apart.
     throw std::runtime_error("this plan puts " + node.shared_parameters.begin()->first +

@@ -9,7 +9,9 @@
 namespace ravnest::runtime {
 
 RootFeeder::RootFeeder(const WorkerSetup& setup, FeedTarget& target)
-    : setup_(setup), target_(target), schedule_(setup.schedule, setup.node.cluster_size) {}
+    : setup_(setup),
+      target_(target),
+      schedule_(setup.schedule, setup.node.cluster_size, setup.max_in_flight) {}
 
 int64_t RootFeeder::train_size() const {
   return setup_.shard.empty() ? setup_.train_data->size()
@@ -46,6 +48,17 @@ void RootFeeder::skip(uint64_t batches_done) {
 }
 
 bool RootFeeder::begin_batch() {
+  if (!load_batch()) return false;
+  pump();
+  return true;
+}
+
+bool RootFeeder::epoch_ends_with(uint64_t step) const {
+  const uint64_t per_epoch = static_cast<uint64_t>(train_order_->batches_per_epoch());
+  return per_epoch > 0 && (step + 1) % per_epoch == 0;
+}
+
+bool RootFeeder::load_batch() {
   if (next_step_ >= total_batches_) return false;
   if (epoch_batches_.empty() || batch_in_epoch_ >= epoch_batches_.size()) {
     const uint32_t epoch = epoch_batches_.empty() ? 0 : current_batch_.epoch + 1;
@@ -70,20 +83,37 @@ bool RootFeeder::begin_batch() {
   current_batch_.last = next_step_ >= total_batches_;
   injected_ = 0;
   completed_ = 0;
-  pump();
+  if (schedule_.asynchronous() && setup_.validation_data) {
+    holding_ = validation_follows(current_batch_.step, total_batches_,
+                                  static_cast<uint64_t>(train_order_->batches_per_epoch()),
+                                  setup_.update_frequency, setup_.val_freq);
+  }
   return true;
 }
 
 void RootFeeder::micro_batch_done(uint32_t samples) {
   samples_done_ += samples;
   ++completed_;
+  if (in_flight_ > 0) --in_flight_;
 }
 
 void RootFeeder::pump() {
+  if (schedule_.asynchronous()) return pump_async();
   while (!target_.feeding_stopped() &&
          schedule_.may_inject(static_cast<int>(injected_), static_cast<int>(completed_),
                               static_cast<int>(micro_ranges_.size()))) {
     inject(injected_++);
+  }
+}
+
+void RootFeeder::pump_async() {
+  while (!target_.feeding_stopped() && schedule_.may_inject_async(in_flight_)) {
+    if (injected_ < micro_ranges_.size()) {
+      ++in_flight_;
+      inject(injected_++);
+      continue;
+    }
+    if (holding_ || !load_batch()) return;
   }
 }
 

@@ -1,6 +1,8 @@
 // RootFeeder: the root's reading of the data. It owns the batch order (BatchOrder over this
 // cluster's shard), reads each batch, splits it into micro-batches and lets them enter the
-// pipeline when the RootSchedule allows: all at once (GPipe) or as gradients come back (1F1B).
+// pipeline when the RootSchedule allows: all at once (GPipe), as gradients come back (1F1B), or
+// (async) up to max_in_flight at once across batch boundaries, reading the next batch as soon as
+// the current one is all in, except after a batch that validation follows (hold, release_hold).
 // It also runs validation rounds: the whole validation set, in order, every micro-batch entering
 // at once. It counts the micro-batches that came back and the samples trained, for progress.
 //
@@ -53,10 +55,15 @@ class RootFeeder {
   bool begin_batch();
   // A micro-batch's backward is done at the root.
   void micro_batch_done(uint32_t samples);
-  // Lets in the next micro-batches of the current batch that the schedule now allows.
+  // Lets in the next micro-batches that the schedule now allows: of the current batch, or async,
+  // of the batches after it.
   void pump();
-  // The batch just finished was its epoch's last.
-  bool epoch_ended() const { return batch_in_epoch_ >= epoch_batches_.size(); }
+  bool asynchronous() const { return schedule_.asynchronous(); }
+  // Async: the batch whose end validation follows is all in, and nothing more enters until
+  // release_hold() (after the round).
+  void release_hold() { holding_ = false; }
+  // Whether the training batch `step` was its epoch's last.
+  bool epoch_ends_with(uint64_t step) const;
   void run_validation_round();
 
   uint64_t samples_done() const { return samples_done_; }
@@ -64,6 +71,8 @@ class RootFeeder {
 
  private:
   int64_t train_size() const;
+  bool load_batch();  // the next batch, none injected yet; false when training has none left
+  void pump_async();
   void inject(uint32_t index);
   void inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>& inputs,
                     const at::Tensor& labels, int64_t begin, int64_t end);
@@ -80,8 +89,10 @@ class RootFeeder {
   std::vector<std::pair<int64_t, int64_t>> micro_ranges_;
   std::vector<at::Tensor> batch_inputs_;
   at::Tensor batch_labels_;
-  uint32_t injected_ = 0;
-  uint32_t completed_ = 0;
+  uint32_t injected_ = 0;   // of the current batch
+  uint32_t completed_ = 0;  // of the current batch (sync: the only one in flight)
+  uint64_t in_flight_ = 0;  // injected and not back, over every batch (async)
+  bool holding_ = false;
   MicroBatchTag current_batch_;
   double started_at_ = 0;
   uint64_t samples_done_ = 0;

@@ -20,7 +20,7 @@
 namespace ravnest::runtime {
 
 StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
-    : setup_(std::move(setup)), port_(port) {
+    : setup_(std::move(setup)), port_(port), stash_(setup_.stage) {
   for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
     const auto& input = setup_.node.inputs[i];
     if (input.from_node) input_slot_[{*input.from_node, input.from_output}] = i;
@@ -279,7 +279,7 @@ void StageWorker::progress() {
       if (batch.index + 1 == batch.count) {
         batch_finished(batch);
       } else if (feeder_) {
-        feeder_->pump();  // 1F1B: a micro-batch came back, another may enter
+        feeder_->pump();  // 1F1B and async: a micro-batch came back, another may enter
       }
     }
   }
@@ -307,6 +307,16 @@ void StageWorker::forward(Micro& m) {
     auto state = random_state_in_.find(Key{false, m.batch.step, m.batch.index});
     set_cpu_random_state(state->second);
     random_state_in_.erase(state);
+  }
+  if (train && asynchronous() && !is_leaf()) {
+    // Its backward may come after an update: what it needs to run this forward again.
+    m.version = stash_.version();
+    stash_.hold(m.version);
+    const auto& drawing = setup_.node.random_nodes;
+    if (std::find(drawing.begin(), drawing.end(), setup_.node.node_id) != drawing.end()) {
+      m.random_state = cpu_random_state();
+    }
+    if (setup_.record_versions) m.checksum = stash_.checksum();
   }
   c10::IValue result = setup_.stage.forward(args);
   m.forwarded = true;
@@ -346,17 +356,60 @@ void StageWorker::leaf_loss(Micro& m, const c10::IValue& result) {
   }
 }
 
-void StageWorker::backward(Micro& m) {
-  if (!is_leaf()) {
-    std::vector<at::Tensor> tensors, grads;
-    for (size_t j = 0; j < m.outputs.size() && j < m.output_grads.size(); ++j) {
-      if (!m.outputs[j].isTensor() || !m.output_grads[j].defined()) continue;
-      const at::Tensor& out = m.outputs[j].toTensor();
-      if (!out.requires_grad()) continue;
-      tensors.push_back(out);
-      grads.push_back(m.output_grads[j]);
+// The first forward's graph refers to parameters that an update has since changed in place: the
+// forward runs again on the weights it ran on, from the same inputs and random state, and its
+// graph replaces the first one's (the caller's backward then runs on the same weights).
+void StageWorker::recompute_forward(Micro& m, torch::jit::Module& module) {
+  std::vector<c10::IValue> args = m.inputs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!setup_.node.inputs[i].from_node || !m.inputs[i].isTensor()) continue;
+    at::Tensor t = m.inputs[i].toTensor();
+    if (t.requires_grad()) {
+      t = t.detach().requires_grad_(true);  // fresh leaves: their .grad() goes upstream
+      m.inputs[i] = t;
+      args[i] = t;
     }
-    if (!tensors.empty()) torch::autograd::backward(tensors, grads);
+  }
+  std::optional<at::Tensor> generator;
+  if (m.random_state) {
+    generator = cpu_random_state();
+    set_cpu_random_state(*m.random_state);
+  }
+  module.train(true);
+  c10::IValue result = module.forward(args);
+  if (generator) set_cpu_random_state(*generator);  // the stream goes on as if never redrawn
+  const auto& items = result.toTupleRef().elements();
+  m.outputs.assign(items.begin(), items.end());
+}
+
+// The backward of a non-leaf stage's outputs from the gradients its consumers sent.
+void StageWorker::backward_outputs(Micro& m) {
+  std::vector<at::Tensor> tensors, grads;
+  for (size_t j = 0; j < m.outputs.size() && j < m.output_grads.size(); ++j) {
+    if (!m.outputs[j].isTensor() || !m.output_grads[j].defined()) continue;
+    const at::Tensor& out = m.outputs[j].toTensor();
+    if (!out.requires_grad()) continue;
+    tensors.push_back(out);
+    grads.push_back(m.output_grads[j]);
+  }
+  if (!tensors.empty()) torch::autograd::backward(tensors, grads);
+}
+
+void StageWorker::backward(Micro& m) {
+  if (!is_leaf() && asynchronous() && !m.batch.validate) {
+    // On the weights its forward ran on: recomputed there if an update came between.
+    const uint64_t current = stash_.version();
+    stash_.with_version(m.version, [&](torch::jit::Module& module) {
+      if (m.version != current) recompute_forward(m, module);
+      if (setup_.record_versions) {
+        backward_records_.push_back({m.batch.step, m.batch.index, m.version, current, m.checksum,
+                                     WeightStash::checksum(module)});
+      }
+      backward_outputs(m);
+    });
+    stash_.release(m.version);
+  } else if (!is_leaf()) {
+    backward_outputs(m);
   }
   send_gradients(m);
   if (feeder_) feeder_->micro_batch_done(m.batch.samples);
@@ -400,7 +453,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
       reduce_across_clusters(RingTensors::kGradients);
     }
-    setup_.optimizer->step();
+    update_weights([&] { setup_.optimizer->step(); });
     setup_.optimizer->zero_grad();
     if (setup_.lr_schedule) setup_.lr_schedule->on_update();
     ++updates_done_;
@@ -432,7 +485,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   }
   if (feeder_) {
     if ((updated && validation_due(updates_done_, setup_.val_freq, false)) ||
-        (setup_.val_freq <= 0 && feeder_->epoch_ended()) || batch.last) {
+        (setup_.val_freq <= 0 && feeder_->epoch_ends_with(batch.step)) || batch.last) {
       feeder_->run_validation_round();  // a one-node cluster finishes inside, at the last round
     }
   }
@@ -440,8 +493,27 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     if (!(is_leaf() && setup_.has_validation)) finish();
     return;
   }
+  if (feeder_ && feeder_->asynchronous()) {
+    // Batches went on entering; after a validation round they may again.
+    feeder_->release_hold();
+    feeder_->pump();
+    return;
+  }
   // The next batch starts from the event loop, not from inside this one's call chain.
   if (feeder_) port_.defer([this] { guarded([this] { begin_batch(); }); });
+}
+
+void StageWorker::update_weights(const std::function<void()>& change) {
+  if (!asynchronous()) return change();
+  stash_.before_update();
+  most_versions_kept_ = std::max(most_versions_kept_, stash_.versions_kept());
+  // The graphs of forwards in flight refer to the weights about to change: useless now (their
+  // backward recomputes), so their memory goes.
+  for (auto& [key, m] : micro_) {
+    if (m.forwarded && !key.validate && m.version == stash_.version()) m.outputs.clear();
+  }
+  change();
+  stash_.after_update();
 }
 
 // Averages over the clusters what `what` says (ring_work.h) with this node's copies in the other
@@ -451,7 +523,8 @@ void StageWorker::reduce_across_clusters(RingTensors what) {
   auto work = cluster_ring_work(setup_.stage, setup_.node.rings, what,
                                 setup_.average_optim ? setup_.optimizer.get() : nullptr);
   torch::NoGradGuard no_grad;
-  port_.reduce_rings(reduce_round_++, work);
+  if (what == RingTensors::kGradients) return port_.reduce_rings(reduce_round_++, work);
+  update_weights([&] { port_.reduce_rings(reduce_round_++, work); });
 }
 
 // Each copy of a shared tensor gets the gradient of the whole model: the sum over its holders.

@@ -29,6 +29,7 @@
 #include "libs/daemon/ring_work.h"
 #include "libs/daemon/root_feeder.h"
 #include "libs/daemon/transfer.h"
+#include "libs/daemon/weight_stash.h"
 #include "libs/daemon/worker_setup.h"
 #include "libs/training/checkpoint.h"
 
@@ -51,6 +52,19 @@ class StageWorker : private FeedTarget {
   WorkerStatus status() const;  // any thread
   const torch::jit::Module& stage() const { return setup_.stage; }
 
+  // With WorkerSetup::record_versions (tests), one per training backward of a stage whose
+  // forward and backward are apart (not the leaf): the weights it ran on.
+  struct BackwardRecord {
+    uint64_t step = 0;
+    uint32_t index = 0;
+    uint64_t forward_version = 0;   // the version its forward ran on
+    uint64_t current_version = 0;   // the version when its backward ran
+    double forward_checksum = 0;    // the parameters' sum at the forward
+    double backward_checksum = 0;   // and at the backward (recomputed on the stashed version)
+  };
+  const std::vector<BackwardRecord>& backward_records() const { return backward_records_; }
+  size_t most_versions_kept() const { return most_versions_kept_; }
+
  private:
   struct Key {
     bool validate;
@@ -70,6 +84,11 @@ class StageWorker : private FeedTarget {
     std::vector<c10::IValue> outputs;     // non-leaf: the output tuple
     std::vector<at::Tensor> output_grads; // summed over consumers
     size_t grads_received = 0;
+    // Async: the weights' version its forward ran on, the generator's state before that forward
+    // (a stage that draws), and for records the weights' checksum then.
+    uint64_t version = 0;
+    std::optional<at::Tensor> random_state;
+    double checksum = 0;
   };
 
   bool is_root() const { return setup_.node.position == 0; }
@@ -83,6 +102,12 @@ class StageWorker : private FeedTarget {
   void pass_random_state(const MicroBatchTag& batch);
   void forward(Micro& m);
   void backward(Micro& m);
+  void backward_outputs(Micro& m);
+  bool asynchronous() const { return setup_.schedule == config::PipelineSchedule::kAsync; }
+  // Async: the forward of `m` again, on `module` (the weights it first ran on), for its backward.
+  void recompute_forward(Micro& m, torch::jit::Module& module);
+  // Changes the parameters in place (`change`): under async, a new version of the weights.
+  void update_weights(const std::function<void()>& change);
   void batch_finished(const MicroBatchTag& batch);
   void advance(Key& cursor, const MicroBatchTag& batch);
   void send_gradients(const Micro& m);
@@ -131,6 +156,9 @@ class StageWorker : private FeedTarget {
   bool finished_ = false;  // training done
 
   bool training_done_ = false;  // the last batch finished (the final validation may follow)
+  WeightStash stash_;
+  std::vector<BackwardRecord> backward_records_;
+  size_t most_versions_kept_ = 0;
   std::unique_ptr<RootFeeder> feeder_;    // root only
   std::unique_ptr<LeafMetrics> metrics_;  // leaf only
 

@@ -38,6 +38,7 @@ struct WorkerSetup {
   std::unique_ptr<LrSchedule> lr_schedule;
   int update_frequency = 1;
   config::PipelineSchedule schedule = config::PipelineSchedule::kGPipe;
+  int64_t max_in_flight = 0;  // async: 0 = the cluster's stages
   uint64_t seed = 0;
   int save_every = 0;
   std::string trained_path;  // where the trained stage is saved (atomically)
@@ -72,6 +73,8 @@ struct WorkerSetup {
   std::shared_ptr<Loss> loss;
   std::string losses_path;  // losses.txt: one loss per batch
   bool has_validation = false;
+  // Tests: record the weights each backward ran on (StageWorker::backward_records).
+  bool record_versions = false;
 };
 
 struct WorkerStatus {

@@ -24,6 +24,7 @@
 #include "libs/graph/stage_writer.h"
 #include "libs/training/reference_trainer.h"
 #include "tests/support/local_cluster.h"
+#include "tests/support/in_process_cluster.h"
 #include "tests/support/local_port.h"
 #include "tests/support/plans.h"
 #include "tests/support/test_env.h"
@@ -53,71 +54,6 @@ std::string job_text(const test::ModelFiles& files, const RunConfig& c) {
          "\"\n\n[optimizer]\nname = \"adam\"\nlr = 0.01\n";
 }
 
-// One cluster cut after `cuts`, written by the plan writer, each node's stage stored as a push
-// stores it and the training set shipped beside it.
-class InProcessCluster {
- public:
-  InProcessCluster(const test::ModelFiles& files, const std::vector<size_t>& cuts) {
-    auto model = graph::ModelGraph::load(files.model);
-    planner::PoolPlan plan;
-    plan.clusters.push_back(test::cluster_with_cuts(cuts, model->units().size()));
-    std::vector<config::NodeConfig> pool;
-    for (const auto& stage : plan.clusters[0].stages) {
-      pool.push_back(test::loopback_node(stage.node_id, 19000 + stage.node_id));
-    }
-    const fs::path plan_dir = dir_ / "plan";
-    const auto nodes =
-        graph::write_plan(*model, plan, pool, {files.model, 0, files.example_inputs}, plan_dir);
-    for (const auto& node : nodes) {
-      auto store = std::make_unique<runtime::NodeStore>(dir_ / node.name, node.name);
-      const std::string stage = test::read_text(plan_dir / node.stage_file);
-      store->store_stage(test::read_text(plan_dir / "nodes" / (node.name + ".json")), stage,
-                         config::sha256_hex(stage));
-      fs::copy_file(files.train_file,
-                    store->dataset_dir() / fs::path(files.train_file).filename());
-      stores_.push_back(std::move(store));
-      metadata_.push_back(node);
-    }
-  }
-
-  const std::vector<config::NodeMetadata>& metadata() const { return metadata_; }
-
-  // Trains the job with every node's worker in one LocalPort. `tamper` may change a node's
-  // setup first. Returns every stage's trained tensors by state-dict name (a name held by
-  // several stages appears once per holder) and the leaf's batch losses.
-  struct Trained {
-    std::multimap<std::string, at::Tensor> state;
-    std::vector<double> losses;
-    size_t rings = 0;  // ring rounds reduced
-  };
-  Trained train(const config::JobSpec& job,
-                const std::function<void(runtime::WorkerSetup&)>& tamper = {}) {
-    test::LocalPort port;
-    for (const auto& store : stores_) {
-      auto setup = runtime::make_worker_setup(*store, job, /*job_id=*/1);
-      if (tamper) tamper(*setup);
-      port.add(std::move(*setup));
-    }
-    port.run();
-    Trained out;
-    out.rings = port.rings_run();
-    for (const auto& node : metadata_) {
-      for (auto& [name, tensor] : graph::named_state(port.worker(node.node_id).stage())) {
-        out.state.emplace(name, tensor.detach().clone());
-      }
-    }
-    for (const auto& e : port.events()) {
-      if (e.data.kind == runtime::EventKind::kStep) out.losses.push_back(e.data.loss);
-    }
-    return out;
-  }
-
- private:
-  test::TempDir dir_;
-  std::vector<std::unique_ptr<runtime::NodeStore>> stores_;
-  std::vector<config::NodeMetadata> metadata_;
-};
-
 // `random_stages`: stages that draw random numbers, at least (with 2 or more the generator's
 // state travels between them); `shared`: every plan puts a tensor on several stages, whose
 // gradients are then summed over a ring.
@@ -129,7 +65,7 @@ void check_model(const std::string& name, const std::vector<int>& stage_counts,
   std::map<int, runtime::ReferenceResult> references;  // by micro-batches
   for (int stages : stage_counts) {
     const auto cuts = test::LocalCluster::even_cuts(files.model, stages);
-    InProcessCluster cluster(files, cuts);
+    test::InProcessCluster cluster(files, cuts);
     CHECK(cluster.metadata().front().random_nodes.size() >= random_stages);
     const bool plan_shares = std::any_of(
         cluster.metadata().begin(), cluster.metadata().end(),
@@ -185,7 +121,7 @@ TEST_CASE("stage worker: transformer (encoder with dropout)", "[stage_worker]") 
 // every batch trains something else, and the difference shows.
 TEST_CASE("stage worker: wrong_update_frequency on one node is seen", "[stage_worker]") {
   const test::ModelFiles files = test::model_files("dropout_twice");
-  InProcessCluster cluster(files, test::LocalCluster::even_cuts(files.model, 2));
+  test::InProcessCluster cluster(files, test::LocalCluster::even_cuts(files.model, 2));
   const config::JobSpec job = config::parse_job(job_text(files, {2, "gpipe"}), "test job");
   const auto reference = runtime::train_reference(files.model, job);
   const auto trained = cluster.train(job, [](runtime::WorkerSetup& setup) {

@@ -1,0 +1,51 @@
+// InProcessCluster: one cluster of a model cut after chosen units, written by the project's plan
+// writer, each node's stage stored as a push stores it and the training set shipped beside it;
+// train() runs the job with every node's StageWorker in one LocalPort (local_port.h): the
+// daemons' training without sockets.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "libs/config/job_spec.h"
+#include "libs/config/node_metadata.h"
+#include "libs/daemon/node_store.h"
+#include "libs/daemon/stage_worker.h"
+#include "tests/support/test_env.h"
+#include "tests/support/zoo.h"
+
+namespace ravnest::test {
+
+class InProcessCluster {
+ public:
+  // `cuts` empty: one stage.
+  InProcessCluster(const ModelFiles& files, const std::vector<size_t>& cuts);
+
+  const std::vector<config::NodeMetadata>& metadata() const { return metadata_; }
+
+  // Every stage's trained tensors by state-dict name (a name held by several stages appears once
+  // per holder), the leaf's batch losses, the ring rounds reduced, and each node's backward
+  // records (with WorkerSetup::record_versions) and most weight versions kept at once.
+  struct Trained {
+    std::multimap<std::string, at::Tensor> state;
+    std::vector<double> losses;
+    size_t rings = 0;
+    std::map<int, std::vector<runtime::StageWorker::BackwardRecord>> records;
+    std::map<int, size_t> most_versions_kept;
+  };
+  // `tamper` may change a node's setup first.
+  Trained train(const config::JobSpec& job,
+                const std::function<void(runtime::WorkerSetup&)>& tamper = {});
+
+ private:
+  TempDir dir_;
+  std::vector<std::unique_ptr<runtime::NodeStore>> stores_;
+  std::vector<config::NodeMetadata> metadata_;
+};
+
+}  // namespace ravnest::test
