@@ -12,11 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/harness/local_daemons.h"
+#include "bench/even_pipeline.h"
 #include "libs/config/job_spec.h"
-#include "libs/graph/model_graph.h"
-#include "libs/graph/stage_writer.h"
-#include "libs/requester/requester.h"
 #include "libs/training/reference_trainer.h"
 
 namespace fs = std::filesystem;
@@ -24,51 +21,9 @@ using namespace ravnest;
 
 static double train_on_daemons(const fs::path& work, const std::string& model_path, int stages,
                                bool insecure) {
-  auto model = graph::ModelGraph::load(model_path);
-  std::vector<size_t> allowed;
-  for (size_t i = 0; i < model->cut_allowed().size(); ++i) {
-    if (model->cut_allowed(i)) allowed.push_back(i);
-  }
-  planner::PoolPlan plan;
-  planner::ClusterPlan cluster;
-  std::vector<config::NodeConfig> pool;
-  size_t first = 0;
-  for (int s = 0; s < stages; ++s) {
-    config::NodeConfig node;
-    node.id = s;
-    node.name = "node_" + std::to_string(s);
-    node.host = "127.0.0.1";
-    node.port = runtime::free_loopback_port();
-    node.address = "127.0.0.1:" + std::to_string(node.port);
-    node.ram_gb = 8;
-    node.bandwidth_mbps = 1000;
-    pool.push_back(node);
-    planner::StagePlan stage;
-    stage.node_id = s;
-    stage.first_unit = first;
-    stage.end_unit = s + 1 < stages ? allowed[(s + 1) * allowed.size() / stages] + 1
-                                    : model->units().size();
-    first = stage.end_unit;
-    cluster.stages.push_back(stage);
-  }
-  plan.clusters.push_back(cluster);
-  const fs::path dir = work / ("bench_" + std::to_string(stages));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  graph::write_plan(*model, plan, pool, {model_path, 0, {}}, (dir / "plan").string());
-  std::vector<std::string> names;
-  std::vector<int> ports;
-  for (const auto& node : pool) {
-    names.push_back(node.name);
-    ports.push_back(node.port);
-  }
-  runtime::LocalDaemons daemons(runtime::sibling_ravnestd(), dir.string(), "", names, ports);
-  daemons.set_insecure(insecure);
-  daemons.start_all();
-  runtime::Requester requester(runtime::load_plan((dir / "plan").string()), "", insecure);
-  requester.push([](const std::string&) {});
-  runtime::TrainOptions options;
-  auto result = requester.train((work / "job.toml").string(), options);
+  const auto result = bench::train_even_pipeline(work / ("bench_" + std::to_string(stages)),
+                                                 model_path, stages, (work / "job.toml").string(),
+                                                 insecure);
   return result.clusters.at(0).samples_per_second;
 }
 
