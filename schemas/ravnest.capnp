@@ -119,6 +119,18 @@ struct NodeStatus {
   lastLoss @12 :Float64;     # leaf only: the loss of the last batch
   samplesPerSecond @13 :Float64;
   error @14 :Text;
+  # Bytes and messages by kind since the job was loaded (libs/wire/wire_traffic.h).
+  activationTraffic @15 :TrafficCount;
+  gradientTraffic @16 :TrafficCount;
+  ringTraffic @17 :TrafficCount;
+  otherTraffic @18 :TrafficCount;   # labels, random state
+}
+
+struct TrafficCount {
+  bytesSent @0 :UInt64;
+  bytesReceived @1 :UInt64;
+  messagesSent @2 :UInt64;
+  messagesReceived @3 :UInt64;
 }
 
 enum EventKind {

@@ -16,6 +16,7 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "apps/ravnest/progress_view.h"
+#include "apps/ravnest/traffic_view.h"
 #include "bench/harness/allreduce_bench.h"
 #include "bench/harness/local_daemons.h"
 #include "libs/config/job_spec.h"
@@ -185,6 +186,7 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
   }
   for (const auto& p : result.clusters) say(runtime::progress_line(p));
   std::printf("training finished in %s\n", runtime::format_duration(result.seconds).c_str());
+  std::printf("%s", runtime::traffic_table(requester.status()).c_str());
   return 0;
 }
 
@@ -193,7 +195,8 @@ int run_status(const Connection& c) {
   std::printf("%-8s %-22s %-8s %-10s %-11s %6s %12s %10s %10s\n", "node", "address", "cluster",
               "role", "state", "epoch", "batches", "loss", "samples/s");
   bool all_reachable = true;
-  for (const auto& r : requester.status()) {
+  const auto reports = requester.status();
+  for (const auto& r : reports) {
     all_reachable = all_reachable && r.reachable;
     std::printf("%-8s %-22s %-8d %-10s %-11s %6u %5llu/%-6llu %10.4f %10.1f\n",
                 r.node.name.c_str(), r.node.address.c_str(), r.node.cluster,
@@ -203,6 +206,7 @@ int run_status(const Connection& c) {
                 r.status.samples_per_second);
     if (!r.error.empty()) std::printf("         %s\n", r.error.c_str());
   }
+  std::printf("%s", runtime::traffic_table(reports).c_str());
   return all_reachable ? 0 : 1;
 }
 

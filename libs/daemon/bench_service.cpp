@@ -27,7 +27,7 @@ kj::Promise<void> BenchService::bench_all_reduce(BenchAllReduceCall context) {
   mailbox_.reset();
   return on_thread([this, peers, position, bytes, repetitions, seconds, ring]() {
            const size_t n = peers.size();
-           RingLink link(*loop_.executor, links_, *loop_.timer, mailbox_, ring, -1,
+           RingLink link(*loop_.executor, links_, traffic_, *loop_.timer, mailbox_, ring, -1,
                          {"peer " + std::to_string((position + 1) % n), peers[(position + 1) % n]},
                          {"peer " + std::to_string((position + n - 1) % n),
                           peers[(position + n - 1) % n]});

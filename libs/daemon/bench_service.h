@@ -9,19 +9,22 @@
 #include "libs/daemon/ring_mailbox.h"
 #include "libs/daemon/thread_bridge.h"
 #include "libs/wire/peer_links.h"
+#include "libs/wire/wire_traffic.h"
 
 namespace ravnest::runtime {
 
 class BenchService {
  public:
-  BenchService(wire::PeerLinks& links, RingMailbox& mailbox,
+  // The benchmark's segments count as the node's ring traffic (`traffic`).
+  BenchService(wire::PeerLinks& links, wire::WireTraffic& traffic, RingMailbox& mailbox,
                const RpcLoop& loop)
-      : links_(links), mailbox_(mailbox), loop_(loop) {}
+      : links_(links), traffic_(traffic), mailbox_(mailbox), loop_(loop) {}
 
   kj::Promise<void> bench_all_reduce(BenchAllReduceCall context);
 
  private:
   wire::PeerLinks& links_;
+  wire::WireTraffic& traffic_;
   RingMailbox& mailbox_;
   const RpcLoop& loop_;
 };

@@ -20,13 +20,14 @@ namespace ravnest::runtime {
 
 using wire::NodeState;
 
-JobControl::JobControl(NodeStore& store, asio::io_context& compute,
-                       RingMember& rings, wire::PeerLinks& links,
-                       const RpcLoop& loop, WorkerPort& port)
+JobControl::JobControl(NodeStore& store, asio::io_context& compute, RingMember& rings,
+                       wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
+                       WorkerPort& port)
     : store_(store),
       compute_(compute),
       rings_(rings),
       links_(links),
+      traffic_(traffic),
       port_(port),
       checkpoints_(std::make_shared<CheckpointStore>(store.checkpoints_dir())),
       peers_(links, loop) {
@@ -141,6 +142,7 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   listeners_.clear();  // a new job, new listeners
   rings_.mailbox().reset();
   links_.drop_all();  // and new connections: a peer may have restarted since the last job
+  traffic_.reset();
   return on_compute(compute_, [this, text, job_id, identity, resume_from, shipped]() {
     rings_.end_job();
     auto job = store_.locate_shipped(config::parse_job(text, "job"), shipped);
@@ -344,6 +346,7 @@ kj::Promise<void> JobControl::status(StatusCall context) {
       out.samples_per_second = w.samples_per_second;
     }
   }
+  out.traffic = traffic_.snapshot();
   wire::encode_status(out, context.getResults().initStatus());
   return kj::READY_NOW;
 }

@@ -36,6 +36,7 @@
 #include "libs/daemon/worker_port.h"
 #include "libs/wire/node_report.h"
 #include "libs/wire/peer_links.h"
+#include "libs/wire/wire_traffic.h"
 #include "libs/wire/transfer_message.h"
 #include "schemas/ravnest.capnp.h"
 
@@ -48,8 +49,10 @@ class JobControl {
   // job is loaded or abandoned; `port` is what the job's worker uses.
   // `links` are dropped when a job is loaded (a peer may have restarted since the last one), and
   // carry the running job's PeerWatch, which runs on `loop`.
-  JobControl(NodeStore& store, asio::io_context& compute,
-             RingMember& rings, wire::PeerLinks& links, const RpcLoop& loop, WorkerPort& port);
+  // `traffic`: the node's counters, shown by status() and reset when a job is loaded.
+  JobControl(NodeStore& store, asio::io_context& compute, RingMember& rings,
+             wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
+             WorkerPort& port);
 
   kj::Promise<void> push_stage(PushStageCall context);
   // `slot` counts the file's stream against its peer's limit until the file is stored or dropped;
@@ -96,6 +99,7 @@ class JobControl {
   asio::io_context& compute_;
   RingMember& rings_;
   wire::PeerLinks& links_;
+  wire::WireTraffic& traffic_;
   WorkerPort& port_;
   std::shared_ptr<CheckpointStore> checkpoints_;
   PeerWatch peers_;

@@ -23,8 +23,8 @@ NodeService::NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecuri
       limits_(limits),
       streams_(limits.streams_per_peer),
       links_(std::move(security)),
-      ring_(links_, loop_),
-      job_(store, compute, ring_, links_, loop_, *this),
+      ring_(links_, traffic_, loop_),
+      job_(store, compute, ring_, links_, traffic_, loop_, *this),
       checkpoints_(
           job_.checkpoint_store(), links_, loop_,
           [this]() -> const config::NodeMetadata* {
@@ -32,10 +32,10 @@ NodeService::NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecuri
           },
           [this]() { return job_.busy(); }),
       transfer_(
-          links_,
+          links_, traffic_,
           [this](wire::TransferMessage message) { job_.deliver(std::move(message)); },
           [this](const std::string& why) { job_.fail_worker(why); }, transfer_limits(limits)),
-      bench_(links_, ring_.mailbox(), loop_) {}
+      bench_(links_, traffic_, ring_.mailbox(), loop_) {}
 
 NodeService::~NodeService() noexcept(false) = default;
 

@@ -34,6 +34,7 @@
 #include "libs/config/daemon_limits.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/stream_limits.h"
+#include "libs/wire/wire_traffic.h"
 #include "schemas/ravnest.capnp.h"
 
 namespace ravnest::runtime {
@@ -83,6 +84,7 @@ class NodeService final : public WorkerPort {
   wire::StreamLimits streams_;
   RpcLoop loop_;
   wire::PeerLinks links_;
+  wire::WireTraffic traffic_;
   RingMember ring_;
   JobControl job_;
   CheckpointService checkpoints_;

@@ -6,11 +6,12 @@
 
 namespace ravnest::runtime {
 
-RingLink::RingLink(const kj::Executor& rpc, wire::PeerLinks& links, kj::Timer& timer,
-                   RingMailbox& mailbox, uint32_t ring, int self_node, RingPeerAddress next,
-                   RingPeerAddress prev)
+RingLink::RingLink(const kj::Executor& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
+                   kj::Timer& timer, RingMailbox& mailbox, uint32_t ring, int self_node,
+                   RingPeerAddress next, RingPeerAddress prev)
     : rpc_(rpc),
       links_(links),
+      traffic_(traffic),
       timer_(timer),
       mailbox_(mailbox),
       ring_(ring),
@@ -52,6 +53,7 @@ void RingLink::send(const RingTag& tag, const void* data, size_t bytes) {
       } else {
         request.setData(view);  // the message's words would run past the caller's bytes
       }
+      traffic_.sent(wire::TrafficKind::kRings, request.totalSize().wordCount * 8);
       return links_.watch(next_.address, request.send());
     });
   } catch (const kj::Exception& e) {

@@ -19,6 +19,7 @@
 #include "libs/daemon/ring_mailbox.h"
 #include "libs/ring/ring_transport.h"
 #include "libs/wire/peer_links.h"
+#include "libs/wire/wire_traffic.h"
 #include "schemas/ravnest.capnp.h"
 
 namespace ravnest::runtime {
@@ -30,8 +31,10 @@ struct RingPeerAddress {
 
 class RingLink final : public RingTransport {
  public:
-  RingLink(const kj::Executor& rpc, wire::PeerLinks& links, kj::Timer& timer, RingMailbox& mailbox,
-           uint32_t ring, int self_node, RingPeerAddress next, RingPeerAddress prev);
+  // `traffic` counts the segments sent.
+  RingLink(const kj::Executor& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
+           kj::Timer& timer, RingMailbox& mailbox, uint32_t ring, int self_node,
+           RingPeerAddress next, RingPeerAddress prev);
 
   ~RingLink() noexcept(false) override;  // drops the sink on the RPC thread, where it lives
 
@@ -42,6 +45,7 @@ class RingLink final : public RingTransport {
  private:
   const kj::Executor& rpc_;
   wire::PeerLinks& links_;
+  wire::WireTraffic& traffic_;
   kj::Timer& timer_;
   RingMailbox& mailbox_;
   uint32_t ring_;

@@ -30,12 +30,14 @@ namespace {
 // control then also bounds what waits here.
 class RingSinkImpl final : public schema::RingSink::Server {
  public:
-  RingSinkImpl(RingMailbox& mailbox, uint32_t ring) : mailbox_(mailbox), ring_(ring) {}
+  RingSinkImpl(RingMailbox& mailbox, wire::WireTraffic& traffic, uint32_t ring)
+      : mailbox_(mailbox), traffic_(traffic), ring_(ring) {}
 
  protected:
   kj::Promise<void> segment(SegmentContext context) override {
     auto params = context.getParams();
     auto data = params.getData();
+    traffic_.received(wire::TrafficKind::kRings, params.totalSize().wordCount * 8);
     auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
     auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(
         kj::mv(paf.fulfiller));
@@ -49,6 +51,7 @@ class RingSinkImpl final : public schema::RingSink::Server {
 
  private:
   RingMailbox& mailbox_;
+  wire::WireTraffic& traffic_;
   uint32_t ring_;
 };
 
@@ -113,10 +116,10 @@ std::string node_name(int node) { return "node_" + std::to_string(node); }
 // One ring of the running job: its link, its algorithm, and (made when needed) its thread.
 class RingMember::Session {
  public:
-  Session(const RpcLoop& loop, wire::PeerLinks& links, RingMailbox& mailbox,
-          const config::RingMembership& ring, int self_node)
+  Session(const RpcLoop& loop, wire::PeerLinks& links, wire::WireTraffic& traffic,
+          RingMailbox& mailbox, const config::RingMembership& ring, int self_node)
       : peers_(ring.peers),
-        link_(*loop.executor, links, *loop.timer, mailbox, static_cast<uint32_t>(ring.id),
+        link_(*loop.executor, links, traffic, *loop.timer, mailbox, static_cast<uint32_t>(ring.id),
               self_node, peer(ring, ring.position + 1), peer(ring, ring.position - 1)),
         reduce_(link_, ring.position, static_cast<int>(ring.peers.size()), daemon_ring_options()) {}
 
@@ -151,15 +154,15 @@ class RingMember::Session {
   std::unique_ptr<ParkedThread> thread_;  // joined before the algorithm goes
 };
 
-RingMember::RingMember(wire::PeerLinks& links, const RpcLoop& loop)
-    : links_(links), loop_(loop) {}
+RingMember::RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop)
+    : links_(links), traffic_(traffic), loop_(loop) {}
 
 RingMember::~RingMember() = default;
 
 kj::Promise<void> RingMember::open_ring(OpenRingCall context, wire::StreamSlot slot) {
   auto params = context.getParams();
   context.getResults().setSink(
-      kj::heap<RingSinkImpl>(mailbox_, params.getRing()).attach(kj::mv(slot)));
+      kj::heap<RingSinkImpl>(mailbox_, traffic_, params.getRing()).attach(kj::mv(slot)));
   return kj::READY_NOW;
 }
 
@@ -179,7 +182,7 @@ RingMember::Session& RingMember::session_for(const config::RingMembership& ring,
   }
   if (it == sessions_.end()) {
     it = sessions_
-             .emplace(ring.id, std::make_unique<Session>(loop_, links_, mailbox_, ring, self.node_id))
+             .emplace(ring.id, std::make_unique<Session>(loop_, links_, traffic_, mailbox_, ring, self.node_id))
              .first;
   }
   return *it->second;

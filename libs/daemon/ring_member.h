@@ -27,6 +27,7 @@
 #include "libs/daemon/worker_port.h"
 #include "libs/ring/ring_allreduce.h"
 #include "libs/wire/peer_links.h"
+#include "libs/wire/wire_traffic.h"
 
 namespace ravnest::runtime {
 
@@ -36,7 +37,8 @@ RingAllReduceOptions daemon_ring_options();
 
 class RingMember {
  public:
-  RingMember(wire::PeerLinks& links, const RpcLoop& loop);
+  // `traffic` counts the segments either way.
+  RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop);
   ~RingMember();
 
   RingMailbox& mailbox() { return mailbox_; }
@@ -59,6 +61,7 @@ class RingMember {
                     const config::NodeMetadata& self);
 
   wire::PeerLinks& links_;
+  wire::WireTraffic& traffic_;
   const RpcLoop& loop_;
   RingMailbox mailbox_;
   std::map<int, std::unique_ptr<Session>> sessions_;  // by ring id; compute thread only

@@ -20,6 +20,9 @@ kj::Promise<void> TransferPlane::send(SendCall context,
   auto message = std::make_shared<wire::TransferMessage>(checked([&] {
     return wire::decode_transfer(params.getTransfer(), pending, limits_, decompress.get());
   }));
+  uint64_t bytes = params.totalSize().wordCount * 8;
+  for (const auto& t : pending) bytes += t.nbytes();
+  traffic_.received(wire::traffic_kind(message->kind), bytes);
   if (pending.empty()) {
     deliver_(std::move(*message));
     return kj::READY_NOW;
@@ -43,8 +46,10 @@ void TransferPlane::dispatch(wire::TransferMessage message,
       throw std::runtime_error("no address for node " + std::to_string(to));
     }
     auto request = links_.node(address->second).sendRequest();
+    const auto kind = wire::traffic_kind(message.kind);
     auto encoded = std::make_shared<wire::EncodedTensors>(wire::encode_transfer(
         std::move(message), request.initTransfer(), wire::kDefaultInlineLimit));
+    traffic_.sent(kind, request.totalSize().wordCount * 8 + encoded->streamed_bytes);
     if (encoded->saturated && !saturation_reported_) {
       saturation_reported_ = true;  // once per daemon: the job's values, not a fault
       spdlog::warn("fp16: values beyond +-65504 were sent as +-65504 (compression saturates)");

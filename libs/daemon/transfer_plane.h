@@ -16,6 +16,7 @@
 #include "libs/wire/peer_links.h"
 #include "libs/wire/transfer_message.h"
 #include "libs/wire/value_codec.h"
+#include "libs/wire/wire_traffic.h"
 
 namespace ravnest::runtime {
 
@@ -25,8 +26,14 @@ class TransferPlane {
   using Fail = std::function<void(const std::string&)>;
 
   // `limits`: what one received transfer may hold.
-  TransferPlane(wire::PeerLinks& links, Deliver deliver, Fail fail, wire::DecodeLimits limits)
-      : links_(links), deliver_(std::move(deliver)), fail_(std::move(fail)), limits_(limits) {}
+  // `traffic` counts what goes either way (wire_traffic.h).
+  TransferPlane(wire::PeerLinks& links, wire::WireTraffic& traffic, Deliver deliver, Fail fail,
+                wire::DecodeLimits limits)
+      : links_(links),
+        traffic_(traffic),
+        deliver_(std::move(deliver)),
+        fail_(std::move(fail)),
+        limits_(limits) {}
 
   // `open_stream` gives the slot that counts a transfer's streamed tensors against its peer's
   // limit until they arrived (called only when the transfer streams any).
@@ -36,6 +43,7 @@ class TransferPlane {
 
  private:
   wire::PeerLinks& links_;
+  wire::WireTraffic& traffic_;
   Deliver deliver_;
   Fail fail_;
   wire::DecodeLimits limits_;

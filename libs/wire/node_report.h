@@ -14,6 +14,28 @@ enum class NodeState { kIdle, kReady, kTraining, kFinished, kFailed };
 // "idle", "ready", "training", "finished", "failed".
 const char* state_name(NodeState state);
 
+// What a node sent and received of one kind since its job was loaded (wire_traffic.h says what a
+// byte is).
+struct TrafficCount {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+};
+
+// Activations and gradients: micro-batches between stages (validation's included); rings: the
+// all-reduce's segments between clusters; other: labels and random state.
+enum class TrafficKind { kActivations, kGradients, kRings, kOther };
+inline constexpr int kTrafficKinds = 4;
+// "activations", "gradients", "rings", "other".
+const char* traffic_kind_name(TrafficKind kind);
+
+struct NodeTraffic {
+  TrafficCount kinds[kTrafficKinds];
+  TrafficCount& operator[](TrafficKind kind) { return kinds[static_cast<int>(kind)]; }
+  const TrafficCount& operator[](TrafficKind kind) const { return kinds[static_cast<int>(kind)]; }
+};
+
 struct NodeStatusData {
   std::string node;  // "node_3"
   bool has_stage = false;
@@ -32,6 +54,7 @@ struct NodeStatusData {
   double last_loss = 0;
   double samples_per_second = 0;
   std::string error;
+  NodeTraffic traffic;  // since the job was loaded
 };
 
 enum class EventKind { kStep, kValidation, kFinished, kFailed };

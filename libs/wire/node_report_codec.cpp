@@ -85,6 +85,36 @@ NodeEvent decode_event(schema::ProgressEvent::Reader event) {
   return out;
 }
 
+namespace {
+
+void encode_traffic(const TrafficCount& count, schema::TrafficCount::Builder out) {
+  out.setBytesSent(count.bytes_sent);
+  out.setBytesReceived(count.bytes_received);
+  out.setMessagesSent(count.messages_sent);
+  out.setMessagesReceived(count.messages_received);
+}
+
+TrafficCount decode_traffic(schema::TrafficCount::Reader count) {
+  TrafficCount out;
+  out.bytes_sent = count.getBytesSent();
+  out.bytes_received = count.getBytesReceived();
+  out.messages_sent = count.getMessagesSent();
+  out.messages_received = count.getMessagesReceived();
+  return out;
+}
+
+}  // namespace
+
+const char* traffic_kind_name(TrafficKind kind) {
+  switch (kind) {
+    case TrafficKind::kActivations: return "activations";
+    case TrafficKind::kGradients: return "gradients";
+    case TrafficKind::kRings: return "rings";
+    case TrafficKind::kOther: return "other";
+  }
+  return "?";
+}
+
 void encode_status(const NodeStatusData& status, schema::NodeStatus::Builder out) {
   out.setNode(status.node);
   out.setHasStage(status.has_stage);
@@ -101,6 +131,10 @@ void encode_status(const NodeStatusData& status, schema::NodeStatus::Builder out
   out.setLastLoss(status.last_loss);
   out.setSamplesPerSecond(status.samples_per_second);
   out.setError(status.error);
+  encode_traffic(status.traffic[TrafficKind::kActivations], out.initActivationTraffic());
+  encode_traffic(status.traffic[TrafficKind::kGradients], out.initGradientTraffic());
+  encode_traffic(status.traffic[TrafficKind::kRings], out.initRingTraffic());
+  encode_traffic(status.traffic[TrafficKind::kOther], out.initOtherTraffic());
 }
 
 NodeStatusData decode_status(schema::NodeStatus::Reader status) {
@@ -120,6 +154,10 @@ NodeStatusData decode_status(schema::NodeStatus::Reader status) {
   out.last_loss = status.getLastLoss();
   out.samples_per_second = status.getSamplesPerSecond();
   out.error = status.getError();
+  out.traffic[TrafficKind::kActivations] = decode_traffic(status.getActivationTraffic());
+  out.traffic[TrafficKind::kGradients] = decode_traffic(status.getGradientTraffic());
+  out.traffic[TrafficKind::kRings] = decode_traffic(status.getRingTraffic());
+  out.traffic[TrafficKind::kOther] = decode_traffic(status.getOtherTraffic());
   return out;
 }
 

@@ -488,3 +488,75 @@ TEST_CASE("the asynchronous schedule trains the digits demo to 97 %", "[daemon][
   CHECK(progress.validation_accuracy >= 0.97);
   CHECK(progress.batches == progress.total_batches);
 }
+
+// What a node counts as sent equals what its consumer counts as received, and both are the
+// tensors' bytes as the codec sends them plus a bounded envelope per message (wire_traffic.h).
+TEST_CASE("bytes on the wire are counted per node and kind, as the tensors' sizes say",
+          "[daemon][pipeline][traffic]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 3)}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  // What stage 0 sends for one micro-batch of 8 digits, in float32 values.
+  int64_t values = 0;
+  {
+    auto stage = torch::jit::load((fs::path(cluster.plan_dir()) / "stages/node_0.pt").string());
+    const auto out = stage.forward({torch::zeros({8, 1, 8, 8})});
+    for (const auto& v : out.toTupleRef().elements()) values += v.toTensor().numel();
+  }
+  REQUIRE(values > 1000);
+  constexpr uint64_t kMicroBatches = 5 * 4;  // max_steps 5, 4 micro-batches a batch
+  constexpr uint64_t kEnvelope = 1024;       // per message, at most
+  for (const std::string codec : {"none", "fp16", "int8"}) {
+    INFO("codec " << codec);
+    const auto job = cluster.dir() / ("job_traffic_" + codec + ".toml");
+    test::write_text(job, job_text("name = \"sgd\"\nlr = 0.01", 1, 5, 1, "1f1b", false) +
+                              "\n[compression]\nactivations = \"" + codec +
+                              "\"\ngradients = \"" + codec + "\"\n");
+    auto train = cluster.ravnest("train", job.string());
+    INFO(train.out << train.err);
+    REQUIRE(train.exit_code == 0);
+    CHECK(train.out.find("bytes on the wire since the job was loaded") != std::string::npos);
+
+    runtime::Requester requester(runtime::load_plan(cluster.plan_dir()),
+                                 config::read_secret(cluster.secret_file()));
+    const auto reports = requester.status();
+    REQUIRE(reports.size() == 3);
+    const auto& root = reports[0].status.traffic;
+    const auto& stem = reports[1].status.traffic;
+    const auto& leaf = reports[2].status.traffic;
+    using K = wire::TrafficKind;
+    // Each kind's messages: one a micro-batch each way, nothing over rings.
+    CHECK(root[K::kActivations].messages_sent == kMicroBatches);
+    CHECK(stem[K::kActivations].messages_received == kMicroBatches);
+    CHECK(stem[K::kActivations].messages_sent == kMicroBatches);
+    CHECK(leaf[K::kGradients].messages_sent == kMicroBatches);
+    CHECK(root[K::kGradients].messages_received == kMicroBatches);
+    CHECK(root[K::kGradients].bytes_sent == 0);
+    CHECK(leaf[K::kActivations].bytes_sent == 0);
+    for (const auto& r : reports) CHECK(r.status.traffic[K::kRings].bytes_sent == 0);
+    CHECK(root[K::kOther].messages_sent >= kMicroBatches);  // the labels, to the leaf
+    // Sender and receiver agree to the byte.
+    CHECK(root[K::kActivations].bytes_sent == stem[K::kActivations].bytes_received);
+    CHECK(stem[K::kActivations].bytes_sent == leaf[K::kActivations].bytes_received);
+    CHECK(leaf[K::kGradients].bytes_sent == stem[K::kGradients].bytes_received);
+    CHECK(stem[K::kGradients].bytes_sent == root[K::kGradients].bytes_received);
+    CHECK(root[K::kOther].bytes_sent == leaf[K::kOther].bytes_received);
+    // Root -> stem: stage 0's outputs, as the codec sends them; stem -> root: their gradients.
+    const uint64_t per_micro_batch =
+        codec == "none" ? values * 4
+        : codec == "fp16" ? values * 2
+                          : values + 4 * ((values + 255) / 256);
+    const uint64_t payload = per_micro_batch * kMicroBatches;
+    INFO("payload " << payload << ", activations sent " << root[K::kActivations].bytes_sent
+                    << ", gradients received " << root[K::kGradients].bytes_received);
+    CHECK(root[K::kActivations].bytes_sent >= payload);
+    CHECK(root[K::kActivations].bytes_sent <= payload + kMicroBatches * kEnvelope);
+    CHECK(root[K::kGradients].bytes_received >= payload);
+    CHECK(root[K::kGradients].bytes_received <= payload + kMicroBatches * kEnvelope);
+  }
+  auto status = cluster.ravnest("status");
+  INFO(status.out << status.err);
+  CHECK(status.out.find("bytes on the wire since the job was loaded") != std::string::npos);
+  CHECK(std::regex_search(status.out, std::regex("node_0 +[0-9.]+ kB / 0 B")));
+}
