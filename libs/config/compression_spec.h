@@ -4,8 +4,8 @@
 //   [compression]
 //   activations = "fp16"   # forward: a stage's outputs to the next stage
 //   gradients = "fp16"     # backward: the gradients of those outputs
-//   rings = "none"         # the all-reduce's segments between clusters: not built yet, anything
-//                          # but "none" is refused (libs/wire/error_feedback.h is its start)
+//   rings = "int8"         # the all-reduce's segments between clusters, with error feedback
+//                          # (libs/ring/ring_allreduce.h, RingCompression)
 //
 // Each is "none" (the default), "fp16", "bf16" or "int8". Only floating-point tensors are
 // compressed; labels and other integer values always travel as they are (docs/compression.md).

@@ -196,7 +196,8 @@ void RingMember::reduce_rings(uint64_t round, std::vector<WorkerPort::RingWork>&
   for (const auto& w : work) sessions.push_back(&session_for(*w.ring, self));
   auto run = [&](size_t w) {
     try {
-      sessions[w]->reduce().run(round, work[w].tensors, average);
+      sessions[w]->reduce().run(round, work[w].tensors, average,
+                                {work[w].codec, work[w].stream});
     } catch (const std::exception& e) {
       errors[w] = e.what();
     }

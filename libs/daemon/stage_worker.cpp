@@ -522,6 +522,12 @@ void StageWorker::reduce_across_clusters(RingTensors what) {
   if (setup_.node.rings.empty()) return;
   auto work = cluster_ring_work(setup_.stage, setup_.node.rings, what,
                                 setup_.average_optim ? setup_.optimizer.get() : nullptr);
+  for (auto& w : work) {
+    w.codec = setup_.compression.rings;
+    w.stream = what == RingTensors::kGradients ? "gradients"
+               : what == RingTensors::kState   ? "state"
+                                               : "final";
+  }
   torch::NoGradGuard no_grad;
   if (what == RingTensors::kGradients) return port_.reduce_rings(reduce_round_++, work);
   update_weights([&] { port_.reduce_rings(reduce_round_++, work); });

@@ -12,6 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "libs/config/compression_spec.h"
 #include "libs/config/node_metadata.h"
 #include "libs/wire/node_report.h"
 #include "libs/wire/transfer_message.h"
@@ -31,6 +32,10 @@ class WorkerPort {
   struct RingWork {
     const config::RingMembership* ring = nullptr;
     std::vector<at::Tensor> tensors;
+    // Lossy segments (the job's [compression] rings) with error feedback per `stream`: the
+    // name of this set of tensors, the same set every time (ring_allreduce.h, RingCompression).
+    config::WireCodec codec = config::WireCodec::kNone;
+    std::string stream;
   };
   virtual void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average = true) = 0;
   // The worker wrote its checkpoint after `updates` updates of the job `identity`: the daemon

@@ -56,7 +56,7 @@ struct WorkerSetup {
   config::ReduceMode reduce = config::ReduceMode::kParameters;
   int64_t reduce_factor = 1;
   bool average_optim = false;
-  // How activations and gradients travel (the job's [compression]).
+  // How activations, gradients and ring segments travel (the job's [compression]).
   config::CompressionSpec compression;
   // Root only:
   std::shared_ptr<data::Dataset> train_data;

@@ -1,5 +1,7 @@
 #include "libs/ring/ring_allreduce.h"
 
+#include "libs/ring/segment_codec.h"
+
 #include <ATen/core/grad_mode.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -106,6 +108,40 @@ Span chunk_span(size_t count, int size, int c) {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
+// How one dtype group's chunks travel: in segments of at most `segment_bytes`, each tagged by
+// the round, the algorithm's step and its index within the chunk.
+struct Segments {
+  Segments(uint64_t round, uint32_t group, int size, at::ScalarType dtype, uint8_t* base,
+           size_t count, size_t segment_bytes)
+      : round(round),
+        element_size(c10::elementSize(dtype)),
+        per_segment(std::max<size_t>(1, segment_bytes / element_size)),
+        base(base) {
+    const uint32_t steps = 2 * static_cast<uint32_t>(size - 1);
+    if (static_cast<uint64_t>(group) * steps + steps > UINT32_MAX)
+      throw std::invalid_argument("ring all-reduce: too many dtype groups for the tag space");
+    step0 = group * steps;
+    if (this->count(chunk_span(count, size, 0)) > UINT32_MAX)
+      throw std::invalid_argument("ring all-reduce: too many segments per chunk; raise segment_bytes");
+  }
+  RingTag tag(uint32_t step, size_t i) const {
+    return RingTag{round, step0 + step, static_cast<uint32_t>(i)};
+  }
+  size_t count(const Span& c) const { return (c.count + per_segment - 1) / per_segment; }
+  size_t elements(const Span& c, size_t i) const {
+    return std::min(per_segment, c.count - i * per_segment);
+  }
+  uint8_t* at(const Span& c, size_t i) const {
+    return base + (c.begin + i * per_segment) * element_size;
+  }
+
+  uint64_t round;
+  uint32_t step0 = 0;
+  size_t element_size;
+  size_t per_segment;  // elements
+  uint8_t* base;
+};
+
 }  // namespace
 
 RingAllReduce::RingAllReduce(RingTransport& transport, int position, int size, Options options)
@@ -179,22 +215,15 @@ void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType
                                   uint8_t* base, size_t count, bool average) {
   const int n = size_, p = position_;
   const Kernels k = kernels_for(dtype);
-  const size_t es = c10::elementSize(dtype);
-  const size_t seg = std::max<size_t>(1, options_.segment_bytes / es);  // elements per segment
-  const uint32_t steps = 2 * static_cast<uint32_t>(n - 1);
-  if (static_cast<uint64_t>(group) * steps + steps > UINT32_MAX)
-    throw std::invalid_argument("ring all-reduce: too many dtype groups for the tag space");
-  const uint32_t step0 = group * steps;
-  auto tag = [&](uint32_t s, size_t segment) {
-    return RingTag{round, step0 + s, static_cast<uint32_t>(segment)};
-  };
-  auto segments = [&](const Span& c) { return (c.count + seg - 1) / seg; };
-  auto seg_elems = [&](const Span& c, size_t i) { return std::min(seg, c.count - i * seg); };
-  auto seg_ptr = [&](const Span& c, size_t i) { return base + (c.begin + i * seg) * es; };
-  if (segments(chunk_span(count, n, 0)) > UINT32_MAX)
-    throw std::invalid_argument("ring all-reduce: too many segments per chunk; raise segment_bytes");
+  const Segments layout(round, group, n, dtype, base, count, options_.segment_bytes);
+  const size_t es = layout.element_size;
+  auto tag = [&](uint32_t s, size_t i) { return layout.tag(s, i); };
+  auto segments = [&](const Span& c) { return layout.count(c); };
+  auto seg_elems = [&](const Span& c, size_t i) { return layout.elements(c, i); };
+  auto seg_ptr = [&](const Span& c, size_t i) { return layout.at(c, i); };
 
-  if (scratch_.size() < std::min(seg, count) * es) scratch_.resize(std::min(seg, count) * es);
+  if (scratch_.size() < std::min(layout.per_segment, count) * es)
+    scratch_.resize(std::min(layout.per_segment, count) * es);
 
   // Reduce-scatter step 0: our own chunk, ready to go.
   const Span own = chunk_span(count, n, p);
@@ -230,11 +259,80 @@ void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType
   }
 }
 
+void RingAllReduce::reduce_buffer_compressed(uint64_t round, uint32_t group,
+                                             at::ScalarType dtype, uint8_t* base, size_t count,
+                                             bool average, wire::ErrorFeedback& feedback,
+                                             const std::string& key) {
+  const int n = size_, p = position_;
+  const wire::TensorCodec codec = feedback.codec();
+  const Segments layout(round, group, n, dtype, base, count, options_.segment_bytes);
+  auto tag = [&](uint32_t s, size_t i) { return layout.tag(s, i); };
+  auto segments = [&](const Span& c) { return layout.count(c); };
+  auto seg_elems = [&](const Span& c, size_t i) { return layout.elements(c, i); };
+  auto seg_ptr = [&](const Span& c, size_t i) { return layout.at(c, i); };
+  auto values = [&](uint8_t* data, size_t elems) {
+    return at::from_blob(data, {static_cast<int64_t>(elems)}, at::TensorOptions().dtype(dtype));
+  };
+  // Every element is encoded once per run by each member: "rs" as a partial sum it forwards,
+  // "ag" as the final value of the chunk it owns. The keys name those places, stable across runs.
+  auto residual_key = [&](const char* phase, int chunk, size_t i) {
+    return key + "/" + phase + "/" + std::to_string(chunk) + "/" + std::to_string(i);
+  };
+  auto encode = [&](const char* phase, int chunk, const Span& c, size_t i) -> std::vector<uint8_t>& {
+    encoded_.emplace_back();  // a deque: earlier segments stay where the sender reads them
+    encode_segment(feedback, residual_key(phase, chunk, i), dtype, seg_ptr(c, i), seg_elems(c, i),
+                   encoded_.back());
+    return encoded_.back();
+  };
+
+  // Reduce-scatter step 0: our own chunk.
+  const Span own = chunk_span(count, n, p);
+  for (size_t i = 0; i < segments(own); ++i) {
+    const auto& bytes = encode("rs", p, own, i);
+    enqueue_send(tag(0, i), bytes.data(), bytes.size());
+  }
+  // Reduce-scatter: receive chunk (p-s-1), add, forward it at step s+1 (or, at the last step,
+  // average it, encode it once for the all-gather and keep what the others will get).
+  for (int s = 0; s < n - 1; ++s) {
+    const int chunk = mod(p - s - 1, n);
+    const Span c = chunk_span(count, n, chunk);
+    const bool last = s == n - 2;
+    for (size_t i = 0; i < segments(c); ++i) {
+      rethrow_send_error();
+      const size_t elems = seg_elems(c, i);
+      const size_t wire_bytes = segment_wire_bytes(codec, elems);
+      if (scratch_.size() < wire_bytes) scratch_.resize(wire_bytes);
+      transport_.recv(tag(static_cast<uint32_t>(s), i), scratch_.data(), wire_bytes);
+      at::Tensor dst = values(seg_ptr(c, i), elems);
+      dst.add_(decode_segment(codec, scratch_.data(), elems).to(dtype));
+      if (last && average) dst.div_(n);
+      const auto& bytes = encode(last ? "ag" : "rs", chunk, c, i);
+      if (last) dst.copy_(decode_segment(codec, bytes.data(), elems));
+      enqueue_send(tag(static_cast<uint32_t>(s + 1), i), bytes.data(), bytes.size());
+    }
+  }
+  // All-gather: receive the final chunk (p-s), decode it in place, forward the same bytes.
+  for (int s = 0; s < n - 1; ++s) {
+    const Span c = chunk_span(count, n, mod(p - s, n));
+    const uint32_t step = static_cast<uint32_t>(n - 1 + s);
+    for (size_t i = 0; i < segments(c); ++i) {
+      rethrow_send_error();
+      const size_t elems = seg_elems(c, i);
+      encoded_.emplace_back(segment_wire_bytes(codec, elems));
+      auto& bytes = encoded_.back();
+      transport_.recv(tag(step, i), bytes.data(), bytes.size());
+      values(seg_ptr(c, i), elems).copy_(decode_segment(codec, bytes.data(), elems));
+      if (s < n - 2) enqueue_send(tag(step + 1, i), bytes.data(), bytes.size());
+    }
+  }
+}
+
 void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors) {
   run(round, tensors, options_.average);
 }
 
-void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors, bool average) {
+void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors, bool average,
+                        const RingCompression& compression) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& t = tensors[i];
     if (!t.defined()) throw std::invalid_argument("ring all-reduce: tensor " + std::to_string(i) + " is undefined");
@@ -292,19 +390,40 @@ void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors, bool a
     }
   }
 
+  wire::ErrorFeedback* feedback = nullptr;
+  if (compression.codec != wire::TensorCodec::kNone) {
+    auto it = feedback_.find(compression.stream);
+    if (it == feedback_.end() || it->second.codec() != compression.codec) {
+      it = feedback_.insert_or_assign(compression.stream, wire::ErrorFeedback(compression.codec))
+               .first;
+    }
+    feedback = &it->second;
+  }
   try {
-    for (size_t g = 0; g < groups.size(); ++g)
-      reduce_buffer(round, static_cast<uint32_t>(g), groups[g].first, buffers[g].data,
-                    buffers[g].count, average);
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const at::ScalarType dtype = groups[g].first;
+      if (feedback && (dtype == at::kFloat || dtype == at::kDouble)) {
+        reduce_buffer_compressed(round, static_cast<uint32_t>(g), dtype, buffers[g].data,
+                                 buffers[g].count, average, *feedback,
+                                 std::to_string(g));
+      } else {
+        reduce_buffer(round, static_cast<uint32_t>(g), dtype, buffers[g].data, buffers[g].count,
+                      average);
+      }
+    }
     drain_sends(/*cancel=*/false);
     rethrow_send_error();
     transport_.flush();
+    encoded_.clear();
   } catch (...) {
     drain_sends(/*cancel=*/true);  // the sender must not touch the buffers after we return
     try {
       transport_.flush();  // nor the transport
     } catch (...) {
     }
+    encoded_.clear();
+    // Residuals half updated by a run that failed would skew the next ones.
+    if (feedback) feedback->clear();
     throw;
   }
 

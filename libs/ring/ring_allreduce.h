@@ -33,6 +33,16 @@
 //
 // On failure run() throws (RingError from the transport); the tensors' contents are then
 // unspecified (partly reduced). The sender thread is drained before run() returns or throws.
+//
+// Compression (RingCompression, a job's `[compression] rings`): the float32 and float64 groups
+// travel under a lossy codec (segment_codec.h), the others as they are. Each member encodes each
+// element once per run: the partial sums it forwards in the reduce-scatter, and the final chunk it
+// owns, once, for the all-gather (which forwards the received bytes without re-encoding them, and
+// the owner keeps what it sent): every member still ends with bitwise identical tensors. Each
+// encoding goes through an error-feedback residual kept per stream (the caller's name for a set
+// of tensors, e.g. "gradients") and segment across runs, so the error of the average over k runs
+// shrinks as 1/k. Memory: one float32 residual per compressed element, and the encoded segments
+// of one run.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -42,13 +52,22 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "libs/ring/ring_transport.h"
+#include "libs/wire/error_feedback.h"
+#include "libs/wire/tensor_codec.h"
 
 namespace ravnest::runtime {
+
+struct RingCompression {
+  wire::TensorCodec codec = wire::TensorCodec::kNone;
+  std::string stream;  // which residuals: the same tensors, in the same order, every run
+};
 
 struct RingAllReduceOptions {
   size_t segment_bytes = 1 << 20;  // bytes per message (rounded down to whole elements, >= 1)
@@ -70,7 +89,10 @@ class RingAllReduce {
   void run(uint64_t round, std::vector<at::Tensor>& tensors);
   // The same, averaging or not whatever the options say: one object serves a ring's every
   // reduce (a daemon averages parameters but sums shared gradients over the same links).
-  void run(uint64_t round, std::vector<at::Tensor>& tensors, bool average);
+  void run(uint64_t round, std::vector<at::Tensor>& tensors, bool average,
+           const RingCompression& compression = {});
+  // Forgets the error-feedback residuals (all streams).
+  void clear_residuals() { feedback_.clear(); }
 
   int position() const { return position_; }
   int size() const { return size_; }
@@ -85,6 +107,10 @@ class RingAllReduce {
 
   void reduce_buffer(uint64_t round, uint32_t group, at::ScalarType dtype, uint8_t* base,
                      size_t count, bool average);
+  // The same, the segments encoded with `feedback`'s codec; `key` names the group's residuals.
+  void reduce_buffer_compressed(uint64_t round, uint32_t group, at::ScalarType dtype,
+                                uint8_t* base, size_t count, bool average,
+                                wire::ErrorFeedback& feedback, const std::string& key);
   void enqueue_send(const RingTag& tag, const void* data, size_t bytes);
   void rethrow_send_error();
   // Waits until every queued send has been handed to the transport. With `cancel`, drops the
@@ -98,6 +124,10 @@ class RingAllReduce {
   const Options options_;
 
   std::vector<uint8_t> scratch_;      // one received segment
+  // Compressed runs: the encoded segments sent (kept until the transport is flushed), and the
+  // residuals by stream.
+  std::deque<std::vector<uint8_t>> encoded_;
+  std::map<std::string, wire::ErrorFeedback> feedback_;
   std::vector<at::Tensor> flat_cache_;  // flattening buffers, reused across runs
 
   std::mutex mutex_;

@@ -17,6 +17,7 @@ namespace ravnest::wire {
 class ErrorFeedback {
  public:
   explicit ErrorFeedback(TensorCodec codec) : codec_(codec) {}
+  TensorCodec codec() const { return codec_; }
 
   // Encodes `tensor` plus what was lost of `key` last time, and keeps what is lost now.
   CompressedTensor encode(const std::string& key, const at::Tensor& tensor);

@@ -448,9 +448,10 @@ TEST_CASE("[compression]: a codec per kind of tensor, none by default", "[config
   CHECK(job.compression.any());
   CHECK(parse_job(with("compression", "gradients = \"bf16\""), "job.toml").compression.gradients ==
         WireCodec::kBf16);
-  CHECK(error_of(with("compression", "rings = \"int8\"")) ==
-        "job.toml: compression.rings: compressing the all-reduce's segments is not built yet (only "
-        "activations and gradients are compressed); use \"none\"");
+  CHECK(parse_job(with("compression", "rings = \"int8\""), "job.toml").compression.rings ==
+        WireCodec::kInt8);
+  CHECK(error_of(with("compression", "rings = \"int4\"")) ==
+        "job.toml: compression.rings: unknown codec 'int4' (none, fp16, bf16, int8)");
   CHECK(std::string(to_string(WireCodec::kInt8)) == "int8");
   CHECK(error_of(with("compression", "activations = \"float16\"")) ==
         "job.toml: compression.activations: unknown codec 'float16' (none, fp16, bf16, int8)");

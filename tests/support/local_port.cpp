@@ -42,6 +42,7 @@ struct LocalPort::Node {
 struct LocalPort::Meeting {
   int size = 0;
   bool average = true;
+  runtime::RingCompression compression;
   std::map<int, std::vector<at::Tensor>*> members;  // by position in the ring
   bool done = false;
   std::string error;
@@ -156,6 +157,7 @@ void LocalPort::reduce_rings(int node, uint64_t round, std::vector<WorkerPort::R
       slot = std::make_unique<Meeting>();
       slot->size = static_cast<int>(ring.peers.size());
       slot->average = average;
+      slot->compression = {item.codec, item.stream};
     }
     Meeting& meeting = *slot;
     if (meeting.size != static_cast<int>(ring.peers.size()) || meeting.average != average ||
@@ -166,7 +168,7 @@ void LocalPort::reduce_rings(int node, uint64_t round, std::vector<WorkerPort::R
     }
     meeting.members[ring.position] = &item.tensors;
     if (static_cast<int>(meeting.members.size()) == meeting.size) {
-      run_ring(meeting, round);
+      run_ring(ring.id, meeting, round);
       ++rings_run_;
     }
     mine.push_back(&meeting);
@@ -187,17 +189,27 @@ void LocalPort::reduce_rings(int node, uint64_t round, std::vector<WorkerPort::R
   }
 }
 
-void LocalPort::run_ring(Meeting& meeting, uint64_t round) {
-  runtime::LocalRing ring(meeting.size);
+struct LocalPort::RingSet {
+  explicit RingSet(int size) : ring(size) {
+    for (int i = 0; i < size; ++i) {
+      members.push_back(std::make_unique<runtime::RingAllReduce>(ring.member(i), i, size));
+    }
+  }
+  runtime::LocalRing ring;
+  std::vector<std::unique_ptr<runtime::RingAllReduce>> members;
+};
+
+void LocalPort::run_ring(int ring_id, Meeting& meeting, uint64_t round) {
+  auto& set = rings_[ring_id];
+  if (!set || set->ring.size() != meeting.size || set->ring.aborted()) {
+    set = std::make_unique<RingSet>(meeting.size);
+  }
   std::vector<std::string> errors(meeting.size);
   std::vector<std::thread> threads;
   for (auto& [position, tensors] : meeting.members) {
     threads.emplace_back([&, position = position, tensors = tensors]() {
       try {
-        runtime::RingAllReduceOptions options;
-        options.average = meeting.average;
-        runtime::RingAllReduce reduce(ring.member(position), position, meeting.size, options);
-        reduce.run(round, *tensors);
+        set->members[position]->run(round, *tensors, meeting.average, meeting.compression);
       } catch (const std::exception& e) {
         errors[position] = e.what();
       }

@@ -14,7 +14,9 @@
 //  - reduce_rings() waits for the ring's other members by running the queue's other tasks from
 //    inside the call (never one of a worker whose call is still under way: as on its compute
 //    thread, a worker runs one thing at a time). When every member of a ring has come, the ring
-//    runs RingAllReduce over a LocalRing, one thread per member, as the daemon does.
+//    runs RingAllReduce over a LocalRing, one thread per member, as the daemon does; each ring's
+//    members are kept across rounds (as a daemon keeps them for a job), so that compressed
+//    rings carry their error feedback from one round to the next.
 //
 // Limits: the workers share the process's CPU generator, so randomness is exact when at most one
 // node of the process draws outside NodeMetadata::random_nodes' chain (which sets the state
@@ -67,13 +69,14 @@ class LocalPort {
     std::function<void()> run;
   };
   struct Meeting;  // one ring's round: the members come one by one
+  struct RingSet;  // one ring's transport and members, kept across rounds
 
   void send(runtime::TransferMessage message);
   void defer(int node, std::function<void()> task);
   void event(int node, const runtime::ProgressEventData& data);
   void reduce_rings(int node, uint64_t round, std::vector<runtime::WorkerPort::RingWork>& work,
                     bool average);
-  static void run_ring(Meeting& meeting, uint64_t round);
+  void run_ring(int ring_id, Meeting& meeting, uint64_t round);
   // Runs the first queued task whose worker is not busy. False when there is none.
   bool run_one();
   void check_deadline(const std::string& while_doing) const;
@@ -82,6 +85,7 @@ class LocalPort {
   std::deque<Task> tasks_;
   std::set<int> busy_;  // workers with a call under way (waiting in a ring, below on the stack)
   std::map<std::pair<int, uint64_t>, std::unique_ptr<Meeting>> meetings_;
+  std::map<int, std::unique_ptr<RingSet>> rings_;  // by ring id
   std::vector<Event> events_;
   std::string failure_;
   size_t deliveries_ = 0;
