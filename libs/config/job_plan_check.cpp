@@ -5,8 +5,39 @@
 
 namespace ravnest::config {
 
+namespace {
+
+void check_parameter_server(const JobSpec& job, const std::vector<NodeMetadata>& nodes,
+                            const std::string& origin) {
+  const ParameterServerPlan* plan = nullptr;
+  for (const auto& node : nodes) {
+    if (!node.parameter_server.empty()) plan = &node.parameter_server;
+  }
+  if (!plan) {
+    if (job.ps.present) {
+      throw ConfigError(origin + ": ps: this plan has no parameter server (`ravnest clusterize "
+                                 "--mode ps` makes one); remove [ps] to train the pipeline");
+    }
+    return;
+  }
+  if (job.ps.mode == PsMode::kBackup &&
+      static_cast<size_t>(job.ps.backup) > plan->workers.size()) {
+    throw ConfigError(origin + ": ps.backup: " + std::to_string(job.ps.backup) +
+                      " is more than the plan's " + std::to_string(plan->workers.size()) +
+                      " workers");
+  }
+  if (plan->evaluator && job.data.validation.empty()) {
+    throw ConfigError(origin + ": data.validation: the plan's evaluator (node_" +
+                      std::to_string(plan->evaluator->node) +
+                      ") scores the model on it: name the test data");
+  }
+}
+
+}  // namespace
+
 void check_job_for_plan(const JobSpec& job, const std::vector<NodeMetadata>& nodes,
                         const std::string& origin) {
+  check_parameter_server(job, nodes, origin);
   if (job.train.schedule != PipelineSchedule::kAsync) return;
   for (const auto& node : nodes) {
     if (node.shared_parameters.empty()) continue;

@@ -12,7 +12,9 @@ namespace ravnest::config {
 
 // `origin`: the job file, as errors name it. Refused:
 //   - schedule = "async" with a tensor that several stages hold (tied or reused weights): the
-//     holders would step on different versions of it (docs/async.md).
+//     holders would step on different versions of it (docs/async.md);
+//   - [ps] on a pipeline plan; on a parameter-server plan, backup = K above the workers, and an
+//     evaluator without validation data (docs/parameter-server.md).
 void check_job_for_plan(const JobSpec& job, const std::vector<NodeMetadata>& nodes,
                         const std::string& origin);
 

@@ -312,6 +312,37 @@ CompressionSpec parse_compression(const Section& s) {
   return c;
 }
 
+PsSpec parse_ps(const Section& s) {
+  s.check_known({"mode", "backup", "max_staleness", "eval_freq"});
+  PsSpec ps;
+  ps.present = true;
+  if (auto mode = s.string("mode")) {
+    if (*mode == "sync") {
+      ps.mode = PsMode::kSync;
+    } else if (*mode == "backup") {
+      ps.mode = PsMode::kBackup;
+    } else if (*mode == "async") {
+      ps.mode = PsMode::kAsync;
+    } else {
+      s.fail("mode", "unknown mode " + in_quotes(*mode) + " (sync, backup, async)");
+    }
+  }
+  if (auto backup = s.integer("backup", 1, 1 << 20)) {
+    if (ps.mode != PsMode::kBackup) s.fail("backup", "only with mode = \"backup\"");
+    ps.backup = static_cast<int>(*backup);
+  } else if (ps.mode == PsMode::kBackup) {
+    s.fail("backup", "mode = \"backup\" needs backup = K (step on the first K workers' gradients)");
+  }
+  if (auto staleness = s.integer("max_staleness", 0, 1 << 20)) {
+    if (ps.mode != PsMode::kAsync) s.fail("max_staleness", "only with mode = \"async\"");
+    ps.max_staleness = static_cast<int>(*staleness);
+  } else if (ps.mode == PsMode::kAsync) {
+    s.fail("max_staleness", "mode = \"async\" needs max_staleness = N (updates a gradient may lag)");
+  }
+  if (auto freq = s.integer("eval_freq", 0)) ps.eval_freq = *freq;
+  return ps;
+}
+
 }  // namespace
 
 JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
@@ -328,15 +359,16 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
   fs::path absolute = fs::absolute(fs::path(origin), ignored);
   job.base_dir = absolute.parent_path().lexically_normal().string();
 
-  static const std::vector<std::string> kTables = {"train",     "data",      "loss",
-                                                   "optimizer", "scheduler", "compression"};
+  static const std::vector<std::string> kTables = {"train",     "data",        "loss",
+                                                   "optimizer", "scheduler", "compression",
+                                                   "ps"};
   for (const auto& [key, value] : root) {
     const std::string name(key.str());
     if (std::find(kTables.begin(), kTables.end(), name) == kTables.end()) {
       throw ConfigError(origin + ": " + printable(name, 100) + ": unknown " +
                         (value.is_table() ? "table" : "key") +
                         " (the tables are [train], [data], [loss], [optimizer], [scheduler], "
-                        "[compression])");
+                        "[compression], [ps])");
     }
     if (!value.is_table()) {
       throw ConfigError(origin + ": " + name + ": must be a table [" + name + "], got " + type_name(value));
@@ -360,6 +392,7 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
   job.optimizer = parse_optimizer(section("optimizer"));
   if (root.get_as<toml::table>("scheduler")) job.scheduler = parse_scheduler(section("scheduler"));
   job.compression = parse_compression(section("compression"));
+  if (root.get_as<toml::table>("ps")) job.ps = parse_ps(section("ps"));
   return job;
 }
 
@@ -370,6 +403,15 @@ JobSpec load_job(const std::string& path) {
   text << file.rdbuf();
   if (file.bad()) throw ConfigError(path + ": cannot read the job file");
   return parse_job(text.str(), path);
+}
+
+const char* to_string(PsMode mode) {
+  switch (mode) {
+    case PsMode::kSync: return "sync";
+    case PsMode::kBackup: return "backup";
+    case PsMode::kAsync: return "async";
+  }
+  return "sync";
 }
 
 const char* to_string(PipelineSchedule value) { return name_of(value, schedule_names()); }

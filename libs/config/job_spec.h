@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "libs/config/compression_spec.h"
+#include "libs/config/ps_spec.h"
 
 namespace ravnest::config {
 
@@ -122,6 +123,7 @@ struct JobSpec {
   OptimizerSpec optimizer;
   std::optional<SchedulerSpec> scheduler;
   CompressionSpec compression;  // [compression]; all "none" when absent
+  PsSpec ps;                    // [ps]; parameter-server plans only
 };
 
 // Parses a job from TOML text; `origin` names it in errors and its directory (made absolute)

@@ -334,6 +334,44 @@ void read_rings(const Reader& r, const json& root, NodeMetadata* m) {
   }
 }
 
+// Absent in pipeline plans.
+void read_parameter_server(const Reader& r, const json& root, NodeMetadata* m) {
+  if (!root.contains("parameter_server")) return;
+  const json& ps = r.object(root, "", "parameter_server");
+  auto peer = [&](const json& p, const std::string& path) {
+    if (!p.is_object()) r.fail(path, "must be an object, got " + Reader::kind(p));
+    PsPeer out;
+    out.node = r.integer(p, path, "node");
+    out.address = r.string(p, path, "address");
+    return out;
+  };
+  ParameterServerPlan& plan = m->parameter_server;
+  const json& servers = r.array(ps, "parameter_server", "servers");
+  for (size_t i = 0; i < servers.size(); ++i) {
+    const std::string path = Reader::index("parameter_server.servers", i);
+    const PsPeer p = peer(servers[i], path);
+    plan.servers.push_back({p.node, p.address, r.string_list(servers[i], path, "tensors")});
+  }
+  if (plan.servers.empty()) r.fail("parameter_server.servers", "must not be empty");
+  const json& workers = r.array(ps, "parameter_server", "workers");
+  for (size_t i = 0; i < workers.size(); ++i) {
+    plan.workers.push_back(peer(workers[i], Reader::index("parameter_server.workers", i)));
+  }
+  if (plan.workers.empty()) r.fail("parameter_server.workers", "must not be empty");
+  if (ps.contains("evaluator")) {
+    plan.evaluator = peer(ps.at("evaluator"), "parameter_server.evaluator");
+  }
+  const bool server = m->role == Role::kServer, worker = m->role == Role::kWorker,
+             evaluator = m->role == Role::kEvaluator;
+  if (!server && !worker && !evaluator) {
+    r.fail("role", "must be server, worker or evaluator in a parameter-server plan");
+  }
+  if (worker && (m->cluster < 0 || static_cast<size_t>(m->cluster) >= plan.workers.size() ||
+                 plan.workers[static_cast<size_t>(m->cluster)].node != m->node_id)) {
+    r.fail("cluster", "must be this worker's index in parameter_server.workers");
+  }
+}
+
 void read_estimates(const Reader& r, const json& root, NodeMetadata* m) {
   const json& estimates = r.object(root, "", "estimates");
   m->estimates.parameter_count = r.int64(estimates, "estimates", "parameter_count");
@@ -352,6 +390,9 @@ std::string role_name(Role role) {
     case Role::kStem: return "stem";
     case Role::kLeaf: return "leaf";
     case Role::kRootLeaf: return "root+leaf";
+    case Role::kServer: return "server";
+    case Role::kWorker: return "worker";
+    case Role::kEvaluator: return "evaluator";
   }
   return "root+leaf";
 }
@@ -361,7 +402,11 @@ Role role_from_name(const std::string& name) {
   if (name == "stem") return Role::kStem;
   if (name == "leaf") return Role::kLeaf;
   if (name == "root+leaf") return Role::kRootLeaf;
-  throw ConfigError("unknown role \"" + name + "\" (expected root, stem, leaf or root+leaf)");
+  if (name == "server") return Role::kServer;
+  if (name == "worker") return Role::kWorker;
+  if (name == "evaluator") return Role::kEvaluator;
+  throw ConfigError("unknown role \"" + name +
+                    "\" (expected root, stem, leaf, root+leaf, server, worker or evaluator)");
 }
 
 std::string to_json(const NodeMetadata& m) {
@@ -406,6 +451,27 @@ std::string to_json(const NodeMetadata& m) {
     for (const auto& [address, pin] : m.tls_fingerprints) pins[address] = pin;
     out["tls_fingerprints"] = pins;
   }
+  if (!m.parameter_server.empty()) {
+    auto peer = [](const PsPeer& p) {
+      ordered_json o;
+      o["node"] = p.node;
+      o["address"] = p.address;
+      return o;
+    };
+    ordered_json ps;
+    ordered_json servers = ordered_json::array();
+    for (const auto& s : m.parameter_server.servers) {
+      ordered_json o = peer({s.node, s.address});
+      o["tensors"] = s.tensors;
+      servers.push_back(o);
+    }
+    ps["servers"] = servers;
+    ordered_json workers = ordered_json::array();
+    for (const auto& w : m.parameter_server.workers) workers.push_back(peer(w));
+    ps["workers"] = workers;
+    if (m.parameter_server.evaluator) ps["evaluator"] = peer(*m.parameter_server.evaluator);
+    out["parameter_server"] = ps;
+  }
   ordered_json estimates;
   estimates["parameter_count"] = m.estimates.parameter_count;
   estimates["parameter_bytes"] = m.estimates.parameter_bytes;
@@ -437,7 +503,13 @@ NodeMetadata node_metadata_from_json(const std::string& text, const std::string&
   read_random_nodes(r, root, &m);
   read_rings(r, root, &m);
   read_tls_fingerprints(r, root, &m);
+  read_parameter_server(r, root, &m);
   read_estimates(r, root, &m);
+  const bool ps_role =
+      m.role == Role::kServer || m.role == Role::kWorker || m.role == Role::kEvaluator;
+  if (ps_role && m.parameter_server.empty()) {
+    r.fail("parameter_server", "a " + role_name(m.role) + " needs the plan's parameter_server");
+  }
   return m;
 }
 

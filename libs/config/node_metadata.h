@@ -15,9 +15,12 @@ namespace ravnest::config {
 
 inline constexpr const char* kNodeMetadataFormat = "ravnest.node/1";
 
-enum class Role { kRoot, kStem, kLeaf, kRootLeaf };  // kRootLeaf: a one-node cluster
-std::string role_name(Role role);                     // "root", "stem", "leaf", "root+leaf"
-Role role_from_name(const std::string& name);         // throws ConfigError
+// kRootLeaf: a one-node cluster. kServer, kWorker, kEvaluator: the roles of a parameter-server
+// plan (docs/parameter-server.md); a worker is a one-node cluster whose updates the servers make.
+enum class Role { kRoot, kStem, kLeaf, kRootLeaf, kServer, kWorker, kEvaluator };
+// "root", "stem", "leaf", "root+leaf", "server", "worker", "evaluator"
+std::string role_name(Role role);
+Role role_from_name(const std::string& name);  // throws ConfigError
 
 // One input of the stage's forward(self, inputs...), in order.
 struct StageInput {
@@ -51,6 +54,25 @@ struct RingMembership {
   int position = 0;                     // index of this node in peers
   int next_node = 0;
   int prev_node = 0;
+};
+
+// A parameter-server plan, the same in every node's metadata: the servers, each with its shard of
+// the model's state (state-dict names of parameters and buffers, in the model's order), the
+// workers (worker i trains on shard i of the data: its node's `cluster`), and the evaluator.
+struct PsPeer {
+  int node = 0;
+  std::string address;
+};
+struct PsServer {
+  int node = 0;
+  std::string address;
+  std::vector<std::string> tensors;
+};
+struct ParameterServerPlan {
+  std::vector<PsServer> servers;
+  std::vector<PsPeer> workers;
+  std::optional<PsPeer> evaluator;
+  bool empty() const { return servers.empty(); }
 };
 
 // Planner estimates, for the clusterize table and for humans.
@@ -98,6 +120,8 @@ struct NodeMetadata {
   // that has one: "host:port" -> SHA-256 (tls_fingerprint.h). A connection to such an address
   // requires that certificate (docs/security.md). Absent in the file when empty.
   std::map<std::string, std::string> tls_fingerprints;
+  // Parameter-server plans only (empty otherwise; absent in the file).
+  ParameterServerPlan parameter_server;
   StageEstimates estimates;
 };
 

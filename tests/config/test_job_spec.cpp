@@ -11,6 +11,7 @@
 
 #include "libs/config/config_error.h"
 #include "libs/config/job_files.h"
+#include "libs/config/job_plan_check.h"
 #include "libs/config/job_spec.h"
 
 using namespace ravnest::config;
@@ -469,4 +470,60 @@ TEST_CASE("job spec: the asynchronous schedule and its max_in_flight", "[job]") 
   CHECK(job.train.max_in_flight == 5);
   CHECK(std::string(to_string(PipelineSchedule::kAsync)) == "async");
   CHECK(parse_job(with("train", "schedule = \"async\""), "job.toml").train.max_in_flight == 0);
+}
+
+TEST_CASE("[ps]: how the servers combine gradients", "[config][job][ps]") {
+  const JobSpec plain = parse_job(kMinimal, "job.toml");
+  CHECK_FALSE(plain.ps.present);
+  CHECK(plain.ps.mode == PsMode::kSync);
+  const JobSpec sync = parse_job(with("ps", "eval_freq = 5"), "job.toml");
+  CHECK(sync.ps.present);
+  CHECK(sync.ps.mode == PsMode::kSync);
+  CHECK(sync.ps.eval_freq == 5);
+  const JobSpec backup = parse_job(with("ps", "mode = \"backup\"\nbackup = 2"), "job.toml");
+  CHECK(backup.ps.mode == PsMode::kBackup);
+  CHECK(backup.ps.backup == 2);
+  const JobSpec async = parse_job(with("ps", "mode = \"async\"\nmax_staleness = 0"), "job.toml");
+  CHECK(async.ps.mode == PsMode::kAsync);
+  CHECK(async.ps.max_staleness == 0);
+  CHECK(std::string(to_string(PsMode::kBackup)) == "backup");
+  CHECK(error_of(with("ps", "mode = \"eventual\"")) ==
+        "job.toml: ps.mode: unknown mode 'eventual' (sync, backup, async)");
+  CHECK(contains(error_of(with("ps", "mode = \"backup\"")), "job.toml: ps.backup: mode = "));
+  CHECK(contains(error_of(with("ps", "backup = 2")), "job.toml: ps.backup: only with mode"));
+  CHECK(contains(error_of(with("ps", "mode = \"backup\"\nbackup = 0")), "job.toml: ps.backup:"));
+  CHECK(contains(error_of(with("ps", "mode = \"async\"")), "job.toml: ps.max_staleness:"));
+  CHECK(contains(error_of(with("ps", "max_staleness = 3")),
+                 "job.toml: ps.max_staleness: only with mode"));
+  CHECK(contains(error_of(with("ps", "eval_freq = -1")), "job.toml: ps.eval_freq:"));
+  CHECK(contains(error_of(with("ps", "servers = 2")),
+                 "job.toml: ps.servers: unknown key (mode, backup, max_staleness, eval_freq)"));
+}
+
+TEST_CASE("check_job_for_plan: [ps] against the plan", "[config][job][ps]") {
+  NodeMetadata stage;
+  stage.role = Role::kRootLeaf;
+  NodeMetadata worker;
+  worker.role = Role::kWorker;
+  worker.parameter_server.servers = {{0, "h:0", {"w"}}};
+  worker.parameter_server.workers = {{1, "h:1"}, {2, "h:2"}};
+  auto refusal = [](const std::string& text, const std::vector<NodeMetadata>& nodes) {
+    try {
+      check_job_for_plan(parse_job(text, "job.toml"), nodes, "job.toml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(refusal(kMinimal, {stage}).empty());
+  CHECK(refusal(kMinimal, {worker}).empty());  // sync by default
+  CHECK(contains(refusal(with("ps", "eval_freq = 2"), {stage}),
+                 "job.toml: ps: this plan has no parameter server"));
+  CHECK(refusal(with("ps", "mode = \"backup\"\nbackup = 2"), {worker}).empty());
+  CHECK(refusal(with("ps", "mode = \"backup\"\nbackup = 3"), {worker}) ==
+        "job.toml: ps.backup: 3 is more than the plan's 2 workers");
+  worker.parameter_server.evaluator = PsPeer{3, "h:3"};
+  CHECK(contains(refusal(kMinimal, {worker}),
+                 "job.toml: data.validation: the plan's evaluator (node_3) scores the model on it"));
+  CHECK(refusal(with("data", "validation = \"val.csv\""), {worker}).empty());
 }

@@ -186,7 +186,8 @@ std::vector<std::string> list_dir(const std::string& dir) {
 }  // namespace
 
 TEST_CASE("role names", "[metadata]") {
-  for (Role role : {Role::kRoot, Role::kStem, Role::kLeaf, Role::kRootLeaf}) {
+  for (Role role : {Role::kRoot, Role::kStem, Role::kLeaf, Role::kRootLeaf, Role::kServer,
+                    Role::kWorker, Role::kEvaluator}) {
     CHECK(role_from_name(role_name(role)) == role);
   }
   CHECK(role_name(Role::kRootLeaf) == "root+leaf");
@@ -348,4 +349,45 @@ TEST_CASE("pinned certificates: absent when none, and checked when read", "[meta
     CHECK(std::string(e.what()) == "node_4.json: tls_fingerprints.10.1.2.3:8084: must be the "
                                    "SHA-256 of a certificate (64 hex digits)");
   }
+}
+
+TEST_CASE("a parameter-server plan round-trips; its roles need it", "[metadata][ps]") {
+  NodeMetadata m;
+  m.node_id = 3;
+  m.name = "node_3";
+  m.address = "h:3";
+  m.role = Role::kWorker;
+  m.cluster = 1;
+  m.cluster_count = 2;
+  m.parameter_server.servers = {{0, "h:0", {"fc.weight", "fc.bias"}}, {1, "h:1", {"emb.weight"}}};
+  m.parameter_server.workers = {{2, "h:2"}, {3, "h:3"}};
+  m.parameter_server.evaluator = PsPeer{4, "h:4"};
+  const std::string text = to_json(m);
+  CHECK(contains(text, "\"parameter_server\": {"));
+  const NodeMetadata back = node_metadata_from_json(text, "mem");
+  REQUIRE(back.parameter_server.servers.size() == 2);
+  CHECK(back.parameter_server.servers[1].tensors == std::vector<std::string>{"emb.weight"});
+  CHECK(back.parameter_server.servers[0].address == "h:0");
+  REQUIRE(back.parameter_server.workers.size() == 2);
+  CHECK(back.parameter_server.workers[1].node == 3);
+  REQUIRE(back.parameter_server.evaluator);
+  CHECK(back.parameter_server.evaluator->address == "h:4");
+  CHECK(to_json(back) == text);
+  // A pipeline plan has none, and writes none.
+  CHECK(!contains(to_json(full_metadata()), "parameter_server"));
+
+  // A worker's cluster is its index among the workers.
+  NodeMetadata wrong = m;
+  wrong.cluster = 0;
+  CHECK(contains(error_of(to_json(wrong)),
+                 "cluster: must be this worker's index in parameter_server.workers"));
+  // A server without the plan.
+  NodeMetadata alone = m;
+  alone.role = Role::kServer;
+  alone.parameter_server = {};
+  CHECK(contains(error_of(to_json(alone)), "parameter_server: a server needs the plan's"));
+  // A stem in a parameter-server plan.
+  NodeMetadata stem = m;
+  stem.role = Role::kStem;
+  CHECK(contains(error_of(to_json(stem)), "role: must be server, worker or evaluator"));
 }
