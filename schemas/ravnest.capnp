@@ -68,6 +68,8 @@ struct MicroBatch {
   batchSamples @6 :UInt32;   # samples in the whole batch
   epoch @7 :UInt32;
   last @8 :Bool;             # the last batch of the phase (end of training or of validation)
+  version @9 :UInt64;        # parameter server: the version of the weights a gradient was
+                             # computed on, or of the weights sent
 }
 
 enum TransferKind {
@@ -78,6 +80,11 @@ enum TransferKind {
                              # generator's state (index 0, uint8) to start that micro-batch's
                              # training forward from; the last sends it to the first, tagged
                              # with the next micro-batch
+  psGradients @4;            # worker -> server: the gradients of the server's shard after the
+                             # worker's update `step` (value i: shard tensor i; on the last
+                             # update also the shard's buffers); docs/parameter-server.md
+  psWeights @5;              # server -> worker (answering its update `step`) or evaluator: the
+                             # shard's weights at `version` (value i: shard tensor i)
 }
 
 struct IndexedValue {
@@ -124,6 +131,7 @@ struct NodeStatus {
   gradientTraffic @16 :TrafficCount;
   ringTraffic @17 :TrafficCount;
   otherTraffic @18 :TrafficCount;   # labels, random state
+  weightTraffic @19 :TrafficCount;  # parameter server -> workers, evaluator
 }
 
 struct TrafficCount {

@@ -219,8 +219,17 @@ int run_fuse(const Connection& c, int cluster, const std::string& from, std::str
   } else {
     if (model.empty()) model = model_of_plan(c.plan_dir);
     auto requester = c.open();
-    if (!allow_unfinished) requester.check_finished(cluster);
-    for (auto& fetched : requester.fetch_cluster(cluster)) {
+    // A parameter-server plan's trained model is on its servers, whatever the cluster.
+    const auto servers = requester.servers();
+    if (!allow_unfinished) {
+      if (servers.empty()) {
+        requester.check_finished(cluster);
+      } else {
+        requester.check_finished(servers);
+      }
+    }
+    for (auto& fetched :
+         servers.empty() ? requester.fetch_cluster(cluster) : requester.fetch_nodes(servers)) {
       runtime::StageFile file;
       file.metadata = std::move(fetched.metadata);
       file.bytes = std::move(fetched.bytes);
@@ -228,6 +237,7 @@ int run_fuse(const Connection& c, int cluster, const std::string& from, std::str
           " bytes)");
       stages.push_back(std::move(file));
     }
+    if (!servers.empty()) stages = runtime::server_shards(std::move(stages));
   }
   auto result = runtime::fuse_stages(model, stages, out);
   say("wrote " + result.state_dict_path + " (" + std::to_string(result.tensors) +

@@ -23,18 +23,18 @@ std::string format_bytes(uint64_t bytes) {
 }
 
 std::string traffic_table(const std::vector<NodeReport>& reports) {
-  constexpr wire::TrafficKind kinds[] = {wire::TrafficKind::kActivations,
-                                         wire::TrafficKind::kGradients, wire::TrafficKind::kRings,
-                                         wire::TrafficKind::kOther};
+  constexpr wire::TrafficKind kinds[] = {
+      wire::TrafficKind::kActivations, wire::TrafficKind::kGradients, wire::TrafficKind::kRings,
+      wire::TrafficKind::kWeights, wire::TrafficKind::kOther};
   auto cell = [](const wire::TrafficCount& c) {
     return format_bytes(c.bytes_sent) + " / " + format_bytes(c.bytes_received);
   };
   std::string out;
   char line[256];
   auto row = [&](const std::string& name, const wire::NodeTraffic& t) {
-    std::snprintf(line, sizeof line, "%-8s %-21s %-21s %-21s %s\n", name.c_str(),
+    std::snprintf(line, sizeof line, "%-8s %-21s %-21s %-21s %-21s %s\n", name.c_str(),
                   cell(t[kinds[0]]).c_str(), cell(t[kinds[1]]).c_str(), cell(t[kinds[2]]).c_str(),
-                  cell(t[kinds[3]]).c_str());
+                  cell(t[kinds[3]]).c_str(), cell(t[kinds[4]]).c_str());
     out += line;
   };
   wire::NodeTraffic total;
@@ -43,8 +43,8 @@ std::string traffic_table(const std::vector<NodeReport>& reports) {
     if (!r.reachable) continue;
     if (!any) {
       out += "bytes on the wire since the job was loaded (sent / received):\n";
-      std::snprintf(line, sizeof line, "%-8s %-21s %-21s %-21s %s\n", "node", "activations",
-                    "gradients", "rings", "other");
+      std::snprintf(line, sizeof line, "%-8s %-21s %-21s %-21s %-21s %s\n", "node",
+                    "activations", "gradients", "rings", "weights", "other");
       out += line;
       any = true;
     }

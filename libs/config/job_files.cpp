@@ -4,11 +4,15 @@ namespace ravnest::config {
 
 std::vector<NodeJobPath> job_paths_for(const JobSpec& job, const NodeMetadata& metadata) {
   std::vector<NodeJobPath> paths;
-  if (metadata.position == 0) {
-    paths.push_back({"data.train", job.data.train});
+  // Parameter-server plans: a server needs no file; the evaluator scores on the validation data,
+  // the workers train and leave validation to it.
+  if (metadata.role == Role::kServer) return paths;
+  const bool evaluator = metadata.role == Role::kEvaluator;
+  if (metadata.position == 0 && !evaluator) paths.push_back({"data.train", job.data.train});
+  if ((metadata.position == 0 && metadata.role != Role::kWorker) || evaluator) {
     if (!job.data.validation.empty()) paths.push_back({"data.validation", job.data.validation});
   }
-  if (metadata.returns_model_output && job.loss.name == LossName::kScript) {
+  if ((metadata.returns_model_output || evaluator) && job.loss.name == LossName::kScript) {
     paths.push_back({"loss.path", job.loss.path});
   }
   return paths;

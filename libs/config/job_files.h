@@ -17,7 +17,8 @@ struct NodeJobPath {
 };
 
 // The paths the node of `metadata` reads: the training and validation data for the root, a
-// script loss for the leaf.
+// script loss for the leaf; in a parameter-server plan the training data for a worker, the
+// validation data (and a script loss) for the evaluator, nothing for a server.
 std::vector<NodeJobPath> job_paths_for(const JobSpec& job, const NodeMetadata& metadata);
 
 }  // namespace ravnest::config

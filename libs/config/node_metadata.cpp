@@ -409,6 +409,16 @@ Role role_from_name(const std::string& name) {
                     "\" (expected root, stem, leaf, root+leaf, server, worker or evaluator)");
 }
 
+std::map<int, std::string> peer_addresses(const NodeMetadata& m) {
+  std::map<int, std::string> out = m.addresses;
+  const auto& ps = m.parameter_server;
+  for (const auto& s : ps.servers) out.emplace(s.node, s.address);
+  for (const auto& w : ps.workers) out.emplace(w.node, w.address);
+  if (ps.evaluator) out.emplace(ps.evaluator->node, ps.evaluator->address);
+  out.emplace(m.node_id, m.address);
+  return out;
+}
+
 std::string to_json(const NodeMetadata& m) {
   ordered_json out;
   out["format"] = m.format;

@@ -125,6 +125,10 @@ struct NodeMetadata {
   StageEstimates estimates;
 };
 
+// Every node this one exchanges micro-batches or parameter-server messages with, and itself:
+// node id -> "host:port" (its cluster's addresses and the parameter-server plan's nodes).
+std::map<int, std::string> peer_addresses(const NodeMetadata& metadata);
+
 std::string to_json(const NodeMetadata& metadata);  // pretty, stable key order
 NodeMetadata node_metadata_from_json(const std::string& text, const std::string& origin);
 NodeMetadata load_node_metadata(const std::string& path);

@@ -141,6 +141,7 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   peers_.stop();
   listeners_.clear();  // a new job, new listeners
   rings_.mailbox().reset();
+  ps_mailbox_.reset();
   links_.drop_all();  // and new connections: a peer may have restarted since the last job
   traffic_.reset();
   return on_compute(compute_, [this, text, job_id, identity, resume_from, shipped]() {
@@ -186,7 +187,7 @@ kj::Promise<void> JobControl::start(StartCall context) {
     }
     // A daemon that dies from here on is found to have failed the job when it starts again.
     save_last_job(store_.last_job_path(), LastJob{job_id, LastJob::Outcome::kRunning, ""});
-    auto worker = std::make_shared<StageWorker>(std::move(*setup), port_);
+    std::shared_ptr<JobWorker> worker = make_job_worker(std::move(*setup), port_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       worker_ = worker;
@@ -194,7 +195,7 @@ kj::Promise<void> JobControl::start(StartCall context) {
     }
     spdlog::info("job {} started", job_id);
     // Reply to start() before the first batch runs; a job stopped meanwhile never starts.
-    asio::post(compute_, [this, started = std::weak_ptr<StageWorker>(worker)]() {
+    asio::post(compute_, [this, started = std::weak_ptr<JobWorker>(worker)]() {
       auto worker = started.lock();
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -209,7 +210,7 @@ kj::Promise<void> JobControl::start(StartCall context) {
 // one waiting.
 void JobControl::watch_peers(uint64_t job_id) {
   std::map<std::string, std::string> by_address;
-  for (const auto& [id, address] : metadata_.addresses) {
+  for (const auto& [id, address] : config::peer_addresses(metadata_)) {
     if (id != metadata_.node_id) by_address.emplace(address, "node_" + std::to_string(id));
   }
   for (const auto& ring : metadata_.rings) {
@@ -239,7 +240,7 @@ void JobControl::watch_peers(uint64_t job_id) {
 }
 
 void JobControl::abandon_job() {
-  std::shared_ptr<StageWorker> worker;
+  std::shared_ptr<JobWorker> worker;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     worker = worker_;
@@ -269,7 +270,7 @@ void JobControl::abandon_job() {
 }
 
 void JobControl::defer(std::function<void()> task) {
-  std::weak_ptr<StageWorker> asking;
+  std::weak_ptr<JobWorker> asking;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     asking = worker_;
@@ -304,6 +305,7 @@ kj::Promise<void> JobControl::stop_job(uint64_t job_id, const std::string& reaso
   spdlog::warn("job stopped by the requester: {}", reason);
   // A worker blocked in a reduce holds the compute thread: wake it first.
   rings_.mailbox().abort_all("the job was stopped by the requester: " + reason);
+  ps_mailbox_.abort("the job was stopped by the requester: " + reason);
   return on_compute(compute_, [this, job_id, reason]() {
     uint64_t stopped = 0;
     {
@@ -383,9 +385,9 @@ bool JobControl::busy() const {
   return state == NodeState::kTraining || state == NodeState::kReady;
 }
 
-void JobControl::with_worker(std::function<void(StageWorker&)> work) {
+void JobControl::with_worker(std::function<void(JobWorker&)> work) {
   asio::post(compute_, [this, work = std::move(work)]() {
-    std::shared_ptr<StageWorker> worker;
+    std::shared_ptr<JobWorker> worker;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       worker = worker_;
@@ -395,12 +397,18 @@ void JobControl::with_worker(std::function<void(StageWorker&)> work) {
 }
 
 void JobControl::deliver(wire::TransferMessage message) {
+  if (message.kind == wire::TransferKind::kPsWeights && metadata_.role == config::Role::kWorker) {
+    // The worker's compute thread is blocked waiting for them (exchange_with_servers).
+    ps_mailbox_.deposit(std::move(message));
+    return;
+  }
   auto shared = std::make_shared<wire::TransferMessage>(std::move(message));
-  with_worker([shared](StageWorker& worker) { worker.receive(std::move(*shared)); });
+  with_worker([shared](JobWorker& worker) { worker.receive(std::move(*shared)); });
 }
 
 void JobControl::fail_worker(const std::string& why) {
-  with_worker([why](StageWorker& worker) { worker.fail(why); });
+  ps_mailbox_.abort(why);  // a worker waiting for its servers' weights hears it first
+  with_worker([why](JobWorker& worker) { worker.fail(why); });
 }
 
 NodeState JobControl::effective_state(std::string* error) const {

@@ -2,7 +2,8 @@
 // fetchStage, fetchLosses, loadJob, start, stop, status, subscribe), and the progress events the
 // job's listeners receive.
 //
-// It owns the job's state and its StageWorker. The Node methods and publish() run on the RPC
+// It owns the job's state and its JobWorker (a pipeline stage, a parameter server or an
+// evaluator: job_worker.h). The Node methods and publish() run on the RPC
 // thread, abandon_job(), defer() and the loaded job on the compute thread; deliver() and
 // fail_worker() may be called from any thread and reach the worker on the compute thread.
 //
@@ -31,6 +32,7 @@
 #include "libs/daemon/node_calls.h"
 #include "libs/daemon/node_store.h"
 #include "libs/daemon/peer_watch.h"
+#include "libs/daemon/ps_mailbox.h"
 #include "libs/daemon/ring_member.h"
 #include "libs/daemon/stage_worker.h"
 #include "libs/daemon/worker_port.h"
@@ -66,7 +68,7 @@ class JobControl {
   kj::Promise<void> subscribe(SubscribeCall context);
   kj::Promise<void> fetch_losses(FetchLossesCall context);
 
-  // Drops the running or loaded job, checkpointing it first (StageWorker::checkpoint_on_stop);
+  // Drops the running or loaded job, checkpointing it first (JobWorker::checkpoint_on_stop);
   // compute thread.
   void abandon_job();
   // Runs `task` later on the compute thread if the worker that asked is still the node's job
@@ -86,10 +88,12 @@ class JobControl {
   bool busy() const;  // a job runs; RPC thread
   // Where the node's checkpoints are (CheckpointService serves them).
   std::shared_ptr<CheckpointStore> checkpoint_store() const { return checkpoints_; }
+  // Where a parameter-server worker waits for its servers' weights (deliver() leaves them).
+  PsMailbox& ps_mailbox() { return ps_mailbox_; }
 
  private:
   wire::NodeState effective_state(std::string* error) const;  // with mutex_ held
-  void with_worker(std::function<void(StageWorker&)> work);   // on the compute thread
+  void with_worker(std::function<void(JobWorker&)> work);     // on the compute thread
   void watch_peers(uint64_t job_id);
   // What stop() does: `job_id` 0 stops whatever runs; RPC thread.
   kj::Promise<void> stop_job(uint64_t job_id, const std::string& reason);
@@ -103,6 +107,7 @@ class JobControl {
   WorkerPort& port_;
   std::shared_ptr<CheckpointStore> checkpoints_;
   PeerWatch peers_;
+  PsMailbox ps_mailbox_;
   std::vector<schema::ProgressListener::Client> listeners_;
   config::NodeMetadata metadata_;  // of the stored stage
 
@@ -110,7 +115,7 @@ class JobControl {
   wire::NodeState state_ = wire::NodeState::kIdle;
   uint64_t job_id_ = 0;
   std::string error_;
-  std::shared_ptr<StageWorker> worker_;         // published for status()
+  std::shared_ptr<JobWorker> worker_;           // published for status()
   std::shared_ptr<WorkerSetup> pending_setup_;  // loaded, not started (compute thread)
 
   BackgroundTasks tasks_;  // last: cancelled before the state its tasks use

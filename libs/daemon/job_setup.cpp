@@ -7,6 +7,8 @@
 
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
+#include "libs/daemon/ps_evaluator.h"
+#include "libs/daemon/ps_server.h"
 #include "libs/planner/rings.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
@@ -16,17 +18,60 @@ namespace ravnest::runtime {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// A server: the optimizer and LR schedule of its shard's parameters. The evaluator: the
+// validation data and the loss.
+std::unique_ptr<WorkerSetup> make_ps_role_setup(std::unique_ptr<WorkerSetup> setup,
+                                                const NodeStore& store, const config::JobSpec& job) {
+  const auto& node = setup->node;
+  setup->trained_path = store.trained_path().string();
+  setup->epochs = static_cast<int>(job.train.epochs);
+  setup->batch_size = job.train.batch_size;
+  if (node.role == config::Role::kServer) {
+    const config::PsServer* shard = nullptr;
+    for (const auto& s : node.parameter_server.servers) {
+      if (s.node == node.node_id) shard = &s;
+    }
+    if (!shard) throw std::runtime_error("this server holds no shard in the plan");
+    std::map<std::string, at::Tensor> named;
+    for (const auto& p : setup->stage.named_parameters()) named.emplace(p.name, p.value);
+    std::vector<at::Tensor> parameters;
+    for (const auto& name : shard->tensors) {
+      auto it = named.find(name);
+      if (it != named.end()) parameters.push_back(it->second);
+    }
+    setup->optimizer = make_optimizer(job.optimizer, parameters);
+    setup->lr_schedule = std::make_unique<LrSchedule>(*setup->optimizer, job.scheduler);
+    return setup;
+  }
+  if (job.data.validation.empty()) {
+    throw std::runtime_error("data.validation: the evaluator needs the test data to score on");
+  }
+  setup->has_validation = true;
+  setup->validation_data =
+      std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kValidation));
+  setup->loss = std::make_shared<Loss>(job.loss);
+  return setup;
+}
+
+}  // namespace
+
 std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const config::JobSpec& job_in,
                                                uint64_t job_id) {
   const config::JobSpec& job = job_in;  // its paths are where this node finds them
   auto setup = std::make_unique<WorkerSetup>();
   setup->node = store.metadata();
   const auto& node = setup->node;
+  setup->stage = torch::jit::load(store.stage_path().string());
+  setup->job_id = job_id;
+  setup->ps = job.ps;
+  if (node.role == config::Role::kServer || node.role == config::Role::kEvaluator) {
+    return make_ps_role_setup(std::move(setup), store, job);
+  }
   if (node.pipeline.empty()) throw std::runtime_error("the stored metadata names no pipeline");
   setup->root_node = node.pipeline.front();
   setup->leaf_node = node.pipeline.back();
-  setup->stage = torch::jit::load(store.stage_path().string());
-  setup->job_id = job_id;
 
   std::vector<at::Tensor> parameters;
   for (const auto& p : setup->stage.parameters()) parameters.push_back(p);
@@ -38,7 +83,8 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   setup->seed = static_cast<uint64_t>(job.train.seed);
   setup->save_every = static_cast<int>(job.train.save_every);
   setup->trained_path = store.trained_path().string();
-  setup->has_validation = !job.data.validation.empty();
+  // A parameter server's workers leave validation to the evaluator.
+  setup->has_validation = !job.data.validation.empty() && node.role != config::Role::kWorker;
   setup->cluster_count = node.cluster_count;
   setup->reduce = job.train.reduce;
   setup->reduce_factor = job.train.reduce_factor;
@@ -82,6 +128,17 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
     setup->losses_path = store.losses_path().string();  // emptied by LeafMetrics
   }
   return setup;
+}
+
+std::shared_ptr<JobWorker> make_job_worker(WorkerSetup setup, WorkerPort& port) {
+  switch (setup.node.role) {
+    case config::Role::kServer:
+      return std::make_shared<ParameterServer>(std::move(setup), port);
+    case config::Role::kEvaluator:
+      return std::make_shared<PsEvaluator>(std::move(setup), port);
+    default:
+      return std::make_shared<StageWorker>(std::move(setup), port);
+  }
 }
 
 }  // namespace ravnest::runtime

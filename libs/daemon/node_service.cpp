@@ -51,7 +51,23 @@ void NodeService::on_rpc(std::function<void()> call) {
 
 void NodeService::send(wire::TransferMessage message) {
   auto shared = std::make_shared<wire::TransferMessage>(std::move(message));
-  on_rpc([this, shared]() { transfer_.dispatch(std::move(*shared), job_.metadata().addresses); });
+  on_rpc([this, shared]() {
+    transfer_.dispatch(std::move(*shared), config::peer_addresses(job_.metadata()));
+  });
+}
+
+std::vector<wire::TransferMessage> NodeService::exchange_with_servers(
+    std::vector<wire::TransferMessage> pushes) {
+  if (pushes.empty()) return {};
+  const uint64_t step = pushes.front().batch.step;
+  std::vector<int> servers;
+  for (const auto& push : pushes) servers.push_back(push.to_node);
+  auto shared = std::make_shared<std::vector<wire::TransferMessage>>(std::move(pushes));
+  on_rpc([this, shared]() {
+    const auto addresses = config::peer_addresses(job_.metadata());
+    for (auto& push : *shared) transfer_.dispatch(std::move(push), addresses);
+  });
+  return job_.ps_mailbox().take(step, servers);
 }
 
 void NodeService::event(const wire::ProgressEventData& event) {

@@ -62,6 +62,8 @@ class NodeService final : public WorkerPort {
   void event(const wire::ProgressEventData& event) override;
   void defer(std::function<void()> task) override;
   void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average) override;
+  std::vector<wire::TransferMessage> exchange_with_servers(
+      std::vector<wire::TransferMessage> pushes) override;
   void checkpoint_written(const std::string& identity, uint64_t updates) override;
 
  public:

@@ -184,6 +184,10 @@ void StageWorker::receive(TransferMessage message) {
         break;
       case TransferKind::kRandomState:
         break;  // handled above
+      case TransferKind::kPsGradients:
+      case TransferKind::kPsWeights:
+        throw std::runtime_error("node " + std::to_string(message.from_node) +
+                                 " sent a parameter server's message to a pipeline stage");
       case TransferKind::kGradients:
         if (m.output_grads.empty()) m.output_grads.resize(setup_.node.outputs.size());
         for (auto& [output, value] : message.values) {
@@ -449,11 +453,15 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   const bool data_parallel = setup_.cluster_count > 1;
   if (update_due(batches_done_, setup_.update_frequency, batch.last)) {
     boundary_valid_ = false;  // the parameters are about to change
-    if (!setup_.shared_rings.empty()) sum_shared_gradients();
-    if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
-      reduce_across_clusters(RingTensors::kGradients);
+    if (parameter_server_worker()) {
+      exchange_with_servers(batch);
+    } else {
+      if (!setup_.shared_rings.empty()) sum_shared_gradients();
+      if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
+        reduce_across_clusters(RingTensors::kGradients);
+      }
+      update_weights([&] { setup_.optimizer->step(); });
     }
-    update_weights([&] { setup_.optimizer->step(); });
     setup_.optimizer->zero_grad();
     if (setup_.lr_schedule) setup_.lr_schedule->on_update();
     ++updates_done_;
@@ -480,7 +488,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   }
   if (batch.last) {
     training_done_ = true;
-    if (data_parallel) reduce_across_clusters(RingTensors::kFinal);
+    if (data_parallel && !parameter_server_worker()) reduce_across_clusters(RingTensors::kFinal);
     save_stage();
   }
   if (feeder_) {
@@ -514,6 +522,64 @@ void StageWorker::update_weights(const std::function<void()>& change) {
   }
   change();
   stash_.after_update();
+}
+
+// A parameter server's worker: the update is the servers'. Each gets the gradients of its shard
+// and this worker's buffers, and answers with the shard's weights after its update, which replace
+// this worker's (with the buffers too at the end of a synchronous job).
+void StageWorker::exchange_with_servers(const MicroBatchTag& batch) {
+  const auto& plan = setup_.node.parameter_server;
+  std::map<std::string, at::Tensor> parameters, buffers;
+  for (const auto& p : setup_.stage.named_parameters()) parameters.emplace(p.name, p.value);
+  for (const auto& b : setup_.stage.named_buffers()) buffers.emplace(b.name, b.value);
+  std::vector<TransferMessage> pushes;
+  for (const auto& server : plan.servers) {
+    TransferMessage push;
+    push.kind = TransferKind::kPsGradients;
+    push.from_node = setup_.node.node_id;
+    push.to_node = server.node;
+    push.batch.job_id = setup_.job_id;
+    push.batch.step = updates_done_;
+    push.batch.epoch = batch.epoch;
+    push.batch.last = batch.last;
+    push.batch.version = server_versions_[server.node];
+    for (size_t i = 0; i < server.tensors.size(); ++i) {
+      const auto& name = server.tensors[i];
+      if (auto p = parameters.find(name); p != parameters.end()) {
+        if (!p->second.requires_grad()) continue;
+        const at::Tensor& grad = p->second.grad();
+        // Zeros for a parameter the loss did not reach, as the reference does.
+        push.values.emplace_back(static_cast<uint32_t>(i),
+                                 grad.defined() ? grad : at::zeros_like(p->second));
+      } else if (auto b = buffers.find(name); b != buffers.end()) {
+        push.values.emplace_back(static_cast<uint32_t>(i), b->second);
+      } else {
+        throw std::runtime_error("the plan's shard of node_" + std::to_string(server.node) +
+                                 " names " + name + ", which this stage lacks");
+      }
+    }
+    pushes.push_back(std::move(push));
+  }
+  auto weights = port_.exchange_with_servers(std::move(pushes));
+  torch::NoGradGuard no_grad;
+  for (size_t s = 0; s < plan.servers.size() && s < weights.size(); ++s) {
+    const auto& server = plan.servers[s];
+    server_versions_[server.node] = weights[s].batch.version;
+    for (const auto& [index, value] : weights[s].values) {
+      if (index >= server.tensors.size() || !value.isTensor()) {
+        throw std::runtime_error("node_" + std::to_string(server.node) +
+                                 " answered with a tensor outside its shard");
+      }
+      const auto& name = server.tensors[index];
+      auto p = parameters.find(name);
+      at::Tensor target = p != parameters.end() ? p->second : buffers.at(name);
+      if (target.sizes() != value.toTensor().sizes()) {
+        throw std::runtime_error("node_" + std::to_string(server.node) + " answered " + name +
+                                 " with another shape");
+      }
+      target.copy_(value.toTensor());
+    }
+  }
 }
 
 // Averages over the clusters what `what` says (ring_work.h) with this node's copies in the other

@@ -26,6 +26,7 @@
 
 #include <torch/csrc/jit/api/module.h>
 
+#include "libs/daemon/job_worker.h"
 #include "libs/daemon/ring_work.h"
 #include "libs/daemon/root_feeder.h"
 #include "libs/daemon/transfer.h"
@@ -37,19 +38,19 @@ namespace ravnest::runtime {
 
 class LeafMetrics;
 
-class StageWorker : private FeedTarget {
+class StageWorker final : public JobWorker, private FeedTarget {
  public:
   StageWorker(WorkerSetup setup, WorkerPort& port);
-  ~StageWorker();
+  ~StageWorker() override;
 
-  void start();  // the root begins injecting; others wait for transfers
-  void receive(TransferMessage message);
-  void fail(const std::string& why);  // a peer or the node itself failed
+  void start() override;  // the root begins injecting; others wait for transfers
+  void receive(TransferMessage message) override;
+  void fail(const std::string& why) override;  // a peer or the node itself failed
   // The job is being stopped: writes the checkpoint of the last update boundary unless it is
   // written already (or the node stopped inside an update, or has no checkpoint store).
-  void checkpoint_on_stop();
+  void checkpoint_on_stop() override;
 
-  WorkerStatus status() const;  // any thread
+  WorkerStatus status() const override;  // any thread
   const torch::jit::Module& stage() const { return setup_.stage; }
 
   // With WorkerSetup::record_versions (tests), one per training backward of a stage whose
@@ -104,6 +105,8 @@ class StageWorker : private FeedTarget {
   void backward(Micro& m);
   void backward_outputs(Micro& m);
   bool asynchronous() const { return setup_.schedule == config::PipelineSchedule::kAsync; }
+  bool parameter_server_worker() const { return setup_.node.role == config::Role::kWorker; }
+  void exchange_with_servers(const MicroBatchTag& batch);
   // Async: the forward of `m` again, on `module` (the weights it first ran on), for its backward.
   void recompute_forward(Micro& m, torch::jit::Module& module);
   // Changes the parameters in place (`change`): under async, a new version of the weights.
@@ -157,6 +160,7 @@ class StageWorker : private FeedTarget {
 
   bool training_done_ = false;  // the last batch finished (the final validation may follow)
   WeightStash stash_;
+  std::map<int, uint64_t> server_versions_;  // parameter server node -> version of its weights
   std::vector<BackwardRecord> backward_records_;
   size_t most_versions_kept_ = 0;
   std::unique_ptr<RootFeeder> feeder_;    // root only

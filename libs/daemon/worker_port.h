@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,14 @@ class WorkerPort {
     std::string stream;
   };
   virtual void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average = true) = 0;
+  // A parameter server's worker: sends `pushes` (its gradients, one message per server, each
+  // addressed to_node) and waits for every server's weights answering the same update; returns
+  // them in the order of `pushes`. Blocks. Throws std::runtime_error when a server fails or the
+  // job is stopped.
+  virtual std::vector<wire::TransferMessage> exchange_with_servers(
+      std::vector<wire::TransferMessage> pushes) {
+    throw std::runtime_error("this port has no parameter servers");
+  }
   // The worker wrote its checkpoint after `updates` updates of the job `identity`: the daemon
   // sends a copy to the node's keeper (checkpoint_service.h). A port without peers keeps none.
   virtual void checkpoint_written(const std::string& identity, uint64_t updates) {}

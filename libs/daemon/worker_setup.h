@@ -73,6 +73,10 @@ struct WorkerSetup {
   std::shared_ptr<Loss> loss;
   std::string losses_path;  // losses.txt: one loss per batch
   bool has_validation = false;
+  // Parameter-server plans (node.parameter_server): how the servers combine gradients. A
+  // server's optimizer holds its shard's parameters only; the evaluator scores on
+  // validation_data with `loss`.
+  config::PsSpec ps;
   // Tests: record the weights each backward ran on (StageWorker::backward_records).
   bool record_versions = false;
 };

@@ -116,10 +116,20 @@ NamedTensors stage_tensors(const StageFile& stage, const std::string& what,
     return x < y;
   });
 
+  if (!stage.only.empty()) {
+    const std::set<std::string> wanted(stage.only.begin(), stage.only.end());
+    NamedTensors kept;
+    for (auto& entry : tensors) {
+      if (wanted.count(entry.first)) kept.push_back(std::move(entry));
+    }
+    tensors = std::move(kept);
+  }
   std::set<std::string> in_file;
   for (const auto& entry : tensors) in_file.insert(entry.first);
-  const std::set<std::string> listed(stage.metadata.parameters.begin(),
-                                     stage.metadata.parameters.end());
+  const std::set<std::string> listed =
+      stage.only.empty()
+          ? std::set<std::string>(stage.metadata.parameters.begin(), stage.metadata.parameters.end())
+          : std::set<std::string>(stage.only.begin(), stage.only.end());
   std::vector<std::string> unlisted, absent;
   std::set_difference(in_file.begin(), in_file.end(), listed.begin(), listed.end(),
                       std::back_inserter(unlisted));
@@ -289,6 +299,18 @@ FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFil
   result.tensors = original.tensors.size();
   result.shared_names = gathered.shared.size();
   return result;
+}
+
+std::vector<StageFile> server_shards(std::vector<StageFile> stages) {
+  for (auto& stage : stages) {
+    for (const auto& server : stage.metadata.parameter_server.servers) {
+      if (server.node == stage.metadata.node_id) stage.only = server.tensors;
+    }
+    if (stage.only.empty()) {
+      throw FuseError("fuse: " + node_label(stage.metadata) + " serves no shard in the plan");
+    }
+  }
+  return stages;
 }
 
 std::vector<StageFile> cluster_stage_files(const std::string& plan_dir, int cluster) {

@@ -40,6 +40,9 @@ struct StageFile {
   config::NodeMetadata metadata;
   std::string path;   // the stage's TorchScript file; used when `bytes` is empty
   std::string bytes;  // or the file's bytes (e.g. received from the node)
+  // A parameter server's stage: the whole model, of which only its shard (these names) was
+  // trained there. Empty: every name the metadata lists.
+  std::vector<std::string> only;
 };
 
 struct FuseResult {
@@ -58,6 +61,10 @@ inline constexpr const char* kFusedModelFile = "model.pt";
 // needed.
 FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFile>& stages,
                        const std::string& out_dir, double tolerance = 1e-6);
+
+// The servers of a parameter-server plan as StageFiles that give their shards only (`stages`:
+// the servers' stages with their metadata, e.g. fetched from them).
+std::vector<StageFile> server_shards(std::vector<StageFile> stages);
 
 // The stages of one cluster of a plan directory written by `ravnest clusterize`
 // (nodes/node_<id>.json, paths relative to plan_dir), in pipeline order. Throws FuseError when

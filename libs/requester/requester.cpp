@@ -82,6 +82,26 @@ void report(const Watch& watch) {
 // One event a daemon sent, folded into the watch.
 void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
   const auto& e = sent.event;
+  if (sent.cluster < 0) {
+    // A parameter server's evaluator: its score is every worker's model's.
+    if (e.kind == wire::EventKind::kValidation) {
+      for (auto& [cluster, p] : watch.progress) {
+        p.has_validation = true;
+        p.validation_loss = e.loss;
+        p.validation_accuracy = e.accuracy;
+      }
+      if (on_log) {
+        on_log("evaluator: the servers' weights after " + std::to_string(e.step) +
+               " updates: loss " + std::to_string(e.loss) + ", accuracy " +
+               std::to_string(e.accuracy));
+      }
+    } else if (e.kind == wire::EventKind::kFinished) {
+      watch.finished.insert(sent.node_id);
+    } else if (e.kind == wire::EventKind::kFailed && watch.failure.empty()) {
+      watch.failure = e.message;
+    }
+    return;
+  }
   auto& p = watch.progress[sent.cluster];
   switch (e.kind) {
     case wire::EventKind::kStep:
@@ -110,7 +130,9 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
 
 std::vector<int> Plan::cluster_ids() const {
   std::set<int> ids;
-  for (const auto& n : nodes) ids.insert(n.cluster);
+  for (const auto& n : nodes) {
+    if (n.cluster >= 0) ids.insert(n.cluster);  // a parameter server's servers and evaluator: -1
+  }
   return {ids.begin(), ids.end()};
 }
 
@@ -335,8 +357,10 @@ void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& 
 // Starts the consumers before the producers, so nothing arrives at a node not yet started.
 void Requester::Impl::start(uint64_t job_id) {
   std::vector<config::NodeMetadata> order = plan_.nodes;
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto& a, const auto& b) { return a.position > b.position; });
+  // A parameter server's servers and evaluator (cluster -1) before the workers that send to them.
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(a.cluster >= 0, -a.position) < std::make_pair(b.cluster >= 0, -b.position);
+  });
   for (const auto& meta : order) {
     auto request = node(meta).startRequest();
     request.setJobId(job_id);
@@ -373,7 +397,7 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
         } else if (s.state == wire::NodeState::kFinished) {
           watch.finished.insert(meta.node_id);
         }
-        if (meta.position == 0) {
+        if (meta.position == 0 && meta.cluster >= 0) {
           auto& p = watch.progress[meta.cluster];
           p.batches = s.batches;
           p.total_batches = s.total_batches;
@@ -509,6 +533,18 @@ std::vector<std::string> Requester::stop_all(const std::string& reason, uint64_t
 void Requester::check_finished(int cluster) {
   const auto nodes = impl_->plan_.cluster(cluster);
   if (nodes.empty()) throw std::runtime_error("no cluster " + std::to_string(cluster) + " in the plan");
+  check_finished(nodes);
+}
+
+std::vector<config::NodeMetadata> Requester::servers() const {
+  std::vector<config::NodeMetadata> out;
+  for (const auto& meta : impl_->plan_.nodes) {
+    if (meta.role == config::Role::kServer) out.push_back(meta);
+  }
+  return out;
+}
+
+void Requester::check_finished(const std::vector<config::NodeMetadata>& nodes) {
   for (const auto& meta : nodes) {
     const std::string who = meta.name + " (" + meta.address + ")";
     const auto s = impl_->status_of(meta, 5);
@@ -647,8 +683,15 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
 }
 
 std::vector<Requester::FetchedStage> Requester::fetch_cluster(int cluster) {
+  auto stages = fetch_nodes(impl_->plan_.cluster(cluster));
+  if (stages.empty()) throw std::runtime_error("no cluster " + std::to_string(cluster) + " in the plan");
+  return stages;
+}
+
+std::vector<Requester::FetchedStage> Requester::fetch_nodes(
+    const std::vector<config::NodeMetadata>& nodes) {
   std::vector<FetchedStage> stages;
-  for (const auto& meta : impl_->plan_.cluster(cluster)) {
+  for (const auto& meta : nodes) {
     auto request = impl_->node(meta).fetchStageRequest();
     auto response = impl_->await(request.send(), meta, "fetch stage");
     auto bytes = response.getStage();
@@ -661,7 +704,6 @@ std::vector<Requester::FetchedStage> Requester::fetch_cluster(int cluster) {
     }
     stages.push_back(std::move(stage));
   }
-  if (stages.empty()) throw std::runtime_error("no cluster " + std::to_string(cluster) + " in the plan");
   return stages;
 }
 

@@ -106,12 +106,16 @@ class Requester {
   // Throws, naming the node and its last job's outcome, unless every node of the cluster
   // finished its last job with the plan's stage (what `ravnest fuse` checks first).
   void check_finished(int cluster);
+  // The servers of a parameter-server plan (empty for a pipeline plan).
+  std::vector<config::NodeMetadata> servers() const;
+  void check_finished(const std::vector<config::NodeMetadata>& nodes);
   // The trained (or, before training, the pushed) stage of each node of the cluster.
   struct FetchedStage {
     config::NodeMetadata metadata;
     std::string bytes;
   };
   std::vector<FetchedStage> fetch_cluster(int cluster);
+  std::vector<FetchedStage> fetch_nodes(const std::vector<config::NodeMetadata>& nodes);
   std::string fetch_losses(int node_id);
 
   // Calls on one node `at`, in the plan or not (a spare: `ravnest replace`).

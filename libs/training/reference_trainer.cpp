@@ -8,6 +8,8 @@
 #include <ATen/Context.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include "libs/training/tensor_average.h"
+
 #include "libs/config/clock.h"
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
@@ -149,16 +151,11 @@ namespace {
 // num_batches_tracked) with floor division.
 void average_across(const std::vector<std::vector<at::Tensor>>& per_copy) {
   if (per_copy.empty()) return;
-  const auto copies = static_cast<int64_t>(per_copy.size());
   for (size_t t = 0; t < per_copy[0].size(); ++t) {
-    at::Tensor sum = per_copy[0][t].clone();
-    for (size_t c = 1; c < per_copy.size(); ++c) sum.add_(per_copy[c][t]);
-    if (at::isFloatingType(sum.scalar_type())) {
-      sum.div_(copies);
-    } else {
-      sum = sum.div(copies, "floor").to(sum.scalar_type());
-    }
-    for (const auto& copy : per_copy) copy[t].copy_(sum);
+    std::vector<at::Tensor> copies;
+    for (const auto& copy : per_copy) copies.push_back(copy[t]);
+    const at::Tensor average = average_of(copies);
+    for (const auto& copy : per_copy) copy[t].copy_(average);
   }
 }
 

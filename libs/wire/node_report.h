@@ -23,11 +23,13 @@ struct TrafficCount {
   uint64_t messages_received = 0;
 };
 
-// Activations and gradients: micro-batches between stages (validation's included); rings: the
-// all-reduce's segments between clusters; other: labels and random state.
-enum class TrafficKind { kActivations, kGradients, kRings, kOther };
-inline constexpr int kTrafficKinds = 4;
-// "activations", "gradients", "rings", "other".
+// Activations and gradients: micro-batches between stages (validation's included) and a
+// parameter server's workers' gradients; rings: the all-reduce's segments between clusters;
+// weights: what a parameter server sends its workers and evaluator; other: labels and random
+// state.
+enum class TrafficKind { kActivations, kGradients, kRings, kWeights, kOther };
+inline constexpr int kTrafficKinds = 5;
+// "activations", "gradients", "rings", "weights", "other".
 const char* traffic_kind_name(TrafficKind kind);
 
 struct NodeTraffic {

@@ -110,6 +110,7 @@ const char* traffic_kind_name(TrafficKind kind) {
     case TrafficKind::kActivations: return "activations";
     case TrafficKind::kGradients: return "gradients";
     case TrafficKind::kRings: return "rings";
+    case TrafficKind::kWeights: return "weights";
     case TrafficKind::kOther: return "other";
   }
   return "?";
@@ -135,6 +136,7 @@ void encode_status(const NodeStatusData& status, schema::NodeStatus::Builder out
   encode_traffic(status.traffic[TrafficKind::kGradients], out.initGradientTraffic());
   encode_traffic(status.traffic[TrafficKind::kRings], out.initRingTraffic());
   encode_traffic(status.traffic[TrafficKind::kOther], out.initOtherTraffic());
+  encode_traffic(status.traffic[TrafficKind::kWeights], out.initWeightTraffic());
 }
 
 NodeStatusData decode_status(schema::NodeStatus::Reader status) {
@@ -158,6 +160,7 @@ NodeStatusData decode_status(schema::NodeStatus::Reader status) {
   out.traffic[TrafficKind::kGradients] = decode_traffic(status.getGradientTraffic());
   out.traffic[TrafficKind::kRings] = decode_traffic(status.getRingTraffic());
   out.traffic[TrafficKind::kOther] = decode_traffic(status.getOtherTraffic());
+  out.traffic[TrafficKind::kWeights] = decode_traffic(status.getWeightTraffic());
   return out;
 }
 

@@ -12,6 +12,8 @@ schema::TransferKind to_schema(TransferKind kind) {
     case TransferKind::kGradients: return schema::TransferKind::GRADIENTS;
     case TransferKind::kLabels: return schema::TransferKind::LABELS;
     case TransferKind::kRandomState: return schema::TransferKind::RANDOM_STATE;
+    case TransferKind::kPsGradients: return schema::TransferKind::PS_GRADIENTS;
+    case TransferKind::kPsWeights: return schema::TransferKind::PS_WEIGHTS;
   }
   return schema::TransferKind::ACTIVATIONS;
 }
@@ -22,6 +24,8 @@ TransferKind from_schema(schema::TransferKind kind) {
     case schema::TransferKind::GRADIENTS: return TransferKind::kGradients;
     case schema::TransferKind::LABELS: return TransferKind::kLabels;
     case schema::TransferKind::RANDOM_STATE: return TransferKind::kRandomState;
+    case schema::TransferKind::PS_GRADIENTS: return TransferKind::kPsGradients;
+    case schema::TransferKind::PS_WEIGHTS: return TransferKind::kPsWeights;
   }
   throw WireError("unknown transfer kind");
 }
@@ -38,6 +42,7 @@ void encode_batch(const MicroBatchTag& batch, schema::MicroBatch::Builder out) {
   out.setBatchSamples(batch.batch_samples);
   out.setEpoch(batch.epoch);
   out.setLast(batch.last);
+  out.setVersion(batch.version);
 }
 
 MicroBatchTag decode_batch(schema::MicroBatch::Reader batch) {
@@ -51,6 +56,7 @@ MicroBatchTag decode_batch(schema::MicroBatch::Reader batch) {
   out.batch_samples = batch.getBatchSamples();
   out.epoch = batch.getEpoch();
   out.last = batch.getLast();
+  out.version = batch.getVersion();
   return out;
 }
 

@@ -23,9 +23,12 @@ struct MicroBatchTag {
   uint32_t batch_samples = 0;
   uint32_t epoch = 0;
   bool last = false;   // last batch of training, or of a validation round
+  uint64_t version = 0;  // parameter server: the weights' version (ps kinds only)
 };
 
-enum class TransferKind { kActivations, kGradients, kLabels, kRandomState };
+// kPsGradients, kPsWeights: between parameter servers and their workers and evaluator
+// (schemas/ravnest.capnp says what each carries).
+enum class TransferKind { kActivations, kGradients, kLabels, kRandomState, kPsGradients, kPsWeights };
 
 struct TransferMessage {
   TransferKind kind = TransferKind::kActivations;

@@ -5,7 +5,9 @@ namespace ravnest::wire {
 TrafficKind traffic_kind(TransferKind kind) {
   switch (kind) {
     case TransferKind::kActivations: return TrafficKind::kActivations;
-    case TransferKind::kGradients: return TrafficKind::kGradients;
+    case TransferKind::kGradients:
+    case TransferKind::kPsGradients: return TrafficKind::kGradients;
+    case TransferKind::kPsWeights: return TrafficKind::kWeights;
     case TransferKind::kLabels:
     case TransferKind::kRandomState: return TrafficKind::kOther;
   }

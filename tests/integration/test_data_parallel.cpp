@@ -42,24 +42,6 @@ std::string job_text(const std::string& optimizer, const std::string& reduce, in
 }
 
 
-double largest_difference(const std::map<std::string, at::Tensor>& a,
-                          const std::map<std::string, at::Tensor>& b, std::string* where) {
-  double worst = 0;
-  for (const auto& [name, tensor] : a) {
-    auto it = b.find(name);
-    if (it == b.end()) {
-      *where = "missing " + name;
-      return std::numeric_limits<double>::infinity();
-    }
-    const double diff =
-        (tensor.to(at::kDouble) - it->second.to(at::kDouble)).abs().max().item<double>();
-    if (diff > worst) {
-      worst = diff;
-      *where = name;
-    }
-  }
-  return worst;
-}
 
 // Trains on the cluster, fuses every cluster, and compares each with the one-process emulation.
 void train_and_compare(test::LocalCluster& cluster, int clusters, const std::string& job,
@@ -81,13 +63,13 @@ void train_and_compare(test::LocalCluster& cluster, int clusters, const std::str
     REQUIRE(fuse.exit_code == 0);
     auto trained = test::load_state_dict(out / "trained_state_dict.pt");
     std::string where;
-    const double diff = largest_difference(reference.state, trained, &where);
+    const double diff = test::largest_difference(reference.state, trained, &where);
     INFO("cluster " << c << ": largest difference " << diff << " in " << where);
     CHECK(diff <= 1e-5);
     // BatchNorm statistics were averaged too: every cluster ends with the same ones.
     CHECK(trained.count("bn1.running_mean") == 1);
     // And training moved the weights: this is not two untouched copies compared.
-    const double moved = largest_difference(runtime::state_of(torch::jit::load(test::digits_model())),
+    const double moved = test::largest_difference(runtime::state_of(torch::jit::load(test::digits_model())),
                                             trained, &where);
     INFO("moved by " << moved << " in " << where);
     CHECK(moved > 1e-3);
@@ -132,16 +114,16 @@ TEST_CASE("compressed rings: clusters stay equal, near the uncompressed run, in 
       auto state = test::load_state_dict(out / "trained_state_dict.pt");
       if (c == 1) {
         std::string where;
-        CHECK(largest_difference(trained[codec], state, &where) == 0);
+        CHECK(test::largest_difference(trained[codec], state, &where) == 0);
       } else {
         trained[codec] = state;
       }
     }
   }
   std::string where;
-  const double moved = largest_difference(initial, trained["none"], &where);
+  const double moved = test::largest_difference(initial, trained["none"], &where);
   for (const std::string codec : {"fp16", "int8"}) {
-    const double diff = largest_difference(trained["none"], trained[codec], &where);
+    const double diff = test::largest_difference(trained["none"], trained[codec], &where);
     INFO(codec << ": largest difference from the uncompressed run " << diff << " in " << where
                << "; training moved the weights by " << moved);
     CHECK(diff > 0);

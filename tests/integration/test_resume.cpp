@@ -38,24 +38,6 @@ std::string job_text(const std::string& optimizer, const std::string& train_keys
          "per = \"epoch\"\n";
 }
 
-double largest_difference(const std::map<std::string, at::Tensor>& a,
-                          const std::map<std::string, at::Tensor>& b, std::string* where) {
-  double worst = 0;
-  for (const auto& [name, tensor] : a) {
-    auto it = b.find(name);
-    if (it == b.end()) {
-      *where = "missing " + name;
-      return 1e30;
-    }
-    const double diff =
-        (tensor.to(at::kDouble) - it->second.to(at::kDouble)).abs().max().item<double>();
-    if (diff > worst) {
-      worst = diff;
-      *where = name;
-    }
-  }
-  return worst;
-}
 
 runtime::Requester requester_of(const test::LocalCluster& cluster) {
   return runtime::Requester(runtime::load_plan(cluster.plan_dir()),
@@ -171,7 +153,7 @@ void check_resume(const std::vector<int>& stages, const std::string& optimizer, 
   const Outcome got = fuse_all(cluster, clusters, leaf, "resumed");
   for (int c = 0; c < clusters; ++c) {
     std::string where;
-    const double diff = largest_difference(expected.clusters[c], got.clusters[c], &where);
+    const double diff = test::largest_difference(expected.clusters[c], got.clusters[c], &where);
     INFO("cluster " << c << ": largest difference " << diff << " in " << where);
     CHECK(diff <= 1e-6);
   }
@@ -284,6 +266,6 @@ TEST_CASE("resume: from_start, when no checkpoint is held by every node", "[resu
   REQUIRE(afresh.exit_code == 0);
   const Outcome fresh = fuse_all(cluster, 1, 1, "fresh");
   std::string where;
-  CHECK(largest_difference(fresh.clusters[0], from_start.clusters[0], &where) == 0);
+  CHECK(test::largest_difference(fresh.clusters[0], from_start.clusters[0], &where) == 0);
   CHECK(fresh.losses == from_start.losses);
 }

@@ -1,0 +1,24 @@
+// JobWorker: what a node runs for a job, as JobControl (job_control.h) drives it: a pipeline
+// stage (StageWorker), a parameter server (ParameterServer) or an evaluator (PsEvaluator). All
+// calls but status() happen on the node's compute thread.
+#pragma once
+
+#include <string>
+
+#include "libs/daemon/transfer.h"
+#include "libs/daemon/worker_setup.h"
+
+namespace ravnest::runtime {
+
+class JobWorker {
+ public:
+  virtual ~JobWorker() = default;
+  virtual void start() = 0;
+  virtual void receive(TransferMessage message) = 0;
+  virtual void fail(const std::string& why) = 0;  // a peer or the node itself failed
+  // The job is being stopped: a worker that keeps checkpoints writes what it can.
+  virtual void checkpoint_on_stop() {}
+  virtual WorkerStatus status() const = 0;  // any thread
+};
+
+}  // namespace ravnest::runtime
