@@ -97,9 +97,17 @@ std::string model_of_plan(const std::string& plan_dir) {
 
 int run_clusterize(const graph::ClusterizeOptions& options, bool push, const Connection& c) {
   auto result = graph::clusterize(options, say);
-  std::printf("\n%zu cluster(s), %zu node(s), estimated %.1f samples/s; plan written to %s\n",
-              result.plan.clusters.size(), result.nodes.size(), result.plan.samples_per_second,
-              options.out_dir.c_str());
+  if (result.ps_plan) {
+    std::printf("\n%zu server(s), %zu worker(s)%s, estimated %.1f samples/s (step %.1f ms); plan "
+                "written to %s\n",
+                result.ps_plan->servers.size(), result.ps_plan->workers.size(),
+                result.ps_plan->evaluator ? ", an evaluator" : "", result.ps_plan->samples_per_second,
+                result.ps_plan->step_seconds * 1e3, options.out_dir.c_str());
+  } else {
+    std::printf("\n%zu cluster(s), %zu node(s), estimated %.1f samples/s; plan written to %s\n",
+                result.plan.clusters.size(), result.nodes.size(), result.plan.samples_per_second,
+                options.out_dir.c_str());
+  }
   const auto& t = result.times;
   std::printf("phases: load %.2fs, profile %.2fs, plan %.2fs, cut %.2fs, save %.2fs", t.load,
               t.profile, t.plan, t.cut, t.save);
@@ -325,6 +333,16 @@ int main(int argc, char** argv) {
   cluster_cmd->add_flag("--verify", clusterize.verify,
                         "chain the written stages in-process and compare with the whole model, "
                         "on the example batch and over two micro-batches");
+  std::string plan_mode = "pipeline";
+  cluster_cmd->add_option("--mode", plan_mode,
+                          "pipeline: clusters of pipelines; ps: parameter servers, workers and an "
+                          "optional evaluator (docs/parameter-server.md)")
+      ->capture_default_str();
+  auto* servers_opt = cluster_cmd->add_option("--servers", clusterize.parameter_servers.servers,
+                                              "--mode ps: how many servers share the model")
+                          ->capture_default_str();
+  auto* evaluator_opt = cluster_cmd->add_flag("--evaluator", clusterize.parameter_servers.evaluator,
+                                              "--mode ps: one node scores the servers' weights");
   cluster_cmd->add_flag("--push", push_after, "push the stages to the daemons afterwards");
   cluster_cmd->add_option("--secret-file", connection.secret_file, "the daemons' shared secret");
 
@@ -413,6 +431,15 @@ int main(int argc, char** argv) {
 
   try {
     if (cluster_cmd->parsed()) {
+      if (plan_mode != "pipeline" && plan_mode != "ps") {
+        throw std::runtime_error("ravnest clusterize: --mode must be pipeline or ps, got \"" +
+                                 plan_mode + "\"");
+      }
+      if (plan_mode == "ps") {
+        clusterize.mode = graph::PlanMode::kParameterServer;
+      } else if (*servers_opt || *evaluator_opt) {
+        throw std::runtime_error("ravnest clusterize: --servers and --evaluator need --mode ps");
+      }
       connection.plan_dir = clusterize.out_dir;
       return run_clusterize(clusterize, push_after, connection);
     }

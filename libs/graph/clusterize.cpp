@@ -19,6 +19,7 @@
 #include "libs/graph/example_input.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/profiler.h"
+#include "libs/graph/ps_plan_writer.h"
 #include "libs/graph/stage_writer.h"
 #include "libs/graph/stage_chain.h"
 #include "libs/graph/torch_errors.h"
@@ -163,13 +164,30 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   auto measured = profile_model(*model, inputs);
   result.times.profile = watch.lap();
 
-  result.plan = planner::plan_pool(measured.profile, pool, options.seed);
+  const PlanHeader header{options.model_path, options.seed, options.example_inputs};
+  if (options.mode == PlanMode::kParameterServer) {
+    const auto state = state_tensors_for_servers(*model);
+    result.ps_plan = planner::plan_parameter_servers(measured.profile, state, pool,
+                                                     options.parameter_servers);
+  } else {
+    result.plan = planner::plan_pool(measured.profile, pool, options.seed);
+  }
   result.times.plan = watch.lap();
 
   StagingDirectory staging(options.out_dir);
-  result.nodes = write_plan(*model, result.plan, pool,
-                            {options.model_path, options.seed, options.example_inputs},
-                            staging.path().string());
+  if (result.ps_plan) {
+    result.nodes = write_parameter_server_plan(*model, *result.ps_plan, pool, header,
+                                               staging.path().string());
+    // Every worker holds the same whole-model stage: checking the first checks them all.
+    planner::ClusterPlan first;
+    first.id = 0;
+    first.stages.push_back({result.ps_plan->workers.front().node_id, 0, model->units().size(), {}});
+    result.plan.clusters = {first};
+    result.plan.samples_per_second = result.ps_plan->samples_per_second;
+    result.plan.unplaced_nodes = result.ps_plan->unplaced_nodes;
+  } else {
+    result.nodes = write_plan(*model, result.plan, pool, header, staging.path().string());
+  }
   result.times.cut = watch.lap();
 
   if (options.verify) {
@@ -224,6 +242,28 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
 
   staging.commit();
   for (const auto& line : describe_plan(result.nodes)) log(line);
+  if (result.ps_plan) {
+    const auto& ps = *result.ps_plan;
+    char line[256];
+    for (const auto& server : ps.servers) {
+      std::snprintf(line, sizeof line, "server node_%d: %zu tensors, %s, exchange %.1f ms a step",
+                    server.node_id, server.tensors.size(),
+                    human_bytes(static_cast<double>(server.shard_bytes)).c_str(),
+                    server.exchange_seconds * 1e3);
+      log(line);
+    }
+    std::snprintf(line, sizeof line,
+                  "parameter servers: %zu server(s), %zu worker(s)%s; estimated step %.1f ms",
+                  ps.servers.size(), ps.workers.size(),
+                  ps.evaluator ? (", evaluator node_" + std::to_string(*ps.evaluator)).c_str() : "",
+                  ps.step_seconds * 1e3);
+    log(line);
+  }
+  if (!result.plan.unplaced_nodes.empty()) {
+    std::string names;
+    for (int id : result.plan.unplaced_nodes) names += " node_" + std::to_string(id);
+    log("left out (too little memory):" + names);
+  }
   return result;
 }
 

@@ -9,16 +9,24 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "libs/config/node_metadata.h"
 #include "libs/planner/cluster_plan.h"
+#include "libs/planner/ps_plan.h"
 
 namespace ravnest::graph {
 
+// pipeline: clusters of pipelines (docs/planner.md); parameter_server: servers, workers and an
+// optional evaluator (docs/parameter-server.md).
+enum class PlanMode { kPipeline, kParameterServer };
+
 struct ClusterizeOptions {
   std::string model_path;
+  PlanMode mode = PlanMode::kPipeline;
+  planner::PsRequest parameter_servers;  // kParameterServer only
   std::string nodes_path = "node_data/node_configs.json";
   std::vector<std::string> example_inputs;
   std::string out_dir = "node_data";
@@ -32,7 +40,8 @@ struct PhaseTimes {
 };
 
 struct ClusterizeResult {
-  planner::PoolPlan plan;
+  planner::PoolPlan plan;                             // kPipeline
+  std::optional<planner::PsPoolPlan> ps_plan;         // kParameterServer
   std::vector<config::NodeMetadata> nodes;  // by cluster, then pipeline order
   double verify_max_diff = -1;              // -1 when not verified
   std::string verify_worst;

@@ -210,19 +210,33 @@ void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std:
   }
 }
 
+nlohmann::json plan_json_common(const PlanHeader& header) {
+  return {{"format", "ravnest.plan/1"},
+          {"model", fs::absolute(header.model_path).string()},
+          {"model_sha256", config::sha256_hex(config::read_file(header.model_path))},
+          {"seed", header.seed},
+          {"example_inputs", header.example_inputs}};
+}
+
+void pin_certificates(std::vector<config::NodeMetadata>& nodes,
+                      const std::map<int, config::NodeConfig>& pool) {
+  std::map<std::string, std::string> pins;  // of the plan's nodes only
+  for (const auto& meta : nodes) {
+    const auto& pin = pool.at(meta.node_id).tls_fingerprint;
+    if (!pin.empty()) pins[meta.address] = pin;
+  }
+  for (auto& meta : nodes) meta.tls_fingerprints = pins;
+}
+
 std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const planner::PoolPlan& plan,
                                              const std::vector<config::NodeConfig>& pool,
                                              const PlanHeader& header, const std::string& dir) {
   std::map<int, config::NodeConfig> node_config;
   for (const auto& node : pool) node_config[node.id] = node;
-  nlohmann::json plan_json = {{"format", "ravnest.plan/1"},
-                              {"model", fs::absolute(header.model_path).string()},
-                              {"model_sha256", config::sha256_hex(config::read_file(header.model_path))},
-                              {"seed", header.seed},
-                              {"example_inputs", header.example_inputs},
-                              {"samples_per_second", plan.samples_per_second},
-                              {"clusters", nlohmann::json::array()},
-                              {"rings", nlohmann::json::array()}};
+  nlohmann::json plan_json = plan_json_common(header);
+  plan_json["samples_per_second"] = plan.samples_per_second;
+  plan_json["clusters"] = nlohmann::json::array();
+  plan_json["rings"] = nlohmann::json::array();
   std::vector<config::NodeMetadata> nodes;
   for (const auto& cluster : plan.clusters) {
     auto cluster_nodes = write_cluster_stages(model, cluster, node_config, dir);
@@ -233,15 +247,8 @@ std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const plan
     plan_json["clusters"].push_back(cluster_json);
     for (auto& meta : cluster_nodes) nodes.push_back(std::move(meta));
   }
-  std::map<std::string, std::string> pins;  // of the plan's nodes only
-  for (const auto& meta : nodes) {
-    const auto& pin = node_config.at(meta.node_id).tls_fingerprint;
-    if (!pin.empty()) pins[meta.address] = pin;
-  }
-  for (auto& meta : nodes) {
-    meta.cluster_count = static_cast<int>(plan.clusters.size());
-    meta.tls_fingerprints = pins;
-  }
+  pin_certificates(nodes, node_config);
+  for (auto& meta : nodes) meta.cluster_count = static_cast<int>(plan.clusters.size());
   for (const auto& ring : assign_rings(nodes)) {
     plan_json["rings"].push_back(
         {{"id", ring.id}, {"parameters", ring.parameters}, {"nodes", ring.nodes}});

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "libs/config/node_metadata.h"
 #include "libs/config/node_pool.h"
 #include "libs/graph/model_graph.h"
@@ -36,6 +38,13 @@ struct PlanHeader {
   uint64_t seed = 0;
   std::vector<std::string> example_inputs;
 };
+// plan.json's fields every plan has: format, model (absolute), model_sha256, seed, example_inputs.
+nlohmann::json plan_json_common(const PlanHeader& header);
+
+// Each node's tls_fingerprints: the pool's pinned certificates of the given nodes.
+void pin_certificates(std::vector<config::NodeMetadata>& nodes,
+                      const std::map<int, config::NodeConfig>& pool);
+
 std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const planner::PoolPlan& plan,
                                              const std::vector<config::NodeConfig>& pool,
                                              const PlanHeader& header, const std::string& dir);

@@ -162,6 +162,16 @@ Plan load_plan(const std::string& dir) {
       plan.nodes.push_back(config::load_node_metadata(layout.node_file(id)));
     }
   }
+  // A parameter-server plan's servers and evaluator belong to no cluster.
+  if (json.contains("parameter_server")) {
+    const auto& ps = json.at("parameter_server");
+    for (const auto& server : ps.at("servers")) {
+      plan.nodes.push_back(config::load_node_metadata(layout.node_file(server.at("node").get<int>())));
+    }
+    if (ps.contains("evaluator")) {
+      plan.nodes.push_back(config::load_node_metadata(layout.node_file(ps.at("evaluator").get<int>())));
+    }
+  }
   return plan;
 }
 

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <map>
 
 #include "libs/config/node_metadata.h"
 #include "tests/support/test_env.h"
@@ -197,4 +198,74 @@ TEST_CASE("a failed clusterize leaves the previous plan untouched", "[cli][error
   CHECK(test::read_text(dir / "out/plan.json") == plan_before);
   CHECK(test::read_text(dir / "out/nodes/node_0.json") == node_before);
   CHECK(std::distance(fs::directory_iterator(dir / "out"), fs::directory_iterator{}) == 3);
+}
+
+TEST_CASE("clusterize --mode ps writes servers, workers and an evaluator", "[cli][ps]") {
+  test::TempDir dir;
+  const auto pool = (dir / "pool.json").string();
+  // Node 3 has the widest link (the server); node 1 the fewest gflops (the evaluator).
+  test::write_text(pool, R"({
+  "0": {"IP": "127.0.0.1:18080", "benchmarks": {"ram": 8, "bandwidth": 100, "gflops": 10}},
+  "1": {"IP": "127.0.0.1:18081", "benchmarks": {"ram": 8, "bandwidth": 100, "gflops": 2}},
+  "2": {"IP": "127.0.0.1:18082", "benchmarks": {"ram": 8, "bandwidth": 100, "gflops": 10}},
+  "3": {"IP": "127.0.0.1:18083", "benchmarks": {"ram": 8, "bandwidth": 1000, "gflops": 10}},
+  "4": {"IP": "127.0.0.1:18084", "benchmarks": {"ram": 8, "bandwidth": 100, "gflops": 10}}
+})");
+  const auto out = dir / "out";
+  auto result = clusterize(model("small_cnn") + " --nodes " + pool +
+                           " --example-input 4x1x8x8 --mode ps --evaluator --verify --out " +
+                           out.string());
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out.find("1 server(s), 3 worker(s), an evaluator") != std::string::npos);
+  std::map<int, config::NodeMetadata> metas;
+  for (int id = 0; id < 5; ++id) {
+    metas[id] = config::load_node_metadata((out / ("nodes/node_" + std::to_string(id) + ".json")).string());
+    CHECK(fs::exists(out / metas[id].stage_file));
+  }
+  CHECK(metas[3].role == config::Role::kServer);
+  CHECK(metas[1].role == config::Role::kEvaluator);
+  std::vector<int> workers;
+  for (int id : {0, 2, 4}) {
+    CHECK(metas[id].role == config::Role::kWorker);
+    workers.push_back(metas[id].cluster);
+  }
+  CHECK(workers == std::vector<int>{0, 1, 2});
+  const auto& ps = metas[0].parameter_server;
+  REQUIRE(ps.servers.size() == 1);
+  CHECK(ps.servers[0].node == 3);
+  CHECK(ps.servers[0].tensors == metas[3].parameters);  // one server holds the whole state
+  REQUIRE(ps.evaluator);
+  CHECK(ps.evaluator->node == 1);
+  const std::string plan = test::read_text(out / "plan.json");
+  CHECK(plan.find("\"parameter_server\"") != std::string::npos);
+
+  SECTION("two servers share the state") {
+    auto two = clusterize(model("small_cnn") + " --nodes " + pool +
+                          " --example-input 4x1x8x8 --mode ps --servers 2 --out " + out.string());
+    INFO(two.out << two.err);
+    REQUIRE(two.exit_code == 0);
+    const auto meta = config::load_node_metadata((out / "nodes/node_3.json").string());
+    REQUIRE(meta.parameter_server.servers.size() == 2);
+    size_t held = 0;
+    for (const auto& s : meta.parameter_server.servers) held += s.tensors.size();
+    CHECK(held == meta.parameters.size());
+    CHECK_FALSE(meta.parameter_server.evaluator);
+  }
+  SECTION("bad requests are one line and leave the plan as it was") {
+    expect_clear_error(clusterize(model("small_cnn") + " --nodes " + pool +
+                                  " --example-input 4x1x8x8 --mode ps --servers 4 --evaluator --out " +
+                                  out.string()),
+                       "the pool has 5");
+    expect_clear_error(clusterize(model("small_cnn") + " --nodes " + pool +
+                                  " --example-input 4x1x8x8 --servers 2 --out " + out.string()),
+                       "--mode ps");
+    expect_clear_error(clusterize(model("small_cnn") + " --nodes " + pool +
+                                  " --example-input 4x1x8x8 --mode sharded --out " + out.string()),
+                       "--mode");
+    expect_clear_error(clusterize(model("tied") + " --nodes " + pool +
+                                  " --example-input 4x7:int64:50 --mode ps --out " + out.string()),
+                       "tied weights");
+    CHECK(test::read_text(out / "plan.json") == plan);
+  }
 }

@@ -13,6 +13,7 @@
 #include "libs/config/node_metadata.h"
 #include "libs/config/plan_layout.h"
 #include "libs/config/secret.h"
+#include "libs/graph/clusterize.h"
 #include "libs/requester/requester.h"
 #include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
@@ -23,42 +24,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Turns a LocalCluster plan of one-node clusters into a parameter-server plan: the first
-// `servers` nodes serve (the state dict dealt out in turn), the next `workers` train, and a last
-// node, if `evaluator`, scores.
-void as_parameter_server_plan(const test::LocalCluster& cluster, int servers, int workers,
-                              bool evaluator) {
-  const config::PlanLayout layout(cluster.plan_dir());
-  const int nodes = servers + workers + (evaluator ? 1 : 0);
-  std::vector<config::NodeMetadata> metas;
-  for (int n = 0; n < nodes; ++n) metas.push_back(config::load_node_metadata(layout.node_file(n)));
-  config::ParameterServerPlan plan;
-  for (int s = 0; s < servers; ++s) plan.servers.push_back({s, metas[s].address, {}});
-  const auto& names = metas[0].parameters;
-  for (size_t i = 0; i < names.size(); ++i) {
-    plan.servers[i % static_cast<size_t>(servers)].tensors.push_back(names[i]);
-  }
-  for (int w = 0; w < workers; ++w) plan.workers.push_back({servers + w, metas[servers + w].address});
-  if (evaluator) plan.evaluator = config::PsPeer{nodes - 1, metas[nodes - 1].address};
-  for (int n = 0; n < nodes; ++n) {
-    auto& m = metas[n];
-    m.rings.clear();
-    m.parameter_server = plan;
-    m.addresses = {{m.node_id, m.address}};
-    m.pipeline = {m.node_id};
-    if (n < servers) {
-      m.role = config::Role::kServer;
-      m.cluster = -1;
-    } else if (n < servers + workers) {
-      m.role = config::Role::kWorker;
-      m.cluster = n - servers;
-    } else {
-      m.role = config::Role::kEvaluator;
-      m.cluster = -1;
-    }
-    m.cluster_count = workers;
-    test::write_text(layout.node_file(n), config::to_json(m));
-  }
+// Replaces a LocalCluster's plan by `ravnest clusterize --mode ps` over its pool (the library
+// call the CLI makes). The pool's nodes are alike, so the servers are the lowest ids, the
+// evaluator the next one, and the workers the rest.
+void as_parameter_server_plan(const test::LocalCluster& cluster, int servers, bool evaluator) {
+  graph::ClusterizeOptions options;
+  options.model_path = test::digits_model();
+  options.nodes_path = cluster.pool_file();
+  options.example_inputs = {"32x1x8x8"};
+  options.out_dir = cluster.plan_dir();
+  options.mode = graph::PlanMode::kParameterServer;
+  options.parameter_servers = {servers, evaluator};
+  graph::clusterize(options, [](const std::string&) {});
 }
 
 std::string job_text(int epochs, int max_steps, const std::string& ps, bool validation) {
@@ -85,7 +62,7 @@ TEST_CASE("synchronous parameter servers equal one process on the workers' avera
   // 2 servers (the state dealt out between them), 3 workers, an evaluator; 2 epochs with an LR
   // step at each epoch's end, so the servers' schedules are checked too.
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}, {}, {}, {}}, {"32x1x8x8"});
-  as_parameter_server_plan(cluster, 2, 3, true);
+  as_parameter_server_plan(cluster, 2, true);
   cluster.start_all();
   auto push = cluster.ravnest("push");
   INFO(push.out << push.err);
@@ -125,14 +102,14 @@ TEST_CASE("synchronous parameter servers equal one process on the workers' avera
   INFO(status.out);
   CHECK(std::regex_search(status.out, std::regex("node_0 .* server +finished")));
   CHECK(std::regex_search(status.out, std::regex("node_3 .* worker +finished")));
-  CHECK(std::regex_search(status.out, std::regex("node_5 .* evaluator +finished")));
+  CHECK(std::regex_search(status.out, std::regex("node_2 .* evaluator +finished")));
 }
 
 // Backup workers and asynchronous updates are not exact: they must train, drop what their rule
 // says (counted in the servers' logs) and end with a model the evaluator scored.
 TEST_CASE("backup workers and asynchronous updates train and count what they drop", "[ps]") {
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}, {}, {}}, {"32x1x8x8"});
-  as_parameter_server_plan(cluster, 1, 3, true);
+  as_parameter_server_plan(cluster, 1, true);
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
   for (const std::string mode : {"mode = \"backup\"\nbackup = 2", "mode = \"async\"\nmax_staleness = 1"}) {

@@ -1,0 +1,28 @@
+// ParameterServerPlanWriter: a parameter-server plan into files. Every node (server, worker,
+// evaluator) gets the whole model as its one stage; servers keep only their shard of it
+// (docs/parameter-server.md). Writes DIR/stages/, DIR/nodes/ and DIR/plan.json, whose
+// "parameter_server" block names the servers and the evaluator (docs/node-metadata.md#plan).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "libs/config/node_metadata.h"
+#include "libs/config/node_pool.h"
+#include "libs/graph/model_graph.h"
+#include "libs/graph/stage_writer.h"
+#include "libs/planner/ps_plan.h"
+
+namespace ravnest::graph {
+
+// The model's state (parameters, then buffers, in state-dict order) with each tensor's bytes.
+// Throws std::invalid_argument when two names are the same tensor (tied weights), which a
+// server's shard cannot hold twice.
+std::vector<planner::StateTensor> state_tensors_for_servers(const ModelGraph& model);
+
+// Returns the nodes' metadata: workers by index, then servers, then the evaluator.
+std::vector<config::NodeMetadata> write_parameter_server_plan(
+    const ModelGraph& model, const planner::PsPoolPlan& plan,
+    const std::vector<config::NodeConfig>& pool, const PlanHeader& header, const std::string& dir);
+
+}  // namespace ravnest::graph
