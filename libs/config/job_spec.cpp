@@ -343,6 +343,44 @@ PsSpec parse_ps(const Section& s) {
   return ps;
 }
 
+SparseOptimizerSpec parse_sparse_optimizer(const Section& s) {
+  s.check_known({"name", "lr", "betas", "eps", "lr_decay", "initial_accumulator_value",
+                 "momentum", "weight_decay"});
+  SparseOptimizerSpec o;
+  auto name = s.string("name");
+  if (!name) s.fail("name", "missing (sgd, adagrad, sparse_adam)");
+  if (*name == "sgd") {
+    o.name = SparseOptimizerName::kSgd;
+    s.check_applicable({"name", "lr"}, "sgd on a sparse table (PyTorch applies no momentum or "
+                                       "weight decay to sparse gradients lazily)");
+  } else if (*name == "adagrad") {
+    o.name = SparseOptimizerName::kAdagrad;
+    s.check_applicable({"name", "lr", "lr_decay", "initial_accumulator_value", "eps"},
+                       "adagrad on a sparse table");
+    o.eps = 1e-10;
+  } else if (*name == "sparse_adam") {
+    o.name = SparseOptimizerName::kSparseAdam;
+    s.check_applicable({"name", "lr", "betas", "eps"}, "sparse_adam");
+  } else {
+    s.fail("name", "unknown sparse optimizer " + in_quotes(*name) + " (sgd, adagrad, sparse_adam)");
+  }
+  auto lr = s.number("lr", 0, /*exclusive=*/true);
+  if (!lr) s.fail("lr", "missing: a sparse optimizer has no default learning rate");
+  o.lr = *lr;
+  if (auto v = s.number("eps", 0, true)) o.eps = *v;
+  if (auto v = s.number("lr_decay", 0)) o.lr_decay = *v;
+  if (auto v = s.number("initial_accumulator_value", 0)) o.initial_accumulator_value = *v;
+  if (const toml::array* betas = s.array("betas")) {
+    if (betas->size() != 2) s.fail("betas", "must be two numbers [beta1, beta2], e.g. [0.9, 0.999]");
+    const double b1 = s.check_number("betas", *betas->get(0), 0, false, INFINITY);
+    const double b2 = s.check_number("betas", *betas->get(1), 0, false, INFINITY);
+    if (b1 >= 1 || b2 >= 1) s.fail("betas", "each must be in [0, 1), got [" + format_number(b1) + ", " +
+                                                format_number(b2) + "]");
+    o.betas = {b1, b2};
+  }
+  return o;
+}
+
 }  // namespace
 
 JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
@@ -361,14 +399,14 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
 
   static const std::vector<std::string> kTables = {"train",     "data",        "loss",
                                                    "optimizer", "scheduler", "compression",
-                                                   "ps"};
+                                                   "ps",        "sparse_optimizer"};
   for (const auto& [key, value] : root) {
     const std::string name(key.str());
     if (std::find(kTables.begin(), kTables.end(), name) == kTables.end()) {
       throw ConfigError(origin + ": " + printable(name, 100) + ": unknown " +
                         (value.is_table() ? "table" : "key") +
                         " (the tables are [train], [data], [loss], [optimizer], [scheduler], "
-                        "[compression], [ps])");
+                        "[compression], [ps], [sparse_optimizer])");
     }
     if (!value.is_table()) {
       throw ConfigError(origin + ": " + name + ": must be a table [" + name + "], got " + type_name(value));
@@ -393,6 +431,9 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
   if (root.get_as<toml::table>("scheduler")) job.scheduler = parse_scheduler(section("scheduler"));
   job.compression = parse_compression(section("compression"));
   if (root.get_as<toml::table>("ps")) job.ps = parse_ps(section("ps"));
+  if (root.get_as<toml::table>("sparse_optimizer")) {
+    job.sparse_optimizer = parse_sparse_optimizer(section("sparse_optimizer"));
+  }
   return job;
 }
 
@@ -403,6 +444,15 @@ JobSpec load_job(const std::string& path) {
   text << file.rdbuf();
   if (file.bad()) throw ConfigError(path + ": cannot read the job file");
   return parse_job(text.str(), path);
+}
+
+const char* to_string(SparseOptimizerName name) {
+  switch (name) {
+    case SparseOptimizerName::kSgd: return "sgd";
+    case SparseOptimizerName::kAdagrad: return "adagrad";
+    case SparseOptimizerName::kSparseAdam: return "sparse_adam";
+  }
+  return "sgd";
 }
 
 const char* to_string(PsMode mode) {

@@ -16,6 +16,7 @@
 
 #include "libs/config/compression_spec.h"
 #include "libs/config/ps_spec.h"
+#include "libs/config/sparse_optimizer_spec.h"
 
 namespace ravnest::config {
 
@@ -124,6 +125,7 @@ struct JobSpec {
   std::optional<SchedulerSpec> scheduler;
   CompressionSpec compression;  // [compression]; all "none" when absent
   PsSpec ps;                    // [ps]; parameter-server plans only
+  std::optional<SparseOptimizerSpec> sparse_optimizer;  // [sparse_optimizer]; hybrid plans only
 };
 
 // Parses a job from TOML text; `origin` names it in errors and its directory (made absolute)

@@ -527,3 +527,66 @@ TEST_CASE("check_job_for_plan: [ps] against the plan", "[config][job][ps]") {
                  "job.toml: data.validation: the plan's evaluator (node_3) scores the model on it"));
   CHECK(refusal(with("data", "validation = \"val.csv\""), {worker}).empty());
 }
+
+TEST_CASE("[sparse_optimizer]: how a hybrid plan's servers step their tables",
+          "[config][job][hybrid]") {
+  CHECK_FALSE(parse_job(kMinimal, "job.toml").sparse_optimizer);
+  const auto adam = parse_job(with("sparse_optimizer", "name = \"sparse_adam\"\nlr = 0.01"), "job.toml");
+  REQUIRE(adam.sparse_optimizer);
+  CHECK(adam.sparse_optimizer->name == SparseOptimizerName::kSparseAdam);
+  CHECK(adam.sparse_optimizer->lr == 0.01);
+  CHECK(adam.sparse_optimizer->betas == std::pair<double, double>{0.9, 0.999});
+  CHECK(adam.sparse_optimizer->eps == 1e-8);
+  const auto adagrad = parse_job(
+      with("sparse_optimizer", "name = \"adagrad\"\nlr = 0.1\nlr_decay = 0.5\n"
+                               "initial_accumulator_value = 0.2"),
+      "job.toml");
+  CHECK(adagrad.sparse_optimizer->name == SparseOptimizerName::kAdagrad);
+  CHECK(adagrad.sparse_optimizer->eps == 1e-10);
+  CHECK(adagrad.sparse_optimizer->lr_decay == 0.5);
+  CHECK(adagrad.sparse_optimizer->initial_accumulator_value == 0.2);
+  CHECK(std::string(to_string(SparseOptimizerName::kSparseAdam)) == "sparse_adam");
+
+  CHECK(contains(error_of(with("sparse_optimizer", "lr = 0.1")),
+                 "job.toml: sparse_optimizer.name: missing (sgd, adagrad, sparse_adam)"));
+  CHECK(contains(error_of(with("sparse_optimizer", "name = \"adam\"\nlr = 0.1")),
+                 "job.toml: sparse_optimizer.name: unknown sparse optimizer 'adam'"));
+  CHECK(contains(error_of(with("sparse_optimizer", "name = \"sgd\"")),
+                 "job.toml: sparse_optimizer.lr: missing"));
+  CHECK(contains(error_of(with("sparse_optimizer", "name = \"sgd\"\nlr = 0")),
+                 "job.toml: sparse_optimizer.lr:"));
+  CHECK(contains(error_of(with("sparse_optimizer", "name = \"sgd\"\nlr = 0.1\nmomentum = 0.9")),
+                 "job.toml: sparse_optimizer.momentum: not an option of sgd on a sparse table"));
+  CHECK(contains(error_of(with("sparse_optimizer", "name = \"sparse_adam\"\nlr = 0.1\n"
+                                                   "lr_decay = 0.1")),
+                 "job.toml: sparse_optimizer.lr_decay: not an option of sparse_adam"));
+  CHECK(contains(error_of(with("sparse_optimizer", "name = \"sparse_adam\"\nlr = 0.1\n"
+                                                   "betas = [0.9, 1.0]")),
+                 "job.toml: sparse_optimizer.betas: each must be in [0, 1)"));
+  CHECK(contains(error_of(with("sparse_optimizer", "name = \"sgd\"\nlr = 0.1\nrows = 3")),
+                 "job.toml: sparse_optimizer.rows: unknown key"));
+
+  // Against the plan.
+  NodeMetadata trainer;
+  trainer.role = Role::kWorker;
+  trainer.parameter_server.servers = {{0, "h:0", {"emb.weight"}}};
+  trainer.parameter_server.workers = {{1, "h:1"}, {2, "h:2"}};
+  trainer.parameter_server.sparse_tables = {{"emb.weight", 0, 0, {10, 4}}};
+  NodeMetadata worker = trainer;
+  worker.parameter_server.sparse_tables.clear();
+  auto refusal = [](const std::string& text, const std::vector<NodeMetadata>& nodes) {
+    try {
+      check_job_for_plan(parse_job(text, "job.toml"), nodes, "job.toml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string sgd = with("sparse_optimizer", "name = \"sgd\"\nlr = 0.1");
+  CHECK(refusal(sgd, {trainer}).empty());
+  CHECK(contains(refusal(kMinimal, {trainer}),
+                 "job.toml: sparse_optimizer: the plan's servers hold emb.weight"));
+  CHECK(contains(refusal(sgd, {worker}), "job.toml: sparse_optimizer: this plan has no sparse tables"));
+  CHECK(contains(refusal(sgd + "\n[ps]\nmode = \"async\"\nmax_staleness = 2\n", {trainer}),
+                 "job.toml: ps.mode: a hybrid plan trains synchronously only"));
+}
