@@ -98,9 +98,10 @@ std::string model_of_plan(const std::string& plan_dir) {
 int run_clusterize(const graph::ClusterizeOptions& options, bool push, const Connection& c) {
   auto result = graph::clusterize(options, say);
   if (result.ps_plan) {
-    std::printf("\n%zu server(s), %zu worker(s)%s, estimated %.1f samples/s (step %.1f ms); plan "
+    std::printf("\n%zu server(s), %zu %s%s, estimated %.1f samples/s (step %.1f ms); plan "
                 "written to %s\n",
                 result.ps_plan->servers.size(), result.ps_plan->workers.size(),
+                options.mode == graph::PlanMode::kHybrid ? "trainer(s)" : "worker(s)",
                 result.ps_plan->evaluator ? ", an evaluator" : "", result.ps_plan->samples_per_second,
                 result.ps_plan->step_seconds * 1e3, options.out_dir.c_str());
   } else {
@@ -236,8 +237,15 @@ int run_fuse(const Connection& c, int cluster, const std::string& from, std::str
         requester.check_finished(servers);
       }
     }
-    for (auto& fetched :
-         servers.empty() ? requester.fetch_cluster(cluster) : requester.fetch_nodes(servers)) {
+    // A hybrid plan's tables are on its servers, the rest on the cluster's trainer.
+    const bool hybrid = !servers.empty() && servers.front().parameter_server.hybrid();
+    if (hybrid && !allow_unfinished) requester.check_finished(cluster);
+    auto fetched_nodes =
+        servers.empty() ? requester.fetch_cluster(cluster) : requester.fetch_nodes(servers);
+    if (hybrid) {
+      for (auto& trainer : requester.fetch_cluster(cluster)) fetched_nodes.push_back(std::move(trainer));
+    }
+    for (auto& fetched : fetched_nodes) {
       runtime::StageFile file;
       file.metadata = std::move(fetched.metadata);
       file.bytes = std::move(fetched.bytes);
@@ -336,13 +344,19 @@ int main(int argc, char** argv) {
   std::string plan_mode = "pipeline";
   cluster_cmd->add_option("--mode", plan_mode,
                           "pipeline: clusters of pipelines; ps: parameter servers, workers and an "
-                          "optional evaluator (docs/parameter-server.md)")
+                          "optional evaluator; hybrid: embeddings on servers, the rest "
+                          "data-parallel (docs/parameter-server.md)")
       ->capture_default_str();
   auto* servers_opt = cluster_cmd->add_option("--servers", clusterize.parameter_servers.servers,
                                               "--mode ps: how many servers share the model")
                           ->capture_default_str();
   auto* evaluator_opt = cluster_cmd->add_flag("--evaluator", clusterize.parameter_servers.evaluator,
                                               "--mode ps: one node scores the servers' weights");
+  auto* on_server_opt =
+      cluster_cmd->add_option("--on-server", clusterize.on_server,
+                              "--mode hybrid: an embedding submodule the servers hold (repeat or "
+                              "separate by commas), e.g. emb")
+          ->delimiter(',');
   cluster_cmd->add_flag("--push", push_after, "push the stages to the daemons afterwards");
   cluster_cmd->add_option("--secret-file", connection.secret_file, "the daemons' shared secret");
 
@@ -431,14 +445,20 @@ int main(int argc, char** argv) {
 
   try {
     if (cluster_cmd->parsed()) {
-      if (plan_mode != "pipeline" && plan_mode != "ps") {
-        throw std::runtime_error("ravnest clusterize: --mode must be pipeline or ps, got \"" +
+      if (plan_mode != "pipeline" && plan_mode != "ps" && plan_mode != "hybrid") {
+        throw std::runtime_error("ravnest clusterize: --mode must be pipeline, ps or hybrid, got \"" +
                                  plan_mode + "\"");
       }
       if (plan_mode == "ps") {
         clusterize.mode = graph::PlanMode::kParameterServer;
+      } else if (plan_mode == "hybrid") {
+        clusterize.mode = graph::PlanMode::kHybrid;
       } else if (*servers_opt || *evaluator_opt) {
-        throw std::runtime_error("ravnest clusterize: --servers and --evaluator need --mode ps");
+        throw std::runtime_error("ravnest clusterize: --servers and --evaluator need --mode ps "
+                                 "or hybrid");
+      }
+      if (*on_server_opt && plan_mode != "hybrid") {
+        throw std::runtime_error("ravnest clusterize: --on-server needs --mode hybrid");
       }
       connection.plan_dir = clusterize.out_dir;
       return run_clusterize(clusterize, push_after, connection);

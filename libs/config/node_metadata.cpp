@@ -1,5 +1,6 @@
 #include "libs/config/node_metadata.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -361,6 +362,32 @@ void read_parameter_server(const Reader& r, const json& root, NodeMetadata* m) {
   if (ps.contains("evaluator")) {
     plan.evaluator = peer(ps.at("evaluator"), "parameter_server.evaluator");
   }
+  if (ps.contains("sparse_tables")) {
+    const json& tables = r.array(ps, "parameter_server", "sparse_tables");
+    for (size_t i = 0; i < tables.size(); ++i) {
+      const std::string path = Reader::index("parameter_server.sparse_tables", i);
+      SparseTable table;
+      table.weight = r.string(tables[i], path, "weight");
+      table.server = r.integer(tables[i], path, "server");
+      table.index_input = r.integer(tables[i], path, "index_input");
+      const json& shape = r.array(tables[i], path, "shape");
+      for (size_t d = 0; d < shape.size(); ++d) {
+        table.shape.push_back(r.int64(shape[d], Reader::index(path + ".shape", d)));
+        if (table.shape.back() < 1) r.fail(Reader::index(path + ".shape", d), "must be >= 1");
+      }
+      if (table.shape.size() < 2) r.fail(path + ".shape", "must have at least 2 dimensions");
+      if (table.index_input < 0) r.fail(path + ".index_input", "must be >= 0");
+      const auto server = std::find_if(plan.servers.begin(), plan.servers.end(),
+                                       [&](const PsServer& s) { return s.node == table.server; });
+      if (server == plan.servers.end() ||
+          std::find(server->tensors.begin(), server->tensors.end(), table.weight) ==
+              server->tensors.end()) {
+        r.fail(path + ".server", "must be a server whose tensors include " + table.weight);
+      }
+      plan.sparse_tables.push_back(std::move(table));
+    }
+    if (plan.evaluator) r.fail("parameter_server.evaluator", "a hybrid plan has no evaluator");
+  }
   const bool server = m->role == Role::kServer, worker = m->role == Role::kWorker,
              evaluator = m->role == Role::kEvaluator;
   if (!server && !worker && !evaluator) {
@@ -480,6 +507,18 @@ std::string to_json(const NodeMetadata& m) {
     for (const auto& w : m.parameter_server.workers) workers.push_back(peer(w));
     ps["workers"] = workers;
     if (m.parameter_server.evaluator) ps["evaluator"] = peer(*m.parameter_server.evaluator);
+    if (m.parameter_server.hybrid()) {
+      ordered_json tables = ordered_json::array();
+      for (const auto& t : m.parameter_server.sparse_tables) {
+        ordered_json o;
+        o["weight"] = t.weight;
+        o["server"] = t.server;
+        o["index_input"] = t.index_input;
+        o["shape"] = t.shape;
+        tables.push_back(o);
+      }
+      ps["sparse_tables"] = tables;
+    }
     out["parameter_server"] = ps;
   }
   ordered_json estimates;

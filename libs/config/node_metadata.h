@@ -68,10 +68,23 @@ struct PsServer {
   std::string address;
   std::vector<std::string> tensors;
 };
+// Hybrid plans: an embedding table a server holds whole; trainers look up the rows a batch uses
+// (docs/parameter-server.md#hybrid). The trainers' stages hold an empty placeholder under
+// `weight`, replaced before each forward by the rows looked up.
+struct SparseTable {
+  std::string weight;          // state-dict name, e.g. "emb.weight"
+  int server = 0;              // the node holding it (one of `servers`, with `weight` in its shard)
+  int index_input = 0;         // the model input holding its indices
+  std::vector<int64_t> shape;  // the whole table's, [rows, dim...]
+};
 struct ParameterServerPlan {
   std::vector<PsServer> servers;
   std::vector<PsPeer> workers;
   std::optional<PsPeer> evaluator;
+  // Hybrid plans only: the servers hold these tables, the workers (trainers) train the rest
+  // data-parallel over rings. Empty for a plain parameter-server plan.
+  std::vector<SparseTable> sparse_tables;
+  bool hybrid() const { return !sparse_tables.empty(); }
   bool empty() const { return servers.empty(); }
 };
 

@@ -165,8 +165,21 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   result.times.profile = watch.lap();
 
   const PlanHeader header{options.model_path, options.seed, options.example_inputs};
+  std::vector<SparseTableUse> tables;
   if (options.mode == PlanMode::kParameterServer) {
     const auto state = state_tensors_for_servers(*model);
+    result.ps_plan = planner::plan_parameter_servers(measured.profile, state, pool,
+                                                     options.parameter_servers);
+  } else if (options.mode == PlanMode::kHybrid) {
+    if (options.on_server.empty()) {
+      throw std::invalid_argument("--mode hybrid needs --on-server, the embeddings the servers hold");
+    }
+    if (options.parameter_servers.evaluator) {
+      throw std::invalid_argument("--evaluator: a hybrid plan has none (the trainers validate)");
+    }
+    tables = find_sparse_tables(*model, options.on_server);
+    std::vector<planner::StateTensor> state;
+    for (const auto& table : tables) state.push_back({table.weight, table.bytes});
     result.ps_plan = planner::plan_parameter_servers(measured.profile, state, pool,
                                                      options.parameter_servers);
   } else {
@@ -176,12 +189,18 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
 
   StagingDirectory staging(options.out_dir);
   if (result.ps_plan) {
-    result.nodes = write_parameter_server_plan(*model, *result.ps_plan, pool, header,
-                                               staging.path().string());
-    // Every worker holds the same whole-model stage: checking the first checks them all.
+    result.nodes = options.mode == PlanMode::kHybrid
+                       ? write_hybrid_plan(*model, *result.ps_plan, tables, pool, header,
+                                           staging.path().string())
+                       : write_parameter_server_plan(*model, *result.ps_plan, pool, header,
+                                                     staging.path().string());
+    // Every node's stage is cut from the whole model alike: checking one checks them all (a
+    // hybrid trainer's is a server's with the tables emptied, which only rows can fill).
     planner::ClusterPlan first;
     first.id = 0;
-    first.stages.push_back({result.ps_plan->workers.front().node_id, 0, model->units().size(), {}});
+    const int checked = options.mode == PlanMode::kHybrid ? result.ps_plan->servers.front().node_id
+                                                          : result.ps_plan->workers.front().node_id;
+    first.stages.push_back({checked, 0, model->units().size(), {}});
     result.plan.clusters = {first};
     result.plan.samples_per_second = result.ps_plan->samples_per_second;
     result.plan.unplaced_nodes = result.ps_plan->unplaced_nodes;
@@ -252,9 +271,14 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
                     server.exchange_seconds * 1e3);
       log(line);
     }
+    for (const auto& table : tables) {
+      log("sparse table " + table.weight + " (input " + std::to_string(table.index_input) +
+          ") on the server that holds it; the trainers look up rows");
+    }
     std::snprintf(line, sizeof line,
-                  "parameter servers: %zu server(s), %zu worker(s)%s; estimated step %.1f ms",
+                  "parameter servers: %zu server(s), %zu %s%s; estimated step %.1f ms",
                   ps.servers.size(), ps.workers.size(),
+                  options.mode == PlanMode::kHybrid ? "trainer(s)" : "worker(s)",
                   ps.evaluator ? (", evaluator node_" + std::to_string(*ps.evaluator)).c_str() : "",
                   ps.step_seconds * 1e3);
     log(line);

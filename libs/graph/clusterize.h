@@ -20,13 +20,15 @@
 namespace ravnest::graph {
 
 // pipeline: clusters of pipelines (docs/planner.md); parameter_server: servers, workers and an
-// optional evaluator (docs/parameter-server.md).
-enum class PlanMode { kPipeline, kParameterServer };
+// optional evaluator; hybrid: embedding tables on servers, the rest data-parallel over trainers
+// (docs/parameter-server.md).
+enum class PlanMode { kPipeline, kParameterServer, kHybrid };
 
 struct ClusterizeOptions {
   std::string model_path;
   PlanMode mode = PlanMode::kPipeline;
-  planner::PsRequest parameter_servers;  // kParameterServer only
+  planner::PsRequest parameter_servers;  // kParameterServer and kHybrid
+  std::vector<std::string> on_server;    // kHybrid: the embedding submodules the servers hold
   std::string nodes_path = "node_data/node_configs.json";
   std::vector<std::string> example_inputs;
   std::string out_dir = "node_data";
@@ -41,7 +43,7 @@ struct PhaseTimes {
 
 struct ClusterizeResult {
   planner::PoolPlan plan;                             // kPipeline
-  std::optional<planner::PsPoolPlan> ps_plan;         // kParameterServer
+  std::optional<planner::PsPoolPlan> ps_plan;         // kParameterServer and kHybrid
   std::vector<config::NodeMetadata> nodes;  // by cluster, then pipeline order
   double verify_max_diff = -1;              // -1 when not verified
   std::string verify_worst;

@@ -1,12 +1,18 @@
 #include "libs/graph/ps_plan_writer.h"
 
 #include <filesystem>
+#include <algorithm>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <unordered_map>
 
+#include <torch/csrc/jit/serialization/import.h>
+
 #include "libs/config/atomic_file.h"
 #include "libs/config/plan_layout.h"
+#include "libs/config/sha256.h"
+#include "libs/graph/module_file.h"
 #include "libs/graph/stage_builder.h"
 
 namespace ravnest::graph {
@@ -26,14 +32,15 @@ std::vector<planner::StateTensor> state_tensors_for_servers(const ModelGraph& mo
   return out;
 }
 
-std::vector<config::NodeMetadata> write_parameter_server_plan(
-    const ModelGraph& model, const planner::PsPoolPlan& plan,
-    const std::vector<config::NodeConfig>& pool, const PlanHeader& header, const std::string& dir) {
-  std::map<int, config::NodeConfig> node_config;
-  for (const auto& node : pool) node_config[node.id] = node;
-  const size_t units = model.units().size();
+namespace {
 
-  // The roles in the order the metadata lists them, with each one's estimates.
+// The nodes of a parameter-server or hybrid plan, each with the whole model as its stage.
+std::vector<config::NodeMetadata> write_role_nodes(const ModelGraph& model,
+                                                   const planner::PsPoolPlan& plan,
+                                                   const config::ParameterServerPlan& ps,
+                                                   const std::map<int, config::NodeConfig>& pool,
+                                                   const std::string& dir) {
+  const size_t units = model.units().size();
   struct Member {
     int node_id;
     config::Role role;
@@ -41,14 +48,11 @@ std::vector<config::NodeMetadata> write_parameter_server_plan(
     planner::StageCost cost;
   };
   std::vector<Member> members;
-  config::ParameterServerPlan ps;
   for (size_t w = 0; w < plan.workers.size(); ++w) {
-    const auto& worker = plan.workers[w];
-    planner::StageCost cost = worker.cost;
-    cost.transfer_seconds = worker.exchange_seconds;
+    planner::StageCost cost = plan.workers[w].cost;
+    cost.transfer_seconds = plan.workers[w].exchange_seconds;
     cost.step_seconds = cost.compute_seconds + cost.transfer_seconds;
-    members.push_back({worker.node_id, config::Role::kWorker, static_cast<int>(w), cost});
-    ps.workers.push_back({worker.node_id, node_config.at(worker.node_id).address});
+    members.push_back({plan.workers[w].node_id, config::Role::kWorker, static_cast<int>(w), cost});
   }
   for (const auto& server : plan.servers) {
     planner::StageCost cost;
@@ -57,15 +61,12 @@ std::vector<config::NodeMetadata> write_parameter_server_plan(
     cost.step_seconds = server.exchange_seconds;
     cost.parameter_bytes = server.shard_bytes;
     members.push_back({server.node_id, config::Role::kServer, -1, cost});
-    ps.servers.push_back({server.node_id, node_config.at(server.node_id).address, server.tensors});
   }
   if (plan.evaluator) {
     planner::StageCost cost;
     cost.memory_bytes = plan.evaluator_memory_bytes;
     members.push_back({*plan.evaluator, config::Role::kEvaluator, -1, cost});
-    ps.evaluator = config::PsPeer{*plan.evaluator, node_config.at(*plan.evaluator).address};
   }
-
   std::map<std::string, int64_t> parameter_counts;
   for (const auto& p : const_cast<ModelGraph&>(model).module().named_parameters()) {
     parameter_counts[p.name] = p.value.numel();
@@ -76,7 +77,7 @@ std::vector<config::NodeMetadata> write_parameter_server_plan(
     planner::ClusterPlan whole;
     whole.id = member.cluster;
     whole.stages.push_back({member.node_id, 0, units, member.cost});
-    auto written = write_cluster_stages(model, whole, node_config, dir);
+    auto written = write_cluster_stages(model, whole, pool, dir);
     config::NodeMetadata meta = std::move(written.at(0));
     meta.role = member.role;
     meta.cluster = member.cluster;
@@ -93,10 +94,27 @@ std::vector<config::NodeMetadata> write_parameter_server_plan(
     }
     nodes.push_back(std::move(meta));
   }
-  pin_certificates(nodes, node_config);
+  pin_certificates(nodes, pool);
+  return nodes;
+}
 
+config::ParameterServerPlan roles_of(const planner::PsPoolPlan& plan,
+                                     const std::map<int, config::NodeConfig>& pool) {
+  config::ParameterServerPlan ps;
+  for (const auto& worker : plan.workers) {
+    ps.workers.push_back({worker.node_id, pool.at(worker.node_id).address});
+  }
+  for (const auto& server : plan.servers) {
+    ps.servers.push_back({server.node_id, pool.at(server.node_id).address, server.tensors});
+  }
+  if (plan.evaluator) ps.evaluator = config::PsPeer{*plan.evaluator, pool.at(*plan.evaluator).address};
+  return ps;
+}
+
+nlohmann::json role_plan_json(const planner::PsPoolPlan& plan, const PlanHeader& header,
+                              const std::string& mode) {
   nlohmann::json plan_json = plan_json_common(header);
-  plan_json["mode"] = "parameter_server";
+  plan_json["mode"] = mode;
   plan_json["samples_per_second"] = plan.samples_per_second;
   plan_json["step_seconds"] = plan.step_seconds;
   plan_json["clusters"] = nlohmann::json::array();
@@ -117,9 +135,95 @@ std::vector<config::NodeMetadata> write_parameter_server_plan(
   plan_json["parameter_server"] = {{"servers", servers}};
   if (plan.evaluator) plan_json["parameter_server"]["evaluator"] = *plan.evaluator;
   plan_json["unplaced_nodes"] = plan.unplaced_nodes;
+  return plan_json;
+}
 
+}  // namespace
+
+std::vector<config::NodeMetadata> write_parameter_server_plan(
+    const ModelGraph& model, const planner::PsPoolPlan& plan,
+    const std::vector<config::NodeConfig>& pool, const PlanHeader& header, const std::string& dir) {
+  std::map<int, config::NodeConfig> node_config;
+  for (const auto& node : pool) node_config[node.id] = node;
+  auto nodes = write_role_nodes(model, plan, roles_of(plan, node_config), node_config, dir);
   write_node_files(nodes, dir);
-  config::write_file_atomically(config::PlanLayout(dir).plan_file(), plan_json.dump(2) + "\n");
+  config::write_file_atomically(config::PlanLayout(dir).plan_file(),
+                                role_plan_json(plan, header, "parameter_server").dump(2) + "\n");
+  return nodes;
+}
+
+std::vector<config::NodeMetadata> write_hybrid_plan(
+    const ModelGraph& model, const planner::PsPoolPlan& plan,
+    const std::vector<SparseTableUse>& tables, const std::vector<config::NodeConfig>& pool,
+    const PlanHeader& header, const std::string& dir) {
+  std::map<int, config::NodeConfig> node_config;
+  for (const auto& node : pool) node_config[node.id] = node;
+  config::ParameterServerPlan ps = roles_of(plan, node_config);
+  std::set<std::string> table_names;
+  for (const auto& table : tables) {
+    int server = -1;
+    for (const auto& s : plan.servers) {
+      if (std::find(s.tensors.begin(), s.tensors.end(), table.weight) != s.tensors.end()) {
+        server = s.node_id;
+      }
+    }
+    if (server < 0) throw std::logic_error("no server holds " + table.weight);
+    ps.sparse_tables.push_back({table.weight, server, table.index_input, table.shape});
+    table_names.insert(table.weight);
+  }
+  auto nodes = write_role_nodes(model, plan, ps, node_config, dir);
+
+  // Trainers: each table's weight becomes an empty placeholder, filled with rows at each forward.
+  const config::PlanLayout layout(dir);
+  std::vector<config::NodeMetadata> trainers;
+  for (auto& meta : nodes) {
+    if (meta.role != config::Role::kWorker) continue;
+    const std::string path = layout.resolve(meta.stage_file);
+    torch::jit::Module stage = torch::jit::load(path);
+    for (const auto& table : tables) {
+      torch::jit::Module owner = stage;
+      for (size_t start = 0;;) {
+        const size_t dot = table.submodule.find('.', start);
+        owner = owner.attr(table.submodule.substr(
+                                start, dot == std::string::npos ? dot : dot - start))
+                    .toModule();
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+      }
+      const at::Tensor weight = owner.attr("weight").toTensor();
+      std::vector<int64_t> empty = weight.sizes().vec();
+      empty[0] = 0;
+      owner.setattr("weight", at::empty(empty, weight.options()).requires_grad_(weight.requires_grad()));
+    }
+    save_module_atomically(stage, path);
+    meta.stage_sha256 = config::sha256_hex(config::read_file(path));
+    meta.parameters.erase(std::remove_if(meta.parameters.begin(), meta.parameters.end(),
+                                         [&](const std::string& n) { return table_names.count(n); }),
+                          meta.parameters.end());
+    meta.estimates.parameter_count = 0;
+    for (const auto& p : stage.named_parameters()) meta.estimates.parameter_count += p.value.numel();
+    trainers.push_back(meta);
+  }
+  // The dense part is averaged over rings between the trainers, as between clusters.
+  const auto rings = assign_rings(trainers);
+  for (auto& meta : nodes) {
+    for (const auto& trainer : trainers) {
+      if (trainer.node_id == meta.node_id) meta.rings = trainer.rings;
+    }
+  }
+  nlohmann::json plan_json = role_plan_json(plan, header, "hybrid");
+  for (const auto& ring : rings) {
+    plan_json["rings"].push_back(
+        {{"id", ring.id}, {"parameters", ring.parameters}, {"nodes", ring.nodes}});
+  }
+  nlohmann::json sparse = nlohmann::json::array();
+  for (const auto& t : ps.sparse_tables) {
+    sparse.push_back({{"weight", t.weight}, {"server", t.server}, {"index_input", t.index_input},
+                      {"shape", t.shape}});
+  }
+  plan_json["parameter_server"]["sparse_tables"] = sparse;
+  write_node_files(nodes, dir);
+  config::write_file_atomically(layout.plan_file(), plan_json.dump(2) + "\n");
   return nodes;
 }
 

@@ -10,6 +10,7 @@
 #include "libs/config/node_metadata.h"
 #include "libs/config/node_pool.h"
 #include "libs/graph/model_graph.h"
+#include "libs/graph/sparse_tables.h"
 #include "libs/graph/stage_writer.h"
 #include "libs/planner/ps_plan.h"
 
@@ -24,5 +25,14 @@ std::vector<planner::StateTensor> state_tensors_for_servers(const ModelGraph& mo
 std::vector<config::NodeMetadata> write_parameter_server_plan(
     const ModelGraph& model, const planner::PsPoolPlan& plan,
     const std::vector<config::NodeConfig>& pool, const PlanHeader& header, const std::string& dir);
+
+// A hybrid plan (`plan`'s shards are the tables): the servers hold the whole model and serve
+// their tables; the workers (trainers) hold the model with each table's weight an empty
+// placeholder of its dtype ([0, dim...]), train the rest data-parallel over rings, and look up
+// rows. plan.json says "mode": "hybrid".
+std::vector<config::NodeMetadata> write_hybrid_plan(
+    const ModelGraph& model, const planner::PsPoolPlan& plan,
+    const std::vector<SparseTableUse>& tables, const std::vector<config::NodeConfig>& pool,
+    const PlanHeader& header, const std::string& dir);
 
 }  // namespace ravnest::graph

@@ -391,3 +391,45 @@ TEST_CASE("a parameter-server plan round-trips; its roles need it", "[metadata][
   stem.role = Role::kStem;
   CHECK(contains(error_of(to_json(stem)), "role: must be server, worker or evaluator"));
 }
+
+TEST_CASE("a hybrid plan's sparse tables round-trip and are checked", "[metadata][ps][hybrid]") {
+  NodeMetadata m;
+  m.node_id = 2;
+  m.name = "node_2";
+  m.address = "h:2";
+  m.role = Role::kWorker;
+  m.cluster = 0;
+  m.cluster_count = 2;
+  m.parameter_server.servers = {{0, "h:0", {"emb.weight"}}, {1, "h:1", {"tags.weight"}}};
+  m.parameter_server.workers = {{2, "h:2"}, {3, "h:3"}};
+  m.parameter_server.sparse_tables = {{"emb.weight", 0, 0, {100, 16}},
+                                      {"tags.weight", 1, 1, {50, 4, 2}}};
+  const std::string text = to_json(m);
+  const NodeMetadata back = node_metadata_from_json(text, "mem");
+  REQUIRE(back.parameter_server.hybrid());
+  REQUIRE(back.parameter_server.sparse_tables.size() == 2);
+  CHECK(back.parameter_server.sparse_tables[1].weight == "tags.weight");
+  CHECK(back.parameter_server.sparse_tables[1].server == 1);
+  CHECK(back.parameter_server.sparse_tables[1].index_input == 1);
+  CHECK(back.parameter_server.sparse_tables[1].shape == std::vector<int64_t>{50, 4, 2});
+  CHECK(to_json(back) == text);
+  // A plain parameter-server plan writes none.
+  NodeMetadata plain = m;
+  plain.parameter_server.sparse_tables.clear();
+  CHECK(!contains(to_json(plain), "sparse_tables"));
+
+  NodeMetadata elsewhere = m;
+  elsewhere.parameter_server.sparse_tables[0].server = 1;
+  CHECK(contains(error_of(to_json(elsewhere)),
+                 "parameter_server.sparse_tables[0].server: must be a server whose tensors include "
+                 "emb.weight"));
+  NodeMetadata flat = m;
+  flat.parameter_server.sparse_tables[0].shape = {100};
+  CHECK(contains(error_of(to_json(flat)), "sparse_tables[0].shape: must have at least 2"));
+  NodeMetadata empty_rows = m;
+  empty_rows.parameter_server.sparse_tables[0].shape = {0, 16};
+  CHECK(contains(error_of(to_json(empty_rows)), "sparse_tables[0].shape[0]: must be >= 1"));
+  NodeMetadata scored = m;
+  scored.parameter_server.evaluator = PsPeer{4, "h:4"};
+  CHECK(contains(error_of(to_json(scored)), "a hybrid plan has no evaluator"));
+}

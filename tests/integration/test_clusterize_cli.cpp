@@ -269,3 +269,51 @@ TEST_CASE("clusterize --mode ps writes servers, workers and an evaluator", "[cli
     CHECK(test::read_text(out / "plan.json") == plan);
   }
 }
+
+TEST_CASE("clusterize --mode hybrid checks the tables it puts on servers", "[cli][hybrid]") {
+  test::TempDir dir;
+  const auto pool = (dir / "pool.json").string();
+  test::write_text(pool, kPool3);
+  const auto out = dir / "out";
+  // causal_lm's token embedding is looked up straight from the model's input: it can be served.
+  auto result = clusterize(model("causal_lm") + " --nodes " + pool +
+                           " --example-input 4x8:int64:40 --mode hybrid --on-server tok --out " +
+                           out.string());
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out.find("1 server(s), 2 trainer(s)") != std::string::npos);
+  const auto server = config::load_node_metadata((out / "nodes/node_0.json").string());
+  CHECK(server.role == config::Role::kServer);  // the widest link
+  REQUIRE(server.parameter_server.sparse_tables.size() == 1);
+  CHECK(server.parameter_server.sparse_tables[0].weight == "tok.weight");
+  CHECK(server.parameter_server.sparse_tables[0].index_input == 0);
+  CHECK(server.parameter_server.sparse_tables[0].shape == std::vector<int64_t>{40, 16});
+  const auto trainer = config::load_node_metadata((out / "nodes/node_1.json").string());
+  CHECK(trainer.role == config::Role::kWorker);
+  CHECK(std::find(trainer.parameters.begin(), trainer.parameters.end(), "tok.weight") ==
+        trainer.parameters.end());
+  CHECK_FALSE(trainer.rings.empty());  // the dense part averages between the trainers
+  const std::string plan = test::read_text(out / "plan.json");
+  CHECK(plan.find("\"mode\": \"hybrid\"") != std::string::npos);
+
+  const std::string tied = model("tied") + " --nodes " + pool + " --example-input 4x7:int64:50 ";
+  expect_clear_error(clusterize(tied + "--mode hybrid --on-server embedding --out " + out.string()),
+                     "--on-server embedding: its weight is tied to decoder.weight");
+  expect_clear_error(clusterize(tied + "--mode hybrid --on-server proj --out " + out.string()),
+                     "--on-server proj: is a Linear, not an nn.Embedding or nn.EmbeddingBag");
+  expect_clear_error(clusterize(tied + "--mode hybrid --on-server nope --out " + out.string()),
+                     "--on-server nope: the model has no submodule nope");
+  expect_clear_error(clusterize(tied + "--mode hybrid --out " + out.string()),
+                     "--mode hybrid needs --on-server");
+  expect_clear_error(clusterize(tied + "--on-server embedding --out " + out.string()),
+                     "--on-server needs --mode hybrid");
+  expect_clear_error(
+      clusterize(tied + "--mode hybrid --on-server embedding --evaluator --out " + out.string()),
+      "--evaluator: a hybrid plan has none");
+  expect_clear_error(
+      clusterize(model("causal_lm") + " --nodes " + pool +
+                 " --example-input 4x8:int64:40 --mode hybrid --on-server tok --servers 3 --out " +
+                 out.string()),
+      "the pool has 3");
+  CHECK(test::read_text(out / "plan.json") == plan);  // the refusals wrote nothing
+}
