@@ -82,9 +82,18 @@ enum TransferKind {
                              # with the next micro-batch
   psGradients @4;            # worker -> server: the gradients of the server's shard after the
                              # worker's update `step` (value i: shard tensor i; on the last
-                             # update also the shard's buffers); docs/parameter-server.md
+                             # update also the shard's buffers); docs/parameter-server.md. In a
+                             # hybrid plan: value 2t the ids, 2t+1 the summed row gradients of
+                             # sparse table t, for the rows the update looked up
   psWeights @5;              # server -> worker (answering its update `step`) or evaluator: the
-                             # shard's weights at `version` (value i: shard tensor i)
+                             # shard's weights at `version` (value i: shard tensor i); in a
+                             # hybrid plan, no values: the trainer's row gradients of update
+                             # `step` are applied
+  psLookup @6;               # hybrid: trainer -> server, its lookup number `step`: value t the
+                             # sorted unique ids (int64) of sparse table t (NodeMetadata's
+                             # parameter_server.sparse_tables) that the server holds
+  psRows @7;                 # hybrid: server -> trainer answering lookup `step`: value t the rows
+                             # of table t for those ids, in their order
 }
 
 struct IndexedValue {

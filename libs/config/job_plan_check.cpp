@@ -26,6 +26,25 @@ void check_parameter_server(const JobSpec& job, const std::vector<NodeMetadata>&
                       " is more than the plan's " + std::to_string(plan->workers.size()) +
                       " workers");
   }
+  if (!plan->hybrid() && job.sparse_optimizer) {
+    throw ConfigError(origin + ": sparse_optimizer: this plan has no sparse tables (`ravnest "
+                               "clusterize --mode hybrid --on-server NAME` makes one)");
+  }
+  if (plan->hybrid()) {
+    if (!job.sparse_optimizer) {
+      throw ConfigError(origin + ": sparse_optimizer: the plan's servers hold " +
+                        printable(plan->sparse_tables.front().weight, 100) +
+                        ": say how they optimize it ([sparse_optimizer] name = \"sgd\", "
+                        "\"adagrad\" or \"sparse_adam\")");
+    }
+    if (job.ps.present && job.ps.mode != PsMode::kSync) {
+      throw ConfigError(origin + ": ps.mode: a hybrid plan trains synchronously only");
+    }
+    if (job.train.schedule == PipelineSchedule::kAsync) {
+      throw ConfigError(origin + ": train.schedule: a hybrid plan's trainers run \"gpipe\" or "
+                                 "\"1f1b\", not \"async\"");
+    }
+  }
   if (plan->evaluator && job.data.validation.empty()) {
     throw ConfigError(origin + ": data.validation: the plan's evaluator (node_" +
                       std::to_string(plan->evaluator->node) +

@@ -142,6 +142,7 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   listeners_.clear();  // a new job, new listeners
   rings_.mailbox().reset();
   ps_mailbox_.reset();
+  rows_mailbox_.reset();
   links_.drop_all();  // and new connections: a peer may have restarted since the last job
   traffic_.reset();
   return on_compute(compute_, [this, text, job_id, identity, resume_from, shipped]() {
@@ -306,6 +307,7 @@ kj::Promise<void> JobControl::stop_job(uint64_t job_id, const std::string& reaso
   // A worker blocked in a reduce holds the compute thread: wake it first.
   rings_.mailbox().abort_all("the job was stopped by the requester: " + reason);
   ps_mailbox_.abort("the job was stopped by the requester: " + reason);
+  rows_mailbox_.abort("the job was stopped by the requester: " + reason);
   return on_compute(compute_, [this, job_id, reason]() {
     uint64_t stopped = 0;
     {
@@ -402,12 +404,17 @@ void JobControl::deliver(wire::TransferMessage message) {
     ps_mailbox_.deposit(std::move(message));
     return;
   }
+  if (message.kind == wire::TransferKind::kPsRows && metadata_.role == config::Role::kWorker) {
+    rows_mailbox_.deposit(std::move(message));  // likewise (lookup_rows)
+    return;
+  }
   auto shared = std::make_shared<wire::TransferMessage>(std::move(message));
   with_worker([shared](JobWorker& worker) { worker.receive(std::move(*shared)); });
 }
 
 void JobControl::fail_worker(const std::string& why) {
   ps_mailbox_.abort(why);  // a worker waiting for its servers' weights hears it first
+  rows_mailbox_.abort(why);
   with_worker([why](JobWorker& worker) { worker.fail(why); });
 }
 

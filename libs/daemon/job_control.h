@@ -90,6 +90,8 @@ class JobControl {
   std::shared_ptr<CheckpointStore> checkpoint_store() const { return checkpoints_; }
   // Where a parameter-server worker waits for its servers' weights (deliver() leaves them).
   PsMailbox& ps_mailbox() { return ps_mailbox_; }
+  // Where a hybrid trainer waits for the rows it looked up (psRows).
+  PsMailbox& rows_mailbox() { return rows_mailbox_; }
 
  private:
   wire::NodeState effective_state(std::string* error) const;  // with mutex_ held
@@ -108,6 +110,7 @@ class JobControl {
   std::shared_ptr<CheckpointStore> checkpoints_;
   PeerWatch peers_;
   PsMailbox ps_mailbox_;
+  PsMailbox rows_mailbox_;
   std::vector<schema::ProgressListener::Client> listeners_;
   config::NodeMetadata metadata_;  // of the stored stage
 

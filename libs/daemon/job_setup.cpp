@@ -1,12 +1,14 @@
 #include "libs/daemon/job_setup.h"
 
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
+#include "libs/daemon/embedding_server.h"
 #include "libs/daemon/ps_evaluator.h"
 #include "libs/daemon/ps_server.h"
 #include "libs/planner/rings.h"
@@ -28,6 +30,10 @@ std::unique_ptr<WorkerSetup> make_ps_role_setup(std::unique_ptr<WorkerSetup> set
   setup->trained_path = store.trained_path().string();
   setup->epochs = static_cast<int>(job.train.epochs);
   setup->batch_size = job.train.batch_size;
+  if (node.role == config::Role::kServer && node.parameter_server.hybrid()) {
+    setup->sparse_optimizer = job.sparse_optimizer;  // EmbeddingServer checks it is there
+    return setup;
+  }
   if (node.role == config::Role::kServer) {
     const config::PsServer* shard = nullptr;
     for (const auto& s : node.parameter_server.servers) {
@@ -73,8 +79,13 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   setup->root_node = node.pipeline.front();
   setup->leaf_node = node.pipeline.back();
 
+  // A hybrid trainer's tables are the servers' to optimize.
+  std::set<std::string> tables;
+  for (const auto& t : node.parameter_server.sparse_tables) tables.insert(t.weight);
   std::vector<at::Tensor> parameters;
-  for (const auto& p : setup->stage.parameters()) parameters.push_back(p);
+  for (const auto& p : setup->stage.named_parameters()) {
+    if (!tables.count(p.name)) parameters.push_back(p.value);
+  }
   setup->optimizer = make_optimizer(job.optimizer, parameters);
   setup->lr_schedule = std::make_unique<LrSchedule>(*setup->optimizer, job.scheduler);
   setup->update_frequency = job.train.update_frequency;
@@ -83,8 +94,9 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   setup->seed = static_cast<uint64_t>(job.train.seed);
   setup->save_every = static_cast<int>(job.train.save_every);
   setup->trained_path = store.trained_path().string();
-  // A parameter server's workers leave validation to the evaluator.
-  setup->has_validation = !job.data.validation.empty() && node.role != config::Role::kWorker;
+  // A parameter server's workers leave validation to the evaluator; hybrid trainers validate.
+  setup->has_validation = !job.data.validation.empty() &&
+                          (node.role != config::Role::kWorker || node.parameter_server.hybrid());
   setup->cluster_count = node.cluster_count;
   setup->reduce = job.train.reduce;
   setup->reduce_factor = job.train.reduce_factor;
@@ -133,6 +145,9 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
 std::shared_ptr<JobWorker> make_job_worker(WorkerSetup setup, WorkerPort& port) {
   switch (setup.node.role) {
     case config::Role::kServer:
+      if (setup.node.parameter_server.hybrid()) {
+        return std::make_shared<EmbeddingServer>(std::move(setup), port);
+      }
       return std::make_shared<ParameterServer>(std::move(setup), port);
     case config::Role::kEvaluator:
       return std::make_shared<PsEvaluator>(std::move(setup), port);

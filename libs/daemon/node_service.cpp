@@ -56,18 +56,29 @@ void NodeService::send(wire::TransferMessage message) {
   });
 }
 
-std::vector<wire::TransferMessage> NodeService::exchange_with_servers(
-    std::vector<wire::TransferMessage> pushes) {
-  if (pushes.empty()) return {};
-  const uint64_t step = pushes.front().batch.step;
+// Sends `requests` (one per server, the same step) and waits in `mailbox` for every answer.
+std::vector<wire::TransferMessage> NodeService::ask_servers(
+    PsMailbox& mailbox, std::vector<wire::TransferMessage> requests) {
+  if (requests.empty()) return {};
+  const uint64_t step = requests.front().batch.step;
   std::vector<int> servers;
-  for (const auto& push : pushes) servers.push_back(push.to_node);
-  auto shared = std::make_shared<std::vector<wire::TransferMessage>>(std::move(pushes));
+  for (const auto& request : requests) servers.push_back(request.to_node);
+  auto shared = std::make_shared<std::vector<wire::TransferMessage>>(std::move(requests));
   on_rpc([this, shared]() {
     const auto addresses = config::peer_addresses(job_.metadata());
-    for (auto& push : *shared) transfer_.dispatch(std::move(push), addresses);
+    for (auto& request : *shared) transfer_.dispatch(std::move(request), addresses);
   });
-  return job_.ps_mailbox().take(step, servers);
+  return mailbox.take(step, servers);
+}
+
+std::vector<wire::TransferMessage> NodeService::exchange_with_servers(
+    std::vector<wire::TransferMessage> pushes) {
+  return ask_servers(job_.ps_mailbox(), std::move(pushes));
+}
+
+std::vector<wire::TransferMessage> NodeService::lookup_rows(
+    std::vector<wire::TransferMessage> lookups) {
+  return ask_servers(job_.rows_mailbox(), std::move(lookups));
 }
 
 void NodeService::event(const wire::ProgressEventData& event) {

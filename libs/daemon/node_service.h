@@ -64,6 +64,8 @@ class NodeService final : public WorkerPort {
   void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average) override;
   std::vector<wire::TransferMessage> exchange_with_servers(
       std::vector<wire::TransferMessage> pushes) override;
+  std::vector<wire::TransferMessage> lookup_rows(
+      std::vector<wire::TransferMessage> lookups) override;
   void checkpoint_written(const std::string& identity, uint64_t updates) override;
 
  public:
@@ -80,6 +82,8 @@ class NodeService final : public WorkerPort {
  private:
   // Runs `call` on the RPC thread; does nothing once the RPC loop is gone (shutdown).
   void on_rpc(std::function<void()> call);
+  std::vector<wire::TransferMessage> ask_servers(PsMailbox& mailbox,
+                                                 std::vector<wire::TransferMessage> requests);
 
   asio::io_context& compute_;
   config::DaemonLimits limits_;

@@ -7,6 +7,7 @@ namespace ravnest::runtime {
 void PsRole::fail(const std::string& why) {
   if (over_) return;
   over_ = true;
+  failed_ = true;
   set_status([&](WorkerStatus& s) {
     s.state = WorkerStatus::State::kFailed;
     s.error = why;

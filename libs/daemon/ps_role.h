@@ -20,6 +20,7 @@ class PsRole : public JobWorker {
 
  protected:
   bool over() const { return over_; }  // finished or failed
+  bool failed() const { return failed_; }
   void finish(uint64_t updates);
   void guarded(const std::function<void()>& body);
   void set_status(const std::function<void(WorkerStatus&)>& change);
@@ -29,6 +30,7 @@ class PsRole : public JobWorker {
 
  private:
   bool over_ = false;
+  bool failed_ = false;
   mutable std::mutex mutex_;
   WorkerStatus status_;
 };

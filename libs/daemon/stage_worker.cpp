@@ -16,6 +16,7 @@
 #include "libs/training/lr_schedule.h"
 #include "libs/training/random_state.h"
 #include "libs/training/schedule.h"
+#include "libs/training/sparse_optimizer.h"
 
 namespace ravnest::runtime {
 
@@ -31,6 +32,39 @@ StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
                                              setup_.resume ? setup_.resume->losses : "");
   }
   if (setup_.optimizer) setup_.optimizer->zero_grad();
+  if (hybrid_trainer()) {
+    const auto& tables = setup_.node.parameter_server.sparse_tables;
+    for (size_t t = 0; t < tables.size(); ++t) {
+      TableSlot slot;
+      slot.index = t;
+      slot.server = tables[t].server;
+      const std::string& weight = tables[t].weight;
+      const size_t dot = weight.rfind('.');
+      slot.attribute = dot == std::string::npos ? weight : weight.substr(dot + 1);
+      slot.owner = setup_.stage;
+      for (size_t start = 0; dot != std::string::npos && start <= dot;) {
+        const size_t next = weight.find('.', start);
+        slot.owner = slot.owner.attr(weight.substr(start, next - start)).toModule();
+        start = next + 1;
+      }
+      slot.placeholder = slot.owner.attr(slot.attribute).toTensor();
+      bool found = false;
+      for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
+        const auto& input = setup_.node.inputs[i];
+        if (input.model_input && *input.model_input == tables[t].index_input) {
+          slot.input = i;
+          found = true;
+        }
+      }
+      if (!found) {
+        throw std::runtime_error("the stage takes no model input " +
+                                 std::to_string(tables[t].index_input) + " for " + weight);
+      }
+      table_slots_.push_back(std::move(slot));
+    }
+    pending_row_ids_.resize(table_slots_.size());
+    pending_row_grads_.resize(table_slots_.size());
+  }
   for (const auto& p : setup_.stage.parameters()) state_storages_.insert(p.storage().data());
   for (const auto& b : setup_.stage.buffers()) state_storages_.insert(b.storage().data());
 }
@@ -322,11 +356,23 @@ void StageWorker::forward(Micro& m) {
     }
     if (setup_.record_versions) m.checksum = stash_.checksum();
   }
-  c10::IValue result = setup_.stage.forward(args);
+  if (hybrid_trainer()) look_up_rows(m, args, train);
+  c10::IValue result;
+  try {
+    result = setup_.stage.forward(args);
+  } catch (...) {
+    if (hybrid_trainer()) put_back_placeholders();
+    throw;
+  }
+  if (hybrid_trainer()) put_back_placeholders();  // the graph keeps the rows it used
   m.forwarded = true;
   if (chained) pass_random_state(m.batch);
 
-  if (is_leaf()) return leaf_loss(m, result);
+  if (is_leaf()) {
+    leaf_loss(m, result);
+    if (hybrid_trainer() && train) collect_row_gradients(m);
+    return;
+  }
 
   const auto& items = result.toTupleRef().elements();
   if (train) m.outputs.assign(items.begin(), items.end());
@@ -461,6 +507,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
         reduce_across_clusters(RingTensors::kGradients);
       }
       update_weights([&] { setup_.optimizer->step(); });
+      if (hybrid_trainer()) push_row_gradients(batch);
     }
     setup_.optimizer->zero_grad();
     if (setup_.lr_schedule) setup_.lr_schedule->on_update();
@@ -580,6 +627,111 @@ void StageWorker::exchange_with_servers(const MicroBatchTag& batch) {
       target.copy_(value.toTensor());
     }
   }
+}
+
+void StageWorker::look_up_rows(Micro& m, std::vector<c10::IValue>& args, bool train) {
+  std::map<int, TransferMessage> lookups;  // by server
+  m.row_ids.assign(table_slots_.size(), at::Tensor());
+  m.rows.assign(table_slots_.size(), at::Tensor());
+  for (size_t t = 0; t < table_slots_.size(); ++t) {
+    const TableSlot& slot = table_slots_[t];
+    const auto& weight = setup_.node.parameter_server.sparse_tables[slot.index].weight;
+    if (!args[slot.input].isTensor()) throw std::runtime_error("the indices of " + weight + " are not a tensor");
+    const at::Tensor indices = args[slot.input].toTensor();
+    if (!at::isIntegralType(indices.scalar_type(), /*includeBool=*/false)) {
+      throw std::runtime_error("the indices of " + weight + " must be integers");
+    }
+    // Sorted unique ids; each index becomes its id's position among them.
+    auto [ids, inverse, counts] = at::_unique2(indices, /*sorted=*/true, /*return_inverse=*/true);
+    m.row_ids[t] = ids.to(at::kLong);
+    args[slot.input] = inverse.to(indices.scalar_type());
+    auto [it, fresh] = lookups.try_emplace(slot.server);
+    TransferMessage& lookup = it->second;
+    if (fresh) {
+      lookup.kind = TransferKind::kPsLookup;
+      lookup.from_node = setup_.node.node_id;
+      lookup.to_node = slot.server;
+      lookup.batch = m.batch;
+      lookup.batch.step = lookups_;
+    }
+    lookup.values.emplace_back(static_cast<uint32_t>(slot.index), m.row_ids[t]);
+  }
+  ++lookups_;
+  std::vector<TransferMessage> requests;
+  for (auto& [server, lookup] : lookups) requests.push_back(std::move(lookup));
+  for (auto& answer : port_.lookup_rows(std::move(requests))) {
+    for (auto& [index, value] : answer.values) {
+      size_t t = 0;
+      while (t < table_slots_.size() && table_slots_[t].index != index) ++t;
+      if (t == table_slots_.size() || table_slots_[t].server != answer.from_node ||
+          !value.isTensor() || m.rows[t].defined()) {
+        throw std::runtime_error("node_" + std::to_string(answer.from_node) +
+                                 " answered a lookup with rows it was not asked for");
+      }
+      at::Tensor rows = value.toTensor();
+      auto expected = table_slots_[t].placeholder.sizes().vec();
+      expected[0] = m.row_ids[t].size(0);
+      if (rows.sizes().vec() != expected) {
+        throw std::runtime_error("node_" + std::to_string(answer.from_node) +
+                                 " answered a lookup with rows of another shape");
+      }
+      rows = rows.to(table_slots_[t].placeholder.scalar_type()).detach();
+      if (train && table_slots_[t].placeholder.requires_grad()) rows.requires_grad_(true);
+      m.rows[t] = rows;
+      table_slots_[t].owner.setattr(table_slots_[t].attribute, rows);
+    }
+  }
+  for (size_t t = 0; t < table_slots_.size(); ++t) {
+    if (!m.rows[t].defined()) {
+      put_back_placeholders();
+      throw std::runtime_error("node_" + std::to_string(table_slots_[t].server) +
+                               " did not answer a lookup of every table it holds");
+    }
+  }
+}
+
+void StageWorker::put_back_placeholders() {
+  for (auto& slot : table_slots_) slot.owner.setattr(slot.attribute, slot.placeholder);
+}
+
+void StageWorker::collect_row_gradients(const Micro& m) {
+  for (size_t t = 0; t < table_slots_.size(); ++t) {
+    if (!m.rows[t].defined() || !m.rows[t].requires_grad()) continue;
+    at::Tensor grad = m.rows[t].grad();
+    if (!grad.defined()) grad = at::zeros_like(m.rows[t]);
+    if (grad.is_sparse()) grad = grad.to_dense();
+    pending_row_ids_[t].push_back(m.row_ids[t]);
+    pending_row_grads_[t].push_back(grad.detach());
+  }
+}
+
+// The row gradients of the update's lookups, summed per id, to the servers holding the tables;
+// waits until every server has applied this update (everybody's), so the next lookup sees it.
+void StageWorker::push_row_gradients(const MicroBatchTag& batch) {
+  std::map<int, TransferMessage> pushes;
+  for (size_t t = 0; t < table_slots_.size(); ++t) {
+    const TableSlot& slot = table_slots_[t];
+    auto [it, fresh] = pushes.try_emplace(slot.server);
+    TransferMessage& push = it->second;
+    if (fresh) {
+      push.kind = TransferKind::kPsGradients;
+      push.from_node = setup_.node.node_id;
+      push.to_node = slot.server;
+      push.batch.job_id = setup_.job_id;
+      push.batch.step = updates_done_;
+      push.batch.epoch = batch.epoch;
+      push.batch.last = batch.last;
+      push.codec = setup_.compression.gradients;
+    }
+    auto [ids, sum] = training::coalesce_rows(pending_row_ids_[t], pending_row_grads_[t]);
+    pending_row_ids_[t].clear();
+    pending_row_grads_[t].clear();
+    push.values.emplace_back(static_cast<uint32_t>(2 * slot.index), ids);
+    push.values.emplace_back(static_cast<uint32_t>(2 * slot.index + 1), sum);
+  }
+  std::vector<TransferMessage> list;
+  for (auto& [server, push] : pushes) list.push_back(std::move(push));
+  port_.exchange_with_servers(std::move(list));
 }
 
 // Averages over the clusters what `what` says (ring_work.h) with this node's copies in the other

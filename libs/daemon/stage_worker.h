@@ -90,6 +90,18 @@ class StageWorker final : public JobWorker, private FeedTarget {
     uint64_t version = 0;
     std::optional<at::Tensor> random_state;
     double checksum = 0;
+    // Hybrid: per sparse table, the ids looked up and the rows the forward ran on.
+    std::vector<at::Tensor> row_ids, rows;
+  };
+  // Hybrid: where a sparse table sits in the stage (its weight, an empty placeholder between
+  // forwards) and which input holds its indices.
+  struct TableSlot {
+    size_t index = 0;  // in the plan's sparse_tables
+    int server = 0;
+    torch::jit::Module owner;
+    std::string attribute;
+    at::Tensor placeholder;
+    size_t input = 0;
   };
 
   bool is_root() const { return setup_.node.position == 0; }
@@ -105,7 +117,18 @@ class StageWorker final : public JobWorker, private FeedTarget {
   void backward(Micro& m);
   void backward_outputs(Micro& m);
   bool asynchronous() const { return setup_.schedule == config::PipelineSchedule::kAsync; }
-  bool parameter_server_worker() const { return setup_.node.role == config::Role::kWorker; }
+  bool parameter_server_worker() const {
+    return setup_.node.role == config::Role::kWorker && !setup_.node.parameter_server.hybrid();
+  }
+  bool hybrid_trainer() const {
+    return setup_.node.role == config::Role::kWorker && setup_.node.parameter_server.hybrid();
+  }
+  // Hybrid: the rows of each table that `args` index, put in the stage; the indices become row
+  // positions. Blocks until the servers answer.
+  void look_up_rows(Micro& m, std::vector<c10::IValue>& args, bool train);
+  void put_back_placeholders();
+  void collect_row_gradients(const Micro& m);
+  void push_row_gradients(const MicroBatchTag& batch);
   void exchange_with_servers(const MicroBatchTag& batch);
   // Async: the forward of `m` again, on `module` (the weights it first ran on), for its backward.
   void recompute_forward(Micro& m, torch::jit::Module& module);
@@ -161,6 +184,9 @@ class StageWorker final : public JobWorker, private FeedTarget {
   bool training_done_ = false;  // the last batch finished (the final validation may follow)
   WeightStash stash_;
   std::map<int, uint64_t> server_versions_;  // parameter server node -> version of its weights
+  std::vector<TableSlot> table_slots_;        // hybrid trainer
+  uint64_t lookups_ = 0;
+  std::vector<std::vector<at::Tensor>> pending_row_ids_, pending_row_grads_;  // per table
   std::vector<BackwardRecord> backward_records_;
   size_t most_versions_kept_ = 0;
   std::unique_ptr<RootFeeder> feeder_;    // root only

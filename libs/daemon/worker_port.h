@@ -47,6 +47,13 @@ class WorkerPort {
       std::vector<wire::TransferMessage> pushes) {
     throw std::runtime_error("this port has no parameter servers");
   }
+  // A hybrid trainer: sends `lookups` (psLookup, one per server, each addressed to_node, all
+  // with the same `step`, increasing from one call to the next) and waits for every server's
+  // rows; returns them in the order of `lookups`. Blocks; throws as exchange_with_servers.
+  virtual std::vector<wire::TransferMessage> lookup_rows(
+      std::vector<wire::TransferMessage> lookups) {
+    throw std::runtime_error("this port has no parameter servers");
+  }
   // The worker wrote its checkpoint after `updates` updates of the job `identity`: the daemon
   // sends a copy to the node's keeper (checkpoint_service.h). A port without peers keeps none.
   virtual void checkpoint_written(const std::string& identity, uint64_t updates) {}

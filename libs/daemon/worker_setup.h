@@ -77,6 +77,8 @@ struct WorkerSetup {
   // server's optimizer holds its shard's parameters only; the evaluator scores on
   // validation_data with `loss`.
   config::PsSpec ps;
+  // Hybrid plans' servers: the tables' optimizer (the job's [sparse_optimizer]).
+  std::optional<config::SparseOptimizerSpec> sparse_optimizer;
   // Tests: record the weights each backward ran on (StageWorker::backward_records).
   bool record_versions = false;
 };

@@ -303,6 +303,10 @@ FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFil
 
 std::vector<StageFile> server_shards(std::vector<StageFile> stages) {
   for (auto& stage : stages) {
+    if (stage.metadata.role == config::Role::kWorker && stage.metadata.parameter_server.hybrid()) {
+      stage.only = stage.metadata.parameters;  // the dense part; its tables are placeholders
+      continue;
+    }
     for (const auto& server : stage.metadata.parameter_server.servers) {
       if (server.node == stage.metadata.node_id) stage.only = server.tensors;
     }

@@ -63,7 +63,8 @@ FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFil
                        const std::string& out_dir, double tolerance = 1e-6);
 
 // The servers of a parameter-server plan as StageFiles that give their shards only (`stages`:
-// the servers' stages with their metadata, e.g. fetched from them).
+// the servers' stages with their metadata, e.g. fetched from them); a hybrid plan's trainer
+// among them gives its dense part (its tables are empty placeholders).
 std::vector<StageFile> server_shards(std::vector<StageFile> stages);
 
 // The stages of one cluster of a plan directory written by `ravnest clusterize`

@@ -8,6 +8,7 @@
 #include <ATen/Context.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include "libs/training/sparse_optimizer.h"
 #include "libs/training/tensor_average.h"
 
 #include "libs/config/clock.h"
@@ -162,7 +163,11 @@ void average_across(const std::vector<std::vector<at::Tensor>>& per_copy) {
 }  // namespace
 
 ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
-                                         int clusters, int64_t max_batches) {
+                                         int clusters, int64_t max_batches,
+                                         const std::vector<ReferenceTable>& tables) {
+  if (!tables.empty() && !job.sparse_optimizer) {
+    throw std::runtime_error(job.origin + ": sparse_optimizer: the tables need one");
+  }
   const graph::EagerNumerics eager;  // as the daemons' stages compute
   const config::TrainSpec& t = job.train;
   const data::Dataset train = data::load_dataset(job.data, data::Split::kTrain);
@@ -175,15 +180,29 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
     std::unique_ptr<LrSchedule> schedule;
     std::vector<int64_t> shard;
     at::Tensor rng_state;
+    std::vector<at::Tensor> tables;  // in the order of `tables`
   };
   std::vector<Copy> copies(static_cast<size_t>(clusters));
+  std::vector<std::unique_ptr<training::SparseRowOptimizer>> table_optimizers;
+  std::vector<std::vector<at::Tensor>> looked_up(tables.size());  // this update's indices
   auto generator = at::detail::getDefaultCPUGenerator();
   for (int c = 0; c < clusters; ++c) {
     Copy& copy = copies[c];
     copy.module = torch::jit::load(model_path);
     copy.module.train();
     std::vector<at::Tensor> all;
-    for (const auto& p : copy.module.parameters()) all.push_back(p);
+    for (const auto& p : copy.module.named_parameters()) {
+      const bool table = std::any_of(tables.begin(), tables.end(),
+                                     [&](const ReferenceTable& t) { return t.weight == p.name; });
+      if (table) {
+        copy.tables.push_back(p.value);
+      } else {
+        all.push_back(p.value);
+      }
+    }
+    if (copy.tables.size() != tables.size()) {
+      throw std::runtime_error(model_path + ": a sparse table is not a parameter of the model");
+    }
     copy.parameters = unique_trainable(all);
     for (const auto& b : copy.module.buffers()) copy.buffers.push_back(b);
     copy.optimizer = make_optimizer(job.optimizer, all);
@@ -192,6 +211,10 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
     copy.shard = data::shard_indices(train.size(), clusters, c, t.seed);
     at::manual_seed(static_cast<uint64_t>(t.seed));
     copy.rng_state = generator.get_state();
+  }
+  for (size_t k = 0; k < tables.size(); ++k) {
+    table_optimizers.push_back(
+        std::make_unique<training::SparseRowOptimizer>(copies[0].tables[k], *job.sparse_optimizer));
   }
   data::BatchOrder order(static_cast<int64_t>(copies[0].shard.size()), t.batch_size, t.seed,
                          t.shuffle, t.drop_last);
@@ -232,6 +255,11 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
         for (const auto& [begin, end] : data::split_micro_batches(n, t.micro_batches)) {
           const data::Batch micro = batch.slice(begin, end);
           std::vector<c10::IValue> inputs(micro.inputs.begin(), micro.inputs.end());
+          for (size_t k = 0; k < tables.size(); ++k) {
+            looked_up[k].push_back(micro.inputs.at(static_cast<size_t>(tables[k].index_input))
+                                       .flatten()
+                                       .to(at::kLong));
+          }
           const at::Tensor weighted = loss(copy.module.forward(inputs), micro.labels) *
                                       micro_batch_loss_weight(end - begin, n, t.update_frequency);
           weighted.backward();
@@ -260,6 +288,23 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
           copy.optimizer->step();
           copy.optimizer->zero_grad();
           copy.schedule->on_update();
+        }
+        for (size_t k = 0; k < tables.size(); ++k) {
+          const at::Tensor ids = std::get<0>(at::_unique2(at::cat(looked_up[k]), true));
+          looked_up[k].clear();
+          std::vector<at::Tensor> grads;
+          for (auto& copy : copies) {
+            at::Tensor& table = copy.tables[k];
+            grads.push_back(table.grad().defined() ? table.grad().index_select(0, ids)
+                                                   : at::zeros_like(table.index_select(0, ids)));
+          }
+          at::Tensor sum = grads[0].clone();
+          for (size_t c = 1; c < grads.size(); ++c) sum.add_(grads[c]);
+          table_optimizers[k]->step(ids, sum.div_(static_cast<double>(grads.size())));
+          for (auto& copy : copies) {
+            if (copy.tables[k].grad().defined()) copy.tables[k].mutable_grad() = at::Tensor();
+            if (&copy != &copies[0]) copy.tables[k].copy_(copies[0].tables[k]);
+          }
         }
         ++result.updates;
         pending = 0;

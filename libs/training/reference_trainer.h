@@ -71,7 +71,17 @@ std::map<std::string, at::Tensor> state_of(const torch::jit::Module& module);
 // (reduce = "gradients") or parameters, BatchNorm buffers and, with average_optim, optimizer state
 // every reduce_factor updates (reduce = "parameters"); parameters and buffers once more at the
 // end. Returns copy 0's state, which then equals every copy's.
+//
+// With `tables` (a hybrid plan's embedding tables: docs/parameter-server.md#hybrid), those
+// weights step apart, as the servers step them: with job.sparse_optimizer, once per update, on
+// the rows that any copy's micro-batches of the update looked up (the sorted unique values of
+// the table's index input), with the copies' average gradient of those rows.
+struct ReferenceTable {
+  std::string weight;   // state-dict name, e.g. "emb.weight"
+  int index_input = 0;  // the model input holding its indices
+};
 ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
-                                         int clusters, int64_t max_batches = -1);
+                                         int clusters, int64_t max_batches = -1,
+                                         const std::vector<ReferenceTable>& tables = {});
 
 }  // namespace ravnest::runtime

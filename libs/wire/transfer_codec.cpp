@@ -14,6 +14,8 @@ schema::TransferKind to_schema(TransferKind kind) {
     case TransferKind::kRandomState: return schema::TransferKind::RANDOM_STATE;
     case TransferKind::kPsGradients: return schema::TransferKind::PS_GRADIENTS;
     case TransferKind::kPsWeights: return schema::TransferKind::PS_WEIGHTS;
+    case TransferKind::kPsLookup: return schema::TransferKind::PS_LOOKUP;
+    case TransferKind::kPsRows: return schema::TransferKind::PS_ROWS;
   }
   return schema::TransferKind::ACTIVATIONS;
 }
@@ -26,6 +28,8 @@ TransferKind from_schema(schema::TransferKind kind) {
     case schema::TransferKind::RANDOM_STATE: return TransferKind::kRandomState;
     case schema::TransferKind::PS_GRADIENTS: return TransferKind::kPsGradients;
     case schema::TransferKind::PS_WEIGHTS: return TransferKind::kPsWeights;
+    case schema::TransferKind::PS_LOOKUP: return TransferKind::kPsLookup;
+    case schema::TransferKind::PS_ROWS: return TransferKind::kPsRows;
   }
   throw WireError("unknown transfer kind");
 }

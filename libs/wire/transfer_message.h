@@ -26,9 +26,19 @@ struct MicroBatchTag {
   uint64_t version = 0;  // parameter server: the weights' version (ps kinds only)
 };
 
-// kPsGradients, kPsWeights: between parameter servers and their workers and evaluator
-// (schemas/ravnest.capnp says what each carries).
-enum class TransferKind { kActivations, kGradients, kLabels, kRandomState, kPsGradients, kPsWeights };
+// kPsGradients, kPsWeights: between parameter servers and their workers and evaluator;
+// kPsLookup, kPsRows: a hybrid trainer's row lookups (schemas/ravnest.capnp says what each
+// carries).
+enum class TransferKind {
+  kActivations,
+  kGradients,
+  kLabels,
+  kRandomState,
+  kPsGradients,
+  kPsWeights,
+  kPsLookup,
+  kPsRows
+};
 
 struct TransferMessage {
   TransferKind kind = TransferKind::kActivations;

@@ -7,7 +7,9 @@ TrafficKind traffic_kind(TransferKind kind) {
     case TransferKind::kActivations: return TrafficKind::kActivations;
     case TransferKind::kGradients:
     case TransferKind::kPsGradients: return TrafficKind::kGradients;
-    case TransferKind::kPsWeights: return TrafficKind::kWeights;
+    case TransferKind::kPsWeights:
+    case TransferKind::kPsRows: return TrafficKind::kWeights;
+    case TransferKind::kPsLookup: return TrafficKind::kOther;
     case TransferKind::kLabels:
     case TransferKind::kRandomState: return TrafficKind::kOther;
   }
