@@ -357,6 +357,18 @@ int main(int argc, char** argv) {
                               "--mode hybrid: an embedding submodule the servers hold (repeat or "
                               "separate by commas), e.g. emb")
           ->delimiter(',');
+  std::string plan_schedule, plan_compression;
+  cluster_cmd->add_option("--schedule", plan_schedule,
+                          "plan for this schedule: gpipe, 1f1b (their bubble) or async (no bubble; "
+                          "the weight stash's memory); default: neither modelled");
+  cluster_cmd->add_option("--micro-batches", clusterize.planning.micro_batches,
+                          "with --schedule: micro-batches a batch (the bubble shrinks with them)")
+      ->capture_default_str();
+  cluster_cmd->add_option("--max-in-flight", clusterize.planning.max_in_flight,
+                          "with --schedule async: micro-batches in flight (0: the stages)")
+      ->capture_default_str();
+  cluster_cmd->add_option("--compression", plan_compression,
+                          "plan for activations and gradients sent as none, fp16, bf16 or int8");
   cluster_cmd->add_flag("--push", push_after, "push the stages to the daemons afterwards");
   cluster_cmd->add_option("--secret-file", connection.secret_file, "the daemons' shared secret");
 
@@ -459,6 +471,36 @@ int main(int argc, char** argv) {
       }
       if (*on_server_opt && plan_mode != "hybrid") {
         throw std::runtime_error("ravnest clusterize: --on-server needs --mode hybrid");
+      }
+      if (!plan_schedule.empty()) {
+        config::PipelineSchedule schedule;
+        if (!config::parse_pipeline_schedule(plan_schedule, schedule)) {
+          throw std::runtime_error("ravnest clusterize: --schedule must be gpipe, 1f1b or async, "
+                                   "got \"" + plan_schedule + "\"");
+        }
+        clusterize.planning.schedule = schedule;
+      }
+      if (!plan_compression.empty()) {
+        config::WireCodec codec;
+        if (!config::parse_wire_codec(plan_compression, codec)) {
+          throw std::runtime_error("ravnest clusterize: --compression must be none, fp16, bf16 or "
+                                   "int8, got \"" + plan_compression + "\"");
+        }
+        clusterize.planning.activations = clusterize.planning.gradients = codec;
+      }
+      if ((!plan_schedule.empty() || !plan_compression.empty()) && plan_mode != "pipeline") {
+        throw std::runtime_error("ravnest clusterize: --schedule and --compression plan "
+                                 "pipelines, not --mode " + plan_mode);
+      }
+      if (clusterize.planning.micro_batches < 1) {
+        throw std::runtime_error("ravnest clusterize: --micro-batches must be at least 1");
+      }
+      if (clusterize.planning.max_in_flight < 0) {
+        throw std::runtime_error("ravnest clusterize: --max-in-flight must be at least 0");
+      }
+      if (clusterize.planning.max_in_flight > 0 &&
+          clusterize.planning.schedule != config::PipelineSchedule::kAsync) {
+        throw std::runtime_error("ravnest clusterize: --max-in-flight needs --schedule async");
       }
       connection.plan_dir = clusterize.out_dir;
       return run_clusterize(clusterize, push_after, connection);

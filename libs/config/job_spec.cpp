@@ -465,6 +465,16 @@ const char* to_string(PsMode mode) {
 }
 
 const char* to_string(PipelineSchedule value) { return name_of(value, schedule_names()); }
+
+bool parse_pipeline_schedule(const std::string& name, PipelineSchedule& out) {
+  for (const auto& [text, value] : schedule_names()) {
+    if (text == name) {
+      out = value;
+      return true;
+    }
+  }
+  return false;
+}
 const char* to_string(ReduceMode value) { return name_of(value, reduce_names()); }
 const char* to_string(DataFormat value) { return name_of(value, format_names()); }
 const char* to_string(LossName value) { return name_of(value, loss_names()); }

@@ -137,6 +137,8 @@ JobSpec load_job(const std::string& path);
 
 // Names as written in a job file ("sgd", "cross_entropy", "linear_warmup", "1f1b", ...).
 const char* to_string(PipelineSchedule value);
+// "gpipe", "1f1b", "async"; false (and `out` unchanged) for any other name.
+bool parse_pipeline_schedule(const std::string& name, PipelineSchedule& out);
 const char* to_string(ReduceMode value);
 const char* to_string(DataFormat value);
 const char* to_string(LossName value);

@@ -164,7 +164,8 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   auto measured = profile_model(*model, inputs);
   result.times.profile = watch.lap();
 
-  const PlanHeader header{options.model_path, options.seed, options.example_inputs};
+  const PlanHeader header{options.model_path, options.seed, options.example_inputs,
+                          options.planning};
   std::vector<SparseTableUse> tables;
   if (options.mode == PlanMode::kParameterServer) {
     const auto state = state_tensors_for_servers(*model);
@@ -183,7 +184,25 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
     result.ps_plan = planner::plan_parameter_servers(measured.profile, state, pool,
                                                      options.parameter_servers);
   } else {
-    result.plan = planner::plan_pool(measured.profile, pool, options.seed);
+    result.plan = planner::plan_pool(measured.profile, pool, options.seed, options.planning);
+    const auto& p = options.planning;
+    if (p.schedule || p.activations != config::WireCodec::kNone ||
+        p.gradients != config::WireCodec::kNone) {
+      std::string line = "planned for ";
+      if (p.schedule == config::PipelineSchedule::kAsync) {
+        line += "schedule async (no bubble; a stash of max_in_flight - 1 versions, max_in_flight " +
+                (p.max_in_flight > 0 ? std::to_string(p.max_in_flight) : std::string("= stages")) +
+                ")";
+      } else if (p.schedule) {
+        line += std::string("schedule ") + config::to_string(*p.schedule) + " over " +
+                std::to_string(p.micro_batches) + " micro-batch(es) (bubble (M + S - 1) / M)";
+      } else {
+        line += "no schedule (no bubble modelled)";
+      }
+      line += std::string(", activations ") + config::to_string(p.activations) + ", gradients " +
+              config::to_string(p.gradients);
+      log(line);
+    }
   }
   result.times.plan = watch.lap();
 

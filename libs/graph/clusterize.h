@@ -28,6 +28,7 @@ struct ClusterizeOptions {
   std::string model_path;
   PlanMode mode = PlanMode::kPipeline;
   planner::PsRequest parameter_servers;  // kParameterServer and kHybrid
+  planner::PlanningOptions planning;     // kPipeline: the schedule and codecs planned for
   std::vector<std::string> on_server;    // kHybrid: the embedding submodules the servers hold
   std::string nodes_path = "node_data/node_configs.json";
   std::vector<std::string> example_inputs;

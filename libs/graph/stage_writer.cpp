@@ -211,11 +211,21 @@ void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std:
 }
 
 nlohmann::json plan_json_common(const PlanHeader& header) {
-  return {{"format", "ravnest.plan/1"},
-          {"model", fs::absolute(header.model_path).string()},
-          {"model_sha256", config::sha256_hex(config::read_file(header.model_path))},
-          {"seed", header.seed},
-          {"example_inputs", header.example_inputs}};
+  nlohmann::json out = {{"format", "ravnest.plan/1"},
+                        {"model", fs::absolute(header.model_path).string()},
+                        {"model_sha256", config::sha256_hex(config::read_file(header.model_path))},
+                        {"seed", header.seed},
+                        {"example_inputs", header.example_inputs}};
+  const auto& p = header.planning;
+  if (p.schedule || p.activations != config::WireCodec::kNone ||
+      p.gradients != config::WireCodec::kNone) {
+    out["planning"] = {{"schedule", p.schedule ? config::to_string(*p.schedule) : "unmodelled"},
+                       {"micro_batches", p.micro_batches},
+                       {"max_in_flight", p.max_in_flight},
+                       {"activations", config::to_string(p.activations)},
+                       {"gradients", config::to_string(p.gradients)}};
+  }
+  return out;
 }
 
 void pin_certificates(std::vector<config::NodeMetadata>& nodes,

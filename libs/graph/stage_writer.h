@@ -37,6 +37,7 @@ struct PlanHeader {
   std::string model_path;
   uint64_t seed = 0;
   std::vector<std::string> example_inputs;
+  planner::PlanningOptions planning;  // written as "planning" when a schedule or codec was given
 };
 // plan.json's fields every plan has: format, model (absolute), model_sha256, seed, example_inputs.
 nlohmann::json plan_json_common(const PlanHeader& header);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <stdexcept>
 #include <utility>
 
@@ -33,8 +34,9 @@ std::string format_bytes(double bytes) {
 }  // namespace
 
 Search::Search(const ModelProfile& profile, const std::vector<NodeConfig>& pool, uint64_t seed,
-               const SearchOptions& options)
-    : profile_(profile), prepared_(profile), partitioner_(prepared_), rng_(seed),
+               const SearchOptions& options, const PlanningOptions& planning)
+    : profile_(profile), planning_(planning),
+      prepared_(profile, stashed_versions(planning, 0)), partitioner_(prepared_), rng_(seed),
       options_(options) {
   nodes_ = pool;
   std::sort(nodes_.begin(), nodes_.end(),
@@ -46,7 +48,7 @@ Search::Search(const ModelProfile& profile, const std::vector<NodeConfig>& pool,
     }
   }
   reference_gflops_ = reference_gflops_of(nodes_);
-  for (const auto& node : nodes_) models_.push_back(NodeModel::of(node, reference_gflops_));
+  for (const auto& node : nodes_) models_.push_back(NodeModel::of(node, reference_gflops_, planning_));
   // Nodes equal in the cost model are interchangeable: sets are evaluated by kind.
   for (size_t i = 0; i < models_.size(); ++i) {
     size_t t = 0;
@@ -145,13 +147,13 @@ PoolPlan Search::plan_of(Configuration best) {
     for (int i : order_of(members)) ordered.push_back(nodes_[i]);
     ClusterPlan cluster;
     cluster.id = static_cast<int>(plan.clusters.size());
-    cluster.stages = partition(profile_, ordered, reference_gflops_);
+    cluster.stages = partition(profile_, ordered, reference_gflops_, planning_);
     if (cluster.stages.empty()) {
       throw std::logic_error("plan_pool: a cluster found feasible did not partition");
     }
     double slowest = 0;
     for (const auto& stage : cluster.stages) slowest = std::max(slowest, stage.cost.step_seconds);
-    cluster.samples_per_second = throughput(slowest);
+    cluster.samples_per_second = throughput(slowest, cluster.stages.size());
     plan.samples_per_second += cluster.samples_per_second;
     plan.clusters.push_back(std::move(cluster));
   }
@@ -167,17 +169,45 @@ PoolPlan Search::run() {
 }
 
 PoolPlan plan_pool_with(const ModelProfile& profile, const std::vector<config::NodeConfig>& pool,
-                        uint64_t seed, const SearchOptions& options) {
+                        uint64_t seed, const SearchOptions& options,
+                        const PlanningOptions& planning) {
   validate_profile(profile);
-  Search search(profile, pool, seed, options);
-  return search.run();
+  const bool async = planning.schedule == config::PipelineSchedule::kAsync;
+  if (!async || planning.max_in_flight > 0) {
+    Search search(profile, pool, seed, options, planning);
+    return search.run();
+  }
+  // max_in_flight 0 is the cluster's stages, which the plan decides: plan with the longest
+  // cluster's stash for every cluster until the longest cluster stops changing.
+  PlanningOptions settled = planning;
+  settled.max_in_flight = 1;
+  PoolPlan plan;
+  for (int round = 0; round < 4; ++round) {
+    Search search(profile, pool, seed, options, settled);
+    plan = search.run();
+    size_t longest = 1;
+    for (const auto& cluster : plan.clusters) longest = std::max(longest, cluster.stages.size());
+    if (static_cast<int>(longest) <= settled.max_in_flight) break;
+    settled.max_in_flight = static_cast<int>(longest);
+  }
+  // Each stage's figures with its own cluster's stash.
+  const double reference = reference_gflops_of(pool);
+  std::map<int, NodeConfig> by_id;
+  for (const auto& node : pool) by_id[node.id] = node;
+  for (auto& cluster : plan.clusters) {
+    for (auto& stage : cluster.stages) {
+      stage.cost = stage_cost(profile, stage.first_unit, stage.end_unit, by_id.at(stage.node_id),
+                              reference, planning, cluster.stages.size());
+    }
+  }
+  return plan;
 }
 
 }  // namespace detail
 
 PoolPlan plan_pool(const ModelProfile& profile, const std::vector<config::NodeConfig>& pool,
-                   uint64_t seed) {
-  return detail::plan_pool_with(profile, pool, seed, detail::SearchOptions{});
+                   uint64_t seed, const PlanningOptions& options) {
+  return detail::plan_pool_with(profile, pool, seed, detail::SearchOptions{}, options);
 }
 
 }  // namespace ravnest::planner

@@ -12,12 +12,14 @@
 
 #include "libs/config/node_pool.h"
 #include "libs/planner/model_profile.h"
+#include "libs/planner/planning_options.h"
 
 namespace ravnest::planner {
 
 // Per-stage estimates of the cost model, for a node running units [first, end).
 struct StageCost {
-  double memory_bytes = 0;             // training memory
+  double memory_bytes = 0;             // training memory (stash_bytes included)
+  double stash_bytes = 0;              // async: the older parameter versions it keeps
   double compute_seconds = 0;          // forward + backward of the example batch on this node
   double transfer_seconds = 0;         // sending its activations and its input's gradients
   double step_seconds = 0;             // compute + transfer
@@ -25,8 +27,10 @@ struct StageCost {
   double forward_bytes_per_sample = 0;
 };
 
+// `stages`: how many the node's cluster has (the async stash depends on it).
 StageCost stage_cost(const ModelProfile& profile, size_t first, size_t end,
-                     const config::NodeConfig& node, double reference_gflops);
+                     const config::NodeConfig& node, double reference_gflops,
+                     const PlanningOptions& options = {}, size_t stages = 1);
 
 struct StagePlan {
   int node_id = 0;
@@ -38,7 +42,7 @@ struct StagePlan {
 struct ClusterPlan {
   int id = 0;
   std::vector<StagePlan> stages;  // pipeline order: root first, leaf last
-  double samples_per_second = 0;
+  double samples_per_second = 0;  // batch / (slowest step x bubble_factor)
 };
 
 struct PoolPlan {
@@ -59,9 +63,9 @@ class PoolTooSmall : public std::runtime_error {
 // node; empty result when the nodes cannot hold the model.
 std::vector<StagePlan> partition(const ModelProfile& profile,
                                  const std::vector<config::NodeConfig>& ordered_nodes,
-                                 double reference_gflops);
+                                 double reference_gflops, const PlanningOptions& options = {});
 
 PoolPlan plan_pool(const ModelProfile& profile, const std::vector<config::NodeConfig>& pool,
-                   uint64_t seed);
+                   uint64_t seed, const PlanningOptions& options = {});
 
 }  // namespace ravnest::planner

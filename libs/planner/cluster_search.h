@@ -64,8 +64,9 @@ struct Round {
 class Search {
  public:
   // Throws std::invalid_argument when a node id appears twice in `pool`.
+  // An asynchronous `planning` names its max_in_flight (plan_pool() settles it otherwise).
   Search(const ModelProfile& profile, const std::vector<config::NodeConfig>& pool, uint64_t seed,
-         const SearchOptions& options);
+         const SearchOptions& options, const PlanningOptions& planning);
 
   // Throws PoolTooSmall when no cluster can be formed.
   PoolPlan run();
@@ -84,10 +85,17 @@ class Search {
   const SetInfo& evaluate(const Cluster& members);
   double value(const Cluster& members) {
     const SetInfo& set = evaluate(members);
-    return set.feasible ? throughput(set.bottleneck) : -1;
+    return set.feasible ? throughput(set.bottleneck, members.size()) : -1;
   }
-  double throughput(double bottleneck) const {
-    return static_cast<double>(prepared_.batch_size) / std::max(bottleneck, kMinBottleneck);
+  // Samples/s of a cluster of `stages` stages whose slowest step is `bottleneck`.
+  double throughput(double bottleneck, size_t stages) const {
+    return static_cast<double>(prepared_.batch_size) /
+           (std::max(bottleneck, kMinBottleneck) * bubble_factor(planning_, stages));
+  }
+  // The bottleneck a cluster of `stages` stages must reach to make `samples_per_second`.
+  double limit_for(double samples_per_second, size_t stages) const {
+    return static_cast<double>(prepared_.batch_size) /
+           (samples_per_second * bubble_factor(planning_, stages));
   }
   // An upper bound of value(members), or -1 when the set surely cannot hold the model.
   double optimistic(const Cluster& members);
@@ -133,6 +141,7 @@ class Search {
   [[noreturn]] void pool_too_small();
 
   const ModelProfile& profile_;
+  PlanningOptions planning_;
   Prepared prepared_;
   Partitioner partitioner_;
   std::mt19937_64 rng_;

@@ -103,14 +103,14 @@ const SetInfo& Search::evaluate(const Cluster& given) {
 double Search::optimistic(const Cluster& given) {
   const Cluster members = canonical(given);
   SetInfo& set = sets_[members];
-  if (set.evaluated) return set.feasible ? throughput(set.bottleneck) : -1;
+  if (set.evaluated) return set.feasible ? throughput(set.bottleneck, given.size()) : -1;
   const std::vector<NodeModel> models = models_of(members);
   if (partitioner_.surely_infeasible(models)) {
     set.evaluated = true;
     return -1;
   }
   const double bound = std::max(partitioner_.lower_bound(models), set.known_below);
-  return throughput(bound);
+  return throughput(bound, given.size());
 }
 
 bool Search::can_reach(const Cluster& given, double limit) {

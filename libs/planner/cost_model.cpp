@@ -79,7 +79,7 @@ int64_t raw_capacity(double ram_bytes) {
   return x;
 }
 
-Prepared::Prepared(const ModelProfile& profile) {
+Prepared::Prepared(const ModelProfile& profile, int64_t stash_versions) {
   validate_profile(profile);
   n = profile.units.size();
   batch_size = profile.batch_size;
@@ -88,8 +88,8 @@ Prepared::Prepared(const ModelProfile& profile) {
   for (size_t i = 0; i < n; ++i) {
     const Unit& u = profile.units[i];
     forward[i + 1] = forward[i] + u.forward_seconds;
-    memory[i + 1] =
-        memory[i] + u.parameter_bytes + u.trainable_bytes + 2 * u.trainable_bytes + u.activation_bytes;
+    memory[i + 1] = memory[i] + u.parameter_bytes + u.trainable_bytes + 2 * u.trainable_bytes +
+                    u.activation_bytes + stash_versions * u.trainable_bytes;
   }
   start_bytes.assign(n + 1, 0);
   grad_bytes.assign(n + 1, 0);
@@ -119,14 +119,16 @@ Prepared::Prepared(const ModelProfile& profile) {
   }
 }
 
-NodeModel NodeModel::of(const config::NodeConfig& node, double reference_gflops) {
+NodeModel NodeModel::of(const config::NodeConfig& node, double reference_gflops,
+                        const PlanningOptions& options) {
   if (!(node.bandwidth_mbps > 0) || !(node.ram_gb > 0)) {
     const std::string name = node.name.empty() ? "node_" + std::to_string(node.id) : node.name;
     throw std::invalid_argument(name + ": ram and bandwidth must be positive");
   }
   NodeModel model;
   model.alpha = kComputeFactor * speed_factor(node, reference_gflops);
-  model.beta = 1.0 / node.bandwidth_bytes_per_second();
+  model.beta = codec_bytes_factor(options.activations) / node.bandwidth_bytes_per_second();
+  model.beta_back = codec_bytes_factor(options.gradients) / node.bandwidth_bytes_per_second();
   model.capacity = raw_capacity(node.ram_bytes());
   return model;
 }
@@ -134,7 +136,8 @@ NodeModel NodeModel::of(const config::NodeConfig& node, double reference_gflops)
 }  // namespace detail
 
 StageCost stage_cost(const ModelProfile& profile, size_t first, size_t end,
-                     const config::NodeConfig& node, double reference_gflops) {
+                     const config::NodeConfig& node, double reference_gflops,
+                     const PlanningOptions& options, size_t stages) {
   const size_t n = profile.units.size();
   if (first >= end || end > n || profile.boundary_bytes.size() + 1 != n) {
     throw std::invalid_argument("stage_cost: bad unit range [" + std::to_string(first) + ", " +
@@ -148,16 +151,22 @@ StageCost stage_cost(const ModelProfile& profile, size_t first, size_t end,
   }
   cost.compute_seconds = detail::kComputeFactor * forward *
                          detail::speed_factor(node, reference_gflops);
+  int64_t trainable = 0;
+  for (size_t i = first; i < end; ++i) trainable += profile.units[i].trainable_bytes;
+  const int64_t stash = stashed_versions(options, stages) * trainable;
+  cost.stash_bytes = static_cast<double>(stash) * detail::kHeadroom;
   cost.memory_bytes =
-      static_cast<double>(detail::raw_stage_bytes(profile, first, end)) * detail::kHeadroom;
+      static_cast<double>(detail::raw_stage_bytes(profile, first, end) + stash) * detail::kHeadroom;
   const int64_t sent_forward = end < n ? profile.boundary_bytes[end - 1] : 0;
   const int64_t sent_back = first > 0 ? profile.boundary_bytes[first - 1] : 0;
-  const double bytes = static_cast<double>(sent_forward + sent_back);
+  const double bytes = static_cast<double>(sent_forward) * codec_bytes_factor(options.activations) +
+                       static_cast<double>(sent_back) * codec_bytes_factor(options.gradients);
   const double rate = node.bandwidth_bytes_per_second();
   cost.transfer_seconds = bytes == 0 ? 0.0 : (rate > 0 ? bytes / rate : detail::kInfinity);
   cost.step_seconds = cost.compute_seconds + cost.transfer_seconds;
-  cost.forward_bytes_per_sample =
-      static_cast<double>(sent_forward) / static_cast<double>(std::max<int64_t>(profile.batch_size, 1));
+  cost.forward_bytes_per_sample = static_cast<double>(sent_forward) *
+                                  codec_bytes_factor(options.activations) /
+                                  static_cast<double>(std::max<int64_t>(profile.batch_size, 1));
   return cost;
 }
 

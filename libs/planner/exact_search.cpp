@@ -44,7 +44,6 @@ bool Search::exact_division(Configuration* config) {
     std::sort(out.begin(), out.end());
     return out;
   };
-  const double batch = static_cast<double>(prepared_.batch_size);
   std::vector<double> best(states, -1);
   std::vector<size_t> choice(states, 0);
   best[0] = 0;
@@ -64,7 +63,7 @@ bool Search::exact_division(Configuration* config) {
         const double bar = best[state] < 0 ? -1 : best[state] * (1 + kRelativeTolerance);
         if (bound >= 0 && bound + rest > bar) {
           const double needed = bar - rest;
-          if (needed <= 0 || can_reach(members, batch / needed)) {
+          if (needed <= 0 || can_reach(members, limit_for(needed, members.size()))) {
             const double v = value(members);
             if (v >= 0 && v + rest > bar) {
               best[state] = v + rest;

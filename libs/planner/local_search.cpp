@@ -96,7 +96,7 @@ void Search::consider(Round& round, std::vector<size_t> removed, std::vector<Clu
     for (size_t j = i + 1; j < added.size(); ++j) others += bounds[j];
     const double needed = old + round.gain - others;
     if (needed > 0) {
-      const double limit = static_cast<double>(prepared_.batch_size) / needed;
+      const double limit = limit_for(needed, added[i].size());
       if (!can_reach(added[i], limit)) return;
     }
     const double v = value(added[i]);

@@ -16,7 +16,7 @@ inline double g_of(const Prepared& p, const NodeModel& x, size_t e) {
   return x.alpha * p.forward[e] + x.beta * static_cast<double>(p.send_bytes[e]);
 }
 inline double h_of(const Prepared& p, const NodeModel& x, size_t s) {
-  return x.alpha * p.forward[s] - x.beta * static_cast<double>(p.grad_bytes[s]);
+  return x.alpha * p.forward[s] - x.beta_back * static_cast<double>(p.grad_bytes[s]);
 }
 inline bool fits(const Prepared& p, const NodeModel& x, size_t s, size_t e) {
   return p.memory[e] - p.start_bytes[s] <= x.capacity;
@@ -44,7 +44,7 @@ double Partitioner::lower_bound(const std::vector<NodeModel>& nodes) const {
   const double min_bytes = nodes.size() >= 2 ? static_cast<double>(p_.min_cut_bytes) : 0.0;
   double inverse_speed = 0, extra = 0, max_transfer = 0;
   for (const auto& x : nodes) {
-    const double c = min_bytes * x.beta;
+    const double c = min_bytes * std::min(x.beta, x.beta_back);
     inverse_speed += 1.0 / x.alpha;
     extra += c / x.alpha;
     max_transfer = std::max(max_transfer, c);
@@ -362,12 +362,12 @@ std::vector<size_t> Partitioner::best_cuts(const std::vector<NodeModel>& order, 
 
 std::vector<StagePlan> partition(const ModelProfile& profile,
                                  const std::vector<config::NodeConfig>& ordered_nodes,
-                                 double reference_gflops) {
-  const detail::Prepared prepared(profile);
+                                 double reference_gflops, const PlanningOptions& options) {
+  const detail::Prepared prepared(profile, stashed_versions(options, ordered_nodes.size()));
   std::vector<detail::NodeModel> models;
   models.reserve(ordered_nodes.size());
   for (const auto& node : ordered_nodes) {
-    models.push_back(detail::NodeModel::of(node, reference_gflops));
+    models.push_back(detail::NodeModel::of(node, reference_gflops, options));
   }
   detail::Partitioner partitioner(prepared);
   const double limit = partitioner.bottleneck(models);
@@ -381,7 +381,7 @@ std::vector<StagePlan> partition(const ModelProfile& profile,
     stage.first_unit = cuts[j];
     stage.end_unit = cuts[j + 1];
     stage.cost = stage_cost(profile, stage.first_unit, stage.end_unit, ordered_nodes[j],
-                            reference_gflops);
+                            reference_gflops, options, ordered_nodes.size());
     stages.push_back(stage);
   }
   return stages;

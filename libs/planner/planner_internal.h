@@ -11,6 +11,7 @@
 #include "libs/config/node_pool.h"
 #include "libs/planner/cluster_plan.h"
 #include "libs/planner/model_profile.h"
+#include "libs/planner/planning_options.h"
 
 namespace ravnest::planner::detail {
 
@@ -49,7 +50,8 @@ struct Prepared {
   size_t max_stages = 1;             // 1 + number of allowed cuts
   std::vector<std::pair<size_t, size_t>> segments;  // maximal uncuttable ranges, in order
 
-  explicit Prepared(const ModelProfile& profile);
+  // `stash_versions` older copies of each stage's trainable parameters count in its memory.
+  explicit Prepared(const ModelProfile& profile, int64_t stash_versions = 0);
 };
 
 // A node as the partitioner sees it: step(s, e) = g(e) - h(s) with
@@ -57,12 +59,15 @@ struct Prepared {
 // and the stage fits when M[e] - m(s) <= capacity.
 struct NodeModel {
   double alpha = 0;      // seconds of forward+backward on this node per profiled forward second
-  double beta = 0;       // seconds per byte sent
+  double beta = 0;       // seconds per byte of activations sent (after the codec)
+  double beta_back = 0;  // seconds per byte of gradients sent back (after the codec)
   int64_t capacity = 0;  // raw bytes
 
-  static NodeModel of(const config::NodeConfig& node, double reference_gflops);
+  static NodeModel of(const config::NodeConfig& node, double reference_gflops,
+                      const PlanningOptions& options = {});
   bool same_as(const NodeModel& other) const {
-    return alpha == other.alpha && beta == other.beta && capacity == other.capacity;
+    return alpha == other.alpha && beta == other.beta && beta_back == other.beta_back &&
+           capacity == other.capacity;
   }
 };
 
@@ -144,6 +149,7 @@ struct SearchOptions {
   int random_restarts = 4;        // local search restarts from random constructions
 };
 PoolPlan plan_pool_with(const ModelProfile& profile, const std::vector<config::NodeConfig>& pool,
-                        uint64_t seed, const SearchOptions& options);
+                        uint64_t seed, const SearchOptions& options,
+                        const PlanningOptions& planning = {});
 
 }  // namespace ravnest::planner::detail

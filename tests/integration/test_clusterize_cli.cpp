@@ -317,3 +317,27 @@ TEST_CASE("clusterize --mode hybrid checks the tables it puts on servers", "[cli
       "the pool has 3");
   CHECK(test::read_text(out / "plan.json") == plan);  // the refusals wrote nothing
 }
+
+TEST_CASE("clusterize plans for a schedule and a codec", "[cli][planning]") {
+  test::TempDir dir;
+  const auto pool = (dir / "pool.json").string();
+  test::write_text(pool, kPool3);
+  const auto out = dir / "out";
+  const std::string base = model("small_cnn") + " --nodes " + pool +
+                           " --example-input 4x1x8x8 --out " + out.string() + " ";
+  auto result = clusterize(base + "--schedule async --compression fp16");
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out.find("planned for schedule async") != std::string::npos);
+  const std::string plan = test::read_text(out / "plan.json");
+  CHECK(plan.find("\"schedule\": \"async\"") != std::string::npos);
+  CHECK(plan.find("\"activations\": \"fp16\"") != std::string::npos);
+  expect_clear_error(clusterize(base + "--schedule slow"), "--schedule must be gpipe, 1f1b or async");
+  expect_clear_error(clusterize(base + "--compression int4"), "--compression must be none, fp16");
+  expect_clear_error(clusterize(base + "--max-in-flight 2"), "--max-in-flight needs --schedule async");
+  expect_clear_error(clusterize(base + "--schedule gpipe --micro-batches 0"),
+                     "--micro-batches must be at least 1");
+  expect_clear_error(clusterize(base + "--mode ps --schedule async"),
+                     "--schedule and --compression plan pipelines");
+  CHECK(test::read_text(out / "plan.json") == plan);
+}
