@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Training over slow links (docs/compression.md#slow-links): the digits CNN and resnet18 (32x32,
+# synthetic images) over a 3-stage pipeline of local daemons, on loopback and on links shaped by
+# scripts/wan (default 100 Mbit/s, 20 ms one-way), for sync (1f1b), async, async + fp16 and
+# async + int8; prints samples/s, bytes per epoch (activations and gradients sent) and
+# validation accuracy side by side, with ratios taken in the same run. Needs root.
+#   bench/wan.sh [--models digits,resnet18] [--max-in-flight K] [--rate 100mbit] [--delay 20ms]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${RAVNEST_BUILD_DIR:-build}
+bash scripts/build ravnest ravnestd wan_relay >/dev/null
+work=$(mktemp -d)
+rate=100mbit delay=20ms args=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rate) rate=$2; shift 2 ;;
+    --delay) delay=$2; shift 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+cleanup() { bash scripts/wan down --name rnbench; rm -rf "$work"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+/usr/bin/python3 examples/digits/make_data.py --out "$work" >/dev/null
+/usr/bin/python3 bench/wan/make_resnet.py --out "$work"
+bash scripts/wan up 3 --name rnbench --rate "$rate" --delay "$delay" --port 18500 >/dev/null
+/usr/bin/python3 bench/wan/bench_wan.py --work "$work" --build "$build" --wan-name rnbench \
+  --port 18500 --rate "$rate" --delay "$delay" "${args[@]}"
