@@ -25,6 +25,10 @@ int main(int argc, char** argv) {
       "--tls-cert", tls_cert, "this node's own TLS certificate (PEM), pinned by the pool file's "
       "\"tls_fingerprint\" (docs/security.md)");
   auto* key_opt = app.add_option("--tls-key", tls_key, "the private key of --tls-cert (PEM)");
+  int threads = 0;
+  auto* threads_opt = app.add_option(
+      "--threads", threads,
+      "LibTorch's intra-op threads (default: the cores divided among the plan's daemons on this host)");
   app.add_flag("--insecure", flags.insecure,
                "plain TCP instead of TLS, for benchmarks only (the secret still never travels)");
   try {
@@ -41,6 +45,7 @@ int main(int argc, char** argv) {
     if (*secret_opt) flags.secret_file = secret_file;
     if (*cert_opt) flags.tls_cert = tls_cert;
     if (*key_opt) flags.tls_key = tls_key;
+    if (*threads_opt) flags.threads = threads;
     ravnest::config::DaemonConfig file;
     if (!config_file.empty()) file = ravnest::config::load_daemon_config(config_file);
     auto config = ravnest::config::merge(file, flags);

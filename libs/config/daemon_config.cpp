@@ -139,9 +139,22 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
       parse_limits(value, origin, config.limits);
       continue;
     }
+    if (name == "threads") {
+      const auto* integer = value.as_integer();
+      if (!integer) {
+        throw ConfigError(origin + ": threads: must be an integer, got " + type_of(value));
+      }
+      if (integer->get() < 0 || integer->get() > kMaxThreads) {
+        throw ConfigError(origin + ": threads: " + std::to_string(integer->get()) +
+                          " is outside [0, " + std::to_string(kMaxThreads) +
+                          "] (0: the cores divided among the daemons on this host)");
+      }
+      config.threads = static_cast<int>(integer->get());
+      continue;
+    }
     if (std::find(kKeys.begin(), kKeys.end(), name) == kKeys.end()) {
       throw ConfigError(origin + ": unknown key \"" + printable(name) +
-                        "\" (known keys: " + known_keys() + ", [limits])");
+                        "\" (known keys: " + known_keys() + ", threads, [limits])");
     }
     const auto* string = value.as_string();
     if (!string) {
@@ -175,11 +188,16 @@ DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags) {
   if (flags.tls_cert) file.tls_cert = *flags.tls_cert;
   if (flags.tls_key) file.tls_key = *flags.tls_key;
   if (flags.insecure) file.insecure = true;
+  if (flags.threads) file.threads = *flags.threads;
   return file;
 }
 
 void validate_daemon_config(const DaemonConfig& config, const std::string& origin) {
   check_values(config, origin, /*need_node=*/true);
+  if (config.threads < 0 || config.threads > kMaxThreads) {
+    throw ConfigError(origin + ": threads: " + std::to_string(config.threads) +
+                      " is outside [0, " + std::to_string(kMaxThreads) + "]");
+  }
   if (config.insecure && !config.tls_cert.empty()) {
     throw ConfigError(origin + ": tls_cert: a certificate with --insecure (no TLS) would be ignored");
   }

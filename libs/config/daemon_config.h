@@ -10,6 +10,8 @@
 //   secret_file = "/etc/ravnest/secret"
 //   tls_cert = ""                   # the daemon's own certificate and key, both or neither: a pool
 //   tls_key = ""                    #   file can then pin it (docs/security.md)
+//   threads = 0                     # LibTorch's intra-op threads; 0 = the cores divided among
+//                                   #   the plan's daemons on this host (docs/daemon.md#threads)
 //   [limits]                        # what a peer may make the daemon hold (daemon_limits.h)
 //   idle_seconds = 600
 //
@@ -37,6 +39,7 @@ struct DaemonConfig {
   std::string tls_cert;                     // PEM; empty = only the secret's certificate
   std::string tls_key;                      // PEM, unencrypted; with tls_cert
   bool insecure = false;                    // plain TCP instead of TLS (--insecure only)
+  int threads = 0;                          // intra-op threads; 0 = automatic
   DaemonLimits limits;                      // [limits]; not overridden by flags
 };
 
@@ -51,7 +54,10 @@ struct DaemonConfigOverrides {
   std::optional<std::string> tls_cert;
   std::optional<std::string> tls_key;
   bool insecure = false;
+  std::optional<int> threads;
 };
+
+constexpr int kMaxThreads = 1024;
 
 // Reads and checks the file (each present value is checked as validate_daemon_config does,
 // except that `node` may be absent).

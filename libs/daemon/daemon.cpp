@@ -125,7 +125,7 @@ int run_daemon(const config::DaemonConfig& config) {
   auto security = wire::make_transport_security(secret, config.insecure, std::move(own));
   secret.assign(secret.size(), '\0');
   // Outlives the server: every connection's endpoint forwards to it.
-  auto service = kj::heap<NodeService>(store, security, compute, config.limits);
+  auto service = kj::heap<NodeService>(store, security, compute, config.limits, config.threads);
   NodeService* service_ptr = service.get();
   service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer());
 

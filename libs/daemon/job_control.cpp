@@ -1,5 +1,7 @@
 #include "libs/daemon/job_control.h"
 
+#include "libs/daemon/compute_threads.h"
+
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -22,8 +24,9 @@ using wire::NodeState;
 
 JobControl::JobControl(NodeStore& store, asio::io_context& compute, RingMember& rings,
                        wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
-                       WorkerPort& port)
-    : store_(store),
+                       WorkerPort& port, int threads)
+    : threads_(threads),
+      store_(store),
       compute_(compute),
       rings_(rings),
       links_(links),
@@ -188,6 +191,8 @@ kj::Promise<void> JobControl::start(StartCall context) {
     }
     // A daemon that dies from here on is found to have failed the job when it starts again.
     save_last_job(store_.last_job_path(), LastJob{job_id, LastJob::Outcome::kRunning, ""});
+    const int threads = apply_compute_threads(threads_, &metadata_);
+    spdlog::info("compute threads: {}{}", threads, threads_ > 0 ? "" : " (the cores divided among the plan's daemons on this host)");
     std::shared_ptr<JobWorker> worker = make_job_worker(std::move(*setup), port_);
     {
       std::lock_guard<std::mutex> lock(mutex_);

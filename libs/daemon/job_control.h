@@ -52,9 +52,11 @@ class JobControl {
   // `links` are dropped when a job is loaded (a peer may have restarted since the last one), and
   // carry the running job's PeerWatch, which runs on `loop`.
   // `traffic`: the node's counters, shown by status() and reset when a job is loaded.
+  // `threads`: LibTorch's intra-op threads for the job, or 0 to divide the cores among the
+  // plan's daemons on this host (compute_threads.h); set when a job starts.
   JobControl(NodeStore& store, asio::io_context& compute, RingMember& rings,
              wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
-             WorkerPort& port);
+             WorkerPort& port, int threads = 0);
 
   kj::Promise<void> push_stage(PushStageCall context);
   // `slot` counts the file's stream against its peer's limit until the file is stored or dropped;
@@ -101,6 +103,7 @@ class JobControl {
   kj::Promise<void> stop_job(uint64_t job_id, const std::string& reason);
   void record(LastJob::Outcome outcome, uint64_t job_id, const std::string& error);  // logs failures
 
+  const int threads_;
   NodeStore& store_;
   asio::io_context& compute_;
   RingMember& rings_;

@@ -18,13 +18,14 @@ wire::DecodeLimits transfer_limits(const config::DaemonLimits& limits) {
 }  // namespace
 
 NodeService::NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
-                         asio::io_context& compute, const config::DaemonLimits& limits)
+                         asio::io_context& compute, const config::DaemonLimits& limits,
+                         int threads)
     : compute_(compute),
       limits_(limits),
       streams_(limits.streams_per_peer),
       links_(std::move(security)),
       ring_(links_, traffic_, loop_),
-      job_(store, compute, ring_, links_, traffic_, loop_, *this),
+      job_(store, compute, ring_, links_, traffic_, loop_, *this, threads),
       checkpoints_(
           job_.checkpoint_store(), links_, loop_,
           [this]() -> const config::NodeMetadata* {

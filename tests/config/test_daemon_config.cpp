@@ -77,8 +77,11 @@ data_dir = "/srv/ravnest"
 log_level = "debug"
 log_file = "/var/log/ravnest/ravnestd.log"
 secret_file = "/etc/ravnest/secret"
+threads = 3
 )",
                                   "full.toml");
+  CHECK(full.threads == 3);
+  CHECK(empty.threads == 0);
   CHECK(full.node == "node_3");
   CHECK(full.listen == "10.0.0.4:8083");
   CHECK(full.data_dir == "/srv/ravnest");
@@ -99,7 +102,14 @@ secret_file = "/etc/ravnest/secret"
 TEST_CASE("daemon config: errors name the file and the field", "[config][daemon]") {
   CHECK(error_of([] { parse_daemon_config("lsiten = \"a:1\"", "d.toml"); }) ==
         "d.toml: unknown key \"lsiten\" (known keys: node, listen, data_dir, log_level, "
-        "log_file, secret_file, tls_cert, tls_key, [limits])");
+        "log_file, secret_file, tls_cert, tls_key, threads, [limits])");
+  CHECK(error_of([] { parse_daemon_config("threads = \"4\"", "d.toml"); }) ==
+        "d.toml: threads: must be an integer, got a string");
+  CHECK(error_of([] { parse_daemon_config("threads = -1", "d.toml"); }) ==
+        "d.toml: threads: -1 is outside [0, 1024] (0: the cores divided among the daemons on "
+        "this host)");
+  CHECK(error_of([] { parse_daemon_config("threads = 100000", "d.toml"); })
+            .find("d.toml: threads: 100000 is outside") == 0);
   CHECK(error_of([] { parse_daemon_config("[node]\nid = 3", "d.toml"); }) ==
         "d.toml: node: must be a string, got a table");
   CHECK(error_of([] { parse_daemon_config("listen = 8080", "d.toml"); }) ==
@@ -131,7 +141,9 @@ TEST_CASE("daemon config: flags override the file, then the whole is validated",
   DaemonConfigOverrides flags;
   flags.log_level = "debug";
   flags.listen = "";  // an explicit empty flag clears the file's value
+  flags.threads = 2;
   auto merged = merge(file, flags);
+  CHECK(merged.threads == 2);
   CHECK(merged.node == "node_1");
   CHECK(merged.log_level == "debug");
   CHECK(merged.listen.empty());
