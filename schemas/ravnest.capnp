@@ -173,14 +173,12 @@ interface ProgressListener {
   event @0 (event :ProgressEvent) -> ();
 }
 
-# A ring's segments from its previous member; see Node.openRing. Flow control comes from the
-# stream: nobody polls a peer's progress.
+# A ring's segments from its previous member; see Node.openRing.
 interface RingSink {
-  segment @0 (round :UInt64, step :UInt32, segment :UInt32, data :Data) -> stream;
-  sync @1 () -> ();
-    # Returns once every segment sent before it has been taken by the receiving all-reduce (a
-    # call on this object is delivered only after the streamed ones complete): the sender may
-    # then reuse the memory its segments were sent from.
+  segment @0 (round :UInt64, step :UInt32, segment :UInt32, data :Data) -> ();
+    # Returns once the receiving all-reduce has taken the segment's bytes out of the message: the
+    # sender may then reuse the memory it was sent from. The sender keeps a few calls in flight
+    # (libs/daemon/ring_link.h), which bounds what waits on the receiver per ring.
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ kj::Promise<void> BenchService::bench_all_reduce(BenchAllReduceCall context) {
            RingLink link(*loop_.executor, links_, traffic_, *loop_.timer, mailbox_, ring, -1,
                          {"peer " + std::to_string((position + 1) % n), peers[(position + 1) % n]},
                          {"peer " + std::to_string((position + n - 1) % n),
-                          peers[(position + n - 1) % n]});
+                          peers[(position + n - 1) % n]},
+                         daemon_ring_in_flight());
            RingAllReduce reduce(link, static_cast<int>(position), static_cast<int>(n),
                                 daemon_ring_options());
            std::vector<at::Tensor> tensors = {

@@ -1,14 +1,18 @@
 #include "libs/daemon/ring_link.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <capnp/orphan.h>
 
 #include "libs/wire/kj_reason.h"
+#include "libs/wire/resolved_client.h"
 
 namespace ravnest::runtime {
 
 RingLink::RingLink(const kj::Executor& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
                    kj::Timer& timer, RingMailbox& mailbox, uint32_t ring, int self_node,
-                   RingPeerAddress next, RingPeerAddress prev)
+                   RingPeerAddress next, RingPeerAddress prev, size_t in_flight)
     : rpc_(rpc),
       links_(links),
       traffic_(traffic),
@@ -17,12 +21,16 @@ RingLink::RingLink(const kj::Executor& rpc, wire::PeerLinks& links, wire::WireTr
       ring_(ring),
       self_node_(self_node),
       next_(std::move(next)),
-      prev_(std::move(prev)) {}
+      prev_(std::move(prev)),
+      in_flight_limit_(std::max<size_t>(1, in_flight)) {}
 
 RingLink::~RingLink() noexcept(false) {
   if (sink_ == nullptr) return;
   try {
-    rpc_.executeSync([&]() { sink_ = nullptr; });
+    rpc_.executeSync([&]() {
+      in_flight_.clear();
+      sink_ = nullptr;
+    });
   } catch (const kj::Exception&) {
     // The RPC loop is gone (shutdown); so is the connection the sink belonged to.
   }
@@ -33,6 +41,7 @@ void RingLink::send(const RingTag& tag, const void* data, size_t bytes) {
     rpc_.executeSync([&]() -> kj::Promise<void> {
       schema::RingSink::Client* sink = nullptr;
       KJ_IF_MAYBE(open, sink_) {
+        *open = wire::resolved_client(kj::mv(*open));  // segments sent without a copy
         sink = open;
       } else {
         auto request = links_.node(next_.address).openRingRequest();
@@ -54,7 +63,14 @@ void RingLink::send(const RingTag& tag, const void* data, size_t bytes) {
         request.setData(view);  // the message's words would run past the caller's bytes
       }
       traffic_.sent(wire::TrafficKind::kRings, request.totalSize().wordCount * 8);
-      return links_.watch(next_.address, request.send());
+      // Evaluated eagerly so that a failed call drops its connection at once; its error waits
+      // here for whoever waits for the call.
+      in_flight_.push_back(
+          links_.watch(next_.address, request.send().ignoreResult()).eagerlyEvaluate(nullptr));
+      if (in_flight_.size() < in_flight_limit_) return kj::READY_NOW;
+      auto oldest = kj::mv(in_flight_.front());
+      in_flight_.pop_front();
+      return oldest;
     });
   } catch (const kj::Exception& e) {
     throw RingError("cannot send to " + next_.name + " (" + next_.address + ") in ring " +
@@ -66,19 +82,21 @@ void RingLink::send(const RingTag& tag, const void* data, size_t bytes) {
 void RingLink::flush() {
   try {
     rpc_.executeSync([&]() -> kj::Promise<void> {
-      KJ_IF_MAYBE(sink, sink_) {
-        return sink->syncRequest().send().ignoreResult().exclusiveJoin(
-            timer_.afterDelay(10 * kj::SECONDS).then([]() {
-              kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer for 10 s"));
-            }));
-      }
-      return kj::READY_NOW;
+      if (in_flight_.empty()) return kj::READY_NOW;
+      auto calls = kj::heapArrayBuilder<kj::Promise<void>>(in_flight_.size());
+      for (auto& call : in_flight_) calls.add(kj::mv(call));
+      in_flight_.clear();
+      return kj::joinPromises(calls.finish())
+          .exclusiveJoin(timer_.afterDelay(10 * kj::SECONDS).then([]() {
+            kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer for 10 s"));
+          }));
     });
   } catch (const kj::Exception& e) {
     // The connection may still hold segments that point into the caller's memory: close it, so
     // that nothing reads that memory once the caller lets it go.
     try {
       rpc_.executeSync([&]() {
+        in_flight_.clear();
         sink_ = nullptr;
         links_.drop(next_.address);
       });
@@ -91,6 +109,11 @@ void RingLink::flush() {
 }
 
 void RingLink::recv(const RingTag& tag, void* data, size_t bytes) {
+  recv_in_place(tag, bytes, [&](const void* src) { if (bytes > 0) std::memcpy(data, src, bytes); });
+}
+
+void RingLink::recv_in_place(const RingTag& tag, size_t bytes,
+                             const std::function<void(const void*)>& use) {
   auto check_alive = [&]() {
     try {
       rpc_.executeSync([&]() -> kj::Promise<void> {
@@ -108,7 +131,7 @@ void RingLink::recv(const RingTag& tag, void* data, size_t bytes) {
     }
   };
   try {
-    mailbox_.take({ring_, tag.round, tag.step, tag.segment}, data, bytes, check_alive);
+    mailbox_.take_in_place({ring_, tag.round, tag.step, tag.segment}, bytes, use, check_alive);
   } catch (const RingError&) {
     throw;
   } catch (const std::exception& e) {

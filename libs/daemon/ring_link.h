@@ -1,16 +1,20 @@
 // RingLink: the RingTransport of one ring member over the daemons' Cap'n Proto connections.
 //
-// send() streams a segment into the RingSink the next member opened for this ring (one call
-// on the RPC thread; the message refers to the caller's memory instead of copying it) and
-// returns when the stream's flow control lets the next one go; flush() waits until the next
-// member has taken every segment, and drops the connection when it cannot tell; recv() waits in
-// the node's RingMailbox, checking every second that the previous member still answers, so a
-// member that died is named within seconds and nobody hangs. A call that fails drops the
-// connection it went over (wire::PeerLinks::watch): the ring set up at the next reduce, or the
-// next job, connects anew.
+// send() calls RingSink.segment on the next member (one hop to the RPC thread; the message refers
+// to the caller's memory instead of copying it) and returns at once while fewer than `in_flight`
+// of its calls are unanswered, else when the oldest is: a segment's call is answered once the
+// next member's all-reduce took its bytes, so at most `in_flight` segments wait there per ring
+// and the link never idles while the receiver adds. flush() waits for every call; it drops the
+// connection when it cannot tell. recv() waits in the node's RingMailbox, checking every second
+// that the previous member still answers, so a member that died is named within seconds and
+// nobody hangs; recv_in_place() lets the all-reduce add straight from the received message. A
+// call that fails drops the connection it went over (wire::PeerLinks::watch): the ring set up at
+// the next reduce, or the next job, connects anew.
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <string>
 
 #include <kj/async.h>
@@ -34,12 +38,14 @@ class RingLink final : public RingTransport {
   // `traffic` counts the segments sent.
   RingLink(const kj::Executor& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
            kj::Timer& timer, RingMailbox& mailbox, uint32_t ring, int self_node,
-           RingPeerAddress next, RingPeerAddress prev);
+           RingPeerAddress next, RingPeerAddress prev, size_t in_flight = 2);
 
   ~RingLink() noexcept(false) override;  // drops the sink on the RPC thread, where it lives
 
   void send(const RingTag& tag, const void* data, size_t bytes) override;
   void recv(const RingTag& tag, void* data, size_t bytes) override;
+  void recv_in_place(const RingTag& tag, size_t bytes,
+                     const std::function<void(const void*)>& use) override;
   void flush() override;
 
  private:
@@ -52,7 +58,10 @@ class RingLink final : public RingTransport {
   int self_node_;
   RingPeerAddress next_;
   RingPeerAddress prev_;
-  kj::Maybe<schema::RingSink::Client> sink_;  // on the next member; touched on the RPC thread only
+  size_t in_flight_limit_;
+  // Both touched on the RPC thread only.
+  kj::Maybe<schema::RingSink::Client> sink_;  // on the next member
+  std::deque<kj::Promise<void>> in_flight_;   // the unanswered segment calls, oldest first
 };
 
 }  // namespace ravnest::runtime

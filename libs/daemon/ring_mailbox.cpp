@@ -24,6 +24,15 @@ void RingMailbox::deposit_borrowed(const Key& key, const void* data, size_t size
 
 void RingMailbox::take(const Key& key, void* out, size_t bytes,
                        const std::function<void()>& check_alive, int liveness_period_ms) {
+  take_in_place(
+      key, bytes, [&](const void* data) { if (bytes > 0) std::memcpy(out, data, bytes); },
+      check_alive, liveness_period_ms);
+}
+
+void RingMailbox::take_in_place(const Key& key, size_t bytes,
+                                const std::function<void(const void*)>& use,
+                                const std::function<void()>& check_alive,
+                                int liveness_period_ms) {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     if (!all_aborted_.empty()) throw std::runtime_error(all_aborted_);
@@ -33,14 +42,16 @@ void RingMailbox::take(const Key& key, void* out, size_t bytes,
       Segment segment = std::move(it->second);
       segments_.erase(it);
       lock.unlock();
-      const bool fits = segment.size == bytes;
-      if (fits && bytes > 0) std::memcpy(out, segment.data, bytes);  // null when empty
-      if (segment.release) segment.release();
-      if (!fits) {
+      struct Release {  // the message goes once used, also when `use` throws
+        std::function<void()>& release;
+        ~Release() { if (release) release(); }
+      } release{segment.release};
+      if (segment.size != bytes) {
         throw std::runtime_error("ring " + std::to_string(key.ring) + ": segment of " +
                                  std::to_string(segment.size) + " bytes, expected " +
                                  std::to_string(bytes));
       }
+      use(segment.data);  // null when empty
       return;
     }
     if (!arrived_.wait_for(lock, std::chrono::milliseconds(liveness_period_ms),

@@ -34,6 +34,10 @@ class RingMailbox {
   // Throws std::runtime_error on abort or a size mismatch.
   void take(const Key& key, void* out, size_t bytes, const std::function<void()>& check_alive,
             int liveness_period_ms = 1000);
+  // The same, but calls `use` with the bytes where they lie in the message (exactly `bytes` of
+  // them, valid until `use` returns), then lets the message go.
+  void take_in_place(const Key& key, size_t bytes, const std::function<void(const void*)>& use,
+                     const std::function<void()>& check_alive, int liveness_period_ms = 1000);
   void abort(uint32_t ring, const std::string& reason);  // this ring
   void abort_all(const std::string& reason);
   void reset();  // a new job: forget aborts and stale segments

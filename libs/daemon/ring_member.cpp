@@ -17,17 +17,29 @@ namespace ravnest::runtime {
 RingAllReduceOptions daemon_ring_options() {
   RingAllReduceOptions options;
   options.segment_bytes = size_t{4} << 20;
+  options.min_segment_bytes = size_t{512} << 10;
   if (const char* text = std::getenv("RAVNEST_RING_SEGMENT_BYTES")) {
-    options.segment_bytes = std::max<size_t>(4096, std::strtoull(text, nullptr, 10));
+    // Below what a peer accepts in one message ([limits] stream_chunk_bytes, 16 MiB by default).
+    options.segment_bytes =
+        std::clamp<size_t>(std::strtoull(text, nullptr, 10), 4096, size_t{8} << 20);
+    options.min_segment_bytes = std::min(options.min_segment_bytes, options.segment_bytes);
   }
   return options;
+}
+
+size_t daemon_ring_in_flight() {
+  size_t in_flight = 2;
+  if (const char* text = std::getenv("RAVNEST_RING_IN_FLIGHT")) {
+    in_flight = std::clamp<size_t>(std::strtoull(text, nullptr, 10), 1, 64);
+  }
+  return in_flight;
 }
 
 namespace {
 
 // One ring's segments from its previous member. A segment's call stays open until the
-// all-reduce has copied the bytes out of the message: one copy fewer, and the stream's flow
-// control then also bounds what waits here.
+// all-reduce has taken the bytes out of the message (added them, or copied them into place): no
+// copy on receipt, and the sender's limit on unanswered calls bounds what waits here.
 class RingSinkImpl final : public schema::RingSink::Server {
  public:
   RingSinkImpl(RingMailbox& mailbox, wire::WireTraffic& traffic, uint32_t ring)
@@ -46,8 +58,6 @@ class RingSinkImpl final : public schema::RingSink::Server {
                               [fulfiller]() { (*fulfiller)->fulfill(); });
     return kj::mv(paf.promise);
   }
-
-  kj::Promise<void> sync(SyncContext) override { return kj::READY_NOW; }
 
  private:
   RingMailbox& mailbox_;
@@ -120,7 +130,8 @@ class RingMember::Session {
           RingMailbox& mailbox, const config::RingMembership& ring, int self_node)
       : peers_(ring.peers),
         link_(*loop.executor, links, traffic, *loop.timer, mailbox, static_cast<uint32_t>(ring.id),
-              self_node, peer(ring, ring.position + 1), peer(ring, ring.position - 1)),
+              self_node, peer(ring, ring.position + 1), peer(ring, ring.position - 1),
+              daemon_ring_in_flight()),
         reduce_(link_, ring.position, static_cast<int>(ring.peers.size()), daemon_ring_options()) {}
 
   // The ring is the one this session was set up for (a job's metadata does not change, but a

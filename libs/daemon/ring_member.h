@@ -34,6 +34,9 @@ namespace ravnest::runtime {
 // Segments between daemons: each one costs two thread hops and a call, so they are larger than
 // the algorithm's default. RAVNEST_RING_SEGMENT_BYTES overrides it (for benchmarks).
 RingAllReduceOptions daemon_ring_options();
+// Unanswered segment calls per link (ring_link.h): two keep the link busy while the receiver
+// adds. RAVNEST_RING_IN_FLIGHT overrides it (for benchmarks).
+size_t daemon_ring_in_flight();
 
 class RingMember {
  public:

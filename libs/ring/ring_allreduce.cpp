@@ -108,14 +108,21 @@ Span chunk_span(size_t count, int size, int c) {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
+size_t segment_size(size_t chunk_bytes, size_t segment_bytes, size_t min_segment_bytes) {
+  if (min_segment_bytes == 0) return segment_bytes;
+  return std::min(segment_bytes, std::max(min_segment_bytes, (chunk_bytes + 1) / 2));
+}
+
 // How one dtype group's chunks travel: in segments of at most `segment_bytes`, each tagged by
 // the round, the algorithm's step and its index within the chunk.
 struct Segments {
   Segments(uint64_t round, uint32_t group, int size, at::ScalarType dtype, uint8_t* base,
-           size_t count, size_t segment_bytes)
+           size_t count, size_t segment_bytes, size_t min_segment_bytes)
       : round(round),
         element_size(c10::elementSize(dtype)),
-        per_segment(std::max<size_t>(1, segment_bytes / element_size)),
+        per_segment(std::max<size_t>(
+            1, segment_size(chunk_span(count, size, 0).count * element_size, segment_bytes,
+                            min_segment_bytes) / element_size)),
         base(base) {
     const uint32_t steps = 2 * static_cast<uint32_t>(size - 1);
     if (static_cast<uint64_t>(group) * steps + steps > UINT32_MAX)
@@ -215,15 +222,13 @@ void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType
                                   uint8_t* base, size_t count, bool average) {
   const int n = size_, p = position_;
   const Kernels k = kernels_for(dtype);
-  const Segments layout(round, group, n, dtype, base, count, options_.segment_bytes);
+  const Segments layout(round, group, n, dtype, base, count, options_.segment_bytes,
+                        options_.min_segment_bytes);
   const size_t es = layout.element_size;
   auto tag = [&](uint32_t s, size_t i) { return layout.tag(s, i); };
   auto segments = [&](const Span& c) { return layout.count(c); };
   auto seg_elems = [&](const Span& c, size_t i) { return layout.elements(c, i); };
   auto seg_ptr = [&](const Span& c, size_t i) { return layout.at(c, i); };
-
-  if (scratch_.size() < std::min(layout.per_segment, count) * es)
-    scratch_.resize(std::min(layout.per_segment, count) * es);
 
   // Reduce-scatter step 0: our own chunk, ready to go.
   const Span own = chunk_span(count, n, p);
@@ -238,8 +243,9 @@ void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType
       rethrow_send_error();
       const size_t elems = seg_elems(c, i);
       uint8_t* dst = seg_ptr(c, i);
-      transport_.recv(tag(static_cast<uint32_t>(s), i), scratch_.data(), elems * es);
-      k.add(dst, scratch_.data(), elems);
+      // Added straight from the received message: no copy of the segment first.
+      transport_.recv_in_place(tag(static_cast<uint32_t>(s), i), elems * es,
+                               [&](const void* src) { k.add(dst, src, elems); });
       if (last && average) k.div(dst, elems, n);
       enqueue_send(tag(static_cast<uint32_t>(s + 1), i), dst, elems * es);
     }
@@ -265,7 +271,8 @@ void RingAllReduce::reduce_buffer_compressed(uint64_t round, uint32_t group,
                                              const std::string& key) {
   const int n = size_, p = position_;
   const wire::TensorCodec codec = feedback.codec();
-  const Segments layout(round, group, n, dtype, base, count, options_.segment_bytes);
+  const Segments layout(round, group, n, dtype, base, count, options_.segment_bytes,
+                        options_.min_segment_bytes);
   auto tag = [&](uint32_t s, size_t i) { return layout.tag(s, i); };
   auto segments = [&](const Span& c) { return layout.count(c); };
   auto seg_elems = [&](const Span& c, size_t i) { return layout.elements(c, i); };

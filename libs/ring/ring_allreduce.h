@@ -71,6 +71,10 @@ struct RingCompression {
 
 struct RingAllReduceOptions {
   size_t segment_bytes = 1 << 20;  // bytes per message (rounded down to whole elements, >= 1)
+  // When nonzero, a chunk travels in at least two segments (so that one is added while the next
+  // one travels) unless that would make them smaller than this: segments of
+  // clamp(chunk / 2, min_segment_bytes, segment_bytes). Every member computes the same sizes.
+  size_t min_segment_bytes = 0;
   bool average = true;             // divide the sum by the ring's size
 };
 
@@ -123,7 +127,7 @@ class RingAllReduce {
   const int size_;
   const Options options_;
 
-  std::vector<uint8_t> scratch_;      // one received segment
+  std::vector<uint8_t> scratch_;      // one received compressed segment
   // Compressed runs: the encoded segments sent (kept until the transport is flushed), and the
   // residuals by stream.
   std::deque<std::vector<uint8_t>> encoded_;

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -54,6 +55,12 @@ class RingTransport {
   // Receives the message with `tag` from the previous member into `data` (exactly `bytes`);
   // blocks. Throws RingError naming the peer when it fails, times out, or the ring is aborted.
   virtual void recv(const RingTag& tag, void* data, size_t bytes) = 0;
+  // The same, but hands the received bytes to `use` instead of copying them out: a transport
+  // that holds the message in memory (RingLink) lets the caller read it in place, which saves
+  // the reduce-scatter a copy per segment. `use` runs once, on the calling thread, with exactly
+  // `bytes` bytes that stay valid until it returns. By default: recv() into a buffer, then use.
+  virtual void recv_in_place(const RingTag& tag, size_t bytes,
+                             const std::function<void(const void*)>& use);
 };
 
 }  // namespace ravnest::runtime

@@ -1,6 +1,7 @@
 #include "libs/wire/peer_links.h"
 
 #include "libs/wire/gate.h"
+#include "libs/wire/resolved_client.h"
 
 namespace ravnest::wire {
 
@@ -27,7 +28,9 @@ std::map<std::string, PeerLinks::Connection>::iterator PeerLinks::connect(
 }
 
 schema::Node::Client PeerLinks::node(const std::string& address) {
-  return connect(address)->second.node;
+  auto& node = connect(address)->second.node;
+  node = resolved_client(kj::mv(node));  // once the gate opened: no queue in front of calls
+  return node;
 }
 
 void PeerLinks::drop(const std::string& address) {

@@ -1,5 +1,7 @@
 #include "libs/wire/tensor_stream.h"
 
+#include "libs/wire/resolved_client.h"
+
 #include <ATen/ATen.h>
 #include <kj/debug.h>
 
@@ -162,6 +164,7 @@ kj::Promise<void> pump(StreamState& s) {
     const kj::byte* p = bytes.begin() + s.offset;
     size_t n = std::min(remaining, s.chunk);
     bool aligned = reinterpret_cast<uintptr_t>(p) % 8 == 0;
+    s.sink = resolved_client(kj::mv(s.sink));  // once the sink arrived: chunks sent uncopied
     auto request = s.sink.writeRequest(capnp::MessageSize{8, 0});
     if (aligned && n >= 8) {
       // referenceExternalData needs word alignment and would expose the bytes up to the next

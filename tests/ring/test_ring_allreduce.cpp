@@ -280,6 +280,22 @@ TEST_CASE("ring all-reduce: one large tensor, segments much smaller than chunks,
   }
 }
 
+TEST_CASE("ring all-reduce: chunks split in two down to min_segment_bytes", "[ring]") {
+  // 250007 floats: chunks of ~1 MB (N = 1..4 split unevenly); the daemon's sizes, and sizes that
+  // make the halving, the floor and the ceiling each decide.
+  const std::vector<Spec> specs = {{at::kFloat, {250007}}, {at::kLong, {333}}, {at::kHalf, {7}}};
+  for (int n : {2, 3, 4}) {
+    for (auto [segment, minimum] : {std::pair<size_t, size_t>{4 << 20, 512 << 10},
+                                    {100000, 4096}, {4 << 20, 8}, {64, 64}}) {
+      INFO("N = " << n << " segment " << segment << " min " << minimum);
+      RingAllReduceOptions options;
+      options.segment_bytes = segment;
+      options.min_segment_bytes = minimum;
+      reduce_and_check(n, specs, options, {}, 2);
+    }
+  }
+}
+
 TEST_CASE("ring all-reduce: a single contiguous tensor is reduced in place", "[ring]") {
   const int n = 3;
   LocalRing ring(n);
