@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "libs/wire/coalescing_stream.h"
 #include "libs/wire/kj_reason.h"
 
 namespace ravnest::wire {
@@ -159,6 +160,7 @@ void TransportSecurity::set_pins(std::map<std::string, std::string> pins) {
 kj::Promise<kj::Own<kj::AsyncIoStream>> TransportSecurity::wrap_client(
     kj::Own<kj::AsyncIoStream> stream, const std::string& address) {
   if (!tls_) return kj::mv(stream);
+  stream = kj::heap<CoalescingStream>(kj::mv(stream));  // TLS records in few syscalls
   const auto pin = pinned_->pin_of(address);
   if (!pin) return refusing(tls_->wrapClient(kj::mv(stream), kTlsHostName));
   if (auto context = pinned_->context_of(*pin)) {
@@ -194,6 +196,7 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> TransportSecurity::wrap_client(
 kj::Promise<kj::Own<kj::AsyncIoStream>> TransportSecurity::wrap_server(
     kj::Own<kj::AsyncIoStream> stream) {
   if (!tls_) return kj::mv(stream);
+  stream = kj::heap<CoalescingStream>(kj::mv(stream));  // TLS records in few syscalls
   return refusing((server_tls_ ? *server_tls_ : *tls_).wrapServer(kj::mv(stream)));
 }
 
