@@ -35,7 +35,6 @@ kj::Promise<void> CoalescingStream::write(
   size_t total = 0;
   for (auto piece : pieces) total += piece.size();
   if (filling_.size() + total <= kWriteBufferBytes) {
-    if (filling_.capacity() < kWriteBufferBytes) filling_.reserve(kWriteBufferBytes);
     for (auto piece : pieces) filling_.insert(filling_.end(), piece.begin(), piece.end());
     if (total > 0) schedule_write_out();
     return kj::READY_NOW;
