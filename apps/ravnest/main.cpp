@@ -19,6 +19,7 @@
 #include "apps/ravnest/traffic_view.h"
 #include "bench/harness/allreduce_bench.h"
 #include "bench/harness/local_daemons.h"
+#include "ravnest_version.h"
 #include "libs/config/job_spec.h"
 #include "libs/config/node_pool.h"
 #include "libs/config/plan_layout.h"
@@ -317,6 +318,7 @@ int run_bench_allreduce(int nodes, const std::string& size, int repetitions, boo
 
 int main(int argc, char** argv) {
   CLI::App app{"ravnest: train PyTorch models across many ordinary machines"};
+  app.set_version_flag("--version", "ravnest " RAVNEST_VERSION " (commit " RAVNEST_COMMIT ")");
   app.require_subcommand(1);
 
   graph::ClusterizeOptions clusterize;

@@ -8,9 +8,11 @@
 #include "libs/config/daemon_config.h"
 #include "libs/daemon/daemon.h"
 #include "libs/graph/torch_errors.h"
+#include "ravnest_version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ravnestd: serves one provider node of a ravnest plan"};
+  app.set_version_flag("--version", "ravnestd " RAVNEST_VERSION " (commit " RAVNEST_COMMIT ")");
   std::string config_file;
   ravnest::config::DaemonConfigOverrides flags;
   std::string node, listen, data_dir, log_level, log_file, secret_file, tls_cert, tls_key;

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 bash scripts/build ravnest ravnestd >/dev/null
-bin=$root/${RAVNEST_BUILD_DIR:-build}/apps
+bin=$(realpath -m "${RAVNEST_BUILD_DIR:-build}")/apps  # relative to the repository, or absolute
 work=${RAVNEST_PS_DIR:-ps_run}
 case $work in /*) ;; *) work=$root/$work ;; esac
 rm -rf "$work" && mkdir -p "$work/node_data"

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "libs/config/node_metadata.h"
+#include "ravnest_version.h"
 #include "tests/support/test_env.h"
 
 using namespace ravnest;
@@ -340,4 +341,15 @@ TEST_CASE("clusterize plans for a schedule and a codec", "[cli][planning]") {
   expect_clear_error(clusterize(base + "--mode ps --schedule async"),
                      "--schedule and --compression plan pipelines");
   CHECK(test::read_text(out / "plan.json") == plan);
+}
+
+TEST_CASE("both binaries say their version and the commit they were built from", "[cli][version]") {
+  for (std::string name : {"ravnest", "ravnestd"}) {
+    auto result = test::run_command(test::binary_dir() + "/apps/" + name + "/" + name + " --version");
+    INFO(name << ": " << result.out << result.err);
+    CHECK(result.exit_code == 0);
+    // "ravnest 0.1.0 (commit 1a2b3c4d5e6f)": the version from CMakeLists.txt, a commit or "unknown"
+    CHECK(result.out.rfind(name + " " RAVNEST_VERSION " (commit ", 0) == 0);
+    CHECK(result.out.find(RAVNEST_COMMIT) != std::string::npos);
+  }
 }
