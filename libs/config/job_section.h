@@ -17,6 +17,7 @@
 
 #include "libs/config/config_error.h"
 #include "libs/config/printable.h"
+#include "libs/config/ravnest_vocabulary.h"
 
 namespace ravnest::config::job_section {
 
@@ -76,6 +77,8 @@ class Section {
     for (const auto& [key, value] : *table_) {
       const std::string name(key.str());
       if (std::find(known.begin(), known.end(), name) == known.end()) {
+        // A Ravnest user's word gets its equivalent here rather than the list.
+        if (auto equivalent = ravnest_equivalent(name)) fail(name, "unknown key; " + *equivalent);
         fail(name, "unknown key (" + join(known) + ")");
       }
     }

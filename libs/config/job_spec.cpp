@@ -403,6 +403,10 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
   for (const auto& [key, value] : root) {
     const std::string name(key.str());
     if (std::find(kTables.begin(), kTables.end(), name) == kTables.end()) {
+      if (auto equivalent = ravnest_equivalent(name)) {
+        throw ConfigError(origin + ": " + printable(name, 100) + ": unknown " +
+                          (value.is_table() ? "table; " : "key; ") + *equivalent);
+      }
       throw ConfigError(origin + ": " + printable(name, 100) + ": unknown " +
                         (value.is_table() ? "table" : "key") +
                         " (the tables are [train], [data], [loss], [optimizer], [scheduler], "

@@ -276,7 +276,23 @@ TEST_CASE("every error names the file and the field") {
   };
   const std::vector<Case> cases = {
       {"[data\n", "job.toml: malformed TOML at line 1"},
-      {"epochs = 3\n" + kMinimal, "job.toml: epochs: unknown key (the tables are"},
+      {"epoch = 3\n" + kMinimal, "job.toml: epoch: unknown key (the tables are"},
+      // Ravnest's words, where a Ravnest user would put them: the equivalent, not the list.
+      {"epochs = 3\n" + kMinimal,
+       "job.toml: epochs: unknown key; Ravnest's Trainer(epochs=...) is [train] epochs here "
+       "(docs/ravnest-vocabulary.md)"},
+      {with("train", "lr_step_on_epoch_change = true"),
+       "job.toml: train.lr_step_on_epoch_change: unknown key; Ravnest's "
+       "Node(lr_step_on_epoch_change=...) is [scheduler] per = \"epoch\" (True) | \"update\" "
+       "(False) here"},
+      {with("optimizer", "optimizer_params = 1"),
+       "job.toml: optimizer.optimizer_params: unknown key; Ravnest's Node(optimizer_params=...) is "
+       "the keys of [optimizer]"},
+      {with("data", "batch_size = 64"),
+       "job.toml: data.batch_size: unknown key; Ravnest's Trainer(batch_size=...) is [train] "
+       "batch_size here"},
+      {"[lr_scheduler]\nname = \"step\"\n" + kMinimal,
+       "job.toml: lr_scheduler: unknown table; Ravnest's Node(lr_scheduler=...) is [scheduler] name"},
       {kMinimal + "[trian]\nepochs = 3\n", "job.toml: trian: unknown table"},
       {"train = 3\n" + kMinimal, "job.toml: train: must be a table [train], got an integer"},
       {"[loss]\nname = \"nll\"\n[optimizer]\nname = \"adam\"\n", "job.toml: data: missing table [data]"},
