@@ -223,8 +223,9 @@ interface Node {
     # The trained stage when the last job finished, else the stored one.
   subscribe @7 (listener :ProgressListener) -> ();
     # Events of the current job go to `listener` until the job ends or the listener fails.
-  fetchLosses @8 () -> (text :Text);
-    # The leaf's losses.txt of the last job.
+  fetchLosses @8 () -> (text :Text, validation :Text);
+    # The leaf's losses.txt of the last job (one loss per batch), and its validation.txt (one
+    # round per line: "updates epoch loss accuracy"). Empty on other nodes.
 
   # Daemon -> daemon.
   send @9 (transfer :Transfer) -> (sink :ByteSink);

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <optional>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -15,11 +17,13 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include "apps/ravnest/loss_report.h"
 #include "apps/ravnest/progress_view.h"
 #include "apps/ravnest/traffic_view.h"
 #include "bench/harness/allreduce_bench.h"
 #include "bench/harness/local_daemons.h"
 #include "ravnest_version.h"
+#include "libs/config/atomic_file.h"
 #include "libs/config/job_spec.h"
 #include "libs/config/node_pool.h"
 #include "libs/config/plan_layout.h"
@@ -220,6 +224,41 @@ int run_status(const Connection& c) {
   return all_reachable ? 0 : 1;
 }
 
+// Each cluster's leaf (or each worker of a parameter-server plan: whoever computes the loss).
+int run_losses(const Connection& c, std::optional<int> cluster, const std::string& plot) {
+  if (!plot.empty()) {
+    const auto ext = std::filesystem::path(plot).extension().string();
+    if (ext != ".svg") {
+      throw std::invalid_argument("--plot " + plot + ": only .svg plots are written (open one in "
+                                  "a browser, or convert it with rsvg-convert)");
+    }
+  }
+  auto requester = c.open();
+  const auto plan = runtime::load_plan(c.plan_dir);
+  std::vector<runtime::LossHistory> histories;
+  bool found = false;
+  for (const auto& node : plan.nodes) {
+    if (!node.returns_model_output || (cluster && node.cluster != *cluster)) continue;
+    found = true;
+    const auto fetched = requester.fetch_losses(node.node_id);
+    auto history = runtime::parse_loss_history(node.cluster, fetched.losses, fetched.validation,
+                                               node.name);
+    // Workers of a parameter-server plan each compute losses: one curve per cluster id.
+    histories.push_back(std::move(history));
+  }
+  if (!found) {
+    throw std::invalid_argument(cluster ? "--cluster " + std::to_string(*cluster) +
+                                              ": no such cluster in " + c.plan_dir
+                                        : "no node of " + c.plan_dir + " computes the loss");
+  }
+  std::printf("%s", runtime::loss_table(histories).c_str());
+  if (!plot.empty()) {
+    config::write_file_atomically(plot, runtime::loss_svg(histories, "ravnest: " + c.plan_dir));
+    say("wrote " + plot);
+  }
+  return 0;
+}
+
 int run_fuse(const Connection& c, int cluster, const std::string& from, std::string model,
              const std::string& out, bool allow_unfinished) {
   std::vector<runtime::StageFile> stages;
@@ -410,6 +449,14 @@ int main(int argc, char** argv) {
   auto* status_cmd = app.add_subcommand("status", "Show where every node of the plan is");
   add_connection_options(status_cmd, connection);
 
+  auto* losses_cmd = app.add_subcommand(
+      "losses", "Each cluster's training losses and validation rounds of the last job, from its leaf");
+  add_connection_options(losses_cmd, connection);
+  int losses_cluster = -1;
+  std::string losses_plot;
+  auto* losses_cluster_opt = losses_cmd->add_option("--cluster", losses_cluster, "only this cluster");
+  losses_cmd->add_option("--plot", losses_plot, "also write the curves to this .svg file");
+
   auto* stop_cmd = app.add_subcommand("stop", "Stop the running job on every node");
   add_connection_options(stop_cmd, connection);
 
@@ -529,6 +576,11 @@ int main(int argc, char** argv) {
       return run_replace(connection, replace_old, replace_spare, replace_pool);
     }
     if (status_cmd->parsed()) return run_status(connection);
+    if (losses_cmd->parsed()) {
+      return run_losses(connection,
+                        *losses_cluster_opt ? std::optional<int>(losses_cluster) : std::nullopt,
+                        losses_plot);
+    }
     if (stop_cmd->parsed()) {
       auto requester = connection.open();
       const auto not_stopped = requester.stop_all();

@@ -382,7 +382,12 @@ kj::Promise<void> JobControl::subscribe(SubscribeCall context) {
 }
 
 kj::Promise<void> JobControl::fetch_losses(FetchLossesCall context) {
-  context.getResults().setText(config::read_file(store_.losses_path().string()));
+  auto results = context.getResults();
+  auto read = [](const std::filesystem::path& path) {
+    return std::filesystem::is_regular_file(path) ? config::read_file(path.string()) : std::string();
+  };
+  results.setText(read(store_.losses_path()));
+  results.setValidation(read(store_.validation_path()));
   return kj::READY_NOW;
 }
 

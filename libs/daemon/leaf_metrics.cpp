@@ -1,6 +1,7 @@
 #include "libs/daemon/leaf_metrics.h"
 
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "libs/config/atomic_file.h"
@@ -12,6 +13,18 @@ namespace ravnest::runtime {
 
 LeafMetrics::LeafMetrics(std::string losses_path, WorkerPort& port, std::string losses_so_far)
     : losses_path_(std::move(losses_path)), losses_(std::move(losses_so_far)), port_(port) {
+  if (!losses_path_.empty()) {
+    validation_path_ = (std::filesystem::path(losses_path_).parent_path() / "validation.txt").string();
+    // A resumed job goes on with the rounds it had; a new one starts empty.
+    if (!losses_.empty() && std::filesystem::is_regular_file(validation_path_)) {
+      try {
+        validation_ = config::read_file(validation_path_);
+      } catch (const std::exception&) {
+        validation_.clear();  // history only: a file that cannot be read starts over
+      }
+    }
+    config::write_file_atomically(validation_path_, validation_);
+  }
   flush();
 }
 
@@ -61,6 +74,10 @@ bool LeafMetrics::add_validation(const MicroBatchTag& batch, double loss,
                        ? static_cast<double>(validation_correct_) / validation_samples_
                        : std::nan("");
   port_.event(event);
+  std::ostringstream line;
+  line << updates_done << ' ' << batch.epoch << ' ' << event.loss << ' ' << event.accuracy << '\n';
+  validation_ += line.str();
+  if (!validation_path_.empty()) config::write_file_atomically(validation_path_, validation_);
   validation_loss_sum_ = 0;
   validation_correct_ = 0;
   validation_samples_ = 0;

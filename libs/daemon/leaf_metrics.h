@@ -9,6 +9,10 @@
 // with every loss so far at most once a second and after the last batch. A write that fails
 // (a full disk) fails the job with one line naming the file.
 //
+// Each validation round is also a line of validation.txt beside losses.txt ("updates epoch loss
+// accuracy", accuracy "nan" when the task has no classes), rewritten the same way after each
+// round; `ravnest losses` fetches both.
+//
 // The loss itself, and its backward, are the worker's: this only keeps the numbers.
 // Not thread-safe; lives on the worker's compute thread.
 #pragma once
@@ -42,8 +46,12 @@ class LeafMetrics {
   bool add_validation(const MicroBatchTag& batch, double loss, const c10::IValue& output,
                       const at::Tensor& labels, uint64_t updates_done);
 
+  const std::string& validation() const { return validation_; }  // validation.txt as written
+
  private:
   std::string losses_path_;
+  std::string validation_path_;  // beside losses_path_; empty when it is
+  std::string validation_;       // every validation round so far
   std::string losses_;          // every batch loss so far, as losses.txt holds them
   double losses_written_at_ = 0;  // config::now_seconds() of the last write
   WorkerPort& port_;

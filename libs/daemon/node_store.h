@@ -54,6 +54,7 @@ class NodeStore {
 
   std::filesystem::path trained_path() const { return dir_ / "trained.pt"; }
   std::filesystem::path losses_path() const { return dir_ / "losses.txt"; }
+  std::filesystem::path validation_path() const { return dir_ / "validation.txt"; }  // LeafMetrics'
   std::filesystem::path checkpoints_dir() const { return dir_ / "checkpoints"; }
   std::filesystem::path last_job_path() const { return dir_ / "last_job.json"; }
 

@@ -779,11 +779,12 @@ void Requester::store_checkpoint(const config::NodeMetadata& at, const std::stri
                at, "store checkpoint");
 }
 
-std::string Requester::fetch_losses(int node_id) {
+Requester::Losses Requester::fetch_losses(int node_id) {
   for (const auto& meta : impl_->plan_.nodes) {
     if (meta.node_id != node_id) continue;
     auto request = impl_->node(meta).fetchLossesRequest();
-    return impl_->await(request.send(), meta, "fetch losses").getText();
+    auto response = impl_->await(request.send(), meta, "fetch losses");
+    return Losses{response.getText(), response.getValidation()};
   }
   throw std::runtime_error("no node " + std::to_string(node_id) + " in the plan");
 }

@@ -116,7 +116,12 @@ class Requester {
   };
   std::vector<FetchedStage> fetch_cluster(int cluster);
   std::vector<FetchedStage> fetch_nodes(const std::vector<config::NodeMetadata>& nodes);
-  std::string fetch_losses(int node_id);
+  // The leaf `node_id`'s losses.txt and validation.txt (leaf_metrics.h) of its last job.
+  struct Losses {
+    std::string losses;
+    std::string validation;
+  };
+  Losses fetch_losses(int node_id);
 
   // Calls on one node `at`, in the plan or not (a spare: `ravnest replace`).
   wire::NodeStatusData status_of(const config::NodeMetadata& at, double timeout_seconds = 5);

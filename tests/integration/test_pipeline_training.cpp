@@ -2,6 +2,9 @@
 // training equals one process; bad input and a daemon killed mid-training.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <sstream>
+
 #include <signal.h>
 
 #include <algorithm>
@@ -71,6 +74,37 @@ TEST_CASE("push, train, fuse and evaluate on three daemons", "[daemon][pipeline]
   INFO(status.out);
   CHECK(status.exit_code == 0);
   CHECK(status.out.find("finished") != std::string::npos);
+
+  // `ravnest losses` fetches them from the leaf, with the validation rounds (one per epoch and
+  // val_freq 0), and plots them.
+  const auto rounds = test::read_text(cluster.data_dir(2) / "validation.txt");
+  CHECK(std::count(rounds.begin(), rounds.end(), '\n') == 4);
+  auto table = cluster.ravnest("losses", "--plot " + (cluster.dir() / "losses.svg").string());
+  INFO(table.out << table.err);
+  REQUIRE(table.exit_code == 0);
+  std::istringstream first_loss(losses);
+  double first = 0;
+  first_loss >> first;
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "%-8d %8d %10.4f", 0, 180, first);  // the table's row
+  CHECK(table.out.find(expected) != std::string::npos);
+  CHECK(table.out.find("cluster 0 validation after 180 updates (epoch 4): loss ") != std::string::npos);
+  const auto svg = test::read_text(cluster.dir() / "losses.svg");
+  CHECK(svg.rfind("<svg ", 0) == 0);
+  CHECK(svg.find("<polyline class=\"training\" data-cluster=\"0\"") != std::string::npos);
+  size_t dots = 0;
+  for (size_t at = svg.find("class=\"validation\""); at != std::string::npos;
+       at = svg.find("class=\"validation\"", at + 1)) {
+    ++dots;
+  }
+  CHECK(dots == 4);
+  auto png = cluster.ravnest("losses", "--plot " + (cluster.dir() / "losses.png").string());
+  CHECK(png.exit_code != 0);
+  CHECK(png.err.find("only .svg plots") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(cluster.dir() / "losses.png"));
+  auto missing = cluster.ravnest("losses", "--cluster 7");
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.err.find("--cluster 7: no such cluster") != std::string::npos);
 
   auto fuse = cluster.ravnest("fuse", "--cluster 0 --out " + (cluster.dir() / "trained").string());
   INFO(fuse.out << fuse.err);

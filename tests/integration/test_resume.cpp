@@ -75,7 +75,7 @@ Outcome fuse_all(const test::LocalCluster& cluster, int clusters, int leaf,
     REQUIRE(fuse.exit_code == 0);
     outcome.clusters.push_back(test::load_state_dict(out / "trained_state_dict.pt"));
   }
-  outcome.losses = requester_of(cluster).fetch_losses(leaf);
+  outcome.losses = requester_of(cluster).fetch_losses(leaf).losses;
   return outcome;
 }
 
