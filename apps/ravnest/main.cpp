@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -173,8 +174,13 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     drawn = 0;
     say(line);
   };
+  // Redrawn at most ten times a second: events come with every batch of every cluster.
+  auto last_drawn = std::chrono::steady_clock::time_point{};
   options.on_progress = [&](const std::vector<runtime::TrainProgress>& clusters) {
     if (!tty) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (drawn && now - last_drawn < std::chrono::milliseconds(100)) return;
+    last_drawn = now;
     if (drawn) std::cout << "\033[" << drawn << "A";
     for (const auto& p : clusters) std::cout << "\033[2K" << runtime::progress_line(p) << '\n';
     drawn = clusters.size();
@@ -212,12 +218,26 @@ int run_status(const Connection& c) {
   const auto reports = requester.status();
   for (const auto& r : reports) {
     all_reachable = all_reachable && r.reachable;
-    std::printf("%-8s %-22s %-8d %-10s %-11s %6u %5llu/%-6llu %10.4f %10.1f\n",
-                r.node.name.c_str(), r.node.address.c_str(), r.node.cluster,
-                config::role_name(r.node.role).c_str(), r.state.c_str(), r.status.epoch + 1,
-                static_cast<unsigned long long>(r.status.batches),
-                static_cast<unsigned long long>(r.status.total_batches), r.status.last_loss,
-                r.status.samples_per_second);
+    // Only a root knows the run's batches and its samples/s, only a leaf the loss: the others
+    // show "-" rather than a 0 that reads as a measurement.
+    char batches[48], loss[24], rate[24];
+    if (r.status.total_batches > 0) {
+      std::snprintf(batches, sizeof batches, "%llu/%llu",
+                    static_cast<unsigned long long>(r.status.batches),
+                    static_cast<unsigned long long>(r.status.total_batches));
+    } else {
+      std::snprintf(batches, sizeof batches, "%llu", static_cast<unsigned long long>(r.status.batches));
+    }
+    if (r.node.returns_model_output) std::snprintf(loss, sizeof loss, "%.4f", r.status.last_loss);
+    else std::snprintf(loss, sizeof loss, "-");
+    if (r.node.position == 0 && r.node.cluster >= 0) {
+      std::snprintf(rate, sizeof rate, "%.1f", r.status.samples_per_second);
+    } else {
+      std::snprintf(rate, sizeof rate, "-");
+    }
+    std::printf("%-8s %-22s %-8d %-10s %-11s %6u %12s %10s %10s\n", r.node.name.c_str(),
+                r.node.address.c_str(), r.node.cluster, config::role_name(r.node.role).c_str(),
+                r.state.c_str(), r.status.epoch + 1, batches, loss, rate);
     if (!r.error.empty()) std::printf("         %s\n", r.error.c_str());
   }
   std::printf("%s", runtime::traffic_table(reports).c_str());

@@ -590,6 +590,7 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
 
   TrainResult result;
   result.job_id = std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
+  if (!job.train.max_steps) result.epochs = static_cast<uint32_t>(job.train.epochs);
   auto& plan = impl_->plan_;
   const std::string identity = job_identity(job_text, plan);
   if (options.resume) {
@@ -664,7 +665,10 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
   const double started = now_seconds();
   try {
     if (load) load();
-    for (int id : plan_.cluster_ids()) watch->progress[id].cluster = id;
+    for (int id : plan_.cluster_ids()) {
+      watch->progress[id].cluster = id;
+      watch->progress[id].epochs = result.epochs;
+    }
     watch->report = [&]() {
       if (!options.on_progress) return;
       std::vector<TrainProgress> all;

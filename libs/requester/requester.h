@@ -47,6 +47,7 @@ struct TrainProgress {
   bool has_validation = false;
   double validation_loss = 0;
   double validation_accuracy = 0;
+  uint32_t epochs = 0;  // the job's, when every epoch has total_batches / epochs batches; else 0
 };
 
 struct TrainOptions {
@@ -76,6 +77,7 @@ struct TrainResult {
   uint64_t resumed_from = 0;  // updates done before this run (resume), else 0
   double seconds = 0;
   std::vector<TrainProgress> clusters;
+  uint32_t epochs = 0;  // TrainProgress::epochs: the job's epochs unless max_steps cuts them
 };
 
 class Requester {

@@ -74,6 +74,9 @@ TEST_CASE("push, train, fuse and evaluate on three daemons", "[daemon][pipeline]
   INFO(status.out);
   CHECK(status.exit_code == 0);
   CHECK(status.out.find("finished") != std::string::npos);
+  // Only the root knows the run's batches and samples/s, only the leaf the loss: "-" elsewhere.
+  CHECK(std::regex_search(status.out, std::regex("node_0 [^\n]* 180/180 +- +[0-9.]+\n")));
+  CHECK(std::regex_search(status.out, std::regex("node_2 [^\n]* 180 +[0-9]+\.[0-9]{4} +-\n")));
 
   // `ravnest losses` fetches them from the leaf, with the validation rounds (one per epoch and
   // val_freq 0), and plots them.

@@ -1,0 +1,85 @@
+// What `ravnest train` and `ravnest losses` print, from plain data: the progress line per epoch,
+// the loss table, the SVG and the errors of malformed loss files.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "apps/ravnest/loss_report.h"
+#include "apps/ravnest/progress_view.h"
+
+using namespace ravnest::runtime;
+
+TEST_CASE("progress line: the epoch's batches when epochs divide the run", "[cli][progress]") {
+  TrainProgress p;
+  p.cluster = 3;
+  p.epochs = 2;
+  p.total_batches = 24;
+  p.batches = 13;
+  p.loss = 0.5;
+  p.elapsed_seconds = 13;
+  const auto line = progress_line(p, 12);
+  INFO(line);
+  CHECK(line.rfind("cluster 3 epoch 2/2 [=>          ] 1/12 loss 0.5000", 0) == 0);
+  CHECK(line.find("ETA 0:11") != std::string::npos);  // from the whole run: 11 batches left
+
+  p.batches = 12;  // the first epoch's last batch
+  CHECK(progress_line(p, 12).rfind("cluster 3 epoch 1/2 [============] 12/12", 0) == 0);
+  p.batches = 24;  // done
+  CHECK(progress_line(p, 12).rfind("cluster 3 epoch 2/2 [============] 12/12", 0) == 0);
+  p.batches = 0;
+  CHECK(progress_line(p, 12).rfind("cluster 3 epoch 1/2 [            ] 0/12", 0) == 0);
+
+  // Unknown epochs (attach, max_steps) or a total they do not divide: the whole run.
+  p.epochs = 0;
+  p.epoch = 1;
+  p.batches = 13;
+  CHECK(progress_line(p, 12).rfind("cluster 3 epoch 2 [======>     ] 13/24", 0) == 0);
+  p.epochs = 5;
+  CHECK(progress_line(p, 12).rfind("cluster 3 epoch 2 [======>     ] 13/24", 0) == 0);
+
+  // The root has not said how long the run is: no 0/0.
+  p.total_batches = 0;
+  p.batches = 0;
+  const auto starting = progress_line(p, 12);
+  CHECK(starting == "cluster 3 starting [            ]");
+}
+
+TEST_CASE("loss report: table, SVG and malformed files", "[cli][losses]") {
+  auto a = parse_loss_history(0, "2.5\n1.5\n\n0.5\n", "3 0 0.7 0.8\n6 1 0.4 nan\n", "node_2");
+  REQUIRE(a.losses.size() == 3);
+  REQUIRE(a.validation.size() == 2);
+  CHECK(a.validation[1].updates == 6);
+  CHECK(a.validation[1].epoch == 1);
+  CHECK(std::isnan(a.validation[1].accuracy));
+  auto b = parse_loss_history(1, "", "", "node_5");
+
+  const auto table = loss_table({a, b});
+  INFO(table);
+  CHECK(table.find("0               3     2.5000     0.5000     0.5000       1.5000") != std::string::npos);
+  CHECK(table.find("1               0          -") != std::string::npos);
+  CHECK(table.find("cluster 0 validation after 3 updates (epoch 1): loss 0.7000 accuracy 0.8000") !=
+        std::string::npos);
+  CHECK(table.find("cluster 0 validation after 6 updates (epoch 2): loss 0.4000\n") !=
+        std::string::npos);
+
+  const auto svg = loss_svg({a, b}, "job <a&b>");
+  CHECK(svg.rfind("<svg ", 0) == 0);
+  CHECK(svg.find("job &lt;a&amp;b&gt;") != std::string::npos);
+  CHECK(svg.find("data-cluster=\"0\"") != std::string::npos);
+  CHECK(svg.find("<polyline class=\"training\" data-cluster=\"1\"") == std::string::npos);  // no losses
+  CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
+
+  auto error = [](const std::string& losses, const std::string& validation) {
+    try {
+      parse_loss_history(0, losses, validation, "node_2");
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error("1.0\nx\n", "") == "node_2 losses.txt line 2: not a number: \"x\"");
+  CHECK(error("1.0 2.0\n", "") == "node_2 losses.txt line 1: not a number: \"1.0 2.0\"");
+  CHECK(error("", "3 0 0.7\n") == "node_2 validation.txt line 1: expected \"updates epoch loss accuracy\"");
+  CHECK(error("", "3 0 0.7 0.8 9\n") == "node_2 validation.txt line 1: expected \"updates epoch loss accuracy\"");
+}
