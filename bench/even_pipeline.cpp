@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 runtime::TrainResult train_even_pipeline(const fs::path& dir, const std::string& model_path,
                                          int stages, const std::string& job_path, bool insecure,
                                          const runtime::TrainOptions& options,
-                                         std::string* leaf_losses) {
+                                         std::string* leaf_losses,
+                                         std::vector<wire::NodeStatusData>* statuses) {
   auto model = graph::ModelGraph::load(model_path);
   std::vector<size_t> allowed;
   for (size_t i = 0; i < model->cut_allowed().size(); ++i) {
@@ -59,6 +60,9 @@ runtime::TrainResult train_even_pipeline(const fs::path& dir, const std::string&
   runtime::Requester requester(runtime::load_plan((dir / "plan").string()), "", insecure);
   requester.push([](const std::string&) {});
   auto result = requester.train(job_path, options);
+  if (statuses) {
+    for (const auto& report : requester.status()) statuses->push_back(report.status);
+  }
   if (leaf_losses) {
     std::ifstream in(fs::path(daemons.data_dir(names.size() - 1)) / "losses.txt");
     std::stringstream text;

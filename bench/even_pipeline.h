@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "libs/requester/requester.h"
 
@@ -12,11 +13,13 @@ namespace ravnest::bench {
 
 // Writes the plan under `dir` (removed first), starts its daemons (over plain TCP when
 // `insecure`), pushes the stages and trains `job_path`; `options` as for Requester::train.
-// Returns the result, with `leaf_losses` the leaf's losses.txt when asked.
+// Returns the result, with `leaf_losses` the leaf's losses.txt and `statuses` each node's status
+// after the job (pipeline order) when asked.
 runtime::TrainResult train_even_pipeline(const std::filesystem::path& dir,
                                          const std::string& model_path, int stages,
                                          const std::string& job_path, bool insecure = false,
                                          const runtime::TrainOptions& options = {},
-                                         std::string* leaf_losses = nullptr);
+                                         std::string* leaf_losses = nullptr,
+                                         std::vector<wire::NodeStatusData>* statuses = nullptr);
 
 }  // namespace ravnest::bench

@@ -141,6 +141,8 @@ struct NodeStatus {
   ringTraffic @17 :TrafficCount;
   otherTraffic @18 :TrafficCount;   # labels, random state
   weightTraffic @19 :TrafficCount;  # parameter server -> workers, evaluator
+  busySeconds @20 :Float64;         # computing (forward, backward, updates) since the job started
+  runningSeconds @21 :Float64;      # since the job started, until its last batch finished
 }
 
 struct TrafficCount {

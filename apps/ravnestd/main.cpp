@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
   auto* threads_opt = app.add_option(
       "--threads", threads,
       "LibTorch's intra-op threads (default: the cores divided among the plan's daemons on this host)");
+  std::string device;
+  auto* device_opt = app.add_option(
+      "--device", device, "where stages compute: cpu (default), cuda or cuda:N");
   app.add_flag("--insecure", flags.insecure,
                "plain TCP instead of TLS, for benchmarks only (the secret still never travels)");
   try {
@@ -48,6 +51,7 @@ int main(int argc, char** argv) {
     if (*cert_opt) flags.tls_cert = tls_cert;
     if (*key_opt) flags.tls_key = tls_key;
     if (*threads_opt) flags.threads = threads;
+    if (*device_opt) flags.device = device;
     ravnest::config::DaemonConfig file;
     if (!config_file.empty()) file = ravnest::config::load_daemon_config(config_file);
     auto config = ravnest::config::merge(file, flags);

@@ -16,9 +16,9 @@
 namespace ravnest::config {
 namespace {
 
-constexpr std::array<std::string_view, 8> kKeys = {"node",        "listen",   "data_dir",
+constexpr std::array<std::string_view, 9> kKeys = {"node",        "listen",   "data_dir",
                                                    "log_level",   "log_file", "secret_file",
-                                                   "tls_cert",    "tls_key"};
+                                                   "tls_cert",    "tls_key",  "device"};
 constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug",    "info", "warn",
                                                      "error", "critical", "off"};
 
@@ -116,9 +116,28 @@ void check_values(const DaemonConfig& config, const std::string& origin, bool ne
     throw ConfigError(origin + ": " + (config.tls_cert.empty() ? "tls_cert" : "tls_key") +
                       ": missing (tls_cert and tls_key go together)");
   }
+  if (!parse_device(config.device)) {
+    throw ConfigError(origin + ": device: \"" + printable(config.device) +
+                      "\" is not cpu, cuda or cuda:N");
+  }
 }
 
 }  // namespace
+
+std::optional<DeviceName> parse_device(const std::string& text) {
+  if (text == "cpu") return DeviceName{false, -1};
+  if (text == "cuda") return DeviceName{true, -1};
+  const std::string prefix = "cuda:";
+  if (text.size() <= prefix.size() || text.size() > prefix.size() + 4 ||
+      text.compare(0, prefix.size(), prefix) != 0) {
+    return std::nullopt;
+  }
+  const std::string digits = text.substr(prefix.size());
+  if (!std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    return std::nullopt;
+  }
+  return DeviceName{true, std::stoi(digits)};
+}
 
 bool is_log_level(const std::string& level) {
   return std::find(kLevels.begin(), kLevels.end(), level) != kLevels.end();
@@ -169,6 +188,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
     else if (name == "secret_file") config.secret_file = text_value;
     else if (name == "tls_cert") config.tls_cert = text_value;
     else if (name == "tls_key") config.tls_key = text_value;
+    else if (name == "device") config.device = text_value;
   }
   check_values(config, origin, /*need_node=*/false);
   return config;
@@ -189,6 +209,7 @@ DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags) {
   if (flags.tls_key) file.tls_key = *flags.tls_key;
   if (flags.insecure) file.insecure = true;
   if (flags.threads) file.threads = *flags.threads;
+  if (flags.device) file.device = *flags.device;
   return file;
 }
 

@@ -12,6 +12,7 @@
 //   tls_key = ""                    #   file can then pin it (docs/security.md)
 //   threads = 0                     # LibTorch's intra-op threads; 0 = the cores divided among
 //                                   #   the plan's daemons on this host (docs/daemon.md#threads)
+//   device = "cpu"                  # where stages compute: cpu, cuda or cuda:N (docs/daemon.md#device)
 //   [limits]                        # what a peer may make the daemon hold (daemon_limits.h)
 //   idle_seconds = 600
 //
@@ -40,6 +41,7 @@ struct DaemonConfig {
   std::string tls_key;                      // PEM, unencrypted; with tls_cert
   bool insecure = false;                    // plain TCP instead of TLS (--insecure only)
   int threads = 0;                          // intra-op threads; 0 = automatic
+  std::string device = "cpu";               // "cpu", "cuda", "cuda:N" (parse_device)
   DaemonLimits limits;                      // [limits]; not overridden by flags
 };
 
@@ -55,7 +57,15 @@ struct DaemonConfigOverrides {
   std::optional<std::string> tls_key;
   bool insecure = false;
   std::optional<int> threads;
+  std::optional<std::string> device;
 };
+
+// A device's name as the config writes it: "cpu", "cuda" (the current CUDA device) or "cuda:N".
+struct DeviceName {
+  bool cuda = false;
+  int index = -1;  // cuda:N; -1 otherwise
+};
+std::optional<DeviceName> parse_device(const std::string& text);  // nullopt: not one of those
 
 constexpr int kMaxThreads = 1024;
 
@@ -68,7 +78,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
 DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags);
 
 // Throws ConfigError "<origin>: <field>: ..." for a missing node, a malformed listen address,
-// an unknown log level or an empty data_dir. `origin` names where the values came from, e.g.
+// an unknown log level, an empty data_dir or a device that is not cpu, cuda or cuda:N. `origin` names where the values came from, e.g.
 // "/etc/ravnest/ravnestd.toml and the command line".
 void validate_daemon_config(const DaemonConfig& config, const std::string& origin);
 

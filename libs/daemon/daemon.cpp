@@ -14,6 +14,7 @@
 
 #include "libs/config/secret.h"
 #include "libs/config/systemd_notify.h"
+#include "libs/daemon/compute_device.h"
 #include "libs/daemon/endpoint_limits.h"
 #include "libs/daemon/node_endpoint.h"
 #include "libs/daemon/node_service.h"
@@ -92,6 +93,10 @@ int run_daemon(const config::DaemonConfig& config) {
     throw std::runtime_error("no listen address: give --listen or push a stage first");
   }
 
+  // A device this LibTorch cannot give fails the start, not the first job.
+  const c10::Device device = compute_device(config.device);
+  spdlog::info("stages compute on {}", device.str());
+
   asio::io_context compute;
   auto work = asio::make_work_guard(compute);
   // Registered before the port is opened: a SIGTERM that arrives as soon as the daemon accepts
@@ -125,7 +130,8 @@ int run_daemon(const config::DaemonConfig& config) {
   auto security = wire::make_transport_security(secret, config.insecure, std::move(own));
   secret.assign(secret.size(), '\0');
   // Outlives the server: every connection's endpoint forwards to it.
-  auto service = kj::heap<NodeService>(store, security, compute, config.limits, config.threads);
+  auto service = kj::heap<NodeService>(store, security, compute, config.limits, config.threads,
+                                    config.device);
   NodeService* service_ptr = service.get();
   service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer());
 

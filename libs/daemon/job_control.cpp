@@ -1,5 +1,6 @@
 #include "libs/daemon/job_control.h"
 
+#include "libs/daemon/compute_device.h"
 #include "libs/daemon/compute_threads.h"
 
 #include <filesystem>
@@ -24,8 +25,9 @@ using wire::NodeState;
 
 JobControl::JobControl(NodeStore& store, asio::io_context& compute, RingMember& rings,
                        wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
-                       WorkerPort& port, int threads)
+                       WorkerPort& port, int threads, const std::string& device)
     : threads_(threads),
+      device_(device),
       store_(store),
       compute_(compute),
       rings_(rings),
@@ -151,7 +153,7 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   return on_compute(compute_, [this, text, job_id, identity, resume_from, shipped]() {
     rings_.end_job();
     auto job = store_.locate_shipped(config::parse_job(text, "job"), shipped);
-    auto setup = make_worker_setup(store_, job, job_id);
+    auto setup = make_worker_setup(store_, job, job_id, compute_device(device_));
     if (!identity.empty()) {
       setup->checkpoints = checkpoints_;
       setup->identity = identity;
@@ -353,6 +355,8 @@ kj::Promise<void> JobControl::status(StatusCall context) {
       out.total_batches = w.total_batches;
       out.last_loss = w.last_loss;
       out.samples_per_second = w.samples_per_second;
+      out.busy_seconds = w.busy_seconds;
+      out.running_seconds = w.running_seconds;
     }
   }
   out.traffic = traffic_.snapshot();

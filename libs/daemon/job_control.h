@@ -53,10 +53,11 @@ class JobControl {
   // carry the running job's PeerWatch, which runs on `loop`.
   // `traffic`: the node's counters, shown by status() and reset when a job is loaded.
   // `threads`: LibTorch's intra-op threads for the job, or 0 to divide the cores among the
-  // plan's daemons on this host (compute_threads.h); set when a job starts.
+  // plan's daemons on this host (compute_threads.h); set when a job starts. `device`: where its
+  // stage computes (compute_device.h).
   JobControl(NodeStore& store, asio::io_context& compute, RingMember& rings,
              wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
-             WorkerPort& port, int threads = 0);
+             WorkerPort& port, int threads = 0, const std::string& device = "cpu");
 
   kj::Promise<void> push_stage(PushStageCall context);
   // `slot` counts the file's stream against its peer's limit until the file is stored or dropped;
@@ -104,6 +105,7 @@ class JobControl {
   void record(LastJob::Outcome outcome, uint64_t job_id, const std::string& error);  // logs failures
 
   const int threads_;
+  const std::string device_;
   NodeStore& store_;
   asio::io_context& compute_;
   RingMember& rings_;

@@ -64,7 +64,7 @@ std::unique_ptr<WorkerSetup> make_ps_role_setup(std::unique_ptr<WorkerSetup> set
 }  // namespace
 
 std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const config::JobSpec& job_in,
-                                               uint64_t job_id) {
+                                               uint64_t job_id, c10::Device device) {
   const config::JobSpec& job = job_in;  // its paths are where this node finds them
   auto setup = std::make_unique<WorkerSetup>();
   setup->node = store.metadata();
@@ -78,6 +78,9 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   if (node.pipeline.empty()) throw std::runtime_error("the stored metadata names no pipeline");
   setup->root_node = node.pipeline.front();
   setup->leaf_node = node.pipeline.back();
+  // Before the optimizer takes the parameters.
+  setup->device = device;
+  setup->stage.to(device);
 
   // A hybrid trainer's tables are the servers' to optimize.
   std::set<std::string> tables;

@@ -14,8 +14,11 @@
 namespace ravnest::runtime {
 
 // Throws std::runtime_error naming the job field or the file on anything wrong.
+// A pipeline stage computes on `device` (compute_device.h); parameter servers and evaluators on
+// the CPU.
 std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const config::JobSpec& job,
-                                               uint64_t job_id);
+                                               uint64_t job_id,
+                                               c10::Device device = c10::Device(c10::kCPU));
 
 // The worker the node's role calls for: a StageWorker (pipeline stages, parameter-server
 // workers), a ParameterServer or a PsEvaluator.

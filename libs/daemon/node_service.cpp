@@ -19,13 +19,13 @@ wire::DecodeLimits transfer_limits(const config::DaemonLimits& limits) {
 
 NodeService::NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
                          asio::io_context& compute, const config::DaemonLimits& limits,
-                         int threads)
+                         int threads, const std::string& device)
     : compute_(compute),
       limits_(limits),
       streams_(limits.streams_per_peer),
       links_(std::move(security)),
       ring_(links_, traffic_, loop_),
-      job_(store, compute, ring_, links_, traffic_, loop_, *this, threads),
+      job_(store, compute, ring_, links_, traffic_, loop_, *this, threads, device),
       checkpoints_(
           job_.checkpoint_store(), links_, loop_,
           [this]() -> const config::NodeMetadata* {

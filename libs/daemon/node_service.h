@@ -44,9 +44,11 @@ class NodeService final : public WorkerPort {
   // `security`: how the node reaches its peers (TLS with the secret's certificates, or plain with
   // --insecure) and proves the secret at their gates.
   // `limits`: what a peer may make the node hold (streams, transfers).
-  // `threads`: the daemon config's (compute_threads.h; 0 = divide the cores).
+  // `threads`: the daemon config's (compute_threads.h; 0 = divide the cores); `device` too
+  // (compute_device.h).
   NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
-              asio::io_context& compute, const config::DaemonLimits& limits, int threads = 0);
+              asio::io_context& compute, const config::DaemonLimits& limits, int threads = 0,
+              const std::string& device = "cpu");
   // Once the RPC thread's event loop exists (the server creates it): where the compute thread
   // hands its sends and events.
   void set_rpc_executor(const kj::Executor& executor, kj::Timer& timer) {

@@ -8,6 +8,8 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "libs/config/clock.h"
+#include "libs/daemon/compute_device.h"
 #include "libs/daemon/leaf_metrics.h"
 #include "libs/daemon/ring_work.h"
 #include "libs/graph/module_file.h"
@@ -115,7 +117,20 @@ void StageWorker::fail(const std::string& why) {
   port_.event(event);
 }
 
+template <typename F>
+void StageWorker::timed(F&& work) {
+  const double begin = config::now_seconds();
+  try {
+    work();
+  } catch (...) {
+    busy_seconds_ += config::now_seconds() - begin;
+    throw;
+  }
+  busy_seconds_ += config::now_seconds() - begin;
+}
+
 void StageWorker::start() {
+  started_at_ = config::now_seconds();
   guarded([&] {
     if (setup_.resume) {
       resume_from(*setup_.resume);
@@ -149,11 +164,11 @@ void StageWorker::enter(const MicroBatchTag& tag, const std::vector<at::Tensor>&
     const auto& input = setup_.node.inputs[i];
     if (!input.model_input) continue;
     const size_t k = static_cast<size_t>(*input.model_input);
-    m.inputs[i] = k < inputs.size() ? c10::IValue(inputs[k]) : c10::IValue();
+    m.inputs[i] = k < inputs.size() ? c10::IValue(inputs[k].to(setup_.device)) : c10::IValue();
     m.have_input[i] = true;
   }
   if (is_leaf()) {
-    m.labels = labels;
+    m.labels = labels.to(setup_.device);
     return;
   }
   TransferMessage message = message_to(TransferKind::kLabels, setup_.leaf_node, tag);
@@ -195,6 +210,7 @@ void StageWorker::receive(TransferMessage message) {
       progress();
       return;
     }
+    for (auto& entry : message.values) entry.second = to_device(entry.second, setup_.device);
     Micro& m = micro(message.batch);
     switch (message.kind) {
       case TransferKind::kActivations:
@@ -301,7 +317,7 @@ void StageWorker::progress() {
         Micro& m = it->second;
         const MicroBatchTag batch = m.batch;
         advance(*cursor, batch);
-        forward(m);
+        timed([&] { forward(m); });
         moved = true;
         if (batch.validate) micro_.erase(Key{true, batch.step, batch.index});
       }
@@ -311,7 +327,7 @@ void StageWorker::progress() {
         (is_leaf() || it->second.grads_received >= setup_.node.forward_neighbours.size())) {
       const MicroBatchTag batch = it->second.batch;
       advance(next_backward_, batch);
-      backward(it->second);
+      timed([&] { backward(it->second); });
       micro_.erase(it);
       moved = true;
       if (batch.index + 1 == batch.count) {
@@ -506,7 +522,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
       if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
         reduce_across_clusters(RingTensors::kGradients);
       }
-      update_weights([&] { setup_.optimizer->step(); });
+      timed([&] { update_weights([&] { setup_.optimizer->step(); }); });
       if (hybrid_trainer()) push_row_gradients(batch);
     }
     setup_.optimizer->zero_grad();
@@ -525,6 +541,8 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     s.updates = updates_done_;
     if (metrics_) s.last_loss = metrics_->batch_loss();
     if (feeder_) s.samples_per_second = feeder_->samples_per_second();
+    s.busy_seconds = busy_seconds_;
+    s.running_seconds = config::now_seconds() - started_at_;
   });
   if (metrics_) metrics_->batch_finished(batch, batches_done_);
   if (updated && !batch.last) {
@@ -675,7 +693,7 @@ void StageWorker::look_up_rows(Micro& m, std::vector<c10::IValue>& args, bool tr
         throw std::runtime_error("node_" + std::to_string(answer.from_node) +
                                  " answered a lookup with rows of another shape");
       }
-      rows = rows.to(table_slots_[t].placeholder.scalar_type()).detach();
+      rows = rows.to(setup_.device, table_slots_[t].placeholder.scalar_type()).detach();
       if (train && table_slots_[t].placeholder.requires_grad()) rows.requires_grad_(true);
       m.rows[t] = rows;
       table_slots_[t].owner.setattr(table_slots_[t].attribute, rows);
@@ -747,15 +765,22 @@ void StageWorker::reduce_across_clusters(RingTensors what) {
                                                : "final";
   }
   torch::NoGradGuard no_grad;
-  if (what == RingTensors::kGradients) return port_.reduce_rings(reduce_round_++, work);
-  update_weights([&] { port_.reduce_rings(reduce_round_++, work); });
+  const uint64_t round = reduce_round_++;
+  auto reduce = [&](std::vector<WorkerPort::RingWork>& on_host) {
+    port_.reduce_rings(round, on_host);
+  };
+  if (what == RingTensors::kGradients) return reduce_on_host(work, reduce);
+  update_weights([&] { reduce_on_host(work, reduce); });
 }
 
 // Each copy of a shared tensor gets the gradient of the whole model: the sum over its holders.
 void StageWorker::sum_shared_gradients() {
   auto work = shared_gradient_work(setup_.stage, setup_.node, setup_.shared_rings);
   torch::NoGradGuard no_grad;
-  port_.reduce_rings(shared_round_++, work, /*average=*/false);
+  const uint64_t round = shared_round_++;
+  reduce_on_host(work, [&](std::vector<WorkerPort::RingWork>& on_host) {
+    port_.reduce_rings(round, on_host, /*average=*/false);
+  });
 }
 
 void StageWorker::save_stage() { graph::save_module_atomically(setup_.stage, setup_.trained_path); }

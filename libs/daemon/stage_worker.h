@@ -178,6 +178,12 @@ class StageWorker final : public JobWorker, private FeedTarget {
   bool boundary_valid_ = false;
   size_t boundary_losses_ = 0;
   uint64_t saved_updates_ = 0;  // the newest checkpoint written (or resumed from)
+  // The busy fraction's parts (WorkerStatus::busy_seconds): config::now_seconds() at start(),
+  // and the seconds spent in what `timed` wraps since.
+  double started_at_ = 0;
+  double busy_seconds_ = 0;
+  template <typename F>
+  void timed(F&& work);
   bool stopped_ = false;   // failed: nothing more happens
   bool finished_ = false;  // training done
 

@@ -33,6 +33,7 @@ struct WorkerSetup {
   int root_node = 0;  // of this cluster
   int leaf_node = 0;
   torch::jit::Module stage;
+  c10::Device device{c10::kCPU};  // where the stage computes (compute_device.h)
   uint64_t job_id = 0;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<LrSchedule> lr_schedule;
@@ -91,6 +92,11 @@ struct WorkerStatus {
   uint64_t updates = 0;
   double last_loss = 0;
   double samples_per_second = 0;
+  // Since start(): the seconds spent computing (forwards, backwards with encoding what they
+  // send, optimizer updates) and the seconds until the last batch finished (or now). Their ratio
+  // is the node's busy fraction: the slowest stage's bounds the pipeline (bench/pipeline.sh).
+  double busy_seconds = 0;
+  double running_seconds = 0;
   std::string error;
 };
 

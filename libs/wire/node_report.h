@@ -55,6 +55,8 @@ struct NodeStatusData {
   uint64_t total_batches = 0;  // root: known; others: 0
   double last_loss = 0;
   double samples_per_second = 0;
+  double busy_seconds = 0;     // computing, since the job started (busy / running: busy fraction)
+  double running_seconds = 0;  // since the job started, until its last batch finished
   std::string error;
   NodeTraffic traffic;  // since the job was loaded
 };

@@ -131,6 +131,8 @@ void encode_status(const NodeStatusData& status, schema::NodeStatus::Builder out
   out.setTotalBatches(status.total_batches);
   out.setLastLoss(status.last_loss);
   out.setSamplesPerSecond(status.samples_per_second);
+  out.setBusySeconds(status.busy_seconds);
+  out.setRunningSeconds(status.running_seconds);
   out.setError(status.error);
   encode_traffic(status.traffic[TrafficKind::kActivations], out.initActivationTraffic());
   encode_traffic(status.traffic[TrafficKind::kGradients], out.initGradientTraffic());
@@ -155,6 +157,8 @@ NodeStatusData decode_status(schema::NodeStatus::Reader status) {
   out.total_batches = status.getTotalBatches();
   out.last_loss = status.getLastLoss();
   out.samples_per_second = status.getSamplesPerSecond();
+  out.busy_seconds = status.getBusySeconds();
+  out.running_seconds = status.getRunningSeconds();
   out.error = status.getError();
   out.traffic[TrafficKind::kActivations] = decode_traffic(status.getActivationTraffic());
   out.traffic[TrafficKind::kGradients] = decode_traffic(status.getGradientTraffic());

@@ -78,9 +78,12 @@ log_level = "debug"
 log_file = "/var/log/ravnest/ravnestd.log"
 secret_file = "/etc/ravnest/secret"
 threads = 3
+device = "cuda:1"
 )",
                                   "full.toml");
   CHECK(full.threads == 3);
+  CHECK(full.device == "cuda:1");
+  CHECK(empty.device == "cpu");
   CHECK(empty.threads == 0);
   CHECK(full.node == "node_3");
   CHECK(full.listen == "10.0.0.4:8083");
@@ -102,7 +105,19 @@ threads = 3
 TEST_CASE("daemon config: errors name the file and the field", "[config][daemon]") {
   CHECK(error_of([] { parse_daemon_config("lsiten = \"a:1\"", "d.toml"); }) ==
         "d.toml: unknown key \"lsiten\" (known keys: node, listen, data_dir, log_level, "
-        "log_file, secret_file, tls_cert, tls_key, threads, [limits])");
+        "log_file, secret_file, tls_cert, tls_key, device, threads, [limits])");
+  CHECK(error_of([] { parse_daemon_config("device = \"gpu\"", "d.toml"); }) ==
+        "d.toml: device: \"gpu\" is not cpu, cuda or cuda:N");
+  for (const char* bad : {"cuda:", "cuda:-1", "cuda:x", "CPU", "cuda:123456", "cuda:0 "}) {
+    CHECK(error_of([&] {
+            parse_daemon_config(std::string("device = \"") + bad + "\"", "d.toml");
+          }).find("d.toml: device: ") == 0);
+  }
+  CHECK(error_of([] { parse_daemon_config("device = 0", "d.toml"); }) ==
+        "d.toml: device: must be a string, got an integer");
+  CHECK(parse_device("cpu")->cuda == false);
+  CHECK(parse_device("cuda")->index == -1);
+  CHECK(parse_device("cuda:3")->index == 3);
   CHECK(error_of([] { parse_daemon_config("threads = \"4\"", "d.toml"); }) ==
         "d.toml: threads: must be an integer, got a string");
   CHECK(error_of([] { parse_daemon_config("threads = -1", "d.toml"); }) ==
@@ -142,8 +157,10 @@ TEST_CASE("daemon config: flags override the file, then the whole is validated",
   flags.log_level = "debug";
   flags.listen = "";  // an explicit empty flag clears the file's value
   flags.threads = 2;
+  flags.device = "cuda";
   auto merged = merge(file, flags);
   CHECK(merged.threads == 2);
+  CHECK(merged.device == "cuda");
   CHECK(merged.node == "node_1");
   CHECK(merged.log_level == "debug");
   CHECK(merged.listen.empty());

@@ -17,6 +17,7 @@
 #include <regex>
 #include <thread>
 
+#include <torch/cuda.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
@@ -76,7 +77,7 @@ TEST_CASE("push, train, fuse and evaluate on three daemons", "[daemon][pipeline]
   CHECK(status.out.find("finished") != std::string::npos);
   // Only the root knows the run's batches and samples/s, only the leaf the loss: "-" elsewhere.
   CHECK(std::regex_search(status.out, std::regex("node_0 [^\n]* 180/180 +- +[0-9.]+\n")));
-  CHECK(std::regex_search(status.out, std::regex("node_2 [^\n]* 180 +[0-9]+\.[0-9]{4} +-\n")));
+  CHECK(std::regex_search(status.out, std::regex("node_2 [^\n]* 180 +[0-9]+\\.[0-9]{4} +-\n")));
 
   // `ravnest losses` fetches them from the leaf, with the validation rounds (one per epoch and
   // val_freq 0), and plots them.
@@ -314,6 +315,27 @@ TEST_CASE("a daemon whose port is taken says so in one line", "[daemon][errors]"
   CHECK(second.err.find("stack:") == std::string::npos);
 }
 
+TEST_CASE("a daemon asked for CUDA on a CPU-only LibTorch says so in one line at start",
+          "[daemon][errors][device]") {
+  if (torch::cuda::is_available()) return;  // a CUDA build: nothing to refuse
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("ravnest_device_" + std::to_string(::getpid()));
+  auto run = test::run_command(test::binary_dir() +
+                                   "/apps/ravnestd/ravnestd --node node_0 --listen 127.0.0.1:9"
+                                   " --device cuda:0 --data-dir " + dir.string(),
+                               30);
+  std::filesystem::remove_all(dir);
+  CHECK(run.exit_code != 0);
+  CHECK(run.err.find("ravnestd: error: device: \"cuda:0\" asks for CUDA") != std::string::npos);
+  // The error is the last line, whole (the log lines before it are the daemon's warnings).
+  const auto error = run.err.find("ravnestd: error:");
+  CHECK(run.err.find('\n', error) == run.err.size() - 1);
+  auto typo = test::run_command(test::binary_dir() +
+                                    "/apps/ravnestd/ravnestd --node node_0 --device gpu", 30);
+  CHECK(typo.exit_code != 0);
+  CHECK(typo.err == "ravnestd: error: flags: device: \"gpu\" is not cpu, cuda or cuda:N\n");
+}
+
 TEST_CASE("SIGTERM stops a daemon cleanly", "[daemon]") {
   test::LocalCluster cluster(test::digits_model(), {{}}, {"32x1x8x8"});
   cluster.start(0);
@@ -524,6 +546,15 @@ TEST_CASE("the asynchronous schedule trains the digits demo to 97 %", "[daemon][
                               << progress.validation_loss);
   CHECK(progress.validation_accuracy >= 0.97);
   CHECK(progress.batches == progress.total_batches);
+  // Every stage says how long it computed and ran (bench/pipeline.sh's busy fractions).
+  const auto reports = requester.status();
+  REQUIRE(reports.size() == 3);
+  for (const auto& r : reports) {
+    INFO(r.status.node << " busy " << r.status.busy_seconds << " of " << r.status.running_seconds);
+    CHECK(r.status.busy_seconds > 0);
+    CHECK(r.status.running_seconds >= r.status.busy_seconds);
+    CHECK(r.status.running_seconds <= result.seconds + 1);
+  }
 }
 
 // What a node counts as sent equals what its consumer counts as received, and both are the
