@@ -94,6 +94,8 @@ enum TransferKind {
                              # parameter_server.sparse_tables) that the server holds
   psRows @7;                 # hybrid: server -> trainer answering lookup `step`: value t the rows
                              # of table t for those ids, in their order
+  predicted @8;              # prediction job: leaf -> root, no values: the micro-batch's outputs
+                             # are kept, another may enter (docs/predict.md)
 }
 
 struct IndexedValue {
@@ -261,6 +263,10 @@ interface Node {
   fetchCheckpoint @15 (identity :Text, cluster :Int32, position :Int32,
                        updates :UInt64) -> (checkpoint :Data, sha256 :Text);
     # The checkpoint file of that slot after `updates` updates, this node's own or a kept copy.
+  fetchPredictions @16 () -> (predictions :Data, sha256 :Text);
+    # The leaf's predictions.pt of the last prediction job (docs/predict.md): the model's outputs
+    # for every sample in order, as torch.save writes them. Refused on other nodes and before
+    # a prediction job finished.
 }
 
 # ---------------------------------------------------------------------------------------------

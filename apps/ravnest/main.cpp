@@ -28,6 +28,7 @@
 #include "libs/config/job_spec.h"
 #include "libs/config/node_pool.h"
 #include "libs/config/plan_layout.h"
+#include "libs/config/prediction_job.h"
 #include "libs/config/secret.h"
 #include "libs/data/dataset.h"
 #include "libs/graph/clusterize.h"
@@ -38,6 +39,7 @@
 #include "libs/requester/requester.h"
 #include "libs/training/evaluate.h"
 #include "libs/training/loss.h"
+#include "libs/training/predictions.h"
 
 namespace {
 
@@ -321,6 +323,71 @@ int run_fuse(const Connection& c, int cluster, const std::string& from, std::str
   return 0;
 }
 
+// `target`: a plan directory (through its daemons, one cluster) or a TorchScript model (here).
+int run_predict(Connection c, const std::string& target, const std::string& data_path,
+                std::string job_path, const std::string& out, int cluster,
+                std::optional<int64_t> batch_size) {
+  namespace fs = std::filesystem;
+  const bool through_plan = fs::is_directory(target);
+  if (through_plan) c.plan_dir = target;
+  if (!through_plan && !fs::is_regular_file(target)) {
+    throw std::runtime_error(target + ": neither a plan directory nor a model file");
+  }
+  if (!fs::is_regular_file(data_path)) throw std::runtime_error(data_path + ": no such file");
+  if (out.empty()) throw std::runtime_error("--out: must name a file");
+  if (job_path.empty()) {
+    // The job that trained the plan says how its data is read.
+    job_path = runtime::last_job_path(c.plan_dir);
+  }
+  const std::string text = config::prediction_job_text(
+      config::read_file(job_path), job_path, fs::absolute(data_path).string(), batch_size);
+  std::string bytes;
+  if (through_plan) {
+    auto plan = runtime::load_plan(c.plan_dir);
+    const auto ids = plan.cluster_ids();
+    if (std::find(ids.begin(), ids.end(), cluster) == ids.end()) {
+      throw std::runtime_error("--cluster " + std::to_string(cluster) + ": no such cluster in " +
+                               c.plan_dir);
+    }
+    plan.nodes = plan.cluster(cluster);
+    int leaf = -1;
+    for (const auto& node : plan.nodes) {
+      if (node.returns_model_output) leaf = node.node_id;
+    }
+    if (leaf < 0) throw std::runtime_error("no node of cluster " + std::to_string(cluster) +
+                                           " computes the model's output");
+    c.warn_if_insecure();
+    runtime::Requester requester(std::move(plan), c.secret(), c.insecure);
+    runtime::TrainOptions options;
+    options.log = say;
+    // Ctrl-C stops the prediction on every node, as for training.
+    struct sigaction action {};
+    action.sa_handler = on_interrupt;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGINT, &action, nullptr);
+    ::sigaction(SIGTERM, &action, nullptr);
+    options.interrupted = [] { return g_interrupted != 0; };
+    const auto result = requester.predict(text, job_path, options);
+    say("predicted through cluster " + std::to_string(cluster) + " in " +
+        std::to_string(result.seconds).substr(0, 4) + " s");
+    bytes = requester.fetch_predictions(leaf);
+  } else {
+    const auto job = config::parse_job(text, job_path);
+    const auto dataset = data::load_dataset(job.data, data::Split::kTrain);
+    torch::jit::Module model;
+    try {
+      model = torch::jit::load(target);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(target + ": not a TorchScript model (" + graph::torch_message(e) + ")");
+    }
+    bytes = runtime::predictions_file(
+        runtime::predict_in_process(model, dataset, job.train.batch_size));
+  }
+  config::write_file_atomically(out, bytes);
+  say("wrote " + out + " (" + std::to_string(bytes.size()) + " bytes; torch.load reads it)");
+  return 0;
+}
+
 int run_evaluate(const std::string& model_path, const std::string& job_path, bool on_train) {
   auto job = config::load_job(job_path);
   auto dataset = data::load_dataset(
@@ -494,6 +561,26 @@ int main(int argc, char** argv) {
                      "fuse the weights as they are when the last job did not finish on every node");
   add_connection_options(fuse_cmd, connection);
 
+  std::string predict_target, predict_data, predict_job, predict_out = "predictions.pt";
+  int predict_cluster = 0;
+  int64_t predict_batch = 0;
+  auto* predict_cmd = app.add_subcommand(
+      "predict", "The model's outputs for every sample of DATA, in order, through a plan's "
+                 "daemons (eval mode, no autograd) or in one process (docs/predict.md)");
+  predict_cmd->add_option("target", predict_target,
+                          "a plan directory (its daemons) or a TorchScript model (here)")
+      ->required();
+  predict_cmd->add_option("data", predict_data, "the data, in the job's [data] format")->required();
+  predict_cmd->add_option("--job", predict_job,
+                          "the job whose [data] reads DATA (default: the plan's last job)");
+  predict_cmd->add_option("--out", predict_out, "where to write the outputs (torch.save format)")
+      ->capture_default_str();
+  predict_cmd->add_option("--cluster", predict_cluster, "the cluster whose pipeline predicts")
+      ->capture_default_str();
+  auto* predict_batch_opt =
+      predict_cmd->add_option("--batch-size", predict_batch, "samples per batch (default: the job's)");
+  add_connection_options(predict_cmd, connection);
+
   std::string eval_model, eval_job;
   bool eval_on_train = false;
   auto* eval_cmd = app.add_subcommand("evaluate", "Loss and accuracy of a model on a job's data");
@@ -616,6 +703,11 @@ int main(int argc, char** argv) {
                       fuse_allow_unfinished);
     }
     if (eval_cmd->parsed()) return run_evaluate(eval_model, eval_job, eval_on_train);
+    if (predict_cmd->parsed()) {
+      return run_predict(connection, predict_target, predict_data, predict_job, predict_out,
+                         predict_cluster,
+                         *predict_batch_opt ? std::optional<int64_t>(predict_batch) : std::nullopt);
+    }
     if (bench_allreduce->parsed()) {
       return run_bench_allreduce(bench_nodes, bench_size, bench_reps, !bench_no_gloo,
                                  bench_insecure);

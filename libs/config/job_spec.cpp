@@ -399,7 +399,7 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
 
   static const std::vector<std::string> kTables = {"train",     "data",        "loss",
                                                    "optimizer", "scheduler", "compression",
-                                                   "ps",        "sparse_optimizer"};
+                                                   "ps",        "sparse_optimizer", "predict"};
   for (const auto& [key, value] : root) {
     const std::string name(key.str());
     if (std::find(kTables.begin(), kTables.end(), name) == kTables.end()) {
@@ -410,7 +410,7 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
       throw ConfigError(origin + ": " + printable(name, 100) + ": unknown " +
                         (value.is_table() ? "table" : "key") +
                         " (the tables are [train], [data], [loss], [optimizer], [scheduler], "
-                        "[compression], [ps], [sparse_optimizer])");
+                        "[compression], [ps], [sparse_optimizer], [predict])");
     }
     if (!value.is_table()) {
       throw ConfigError(origin + ": " + name + ": must be a table [" + name + "], got " + type_name(value));
@@ -437,6 +437,10 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
   if (root.get_as<toml::table>("ps")) job.ps = parse_ps(section("ps"));
   if (root.get_as<toml::table>("sparse_optimizer")) {
     job.sparse_optimizer = parse_sparse_optimizer(section("sparse_optimizer"));
+  }
+  if (root.get_as<toml::table>("predict")) {
+    section("predict").check_known({});
+    job.predict = true;
   }
   return job;
 }

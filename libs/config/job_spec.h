@@ -126,6 +126,9 @@ struct JobSpec {
   CompressionSpec compression;  // [compression]; all "none" when absent
   PsSpec ps;                    // [ps]; parameter-server plans only
   std::optional<SparseOptimizerSpec> sparse_optimizer;  // [sparse_optimizer]; hybrid plans only
+  // [predict] (no keys): not training but the model's outputs for every sample of data.train,
+  // in order, through the pipeline (`ravnest predict` writes such a job; docs/predict.md).
+  bool predict = false;
 };
 
 // Parses a job from TOML text; `origin` names it in errors and its directory (made absolute)

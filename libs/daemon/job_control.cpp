@@ -395,6 +395,30 @@ kj::Promise<void> JobControl::fetch_losses(FetchLossesCall context) {
   return kj::READY_NOW;
 }
 
+kj::Promise<void> JobControl::fetch_predictions(FetchPredictionsCall context) {
+  checked([&] {
+    if (!store_.has_stage() || !metadata_.returns_model_output) {
+      throw std::runtime_error("not a leaf: predictions are kept by the leaf");
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (effective_state(nullptr) == NodeState::kTraining) {
+        throw std::runtime_error("busy: a job is running");
+      }
+    }
+    const auto path = store_.predictions_path();
+    if (!std::filesystem::is_regular_file(path)) {
+      throw std::runtime_error("no predictions: no prediction job finished here");
+    }
+    const std::string bytes = config::read_file(path.string());
+    auto results = context.getResults();
+    results.setPredictions(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()),
+                                               bytes.size()));
+    results.setSha256(config::sha256_hex(bytes));
+  });
+  return kj::READY_NOW;
+}
+
 bool JobControl::busy() const {
   std::lock_guard<std::mutex> lock(mutex_);
   const NodeState state = effective_state(nullptr);

@@ -70,6 +70,7 @@ class JobControl {
   kj::Promise<void> fetch_stage(FetchStageCall context);
   kj::Promise<void> subscribe(SubscribeCall context);
   kj::Promise<void> fetch_losses(FetchLossesCall context);
+  kj::Promise<void> fetch_predictions(FetchPredictionsCall context);
 
   // Drops the running or loaded job, checkpointing it first (JobWorker::checkpoint_on_stop);
   // compute thread.

@@ -11,6 +11,7 @@
 #include "libs/daemon/embedding_server.h"
 #include "libs/daemon/ps_evaluator.h"
 #include "libs/daemon/ps_server.h"
+#include "libs/daemon/stage_predictor.h"
 #include "libs/planner/rings.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
@@ -69,9 +70,16 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   auto setup = std::make_unique<WorkerSetup>();
   setup->node = store.metadata();
   const auto& node = setup->node;
-  setup->stage = torch::jit::load(store.stage_path().string());
+  // A prediction runs on what training made of the stage, when it made something.
+  const bool trained = job.predict && std::filesystem::exists(store.trained_path());
+  setup->stage = torch::jit::load((trained ? store.trained_path() : store.stage_path()).string());
   setup->job_id = job_id;
   setup->ps = job.ps;
+  if (job.predict && (node.role == config::Role::kServer ||
+                      node.role == config::Role::kEvaluator || !node.parameter_server.servers.empty())) {
+    throw std::runtime_error("[predict]: a parameter-server plan predicts in one process: "
+                             "ravnest fuse, then ravnest predict the fused model.pt");
+  }
   if (node.role == config::Role::kServer || node.role == config::Role::kEvaluator) {
     return make_ps_role_setup(std::move(setup), store, job);
   }
@@ -119,10 +127,16 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
                              "clusters does not support yet; plan one cluster or cut elsewhere");
   }
 
+  if (job.predict) {
+    // Every sample, in order, whatever the cluster: the data is what `ravnest predict` was given.
+    setup->predict = true;
+    setup->predictions_path = store.predictions_path().string();
+    setup->has_validation = false;
+  }
   if (node.position == 0) {
     setup->train_data =
         std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kTrain));
-    if (node.cluster_count > 1) {
+    if (node.cluster_count > 1 && !job.predict) {
       setup->shard = data::shard_indices(setup->train_data->size(), node.cluster_count,
                                          node.cluster, job.train.seed);
     }
@@ -146,6 +160,7 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
 }
 
 std::shared_ptr<JobWorker> make_job_worker(WorkerSetup setup, WorkerPort& port) {
+  if (setup.predict) return std::make_shared<StagePredictor>(std::move(setup), port);
   switch (setup.node.role) {
     case config::Role::kServer:
       if (setup.node.parameter_server.hybrid()) {

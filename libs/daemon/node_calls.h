@@ -26,6 +26,8 @@ using SubscribeCall =
     capnp::CallContext<schema::Node::SubscribeParams, schema::Node::SubscribeResults>;
 using FetchLossesCall =
     capnp::CallContext<schema::Node::FetchLossesParams, schema::Node::FetchLossesResults>;
+using FetchPredictionsCall = capnp::CallContext<schema::Node::FetchPredictionsParams,
+                                                schema::Node::FetchPredictionsResults>;
 using SendCall =
     capnp::CallContext<schema::Node::SendParams, schema::Node::SendResults>;
 using OpenRingCall =

@@ -55,6 +55,9 @@ kj::Promise<void> NodeEndpoint::subscribe(SubscribeContext context) {
 kj::Promise<void> NodeEndpoint::fetchLosses(FetchLossesContext context) {
   return forward("fetchLosses", [&] { return service_.job().fetch_losses(context); });
 }
+kj::Promise<void> NodeEndpoint::fetchPredictions(FetchPredictionsContext context) {
+  return forward("fetchPredictions", [&] { return service_.job().fetch_predictions(context); });
+}
 kj::Promise<void> NodeEndpoint::checkpoints(CheckpointsContext context) {
   return forward("checkpoints", [&] { return service_.checkpoints().checkpoints(context); });
 }

@@ -53,6 +53,8 @@ class NodeStore {
                                  const std::map<std::string, std::string>& shipped) const;
 
   std::filesystem::path trained_path() const { return dir_ / "trained.pt"; }
+  // The leaf's outputs of the last prediction job (stage_predictor.h).
+  std::filesystem::path predictions_path() const { return dir_ / "predictions.pt"; }
   std::filesystem::path losses_path() const { return dir_ / "losses.txt"; }
   std::filesystem::path validation_path() const { return dir_ / "validation.txt"; }  // LeafMetrics'
   std::filesystem::path checkpoints_dir() const { return dir_ / "checkpoints"; }

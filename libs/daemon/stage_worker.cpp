@@ -236,8 +236,11 @@ void StageWorker::receive(TransferMessage message) {
         break;  // handled above
       case TransferKind::kPsGradients:
       case TransferKind::kPsWeights:
+      case TransferKind::kPsLookup:
+      case TransferKind::kPsRows:
+      case TransferKind::kPredicted:
         throw std::runtime_error("node " + std::to_string(message.from_node) +
-                                 " sent a parameter server's message to a pipeline stage");
+                                 " sent a message a training stage does not take");
       case TransferKind::kGradients:
         if (m.output_grads.empty()) m.output_grads.resize(setup_.node.outputs.size());
         for (auto& [output, value] : message.values) {

@@ -34,6 +34,10 @@ struct WorkerSetup {
   int leaf_node = 0;
   torch::jit::Module stage;
   c10::Device device{c10::kCPU};  // where the stage computes (compute_device.h)
+  // A prediction job (the job's [predict]): a StagePredictor runs instead of a StageWorker, the
+  // root reading train_data in order, the leaf writing predictions_path.
+  bool predict = false;
+  std::string predictions_path;
   uint64_t job_id = 0;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<LrSchedule> lr_schedule;

@@ -56,7 +56,7 @@ struct Interrupted {};
 // The data is checked here, before anything is shipped: a bad file fails at the requester.
 void check_job_data(const config::JobSpec& job, const Log& log) {
   auto train_data = data::load_dataset(job.data, data::Split::kTrain);
-  log("training data: " + job.data.train.raw + " (" + std::to_string(train_data.size()) +
+  log(std::string(job.predict ? "data to predict on: " : "training data: ") + job.data.train.raw + " (" + std::to_string(train_data.size()) +
       " samples)");
   if (!job.data.validation.empty()) {
     auto validation = data::load_dataset(job.data, data::Split::kValidation);
@@ -580,11 +580,28 @@ void Requester::check_finished(const std::vector<config::NodeMetadata>& nodes) {
 }
 
 TrainResult Requester::train(const std::string& job_path, const TrainOptions& options) {
+  return run(config::load_job(job_path), config::read_file(job_path), job_path, options);
+}
+
+TrainResult Requester::predict(const std::string& job_text, const std::string& origin,
+                               const TrainOptions& options) {
+  const config::JobSpec job = config::parse_job(job_text, origin);
+  if (!job.predict) throw std::runtime_error(origin + ": not a prediction job (no [predict])");
+  if (!servers().empty()) {
+    throw std::runtime_error("a parameter-server plan predicts in one process: ravnest fuse, "
+                             "then ravnest predict the fused model.pt");
+  }
+  TrainOptions once = options;
+  once.resume = false;
+  once.detach = false;
+  return run(job, job_text, origin, once);
+}
+
+TrainResult Requester::run(const config::JobSpec& job, const std::string& job_text,
+                           const std::string& job_path, const TrainOptions& options) {
   auto log = [&](const std::string& line) {
     if (options.log) options.log(line);
   };
-  const config::JobSpec job = config::load_job(job_path);
-  const std::string job_text = config::read_file(job_path);
   config::check_job_for_plan(job, impl_->plan_.nodes, job_path);
   check_job_data(job, log);
 
@@ -617,7 +634,7 @@ TrainResult Requester::train(const std::string& job_path, const TrainOptions& op
                           impl_->ship_job_files(shipments, log);
                           impl_->load_job(job_text, result.job_id, identity,
                                           result.resumed_from, shipments);
-                          remember_job(plan.dir, job_path);
+                          if (!job.predict) remember_job(plan.dir, job_path);
                         },
                         [&]() {
                           impl_->start(result.job_id);
@@ -781,6 +798,21 @@ void Requester::store_checkpoint(const config::NodeMetadata& at, const std::stri
                                             reinterpret_cast<const kj::byte*>(bytes.data()),
                                             bytes.size())),
                at, "store checkpoint");
+}
+
+std::string Requester::fetch_predictions(int node_id) {
+  for (const auto& meta : impl_->plan_.nodes) {
+    if (meta.node_id != node_id) continue;
+    auto request = impl_->node(meta).fetchPredictionsRequest();
+    auto response = impl_->await(request.send(), meta, "fetch predictions");
+    auto data = response.getPredictions();
+    std::string bytes(reinterpret_cast<const char*>(data.begin()), data.size());
+    if (config::sha256_hex(bytes) != std::string(response.getSha256())) {
+      throw std::runtime_error(meta.name + ": the predictions arrived damaged (checksum)");
+    }
+    return bytes;
+  }
+  throw std::runtime_error("no node " + std::to_string(node_id) + " in the plan");
 }
 
 Requester::Losses Requester::fetch_losses(int node_id) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "libs/config/job_spec.h"
 #include "libs/config/node_metadata.h"
 #include "libs/wire/node_report.h"
 
@@ -93,6 +94,13 @@ class Requester {
   // plan's stage (else: run `ravnest push`) and run no job. A failure after the job was loaded
   // stops it on every node (and only it: a job another requester runs is never touched).
   TrainResult train(const std::string& job_path, const TrainOptions& options);
+  // A prediction job (`job_text` has [predict]; `origin` names it in errors and is the base of its
+  // relative paths) on the plan's nodes, as train() runs one; the plan is one cluster's
+  // (docs/predict.md). Then fetch_predictions(leaf) returns what the leaf wrote.
+  TrainResult predict(const std::string& job_text, const std::string& origin,
+                      const TrainOptions& options);
+  // The leaf `node_id`'s predictions.pt of its last prediction job (torch.save's format).
+  std::string fetch_predictions(int node_id);
   // Follows the job that runs on the plan's nodes (started by another requester, or by one that
   // was detached or lost its connection) as train() does, until it ends. Throws when no job, or
   // more than one, runs.
@@ -140,6 +148,8 @@ class Requester {
                         int position, uint64_t updates, const std::string& bytes);
 
  private:
+  TrainResult run(const config::JobSpec& job, const std::string& job_text,
+                  const std::string& job_path, const TrainOptions& options);
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

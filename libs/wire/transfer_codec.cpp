@@ -16,6 +16,7 @@ schema::TransferKind to_schema(TransferKind kind) {
     case TransferKind::kPsWeights: return schema::TransferKind::PS_WEIGHTS;
     case TransferKind::kPsLookup: return schema::TransferKind::PS_LOOKUP;
     case TransferKind::kPsRows: return schema::TransferKind::PS_ROWS;
+    case TransferKind::kPredicted: return schema::TransferKind::PREDICTED;
   }
   return schema::TransferKind::ACTIVATIONS;
 }
@@ -30,6 +31,7 @@ TransferKind from_schema(schema::TransferKind kind) {
     case schema::TransferKind::PS_WEIGHTS: return TransferKind::kPsWeights;
     case schema::TransferKind::PS_LOOKUP: return TransferKind::kPsLookup;
     case schema::TransferKind::PS_ROWS: return TransferKind::kPsRows;
+    case schema::TransferKind::PREDICTED: return TransferKind::kPredicted;
   }
   throw WireError("unknown transfer kind");
 }

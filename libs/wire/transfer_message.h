@@ -37,7 +37,8 @@ enum class TransferKind {
   kPsGradients,
   kPsWeights,
   kPsLookup,
-  kPsRows
+  kPsRows,
+  kPredicted  // a prediction job: leaf -> root, one per micro-batch done (stage_predictor.h)
 };
 
 struct TransferMessage {

@@ -9,7 +9,8 @@ TrafficKind traffic_kind(TransferKind kind) {
     case TransferKind::kPsGradients: return TrafficKind::kGradients;
     case TransferKind::kPsWeights:
     case TransferKind::kPsRows: return TrafficKind::kWeights;
-    case TransferKind::kPsLookup: return TrafficKind::kOther;
+    case TransferKind::kPsLookup:
+    case TransferKind::kPredicted: return TrafficKind::kOther;
     case TransferKind::kLabels:
     case TransferKind::kRandomState: return TrafficKind::kOther;
   }

@@ -13,6 +13,7 @@
 #include "libs/config/job_files.h"
 #include "libs/config/job_plan_check.h"
 #include "libs/config/job_spec.h"
+#include "libs/config/prediction_job.h"
 
 using namespace ravnest::config;
 
@@ -605,4 +606,68 @@ TEST_CASE("[sparse_optimizer]: how a hybrid plan's servers step their tables",
   CHECK(contains(refusal(sgd, {worker}), "job.toml: sparse_optimizer: this plan has no sparse tables"));
   CHECK(contains(refusal(sgd + "\n[ps]\nmode = \"async\"\nmax_staleness = 2\n", {trainer}),
                  "job.toml: ps.mode: a hybrid plan trains synchronously only"));
+}
+
+TEST_CASE("prediction job: the training job's [data] over other data, [predict] added",
+          "[config][job][predict]") {
+  const std::string training = R"(
+[train]
+epochs = 5
+batch_size = 32
+micro_batches = 8
+max_steps = 40
+val_freq = 2
+schedule = "1f1b"
+[data]
+format = "csv"
+train = "train.csv"
+validation = "val.csv"
+label_column = "label"
+input_shape = [1, 8, 8]
+scale = 0.0625
+[loss]
+name = "cross_entropy"
+[optimizer]
+name = "adam"
+[scheduler]
+name = "step"
+step_size = 10
+)";
+  const auto text = prediction_job_text(training, "/jobs/job.toml", "/data/new.csv");
+  const auto job = parse_job(text, "/jobs/job.toml");
+  CHECK(job.predict);
+  CHECK(job.data.train.resolved == "/data/new.csv");
+  CHECK(job.data.validation.empty());
+  CHECK(job.data.input_shape == std::vector<int64_t>{1, 8, 8});
+  CHECK(job.data.scale == 0.0625);
+  CHECK(job.data.label_column == "label");
+  CHECK(job.train.epochs == 1);
+  CHECK_FALSE(job.train.max_steps);
+  CHECK_FALSE(job.train.shuffle);
+  CHECK(job.train.batch_size == 32);
+  CHECK(job.train.micro_batches == 8);
+  CHECK_FALSE(job.scheduler);
+
+  // --batch-size: micro-batches never outnumber its samples.
+  const auto small = parse_job(prediction_job_text(training, "job.toml", "/d.csv", 4), "job.toml");
+  CHECK(small.train.batch_size == 4);
+  CHECK(small.train.micro_batches == 4);
+  try {
+    prediction_job_text(training, "job.toml", "/d.csv", 0);
+    FAIL("a batch size of 0");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()) == "--batch-size: must be at least 1, got 0");
+  }
+  // A job that is not one fails as it would for training, naming its file.
+  try {
+    prediction_job_text("[train]\nepochs = 1\n", "bad.toml", "/d.csv");
+    FAIL("not a job");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()).rfind("bad.toml: ", 0) == 0);
+  }
+  // [predict] takes no keys; any other table name lists it.
+  CHECK(parse_job(kMinimal + "[predict]\n", "job.toml").predict);
+  CHECK_FALSE(parse_job(kMinimal, "job.toml").predict);
+  CHECK(contains(error_of(kMinimal + "[predict]\nout = \"x.pt\"\n"), "job.toml: predict.out: unknown key"));
+  CHECK(contains(error_of(kMinimal + "[predicts]\n"), "[sparse_optimizer], [predict])"));
 }

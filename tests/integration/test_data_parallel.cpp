@@ -172,6 +172,19 @@ TEST_CASE("clusters cut at different points average gradients (Adam)", "[data-pa
   CHECK(crossing);
   train_and_compare(cluster, 2,
                     job_text("name = \"adam\"\nlr = 0.01", "reduce = \"gradients\"", 1, 12), 12);
+  // Either cluster predicts every sample, in order (no shard): cluster 1, two stages, here.
+  const std::string val = (test::digits_dir() / "digits_val.csv").string();
+  const auto out = cluster.dir() / "predicted_1.pt";
+  auto predict = cluster.ravnest("predict", cluster.plan_dir() + " " + val + " --cluster 1 --out " +
+                                                out.string());
+  INFO(predict.out << predict.err);
+  REQUIRE(predict.exit_code == 0);
+  auto check = test::run_command(test::python() + " " + test::source_dir() +
+                                 "/tests/python/check_predictions.py " + test::digits_model() + " " +
+                                 (cluster.dir() / "trained_1/trained_state_dict.pt").string() +
+                                 " " + val + " " + out.string());
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
 }
 
 TEST_CASE("parameter averaging every few updates with Adam state averaged",

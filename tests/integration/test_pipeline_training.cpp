@@ -302,6 +302,78 @@ TEST_CASE("a daemon killed mid-training is named within 10 s", "[daemon][faults]
   CHECK(std::regex_search(status.out, match, std::regex("node_2 .* idle")));
 }
 
+// `ravnest predict`: through the daemons' pipeline (a plan) and in one process (the fused model),
+// both equal to PyTorch's own forward of the fused weights; nothing of training is disturbed.
+TEST_CASE("predict through the pipeline equals the fused model in PyTorch", "[daemon][predict]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 3)}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto dir = cluster.dir();
+  const std::string val = (test::digits_dir() / "digits_val.csv").string();
+  // Before any training: nothing to default the job to, and the leaf holds no predictions.
+  auto untrained = cluster.ravnest("predict", cluster.plan_dir() + " " + val);
+  CHECK(untrained.exit_code != 0);
+  CHECK(untrained.err.find("no job was trained with the plan") != std::string::npos);
+
+  test::write_text(dir / "job.toml", job_text("name = \"adam\"\nlr = 0.003", 1, 12, 1, "1f1b", true));
+  auto train = cluster.ravnest("train", (dir / "job.toml").string());
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const auto losses = test::read_text(cluster.data_dir(2) / "losses.txt");
+  auto fuse = cluster.ravnest("fuse", "--out " + (dir / "trained").string());
+  REQUIRE(fuse.exit_code == 0);
+
+  // digits_val's 360 samples in batches of 20, each in the job's 4 micro-batches (of 5).
+  auto piped = cluster.ravnest("predict", cluster.plan_dir() + " " + val + " --batch-size 20 --out " +
+                                              (dir / "piped.pt").string());
+  INFO(piped.out << piped.err);
+  REQUIRE(piped.exit_code == 0);
+  CHECK(piped.out.find("data to predict on: ") != std::string::npos);
+  auto local = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest predict " +
+                                 (dir / "trained/model.pt").string() + " " + val + " --job " +
+                                 (dir / "job.toml").string() + " --out " +
+                                 (dir / "local.pt").string());
+  INFO(local.out << local.err);
+  REQUIRE(local.exit_code == 0);
+  auto check = test::run_command(test::python() + " " + test::source_dir() +
+                                 "/tests/python/check_predictions.py " + test::digits_model() + " " +
+                                 (dir / "trained/trained_state_dict.pt").string() + " " + val + " " +
+                                 (dir / "piped.pt").string() + " " + (dir / "local.pt").string());
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+  CHECK(check.out.rfind("ok ", 0) == 0);
+
+  // Training's results are untouched: the leaf's losses, the trained stages (fuse again, the
+  // last job on every node counts as finished), and the next training job starts as before.
+  CHECK(test::read_text(cluster.data_dir(2) / "losses.txt") == losses);
+  auto refuse = cluster.ravnest("fuse", "--out " + (dir / "trained_again").string());
+  INFO(refuse.out << refuse.err);
+  CHECK(refuse.exit_code == 0);
+  CHECK(test::read_text(dir / "trained_again/trained_state_dict.pt") ==
+        test::read_text(dir / "trained/trained_state_dict.pt"));
+
+  // Errors: one line, nothing written.
+  auto no_cluster = cluster.ravnest("predict", cluster.plan_dir() + " " + val + " --cluster 3 --out " +
+                                                   (dir / "x.pt").string());
+  CHECK(no_cluster.exit_code != 0);
+  CHECK(no_cluster.err.find("--cluster 3: no such cluster") != std::string::npos);
+  auto no_data = cluster.ravnest("predict", cluster.plan_dir() + " " + (dir / "nope.csv").string() +
+                                                " --out " + (dir / "x.pt").string());
+  CHECK(no_data.exit_code != 0);
+  CHECK(no_data.err.find("nope.csv: no such file") != std::string::npos);
+  test::write_text(dir / "bad.csv", "label,a\n1,2\n");
+  auto bad_data = cluster.ravnest("predict", cluster.plan_dir() + " " + (dir / "bad.csv").string() +
+                                                 " --out " + (dir / "x.pt").string());
+  CHECK(bad_data.exit_code != 0);
+  CHECK(bad_data.err.find("bad.csv") != std::string::npos);
+  auto zero = cluster.ravnest("predict", cluster.plan_dir() + " " + val + " --batch-size 0 --out " +
+                                             (dir / "x.pt").string());
+  CHECK(zero.exit_code != 0);
+  CHECK(zero.err.find("--batch-size: must be at least 1") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "x.pt"));
+}
+
 TEST_CASE("a daemon whose port is taken says so in one line", "[daemon][errors]") {
   test::LocalCluster cluster(test::digits_model(), {{}}, {"32x1x8x8"});
   cluster.start(0);
