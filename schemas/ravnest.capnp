@@ -145,6 +145,7 @@ struct NodeStatus {
   weightTraffic @19 :TrafficCount;  # parameter server -> workers, evaluator
   busySeconds @20 :Float64;         # computing (forward, backward, updates) since the job started
   runningSeconds @21 :Float64;      # since the job started, until its last batch finished
+  residentBytes @22 :UInt64;        # the daemon's resident memory (RSS) now
 }
 
 struct TrafficCount {

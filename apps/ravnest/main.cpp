@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include "apps/ravnest/dashboard_server.h"
 #include "apps/ravnest/loss_report.h"
 #include "apps/ravnest/progress_view.h"
 #include "apps/ravnest/traffic_view.h"
@@ -581,6 +582,14 @@ int main(int argc, char** argv) {
       predict_cmd->add_option("--batch-size", predict_batch, "samples per batch (default: the job's)");
   add_connection_options(predict_cmd, connection);
 
+  std::string dashboard_listen = "127.0.0.1:8650";
+  auto* dashboard_cmd = app.add_subcommand(
+      "dashboard", "A local web page: the plan's nodes, loss curves, bytes on the wire and job, "
+                   "live while a job runs (docs/dashboard.md)");
+  dashboard_cmd->add_option("--listen", dashboard_listen, "host:port to serve on")
+      ->capture_default_str();
+  add_connection_options(dashboard_cmd, connection);
+
   std::string eval_model, eval_job;
   bool eval_on_train = false;
   auto* eval_cmd = app.add_subcommand("evaluate", "Loss and accuracy of a model on a job's data");
@@ -703,6 +712,23 @@ int main(int argc, char** argv) {
                       fuse_allow_unfinished);
     }
     if (eval_cmd->parsed()) return run_evaluate(eval_model, eval_job, eval_on_train);
+    if (dashboard_cmd->parsed()) {
+      connection.warn_if_insecure();
+      struct sigaction action {};
+      action.sa_handler = on_interrupt;
+      sigemptyset(&action.sa_mask);
+      ::sigaction(SIGINT, &action, nullptr);
+      ::sigaction(SIGTERM, &action, nullptr);
+      runtime::DashboardOptions options;
+      options.plan_dir = connection.plan_dir;
+      options.secret = connection.secret();
+      options.insecure = connection.insecure;
+      options.listen = dashboard_listen;
+      options.log = say;
+      options.interrupted = [] { return g_interrupted != 0; };
+      runtime::run_dashboard(options);
+      return 0;
+    }
     if (predict_cmd->parsed()) {
       return run_predict(connection, predict_target, predict_data, predict_job, predict_out,
                          predict_cluster,

@@ -1,5 +1,9 @@
 #include "libs/daemon/job_control.h"
 
+#include <unistd.h>
+
+#include <fstream>
+
 #include "libs/daemon/compute_device.h"
 #include "libs/daemon/compute_threads.h"
 
@@ -333,6 +337,18 @@ kj::Promise<void> JobControl::stop_job(uint64_t job_id, const std::string& reaso
   });
 }
 
+namespace {
+
+// This process's resident memory, from /proc/self/statm (0 where there is none).
+uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
 kj::Promise<void> JobControl::status(StatusCall context) {
   wire::NodeStatusData out;
   out.node = store_.node_name();
@@ -360,6 +376,7 @@ kj::Promise<void> JobControl::status(StatusCall context) {
     }
   }
   out.traffic = traffic_.snapshot();
+  out.resident_bytes = resident_bytes();
   wire::encode_status(out, context.getResults().initStatus());
   return kj::READY_NOW;
 }

@@ -57,6 +57,7 @@ struct NodeStatusData {
   double samples_per_second = 0;
   double busy_seconds = 0;     // computing, since the job started (busy / running: busy fraction)
   double running_seconds = 0;  // since the job started, until its last batch finished
+  uint64_t resident_bytes = 0;  // the daemon's resident memory now
   std::string error;
   NodeTraffic traffic;  // since the job was loaded
 };

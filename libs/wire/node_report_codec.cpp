@@ -133,6 +133,7 @@ void encode_status(const NodeStatusData& status, schema::NodeStatus::Builder out
   out.setSamplesPerSecond(status.samples_per_second);
   out.setBusySeconds(status.busy_seconds);
   out.setRunningSeconds(status.running_seconds);
+  out.setResidentBytes(status.resident_bytes);
   out.setError(status.error);
   encode_traffic(status.traffic[TrafficKind::kActivations], out.initActivationTraffic());
   encode_traffic(status.traffic[TrafficKind::kGradients], out.initGradientTraffic());
@@ -159,6 +160,7 @@ NodeStatusData decode_status(schema::NodeStatus::Reader status) {
   out.samples_per_second = status.getSamplesPerSecond();
   out.busy_seconds = status.getBusySeconds();
   out.running_seconds = status.getRunningSeconds();
+  out.resident_bytes = status.getResidentBytes();
   out.error = status.getError();
   out.traffic[TrafficKind::kActivations] = decode_traffic(status.getActivationTraffic());
   out.traffic[TrafficKind::kGradients] = decode_traffic(status.getGradientTraffic());

@@ -1,10 +1,11 @@
 // What `ravnest train` and `ravnest losses` print, from plain data: the progress line per epoch,
-// the loss table, the SVG and the errors of malformed loss files.
+// the loss table, the SVG and the errors of malformed loss files; the dashboard's JSON.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <string>
 
+#include "apps/ravnest/dashboard_state.h"
 #include "apps/ravnest/loss_report.h"
 #include "apps/ravnest/progress_view.h"
 
@@ -82,4 +83,55 @@ TEST_CASE("loss report: table, SVG and malformed files", "[cli][losses]") {
   CHECK(error("1.0 2.0\n", "") == "node_2 losses.txt line 1: not a number: \"1.0 2.0\"");
   CHECK(error("", "3 0 0.7\n") == "node_2 validation.txt line 1: expected \"updates epoch loss accuracy\"");
   CHECK(error("", "3 0 0.7 0.8 9\n") == "node_2 validation.txt line 1: expected \"updates epoch loss accuracy\"");
+}
+
+TEST_CASE("dashboard state: plan, nodes, thinned curves, no NaN in JSON", "[cli][dashboard]") {
+  Plan plan;
+  plan.dir = "node_data";
+  for (int id = 0; id < 2; ++id) {
+    ravnest::config::NodeMetadata m;
+    m.node_id = id;
+    m.name = "node_" + std::to_string(id);
+    m.cluster = 0;
+    m.position = id;
+    m.address = "127.0.0.1:80" + std::to_string(id);
+    m.role = id == 0 ? ravnest::config::Role::kRoot : ravnest::config::Role::kLeaf;
+    m.returns_model_output = id == 1;
+    plan.nodes.push_back(m);
+  }
+  std::vector<NodeReport> reports(2);
+  for (int i = 0; i < 2; ++i) {
+    reports[i].node = plan.nodes[i];
+    reports[i].reachable = i == 0;
+    reports[i].state = i == 0 ? "training" : "unreachable";
+    reports[i].error = i == 0 ? "" : "node_1 (127.0.0.1:801) stopped answering";
+  }
+  reports[0].status.batches = 7;
+  reports[0].status.total_batches = 20;
+  reports[0].status.samples_per_second = 123.5;
+  reports[0].status.busy_seconds = 1;
+  reports[0].status.running_seconds = 4;
+  reports[0].status.traffic[ravnest::wire::TrafficKind::kActivations].bytes_sent = 1000;
+  LossHistory h;
+  h.cluster = 0;
+  for (int i = 0; i < 5000; ++i) h.losses.push_back(1.0 / (i + 1));
+  h.validation.push_back({100, 0, 0.5, std::nan("")});
+  const auto state = dashboard_state(plan, reports, {h}, "job.toml", "[train]\n", 100);
+  CHECK(state["plan"]["node_count"] == 2);
+  CHECK(state["plan"]["clusters"][0]["nodes"][1]["role"] == "leaf");
+  CHECK(state["nodes"][0]["state"] == "training");
+  CHECK(state["nodes"][0]["total_batches"] == 20);
+  CHECK(state["nodes"][0]["busy"] == 0.25);
+  CHECK(state["nodes"][0]["bytes_sent"] == 1000);
+  CHECK(state["nodes"][0]["loss"].is_null());  // not the leaf
+  CHECK(state["nodes"][1]["error"] == "node_1 (127.0.0.1:801) stopped answering");
+  const auto& curve = state["clusters"][0];
+  CHECK(curve["batches"] == 5000);
+  CHECK(curve["losses"].size() <= 101);
+  CHECK(curve["losses"][0][0] == 1);
+  CHECK(curve["losses"].back()[0] == 5000);  // the last point stays
+  CHECK(curve["last_loss"] == 1.0 / 5000);
+  CHECK(curve["validation"][0]["accuracy"].is_null());
+  CHECK(state.dump().find("NaN") == std::string::npos);
+  CHECK(state["job"] == "[train]\n");
 }

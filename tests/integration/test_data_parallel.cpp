@@ -140,6 +140,52 @@ TEST_CASE("compressed rings: clusters stay equal, near the uncompressed run, in 
   CHECK(int8 <= 0.29);
 }
 
+// What `ravnest train`, `status` and `losses` show for a run of four clusters: every cluster's
+// validation rounds, each leaf's loss, the per-epoch counts.
+TEST_CASE("four clusters: every cluster's validation, loss and batches are shown",
+          "[data-parallel][cli]") {
+  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}, {}}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  std::string job = job_text("name = \"adam\"\nlr = 0.01", "reduce = \"parameters\"", 2, 0);
+  job.replace(job.find("\nlabel_column"), 0,
+              "\nvalidation = \"" + (test::digits_dir() / "digits_val.csv").string() + "\"");
+  test::write_text(job_path, job);
+  auto train = cluster.ravnest("train", job_path.string());
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  for (int c = 0; c < 4; ++c) {
+    // One round per epoch, each cluster's own.
+    const std::string line = "cluster " + std::to_string(c) + " validation: loss ";
+    size_t rounds = 0;
+    for (size_t at = train.out.find(line); at != std::string::npos; at = train.out.find(line, at + 1)) {
+      ++rounds;
+    }
+    CHECK(rounds == 2);
+  }
+  // 1437 samples in 4 shards of 359 (+1 left over): 12 batches of 32 per epoch on each.
+  auto status = cluster.ravnest("status");
+  INFO(status.out);
+  REQUIRE(status.exit_code == 0);
+  std::smatch match;
+  for (int node = 0; node < 4; ++node) {
+    // Root and leaf at once: its batches of the run and its last loss, not "-".
+    CHECK(std::regex_search(status.out, match,
+                            std::regex("node_" + std::to_string(node) +
+                                       " [^\n]* 24/24 +[0-9]+\\.[0-9]{4} +[0-9.]+\n")));
+  }
+  auto losses = cluster.ravnest("losses");
+  INFO(losses.out << losses.err);
+  REQUIRE(losses.exit_code == 0);
+  for (int c = 0; c < 4; ++c) {
+    CHECK(losses.out.find("cluster " + std::to_string(c) + " validation after 12 updates (epoch 1)") !=
+          std::string::npos);
+    CHECK(losses.out.find("cluster " + std::to_string(c) + " validation after 24 updates (epoch 2)") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("two clusters of two nodes average parameters (SGD, momentum averaged)",
           "[data-parallel][exact]") {
   const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);

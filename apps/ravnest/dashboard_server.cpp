@@ -1,0 +1,205 @@
+#include "apps/ravnest/dashboard_server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <sstream>
+#include <stdexcept>
+
+#include <asio.hpp>
+
+#include "apps/ravnest/dashboard_page.h"
+#include "apps/ravnest/dashboard_state.h"
+#include "libs/config/atomic_file.h"
+#include "libs/requester/job_identity.h"
+
+namespace ravnest::runtime {
+
+namespace {
+
+using asio::ip::tcp;
+
+constexpr size_t kMaxRequestBytes = 8192;
+
+struct Response {
+  int status = 200;
+  std::string type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+const char* reason(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    default: return "Internal Server Error";
+  }
+}
+
+tcp::endpoint parse_listen(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos) throw std::runtime_error("--listen " + listen + ": must be host:port");
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  asio::error_code error;
+  const auto address = asio::ip::make_address(host, error);
+  if (error) throw std::runtime_error("--listen " + listen + ": not an IP address");
+  const std::string port = listen.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) > 65535) {
+    throw std::runtime_error("--listen " + listen + ": not a port");
+  }
+  return tcp::endpoint(address, static_cast<uint16_t>(std::stoi(port)));
+}
+
+// What the page shows, gathered from the daemons; kept half a second (one poll per page).
+class StateSource {
+ public:
+  explicit StateSource(const DashboardOptions& options)
+      : options_(options),
+        plan_(load_plan(options.plan_dir)),
+        requester_(plan_, options.secret, options.insecure) {}
+
+  const std::string& json() {
+    const auto now = std::chrono::steady_clock::now();
+    if (!cached_.empty() && now - taken_ < std::chrono::milliseconds(500)) return cached_;
+    const auto reports = requester_.status();
+    std::vector<LossHistory> histories;
+    for (const auto& r : reports) {
+      if (!r.reachable || !r.node.returns_model_output) continue;
+      try {
+        const auto fetched = requester_.fetch_losses(r.node.node_id);
+        histories.push_back(
+            parse_loss_history(r.node.cluster, fetched.losses, fetched.validation, r.node.name));
+      } catch (const std::exception&) {
+        // A leaf that cannot say: its curve is missing, its node card says why.
+      }
+    }
+    std::string job_path, job_text;
+    try {
+      job_path = last_job_path(options_.plan_dir);
+      job_text = config::read_file(job_path);
+    } catch (const std::exception&) {
+    }
+    cached_ = dashboard_state(plan_, reports, histories, job_path, job_text).dump();
+    taken_ = now;
+    return cached_;
+  }
+
+ private:
+  const DashboardOptions& options_;
+  Plan plan_;
+  Requester requester_;
+  std::string cached_;
+  std::chrono::steady_clock::time_point taken_;
+};
+
+Response route(const std::string& method, const std::string& target, StateSource& state) {
+  const std::string path = target.substr(0, target.find('?'));
+  if (method != "GET" && method != "HEAD") return {405, "text/plain; charset=utf-8", "GET only\n"};
+  if (path == "/" || path == "/index.html") return {200, "text/html; charset=utf-8", dashboard_page()};
+  if (path == "/api/state") {
+    try {
+      return {200, "application/json", state.json()};
+    } catch (const std::exception& e) {
+      return {500, "text/plain; charset=utf-8", std::string(e.what()) + "\n"};
+    }
+  }
+  if (path == "/favicon.ico") return {204, "text/plain", ""};
+  return {404, "text/plain; charset=utf-8", "not found\n"};
+}
+
+void serve(tcp::socket& socket, StateSource& state) {
+  // A client that sends nothing, or too slowly, does not hold the server: 5 s for the request.
+  const int fd = socket.native_handle();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  std::string request;
+  char chunk[2048];
+  Response response;
+  std::string method;
+  bool too_large = false;
+  while (request.find("\r\n\r\n") == std::string::npos) {
+    if (request.size() > kMaxRequestBytes) {
+      too_large = true;
+      break;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return;
+    pollfd readable{fd, POLLIN, 0};
+    if (::poll(&readable, 1, static_cast<int>(left.count())) <= 0) return;
+    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+    if (n <= 0) return;  // closed: nobody to answer
+    request.append(chunk, static_cast<size_t>(n));
+  }
+  if (too_large) {
+    response = {400, "text/plain; charset=utf-8", "request too large\n"};
+  } else {
+    std::istringstream in(request.substr(0, request.find("\r\n")));
+    std::string target, version;
+    in >> method >> target >> version;
+    if (method.empty() || target.empty() || target.front() != '/' || version.rfind("HTTP/1.", 0) != 0) {
+      response = {400, "text/plain; charset=utf-8", "not an HTTP/1.x request\n"};
+    } else {
+      response = route(method, target, state);
+    }
+  }
+  asio::error_code error;
+  std::ostringstream head;
+  head << "HTTP/1.1 " << response.status << ' ' << reason(response.status) << "\r\n"
+       << "Content-Type: " << response.type << "\r\n"
+       << "Content-Length: " << response.body.size() << "\r\n"
+       << "Cache-Control: no-store\r\n"
+       << "X-Content-Type-Options: nosniff\r\n"
+       << "Content-Security-Policy: default-src 'self'; script-src 'unsafe-inline'; "
+          "style-src 'unsafe-inline'; img-src 'self' data:\r\n"
+       << "Connection: close\r\n\r\n";
+  asio::write(socket, asio::buffer(head.str()), error);
+  if (!error && method != "HEAD") asio::write(socket, asio::buffer(response.body), error);
+  socket.shutdown(tcp::socket::shutdown_both, error);
+}
+
+}  // namespace
+
+void run_dashboard(const DashboardOptions& options) {
+  StateSource state(options);
+  asio::io_context io;
+  tcp::acceptor acceptor(io);
+  const auto endpoint = parse_listen(options.listen);
+  asio::error_code error;
+  acceptor.open(endpoint.protocol(), error);
+  if (!error) acceptor.set_option(tcp::acceptor::reuse_address(true), error);
+  if (!error) acceptor.bind(endpoint, error);
+  if (!error) acceptor.listen(16, error);
+  if (error) throw std::runtime_error("cannot listen on " + options.listen + ": " + error.message());
+  const auto bound = acceptor.local_endpoint();
+  if (options.log) {
+    if (!bound.address().is_loopback()) {
+      options.log("warning: the dashboard has no authentication: anyone who reaches " +
+                  options.listen + " sees the plan, the losses and the job");
+    }
+    options.log("dashboard on http://" +
+                (bound.address().is_v6() ? "[" + bound.address().to_string() + "]"
+                                         : bound.address().to_string()) +
+                ":" + std::to_string(bound.port()) + "/ (Ctrl-C ends it)");
+  }
+  bool stopping = false;
+  std::function<void()> accept_next = [&] {
+    acceptor.async_accept([&](const asio::error_code& accepted, tcp::socket socket) {
+      if (!accepted) serve(socket, state);
+      if (!stopping) accept_next();
+    });
+  };
+  accept_next();
+  while (!(options.interrupted && options.interrupted())) {
+    io.run_for(std::chrono::milliseconds(100));
+    if (io.stopped()) io.restart();
+  }
+  stopping = true;
+  acceptor.close(error);
+}
+
+}  // namespace ravnest::runtime
