@@ -1,7 +1,7 @@
 // Samples/s of one model trained by a pipeline of local daemons (cut evenly), next to
 // single-process LibTorch training of the same model and job measured in the same run, with
-// each stage's busy fraction (the seconds it computed: forwards, backwards with encoding what
-// they send, updates; over the seconds it ran) and the stage bound it implies: the samples/s
+// each stage's busy fraction (the seconds it computed: forwards, backwards, handing what they
+// send on, updates; over the seconds it ran) and the stage bound it implies: the samples/s
 // the pipeline would reach if its busiest stage never waited (measured samples/s over the
 // busiest stage's fraction). What the pipeline loses besides its slowest stage's work is the
 // idle time per micro-batch of that stage, printed too.

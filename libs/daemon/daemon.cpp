@@ -133,7 +133,7 @@ int run_daemon(const config::DaemonConfig& config) {
   auto service = kj::heap<NodeService>(store, security, compute, config.limits, config.threads,
                                     config.device);
   NodeService* service_ptr = service.get();
-  service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer());
+  service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer(), io->low_level());
 
   // Every connection: the TLS handshake, then only the gate until the peer proved the secret;
   // then its own NodeEndpoint, under the limits of each kind of message.

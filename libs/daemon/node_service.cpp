@@ -43,8 +43,9 @@ NodeService::~NodeService() noexcept(false) = default;
 // ---- the worker's port (compute thread) -------------------------------------------------------
 
 void NodeService::on_rpc(std::function<void()> call) {
+  if (rpc_queue_.post(call)) return;
   try {
-    loop_.executor->executeSync(call);
+    loop_.executor->executeSync(call);  // before the queue is attached
   } catch (const kj::Exception&) {
     // The RPC loop is gone: the daemon is shutting down.
   }

@@ -27,6 +27,7 @@
 #include "libs/daemon/checkpoint_service.h"
 #include "libs/daemon/job_control.h"
 #include "libs/daemon/node_store.h"
+#include "libs/daemon/rpc_queue.h"
 #include "libs/daemon/ring_member.h"
 #include "libs/daemon/thread_bridge.h"
 #include "libs/daemon/transfer_plane.h"
@@ -51,9 +52,12 @@ class NodeService final : public WorkerPort {
               const std::string& device = "cpu");
   // Once the RPC thread's event loop exists (the server creates it): where the compute thread
   // hands its sends and events.
-  void set_rpc_executor(const kj::Executor& executor, kj::Timer& timer) {
+  // `io`: that loop's, which watches the queue of the compute thread's sends and events.
+  void set_rpc_executor(const kj::Executor& executor, kj::Timer& timer,
+                        kj::LowLevelAsyncIoProvider& io) {
     loop_.executor = &executor;
     loop_.timer = &timer;
+    rpc_queue_.attach(io);
   }
   ~NodeService() noexcept(false) override;
 
@@ -83,7 +87,8 @@ class NodeService final : public WorkerPort {
   wire::StreamLimits& streams() { return streams_; }
 
  private:
-  // Runs `call` on the RPC thread; does nothing once the RPC loop is gone (shutdown).
+  // Runs `call` on the RPC thread, after every earlier call, without waiting for it; does
+  // nothing once the RPC loop is gone (shutdown).
   void on_rpc(std::function<void()> call);
   std::vector<wire::TransferMessage> ask_servers(PsMailbox& mailbox,
                                                  std::vector<wire::TransferMessage> requests);
@@ -92,6 +97,7 @@ class NodeService final : public WorkerPort {
   config::DaemonLimits limits_;
   wire::StreamLimits streams_;
   RpcLoop loop_;
+  RpcQueue rpc_queue_;
   wire::PeerLinks links_;
   wire::WireTraffic traffic_;
   RingMember ring_;

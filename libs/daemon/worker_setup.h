@@ -96,8 +96,8 @@ struct WorkerStatus {
   uint64_t updates = 0;
   double last_loss = 0;
   double samples_per_second = 0;
-  // Since start(): the seconds spent computing (forwards, backwards with encoding what they
-  // send, optimizer updates) and the seconds until the last batch finished (or now). Their ratio
+  // Since start(): the seconds spent computing (forwards, backwards, handing what they send to
+  // the RPC thread, optimizer updates) and the seconds until the last batch finished (or now). Their ratio
   // is the node's busy fraction: the slowest stage's bounds the pipeline (bench/pipeline.sh).
   double busy_seconds = 0;
   double running_seconds = 0;
