@@ -136,6 +136,49 @@ std::vector<StageWiring> wire_stages(const ModelGraph& model,
   return stages;
 }
 
+static AttributePath split_name(const std::string& name);
+
+static void collect_tensors(const c10::IValue& value,
+                            std::unordered_set<const c10::TensorImpl*>& out) {
+  if (value.isTensor()) {
+    if (value.toTensor().defined()) out.insert(value.toTensor().unsafeGetTensorImpl());
+  } else if (value.isTensorList()) {
+    for (const at::Tensor& t : value.toTensorList()) {
+      if (t.defined()) out.insert(t.unsafeGetTensorImpl());
+    }
+  } else if (value.isList()) {
+    for (const c10::IValue& element : value.toList()) collect_tensors(element, out);
+  } else if (value.isTuple()) {
+    for (const c10::IValue& element : value.toTupleRef().elements()) collect_tensors(element, out);
+  } else if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict()) collect_tensors(entry.value(), out);
+  }
+}
+
+// A stage that reads tensors through a container attribute (nn.LSTM and nn.GRU compute from
+// `_flat_weights`, a list of their parameters) holds those parameters too: else they would be
+// nobody's to train (the stage's list a plain attribute, the parameters left over for the root).
+static void add_aliased_state(const ModelGraph& model, std::set<AttributePath>& paths) {
+  auto& module = const_cast<ModelGraph&>(model).module();
+  std::unordered_set<const c10::TensorImpl*> held;
+  for (const auto& path : paths) {
+    c10::IValue value = module._ivalue();
+    bool found = true;
+    for (const auto& name : path) {
+      if (!value.isObject() || !value.toObject()->type()->hasAttribute(name)) {
+        found = false;
+        break;
+      }
+      value = value.toObject()->getAttr(name);
+    }
+    if (found && !value.isTensor() && !value.isObject()) collect_tensors(value, held);
+  }
+  if (held.empty()) return;
+  for (const auto& [name, tensor] : named_state(module)) {
+    if (held.count(tensor.unsafeGetTensorImpl())) paths.insert(split_name(name));
+  }
+}
+
 std::set<AttributePath> stage_attribute_paths(const ModelGraph& model, const StageWiring& wiring) {
   std::set<AttributePath> paths;
   auto on_node = [&](Node* n) {
@@ -157,6 +200,7 @@ std::set<AttributePath> stage_attribute_paths(const ModelGraph& model, const Sta
   if (wiring.is_leaf) {
     for (Value* v : model.graph()->outputs()) on_use(v, model.graph()->return_node());
   }
+  add_aliased_state(model, paths);
   return paths;
 }
 
@@ -258,7 +302,7 @@ class PrunedTree {
       target.register_module(name, torch::jit::Module(value.toObject()).deepcopy());
       return;
     }
-    if (value.isTensor()) value = copy_tensor(value.toTensor());
+    value = copy_value(value);
     target.register_attribute(name, type, value, owner_type->is_parameter(slot),
                               owner_type->is_buffer(slot));
   }
@@ -286,6 +330,39 @@ class PrunedTree {
     torch::jit::Module child = make_module(original, name);
     parent.register_module(name, child);
     return child;
+  }
+
+  // Tensors inside lists, tuples and dicts are copied through copy_tensor too, so that the stage
+  // keeps the model's aliasing: nn.LSTM and nn.GRU compute from `_flat_weights`, a list holding
+  // the very tensors registered as their parameters. Were the list's tensors not the parameters'
+  // copies, the optimizer would step the parameters while forward read stale weights.
+  c10::IValue copy_value(const c10::IValue& value) {
+    if (value.isTensor()) return copy_tensor(value.toTensor());
+    if (value.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : value.toTensorList()) out.push_back(copy_tensor(t));
+      return out;
+    }
+    if (value.isList()) {
+      auto in = value.toList();
+      c10::impl::GenericList out(in.elementType());
+      for (const c10::IValue& element : in) out.push_back(copy_value(element));
+      return out;
+    }
+    if (value.isTuple()) {
+      std::vector<c10::IValue> elements;
+      for (const c10::IValue& element : value.toTupleRef().elements()) {
+        elements.push_back(copy_value(element));
+      }
+      return c10::ivalue::Tuple::create(std::move(elements));
+    }
+    if (value.isGenericDict()) {
+      auto in = value.toGenericDict();
+      c10::impl::GenericDict out(in.keyType(), in.valueType());
+      for (const auto& entry : in) out.insert(entry.key(), copy_value(entry.value()));
+      return out;
+    }
+    return value;
   }
 
   at::Tensor copy_tensor(const at::Tensor& t) {

@@ -47,7 +47,7 @@ config::JobSpec job_of(const std::string& text) { return config::parse_job(text,
 }  // namespace
 
 TEST_CASE("async: max_in_flight = 1 equals the synchronous run", "[async]") {
-  for (const std::string name : {"small_cnn", "dropout_twice"}) {
+  for (const std::string name : {"small_cnn", "dropout_twice", "lstm"}) {
     const auto files = test::model_files(name);
     const auto initial = runtime::state_of(torch::jit::load(files.model));
     for (int stages : {2, 3}) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <unordered_set>
 
 #include <ATen/Functions.h>
@@ -214,6 +215,43 @@ TEST_CASE("fuse: a module used by two stages", "[fuse][python]") {
       runtime::fuse_stages(model_file("reused"), stage_files(metadata, dir.path()), out.string());
   CHECK(result.shared_names == 2);  // shared.weight, shared.bias
   check_with_python("reused", out, "1");
+}
+
+TEST_CASE("stages: an LSTM's parameters live in the stage that runs it, aliased by its list",
+          "[fuse][python]") {
+  // nn.LSTM computes from `_flat_weights`, a list of its parameters: the stage that reads the
+  // list must hold the parameters themselves, the same tensors, or nothing would train them.
+  test::TempDir dir;
+  auto metadata = cut("lstm", 3, dir.path());
+  int running = 0;
+  for (const auto& meta : metadata) {
+    torch::jit::Module stage = torch::jit::load((dir / meta.stage_file).string());
+    bool runs_lstm = false;
+    for (const auto* node : stage.get_method("forward").graph()->nodes()) {
+      if (node->kind() == c10::Symbol::aten("lstm")) runs_lstm = true;
+    }
+    std::map<std::string, at::Tensor> parameters;
+    for (const auto& p : stage.named_parameters()) parameters.emplace(p.name, p.value);
+    INFO(meta.stage_file);
+    if (!runs_lstm) {
+      CHECK(parameters.count("lstm.weight_ih_l0") == 0);
+      continue;
+    }
+    ++running;
+    REQUIRE(parameters.count("lstm.weight_ih_l0") == 1);
+    REQUIRE(parameters.count("lstm.bias_hh_l1") == 1);
+    const auto flat = stage.attr("lstm").toObject()->getAttr("_flat_weights").toList();
+    REQUIRE(flat.size() == 8);
+    CHECK(flat.get(0).toTensor().unsafeGetTensorImpl() ==
+          parameters.at("lstm.weight_ih_l0").unsafeGetTensorImpl());
+    CHECK(flat.get(7).toTensor().unsafeGetTensorImpl() ==
+          parameters.at("lstm.bias_hh_l1").unsafeGetTensorImpl());
+  }
+  CHECK(running == 1);
+  for (const auto& meta : metadata) train_stage(dir / meta.stage_file);
+  const fs::path out = dir / "trained";
+  runtime::fuse_stages(model_file("lstm"), stage_files(metadata, dir.path()), out.string());
+  check_with_python("lstm", out, "1");
 }
 
 TEST_CASE("fuse: errors name what is wrong and write nothing", "[fuse]") {

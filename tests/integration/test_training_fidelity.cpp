@@ -206,3 +206,10 @@ TEST_CASE("fidelity: traced_mlp, resnet18, mobilenet_v2 (BatchNorm)", "[fidelity
 TEST_CASE("fidelity: inception_v3 (concatenated branches cross the cuts)", "[fidelity]") {
   check_model({"inception_v3", true}, {3}, {{1, "gpipe"}});
 }
+
+TEST_CASE("fidelity: lstm, conv_gru, branchy (recurrent layers, data-dependent control flow)",
+          "[fidelity]") {
+  check_model({"lstm"}, {2, 3}, {{2, "1f1b"}});
+  check_model({"conv_gru"}, {2, 3});
+  check_model({"branchy"}, {2, 3}, {{1, "gpipe"}});
+}

@@ -243,6 +243,67 @@ class TwoInTupleOut(nn.Module):
         return self.logits(h), self.score(h) + b.sum(dim=1, keepdim=True)
 
 
+class LSTMClassifier(nn.Module):
+    """Tokens through an embedding and a two-layer LSTM; the last step's output is classified.
+    The LSTM's (h, c) tuple and the output slice live inside the graph the cutter sees."""
+
+    def __init__(self, vocab: int = 30, d: int = 16, hidden: int = 24, num_classes: int = 5):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, d)
+        self.lstm = nn.LSTM(d, hidden, num_layers=2, batch_first=True)
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, num_classes)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        out, _ = self.lstm(self.embedding(tokens))
+        return self.head(torch.relu(self.norm(out[:, -1])))
+
+
+class ConvGRU(nn.Module):
+    """A 1-d convolution over a sequence, a GRU, GELU and a mean over time; float input."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 12, kernel_size=3, padding=1)
+        self.gru = nn.GRU(12, 16, batch_first=True)
+        self.fc = nn.Linear(16, 16)
+        self.act = nn.GELU()
+        self.out = nn.Linear(16, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:   # N x 4 x T
+        h = torch.relu(self.conv(x)).transpose(1, 2)      # N x T x 12
+        h, _ = self.gru(h)
+        return self.out(self.act(self.fc(h.mean(dim=1))))
+
+
+class Branchy(nn.Module):
+    """Data-dependent control flow (an if on a tensor's value, a while loop): the cutter must
+    keep each such block in one stage."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(10, 16)
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 16)
+        self.layers = nn.ModuleList([nn.Linear(16, 16) for _ in range(3)])
+        self.out = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.inp(x))
+        if bool(h.sum() > 0):
+            h = torch.relu(self.a(h))
+        else:
+            h = torch.sigmoid(self.a(h))
+        h = h + self.b(h)
+        i = 0
+        while i < 2:
+            h = h + 0.5 * torch.tanh(h)
+            i += 1
+        for layer in self.layers:
+            h = torch.relu(layer(h)) + h
+        return self.out(h)
+
+
 # --------------------------------------------------------------------------- builders
 # Each builder is called right after torch.manual_seed(0) and returns
 # (model in training mode, TorchScript module, list of example inputs).
@@ -344,6 +405,21 @@ def build_inception() -> Built:
     return model, _script(model), [torch.randn(2, 3, 75, 75, generator=_gen())]
 
 
+def build_lstm() -> Built:
+    model = LSTMClassifier()
+    return model, _script(model), [torch.randint(0, 30, (4, 9), generator=_gen())]
+
+
+def build_conv_gru() -> Built:
+    model = ConvGRU()
+    return model, _script(model), [torch.randn(4, 4, 12, generator=_gen())]
+
+
+def build_branchy() -> Built:
+    model = Branchy()
+    return model, _script(model), [torch.randn(4, 10, generator=_gen())]
+
+
 MODELS: Dict[str, Callable[[], Built]] = {
     "resnet18": _tv("resnet18"),
     "resnet50": _tv("resnet50"),
@@ -360,6 +436,9 @@ MODELS: Dict[str, Callable[[], Built]] = {
     "dropout_twice": build_dropout_twice,
     "two_in_tuple_out": build_two_in_tuple_out,
     "inception_v3": build_inception,
+    "lstm": build_lstm,
+    "conv_gru": build_conv_gru,
+    "branchy": build_branchy,
 }
 
 
