@@ -9,23 +9,22 @@
 namespace ravnest::runtime {
 
 namespace {
-
-struct Bytes {
-  std::unique_ptr<uint8_t[]> data;  // uninitialised on purpose: it is always overwritten
-  size_t capacity = 0;
-  size_t size = 0;
-};
-
-struct Message {
-  RingTag tag;
-  Bytes bytes;
-};
-
 constexpr size_t kPoolLimit = 16;
-
 }  // namespace
 
+// Bytes and Message are named inside Link (not in an anonymous namespace) because Link has
+// external linkage: a member of an internal type would make it differ between translation units.
 struct LocalRing::Link {
+  struct Bytes {
+    std::unique_ptr<uint8_t[]> data;  // uninitialised on purpose: it is always overwritten
+    size_t capacity = 0;
+    size_t size = 0;
+  };
+  struct Message {
+    RingTag tag;
+    Bytes bytes;
+  };
+
   std::mutex mutex;
   std::condition_variable cv;
   std::deque<Message> queue;
@@ -34,6 +33,9 @@ struct LocalRing::Link {
 };
 
 class LocalRing::Member final : public RingTransport {
+  using Bytes = Link::Bytes;
+  using Message = Link::Message;
+
  public:
   Member(LocalRing& ring, int position) : ring_(ring), position_(position) {}
 
