@@ -226,6 +226,25 @@ void ModelGraph::compute_cut_rules() {
     }
   }
 
+  // An object the forward makes (prim::CreateObject) stays in one stage with everything that uses
+  // it: `with torch.no_grad():` is such an object, its attribute set, then prim::Enter ...
+  // prim::Exit around the body in the same block, so a cut inside would leave one stage in a
+  // context it never leaves (and the other writing an empty `with`).
+  for (Node* node : graph_->nodes()) {
+    if (node->kind() != c10::prim::CreateObject) continue;
+    int lo = n, hi = -1;
+    for (Value* out : node->outputs()) {
+      for (const auto& use : out->uses()) {
+        Node* top = top_level_node(use.user);
+        const int unit = top == graph_->return_node() ? n : unit_of(top);
+        if (unit < 0) continue;
+        lo = std::min(lo, unit);
+        hi = std::max(hi, unit);
+      }
+    }
+    if (hi > lo) forbid(lo, hi);
+  }
+
   // Attributes that the forward mutates (SetAttr, or an in-place write to a parameter or
   // buffer) must be read and written in one stage.
   std::unordered_map<std::string, std::vector<int>> accessors;

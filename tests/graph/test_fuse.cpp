@@ -254,6 +254,23 @@ TEST_CASE("stages: an LSTM's parameters live in the stage that runs it, aliased 
   check_with_python("lstm", out, "1");
 }
 
+TEST_CASE("graph: no cut falls inside a with torch.no_grad() block", "[graph]") {
+  auto model = graph::ModelGraph::load(model_file("frozen_parts"));
+  const auto& units = model->units();
+  int open = 0, allowed = 0, inside = 0;
+  for (size_t i = 0; i + 1 < units.size(); ++i) {
+    if (units[i]->kind() == c10::prim::Enter) ++open;
+    if (units[i]->kind() == c10::prim::Exit) --open;
+    if (open > 0) ++inside;
+    if (model->cut_allowed(i)) {
+      ++allowed;
+      CHECK(open == 0);
+    }
+  }
+  CHECK(inside > 0);   // the block has units a cut could fall between
+  CHECK(allowed >= 3);  // and the rest of the model can still be cut
+}
+
 TEST_CASE("fuse: errors name what is wrong and write nothing", "[fuse]") {
   test::TempDir dir;
   const fs::path out = dir / "trained";

@@ -161,7 +161,9 @@ void check_every_cut(const std::string& name) {
 }  // namespace
 
 TEST_CASE("fidelity: every_cut of small models, two micro-batches", "[fidelity]") {
-  for (const char* name : {"traced_inplace", "dropout_twice"}) {
+  // frozen_parts: a torch.no_grad() block (prim::Enter ... prim::Exit in the graph) and frozen
+  // parameters, wherever the cut falls; branchy: data-dependent control flow.
+  for (const char* name : {"traced_inplace", "dropout_twice", "frozen_parts", "branchy"}) {
     check_every_cut(name);
   }
 }
