@@ -184,6 +184,22 @@ interface RingSink {
     # Returns once the receiving all-reduce has taken the segment's bytes out of the message: the
     # sender may then reuse the memory it was sent from. The sender keeps a few calls in flight
     # (libs/daemon/ring_link.h), which bounds what waits on the receiver per ring.
+  sharedSegment @1 (round :UInt64, step :UInt32, segment :UInt32, slot :UInt32, bytes :UInt64) -> ();
+    # The same segment, its `bytes` in slot `slot` of the memory the sender shares (an openRing
+    # whose offer was accepted); returns once the receiving all-reduce has read them, after which
+    # the sender may write that slot again.
+}
+
+# Memory a ring's sender shares with its next member when both run on one host
+# (libs/daemon/shared_segments.h): a sealed memory file of `slots` slots of `slotBytes` after a
+# page that starts with `nonce`, which the receiver opens as /proc/<pid>/fd/<fd>. A receiver on
+# another host, or of another user, cannot open it or finds another nonce, and refuses.
+struct SharedSegments {
+  pid @0 :UInt32;
+  fd @1 :UInt32;
+  nonce @2 :Data;
+  slots @3 :UInt32;
+  slotBytes @4 :UInt64;
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -240,7 +256,10 @@ interface Node {
   # previous member of a ring opens one RingSink on this node and streams the ring's segments
   # into it; a sink of its own per ring, because a streaming call holds back every later call on
   # its object until the receiving all-reduce has taken the segment.
-  openRing @10 (ring :UInt32, fromNode :Int32) -> (sink :RingSink);
+  openRing @10 (ring :UInt32, fromNode :Int32, shared :SharedSegments)
+      -> (sink :RingSink, sharedAccepted :Bool);
+    # With `shared`, the sender offers its memory; `sharedAccepted` says whether the sink takes
+    # sharedSegment calls (else only segment).
   abortReduce @11 (ring :UInt32, reason :Text) -> ();
     # A member of the ring failed: every blocked reduce on this ring fails with `reason`.
   benchAllReduce @12 (peers :List(Text), position :UInt32, bytes :UInt64,

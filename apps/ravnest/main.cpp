@@ -423,14 +423,14 @@ void print_figures(const runtime::AllReduceFigures& f) {
 }
 
 int run_bench_allreduce(int nodes, const std::string& size, int repetitions, bool gloo,
-                        bool insecure) {
+                        bool insecure, bool shared_memory) {
   if (nodes < 2) throw std::invalid_argument("--nodes: an all-reduce needs at least 2 nodes");
   const uint64_t bytes = runtime::parse_size(size);
   if (insecure) {
     std::cerr << "ravnest: warning: --insecure: the daemons of the benchmark run without TLS\n";
   }
   auto ours = runtime::bench_daemon_allreduce(nodes, bytes, repetitions,
-                                              runtime::sibling_ravnestd(), insecure);
+                                              runtime::sibling_ravnestd(), insecure, shared_memory);
   print_figures(ours);
   if (gloo) {
     auto baseline = runtime::bench_gloo_allreduce(nodes, bytes, repetitions);
@@ -613,6 +613,10 @@ int main(int argc, char** argv) {
   bool bench_insecure = false;
   bench_allreduce->add_flag("--insecure", bench_insecure,
                             "the daemons without TLS (plain TCP), to measure what TLS costs");
+  bool bench_no_shared_memory = false;
+  bench_allreduce->add_flag("--no-shared-memory", bench_no_shared_memory,
+                            "the daemons send every segment through their connections, as "
+                            "daemons on different hosts do");
 
   try {
     app.parse(argc, argv);
@@ -736,7 +740,7 @@ int main(int argc, char** argv) {
     }
     if (bench_allreduce->parsed()) {
       return run_bench_allreduce(bench_nodes, bench_size, bench_reps, !bench_no_gloo,
-                                 bench_insecure);
+                                 bench_insecure, !bench_no_shared_memory);
     }
   } catch (const std::exception& e) {
     // One line: a LibTorch error without its backtrace, any other message folded.

@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
   std::string device;
   auto* device_opt = app.add_option(
       "--device", device, "where stages compute: cpu (default), cuda or cuda:N");
+  app.add_flag("--no-shared-memory", flags.no_shared_memory,
+               "ring segments to daemons on this host go through the connection, not shared memory");
   app.add_flag("--insecure", flags.insecure,
                "plain TCP instead of TLS, for benchmarks only (the secret still never travels)");
   try {

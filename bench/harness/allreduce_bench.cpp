@@ -54,7 +54,8 @@ uint64_t parse_size(const std::string& text) {
 }
 
 AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitions,
-                                        const std::string& ravnestd, bool insecure) {
+                                        const std::string& ravnestd, bool insecure,
+                                        bool shared_memory) {
   const fs::path dir = fs::temp_directory_path() / ("ravnest-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   struct Cleanup {
@@ -79,6 +80,9 @@ AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitio
   {
     LocalDaemons daemons(ravnestd, dir.string(), secret_file, names);
     daemons.set_insecure(insecure);
+    if (!shared_memory) {
+      for (int i = 0; i < nodes; ++i) daemons.set_flags(i, {"--no-shared-memory"});
+    }
     daemons.start_all();
     wire::PeerLinks links(
         wire::make_transport_security("bench-" + std::to_string(::getpid()), insecure));

@@ -20,9 +20,12 @@ struct AllReduceFigures {
 
 // Starts `nodes` ravnestd processes on free loopback ports and all-reduces `bytes` of float32
 // between them `repetitions` times (after one warm-up). `insecure`: the daemons and this process
-// talk plain TCP instead of TLS (--insecure), to measure what TLS costs.
+// talk plain TCP instead of TLS (--insecure), to measure what TLS costs. `shared_memory` false:
+// the daemons run with --no-shared-memory, so segments go through their connections as between
+// hosts.
 AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitions,
-                                        const std::string& ravnestd, bool insecure = false);
+                                        const std::string& ravnestd, bool insecure = false,
+                                        bool shared_memory = true);
 
 // The same with Gloo: `nodes` forked processes, a TCPStore and a ProcessGroupGloo on 127.0.0.1.
 AllReduceFigures bench_gloo_allreduce(int nodes, uint64_t bytes, int repetitions);

@@ -171,9 +171,18 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
       config.threads = static_cast<int>(integer->get());
       continue;
     }
+    if (name == "shared_memory") {
+      const auto* flag = value.as_boolean();
+      if (!flag) {
+        throw ConfigError(origin + ": shared_memory: must be true or false, got " +
+                          type_of(value));
+      }
+      config.shared_memory = flag->get();
+      continue;
+    }
     if (std::find(kKeys.begin(), kKeys.end(), name) == kKeys.end()) {
-      throw ConfigError(origin + ": unknown key \"" + printable(name) +
-                        "\" (known keys: " + known_keys() + ", threads, [limits])");
+      throw ConfigError(origin + ": unknown key \"" + printable(name) + "\" (known keys: " +
+                        known_keys() + ", threads, shared_memory, [limits])");
     }
     const auto* string = value.as_string();
     if (!string) {
@@ -210,6 +219,7 @@ DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags) {
   if (flags.insecure) file.insecure = true;
   if (flags.threads) file.threads = *flags.threads;
   if (flags.device) file.device = *flags.device;
+  if (flags.no_shared_memory) file.shared_memory = false;
   return file;
 }
 

@@ -13,6 +13,7 @@
 //   threads = 0                     # LibTorch's intra-op threads; 0 = the cores divided among
 //                                   #   the plan's daemons on this host (docs/daemon.md#threads)
 //   device = "cpu"                  # where stages compute: cpu, cuda or cuda:N (docs/daemon.md#device)
+//   shared_memory = true            # ring segments to daemons on this host through shared memory
 //   [limits]                        # what a peer may make the daemon hold (daemon_limits.h)
 //   idle_seconds = 600
 //
@@ -42,6 +43,7 @@ struct DaemonConfig {
   bool insecure = false;                    // plain TCP instead of TLS (--insecure only)
   int threads = 0;                          // intra-op threads; 0 = automatic
   std::string device = "cpu";               // "cpu", "cuda", "cuda:N" (parse_device)
+  bool shared_memory = true;                // rings to daemons on this host (shared_segments.h)
   DaemonLimits limits;                      // [limits]; not overridden by flags
 };
 
@@ -58,6 +60,7 @@ struct DaemonConfigOverrides {
   bool insecure = false;
   std::optional<int> threads;
   std::optional<std::string> device;
+  bool no_shared_memory = false;  // --no-shared-memory
 };
 
 // A device's name as the config writes it: "cpu", "cuda" (the current CUDA device) or "cuda:N".

@@ -16,9 +16,12 @@ namespace ravnest::runtime {
 class BenchService {
  public:
   // The benchmark's segments count as the node's ring traffic (`traffic`).
+  // `shared_memory`: offer the next daemon shared memory when it runs on this host, as the
+  // node's rings do.
   BenchService(wire::PeerLinks& links, wire::WireTraffic& traffic, RingMailbox& mailbox,
-               const RpcLoop& loop)
-      : links_(links), traffic_(traffic), mailbox_(mailbox), loop_(loop) {}
+               const RpcLoop& loop, bool shared_memory)
+      : links_(links), traffic_(traffic), mailbox_(mailbox), loop_(loop),
+        shared_memory_(shared_memory) {}
 
   kj::Promise<void> bench_all_reduce(BenchAllReduceCall context);
 
@@ -27,6 +30,7 @@ class BenchService {
   wire::WireTraffic& traffic_;
   RingMailbox& mailbox_;
   const RpcLoop& loop_;
+  bool shared_memory_;
 };
 
 }  // namespace ravnest::runtime

@@ -131,7 +131,7 @@ int run_daemon(const config::DaemonConfig& config) {
   secret.assign(secret.size(), '\0');
   // Outlives the server: every connection's endpoint forwards to it.
   auto service = kj::heap<NodeService>(store, security, compute, config.limits, config.threads,
-                                    config.device);
+                                    config.device, config.shared_memory);
   NodeService* service_ptr = service.get();
   service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer(), io->low_level());
 

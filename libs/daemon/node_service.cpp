@@ -19,12 +19,12 @@ wire::DecodeLimits transfer_limits(const config::DaemonLimits& limits) {
 
 NodeService::NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
                          asio::io_context& compute, const config::DaemonLimits& limits,
-                         int threads, const std::string& device)
+                         int threads, const std::string& device, bool shared_memory)
     : compute_(compute),
       limits_(limits),
       streams_(limits.streams_per_peer),
       links_(std::move(security)),
-      ring_(links_, traffic_, loop_),
+      ring_(links_, traffic_, loop_, shared_memory),
       job_(store, compute, ring_, links_, traffic_, loop_, *this, threads, device),
       checkpoints_(
           job_.checkpoint_store(), links_, loop_,
@@ -36,7 +36,7 @@ NodeService::NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecuri
           links_, traffic_,
           [this](wire::TransferMessage message) { job_.deliver(std::move(message)); },
           [this](const std::string& why) { job_.fail_worker(why); }, transfer_limits(limits)),
-      bench_(links_, traffic_, ring_.mailbox(), loop_) {}
+      bench_(links_, traffic_, ring_.mailbox(), loop_, shared_memory) {}
 
 NodeService::~NodeService() noexcept(false) = default;
 

@@ -15,12 +15,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <kj/async.h>
 #include <kj/timer.h>
 
 #include "libs/daemon/ring_mailbox.h"
+#include "libs/daemon/shared_segments.h"
 #include "libs/ring/ring_transport.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/wire_traffic.h"
@@ -38,7 +40,8 @@ class RingLink final : public RingTransport {
   // `traffic` counts the segments sent.
   RingLink(const kj::Executor& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
            kj::Timer& timer, RingMailbox& mailbox, uint32_t ring, int self_node,
-           RingPeerAddress next, RingPeerAddress prev, size_t in_flight = 2);
+           RingPeerAddress next, RingPeerAddress prev, size_t in_flight = 2,
+           uint64_t shared_slot_bytes = 0);
 
   ~RingLink() noexcept(false) override;  // drops the sink on the RPC thread, where it lives
 
@@ -48,7 +51,13 @@ class RingLink final : public RingTransport {
                      const std::function<void(const void*)>& use) override;
   void flush() override;
 
+  // Whether the next member took the shared memory (known once the first segment was sent).
+  bool sends_through_shared_memory() const { return shared_accepted_; }
+
  private:
+  // Opens the ring on the next member when no sink is open; with shared memory, waits for its
+  // answer to the offer.
+  void open_sink();
   const kj::Executor& rpc_;
   wire::PeerLinks& links_;
   wire::WireTraffic& traffic_;
@@ -62,6 +71,9 @@ class RingLink final : public RingTransport {
   // Both touched on the RPC thread only.
   kj::Maybe<schema::RingSink::Client> sink_;  // on the next member
   std::deque<kj::Promise<void>> in_flight_;   // the unanswered segment calls, oldest first
+  std::unique_ptr<SharedSegmentsWriter> shared_;  // null: not offered
+  bool shared_accepted_ = false;  // written on the RPC thread inside open_sink's executeSync
+  uint64_t calls_ = 0;            // segment calls made; names the next slot
 };
 
 }  // namespace ravnest::runtime

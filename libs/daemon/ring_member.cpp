@@ -9,8 +9,11 @@
 #include <string>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "libs/config/printable.h"
 #include "libs/daemon/ring_link.h"
+#include "libs/daemon/shared_segments.h"
 
 namespace ravnest::runtime {
 
@@ -35,15 +38,22 @@ size_t daemon_ring_in_flight() {
   return in_flight;
 }
 
+uint64_t daemon_ring_shared_slot_bytes(bool shared_memory) {
+  return shared_memory ? daemon_ring_options().segment_bytes : 0;
+}
+
 namespace {
 
 // One ring's segments from its previous member. A segment's call stays open until the
 // all-reduce has taken the bytes out of the message (added them, or copied them into place): no
-// copy on receipt, and the sender's limit on unanswered calls bounds what waits here.
+// copy on receipt, and the sender's limit on unanswered calls bounds what waits here. With the
+// sender's memory (`shared`, when it runs on this host) the bytes are read where the sender put
+// them, and the mapping stays until the last segment in it was taken.
 class RingSinkImpl final : public schema::RingSink::Server {
  public:
-  RingSinkImpl(RingMailbox& mailbox, wire::WireTraffic& traffic, uint32_t ring)
-      : mailbox_(mailbox), traffic_(traffic), ring_(ring) {}
+  RingSinkImpl(RingMailbox& mailbox, wire::WireTraffic& traffic, uint32_t ring,
+               std::shared_ptr<const SharedSegmentsReader> shared)
+      : mailbox_(mailbox), traffic_(traffic), ring_(ring), shared_(std::move(shared)) {}
 
  protected:
   kj::Promise<void> segment(SegmentContext context) override {
@@ -59,14 +69,38 @@ class RingSinkImpl final : public schema::RingSink::Server {
     return kj::mv(paf.promise);
   }
 
+  kj::Promise<void> sharedSegment(SharedSegmentContext context) override {
+    auto params = context.getParams();
+    if (shared_ == nullptr) {
+      return KJ_EXCEPTION(FAILED, "this ring's sink took no shared memory");
+    }
+    const uint32_t slot = params.getSlot();
+    const uint64_t bytes = params.getBytes();
+    if (slot >= shared_->slots() || bytes > shared_->slot_bytes()) {
+      return KJ_EXCEPTION(FAILED, "a shared segment beyond the memory offered");
+    }
+    traffic_.received(wire::TrafficKind::kRings, bytes);
+    auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+    auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(
+        kj::mv(paf.fulfiller));
+    mailbox_.deposit_borrowed({ring_, params.getRound(), params.getStep(), params.getSegment()},
+                              shared_->slot(slot), bytes,
+                              [fulfiller, memory = shared_]() { (*fulfiller)->fulfill(); });
+    return kj::mv(paf.promise);
+  }
+
  private:
   RingMailbox& mailbox_;
   wire::WireTraffic& traffic_;
   uint32_t ring_;
+  std::shared_ptr<const SharedSegmentsReader> shared_;  // null: segments come in messages
 };
 
+}  // namespace
+
 // A thread parked between tasks: one ring's own, so that a node's rings run at once without a
-// thread being made per reduce.
+// thread being made per reduce. (Not in the anonymous namespace: Session, which has external
+// linkage, holds one.)
 class ParkedThread {
  public:
   ParkedThread() : thread_([this]() { loop(); }) {}
@@ -119,6 +153,8 @@ class ParkedThread {
   std::thread thread_;  // last: starts once the rest exists
 };
 
+namespace {
+
 std::string node_name(int node) { return "node_" + std::to_string(node); }
 
 }  // namespace
@@ -127,11 +163,12 @@ std::string node_name(int node) { return "node_" + std::to_string(node); }
 class RingMember::Session {
  public:
   Session(const RpcLoop& loop, wire::PeerLinks& links, wire::WireTraffic& traffic,
-          RingMailbox& mailbox, const config::RingMembership& ring, int self_node)
+          RingMailbox& mailbox, const config::RingMembership& ring, int self_node,
+          bool shared_memory)
       : peers_(ring.peers),
         link_(*loop.executor, links, traffic, *loop.timer, mailbox, static_cast<uint32_t>(ring.id),
               self_node, peer(ring, ring.position + 1), peer(ring, ring.position - 1),
-              daemon_ring_in_flight()),
+              daemon_ring_in_flight(), daemon_ring_shared_slot_bytes(shared_memory)),
         reduce_(link_, ring.position, static_cast<int>(ring.peers.size()), daemon_ring_options()) {}
 
   // The ring is the one this session was set up for (a job's metadata does not change, but a
@@ -165,15 +202,32 @@ class RingMember::Session {
   std::unique_ptr<ParkedThread> thread_;  // joined before the algorithm goes
 };
 
-RingMember::RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop)
-    : links_(links), traffic_(traffic), loop_(loop) {}
+RingMember::RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
+                       bool shared_memory)
+    : links_(links), traffic_(traffic), loop_(loop), shared_memory_(shared_memory) {}
 
 RingMember::~RingMember() = default;
 
 kj::Promise<void> RingMember::open_ring(OpenRingCall context, wire::StreamSlot slot) {
   auto params = context.getParams();
+  std::shared_ptr<const SharedSegmentsReader> shared;
+  if (params.hasShared() && shared_memory_) {
+    auto offer = params.getShared();
+    auto nonce = offer.getNonce();
+    std::string refusal;
+    shared = SharedSegmentsReader::open(
+        {offer.getPid(), offer.getFd(), std::string(nonce.asChars().begin(), nonce.size()),
+         offer.getSlots(), offer.getSlotBytes()},
+        refusal);
+    if (shared == nullptr) {
+      spdlog::debug("ring {}: node_{} sends through the connection ({})", params.getRing(),
+                    params.getFromNode(), refusal);
+    }
+  }
+  context.getResults().setSharedAccepted(shared != nullptr);
   context.getResults().setSink(
-      kj::heap<RingSinkImpl>(mailbox_, traffic_, params.getRing()).attach(kj::mv(slot)));
+      kj::heap<RingSinkImpl>(mailbox_, traffic_, params.getRing(), kj::mv(shared))
+          .attach(kj::mv(slot)));
   return kj::READY_NOW;
 }
 
@@ -193,7 +247,8 @@ RingMember::Session& RingMember::session_for(const config::RingMembership& ring,
   }
   if (it == sessions_.end()) {
     it = sessions_
-             .emplace(ring.id, std::make_unique<Session>(loop_, links_, traffic_, mailbox_, ring, self.node_id))
+             .emplace(ring.id, std::make_unique<Session>(loop_, links_, traffic_, mailbox_, ring, self.node_id,
+                                                shared_memory_))
              .first;
   }
   return *it->second;

@@ -37,14 +37,20 @@ RingAllReduceOptions daemon_ring_options();
 // Unanswered segment calls per link (ring_link.h): two keep the link busy while the receiver
 // adds. RAVNEST_RING_IN_FLIGHT overrides it (for benchmarks).
 size_t daemon_ring_in_flight();
+// The slots a ring link offers to a next member on this host (ring_link.h): one segment each;
+// 0 when the daemon config's `shared_memory` is off.
+uint64_t daemon_ring_shared_slot_bytes(bool shared_memory);
 
 class RingMember {
  public:
-  // `traffic` counts the segments either way.
-  RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop);
+  // `traffic` counts the segments either way. `shared_memory`: offer and accept shared memory
+  // for the segments to and from members on this host (the daemon config's `shared_memory`).
+  RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
+             bool shared_memory = true);
   ~RingMember();
 
   RingMailbox& mailbox() { return mailbox_; }
+  bool shared_memory() const { return shared_memory_; }
 
   // `slot` counts the ring's sink against its peer's limit until the peer releases it.
   kj::Promise<void> open_ring(OpenRingCall context, wire::StreamSlot slot);
@@ -66,6 +72,7 @@ class RingMember {
   wire::PeerLinks& links_;
   wire::WireTraffic& traffic_;
   const RpcLoop& loop_;
+  const bool shared_memory_;
   RingMailbox mailbox_;
   std::map<int, std::unique_ptr<Session>> sessions_;  // by ring id; compute thread only
   BackgroundTasks tasks_;  // last: cancelled before what its tasks use

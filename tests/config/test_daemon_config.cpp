@@ -79,12 +79,15 @@ log_file = "/var/log/ravnest/ravnestd.log"
 secret_file = "/etc/ravnest/secret"
 threads = 3
 device = "cuda:1"
+shared_memory = false
 )",
                                   "full.toml");
   CHECK(full.threads == 3);
   CHECK(full.device == "cuda:1");
   CHECK(empty.device == "cpu");
   CHECK(empty.threads == 0);
+  CHECK(empty.shared_memory);
+  CHECK_FALSE(full.shared_memory);
   CHECK(full.node == "node_3");
   CHECK(full.listen == "10.0.0.4:8083");
   CHECK(full.data_dir == "/srv/ravnest");
@@ -105,7 +108,9 @@ device = "cuda:1"
 TEST_CASE("daemon config: errors name the file and the field", "[config][daemon]") {
   CHECK(error_of([] { parse_daemon_config("lsiten = \"a:1\"", "d.toml"); }) ==
         "d.toml: unknown key \"lsiten\" (known keys: node, listen, data_dir, log_level, "
-        "log_file, secret_file, tls_cert, tls_key, device, threads, [limits])");
+        "log_file, secret_file, tls_cert, tls_key, device, threads, shared_memory, [limits])");
+  CHECK(error_of([] { parse_daemon_config("shared_memory = \"no\"", "d.toml"); }) ==
+        "d.toml: shared_memory: must be true or false, got a string");
   CHECK(error_of([] { parse_daemon_config("device = \"gpu\"", "d.toml"); }) ==
         "d.toml: device: \"gpu\" is not cpu, cuda or cuda:N");
   for (const char* bad : {"cuda:", "cuda:-1", "cuda:x", "CPU", "cuda:123456", "cuda:0 "}) {
@@ -158,7 +163,10 @@ TEST_CASE("daemon config: flags override the file, then the whole is validated",
   flags.listen = "";  // an explicit empty flag clears the file's value
   flags.threads = 2;
   flags.device = "cuda";
+  flags.no_shared_memory = true;
   auto merged = merge(file, flags);
+  CHECK_FALSE(merged.shared_memory);
+  CHECK(merge(file, DaemonConfigOverrides{}).shared_memory);
   CHECK(merged.threads == 2);
   CHECK(merged.device == "cuda");
   CHECK(merged.node == "node_1");

@@ -190,11 +190,19 @@ TEST_CASE("two clusters of two nodes average parameters (SGD, momentum averaged)
           "[data-parallel][exact]") {
   const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
   test::LocalCluster cluster(test::digits_model(), {cuts, cuts}, {"32x1x8x8"});
+  // The rings' segments through the connections, as between hosts (the other cases here go
+  // through shared memory, all daemons being on this host).
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    cluster.set_daemon_flags(node, {"--no-shared-memory"});
+  }
   train_and_compare(cluster, 2,
                     job_text("name = \"sgd\"\nlr = 0.05\nmomentum = 0.9",
                              "reduce = \"parameters\"\nreduce_factor = 1\naverage_optim = true", 1,
                              12),
                     12);
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    CHECK(cluster.log(node).find("through shared memory") == std::string::npos);
+  }
 }
 
 TEST_CASE("clusters cut at different points average gradients (Adam)", "[data-parallel][exact]") {
@@ -218,6 +226,12 @@ TEST_CASE("clusters cut at different points average gradients (Adam)", "[data-pa
   CHECK(crossing);
   train_and_compare(cluster, 2,
                     job_text("name = \"adam\"\nlr = 0.01", "reduce = \"gradients\"", 1, 12), 12);
+  // Every daemon runs on this host: each ring link took the next member's shared memory.
+  int shared_links = 0;
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    if (cluster.log(node).find("through shared memory") != std::string::npos) ++shared_links;
+  }
+  CHECK(shared_links >= 4);
   // Either cluster predicts every sample, in order (no shard): cluster 1, two stages, here.
   const std::string val = (test::digits_dir() / "digits_val.csv").string();
   const auto out = cluster.dir() / "predicted_1.pt";
@@ -274,5 +288,22 @@ TEST_CASE("a peer killed mid-reduce is named and nobody hangs", "[data-parallel]
   std::smatch match;
   for (const char* node : {"node_0", "node_1", "node_3"}) {
     CHECK(std::regex_search(status.out, match, std::regex(std::string(node) + " .* idle")));
+  }
+}
+
+// `ravnest bench allreduce` starts its own daemons; each one checks the average it computed (the
+// members start from 1, 2, ..., N), so a ring that sums wrongly fails the command. Odd sizes make
+// chunks and segments of unequal lengths; both the shared-memory path and the connections.
+TEST_CASE("bench allreduce: the daemons' rings compute the exact average", "[data-parallel]") {
+  const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";
+  for (const std::string flags : {"", " --no-shared-memory"}) {
+    for (const char* size : {"1000004", "9MiB"}) {
+      auto run = test::run_command(ravnest + " bench allreduce --nodes 3 --size " + size +
+                                       " --reps 2 --no-gloo" + flags,
+                                   120);
+      INFO(size << flags << ": " << run.out << run.err);
+      CHECK(run.exit_code == 0);
+      CHECK(run.out.find("ravnest ring  N=3") != std::string::npos);
+    }
   }
 }
