@@ -27,6 +27,12 @@ struct Tensor {
                              # 1 fp16, 2 bf16 (2 bytes a value), 3 int8 (1 byte a value, times
                              # `scales`); `dtype` and `shape` stay the original's
   scales @6 :Data;           # int8: float32, one per block of 256 values (the last one partial)
+  memoryOrder @7 :List(UInt8);
+    # Empty: the bytes are row-major. Else the tensor's dimensions from outermost to innermost in
+    # memory (a permutation, e.g. [0, 2, 3, 1] for channels-last): the bytes are in that order and
+    # the receiver allocates the tensor with the same layout, because kernels round differently
+    # on another layout (a convolution on channels-last input against a contiguous copy differs
+    # in the last bits), and a pipeline must compute what one process computes.
 }
 
 struct Value {

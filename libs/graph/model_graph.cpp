@@ -1,6 +1,7 @@
 #include "libs/graph/model_graph.h"
 
 #include <algorithm>
+#include <functional>
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
@@ -208,6 +209,25 @@ void ModelGraph::compute_cut_rules() {
   };
 
   torch::jit::AliasDb alias_db(graph_);
+  // The last unit that reads `w` or what an If or a Loop passes it on as unchanged (its block
+  // returns `w`): torchvision's stochastic depth returns its input when it does not drop, and
+  // ConvNeXt then adds into that result in place.
+  std::function<int(Value*)> reach = [&](Value* w) {
+    int furthest = -1;
+    for (const auto& use : w->uses()) {
+      Node* top = top_level_node(use.user);
+      furthest = std::max(furthest, top == graph_->return_node() ? n : unit_of(top));
+      if (use.user->kind() != c10::prim::Return) continue;
+      Node* owner = use.user->owningBlock()->owningNode();
+      if (owner == nullptr) continue;
+      if (owner->kind() == c10::prim::If) {
+        furthest = std::max(furthest, reach(owner->outputs()[use.offset]));
+      } else if (owner->kind() == c10::prim::Loop && use.offset >= 1) {
+        furthest = std::max(furthest, reach(owner->outputs()[use.offset - 1]));
+      }
+    }
+    return furthest;
+  };
   for (Value* v : positioned_) {
     const int def = defined_at_.at(v);
     const int last = last_used_at_.at(v);
@@ -216,9 +236,10 @@ void ModelGraph::compute_cut_rules() {
       forbid(def, last);
       continue;
     }
-    // A later unit that writes to v (or an alias of it) would write to its own copy.
+    // A later unit that writes to v (or an alias of it) would write to its own copy, or to a
+    // received leaf.
     if (v->type()->kind() != c10::TypeKind::TensorType) continue;
-    for (int j = std::min(last, n - 1); j > def; --j) {
+    for (int j = std::min(std::max(last, reach(v)), n - 1); j > def; --j) {
       if (alias_db.writesToAlias(units_[j], {v})) {
         forbid(def, j);
         break;

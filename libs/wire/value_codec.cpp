@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -71,15 +72,42 @@ ScalarType coded_dtype(TensorCodec codec) {
   return ScalarType::Undefined;
 }
 
+// The dimensions of a dense, non-overlapping tensor that is not row-major (a permuted view, a
+// channels-last activation), from outermost to innermost in memory; empty for a row-major tensor
+// or one with gaps or overlaps (those travel row-major).
+std::vector<int64_t> memory_order(const at::Tensor& t) {
+  if (t.dim() < 2 || t.dim() > 255 || t.is_contiguous() || !t.is_non_overlapping_and_dense()) {
+    return {};
+  }
+  std::vector<int64_t> order(static_cast<size_t>(t.dim()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  const auto strides = t.strides();
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  if (!t.permute(order).is_contiguous()) return {};
+  return order;
+}
+
 void encode_tensor(const at::Tensor& tensor, schema::Tensor::Builder out,
                    capnp::Orphanage orphanage, size_t inline_limit,
                    std::vector<at::Tensor>& streamed, std::vector<at::Tensor>& keep_alive,
                    TensorCodec codec, bool* saturated) {
-  at::Tensor t = wire_form(tensor);
+  const std::vector<int64_t> order =
+      tensor.defined() && tensor.layout() == c10::kStrided && tensor.device().is_cpu()
+          ? memory_order(tensor)
+          : std::vector<int64_t>{};
+  // In memory order the tensor is row-major: its bytes go as they lie.
+  at::Tensor t = wire_form(order.empty() ? tensor : tensor.permute(order));
   out.setDtype(static_cast<int8_t>(t.scalar_type()));
   auto sizes = t.sizes();
   auto shape = out.initShape(static_cast<unsigned>(sizes.size()));
   for (size_t i = 0; i < sizes.size(); ++i) shape.set(static_cast<unsigned>(i), sizes[i]);
+  if (!order.empty()) {
+    auto list = out.initMemoryOrder(static_cast<unsigned>(order.size()));
+    for (size_t i = 0; i < order.size(); ++i) {
+      list.set(static_cast<unsigned>(i), static_cast<uint8_t>(order[i]));
+    }
+  }
   out.setRequiresGrad(tensor.requires_grad());
   // Only floating-point tensors are compressed; labels and indices travel as they are.
   if (codec != TensorCodec::kNone && c10::isFloatingType(t.scalar_type())) {
@@ -192,6 +220,39 @@ at::Tensor decode_tensor(schema::Tensor::Reader in, std::vector<at::Tensor>& pen
   if (requires_grad && !c10::isFloatingType(dtype) && !c10::isComplexType(dtype)) {
     fail(std::string("a tensor of dtype ") + c10::toString(dtype) + " cannot require grad");
   }
+  // `sizes` are in memory order (the shape of the bytes); with a memory order, the tensor's own
+  // dimension d is memory dimension `position[d]`, and the tensor is allocated with that layout.
+  std::vector<int64_t> order;
+  if (in.hasMemoryOrder()) {
+    auto list = in.getMemoryOrder();
+    if (list.size() != sizes.size()) {
+      fail("tensor's memory order has " + std::to_string(list.size()) + " dimensions, its shape " +
+           std::to_string(sizes.size()));
+    }
+    std::vector<bool> seen(sizes.size(), false);
+    for (uint8_t d : list) {
+      if (d >= sizes.size() || seen[d]) fail("tensor's memory order is not a permutation");
+      seen[d] = true;
+      order.push_back(d);
+    }
+  }
+  // The received tensor (`base`, laid out as the sender's) and the same memory seen in memory
+  // order (`view`: row-major, what bytes are written into).
+  auto allocate = [&](ScalarType type) -> std::pair<at::Tensor, at::Tensor> {
+    if (order.empty()) {
+      at::Tensor base = at::empty(sizes, at::TensorOptions().dtype(type));
+      return {base, base};
+    }
+    std::vector<int64_t> own_sizes(sizes.size()), own_strides(sizes.size());
+    int64_t stride = 1;
+    for (size_t k = sizes.size(); k-- > 0;) {
+      own_sizes[static_cast<size_t>(order[k])] = sizes[k];
+      own_strides[static_cast<size_t>(order[k])] = stride;
+      stride *= std::max<int64_t>(sizes[k], 1);
+    }
+    at::Tensor base = at::empty_strided(own_sizes, own_strides, at::TensorOptions().dtype(type));
+    return {base, base.permute(order)};
+  };
 
   at::Tensor t;
   switch (in.which()) {
@@ -206,10 +267,22 @@ at::Tensor decode_tensor(schema::Tensor::Reader in, std::vector<at::Tensor>& pen
           if (b > 1) fail("bool tensor holds a byte other than 0 and 1");
         }
       }
-      t = at::empty(sizes, at::TensorOptions().dtype(arriving));
-      if (bytes > 0) std::memcpy(t.data_ptr(), data.begin(), bytes);
-      if (codec != TensorCodec::kNone) {
-        t = decompress_tensor(arrived_compressed(t, in.getScales(), codec, dtype, sizes));
+      if (codec == TensorCodec::kNone) {
+        auto [base, view] = allocate(dtype);
+        if (bytes > 0) std::memcpy(view.data_ptr(), data.begin(), bytes);
+        t = base;
+      } else {
+        at::Tensor arrived = at::empty(sizes, at::TensorOptions().dtype(arriving));
+        if (bytes > 0) std::memcpy(arrived.data_ptr(), data.begin(), bytes);
+        at::Tensor values =
+            decompress_tensor(arrived_compressed(arrived, in.getScales(), codec, dtype, sizes));
+        if (order.empty()) {
+          t = values;
+        } else {
+          auto [base, view] = allocate(dtype);
+          view.copy_(values);
+          t = base;
+        }
       }
       break;
     }
@@ -219,21 +292,24 @@ at::Tensor decode_tensor(schema::Tensor::Reader in, std::vector<at::Tensor>& pen
         fail("streamed tensor announces " + std::to_string(announced) +
              " bytes, its shape and dtype say " + std::to_string(bytes));
       }
-      at::Tensor arrives = at::empty(sizes, at::TensorOptions().dtype(arriving));
-      if (limits.huge_pages_from > 0 && bytes >= limits.huge_pages_from) {
-        advise_huge_pages(arrives.data_ptr(), bytes);
-      }
-      pending.push_back(arrives);
       if (codec == TensorCodec::kNone) {
-        t = arrives;
+        auto [base, view] = allocate(dtype);
+        if (limits.huge_pages_from > 0 && bytes >= limits.huge_pages_from) {
+          advise_huge_pages(view.data_ptr(), bytes);
+        }
+        pending.push_back(view);  // row-major: the stream writes into it
+        t = base;
       } else {
         if (after_stream == nullptr) fail("a compressed streamed tensor where none is expected");
+        at::Tensor arrives = at::empty(sizes, at::TensorOptions().dtype(arriving));
+        pending.push_back(arrives);
         // Filled in place once the stream is done, so the value decoded now is the final one.
-        t = at::empty(sizes, at::TensorOptions().dtype(dtype));
+        auto [base, view] = allocate(dtype);
+        t = base;
         auto compressed = arrived_compressed(arrives, in.getScales(), codec, dtype, sizes);
-        after_stream->push_back([t, compressed]() mutable {
-          // Into the same memory, outside autograd: `t` may be a leaf that requires grad.
-          t.detach().copy_(decompress_tensor(compressed));
+        after_stream->push_back([view = view, compressed]() mutable {
+          // Into the same memory, outside autograd: the tensor may be a leaf that requires grad.
+          view.detach().copy_(decompress_tensor(compressed));
         });
       }
       break;

@@ -215,3 +215,12 @@ TEST_CASE("fidelity: lstm, conv_gru, branchy (recurrent layers, data-dependent c
   check_model({"conv_gru"}, {2, 3});
   check_model({"branchy"}, {2, 3}, {{1, "gpipe"}});
 }
+
+TEST_CASE("fidelity: convnext_mini (channels-last activations, in-place adds after stochastic "
+          "depth), every cut",
+          "[fidelity]") {
+  // Activations cross cuts as channels-last views (they must arrive laid out as they left, or a
+  // convolution rounds differently), and stochastic depth hands its input on unchanged to an
+  // in-place add (no cut may fall between them).
+  check_every_cut("convnext_mini");
+}

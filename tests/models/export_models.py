@@ -452,6 +452,16 @@ def build_frozen_parts() -> Built:
     return model, _script(model), [torch.randn(4, 10, generator=_gen())]
 
 
+def build_convnext_mini() -> Built:
+    """torchvision's ConvNeXt in miniature: LayerNorm over channels between permutes, so the
+    activations where cuts fall are channels-last views that convolutions read; layer scale;
+    stochastic depth (random, in training)."""
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    model = ConvNeXt([CNBlockConfig(16, 32, 1), CNBlockConfig(32, None, 1)],
+                     stochastic_depth_prob=0.1, num_classes=10)
+    return model, _script(model), [torch.randn(4, 3, 16, 16, generator=_gen())]
+
+
 MODELS: Dict[str, Callable[[], Built]] = {
     "resnet18": _tv("resnet18"),
     "resnet50": _tv("resnet50"),
@@ -472,6 +482,7 @@ MODELS: Dict[str, Callable[[], Built]] = {
     "conv_gru": build_conv_gru,
     "branchy": build_branchy,
     "frozen_parts": build_frozen_parts,
+    "convnext_mini": build_convnext_mini,
 }
 
 

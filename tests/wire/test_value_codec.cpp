@@ -278,6 +278,79 @@ TEST_CASE("non-contiguous, offset and requires-grad tensors are sent as their va
   }
 }
 
+TEST_CASE("dense tensors keep their memory layout: channels-last, permuted views",
+          "[wire][codec]") {
+  // A kernel rounds differently on another layout (a convolution on channels-last input against
+  // a contiguous copy differs in the last bits), so an activation must arrive laid out as it left.
+  at::Tensor nchw = at::randn({2, 3, 4, 5});
+  std::vector<IndexedIValue> values = {
+      {0, nchw.contiguous(at::MemoryFormat::ChannelsLast)},
+      {1, at::randn({4, 5, 6}).permute({2, 0, 1})},
+      {2, at::randn({3, 1, 4}).transpose(0, 2)},  // a size-1 dimension in the middle
+      {3, at::randn({6, 40}).t()},
+      {4, at::randn({6, 40}).narrow(1, 2, 10)},   // not dense: travels row-major
+      {5, nchw.contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true)},
+  };
+  for (size_t inline_limit : {size_t{0}, kDefaultInlineLimit}) {
+    INFO("inline limit " << inline_limit);
+    std::vector<at::Tensor> pending;
+    auto decoded = round_trip(values, inline_limit, pending);
+    for (size_t i = 0; i < values.size(); ++i) {
+      INFO("value " << i);
+      const at::Tensor sent = values[i].value.toTensor();
+      const at::Tensor got = decoded[i].value.toTensor();
+      CHECK(got.equal(sent));
+      if (i == 4) {
+        CHECK(got.is_contiguous());
+      } else {
+        CHECK(ravnest::wire::test::same_layout(got, sent));
+      }
+    }
+    CHECK(decoded[0].value.toTensor().is_contiguous(at::MemoryFormat::ChannelsLast));
+    CHECK(decoded[5].value.toTensor().requires_grad());
+    CHECK(decoded[5].value.toTensor().is_leaf());
+  }
+  // Compressed, inline and streamed: the layout holds too.
+  for (size_t inline_limit : {size_t{0}, kDefaultInlineLimit}) {
+    capnp::MallocMessageBuilder builder;
+    auto transfer = builder.initRoot<schema::Transfer>();
+    EncodedTensors encoded =
+        encode_values(transfer, {values[0], values[1]}, inline_limit, TensorCodec::kInt8);
+    RoundTrip rt(builder);
+    std::vector<at::Tensor> pending;
+    std::vector<std::function<void()>> after;
+    auto decoded = decode_values(rt.reader.getRoot<schema::Transfer>(), pending, {}, &after);
+    REQUIRE(pending.size() == encoded.streamed.size());
+    for (size_t i = 0; i < pending.size(); ++i) {
+      std::memcpy(pending[i].data_ptr(), encoded.streamed[i].data_ptr(), tensor_bytes(pending[i]));
+    }
+    for (auto& fill : after) fill();
+    for (size_t i = 0; i < 2; ++i) {
+      const at::Tensor sent = values[i].value.toTensor();
+      const at::Tensor got = decoded[i].value.toTensor();
+      CHECK(ravnest::wire::test::same_layout(got, sent));
+      CHECK((got - sent).abs().max().item<float>() < 0.05f);
+    }
+  }
+}
+
+TEST_CASE("a memory order that is not a permutation of the shape is refused",
+          "[wire][codec][robustness]") {
+  for (const std::vector<uint8_t>& order :
+       {std::vector<uint8_t>{0, 0, 1}, std::vector<uint8_t>{0, 1}, std::vector<uint8_t>{0, 1, 3}}) {
+    OneTensor m;
+    m.tensor.setDtype(static_cast<int8_t>(at::kFloat));
+    auto shape = m.tensor.initShape(3);
+    shape.set(0, 2);
+    shape.set(1, 3);
+    shape.set(2, 4);
+    m.tensor.initInline(2 * 3 * 4 * 4);
+    auto list = m.tensor.initMemoryOrder(static_cast<unsigned>(order.size()));
+    for (size_t i = 0; i < order.size(); ++i) list.set(static_cast<unsigned>(i), order[i]);
+    CHECK_THROWS(m.decode());
+  }
+}
+
 TEST_CASE("inline tensors are referenced, not copied, by the message", "[wire][codec]") {
   at::Tensor t = at::randn({16, 16});
   capnp::MallocMessageBuilder builder;

@@ -28,6 +28,16 @@
 
 namespace ravnest::wire::test {
 
+// Same strides wherever a dimension has more than one element (a size-1 dimension's stride
+// means nothing).
+inline bool same_layout(const at::Tensor& a, const at::Tensor& b) {
+  if (a.dim() != b.dim()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (a.size(d) > 1 && a.stride(d) != b.stride(d)) return false;
+  }
+  return true;
+}
+
 // Same dtype, shape, requires_grad and bytes (compared on the contiguous CPU form).
 inline bool same_tensor(const at::Tensor& sent, const at::Tensor& got, std::string* why = nullptr) {
   auto say = [&](const std::string& s) {
@@ -40,11 +50,19 @@ inline bool same_tensor(const at::Tensor& sent, const at::Tensor& got, std::stri
   }
   if (sent.sizes() != got.sizes()) return say("shape differs");
   if (sent.requires_grad() != got.requires_grad()) return say("requires_grad differs");
-  if (!got.is_contiguous()) return say("received tensor is not contiguous");
+  // A dense tensor arrives with its layout (channels-last stays channels-last), any other one
+  // row-major: compared in row-major order either way.
+  if (sent.is_non_overlapping_and_dense() && !same_layout(sent, got)) {
+    return say("the layout (strides) differs");
+  }
+  if (!sent.is_non_overlapping_and_dense() && !got.is_contiguous()) {
+    return say("received tensor is not contiguous");
+  }
   at::Tensor a = sent.detach().resolve_conj().resolve_neg().contiguous();
+  at::Tensor b = got.detach().contiguous();
   uint64_t bytes = tensor_bytes(a);
-  if (bytes != tensor_bytes(got)) return say("byte count differs");
-  if (bytes > 0 && std::memcmp(a.data_ptr(), got.data_ptr(), bytes) != 0) {
+  if (bytes != tensor_bytes(b)) return say("byte count differs");
+  if (bytes > 0 && std::memcmp(a.data_ptr(), b.data_ptr(), bytes) != 0) {
     return say("bytes differ");
   }
   return true;
