@@ -26,14 +26,13 @@ kj::Promise<void> BenchService::bench_all_reduce(BenchAllReduceCall context) {
   auto seconds = std::make_shared<std::vector<double>>();
   const uint32_t ring = 0xffffffffu;  // apart from the rings of any plan
   mailbox_.reset();
-  const bool shared_memory = shared_memory_;
-  return on_thread([this, peers, position, bytes, repetitions, seconds, ring, shared_memory]() {
+  return on_thread([this, peers, position, bytes, repetitions, seconds, ring]() {
            const size_t n = peers.size();
            RingLink link(*loop_.executor, links_, traffic_, *loop_.timer, mailbox_, ring, -1,
                          {"peer " + std::to_string((position + 1) % n), peers[(position + 1) % n]},
                          {"peer " + std::to_string((position + n - 1) % n),
                           peers[(position + n - 1) % n]},
-                         daemon_ring_in_flight(), daemon_ring_shared_slot_bytes(shared_memory));
+                         daemon_ring_in_flight(), daemon_ring_shared_slot_bytes(shared_memory_));
            RingAllReduce reduce(link, static_cast<int>(position), static_cast<int>(n),
                                 daemon_ring_options());
            std::vector<at::Tensor> tensors = {

@@ -96,21 +96,21 @@ void RingLink::send(const RingTag& tag, const void* data, size_t bytes) {
         *open = wire::resolved_client(kj::mv(*open));  // segments sent without a copy
       }
       auto& sink = KJ_ASSERT_NONNULL(sink_);
-      kj::Promise<void> call = nullptr;
-      if (shared) {
-        auto request = sink.sharedSegmentRequest();
+      auto tagged = [&](auto request) {
         request.setRound(tag.round);
         request.setStep(tag.step);
         request.setSegment(tag.segment);
+        return request;
+      };
+      kj::Promise<void> call = nullptr;
+      if (shared) {
+        auto request = tagged(sink.sharedSegmentRequest());
         request.setSlot(slot);
         request.setBytes(bytes);
         traffic_.sent(wire::TrafficKind::kRings, bytes);
         call = request.send().ignoreResult();
       } else {
-        auto request = sink.segmentRequest();
-        request.setRound(tag.round);
-        request.setStep(tag.step);
-        request.setSegment(tag.segment);
+        auto request = tagged(sink.segmentRequest());
         const capnp::Data::Reader view(static_cast<const kj::byte*>(data), bytes);
         if (reinterpret_cast<uintptr_t>(data) % 8 == 0 && bytes % 8 == 0) {
           // No copy: flush() keeps the memory in use until the receiver has taken it.

@@ -51,9 +51,6 @@ class RingLink final : public RingTransport {
                      const std::function<void(const void*)>& use) override;
   void flush() override;
 
-  // Whether the next member took the shared memory (known once the first segment was sent).
-  bool sends_through_shared_memory() const { return shared_accepted_; }
-
  private:
   // Opens the ring on the next member when no sink is open; with shared memory, waits for its
   // answer to the offer.

@@ -60,13 +60,9 @@ class RingSinkImpl final : public schema::RingSink::Server {
     auto params = context.getParams();
     auto data = params.getData();
     traffic_.received(wire::TrafficKind::kRings, params.totalSize().wordCount * 8);
-    auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
-    auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(
-        kj::mv(paf.fulfiller));
-    mailbox_.deposit_borrowed({ring_, params.getRound(), params.getStep(), params.getSegment()},
-                              data.begin(), data.size(),
-                              [fulfiller]() { (*fulfiller)->fulfill(); });
-    return kj::mv(paf.promise);
+    // The bytes stay in the call's message, which lives until the call is answered.
+    return hold_until_taken({ring_, params.getRound(), params.getStep(), params.getSegment()},
+                            data.begin(), data.size(), nullptr);
   }
 
   kj::Promise<void> sharedSegment(SharedSegmentContext context) override {
@@ -80,16 +76,23 @@ class RingSinkImpl final : public schema::RingSink::Server {
       return KJ_EXCEPTION(FAILED, "a shared segment beyond the memory offered");
     }
     traffic_.received(wire::TrafficKind::kRings, bytes);
-    auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
-    auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(
-        kj::mv(paf.fulfiller));
-    mailbox_.deposit_borrowed({ring_, params.getRound(), params.getStep(), params.getSegment()},
-                              shared_->slot(slot), bytes,
-                              [fulfiller, memory = shared_]() { (*fulfiller)->fulfill(); });
-    return kj::mv(paf.promise);
+    return hold_until_taken({ring_, params.getRound(), params.getStep(), params.getSegment()},
+                            shared_->slot(slot), bytes, shared_);
   }
 
  private:
+  // Leaves `size` bytes at `data` in the mailbox and answers the call once the all-reduce has
+  // taken them; `keeps` (the shared mapping, or nothing) lives until then.
+  kj::Promise<void> hold_until_taken(const RingMailbox::Key& key, const void* data, size_t size,
+                                     std::shared_ptr<const void> keeps) {
+    auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+    auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(
+        kj::mv(paf.fulfiller));
+    mailbox_.deposit_borrowed(key, data, size,
+                              [fulfiller, keeps = std::move(keeps)]() { (*fulfiller)->fulfill(); });
+    return kj::mv(paf.promise);
+  }
+
   RingMailbox& mailbox_;
   wire::WireTraffic& traffic_;
   uint32_t ring_;

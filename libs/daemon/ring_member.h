@@ -50,7 +50,6 @@ class RingMember {
   ~RingMember();
 
   RingMailbox& mailbox() { return mailbox_; }
-  bool shared_memory() const { return shared_memory_; }
 
   // `slot` counts the ring's sink against its peer's limit until the peer releases it.
   kj::Promise<void> open_ring(OpenRingCall context, wire::StreamSlot slot);

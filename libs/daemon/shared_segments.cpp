@@ -18,17 +18,27 @@ constexpr size_t kHeaderBytes = 4096;  // the nonce; slots start on a page of th
 
 std::string system_error(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
+bool within_limits(uint64_t slots, uint64_t slot_bytes) {
+  return slots > 0 && slots <= kMaxSharedSlots && slot_bytes > 0 &&
+         slot_bytes <= kMaxSharedBytes / slots;
+}
+
+// Where slot `index` starts: after the nonce's page. Slot `slots` (one past the last) is where
+// the file ends.
+size_t slot_offset(uint32_t index, uint64_t slot_bytes) {
+  return kHeaderBytes + static_cast<size_t>(index) * slot_bytes;
+}
+
 }  // namespace
 
 SharedSegmentsWriter::SharedSegmentsWriter(uint32_t slots, uint64_t slot_bytes) {
-  if (slots == 0 || slots > kMaxSharedSlots || slot_bytes == 0 ||
-      slot_bytes > kMaxSharedBytes / slots) {
+  if (!within_limits(slots, slot_bytes)) {
     throw std::runtime_error("shared ring memory: " + std::to_string(slots) + " slots of " +
                              std::to_string(slot_bytes) + " bytes is beyond the limits");
   }
   fd_ = memfd_create("ravnest-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd_ < 0) throw std::runtime_error(system_error("shared ring memory: memfd_create"));
-  mapped_ = kHeaderBytes + static_cast<size_t>(slots) * slot_bytes;
+  mapped_ = slot_offset(slots, slot_bytes);
   const auto nonce = wire::fresh_nonce();
   if (ftruncate(fd_, static_cast<off_t>(mapped_)) != 0 ||
       fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
@@ -57,13 +67,12 @@ SharedSegmentsWriter::~SharedSegmentsWriter() {
 }
 
 uint8_t* SharedSegmentsWriter::slot(uint32_t index) const {
-  return base_ + kHeaderBytes + static_cast<size_t>(index) * offer_.slot_bytes;
+  return base_ + slot_offset(index, offer_.slot_bytes);
 }
 
 std::shared_ptr<const SharedSegmentsReader> SharedSegmentsReader::open(
     const SharedSegmentsOffer& offer, std::string& refusal) {
-  if (offer.slots == 0 || offer.slots > kMaxSharedSlots || offer.slot_bytes == 0 ||
-      offer.slot_bytes > kMaxSharedBytes / offer.slots || offer.nonce.size() < 16 ||
+  if (!within_limits(offer.slots, offer.slot_bytes) || offer.nonce.size() < 16 ||
       offer.nonce.size() > kHeaderBytes) {
     refusal = "the offer breaks the limits";
     return nullptr;
@@ -77,7 +86,7 @@ std::shared_ptr<const SharedSegmentsReader> SharedSegmentsReader::open(
     refusal = system_error(path.c_str());  // another host, or another user
     return nullptr;
   }
-  const size_t size = kHeaderBytes + static_cast<size_t>(offer.slots) * offer.slot_bytes;
+  const size_t size = slot_offset(offer.slots, offer.slot_bytes);
   struct stat st {};
   if (fstat(path_fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
       static_cast<uint64_t>(st.st_size) != size) {
@@ -120,7 +129,7 @@ SharedSegmentsReader::~SharedSegmentsReader() {
 }
 
 const uint8_t* SharedSegmentsReader::slot(uint32_t index) const {
-  return base_ + kHeaderBytes + static_cast<size_t>(index) * slot_bytes_;
+  return base_ + slot_offset(index, slot_bytes_);
 }
 
 }  // namespace ravnest::runtime

@@ -183,14 +183,15 @@ bool ModelGraph::may_be_uninitialized(const Value* v) const {
   return false;
 }
 
+int ModelGraph::unit_using(Node* user) const {
+  Node* top = top_level_node(user);
+  return top == graph_->return_node() ? static_cast<int>(units_.size()) : unit_of(top);
+}
+
 void ModelGraph::compute_liveness() {
-  const int end = static_cast<int>(units_.size());
   auto add = [&](Value* v, int at) {
     int last = at;
-    for (const auto& use : v->uses()) {
-      Node* top = top_level_node(use.user);
-      last = std::max(last, top == graph_->return_node() ? end : unit_of(top));
-    }
+    for (const auto& use : v->uses()) last = std::max(last, unit_using(use.user));
     positioned_.push_back(v);
     defined_at_[v] = at;
     last_used_at_[v] = last;
@@ -215,8 +216,7 @@ void ModelGraph::compute_cut_rules() {
   std::function<int(Value*)> reach = [&](Value* w) {
     int furthest = -1;
     for (const auto& use : w->uses()) {
-      Node* top = top_level_node(use.user);
-      furthest = std::max(furthest, top == graph_->return_node() ? n : unit_of(top));
+      furthest = std::max(furthest, unit_using(use.user));
       if (use.user->kind() != c10::prim::Return) continue;
       Node* owner = use.user->owningBlock()->owningNode();
       if (owner == nullptr) continue;
@@ -256,8 +256,7 @@ void ModelGraph::compute_cut_rules() {
     int lo = n, hi = -1;
     for (Value* out : node->outputs()) {
       for (const auto& use : out->uses()) {
-        Node* top = top_level_node(use.user);
-        const int unit = top == graph_->return_node() ? n : unit_of(top);
+        const int unit = unit_using(use.user);
         if (unit < 0) continue;
         lo = std::min(lo, unit);
         hi = std::max(hi, unit);

@@ -77,6 +77,9 @@ class ModelGraph {
   void index_attribute_paths(torch::jit::Block* block);
   void compute_liveness();
   void compute_cut_rules();
+  // The unit a use of a value belongs to: units().size() for the graph's return, -1 for a free
+  // node.
+  int unit_using(torch::jit::Node* user) const;
 
   std::string path_;
   torch::jit::Module module_;

@@ -220,8 +220,8 @@ at::Tensor decode_tensor(schema::Tensor::Reader in, std::vector<at::Tensor>& pen
   if (requires_grad && !c10::isFloatingType(dtype) && !c10::isComplexType(dtype)) {
     fail(std::string("a tensor of dtype ") + c10::toString(dtype) + " cannot require grad");
   }
-  // `sizes` are in memory order (the shape of the bytes); with a memory order, the tensor's own
-  // dimension d is memory dimension `position[d]`, and the tensor is allocated with that layout.
+  // `sizes` are in memory order (the shape of the bytes); with a memory order, memory dimension k
+  // is the tensor's own dimension order[k], and the tensor is allocated with that layout.
   std::vector<int64_t> order;
   if (in.hasMemoryOrder()) {
     auto list = in.getMemoryOrder();
@@ -292,16 +292,20 @@ at::Tensor decode_tensor(schema::Tensor::Reader in, std::vector<at::Tensor>& pen
         fail("streamed tensor announces " + std::to_string(announced) +
              " bytes, its shape and dtype say " + std::to_string(bytes));
       }
+      auto advise = [&](const at::Tensor& arrives) {
+        if (limits.huge_pages_from > 0 && bytes >= limits.huge_pages_from) {
+          advise_huge_pages(arrives.data_ptr(), bytes);
+        }
+      };
       if (codec == TensorCodec::kNone) {
         auto [base, view] = allocate(dtype);
-        if (limits.huge_pages_from > 0 && bytes >= limits.huge_pages_from) {
-          advise_huge_pages(view.data_ptr(), bytes);
-        }
+        advise(view);
         pending.push_back(view);  // row-major: the stream writes into it
         t = base;
       } else {
         if (after_stream == nullptr) fail("a compressed streamed tensor where none is expected");
         at::Tensor arrives = at::empty(sizes, at::TensorOptions().dtype(arriving));
+        advise(arrives);
         pending.push_back(arrives);
         // Filled in place once the stream is done, so the value decoded now is the final one.
         auto [base, view] = allocate(dtype);

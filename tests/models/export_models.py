@@ -559,7 +559,7 @@ def training_set(sm: torch.jit.ScriptModule, inputs: List[torch.Tensor]):
     return (tuple(data) if len(data) > 1 else data[0], labels), loss
 
 
-def verify(files: Dict[str, str], keys: List[str]) -> int:
+def verify(name: str, files: Dict[str, str], keys: List[str]) -> int:
     """Load back what was written, run forward+backward; return the number of outputs."""
     m = torch.jit.load(files["model"])
     m.train()
@@ -572,7 +572,7 @@ def verify(files: Dict[str, str], keys: List[str]) -> int:
     loss = sum(o.float().square().mean() for o in outs)
     loss.backward()
     params = [(n, p) for n, p in m.named_parameters() if p.requires_grad]
-    expected_none = NO_GRAD.get(os.path.basename(files["model"])[:-len(".pt")], set())
+    expected_none = NO_GRAD.get(name, set())
     missing = [n for n, p in params if p.grad is None and n not in expected_none]
     if not params or missing:
         raise RuntimeError("backward left parameters without grad: %s" % missing[:5])
@@ -596,7 +596,7 @@ def export(name: str, out: str, force: bool) -> str:
     train, loss = training_set(sm, inputs)
     atomic(files["train"], lambda p: torch.save(train, p))
     t1 = time.time()
-    n_out = verify(files, keys)
+    n_out = verify(name, files, keys)
     t2 = time.time()
     meta = {"name": name, "inputs": [spec(t) for t in inputs],
             "state_dict_keys": keys, "outputs": n_out,
