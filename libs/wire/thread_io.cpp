@@ -8,7 +8,16 @@ namespace {
 thread_local ThreadIo* this_thread_io = nullptr;
 }
 
-ThreadIo::ThreadIo() : io_(kj::setupAsyncIo()) { this_thread_io = this; }
+ThreadIo::ThreadIo() : io_(kj::setupAsyncIo()), timer_(io_.provider->getTimer()) {
+  this_thread_io = this;
+}
+
+kj::TimePoint ThreadIo::PresentTimer::now() const {
+  // Never behind the loop's own reading (kj documents the two as one clock).
+  const auto present = kj::systemPreciseMonotonicClock().now();
+  const auto loop = loop_.now();
+  return present > loop ? present : loop;
+}
 
 ThreadIo::~ThreadIo() noexcept(false) {
   KJ_REQUIRE(this_thread_io == this, "ThreadIo destroyed on another thread than its own") {

@@ -3,6 +3,11 @@
 // the last (as capnp::EzRpcContext does for EzRpc). A thread has at most one KJ event loop, so
 // nothing else on a thread that uses ThreadIo may create one (EzRpcClient/Server included).
 //
+// timer() counts every delay from the clock's present. KJ's own timer reads the clock only when
+// the loop waits, so on a thread that works outside the loop between waits (a command polling
+// with sleeps, the dashboard serving HTTP) afterDelay(d) would count from the last wait and fire
+// up to that long too early: a 3 s time limit after 20 idle seconds fired at once.
+//
 // Create, use and destroy on one thread.
 #pragma once
 
@@ -24,10 +29,23 @@ class ThreadIo final : public kj::Refcounted {
   kj::AsyncIoProvider& provider() { return *io_.provider; }
   kj::LowLevelAsyncIoProvider& low_level() { return *io_.lowLevelProvider; }
   kj::Network& network() { return io_.provider->getNetwork(); }
-  kj::Timer& timer() { return io_.provider->getTimer(); }
+  kj::Timer& timer() { return timer_; }
 
  private:
+  // The loop's timer, with now() read from the clock it follows (systemPreciseMonotonicClock).
+  class PresentTimer final : public kj::Timer {
+   public:
+    explicit PresentTimer(kj::Timer& loop) : loop_(loop) {}
+    kj::TimePoint now() const override;
+    kj::Promise<void> atTime(kj::TimePoint time) override { return loop_.atTime(time); }
+    kj::Promise<void> afterDelay(kj::Duration delay) override { return loop_.atTime(now() + delay); }
+
+   private:
+    kj::Timer& loop_;
+  };
+
   kj::AsyncIoContext io_;
+  PresentTimer timer_;
 };
 
 }  // namespace ravnest::wire
