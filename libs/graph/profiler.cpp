@@ -36,9 +36,21 @@ int64_t ivalue_bytes(const c10::IValue& value) {
 
 void check_input_count(const ModelGraph& model, size_t given) {
   const size_t total = model.model_inputs().size();
+  const auto input_names = model.input_names();
+  // Every input comes from a dataset's tensors and crosses the wire as one: an int, a list or
+  // a string argument can be neither.
+  for (size_t k = 0; k < total; ++k) {
+    auto type = model.model_inputs()[k]->type();
+    if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+    if (type->kind() != c10::TypeKind::TensorType) {
+      throw std::invalid_argument(model.path() + ": forward's input '" + input_names.at(k) +
+                                  "' is " + model.model_inputs()[k]->type()->annotation_str() +
+                                  "; every input must be a tensor (a dataset feeds tensors)");
+    }
+  }
   if (given >= model.required_inputs() && given <= total) return;
   std::string names;
-  for (const auto& name : model.input_names()) names += (names.empty() ? "" : ", ") + name;
+  for (const auto& name : input_names) names += (names.empty() ? "" : ", ") + name;
   throw std::invalid_argument(model.path() + ": forward takes " + std::to_string(total) +
                               " input(s) (" + names + "); --example-input gave " +
                               std::to_string(given));

@@ -26,8 +26,8 @@ struct ModelMeasurements {
 ModelMeasurements profile_model(const ModelGraph& model, const std::vector<at::Tensor>& inputs,
                                 int repeats = 3);
 
-// Checks the number of inputs against forward's signature; throws std::invalid_argument
-// naming the model and the expected arguments.
+// Checks the number of inputs against forward's signature, and that every input is a tensor
+// (Optional[Tensor] included); throws std::invalid_argument naming the model and the argument.
 void check_input_count(const ModelGraph& model, size_t given);
 
 int64_t ivalue_bytes(const c10::IValue& value);

@@ -107,6 +107,24 @@ TEST_CASE("clusterize refuses bad input clearly and writes nothing", "[cli][erro
     expect_clear_error(clusterize(model("two_inputs") + " --nodes " + pool + good_input),
                        "forward takes 2 input(s) (image, features)");
   }
+  SECTION("an input that is no tensor") {
+    test::write_text(dir / "scaled.py", R"(import sys, torch
+from torch import nn
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+    def forward(self, x, times: int):
+        return self.fc(x) * times
+torch.jit.script(Scaled()).save(sys.argv[1])
+)");
+    auto made = test::run_command(test::python() + " " + (dir / "scaled.py").string() + " " +
+                                  (dir / "scaled.pt").string());
+    REQUIRE(made.exit_code == 0);
+    expect_clear_error(clusterize((dir / "scaled.pt").string() + " --nodes " + pool +
+                                  " --example-input 4x4 4x4 --out " + out),
+                       "forward's input 'times' is int; every input must be a tensor");
+  }
   SECTION("malformed example input") {
     expect_clear_error(
         clusterize(small + " --nodes " + pool + " --example-input 4xAx8 --out " + out), "4xAx8");
