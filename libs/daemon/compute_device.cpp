@@ -44,6 +44,12 @@ c10::IValue to_device(const c10::IValue& value, const c10::Device& device) {
     for (const c10::IValue item : list) out.push_back(to_device(item, device));
     return out;
   }
+  if (value.isGenericDict()) {
+    auto dict = value.toGenericDict();
+    c10::impl::GenericDict out(dict.keyType(), dict.valueType());
+    for (const auto& entry : dict) out.insert(entry.key(), to_device(entry.value(), device));
+    return out;
+  }
   return value;
 }
 

@@ -118,6 +118,7 @@ at::Tensor sum_of_outputs(const c10::IValue& output) {
     if (v.isTensor()) add(v.toTensor());
     else if (v.isTuple()) for (const auto& e : v.toTupleRef().elements()) visit(e);
     else if (v.isList()) for (const auto& e : v.toListRef()) visit(e);
+    else if (v.isGenericDict()) for (const auto& e : v.toGenericDict()) visit(e.value());
   };
   visit(output);
   if (!total.defined()) throw std::runtime_error("the model's output holds no floating-point tensor");
@@ -141,6 +142,7 @@ void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
   if (v.isTensor()) out.push_back(v.toTensor());
   else if (v.isTuple()) for (const auto& e : v.toTupleRef().elements()) flatten(e, out);
   else if (v.isList()) for (const auto& e : v.toListRef()) flatten(e, out);
+  else if (v.isGenericDict()) for (const auto& e : v.toGenericDict()) flatten(e.value(), out);
 }
 
 // Before the slot takes `diff`: afterwards diff can never exceed the maximum.

@@ -58,8 +58,14 @@ at::Tensor Loss::primary_output(const c10::IValue& output) {
     const auto list = output.toListRef();
     if (!list.empty() && list[0].isTensor()) return list[0].toTensor();
   }
+  // A dict (torchvision's segmentation models return {"out": ..., "aux": ...}): its first
+  // value, in the order the model inserted them, as for a tuple.
+  if (output.isGenericDict()) {
+    const auto dict = output.toGenericDict();
+    if (!dict.empty() && dict.begin()->value().isTensor()) return dict.begin()->value().toTensor();
+  }
   throw std::runtime_error("the model's output is a " + output.tagKind() +
-                           ", expected a tensor or a tuple whose first item is a tensor");
+                           ", expected a tensor, or a tuple or dict whose first item is a tensor");
 }
 
 at::Tensor Loss::operator()(const c10::IValue& model_output, const at::Tensor& labels) const {

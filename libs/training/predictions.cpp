@@ -50,8 +50,25 @@ c10::IValue join_predictions(const std::vector<c10::IValue>& outputs) {
     for (auto& j : joined) list.push_back(std::move(j));
     return list;
   }
+  if (first.isGenericDict()) {
+    const auto keys = first.toGenericDict();
+    c10::impl::GenericDict joined(keys.keyType(), keys.valueType());
+    for (const auto& key : keys) {
+      std::vector<c10::IValue> column;
+      for (const auto& o : outputs) {
+        if (!o.isGenericDict() || o.toGenericDict().size() != keys.size() ||
+            !o.toGenericDict().contains(key.key())) {
+          throw std::runtime_error("the model's outputs change keys between batches");
+        }
+        column.push_back(o.toGenericDict().at(key.key()));
+      }
+      joined.insert(key.key(), join_predictions(column));
+    }
+    return joined;
+  }
   throw std::runtime_error(std::string("the model returns a ") + first.tagKind() +
-                           ", which predictions.pt cannot join (tensors, tuples or lists of them)");
+                           ", which predictions.pt cannot join (tensors, tuples, lists or dicts "
+                           "of them)");
 }
 
 std::string predictions_file(const c10::IValue& value) {

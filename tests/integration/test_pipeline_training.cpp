@@ -28,6 +28,7 @@
 #include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
+#include "tests/support/zoo.h"
 
 using namespace ravnest;
 namespace fs = std::filesystem;
@@ -300,6 +301,57 @@ TEST_CASE("a daemon killed mid-training is named within 10 s", "[daemon][faults]
   std::smatch match;
   CHECK(std::regex_search(status.out, match, std::regex("node_0 .* idle")));
   CHECK(std::regex_search(status.out, match, std::regex("node_2 .* idle")));
+}
+
+// A model that returns a dict (torchvision's segmentation models: {"out", "aux"}): trained per
+// pixel on "out", and predicted as a dict of joined tensors, through the daemons and in one
+// process, equal to PyTorch's forward of the fused weights.
+TEST_CASE("a dict output trains and predicts", "[daemon][predict]") {
+  const test::ModelFiles files = test::model_files("segmentation");
+  test::LocalCluster cluster(files.model, {test::LocalCluster::even_cuts(files.model, 3)},
+                             files.example_inputs);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto dir = cluster.dir();
+  test::write_text(dir / "job.toml", "[train]\nepochs = 2\nbatch_size = 6\nmicro_batches = 2\n"
+                                     "[data]\nformat = \"tensors\"\ntrain = \"" + files.train_file +
+                                         "\"\n[loss]\nname = \"" + files.loss +
+                                         "\"\n[optimizer]\nname = \"adam\"\nlr = 0.01\n");
+  REQUIRE(files.loss == "cross_entropy");
+  auto train = cluster.ravnest("train", (dir / "job.toml").string());
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  REQUIRE(cluster.ravnest("fuse", "--out " + (dir / "trained").string()).exit_code == 0);
+  auto piped = cluster.ravnest("predict", cluster.plan_dir() + " " + files.train_file +
+                                              " --batch-size 5 --out " + (dir / "piped.pt").string());
+  INFO(piped.out << piped.err);
+  REQUIRE(piped.exit_code == 0);
+  auto local = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest predict " +
+                                 (dir / "trained/model.pt").string() + " " + files.train_file +
+                                 " --job " + (dir / "job.toml").string() + " --out " +
+                                 (dir / "local.pt").string());
+  INFO(local.out << local.err);
+  REQUIRE(local.exit_code == 0);
+  test::write_text(dir / "check.py", R"(import sys, torch
+model_path, state_path, data_path = sys.argv[1:4]
+model = torch.jit.load(model_path)
+model.load_state_dict(torch.load(state_path), strict=True)
+model.eval()
+with torch.no_grad():
+    expected = model(torch.load(data_path)[0])
+for path in sys.argv[4:]:
+    got = torch.load(path)
+    assert isinstance(got, dict) and list(got) == ["out", "aux"], (path, type(got))
+    worst = max((got[k] - expected[k]).abs().max().item() for k in expected)
+    assert worst <= 1e-5, (path, worst)
+print("ok")
+)");
+  auto check = test::run_command(test::python() + " " + (dir / "check.py").string() + " " +
+                                 files.model + " " + (dir / "trained/trained_state_dict.pt").string() +
+                                 " " + files.train_file + " " + (dir / "piped.pt").string() + " " +
+                                 (dir / "local.pt").string());
+  INFO(check.out << check.err);
+  CHECK(check.out == "ok\n");
 }
 
 // `ravnest predict`: through the daemons' pipeline (a plan) and in one process (the fused model),

@@ -188,10 +188,13 @@ TEST_CASE("fidelity: transformer (encoder with dropout)", "[fidelity]") {
   check_model({"transformer", false, 2}, {2, 3});
 }
 
-TEST_CASE("fidelity: two_inputs, two_in_tuple_out, multi_output", "[fidelity]") {
+TEST_CASE("fidelity: two_inputs, two_in_tuple_out, multi_output, segmentation (a dict output)",
+          "[fidelity]") {
   check_model({"two_inputs"}, {2, 3});
   check_model({"two_in_tuple_out"}, {2, 3}, {{2, "1f1b"}});
   check_model({"multi_output"}, {2, 3});
+  // {"out", "aux"} like torchvision's segmentation models; per-pixel cross_entropy on "out".
+  check_model({"segmentation", false, 1}, {2, 3}, {{4, "gpipe"}});
 }
 
 TEST_CASE("fidelity: reused and tied (a tensor on two stages)", "[fidelity]") {

@@ -35,6 +35,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 from small_cnn import SmallCNN  # noqa: E402
 
@@ -331,6 +332,32 @@ class FrozenParts(nn.Module):
 NO_GRAD = {"frozen_parts": {"b.weight", "b.bias"}}
 
 
+class SegmentationNet(nn.Module):
+    """torchvision's segmentation models in miniature: a backbone whose intermediate and last
+    features feed two heads, upsampled to the input's size, returned as a dict {"out", "aux"}
+    (TorchScript: Dict[str, Tensor]); trained per pixel with cross_entropy on "out"."""
+
+    def __init__(self, classes: int = 3):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.ReLU())
+        self.mid = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU())
+        self.deep = nn.Sequential(nn.Conv2d(16, 16, 3, padding=2, dilation=2), nn.ReLU())
+        self.head = nn.Sequential(nn.Conv2d(16, 8, 3, padding=1), nn.ReLU(), nn.Dropout(0.1),
+                                  nn.Conv2d(8, classes, 1))
+        self.aux = nn.Conv2d(16, classes, 1)
+
+    def forward(self, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+        size = x.shape[-2:]
+        features = self.mid(self.stem(x))
+        result: Dict[str, torch.Tensor] = {}
+        out = self.head(self.deep(features))
+        result["out"] = F.interpolate(out, size=[int(size[0]), int(size[1])], mode="bilinear",
+                                      align_corners=False)
+        result["aux"] = F.interpolate(self.aux(features), size=[int(size[0]), int(size[1])],
+                                      mode="bilinear", align_corners=False)
+        return result
+
+
 # --------------------------------------------------------------------------- builders
 # Each builder is called right after torch.manual_seed(0) and returns
 # (model in training mode, TorchScript module, list of example inputs).
@@ -452,6 +479,11 @@ def build_frozen_parts() -> Built:
     return model, _script(model), [torch.randn(4, 10, generator=_gen())]
 
 
+def build_segmentation() -> Built:
+    model = SegmentationNet()
+    return model, _script(model), [torch.randn(2, 3, 12, 12, generator=_gen())]
+
+
 def build_convnext_mini() -> Built:
     """torchvision's ConvNeXt in miniature: LayerNorm over channels between permutes, so the
     activations where cuts fall are channels-last views that convolutions read; layer scale;
@@ -483,6 +515,7 @@ MODELS: Dict[str, Callable[[], Built]] = {
     "branchy": build_branchy,
     "frozen_parts": build_frozen_parts,
     "convnext_mini": build_convnext_mini,
+    "segmentation": build_segmentation,
 }
 
 
@@ -528,6 +561,8 @@ def flatten_outputs(out) -> List[torch.Tensor]:
         for o in out:
             res.extend(flatten_outputs(o))
         return res
+    if isinstance(out, dict):
+        return flatten_outputs(list(out.values()))
     raise TypeError("unsupported output type %s" % type(out).__name__)
 
 
@@ -548,11 +583,14 @@ def training_set(sm: torch.jit.ScriptModule, inputs: List[torch.Tensor]):
             data.append(torch.randint(0, int(t.max()) + 1, shape, generator=g).to(t.dtype))
     with torch.no_grad():
         sm.eval()
-        first = flatten_outputs(sm(*[d[:2] for d in data]))[0]
+        out = sm(*[d[:2] for d in data])
+        first = flatten_outputs(out)[0]
         sm.train()
-    if first.dim() == 2 and first.shape[1] > 1:
+    if first.dim() >= 2 and first.shape[1] > 1 and (first.dim() == 2 or isinstance(out, dict)):
+        # Classes in dimension 1: one label per sample, or per pixel (a segmentation dict).
         loss = "cross_entropy"
-        labels = torch.randint(0, first.shape[1], (TRAIN_SAMPLES,), generator=g)
+        labels = torch.randint(0, first.shape[1], (TRAIN_SAMPLES,) + tuple(first.shape[2:]),
+                               generator=g)
     else:
         loss = "mse"
         labels = torch.randn((TRAIN_SAMPLES,) + tuple(first.shape[1:]), generator=g)

@@ -113,6 +113,8 @@ def make_scheduler(spec: dict, opt):
 def loss_fn(name: str, out, y):
     if isinstance(out, (tuple, list)):
         out = out[0]
+    elif isinstance(out, dict):
+        out = next(iter(out.values()))
     if name == "cross_entropy":
         return F.cross_entropy(out, y.long())
     if name == "nll":

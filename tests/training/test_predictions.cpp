@@ -23,7 +23,7 @@ std::string error_of(const std::vector<c10::IValue>& outputs) {
 
 }  // namespace
 
-TEST_CASE("join_predictions: tensors, tuples and lists, in order", "[training][predict]") {
+TEST_CASE("join_predictions: tensors, tuples, lists and dicts, in order", "[training][predict]") {
   const at::Tensor a = at::arange(6, at::kFloat).view({3, 2});
   const at::Tensor b = at::arange(6, 10, at::kFloat).view({2, 2});
   auto joined = join_predictions({a, b});
@@ -34,6 +34,23 @@ TEST_CASE("join_predictions: tensors, tuples and lists, in order", "[training][p
   REQUIRE(pairs.isTuple());
   CHECK(pairs.toTupleRef().elements()[0].toTensor().size(0) == 5);
   CHECK(pairs.toTupleRef().elements()[1].toTensor().equal(at::cat({a.sum(1), b.sum(1)})));
+
+  // A dict, key by key, in the model's order (torchvision's segmentation models).
+  c10::impl::GenericDict first(c10::StringType::get(), c10::TensorType::get());
+  first.insert("out", a);
+  first.insert("aux", a.sum(1));
+  c10::impl::GenericDict second(c10::StringType::get(), c10::TensorType::get());
+  second.insert("out", b);
+  second.insert("aux", b.sum(1));
+  auto dict = join_predictions({first, second});
+  REQUIRE(dict.isGenericDict());
+  CHECK(dict.toGenericDict().begin()->key().toStringRef() == "out");
+  CHECK(dict.toGenericDict().at("out").toTensor().equal(at::cat({a, b})));
+  CHECK(dict.toGenericDict().at("aux").toTensor().equal(at::cat({a.sum(1), b.sum(1)})));
+  c10::impl::GenericDict other(c10::StringType::get(), c10::TensorType::get());
+  other.insert("logits", b);
+  other.insert("aux", b.sum(1));
+  CHECK(error_of({first, other}) == "the model's outputs change keys between batches");
 
   // A scalar per batch (a model that returns a loss) is stacked.
   CHECK(join_predictions({a.sum(), b.sum()}).toTensor().sizes() == at::IntArrayRef({2}));
