@@ -98,14 +98,31 @@ std::vector<at::Tensor> make_example_inputs(const std::vector<std::string>& spec
     }
     at::ScalarType dtype = fields.size() > 1 ? parse_dtype(spec, fields[1]) : at::kFloat;
     auto options = at::TensorOptions().dtype(dtype);
-    if (at::isFloatingType(dtype)) {
-      if (fields.size() > 2) bad_spec(spec, "HIGH applies to integer dtypes only");
-      inputs.push_back(at::normal(0.0, 1.0, shape, generator, at::TensorOptions()).to(dtype));
-    } else if (dtype == at::kBool) {
-      inputs.push_back(at::randint(0, 2, shape, generator, options));
-    } else {
-      int64_t high = fields.size() > 2 ? parse_positive(spec, fields[2], "HIGH") : 10;
-      inputs.push_back(at::randint(0, high, shape, generator, options));
+    if (at::isFloatingType(dtype) && fields.size() > 2) {
+      bad_spec(spec, "HIGH applies to integer dtypes only");
+    }
+    const int64_t high = fields.size() > 2 ? parse_positive(spec, fields[2], "HIGH") : 10;
+    int64_t bytes = static_cast<int64_t>(c10::elementSize(dtype));
+    for (int64_t d : shape) {
+      if (__builtin_mul_overflow(bytes, d, &bytes)) bad_spec(spec, "the tensor's size overflows");
+    }
+    // Profiling needs a batch, not a dataset; and past this a machine that overcommits memory
+    // would be killed filling it rather than refuse it.
+    constexpr int64_t kMaxExampleBytes = int64_t{4} << 30;
+    if (bytes > kMaxExampleBytes) {
+      bad_spec(spec, std::to_string(bytes) + " bytes, more than an example batch may take (4 GiB)");
+    }
+    try {
+      if (at::isFloatingType(dtype)) {
+        inputs.push_back(at::normal(0.0, 1.0, shape, generator, at::TensorOptions()).to(dtype));
+      } else if (dtype == at::kBool) {
+        inputs.push_back(at::randint(0, 2, shape, generator, options));
+      } else {
+        inputs.push_back(at::randint(0, high, shape, generator, options));
+      }
+    } catch (const c10::Error& e) {
+      bad_spec(spec, "cannot make a tensor of " + std::to_string(bytes) + " bytes (" +
+                         torch_message(e) + ")");
     }
   }
   return inputs;

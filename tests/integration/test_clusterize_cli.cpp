@@ -129,6 +129,15 @@ torch.jit.script(Scaled()).save(sys.argv[1])
     expect_clear_error(
         clusterize(small + " --nodes " + pool + " --example-input 4xAx8 --out " + out), "4xAx8");
   }
+  SECTION("an example input too large to make") {
+    expect_clear_error(clusterize(small + " --nodes " + pool +
+                                  " --example-input 99999999999x1x8x8 --out " + out),
+                       "--example-input '99999999999x1x8x8': 25599999999744 bytes, more than "
+                       "an example batch may take (4 GiB)");
+    expect_clear_error(clusterize(small + " --nodes " + pool +
+                                  " --example-input 4611686018427387904x4 --out " + out),
+                       "--example-input '4611686018427387904x4': the tensor's size overflows");
+  }
   SECTION("malformed JSON") {
     test::write_text(dir / "bad.json", R"({"0": {"IP": "127.0.0.1:1", )");
     expect_clear_error(clusterize(small + " --nodes " + (dir / "bad.json").string() + good_input),
