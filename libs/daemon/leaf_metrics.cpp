@@ -59,7 +59,7 @@ bool LeafMetrics::add_validation(const MicroBatchTag& batch, double loss,
                                  const c10::IValue& output, const at::Tensor& labels,
                                  uint64_t updates_done) {
   validation_loss_sum_ += loss * batch.samples;
-  const int64_t correct = count_correct(output, labels);
+  const double correct = count_correct(output, labels);
   if (correct < 0) validation_has_classes_ = false;
   else validation_correct_ += correct;
   validation_samples_ += batch.samples;
@@ -71,7 +71,7 @@ bool LeafMetrics::add_validation(const MicroBatchTag& batch, double loss,
   event.step = updates_done;
   event.loss = validation_samples_ ? validation_loss_sum_ / validation_samples_ : 0;
   event.accuracy = validation_has_classes_ && validation_samples_
-                       ? static_cast<double>(validation_correct_) / validation_samples_
+                       ? validation_correct_ / validation_samples_
                        : std::nan("");
   port_.event(event);
   std::ostringstream line;

@@ -57,7 +57,7 @@ class LeafMetrics {
   WorkerPort& port_;
   double batch_loss_ = 0;
   double validation_loss_sum_ = 0;
-  int64_t validation_correct_ = 0;
+  double validation_correct_ = 0;  // samples right (count_correct)
   int64_t validation_samples_ = 0;
   bool validation_has_classes_ = true;
 };

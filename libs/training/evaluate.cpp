@@ -10,16 +10,23 @@
 
 namespace ravnest::runtime {
 
-int64_t count_correct(const c10::IValue& model_output, const at::Tensor& labels) {
+double count_correct(const c10::IValue& model_output, const at::Tensor& labels) {
   at::Tensor output;
   try {
     output = Loss::primary_output(model_output);
   } catch (const std::exception&) {
     return -1;
   }
-  if (output.dim() != 2 || labels.dim() != 1 || output.size(0) != labels.size(0)) return -1;
+  if (output.dim() < 2 || labels.dim() != output.dim() - 1 || output.size(0) != labels.size(0)) {
+    return -1;
+  }
+  for (int64_t d = 1; d < labels.dim(); ++d) {
+    if (labels.size(d) != output.size(d + 1)) return -1;
+  }
   if (at::isFloatingType(labels.scalar_type()) || labels.scalar_type() == at::kBool) return -1;
-  return output.argmax(1).eq(labels.to(at::kLong)).sum().item<int64_t>();
+  const int64_t right = output.argmax(1).eq(labels.to(at::kLong)).sum().item<int64_t>();
+  const int64_t positions = labels.size(0) > 0 ? labels.numel() / labels.size(0) : 1;
+  return static_cast<double>(right) / static_cast<double>(positions == 0 ? 1 : positions);
 }
 
 Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, const Loss& loss,
@@ -31,7 +38,7 @@ Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, co
   at::NoGradGuard no_grad;
   Evaluation result;
   double loss_sum = 0;
-  int64_t correct = 0;
+  double correct = 0;
   bool classes = true;
   try {
     for (int64_t start = 0; start < dataset.size(); start += batch_size) {
@@ -40,7 +47,7 @@ Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, co
       std::vector<c10::IValue> inputs(batch.inputs.begin(), batch.inputs.end());
       const c10::IValue output = module.forward(inputs);
       loss_sum += loss(output, batch.labels).item<double>() * static_cast<double>(count);
-      const int64_t right = count_correct(output, batch.labels);
+      const double right = count_correct(output, batch.labels);
       if (right < 0) classes = false;
       else correct += right;
       result.samples += count;
@@ -51,7 +58,7 @@ Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, co
   }
   module.train(was_training);
   result.loss = result.samples ? loss_sum / static_cast<double>(result.samples) : std::nan("");
-  result.accuracy = classes && result.samples ? static_cast<double>(correct) / static_cast<double>(result.samples)
+  result.accuracy = classes && result.samples ? correct / static_cast<double>(result.samples)
                                               : std::nan("");
   return result;
 }

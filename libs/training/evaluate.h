@@ -16,9 +16,12 @@ struct Evaluation {
   int64_t samples = 0;
 };
 
-// The number of samples whose argmax over dim 1 of the output (the first tensor of a tuple)
-// equals the label, or -1 when the output is not 2-D [N, C] or the labels are not integers [N].
-int64_t count_correct(const c10::IValue& model_output, const at::Tensor& labels);
+// The number of samples whose argmax over dim 1 of the output (Loss::primary_output) equals the
+// label. Against labels with positions ([N, C, H, W] and [N, H, W]: segmentation, tagging) each
+// sample counts the share of its positions that are right, so that the sum over samples divided
+// by the samples is pixel accuracy. -1 when the labels are not integers of the output's shape
+// without dim 1 (regression, probabilities).
+double count_correct(const c10::IValue& model_output, const at::Tensor& labels);
 
 // Runs the dataset in order in batches of `batch_size`; the module is put in eval mode and
 // back into the mode it was in.

@@ -315,12 +315,22 @@ TEST_CASE("a dict output trains and predicts", "[daemon][predict]") {
   const auto dir = cluster.dir();
   test::write_text(dir / "job.toml", "[train]\nepochs = 2\nbatch_size = 6\nmicro_batches = 2\n"
                                      "[data]\nformat = \"tensors\"\ntrain = \"" + files.train_file +
+                                         "\"\nvalidation = \"" + files.train_file +
                                          "\"\n[loss]\nname = \"" + files.loss +
                                          "\"\n[optimizer]\nname = \"adam\"\nlr = 0.01\n");
   REQUIRE(files.loss == "cross_entropy");
   auto train = cluster.ravnest("train", (dir / "job.toml").string());
   INFO(train.out << train.err);
   REQUIRE(train.exit_code == 0);
+  // Validation's accuracy is pixel accuracy: the last round's, on the trained weights, is
+  // checked against PyTorch below.
+  const std::regex val_acc("val_acc ([0-9.]+)");
+  std::string accuracy;
+  for (auto it = std::sregex_iterator(train.out.begin(), train.out.end(), val_acc);
+       it != std::sregex_iterator(); ++it) {
+    accuracy = (*it)[1].str();
+  }
+  REQUIRE_FALSE(accuracy.empty());
   REQUIRE(cluster.ravnest("fuse", "--out " + (dir / "trained").string()).exit_code == 0);
   auto piped = cluster.ravnest("predict", cluster.plan_dir() + " " + files.train_file +
                                               " --batch-size 5 --out " + (dir / "piped.pt").string());
@@ -333,13 +343,16 @@ TEST_CASE("a dict output trains and predicts", "[daemon][predict]") {
   INFO(local.out << local.err);
   REQUIRE(local.exit_code == 0);
   test::write_text(dir / "check.py", R"(import sys, torch
-model_path, state_path, data_path = sys.argv[1:4]
+model_path, state_path, data_path, val_acc = sys.argv[1:5]
 model = torch.jit.load(model_path)
 model.load_state_dict(torch.load(state_path), strict=True)
 model.eval()
+inputs, labels = torch.load(data_path)
 with torch.no_grad():
-    expected = model(torch.load(data_path)[0])
-for path in sys.argv[4:]:
+    expected = model(inputs)
+pixel_accuracy = (expected["out"].argmax(1) == labels).double().mean().item()
+assert abs(pixel_accuracy - float(val_acc)) <= 6e-5, (pixel_accuracy, val_acc)
+for path in sys.argv[5:]:
     got = torch.load(path)
     assert isinstance(got, dict) and list(got) == ["out", "aux"], (path, type(got))
     worst = max((got[k] - expected[k]).abs().max().item() for k in expected)
@@ -348,7 +361,8 @@ print("ok")
 )");
   auto check = test::run_command(test::python() + " " + (dir / "check.py").string() + " " +
                                  files.model + " " + (dir / "trained/trained_state_dict.pt").string() +
-                                 " " + files.train_file + " " + (dir / "piped.pt").string() + " " +
+                                 " " + files.train_file + " " + accuracy + " " +
+                                 (dir / "piped.pt").string() + " " +
                                  (dir / "local.pt").string());
   INFO(check.out << check.err);
   CHECK(check.out == "ok\n");

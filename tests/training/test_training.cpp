@@ -360,6 +360,15 @@ TEST_CASE("evaluate: mean loss and accuracy in eval mode; the module's mode is r
   CHECK(runtime::count_correct(out, all.labels.to(at::kFloat)) == -1);
   CHECK(runtime::count_correct(out.reshape({-1}), all.labels) == -1);
 
+  // Labels per position (segmentation [N, C, H, W] against [N, H, W]): each sample counts the
+  // share of its positions that are right.
+  const at::Tensor pixels = at::zeros({2, 3, 2, 2});
+  pixels.select(1, 1).fill_(1.0);  // class 1 everywhere
+  const at::Tensor truth = at::tensor({1, 1, 1, 0, 1, 1, 1, 1}, at::kLong).view({2, 2, 2});
+  CHECK(runtime::count_correct(pixels, truth) == Approx(1.75));
+  CHECK(runtime::count_correct(pixels, truth.view({2, 4})) == -1);          // positions differ
+  CHECK(runtime::count_correct(pixels, truth.to(at::kFloat)) == -1);        // not classes
+
   // Regression labels: no accuracy.
   const data::Dataset reg({all.inputs[0]}, at::zeros({val.size(), 10}), "reg");
   const auto r = runtime::evaluate(model, reg, Loss(loss_spec(config::LossName::kMse)), 100);
