@@ -156,7 +156,7 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
                                 options.model_path);
   }
   const auto inputs = make_example_inputs(options.example_inputs, options.seed);
-  check_input_count(*model, inputs.size());
+  check_forward_inputs(*model, inputs.size());
   result.times.load = watch.lap();
   log("model " + options.model_path + ": " + std::to_string(model->units().size()) +
       " units, " + std::to_string(pool.size()) + " nodes in " + options.nodes_path);

@@ -34,7 +34,7 @@ int64_t ivalue_bytes(const c10::IValue& value) {
   return 8;
 }
 
-void check_input_count(const ModelGraph& model, size_t given) {
+void check_forward_inputs(const ModelGraph& model, size_t given) {
   const size_t total = model.model_inputs().size();
   const auto input_names = model.input_names();
   // Every input comes from a dataset's tensors and crosses the wire as one: an int, a list or
@@ -251,7 +251,7 @@ std::vector<int64_t> boundary_bytes(const ModelGraph& model,
 
 ModelMeasurements profile_model(const ModelGraph& model, const std::vector<at::Tensor>& inputs,
                                 int repeats) {
-  check_input_count(model, inputs.size());
+  check_forward_inputs(model, inputs.size());
   torch::jit::Module copy = const_cast<ModelGraph&>(model).module().deepcopy();
   torch::NoGradGuard no_grad;
   torch::jit::GraphOptimizerEnabledGuard no_optimizer(false);

@@ -28,7 +28,7 @@ ModelMeasurements profile_model(const ModelGraph& model, const std::vector<at::T
 
 // Checks the number of inputs against forward's signature, and that every input is a tensor
 // (Optional[Tensor] included); throws std::invalid_argument naming the model and the argument.
-void check_input_count(const ModelGraph& model, size_t given);
+void check_forward_inputs(const ModelGraph& model, size_t given);
 
 int64_t ivalue_bytes(const c10::IValue& value);
 

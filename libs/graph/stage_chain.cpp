@@ -108,19 +108,26 @@ void StageChain::backward(const Pass& pass, const at::Tensor& loss) {
   }
 }
 
+namespace {
+
+// The tensors of a value, depth first: tuples, lists and dicts (in their order) opened.
+void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) out.push_back(v.toTensor());
+  else if (v.isTuple()) for (const auto& e : v.toTupleRef().elements()) flatten(e, out);
+  else if (v.isList()) for (const auto& e : v.toListRef()) flatten(e, out);
+  else if (v.isGenericDict()) for (const auto& e : v.toGenericDict()) flatten(e.value(), out);
+}
+
+}  // namespace
+
 at::Tensor sum_of_outputs(const c10::IValue& output) {
+  std::vector<at::Tensor> tensors;
+  flatten(output, tensors);
   at::Tensor total;
-  auto add = [&](const at::Tensor& t) {
-    if (!t.defined() || !t.is_floating_point()) return;
+  for (const auto& t : tensors) {
+    if (!t.defined() || !t.is_floating_point()) continue;
     total = total.defined() ? total + t.sum() : t.sum();
-  };
-  std::function<void(const c10::IValue&)> visit = [&](const c10::IValue& v) {
-    if (v.isTensor()) add(v.toTensor());
-    else if (v.isTuple()) for (const auto& e : v.toTupleRef().elements()) visit(e);
-    else if (v.isList()) for (const auto& e : v.toListRef()) visit(e);
-    else if (v.isGenericDict()) for (const auto& e : v.toGenericDict()) visit(e.value());
-  };
-  visit(output);
+  }
   if (!total.defined()) throw std::runtime_error("the model's output holds no floating-point tensor");
   return total;
 }
@@ -136,13 +143,6 @@ double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   if (a.sizes() != b.sizes()) return std::numeric_limits<double>::infinity();
   if (a.numel() == 0) return 0;
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
-
-void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
-  if (v.isTensor()) out.push_back(v.toTensor());
-  else if (v.isTuple()) for (const auto& e : v.toTupleRef().elements()) flatten(e, out);
-  else if (v.isList()) for (const auto& e : v.toListRef()) flatten(e, out);
-  else if (v.isGenericDict()) for (const auto& e : v.toGenericDict()) flatten(e.value(), out);
 }
 
 // Before the slot takes `diff`: afterwards diff can never exceed the maximum.

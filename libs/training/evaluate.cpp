@@ -1,10 +1,12 @@
 #include "libs/training/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/util/accumulate.h>
 
 #include "libs/graph/eager_numerics.h"
 
@@ -17,16 +19,15 @@ double count_correct(const c10::IValue& model_output, const at::Tensor& labels) 
   } catch (const std::exception&) {
     return -1;
   }
-  if (output.dim() < 2 || labels.dim() != output.dim() - 1 || output.size(0) != labels.size(0)) {
+  // Labels: the output's shape without its class dimension 1.
+  if (output.dim() < 2 || labels.dim() != output.dim() - 1 || output.size(0) != labels.size(0) ||
+      labels.sizes().slice(1) != output.sizes().slice(2)) {
     return -1;
-  }
-  for (int64_t d = 1; d < labels.dim(); ++d) {
-    if (labels.size(d) != output.size(d + 1)) return -1;
   }
   if (at::isFloatingType(labels.scalar_type()) || labels.scalar_type() == at::kBool) return -1;
   const int64_t right = output.argmax(1).eq(labels.to(at::kLong)).sum().item<int64_t>();
-  const int64_t positions = labels.size(0) > 0 ? labels.numel() / labels.size(0) : 1;
-  return static_cast<double>(right) / static_cast<double>(positions == 0 ? 1 : positions);
+  const int64_t positions = c10::multiply_integers(labels.sizes().slice(1));  // 1 for [N]
+  return static_cast<double>(right) / static_cast<double>(std::max<int64_t>(positions, 1));
 }
 
 Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, const Loss& loss,

@@ -37,6 +37,18 @@ void expect_clear_error(const test::CommandResult& result, const std::string& ne
   CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
 }
 
+// Runs `script` (Python that saves a TorchScript model to sys.argv[1]) and returns the model's
+// path, dir/NAME.pt.
+std::string saved_model(const fs::path& dir, const std::string& name, const std::string& script) {
+  const fs::path source = dir / (name + ".py");
+  const fs::path saved = dir / (name + ".pt");
+  test::write_text(source, script);
+  auto made = test::run_command(test::python() + " " + source.string() + " " + saved.string());
+  INFO(made.out << made.err);
+  REQUIRE(made.exit_code == 0);
+  return saved.string();
+}
+
 }  // namespace
 
 TEST_CASE("clusterize writes a plan that verifies", "[cli]") {
@@ -108,7 +120,7 @@ TEST_CASE("clusterize refuses bad input clearly and writes nothing", "[cli][erro
                        "forward takes 2 input(s) (image, features)");
   }
   SECTION("an input that is no tensor") {
-    test::write_text(dir / "scaled.py", R"(import sys, torch
+    const std::string scaled = saved_model(dir.path(), "scaled", R"(import sys, torch
 from torch import nn
 class Scaled(nn.Module):
     def __init__(self):
@@ -118,10 +130,7 @@ class Scaled(nn.Module):
         return self.fc(x) * times
 torch.jit.script(Scaled()).save(sys.argv[1])
 )");
-    auto made = test::run_command(test::python() + " " + (dir / "scaled.py").string() + " " +
-                                  (dir / "scaled.pt").string());
-    REQUIRE(made.exit_code == 0);
-    expect_clear_error(clusterize((dir / "scaled.pt").string() + " --nodes " + pool +
+    expect_clear_error(clusterize(scaled + " --nodes " + pool +
                                   " --example-input 4x4 4x4 --out " + out),
                        "forward's input 'times' is int; every input must be a tensor");
   }
@@ -184,7 +193,7 @@ torch.jit.script(Scaled()).save(sys.argv[1])
   SECTION("a model that micro-batches in GPipe order would break") {
     // Bumping `gain` in place overwrites what the previous micro-batch's backward needs: fine
     // on the whole batch, fatal once two micro-batches are in flight.
-    test::write_text(dir / "bumps.py", R"(import sys, torch
+    const std::string bumps = saved_model(dir.path(), "bumps", R"(import sys, torch
 from torch import nn
 class Bumps(nn.Module):
     def __init__(self):
@@ -198,10 +207,7 @@ class Bumps(nn.Module):
         return self.fc2(h * self.gain)
 torch.jit.script(Bumps()).save(sys.argv[1])
 )");
-    auto made = test::run_command(test::python() + " " + (dir / "bumps.py").string() + " " +
-                                  (dir / "bumps.pt").string());
-    REQUIRE(made.exit_code == 0);
-    auto result = clusterize((dir / "bumps.pt").string() + " --nodes " + pool +
+    auto result = clusterize(bumps + " --nodes " + pool +
                              " --example-input 4x4:float32 --verify --out " + out);
     expect_clear_error(result, "verify failed for cluster 0 over 2 micro-batches: the chain's "
                                "backward of micro-batch 0 fails");
