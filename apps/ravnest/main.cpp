@@ -34,6 +34,7 @@
 #include "libs/data/dataset.h"
 #include "libs/graph/clusterize.h"
 #include "libs/graph/fuse.h"
+#include "libs/graph/module_file.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/replacement.h"
 #include "libs/graph/torch_errors.h"
@@ -375,12 +376,7 @@ int run_predict(Connection c, const std::string& target, const std::string& data
   } else {
     const auto job = config::parse_job(text, job_path);
     const auto dataset = data::load_dataset(job.data, data::Split::kTrain);
-    torch::jit::Module model;
-    try {
-      model = torch::jit::load(target);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(target + ": not a TorchScript model (" + graph::torch_message(e) + ")");
-    }
+    torch::jit::Module model = graph::load_module(target);
     bytes = runtime::predictions_file(
         runtime::predict_in_process(model, dataset, job.train.batch_size));
   }
@@ -394,13 +390,7 @@ int run_evaluate(const std::string& model_path, const std::string& job_path, boo
   auto dataset = data::load_dataset(
       job.data, on_train || job.data.validation.empty() ? data::Split::kTrain
                                                         : data::Split::kValidation);
-  torch::jit::Module model;
-  try {
-    model = torch::jit::load(model_path);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(model_path + ": not a TorchScript model (" + graph::torch_message(e) +
-                             ")");
-  }
+  torch::jit::Module model = graph::load_module(model_path);
   runtime::Loss loss(job.loss);
   runtime::Evaluation evaluation;
   try {

@@ -12,6 +12,7 @@
 #include "libs/daemon/ps_evaluator.h"
 #include "libs/daemon/ps_server.h"
 #include "libs/daemon/stage_predictor.h"
+#include "libs/graph/module_file.h"
 #include "libs/planner/rings.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
@@ -72,7 +73,7 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   const auto& node = setup->node;
   // A prediction runs on what training made of the stage, when it made something.
   const bool trained = job.predict && std::filesystem::exists(store.trained_path());
-  setup->stage = torch::jit::load((trained ? store.trained_path() : store.stage_path()).string());
+  setup->stage = graph::load_module((trained ? store.trained_path() : store.stage_path()).string());
   setup->job_id = job_id;
   setup->ps = job.ps;
   if (job.predict && (node.role == config::Role::kServer ||

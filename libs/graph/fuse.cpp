@@ -19,6 +19,7 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/plan_layout.h"
+#include "libs/graph/module_file.h"
 #include "libs/graph/stage_builder.h"
 #include "libs/graph/torch_errors.h"
 
@@ -61,9 +62,9 @@ torch::jit::Module load_module(const std::string& what, const std::string& path,
   try {
     if (bytes) {
       std::istringstream stream(*bytes);
-      return torch::jit::load(stream, c10::Device(c10::kCPU));
+      return graph::load_module(stream, path, c10::Device(c10::kCPU));
     }
-    return torch::jit::load(path, c10::Device(c10::kCPU));
+    return graph::load_module(path, c10::Device(c10::kCPU));
   } catch (const std::exception& e) {
     throw FuseError(what + ": cannot load TorchScript: " + graph::torch_message(e));
   }

@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include "libs/graph/module_file.h"
 #include "libs/graph/torch_errors.h"
 
 namespace ravnest::graph {
@@ -62,12 +63,7 @@ std::unique_ptr<ModelGraph> ModelGraph::load(const std::string& path) {
   }
   std::unique_ptr<ModelGraph> model(new ModelGraph());
   model->path_ = path;
-  try {
-    model->module_ = torch::jit::load(path);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(path + ": not a TorchScript model (torch.jit.load says: " +
-                             torch_message(e) + ")");
-  }
+  model->module_ = load_module(path);
   auto forward = model->module_.find_method("forward");
   if (!forward) throw std::runtime_error(path + ": the TorchScript model has no forward method");
   auto& function = torch::jit::toGraphFunction(forward->function());

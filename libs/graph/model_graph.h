@@ -27,7 +27,7 @@ std::string join_path(const AttributePath& path);  // "layer1.0.conv1.weight"
 
 class ModelGraph {
  public:
-  // Loads `path` with torch::jit::load. Throws std::runtime_error "<path>: ..." when the file is
+  // Loads `path` with load_module (module_file.h). Throws std::runtime_error "<path>: ..." when the file is
   // missing, is not TorchScript, or has no forward method.
   static std::unique_ptr<ModelGraph> load(const std::string& path);
 

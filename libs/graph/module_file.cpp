@@ -1,12 +1,64 @@
 #include "libs/graph/module_file.h"
 
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include "libs/compat/torch_compat.h"
 #include "libs/config/atomic_file.h"
 #include "libs/graph/torch_errors.h"
 
 namespace ravnest::graph {
+
+namespace {
+
+// Whether the archive holds records that PyTorch 2.x writes and 1.13 does not: the byte order
+// and the serialization id (PyTorch 2.1 on). False for anything that is no readable archive.
+bool written_by_torch2(std::istream& bytes) {
+  try {
+    bytes.clear();
+    bytes.seekg(0);
+    caffe2::serialize::PyTorchStreamReader reader(&bytes);
+    return reader.hasRecord("byteorder") || reader.hasRecord(".data/serialization_id");
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+[[noreturn]] void refuse(std::istream& bytes, const std::string& name, const std::exception& e) {
+  const std::string said = torch_message(e);
+  if (compat::kTorchMajor < 2 && written_by_torch2(bytes)) {
+    throw std::runtime_error(name + ": written by PyTorch 2.x, which this build's LibTorch " +
+                             compat::kTorchVersion + " cannot read (" + said +
+                             "): export it with torch " + std::to_string(compat::kTorchMajor) +
+                             "." + std::to_string(compat::kTorchMinor) +
+                             ", or build ravnest against your PyTorch (README: Your own LibTorch)");
+  }
+  throw std::runtime_error(name + ": not a TorchScript model LibTorch " + compat::kTorchVersion +
+                           " can read (torch.jit.load says: " + said + ")");
+}
+
+}  // namespace
+
+torch::jit::Module load_module(std::istream& bytes, const std::string& name,
+                               std::optional<c10::Device> device) {
+  c10::optional<c10::Device> on;  // c10::optional is not std::optional in 1.13
+  if (device) on = *device;
+  try {
+    return torch::jit::load(bytes, on);
+  } catch (const std::exception& e) {
+    refuse(bytes, name, e);
+  }
+}
+
+torch::jit::Module load_module(const std::string& path, std::optional<c10::Device> device) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw std::runtime_error(path + ": cannot open");
+  return load_module(file, path, device);
+}
 
 void save_module_atomically(const torch::jit::Module& module, const std::string& path) {
   std::ostringstream bytes;

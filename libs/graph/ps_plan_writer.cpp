@@ -179,7 +179,7 @@ std::vector<config::NodeMetadata> write_hybrid_plan(
   for (auto& meta : nodes) {
     if (meta.role != config::Role::kWorker) continue;
     const std::string path = layout.resolve(meta.stage_file);
-    torch::jit::Module stage = torch::jit::load(path);
+    torch::jit::Module stage = load_module(path);
     for (const auto& table : tables) {
       torch::jit::Module owner = stage;
       for (size_t start = 0;;) {

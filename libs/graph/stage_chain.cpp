@@ -1,3 +1,4 @@
+#include "libs/graph/module_file.h"
 #include "libs/graph/stage_chain.h"
 
 #include <filesystem>
@@ -21,10 +22,9 @@ StageChain StageChain::load(const std::string& plan_dir, std::vector<config::Nod
   for (const auto& node : nodes) {
     const auto path = (std::filesystem::path(plan_dir) / node.stage_file).string();
     try {
-      chain.stages_.push_back(torch::jit::load(path));
+      chain.stages_.push_back(load_module(path));
     } catch (const std::exception& e) {
-      throw std::runtime_error(path + ": cannot load stage of " + node.name + ": " +
-                               torch_message(e));
+      throw std::runtime_error(std::string(e.what()) + " (the stage of " + node.name + ")");
     }
   }
   chain.nodes_ = std::move(nodes);
@@ -208,7 +208,7 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
     return count == 1 ? std::string() : " of micro-batch " + std::to_string(m);
   };
 
-  torch::jit::Module model = torch::jit::load(model_path);
+  torch::jit::Module model = load_module(model_path);
   model.train();
   std::vector<c10::IValue> expected;
   torch::manual_seed(seed);

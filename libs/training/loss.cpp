@@ -1,3 +1,4 @@
+#include "libs/graph/module_file.h"
 #include "libs/training/loss.h"
 
 #include <stdexcept>
@@ -36,10 +37,9 @@ double micro_batch_loss_weight(int64_t samples, int64_t batch_samples, int updat
 Loss::Loss(const config::LossSpec& spec) : spec_(spec) {
   if (spec_.name != config::LossName::kScript) return;
   try {
-    script_ = std::make_unique<torch::jit::Module>(torch::jit::load(spec_.path.resolved));
+    script_ = std::make_unique<torch::jit::Module>(graph::load_module(spec_.path.resolved));
   } catch (const std::exception& e) {
-    throw std::runtime_error(spec_.path.resolved + ": cannot load the TorchScript loss module: " +
-                             graph::torch_message(e));
+    throw std::runtime_error(std::string(e.what()) + " (the job's TorchScript loss module)");
   }
   if (!script_->find_method("forward")) {
     throw std::runtime_error(spec_.path.resolved + ": the loss module has no forward(outputs, labels)");

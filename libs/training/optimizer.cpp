@@ -8,6 +8,8 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include "libs/compat/torch_compat.h"
+
 namespace ravnest::runtime {
 
 std::vector<at::Tensor> unique_trainable(const std::vector<at::Tensor>& parameters) {
@@ -72,7 +74,7 @@ namespace ravnest::runtime {
 std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer,
                                                 const at::Tensor& parameter) {
   auto& state = optimizer.state();
-  auto it = state.find(c10::guts::to_string(parameter.unsafeGetTensorImpl()));
+  auto it = state.find(compat::optimizer_state_key(parameter));
   if (it == state.end()) return {};
   std::vector<at::Tensor> out;
   auto add = [&](const at::Tensor& t) {

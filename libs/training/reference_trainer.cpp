@@ -1,3 +1,4 @@
+#include "libs/graph/module_file.h"
 #include "libs/training/reference_trainer.h"
 
 #include <algorithm>
@@ -35,12 +36,7 @@ std::map<std::string, at::Tensor> state_of(const torch::jit::Module& module) {
 ReferenceResult train_reference(const std::string& model_path, const config::JobSpec& job,
                                 int64_t max_batches) {
   at::manual_seed(static_cast<uint64_t>(job.train.seed));
-  torch::jit::Module module;
-  try {
-    module = torch::jit::load(model_path);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(model_path + ": cannot load the TorchScript model: " + graph::torch_message(e));
-  }
+  torch::jit::Module module = graph::load_module(model_path);
   return train_reference(module, job, max_batches);
 }
 
@@ -188,7 +184,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
   auto generator = at::detail::getDefaultCPUGenerator();
   for (int c = 0; c < clusters; ++c) {
     Copy& copy = copies[c];
-    copy.module = torch::jit::load(model_path);
+    copy.module = graph::load_module(model_path);
     copy.module.train();
     std::vector<at::Tensor> all;
     for (const auto& p : copy.module.named_parameters()) {

@@ -191,7 +191,7 @@ torch.jit.script(Bad()).save(sys.argv[1] + "/bad.pt")
   spec.path = {"bad.pt", (dir / "bad.pt").string()};
   CHECK_THROWS_WITH(Loss(spec)(a, y), Catch::Contains("must return a scalar tensor, got a tensor of shape [2, 2]"));
   spec.path = {"none.pt", (dir / "none.pt").string()};
-  CHECK_THROWS_WITH(Loss{spec}, Catch::StartsWith((dir / "none.pt").string() + ": cannot load the TorchScript loss module"));
+  CHECK_THROWS_WITH(Loss{spec}, Catch::StartsWith((dir / "none.pt").string() + ": cannot open") && Catch::Contains("loss module"));
 }
 
 // -------------------------------------------------------------------------------- optimizers
