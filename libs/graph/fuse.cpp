@@ -20,6 +20,7 @@
 #include "libs/config/atomic_file.h"
 #include "libs/config/plan_layout.h"
 #include "libs/graph/module_file.h"
+#include "libs/graph/torch_load_file.h"
 #include "libs/graph/stage_builder.h"
 #include "libs/graph/torch_errors.h"
 
@@ -259,7 +260,7 @@ void write_outputs(const std::string& out_dir, const c10::Dict<std::string, at::
   result->state_dict_path = (fs::path(out_dir) / kTrainedStateDictFile).string();
   result->model_path = (fs::path(out_dir) / kFusedModelFile).string();
 
-  const std::vector<char> pickled = torch::jit::pickle_save(c10::IValue(state));
+  const std::string pickled = graph::torch_load_file(c10::IValue(state));
   std::ostringstream model_bytes;
   try {
     model.save(model_bytes);
@@ -267,8 +268,7 @@ void write_outputs(const std::string& out_dir, const c10::Dict<std::string, at::
     throw FuseError(result->model_path + ": cannot save the model: " + graph::torch_message(e));
   }
   try {
-    config::write_file_atomically(result->state_dict_path,
-                                  std::string(pickled.begin(), pickled.end()));
+    config::write_file_atomically(result->state_dict_path, pickled);
     config::write_file_atomically(result->model_path, model_bytes.str());
   } catch (const std::exception& e) {
     throw FuseError(std::string("fuse: ") + e.what());

@@ -7,6 +7,8 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include "libs/graph/torch_load_file.h"
+
 namespace ravnest::runtime {
 
 c10::IValue join_predictions(const std::vector<c10::IValue>& outputs) {
@@ -72,8 +74,7 @@ c10::IValue join_predictions(const std::vector<c10::IValue>& outputs) {
 }
 
 std::string predictions_file(const c10::IValue& value) {
-  const std::vector<char> pickled = torch::jit::pickle_save(value);
-  return std::string(pickled.begin(), pickled.end());
+  return graph::torch_load_file(value);
 }
 
 c10::IValue predict_in_process(torch::jit::Module& model, const data::Dataset& data,
