@@ -9,6 +9,7 @@
 #include <torch/optim/sgd.h>
 
 #include "libs/compat/torch_compat.h"
+#include "libs/training/python_adam.h"
 
 namespace ravnest::runtime {
 
@@ -35,14 +36,14 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerS
                       .weight_decay(spec.weight_decay)
                       .nesterov(spec.nesterov));
     case OptimizerName::kAdam:
-      return std::make_unique<torch::optim::Adam>(
+      return std::make_unique<PythonAdam>(
           params, torch::optim::AdamOptions(spec.lr)
                       .betas(std::make_tuple(spec.betas.first, spec.betas.second))
                       .eps(spec.eps)
                       .weight_decay(spec.weight_decay)
                       .amsgrad(spec.amsgrad));
     case OptimizerName::kAdamW:
-      return std::make_unique<torch::optim::AdamW>(
+      return std::make_unique<PythonAdamW>(
           params, torch::optim::AdamWOptions(spec.lr)
                       .betas(std::make_tuple(spec.betas.first, spec.betas.second))
                       .eps(spec.eps)

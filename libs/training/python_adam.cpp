@@ -1,0 +1,94 @@
+#include "libs/training/python_adam.h"
+
+#include <cmath>
+#include <functional>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "libs/compat/torch_compat.h"
+
+namespace ravnest::runtime {
+
+namespace {
+
+// One Adam step over `group`'s parameters; `decoupled` is AdamW's weight decay. `State` is
+// AdamParamState or AdamWParamState, `Options` AdamOptions or AdamWOptions: the same fields.
+template <typename State, typename Options, typename StateMap>
+void adam_step(torch::optim::OptimizerParamGroup& group, StateMap& states, bool decoupled) {
+  auto& options = static_cast<Options&>(group.options());
+  for (auto& p : group.params()) {
+    if (!p.grad().defined()) continue;
+    auto grad = p.grad();
+    TORCH_CHECK(!grad.is_sparse(), "Adam does not support sparse gradients");
+    const auto key = compat::optimizer_state_key(p);
+    auto found = states.find(key);
+    if (found == states.end()) {
+      auto state = std::make_unique<State>();
+      state->step(0);
+      state->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+      state->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+      if (options.amsgrad()) state->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+      found = states.emplace(key, std::move(state)).first;
+    }
+    auto& state = static_cast<State&>(*found->second);
+    auto& exp_avg = state.exp_avg();
+    auto& exp_avg_sq = state.exp_avg_sq();
+    auto& max_exp_avg_sq = state.max_exp_avg_sq();
+
+    state.step(state.step() + 1);
+    const double beta1 = std::get<0>(options.betas());
+    const double beta2 = std::get<1>(options.betas());
+    const double bias_correction1 = 1 - std::pow(beta1, state.step());
+    const double bias_correction2 = 1 - std::pow(beta2, state.step());
+
+    if (options.weight_decay() != 0) {
+      if (decoupled) {
+        p.mul_(1 - options.lr() * options.weight_decay());
+      } else {
+        grad = grad.add(p, options.weight_decay());
+      }
+    }
+    compat::python_adam_first_moment(exp_avg, grad, beta1);
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+
+    at::Tensor denom;
+    if (options.amsgrad()) {
+      at::max_out(max_exp_avg_sq, exp_avg_sq, max_exp_avg_sq);
+      denom = (max_exp_avg_sq.sqrt() / std::sqrt(bias_correction2)).add_(options.eps());
+    } else {
+      denom = (exp_avg_sq.sqrt() / std::sqrt(bias_correction2)).add_(options.eps());
+    }
+    const double step_size = options.lr() / bias_correction1;
+    p.addcdiv_(exp_avg, denom, -step_size);
+  }
+}
+
+template <typename Optimizer>
+torch::Tensor run_step(Optimizer& optimizer, torch::optim::Optimizer::LossClosure& closure,
+                       const std::function<void(torch::optim::OptimizerParamGroup&)>& step) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss = {};
+  if (closure != nullptr) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (auto& group : optimizer.param_groups()) step(group);
+  return loss;
+}
+
+}  // namespace
+
+torch::Tensor PythonAdam::step(LossClosure closure) {
+  return run_step(*this, closure, [&](torch::optim::OptimizerParamGroup& group) {
+    adam_step<torch::optim::AdamParamState, torch::optim::AdamOptions>(group, state_, false);
+  });
+}
+
+torch::Tensor PythonAdamW::step(LossClosure closure) {
+  return run_step(*this, closure, [&](torch::optim::OptimizerParamGroup& group) {
+    adam_step<torch::optim::AdamWParamState, torch::optim::AdamWOptions>(group, state_, true);
+  });
+}
+
+}  // namespace ravnest::runtime
