@@ -139,7 +139,7 @@ void StageWorker::start() {
       // stage then draws what the whole model would have drawn there.
       torch::manual_seed(setup_.seed);
       if (in_random_chain() && setup_.node.random_nodes.front() == setup_.node.node_id) {
-        random_state_in_[Key{false, 0, 0}] = cpu_random_state();
+        random_state_in_[Key{false, 0, 0}] = random_state(setup_.device);
       }
     }
     if (!feeder_) return;
@@ -296,7 +296,7 @@ void StageWorker::pass_random_state(const MicroBatchTag& batch) {
     }
   }
   TransferMessage message = message_to(TransferKind::kRandomState, to, next);
-  message.values.emplace_back(0, cpu_random_state());
+  message.values.emplace_back(0, random_state(setup_.device));
   port_.send(std::move(message));
 }
 
@@ -362,7 +362,7 @@ void StageWorker::forward(Micro& m) {
   const bool chained = train && in_random_chain();
   if (chained) {
     auto state = random_state_in_.find(Key{false, m.batch.step, m.batch.index});
-    set_cpu_random_state(state->second);
+    set_random_state(setup_.device, state->second);
     random_state_in_.erase(state);
   }
   if (train && asynchronous() && !is_leaf()) {
@@ -371,7 +371,7 @@ void StageWorker::forward(Micro& m) {
     stash_.hold(m.version);
     const auto& drawing = setup_.node.random_nodes;
     if (std::find(drawing.begin(), drawing.end(), setup_.node.node_id) != drawing.end()) {
-      m.random_state = cpu_random_state();
+      m.random_state = random_state(setup_.device);
     }
     if (setup_.record_versions) m.checksum = stash_.checksum();
   }
@@ -441,12 +441,13 @@ void StageWorker::recompute_forward(Micro& m, torch::jit::Module& module) {
   }
   std::optional<at::Tensor> generator;
   if (m.random_state) {
-    generator = cpu_random_state();
-    set_cpu_random_state(*m.random_state);
+    generator = random_state(setup_.device);
+    set_random_state(setup_.device, *m.random_state);
   }
   module.train(true);
   c10::IValue result = module.forward(args);
-  if (generator) set_cpu_random_state(*generator);  // the stream goes on as if never redrawn
+  // The stream goes on as if never redrawn.
+  if (generator) set_random_state(setup_.device, *generator);
   const auto& items = result.toTupleRef().elements();
   m.outputs.assign(items.begin(), items.end());
 }

@@ -12,7 +12,7 @@ void StageWorker::resume_from(const StageCheckpoint& c) {
   restore_stage_state(setup_.stage, c.state);
   if (!c.optimizer.empty()) restore_optimizer(*setup_.optimizer, c.optimizer);
   if (setup_.lr_schedule) setup_.lr_schedule->restore(c.lr_steps);
-  set_cpu_random_state(c.random_state);
+  set_random_state(setup_.device, c.random_state);
   if (c.next_random_state.defined()) {
     random_state_in_[Key{false, c.batches, 0}] = c.next_random_state;
   }
@@ -46,7 +46,7 @@ void StageWorker::mark_boundary() {
   b.lr_steps = setup_.lr_schedule ? setup_.lr_schedule->steps() : 0;
   b.reduce_round = reduce_round_;
   b.shared_round = shared_round_;
-  b.random_state = cpu_random_state();
+  b.random_state = random_state(setup_.device);
   auto next = random_state_in_.find(Key{false, batches_done_, 0});
   b.next_random_state = next != random_state_in_.end() ? next->second : at::Tensor();
   b.state.clear();
