@@ -17,8 +17,10 @@ torch.jit.load and run forward+backward on its inputs, so a model counts as
 exported only when all five files exist. A model is skipped when its five files
 exist and are newer than this script and small_cnn.py.
 
-Must run with Debian's /usr/bin/python3 (torch 1.13, torchvision 0.14). Nothing
-is downloaded: torchvision models use weights=None.
+Runs with the torch the build's LibTorch matches: Debian's /usr/bin/python3 (torch
+1.13, torchvision 0.14) for the default build, the environment of scripts/venv (torch
+2.x) for the 2.x build (RAVNEST_PYTHON). Nothing is downloaded: torchvision models use
+weights=None.
 """
 
 import argparse
