@@ -25,6 +25,7 @@
 #include "bench/harness/allreduce_bench.h"
 #include "bench/harness/local_daemons.h"
 #include "ravnest_version.h"
+#include "libs/compat/torch_compat.h"
 #include "libs/config/atomic_file.h"
 #include "libs/config/job_spec.h"
 #include "libs/config/node_pool.h"
@@ -435,7 +436,8 @@ int run_bench_allreduce(int nodes, const std::string& size, int repetitions, boo
 
 int main(int argc, char** argv) {
   CLI::App app{"ravnest: train PyTorch models across many ordinary machines"};
-  app.set_version_flag("--version", "ravnest " RAVNEST_VERSION " (commit " RAVNEST_COMMIT ")");
+  app.set_version_flag("--version", "ravnest " RAVNEST_VERSION " (commit " RAVNEST_COMMIT ", " +
+                                        ravnest::compat::torch_description() + ")");
   app.require_subcommand(1);
 
   graph::ClusterizeOptions clusterize;

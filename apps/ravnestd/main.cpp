@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "libs/compat/torch_compat.h"
 #include "libs/config/daemon_config.h"
 #include "libs/daemon/daemon.h"
 #include "libs/graph/torch_errors.h"
@@ -12,7 +13,8 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"ravnestd: serves one provider node of a ravnest plan"};
-  app.set_version_flag("--version", "ravnestd " RAVNEST_VERSION " (commit " RAVNEST_COMMIT ")");
+  app.set_version_flag("--version", "ravnestd " RAVNEST_VERSION " (commit " RAVNEST_COMMIT ", " +
+                                        ravnest::compat::torch_description() + ")");
   std::string config_file;
   ravnest::config::DaemonConfigOverrides flags;
   std::string node, listen, data_dir, log_level, log_file, secret_file, tls_cert, tls_key;

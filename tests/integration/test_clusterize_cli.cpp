@@ -217,6 +217,31 @@ torch.jit.script(Bumps()).save(sys.argv[1])
   CHECK_FALSE(fs::exists(out));
 }
 
+TEST_CASE("a model scripted by PyTorch 2.x: cut by the 2.x build, refused in one line by 1.13",
+          "[cli][errors][torch2]") {
+  // tests/models/fixtures/sdpa_torch2.pt calls aten::scaled_dot_product_attention, which 1.13
+  // does not know (tests/models/fixtures/make_sdpa_torch2.py wrote it).
+  test::TempDir dir;
+  const auto pool = (dir / "pool.json").string();
+  test::write_text(pool, kPool3);
+  const auto out = (dir / "out").string();
+  const auto version = test::run_command(ravnest_binary() + " --version");
+  const std::string fixture = test::source_dir() + "/tests/models/fixtures/sdpa_torch2.pt";
+  auto result = clusterize(fixture + " --nodes " + pool +
+                           " --example-input 2x5x8:float32 --verify --out " + out);
+  if (version.out.find("LibTorch 1.") != std::string::npos) {
+    expect_clear_error(result, "sdpa_torch2.pt: written by PyTorch 2.x, which this build's "
+                               "LibTorch 1.13");
+    CHECK(result.err.find("scaled_dot_product_attention") != std::string::npos);
+    CHECK(result.err.find("build ravnest against your PyTorch") != std::string::npos);
+    CHECK_FALSE(fs::exists(out));
+  } else {
+    INFO(result.out << result.err);
+    CHECK(result.exit_code == 0);
+    CHECK(fs::exists(fs::path(out) / "plan.json"));
+  }
+}
+
 TEST_CASE("a failed clusterize leaves the previous plan untouched", "[cli][errors]") {
   test::TempDir dir;
   test::write_text(dir / "pool.json", kPool3);
@@ -381,8 +406,9 @@ TEST_CASE("both binaries say their version and the commit they were built from",
     auto result = test::run_command(test::binary_dir() + "/apps/" + name + "/" + name + " --version");
     INFO(name << ": " << result.out << result.err);
     CHECK(result.exit_code == 0);
-    // "ravnest 0.1.0 (commit 1a2b3c4d5e6f)": the version from CMakeLists.txt, a commit or "unknown"
+    // "ravnest 0.1.0 (commit 1a2b3c4d5e6f, LibTorch 1.13.0, CPU only)": the version from
+    // CMakeLists.txt, a commit or "unknown", and the LibTorch built against
     CHECK(result.out.rfind(name + " " RAVNEST_VERSION " (commit ", 0) == 0);
-    CHECK(result.out.find(RAVNEST_COMMIT) != std::string::npos);
+    CHECK(result.out.find(RAVNEST_COMMIT ", LibTorch ") != std::string::npos);
   }
 }

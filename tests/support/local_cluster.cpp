@@ -68,6 +68,11 @@ LocalCluster::LocalCluster(const std::string& model_path,
   daemons_ = std::make_unique<runtime::LocalDaemons>(binary_dir() + "/apps/ravnestd/ravnestd",
                                                      dir_.path().string(), secret_file(), names,
                                                      ports_);
+  // One intra-op thread per daemon, as every test process computes its references with
+  // (OMP_NUM_THREADS=1, tests/CMakeLists.txt): LibTorch 2.x's oneDNN convolutions and
+  // multi-threaded reductions sum in an order that depends on the thread count, and weights are
+  // compared bit for bit with one process.
+  for (size_t i = 0; i < names.size(); ++i) daemons_->set_flags(i, {"--threads", "1"});
 }
 
 LocalCluster::~LocalCluster() = default;

@@ -38,8 +38,10 @@ class LocalCluster {
 
   // Daemons started from now on read this ravnestd.toml (written in the cluster's directory).
   void set_daemon_config(const std::string& toml);
-  // Daemon `node`, started from now on, gets these flags too.
+  // Daemon `node`, started from now on, gets these flags too (after --threads 1, which every
+  // daemon of a local cluster gets; see the constructor).
   void set_daemon_flags(int node, std::vector<std::string> flags) {
+    flags.insert(flags.begin(), {"--threads", "1"});
     daemons_->set_flags(static_cast<size_t>(node), std::move(flags));
   }
   // Daemons started from now on, and ravnest(), run with --insecure (plain TCP, no TLS).
