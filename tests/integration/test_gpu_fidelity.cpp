@@ -2,11 +2,13 @@
 // trains models of the test zoo, twice on the same daemons:
 //   - with Adam: the fused weights must equal those of one PyTorch process on the same GPU
 //     (tests/python/reference_train.py --device cuda:0 --deterministic: same weights, same batch
-//     order, deterministic kernels, TF32 off) to 1e-5;
-//   - with SGD: they must be within kCpuGpuTolerance (relative) of the single-process reference
-//     trainer on the CPU. SGD because Adam divides each gradient by its own running magnitude:
-//     a parameter whose gradient is about 0 moves by +-lr on rounding noise alone, so Adam's
-//     CPU-against-GPU difference (printed too, not checked) says little about the kernels.
+//     order, deterministic kernels, TF32 off) to 1e-5, where the job can ask the daemons for
+//     deterministic algorithms too (`[train] deterministic`, being added); else printed only;
+//   - with SGD: equal to PyTorch on the GPU to 1e-5 as well, and within kCpuGpuTolerance
+//     (relative) of the single-process reference trainer on the CPU. SGD because Adam divides
+//     each gradient by its own running magnitude: a parameter whose gradient is about 0 moves by
+//     +-lr on rounding noise alone, so a nondeterministic kernel (or the CPU's other summation
+//     order) shows as lr-sized differences with Adam, rounding-sized ones with SGD.
 // Measured here on the CPU, as a stand-in for CPU against GPU, float32 against float64 training
 // of the same jobs (4 steps): causal_lm 5e-7 with SGD (9e-2 with Adam), traced_inplace 2e-7
 // (3e-5); resnet18 5e-1 with SGD already: BatchNorm over 8 random 64x64 images is so
@@ -38,6 +40,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -69,7 +72,9 @@ struct GpuCase {
   int batch_size = 8;
   int micro_batches = 1;
   std::string schedule = "gpipe";
-  bool cpu_checked = true;  // the SGD job against the CPU is checked, not only printed
+  // Well-conditioned: the SGD job is checked against the CPU, and against PyTorch on the GPU
+  // without deterministic daemons (resnet18 is not: see the top of this file).
+  bool cpu_checked = true;
 };
 
 // RAVNEST_GPU_TEST_DEVICE=cpu runs every case on the CPU instead (daemons and PyTorch), to test
@@ -78,6 +83,17 @@ std::string test_device() {
   const char* text = std::getenv("RAVNEST_GPU_TEST_DEVICE");
   return text && *text ? text : "cuda:0";
 }
+
+// A measurement, on one line of standard output ("gpu fidelity: ..."; scripts/gpu-check collects
+// them) and as a Catch2 warning (shown with the case).
+#define MEASURED(text)                                                         \
+  do {                                                                         \
+    std::ostringstream line_;                                                  \
+    line_ << text;                                                             \
+    std::printf("gpu fidelity: %s\n", line_.str().c_str());                    \
+    std::fflush(stdout);                                                       \
+    WARN(line_.str());                                                         \
+  } while (false)
 
 bool gpu_present() {
   if (test_device() == "cpu") {
@@ -172,14 +188,12 @@ void check_on_gpu(const GpuCase& c) {
   INFO(push.out << push.err);
   REQUIRE(push.exit_code == 0);
 
-  // Trains `optimizer`'s job on the daemons and returns the fused weights.
+  // Trains `optimizer`'s job on the daemons and returns the fused weights; `deterministic`:
+  // whether the job could ask for deterministic algorithms.
+  bool deterministic = false;
   auto train = [&](const std::string& optimizer, fs::path* job_path) {
     *job_path = cluster.dir() / ("job_" + optimizer + ".toml");
-    const bool deterministic = write_job(*job_path, files, c, optimizer);
-    if (!deterministic && optimizer == "adam") {
-      WARN("the job parser does not know [train] deterministic yet: the daemons run without "
-           "torch.use_deterministic_algorithms (TODO in test_gpu_fidelity.cpp)");
-    }
+    deterministic = write_job(*job_path, files, c, optimizer);
     const auto out_dir = cluster.dir() / ("trained_" + optimizer);
     INFO(c.model << " over 3 stages on " << device << ", batch " << c.batch_size << " in "
                  << c.micro_batches << " micro-batch(es), " << c.schedule << ", " << optimizer);
@@ -187,30 +201,42 @@ void check_on_gpu(const GpuCase& c) {
     const auto state = test::load_state_dict(out_dir / "trained_state_dict.pt");
     return std::multimap<std::string, at::Tensor>(state.begin(), state.end());
   };
+  // One PyTorch process on the same device, the same job.
+  auto pytorch = [&](const fs::path& job_path, const std::string& optimizer) {
+    const auto out = cluster.dir() / ("python_" + optimizer + ".pt");
+    auto python = test::run_command(test::python() + " " + test::source_dir() +
+                                    "/tests/python/reference_train.py " + job_path.string() +
+                                    " " + files.model + " " + out.string() + " --device " +
+                                    device + " --deterministic");
+    INFO(python.out << python.err);
+    REQUIRE(python.exit_code == 0);
+    if (!python.err.empty()) WARN("PyTorch said on stderr:\n" << python.err.substr(0, 3000));
+    return test::load_state_dict(out);
+  };
 
   fs::path adam_job;
   const auto adam = train("adam", &adam_job);
+  if (!deterministic) {
+    WARN("the job parser does not know [train] deterministic yet: the daemons run without "
+         "deterministic algorithms, so Adam against PyTorch is printed, not checked (TODO in "
+         "test_gpu_fidelity.cpp)");
+  }
   for (int node = 0; node < cluster.nodes(); ++node) {
     const std::string log = cluster.log(node);
     INFO("daemon " << node << " log:\n" << log.substr(0, 2000));
     CHECK(log.find("stages compute on " + device.substr(0, device.find(':'))) !=
           std::string::npos);
   }
-
-  // One PyTorch process on the same GPU.
-  const auto python_out = cluster.dir() / "python_state_dict.pt";
-  auto python = test::run_command(test::python() + " " + test::source_dir() +
-                                  "/tests/python/reference_train.py " + adam_job.string() + " " +
-                                  files.model + " " + python_out.string() +
-                                  " --device " + device + " --deterministic");
-  INFO(python.out << python.err);
-  REQUIRE(python.exit_code == 0);
-  if (!python.err.empty()) WARN("PyTorch said on stderr:\n" << python.err.substr(0, 3000));
-  const auto p = test::compare_state(adam, test::load_state_dict(python_out), initial);
-  WARN(c.model << ", Adam: GPU pipeline against PyTorch on the GPU: largest difference "
-               << p.worst << " in " << p.name << " (limit " << kSameGpuTolerance
-               << "); training moved weights by " << p.moved);
-  CHECK(p.worst <= kSameGpuTolerance);
+  // Adam turns rounding differences into +-lr moves (see the top of this file): equal to 1e-5
+  // only when both sides run the same kernels, which a nondeterministic kernel (atomics in
+  // memory-efficient attention's backward, some of cuDNN's) does not promise.
+  const bool adam_checked = deterministic;
+  const auto p = test::compare_state(adam, pytorch(adam_job, "adam"), initial);
+  MEASURED(c.model << ", Adam: GPU pipeline against PyTorch on the GPU: largest difference "
+                   << p.worst << " in " << p.name << " (limit " << kSameGpuTolerance
+                   << (adam_checked ? "" : ", printed, not checked: no deterministic daemons")
+                   << "); training moved weights by " << p.moved);
+  if (adam_checked) CHECK(p.worst <= kSameGpuTolerance);
   CHECK(p.moved > 1e-3);
 
   // The single-process reference trainer on the CPU (equal to CPU pipelines to 1e-5:
@@ -219,18 +245,27 @@ void check_on_gpu(const GpuCase& c) {
   const auto cpu_adam =
       runtime::train_reference(files.model, config::load_job(adam_job.string()));
   const double adam_relative = relative_difference(adam, cpu_adam.state, &where);
-  WARN(c.model << ", Adam: GPU pipeline against the CPU: largest relative difference "
-               << adam_relative << " in " << where << " (printed, not checked)");
+  MEASURED(c.model << ", Adam: GPU pipeline against the CPU: largest relative difference "
+                   << adam_relative << " in " << where << " (printed, not checked)");
 
   fs::path sgd_job;
   const auto sgd = train("sgd", &sgd_job);
+  // SGD keeps rounding differences rounding-sized: checked against PyTorch whatever the kernels,
+  // except for an ill-conditioned model (resnet18), which needs deterministic daemons.
+  const bool sgd_checked = c.cpu_checked || deterministic;
+  const auto q = test::compare_state(sgd, pytorch(sgd_job, "sgd"), initial);
+  MEASURED(c.model << ", SGD: GPU pipeline against PyTorch on the GPU: largest difference "
+                   << q.worst << " in " << q.name << " (limit " << kSameGpuTolerance
+                   << (sgd_checked ? "" : ", printed, not checked: no deterministic daemons")
+                   << "); training moved weights by " << q.moved);
+  if (sgd_checked) CHECK(q.worst <= kSameGpuTolerance);
   const auto cpu_sgd = runtime::train_reference(files.model, config::load_job(sgd_job.string()));
   const auto a = test::compare_state(sgd, cpu_sgd.state, initial);
   const double relative = relative_difference(sgd, cpu_sgd.state, &where);
-  WARN(c.model << ", SGD: GPU pipeline against the CPU: largest relative difference " << relative
-               << " in " << where << " (limit " << kCpuGpuTolerance
-               << (c.cpu_checked ? "" : ", printed, not checked") << "); largest absolute "
-               << a.worst << " in " << a.name << "; training moved weights by " << a.moved);
+  MEASURED(c.model << ", SGD: GPU pipeline against the CPU: largest relative difference "
+                   << relative << " in " << where << " (limit " << kCpuGpuTolerance
+                   << (c.cpu_checked ? "" : ", printed, not checked") << "); largest absolute "
+                   << a.worst << " in " << a.name << "; training moved weights by " << a.moved);
   if (c.cpu_checked) CHECK(relative <= kCpuGpuTolerance);
 }
 
