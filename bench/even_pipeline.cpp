@@ -16,7 +16,8 @@ runtime::TrainResult train_even_pipeline(const fs::path& dir, const std::string&
                                          int stages, const std::string& job_path, bool insecure,
                                          const runtime::TrainOptions& options,
                                          std::string* leaf_losses,
-                                         std::vector<wire::NodeStatusData>* statuses) {
+                                         std::vector<wire::NodeStatusData>* statuses,
+                                         const std::vector<std::string>& daemon_flags) {
   auto model = graph::ModelGraph::load(model_path);
   std::vector<size_t> allowed;
   for (size_t i = 0; i < model->cut_allowed().size(); ++i) {
@@ -56,6 +57,7 @@ runtime::TrainResult train_even_pipeline(const fs::path& dir, const std::string&
   }
   runtime::LocalDaemons daemons(runtime::sibling_ravnestd(), dir.string(), "", names, ports);
   daemons.set_insecure(insecure);
+  for (size_t i = 0; i < names.size(); ++i) daemons.set_flags(i, daemon_flags);
   daemons.start_all();
   runtime::Requester requester(runtime::load_plan((dir / "plan").string()), "", insecure);
   requester.push([](const std::string&) {});

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <thread>
 
+#include <ATen/Context.h>
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
@@ -96,6 +97,13 @@ int run_daemon(const config::DaemonConfig& config) {
   // A device this LibTorch cannot give fails the start, not the first job.
   const c10::Device device = compute_device(config.device);
   spdlog::info("stages compute on {}", device.str());
+  if (device.is_cuda()) {
+    // What LibTorch will let cuBLAS and cuDNN do with float32 (NVIDIA_TF32_OVERRIDE=0 in the
+    // environment overrides both, below LibTorch): the first thing to look at when GPU weights
+    // differ from CPU ones by about 1e-3.
+    spdlog::info("TF32 allowed in matrix products (cuBLAS): {}, in convolutions (cuDNN): {}",
+                 at::globalContext().allowTF32CuBLAS(), at::globalContext().allowTF32CuDNN());
+  }
 
   asio::io_context compute;
   auto work = asio::make_work_guard(compute);

@@ -2,6 +2,18 @@
 """Train a TorchScript model from a ravnest job file in plain PyTorch, independently of the C++.
 
 Usage: reference_train.py JOB.toml MODEL.pt OUT_STATE.pt [--max-batches N] [--losses OUT.json]
+                          [--device DEV] [--deterministic] [--timing OUT.json]
+
+--device cuda:0 trains on that GPU (the model, the data and the optimizer's state there; the
+batch order still comes from a CPU generator, dropout from the device's). --deterministic:
+torch.use_deterministic_algorithms(True, warn_only=True) (an operation without a deterministic
+kernel warns on stderr instead of failing), TF32 off in cuBLAS and cuDNN and, off the CPU, the
+optimizer one parameter at a time (foreach=False, as LibTorch steps), as the GPU fidelity tests
+compare; without it PyTorch's defaults (what bench/gpu_pipeline.sh measures). --timing writes {"samples", "seconds", "samples_per_second", "device", "torch"}:
+every batch from the first forward to the last step, the device synchronized at both ends (what
+bench/gpu_pipeline.sh holds the daemons' samples/s against), and
+"after_first_batch_samples_per_second" (the first batch pays for the kernels' and libraries'
+first use; the device is synchronized after it too, only with --timing).
 
 The C++ reference trainer (libs/training/reference_trainer.h) must produce the same weights:
   - TorchScript without the graph executor's optimizations, i.e. eager numerics (the daemons run
@@ -23,6 +35,7 @@ import argparse
 import json
 import os
 import sys
+import time
 import tomllib
 
 import torch
@@ -80,9 +93,13 @@ def load_tensors(path: str):
     return list(inputs), labels
 
 
-def make_optimizer(spec: dict, params):
+def make_optimizer(spec: dict, params, single_tensor: bool = False):
     name = spec["name"]
     o = {k: v for k, v in spec.items() if k != "name"}
+    if single_tensor:
+        # One parameter at a time, as LibTorch's optimizers step (on CUDA PyTorch would
+        # otherwise take the multi-tensor "foreach" kernels, which round differently).
+        o["foreach"] = False
     if "betas" in o:
         o["betas"] = tuple(o["betas"])
     cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
@@ -149,7 +166,16 @@ def main() -> int:
     ap.add_argument("out")
     ap.add_argument("--max-batches", type=int, default=-1)
     ap.add_argument("--losses", default="")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--deterministic", action="store_true")
+    ap.add_argument("--timing", default="")
     args = ap.parse_args()
+    device = torch.device(args.device)
+    if args.deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     with open(args.job, "rb") as f:
         job = tomllib.load(f)
     job_dir = os.path.dirname(os.path.abspath(args.job))
@@ -165,20 +191,23 @@ def main() -> int:
 
     torch._C._set_graph_executor_optimize(False)
     torch.manual_seed(seed)
-    model = torch.jit.load(args.model)
+    model = torch.jit.load(args.model, map_location=device)
     model.train()
     if data["format"] == "csv":
         xs, y = load_csv(resolve(job_dir, data["train"]), data)
     else:
         xs, y = load_tensors(resolve(job_dir, data["train"]))
     n = y.shape[0]
+    xs = [x.to(device) for x in xs]
+    y = y.to(device)
 
     params, seen = [], set()
     for p in model.parameters():
         if p.requires_grad and id(p) not in seen:
             seen.add(id(p))
             params.append(p)
-    opt = make_optimizer(job["optimizer"], params)
+    opt = make_optimizer(job["optimizer"], params,
+                         single_tensor=args.deterministic and device.type != "cpu")
     sched, per = make_scheduler(job.get("scheduler"), opt)
     opt.zero_grad()
 
@@ -189,7 +218,14 @@ def main() -> int:
     if args.max_batches >= 0:
         total = min(total, args.max_batches)
 
-    losses, done, pending = [], 0, 0
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    losses, done, pending, samples = [], 0, 0, 0
+    sync()
+    started = time.perf_counter()
+    first_done, first_samples = started, 0
     for epoch in range(epochs):
         if done >= total:
             break
@@ -202,18 +238,26 @@ def main() -> int:
         for b in range(per_epoch):
             if done >= total:
                 break
-            idx = order[b * batch_size:(b + 1) * batch_size]
+            idx = order[b * batch_size:(b + 1) * batch_size].to(device)
             bx = [x.index_select(0, idx) for x in xs]
             by = y.index_select(0, idx)
             bn = idx.shape[0]
-            batch_loss = 0.0
+            parts = []
             for s, e in tensor_split_ranges(bn, micro):
                 out = model(*[x[s:e] for x in bx])
                 weighted = loss_fn(job["loss"]["name"], out, by[s:e]) * ((e - s) / bn / uf)
                 weighted.backward()
-                batch_loss += weighted.item()
+                parts.append(weighted.detach())
+            # Read once per batch: on a GPU each .item() waits for the device.
+            batch_loss = 0.0
+            for part in parts:
+                batch_loss += part.item()
             losses.append(batch_loss * uf)
+            samples += bn
             done += 1
+            if done == 1 and args.timing:
+                sync()
+                first_done, first_samples = time.perf_counter(), samples
             pending += 1
             if pending == uf or done == total:
                 opt.step()
@@ -224,11 +268,21 @@ def main() -> int:
             if b + 1 == per_epoch and sched is not None and per == "epoch":
                 sched.step()
 
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    sync()
+    seconds = time.perf_counter() - started
+    state = {k: v.detach().to("cpu").clone() for k, v in model.state_dict().items()}
     torch.save(state, args.out)
     if args.losses:
         with open(args.losses, "w") as f:
             json.dump(losses, f)
+    if args.timing:
+        with open(args.timing, "w") as f:
+            rest = started + seconds - first_done
+            json.dump({"samples": samples, "seconds": seconds,
+                       "samples_per_second": samples / seconds if seconds > 0 else 0.0,
+                       "after_first_batch_samples_per_second":
+                           (samples - first_samples) / rest if rest > 0 else 0.0,
+                       "device": str(device), "torch": torch.__version__}, f)
     return 0
 
 

@@ -30,9 +30,13 @@ StateDifference compare_state(const std::multimap<std::string, at::Tensor>& trai
   for (const auto& [name, tensor] : reference) {
     auto [begin, end] = trained.equal_range(name);
     if (begin == end) return {INFINITY, name + " (missing)", d.moved};
+    const auto b = tensor.to(at::kDouble);
     for (auto it = begin; it != end; ++it) {
-      const double diff =
-          (it->second.to(at::kDouble) - tensor.to(at::kDouble)).abs().max().item<double>();
+      // Equal entries count 0, infinities too: a causal mask's -inf minus -inf is NaN, which
+      // the next tensor's difference used to overwrite. A real NaN stays the worst.
+      const auto a = it->second.to(at::kDouble);
+      const double diff = (a - b).abs().masked_fill_(a == b, 0).max().item<double>();
+      if (std::isnan(d.worst)) continue;
       if (!(diff <= d.worst)) {
         d.worst = diff;
         d.name = name;
