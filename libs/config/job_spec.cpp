@@ -89,7 +89,7 @@ std::optional<JobPath> path_field(const Section& section, const std::string& key
 TrainSpec parse_train(const Section& s) {
   s.check_known({"epochs", "batch_size", "micro_batches", "update_frequency", "seed", "shuffle",
                  "max_steps", "val_freq", "schedule", "save_every", "drop_last", "reduce",
-                 "reduce_factor", "average_optim", "max_in_flight"});
+                 "reduce_factor", "average_optim", "max_in_flight", "deterministic"});
   TrainSpec t;
   if (auto v = s.integer("epochs", 1)) t.epochs = *v;
   if (auto v = s.integer("batch_size", 1)) t.batch_size = *v;
@@ -111,6 +111,7 @@ TrainSpec parse_train(const Section& s) {
   if (auto v = s.string("reduce")) t.reduce = choose(s, "reduce", *v, reduce_names(), "reduce mode");
   if (auto v = s.integer("reduce_factor", 1)) t.reduce_factor = *v;
   if (auto v = s.boolean("average_optim")) t.average_optim = *v;
+  if (auto v = s.boolean("deterministic")) t.deterministic = *v;
   if (t.micro_batches > t.batch_size) {
     s.fail("micro_batches", "must be <= batch_size (" + std::to_string(t.batch_size) + "), got " +
                                 std::to_string(t.micro_batches));

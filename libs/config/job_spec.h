@@ -54,6 +54,10 @@ struct TrainSpec {
   ReduceMode reduce = ReduceMode::kParameters;
   int64_t reduce_factor = 1;        // parameters: average every N optimizer updates (and at the end)
   bool average_optim = false;       // parameters: average optimizer state (moments) too
+  // LibTorch's deterministic algorithms (and cuDNN's) on every node for the job, as
+  // torch.use_deterministic_algorithms(True); false, PyTorch's default, lets GPUs pick faster
+  // nondeterministic kernels (atomics in some backward passes).
+  bool deterministic = false;
 };
 
 enum class DataFormat { kCsv, kMnist, kCifar10, kTensors };

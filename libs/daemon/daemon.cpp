@@ -94,9 +94,13 @@ int run_daemon(const config::DaemonConfig& config) {
     throw std::runtime_error("no listen address: give --listen or push a stage first");
   }
 
+  // Before anything touches CUDA (compute_device counts the GPUs): cuBLAS reads it once.
+  if (prepare_cuda_environment(config.device)) {
+    spdlog::info("CUBLAS_WORKSPACE_CONFIG=:4096:8 (for jobs with [train] deterministic)");
+  }
   // A device this LibTorch cannot give fails the start, not the first job.
   const c10::Device device = compute_device(config.device);
-  spdlog::info("stages compute on {}", device.str());
+  spdlog::info("{}: stages compute on {}", config.node, device.str());
   if (device.is_cuda()) {
     // What LibTorch will let cuBLAS and cuDNN do with float32 (NVIDIA_TF32_OVERRIDE=0 in the
     // environment overrides both, below LibTorch): the first thing to look at when GPU weights

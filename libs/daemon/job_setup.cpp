@@ -113,6 +113,7 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   setup->reduce = job.train.reduce;
   setup->reduce_factor = job.train.reduce_factor;
   setup->average_optim = job.train.average_optim;
+  setup->deterministic = job.train.deterministic;
   setup->compression = job.compression;
   setup->shared_rings = planner::shared_parameter_rings(node);
   if (setup->schedule == config::PipelineSchedule::kAsync && !node.shared_parameters.empty()) {

@@ -44,6 +44,11 @@ void StagePredictor::guarded(const std::function<void()>& body) {
   try {
     body();
   } catch (const std::exception& e) {
+    if (auto tried = out_of_memory(e)) {  // the job stops, the daemon lives on
+      fail(setup_.device.str() + " out of memory during prediction" +
+           (tried->empty() ? "" : " (" + *tried + ")"));
+      return;
+    }
     fail(graph::torch_message(e));
   }
 }

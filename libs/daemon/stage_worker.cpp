@@ -23,7 +23,12 @@
 namespace ravnest::runtime {
 
 StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
-    : setup_(std::move(setup)), port_(port), stash_(setup_.stage) {
+    : setup_(std::move(setup)),
+      port_(port),
+      deterministic_(setup_.deterministic),
+      transfers_(setup_.device,
+                 [this](TransferMessage message) { port_.send(std::move(message)); }),
+      stash_(setup_.stage) {
   for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
     const auto& input = setup_.node.inputs[i];
     if (input.from_node) input_slot_[{*input.from_node, input.from_output}] = i;
@@ -98,13 +103,32 @@ void StageWorker::guarded(const std::function<void()>& body) {
   try {
     body();
   } catch (const std::exception& e) {
+    // A device out of memory stops the job like any error, saying where: the daemon lives on
+    // and the memory goes back when the worker does.
+    if (auto tried = out_of_memory(e)) {
+      fail(transfers_.device().str() + " out of memory" +
+           (doing_.empty() ? "" : " during " + doing_) +
+           (tried->empty() ? "" : " (" + *tried + ")"));
+      return;
+    }
     fail(graph::torch_message(e));  // one line: a LibTorch error without its backtrace
   }
 }
 
+namespace {
+
+// "forward of micro-batch 3 of batch 12": what an out-of-memory error happened during.
+std::string micro_batch_activity(const char* what, const MicroBatchTag& batch) {
+  return std::string(what) + " of " + (batch.validate ? "validation " : "") + "micro-batch " +
+         std::to_string(batch.index) + " of batch " + std::to_string(batch.step);
+}
+
+}  // namespace
+
 void StageWorker::fail(const std::string& why) {
   if (stopped_) return;
   stopped_ = true;
+  transfers_.drop();
   micro_.clear();
   random_state_in_.clear();
   set_status([&](WorkerStatus& s) {
@@ -164,16 +188,16 @@ void StageWorker::enter(const MicroBatchTag& tag, const std::vector<at::Tensor>&
     const auto& input = setup_.node.inputs[i];
     if (!input.model_input) continue;
     const size_t k = static_cast<size_t>(*input.model_input);
-    m.inputs[i] = k < inputs.size() ? c10::IValue(inputs[k].to(setup_.device)) : c10::IValue();
+    m.inputs[i] = k < inputs.size() ? transfers_.to_device(inputs[k]) : c10::IValue();
     m.have_input[i] = true;
   }
   if (is_leaf()) {
-    m.labels = labels.to(setup_.device);
+    m.labels = transfers_.to_device(labels).toTensor();
     return;
   }
   TransferMessage message = message_to(TransferKind::kLabels, setup_.leaf_node, tag);
   message.values.emplace_back(0, labels);
-  port_.send(std::move(message));
+  transfers_.send(std::move(message));
 }
 
 // ---- every node -------------------------------------------------------------------------------
@@ -210,7 +234,8 @@ void StageWorker::receive(TransferMessage message) {
       progress();
       return;
     }
-    for (auto& entry : message.values) entry.second = to_device(entry.second, setup_.device);
+    doing_ = "receiving from node " + std::to_string(message.from_node);
+    for (auto& entry : message.values) entry.second = transfers_.to_device(entry.second);
     Micro& m = micro(message.batch);
     switch (message.kind) {
       case TransferKind::kActivations:
@@ -297,7 +322,7 @@ void StageWorker::pass_random_state(const MicroBatchTag& batch) {
   }
   TransferMessage message = message_to(TransferKind::kRandomState, to, next);
   message.values.emplace_back(0, random_state(setup_.device));
-  port_.send(std::move(message));
+  transfers_.send(std::move(message));
 }
 
 void StageWorker::advance(Key& cursor, const MicroBatchTag& batch) {
@@ -320,6 +345,8 @@ void StageWorker::progress() {
         Micro& m = it->second;
         const MicroBatchTag batch = m.batch;
         advance(*cursor, batch);
+        transfers_.poll();  // what earlier steps sent and the GPU has copied by now
+        doing_ = micro_batch_activity("forward", batch);
         timed([&] { forward(m); });
         moved = true;
         if (batch.validate) micro_.erase(Key{true, batch.step, batch.index});
@@ -330,6 +357,8 @@ void StageWorker::progress() {
         (is_leaf() || it->second.grads_received >= setup_.node.forward_neighbours.size())) {
       const MicroBatchTag batch = it->second.batch;
       advance(next_backward_, batch);
+      transfers_.poll();
+      doing_ = micro_batch_activity("backward", batch);
       timed([&] { backward(it->second); });
       micro_.erase(it);
       moved = true;
@@ -340,6 +369,8 @@ void StageWorker::progress() {
       }
     }
   }
+  // Nothing else is ready: every transfer still on its way to the host goes out now.
+  if (!stopped_) transfers_.flush();
 }
 
 void StageWorker::forward(Micro& m) {
@@ -405,7 +436,7 @@ void StageWorker::forward(Micro& m) {
       if (value.isTensor()) value = sendable(value.toTensor());
       message.values.emplace_back(static_cast<uint32_t>(j), std::move(value));
     }
-    port_.send(std::move(message));
+    transfers_.send(std::move(message));
   }
 }
 
@@ -505,11 +536,14 @@ void StageWorker::send_gradients(const Micro& m) {
       at::Tensor grad = m.inputs[i].toTensor().grad();
       if (grad.defined()) message.values.emplace_back(input.from_output, grad);
     }
-    port_.send(std::move(message));
+    transfers_.send(std::move(message));
   }
 }
 
 void StageWorker::batch_finished(const MicroBatchTag& batch) {
+  // What follows may block (rings, servers) on peers that wait for these.
+  transfers_.flush();
+  doing_ = "the update after batch " + std::to_string(batch.step);
   ++batches_done_;
   while (current_epoch_ < batch.epoch) {
     if (setup_.lr_schedule) setup_.lr_schedule->on_epoch_end();
@@ -679,6 +713,7 @@ void StageWorker::look_up_rows(Micro& m, std::vector<c10::IValue>& args, bool tr
     lookup.values.emplace_back(static_cast<uint32_t>(slot.index), m.row_ids[t]);
   }
   ++lookups_;
+  transfers_.flush();  // the lookup blocks
   std::vector<TransferMessage> requests;
   for (auto& [server, lookup] : lookups) requests.push_back(std::move(lookup));
   for (auto& answer : port_.lookup_rows(std::move(requests))) {
@@ -773,8 +808,8 @@ void StageWorker::reduce_across_clusters(RingTensors what) {
   auto reduce = [&](std::vector<WorkerPort::RingWork>& on_host) {
     port_.reduce_rings(round, on_host);
   };
-  if (what == RingTensors::kGradients) return reduce_on_host(work, reduce);
-  update_weights([&] { reduce_on_host(work, reduce); });
+  if (what == RingTensors::kGradients) return transfers_.reduce_on_host(work, reduce);
+  update_weights([&] { transfers_.reduce_on_host(work, reduce); });
 }
 
 // Each copy of a shared tensor gets the gradient of the whole model: the sum over its holders.
@@ -782,7 +817,7 @@ void StageWorker::sum_shared_gradients() {
   auto work = shared_gradient_work(setup_.stage, setup_.node, setup_.shared_rings);
   torch::NoGradGuard no_grad;
   const uint64_t round = shared_round_++;
-  reduce_on_host(work, [&](std::vector<WorkerPort::RingWork>& on_host) {
+  transfers_.reduce_on_host(work, [&](std::vector<WorkerPort::RingWork>& on_host) {
     port_.reduce_rings(round, on_host, /*average=*/false);
   });
 }
@@ -792,6 +827,7 @@ void StageWorker::save_stage() { graph::save_module_atomically(setup_.stage, set
 // Finished nodes keep forwarding: the final validation round may still be on its way.
 void StageWorker::finish() {
   if (stopped_ || finished_) return;
+  transfers_.flush();  // the last transfers go before the node says it is done
   finished_ = true;
   set_status([&](WorkerStatus& s) { s.state = WorkerStatus::State::kFinished; });
   ProgressEventData event;

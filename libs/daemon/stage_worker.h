@@ -9,6 +9,10 @@
 // micro-batches in; the leaf's LeafMetrics (leaf_metrics.h) keeps losses, losses.txt and the
 // step and validation events. Everything reaches the outside through the WorkerPort
 // (transfer.h): NodeService in a daemon, LocalPort (tests/support/local_port.h) in one process.
+// Transfers cross between the compute device and the host through its DeviceTransfers
+// (device_transfers.h): on a GPU, outgoing ones wait for their copies to the host while later
+// micro-batches compute; they are handed to the port in order before each step when done, and
+// all of them when nothing else is ready or before anything that blocks (rings, servers, the end).
 //
 // Not thread-safe: every call but status() happens on the node's compute thread.
 #pragma once
@@ -26,6 +30,8 @@
 
 #include <torch/csrc/jit/api/module.h>
 
+#include "libs/daemon/compute_device.h"
+#include "libs/daemon/device_transfers.h"
 #include "libs/daemon/job_worker.h"
 #include "libs/daemon/ring_work.h"
 #include "libs/daemon/root_feeder.h"
@@ -162,6 +168,11 @@ class StageWorker final : public JobWorker, private FeedTarget {
 
   WorkerSetup setup_;
   WorkerPort& port_;
+  DeterministicAlgorithms deterministic_;  // [train] deterministic, for the worker's lifetime
+  DeviceTransfers transfers_;
+  // What the compute thread is doing, for an out-of-memory error: "forward of micro-batch 3
+  // of batch 12".
+  std::string doing_;
   std::map<Key, Micro> micro_;
   Key next_forward_train_{false, 0, 0};
   Key next_forward_validate_{true, 0, 0};

@@ -34,6 +34,9 @@ struct WorkerSetup {
   int leaf_node = 0;
   torch::jit::Module stage;
   c10::Device device{c10::kCPU};  // where the stage computes (compute_device.h)
+  // [train] deterministic: LibTorch's deterministic algorithms while the worker lives
+  // (DeterministicAlgorithms, compute_device.h).
+  bool deterministic = false;
   // A prediction job (the job's [predict]): a StagePredictor runs instead of a StageWorker, the
   // root reading train_data in order, the leaf writing predictions_path.
   bool predict = false;

@@ -64,6 +64,17 @@ void save_module_atomically(const torch::jit::Module& module, const std::string&
   std::ostringstream bytes;
   try {
     module.save(bytes);
+    bool on_host = true;
+    for (const auto& p : module.parameters()) on_host = on_host && p.device().is_cpu();
+    for (const auto& b : module.buffers()) on_host = on_host && b.device().is_cpu();
+    if (!on_host) {
+      // Read back mapped to the CPU and written again: the module itself stays on its device
+      // and the device needs no memory for a copy.
+      std::istringstream written(bytes.str());
+      torch::jit::Module host = torch::jit::load(written, c10::Device(c10::kCPU));
+      bytes = std::ostringstream();
+      host.save(bytes);
+    }
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": cannot save: " + torch_message(e));
   }

@@ -16,8 +16,9 @@
 
 namespace ravnest::graph {
 
-// Throws std::runtime_error "PATH: cannot write (...): reason" (or "PATH: cannot save: reason"
-// when LibTorch cannot serialize the module).
+// The file holds host tensors whatever device the module computes on (a stage trained on a GPU
+// is fused and loaded on machines without one). Throws std::runtime_error "PATH: cannot write
+// (...): reason" (or "PATH: cannot save: reason" when LibTorch cannot serialize the module).
 void save_module_atomically(const torch::jit::Module& module, const std::string& path);
 
 // torch::jit::load(path, device), with a failure as one line naming the file. A file that this

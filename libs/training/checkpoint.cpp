@@ -4,9 +4,11 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 
 #include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/jit/serialization/import.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
@@ -34,6 +36,14 @@ int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key
   c10::IValue value;
   archive.read(key, value);
   return value.toInt();
+}
+
+// Where the optimizer's parameters are (its state follows them); the CPU when it has none.
+c10::Device parameters_device(const torch::optim::Optimizer& optimizer) {
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) return p.device();
+  }
+  return c10::Device(c10::kCPU);
 }
 
 }  // namespace
@@ -73,12 +83,19 @@ std::string save_optimizer(const torch::optim::Optimizer& optimizer) {
     bytes.append(static_cast<const char*>(data), size);
     return size;
   });
-  return bytes;
+  if (parameters_device(optimizer).is_cpu()) return bytes;
+  // Its state lives where the parameters do: read back mapped to the CPU (the archive is a
+  // TorchScript module) and written again, so a checkpoint holds no device tensors.
+  std::istringstream written(bytes);
+  torch::jit::Module host = torch::jit::load(written, c10::Device(c10::kCPU));
+  std::ostringstream out;
+  host.save(out);
+  return out.str();
 }
 
 void restore_optimizer(torch::optim::Optimizer& optimizer, const std::string& bytes) {
   torch::serialize::InputArchive archive;
-  archive.load_from(bytes.data(), bytes.size());
+  archive.load_from(bytes.data(), bytes.size(), parameters_device(optimizer));
   optimizer.load(archive);
 }
 
@@ -105,7 +122,8 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
     c10::List<std::string> names;
     for (size_t i = 0; i < c.state.size(); ++i) {
       names.push_back(c.state[i].first);
-      archive.write("state_" + std::to_string(i), c.state[i].second, /*is_buffer=*/true);
+      archive.write("state_" + std::to_string(i), c.state[i].second.to(c10::kCPU),
+                    /*is_buffer=*/true);
     }
     archive.write("state_names", c10::IValue(names));
     archive.save_to(temp);

@@ -46,9 +46,12 @@ std::vector<std::pair<std::string, at::Tensor>> copy_stage_state(const torch::ji
 void restore_stage_state(torch::jit::Module& stage,
                          const std::vector<std::pair<std::string, at::Tensor>>& state);
 
+// The optimizer's state as bytes that hold host tensors (its state follows the parameters, on
+// their device); restored onto the device of the optimizer's parameters.
 std::string save_optimizer(const torch::optim::Optimizer& optimizer);
 void restore_optimizer(torch::optim::Optimizer& optimizer, const std::string& bytes);
 
+// Writes host copies of tensors on a device: the file reads back on any machine.
 void save_checkpoint(const StageCheckpoint& checkpoint, const std::string& path);
 StageCheckpoint load_checkpoint(const std::string& path);
 

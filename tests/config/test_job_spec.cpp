@@ -481,6 +481,14 @@ TEST_CASE("[compression]: a codec per kind of tensor, none by default", "[config
                  "job.toml: compression: must be a table [compression], got a boolean"));
 }
 
+TEST_CASE("job spec: [train] deterministic, false unless asked", "[job]") {
+  CHECK_FALSE(parse_job(kMinimal, "job.toml").train.deterministic);
+  CHECK(parse_job(with("train", "deterministic = true"), "job.toml").train.deterministic);
+  CHECK_FALSE(parse_job(with("train", "deterministic = false"), "job.toml").train.deterministic);
+  CHECK(error_of(with("train", "deterministic = 1")) ==
+        "job.toml: train.deterministic: must be true or false, got an integer");
+}
+
 TEST_CASE("job spec: the asynchronous schedule and its max_in_flight", "[job]") {
   const auto job = parse_job(with("train", "schedule = \"async\"\nmax_in_flight = 5"), "job.toml");
   CHECK(job.train.schedule == PipelineSchedule::kAsync);

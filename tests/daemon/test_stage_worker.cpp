@@ -132,3 +132,37 @@ TEST_CASE("stage worker: wrong_update_frequency on one node is seen", "[stage_wo
   INFO("largest difference " << d.worst << " in " << d.name);
   CHECK(d.worst > 1e-3);
 }
+
+// A device out of memory in a stage's forward (here its text, as the TorchScript interpreter
+// passes LibTorch's c10::OutOfMemoryError on) fails the job in one line naming the node, the
+// device and the micro-batch, like any other error: the worker stops, nothing crashes.
+TEST_CASE("stage worker: out_of_memory names the node, the device and the step",
+          "[stage_worker]") {
+  const test::ModelFiles files = test::model_files("small_cnn");
+  test::InProcessCluster cluster(files, test::LocalCluster::even_cuts(files.model, 2));
+  const config::JobSpec job = config::parse_job(job_text(files, {2, "gpipe"}), "test job");
+  std::string leaf;
+  try {
+    cluster.train(job, [&](runtime::WorkerSetup& setup) {
+      if (!setup.node.returns_model_output) return;
+      leaf = setup.node.name;
+      torch::jit::Module stage("OutOfMemoryStage");
+      stage.register_attribute("training", c10::BoolType::get(), true);
+      std::string args;
+      for (size_t i = 0; i < setup.node.inputs.size(); ++i) {
+        args += ", x" + std::to_string(i) + ": Any";  // not all of them are tensors
+      }
+      stage.define("def forward(self" + args +
+                   "):\n  assert False, 'CUDA out of memory. Tried to allocate 2.00 GiB. "
+                   "GPU 0 has a total capacity of 79.15 GiB of which 1.06 GiB is free.'\n");
+      setup.stage = stage;
+    });
+    FAIL("the job did not fail");
+  } catch (const std::runtime_error& e) {
+    const std::string error = e.what();
+    INFO(error);
+    CHECK(error.find('\n') == std::string::npos);
+    CHECK(error.find(leaf + ": cpu out of memory during forward of micro-batch 0 of batch 0 "
+                            "(tried to allocate 2.00 GiB)") != std::string::npos);
+  }
+}
