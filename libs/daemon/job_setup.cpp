@@ -1,11 +1,15 @@
 #include "libs/daemon/job_setup.h"
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <set>
 #include <stdexcept>
 
 #include <torch/csrc/jit/serialization/import.h>
 
+#include "libs/config/sha256.h"
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
 #include "libs/daemon/embedding_server.h"
@@ -63,6 +67,27 @@ std::unique_ptr<WorkerSetup> make_ps_role_setup(std::unique_ptr<WorkerSetup> set
   return setup;
 }
 
+// The pushed stage, verified when it is used: its bytes must hash to the metadata's
+// stage_sha256, which the requester checked against its plan before the job. A stage.pt
+// replaced or damaged since the push (metadata.json unchanged, a daemon restarted on another
+// copy) is refused in one line instead of trained. Loaded from the bytes that were hashed.
+torch::jit::Module load_pushed_stage(const NodeStore& store) {
+  const auto path = store.stage_path().string();
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw std::runtime_error(store.metadata().name + ": cannot open " + path);
+  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string actual = config::sha256_hex(bytes);
+  const std::string& expected = store.metadata().stage_sha256;
+  if (actual != expected) {
+    throw std::runtime_error(store.metadata().name + ": " + path + " hashes to " +
+                             actual.substr(0, 12) + ", not the pushed stage's " +
+                             expected.substr(0, 12) +
+                             ": the file changed since `ravnest push`; push again");
+  }
+  std::istringstream in(bytes);
+  return graph::load_module(in, path);
+}
+
 }  // namespace
 
 std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const config::JobSpec& job_in,
@@ -73,7 +98,8 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const NodeStore& store, const con
   const auto& node = setup->node;
   // A prediction runs on what training made of the stage, when it made something.
   const bool trained = job.predict && std::filesystem::exists(store.trained_path());
-  setup->stage = graph::load_module((trained ? store.trained_path() : store.stage_path()).string());
+  setup->stage = trained ? graph::load_module(store.trained_path().string())
+                         : load_pushed_stage(store);
   setup->job_id = job_id;
   setup->ps = job.ps;
   if (job.predict && (node.role == config::Role::kServer ||

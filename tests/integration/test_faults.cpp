@@ -12,6 +12,9 @@
 #include <regex>
 #include <thread>
 
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/jit/serialization/import.h>
+
 #include "libs/config/node_metadata.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_writer.h"
@@ -409,6 +412,33 @@ TEST_CASE("faults: pause: a paused node named dead goes idle when it continues",
   INFO(status);
   // Nobody is left training (the state column; the errors below it quote "training failed").
   CHECK_FALSE(std::regex_search(status, std::regex("node_[0-9]+ +\\S+ +\\S+ +\\S+ +training")));
+}
+
+TEST_CASE("faults: tampered: a stage file changed since the push is refused when it is loaded",
+          "[faults][tampered]") {
+  // The probe of issue 28: a daemon restarted on another copy of its stage (same interface,
+  // weights + 0.05, metadata.json unchanged) trained it, and the fused result was 0.09 off.
+  auto cluster = digits_cluster(2);
+  const auto stage = cluster->data_dir(1) / "stage.pt";
+  {
+    torch::jit::Module module = torch::jit::load(stage.string());
+    torch::NoGradGuard no_grad;
+    for (auto p : module.parameters()) p.add_(0.05);
+    module.save(stage.string());
+  }
+  const auto job = write_job(*cluster, "job.toml", job_text(1, 2));
+  auto result = cluster->ravnest("train", job, 60);
+  INFO(result.out << result.err);
+  CHECK(result.exit_code != 0);
+  CHECK(one_line(result.err));
+  CHECK(result.err.find("node_1: " + stage.string() + " hashes to ") != std::string::npos);
+  CHECK(result.err.find("the file changed since `ravnest push`; push again") != std::string::npos);
+  CHECK_FALSE(fs::exists(cluster->data_dir(1) / "trained.pt"));
+  // Pushed again, the same daemons train.
+  REQUIRE(cluster->ravnest("push").exit_code == 0);
+  auto again = cluster->ravnest("train", job, 120);
+  INFO(again.out << again.err);
+  CHECK(again.exit_code == 0);
 }
 
 TEST_CASE("faults: torch: a stage failing inside LibTorch is one line", "[faults][errors]") {
