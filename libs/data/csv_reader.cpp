@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string_view>
 
@@ -155,6 +156,14 @@ CsvRows parse_rows(const std::string& path, const std::string& text, const CsvOp
         rows.label_lines.push_back(line_no);
         if (value != std::floor(value) || std::fabs(value) > 9e15) rows.integral_labels = false;
       } else {
+        // A feature becomes float32: 1e39 would become inf there, and NaN weights after it.
+        if (std::fabs(value) > std::numeric_limits<float>::max()) {
+          std::string column = "column " + std::to_string(c + 1);
+          if (!rows.names.empty()) column += " ('" + shorten(rows.names[c], 20) + "')";
+          fail(path, "line " + std::to_string(line_no) + ", " + column + ": " +
+                         shorten(trim(fields[c])) + " does not fit in float32 (at most " +
+                         "3.4e38 in magnitude)");
+        }
         rows.features.push_back(static_cast<float>(value));
       }
     }

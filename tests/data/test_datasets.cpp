@@ -157,6 +157,12 @@ TEST_CASE("CSV errors name the file, the line and the column") {
   CHECK(error("a,label\n1,2\nx1,2\n", options) == f + ": line 3, column 1 ('a'): non-numeric value 'x1'");
   CHECK(error("a,label\n1,\n", options) == f + ": line 2, column 2 ('label'): non-numeric value ''");
   CHECK(error("a,label\n1,nan\n", options) == f + ": line 2, column 2 ('label'): non-numeric value 'nan'");
+  // Issue 28's probe: 1e39 became inf as float32 and the job trained NaN weights with rc 0.
+  CHECK(error("a,label\n1,2\n1e39,2\n", options) ==
+        f + ": line 3, column 1 ('a'): 1e39 does not fit in float32 (at most 3.4e38 in magnitude)");
+  CHECK(error("a,label\n-3.5e38,2\n", options) ==
+        f + ": line 2, column 1 ('a'): -3.5e38 does not fit in float32 (at most 3.4e38 in magnitude)");
+  CHECK_NOTHROW(data::read_csv((write_bytes(f, "a,label\n3.4e38,1\n"), f), options));
   CHECK(error("a,lbl\n1,2\n", options) == f + ": no column named 'label' in the header (a, lbl)");
   CHECK(error("a,label\n", options) == f + ": empty dataset (no data rows)");
   CHECK(error("", options) == f + ": empty dataset (no data rows)");
