@@ -46,8 +46,7 @@ bool is_bundle_name(const std::string& name) {
 }  // namespace
 
 NodeStore::NodeStore(fs::path data_dir, std::string node_name)
-    : dir_(std::move(data_dir)), node_name_(std::move(node_name)) {
-  fs::create_directories(dir_);
+    : dir_(std::move(data_dir)), node_name_(std::move(node_name)), lock_(dir_) {
   fs::create_directories(dataset_dir());
   remove_stale_temporaries();
 }

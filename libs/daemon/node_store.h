@@ -22,11 +22,14 @@
 
 #include "libs/config/job_spec.h"
 #include "libs/config/node_metadata.h"
+#include "libs/daemon/data_dir_lock.h"
 
 namespace ravnest::runtime {
 
 class NodeStore {
  public:
+  // Takes the data directory's lock (data_dir_lock.h: throws, one line, when another ravnestd
+  // holds it), then removes what unfinished writes left behind.
   NodeStore(std::filesystem::path data_dir, std::string node_name);
 
   const std::filesystem::path& dir() const { return dir_; }
@@ -65,6 +68,7 @@ class NodeStore {
 
   std::filesystem::path dir_;
   std::string node_name_;
+  DataDirLock lock_;  // taken before anything in dir_ is touched
 };
 
 }  // namespace ravnest::runtime

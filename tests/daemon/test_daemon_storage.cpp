@@ -166,6 +166,24 @@ TEST_CASE("NodeStore removes what unfinished writes left behind", "[daemon][stor
   CHECK(reopened.has_stage());
 }
 
+TEST_CASE("one NodeStore per data directory at a time", "[daemon][store][lock]") {
+  // Issue 28's probe: a second ravnestd started on a directory in use, and its start-up cleanup
+  // deleted a temporary named after the live daemon's pid.
+  test::TempDir dir;
+  const auto data = dir / "data";
+  {
+    runtime::NodeStore first(data, "node_0");
+    test::write_text(data / ("trained.pt.tmp." + std::to_string(::getpid()) + ".1"), "being written");
+    CHECK_THROWS_WITH(runtime::NodeStore(data, "node_0"),
+                      "data directory " + data.string() + " is in use by another ravnestd (pid " +
+                          std::to_string(::getpid()) + "); give each daemon its own --data-dir");
+    CHECK(fs::exists(data / ("trained.pt.tmp." + std::to_string(::getpid()) + ".1")));
+    runtime::NodeStore other(dir / "other", "node_1");  // another directory: no conflict
+  }
+  runtime::NodeStore again(data, "node_0");  // released with the first
+  CHECK(again.node_name() == "node_0");
+}
+
 TEST_CASE("the last job's outcome survives in a file; a new stage forgets it", "[daemon][store]") {
   test::TempDir dir;
   runtime::NodeStore store(dir / "data", "node_0");
