@@ -106,6 +106,17 @@ void check_values(const DaemonConfig& config, const std::string& origin, bool ne
   if (need_node && config.node.empty()) {
     throw ConfigError(origin + ": node: missing (set node = \"node_<id>\" or pass --node)");
   }
+  // The name reaches log lines and messages: a line break in it could forge a log line.
+  const bool plain_name =
+      config.node.size() <= 64 &&
+      std::all_of(config.node.begin(), config.node.end(), [](unsigned char c) {
+        return std::isalnum(c) || c == '_' || c == '-' || c == '.';
+      });
+  if (!plain_name) {
+    throw ConfigError(origin + ": node: \"" + printable(config.node, 64) +
+                      "\" is not a node name (node_<id>: letters, digits, '_', '-' and '.', at "
+                      "most 64)");
+  }
   check_listen(config.listen, origin);
   if (config.data_dir.empty()) throw ConfigError(origin + ": data_dir: must not be empty");
   if (!is_log_level(config.log_level)) {

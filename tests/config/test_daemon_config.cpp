@@ -130,6 +130,11 @@ TEST_CASE("daemon config: errors name the file and the field", "[config][daemon]
         "this host)");
   CHECK(error_of([] { parse_daemon_config("threads = 100000", "d.toml"); })
             .find("d.toml: threads: 100000 is outside") == 0);
+  // Issue 28's probe: a line break in --node forged log lines.
+  CHECK(error_of([] { parse_daemon_config("node = \"node_1\\n[info] forged\"", "d.toml"); }) ==
+        "d.toml: node: \"node_1\\x0a[info] forged\" is not a node name (node_<id>: letters, "
+        "digits, '_', '-' and '.', at most 64)");
+  CHECK_NOTHROW(parse_daemon_config("node = \"node_12.b-c\"", "d.toml"));
   CHECK(error_of([] { parse_daemon_config("[node]\nid = 3", "d.toml"); }) ==
         "d.toml: node: must be a string, got a table");
   CHECK(error_of([] { parse_daemon_config("listen = 8080", "d.toml"); }) ==
