@@ -83,9 +83,15 @@ void NodeStore::store_stage(const std::string& metadata_json, const std::string&
                              ", this daemon serves " + node_name_);
   }
   const std::string actual = config::sha256_hex(stage_bytes);
-  if (actual != sha256 || actual != metadata.stage_sha256) {
+  if (actual != sha256) {
     throw std::runtime_error("stage checksum mismatch: received bytes hash to " + actual +
                              ", expected " + config::printable(sha256, 64));
+  }
+  if (actual != metadata.stage_sha256) {
+    // The bytes arrived whole, but are not the stage the metadata describes.
+    throw std::runtime_error("stage checksum mismatch: received bytes hash to " + actual +
+                             ", the pushed metadata's stage_sha256 is " +
+                             config::printable(metadata.stage_sha256, 64));
   }
   config::write_file_atomically(stage_path().string(), stage_bytes);
   config::write_file_atomically((dir_ / "metadata.json").string(), metadata_json);

@@ -50,6 +50,12 @@ TEST_CASE("daemon checks: a pushed stage's checksum and name are shown escaped",
   // Found by rpc_params: the expected checksum, as the peer sent it, went into the message raw.
   CHECK(error_of([&] { store.store_stage(metadata_json("node_0", sha), "stage", "ab\ncd"); }) ==
         "stage checksum mismatch: received bytes hash to " + sha + ", expected ab\\x0acd");
+  // Issue 28's probe: bytes that match the checksum sent but not the metadata's printed the
+  // same hash twice.
+  const std::string other = config::sha256_hex("other");
+  CHECK(error_of([&] { store.store_stage(metadata_json("node_0", other), "stage", sha); }) ==
+        "stage checksum mismatch: received bytes hash to " + sha +
+            ", the pushed metadata's stage_sha256 is " + other);
   CHECK(error_of([&] { store.store_stage(metadata_json("node_\x1b[2J", sha), "stage", sha); }) ==
         "the stage is for node_\\x1b[2J, this daemon serves node_0");
   CHECK_FALSE(store.has_stage());
