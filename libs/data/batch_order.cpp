@@ -14,7 +14,9 @@ BatchOrder::BatchOrder(int64_t dataset_size, int64_t batch_size, int64_t seed, b
       drop_last_(drop_last) {
   if (dataset_size < 0) throw std::invalid_argument("BatchOrder: negative dataset size");
   if (batch_size < 1) throw std::invalid_argument("BatchOrder: batch_size must be >= 1");
-  batches_per_epoch_ = drop_last ? dataset_size / batch_size : (dataset_size + batch_size - 1) / batch_size;
+  // Without (dataset_size + batch_size - 1): batch_size = 2^63 - 1 overflowed it, and the
+  // error then blamed drop_last.
+  batches_per_epoch_ = dataset_size / batch_size + (!drop_last && dataset_size % batch_size != 0);
   if (batches_per_epoch_ == 0) {
     throw std::invalid_argument(
         dataset_size == 0 ? std::string("the dataset is empty")
@@ -50,7 +52,7 @@ std::vector<std::vector<int64_t>> BatchOrder::epoch(int64_t epoch) const {
   batches.reserve(static_cast<size_t>(batches_per_epoch_));
   for (int64_t b = 0; b < batches_per_epoch_; ++b) {
     const int64_t begin = b * batch_size_;
-    const int64_t end = std::min(dataset_size_, begin + batch_size_);
+    const int64_t end = begin + std::min(batch_size_, dataset_size_ - begin);  // no overflow
     batches.emplace_back(order.begin() + begin, order.begin() + end);
   }
   return batches;

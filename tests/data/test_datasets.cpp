@@ -2,6 +2,8 @@
 // order (reproducible, equal to Python's torch.randperm) and the micro-batch split.
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -424,6 +426,13 @@ TEST_CASE("BatchOrder: reproducible, per-epoch permutations, partial last batch,
   CHECK(plain.batches_per_epoch() == 2);
   CHECK(plain.epoch(4) == std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}});
   CHECK_THROWS_AS(BatchOrder(3, 4, 0, true, true), std::invalid_argument);
+  // Issue 28's probe: batch_size = 2^63 - 1 overflowed the count and blamed drop_last. It is one
+  // batch of the whole dataset, as in PyTorch's DataLoader.
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  BatchOrder whole(5, huge, 1, false, false);
+  CHECK(whole.batches_per_epoch() == 1);
+  CHECK(whole.epoch(0) == std::vector<std::vector<int64_t>>{{0, 1, 2, 3, 4}});
+  CHECK_THROWS_WITH(BatchOrder(5, huge, 1, false, true), Catch::Contains("drop_last leaves no batch"));
   CHECK_THROWS_AS(BatchOrder(0, 4, 0, true, false), std::invalid_argument);
   CHECK_THROWS_AS(BatchOrder(3, 0, 0, true, false), std::invalid_argument);
   CHECK(BatchOrder::epoch_seed(0, 0) != BatchOrder::epoch_seed(1, 0));
