@@ -2,16 +2,22 @@
 
 
 #include <cstring>
+#include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include "libs/config/atomic_file.h"
+#include "libs/config/printable.h"
+#include "libs/config/sha256.h"
 #include "libs/graph/torch_errors.h"
 
 namespace ravnest::runtime {
@@ -99,6 +105,18 @@ void restore_optimizer(torch::optim::Optimizer& optimizer, const std::string& by
   optimizer.load(archive);
 }
 
+namespace {
+
+// A checkpoint file is the archive's bytes followed by this tag, the SHA-256 of those bytes in
+// hex, and a line break: a file damaged after it was written (flipped bytes, a truncation) is
+// refused when read, instead of resuming from other weights. (The zip reader finds the archive
+// from its end, so the trailer cannot go inside it.) A file without the trailer was written
+// before checkpoints carried one and is read as it is.
+constexpr std::string_view kChecksumTag = "\nravnest-checkpoint-sha256:";
+constexpr size_t kTrailerSize = kChecksumTag.size() + 64 + 1;
+
+}  // namespace
+
 void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
   const std::string temp = path + ".tmp";
   try {
@@ -126,7 +144,17 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
                     /*is_buffer=*/true);
     }
     archive.write("state_names", c10::IValue(names));
-    archive.save_to(temp);
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    std::string file = bytes.str();
+    const std::string sha = config::sha256_hex(file);
+    file.append(kChecksumTag).append(sha).push_back('\n');
+    {
+      std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+      out.write(file.data(), static_cast<std::streamsize>(file.size()));
+      out.close();
+      if (!out) throw std::runtime_error(std::strerror(errno));
+    }
     std::filesystem::rename(temp, path);
   } catch (const std::exception& e) {
     std::error_code ignored;
@@ -137,9 +165,22 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
 }
 
 StageCheckpoint load_checkpoint(const std::string& path) {
+  std::string file = config::read_file(path);
+  if (file.size() >= kTrailerSize &&
+      std::string_view(file).substr(file.size() - kTrailerSize, kChecksumTag.size()) ==
+          kChecksumTag) {
+    const std::string written = file.substr(file.size() - 65, 64);
+    file.resize(file.size() - kTrailerSize);
+    const std::string actual = config::sha256_hex(file);
+    if (actual != written) {
+      throw std::runtime_error(path + ": damaged: its bytes hash to " + actual.substr(0, 12) +
+                               ", not the " + config::printable(written.substr(0, 12)) +
+                               " it was written with");
+    }
+  }
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(path);
+    archive.load_from(file.data(), file.size());
     if (read_int(archive, "format") != kFormat) throw std::runtime_error("unknown format");
     StageCheckpoint c;
     c10::IValue value;

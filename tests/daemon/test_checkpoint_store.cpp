@@ -85,6 +85,28 @@ TEST_CASE("a checkpoint is read back as written, optimizer state included", "[ch
   CHECK(at::equal(linear->weight, copy->weight));
 }
 
+TEST_CASE("a checkpoint damaged after it was written is refused when read", "[checkpoint]") {
+  // Issue 28's probe: 64 bytes flipped inside a checkpoint were loaded by `ravnest resume`
+  // without complaint, and training went on from other weights.
+  test::TempDir dir;
+  CheckpointStore store(dir.path());
+  store.write(sample(8));
+  const auto file = store.file(kIdentity, 8);
+  std::string bytes = test::read_text(file);
+  const std::string intact = bytes;
+  // Inside the archive (the state tensors' bytes): a zip reader does not check these.
+  for (size_t i = 0; i < 64; ++i) bytes[bytes.size() / 2 + i] ^= 0x5a;
+  test::write_text(file, bytes);
+  CHECK_THROWS_WITH(store.read(kIdentity, 8, 0, 2),
+                    Catch::StartsWith(file.string() + ": damaged: its bytes hash to ") &&
+                        Catch::Contains(" it was written with"));
+  // Truncated: the trailer is gone, so what is left is read as an archive, and is none.
+  test::write_text(file, intact.substr(0, intact.size() / 2));
+  CHECK_THROWS_WITH(store.read(kIdentity, 8, 0, 2), Catch::Contains("not a readable checkpoint"));
+  test::write_text(file, intact);
+  CHECK(store.read(kIdentity, 8, 0, 2).batches == 24);
+}
+
 TEST_CASE("the store keeps the newest three and lists complete files only", "[checkpoint]") {
   test::TempDir dir;
   {
