@@ -10,8 +10,15 @@
 #include <fstream>
 #include <stdexcept>
 
+// ProcessGroupGloo.hpp includes Gloo's own headers, which the PyPI torch wheel does not ship
+// (Debian's libgloo-dev does): without them the Gloo baseline is not built, and says so.
+#if __has_include(<gloo/algorithm.h>)
+#define RAVNEST_HARNESS_HAVE_GLOO 1
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#else
+#define RAVNEST_HARNESS_HAVE_GLOO 0
+#endif
 #include <kj/async-io.h>
 
 #include "bench/harness/local_daemons.h"
@@ -111,6 +118,13 @@ AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitio
   return figures;
 }
 
+#if !RAVNEST_HARNESS_HAVE_GLOO
+AllReduceFigures bench_gloo_allreduce(int, uint64_t, int) {
+  throw std::runtime_error(
+      "the Gloo baseline was not built: Gloo's headers (gloo/algorithm.h, Debian's libgloo-dev) "
+      "were missing when this LibTorch's build compiled it");
+}
+#else
 AllReduceFigures bench_gloo_allreduce(int nodes, uint64_t bytes, int repetitions) {
   const uint16_t port = static_cast<uint16_t>(free_loopback_port());
   std::vector<pid_t> children;
@@ -183,5 +197,6 @@ AllReduceFigures bench_gloo_allreduce(int nodes, uint64_t bytes, int repetitions
   if (failed) throw std::runtime_error("the Gloo baseline failed (see its messages above)");
   return figures;
 }
+#endif
 
 }  // namespace ravnest::runtime

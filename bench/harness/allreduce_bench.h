@@ -28,6 +28,7 @@ AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitio
                                         bool shared_memory = true);
 
 // The same with Gloo: `nodes` forked processes, a TCPStore and a ProcessGroupGloo on 127.0.0.1.
+// Throws std::runtime_error when the build had no Gloo headers (the PyPI wheel ships none).
 AllReduceFigures bench_gloo_allreduce(int nodes, uint64_t bytes, int repetitions);
 
 uint64_t parse_size(const std::string& text);  // "64MiB", "1GiB", "4096", "10MB"
