@@ -31,29 +31,8 @@ c10::Device compute_device(const std::string& name) {
 }
 
 c10::IValue to_device(const c10::IValue& value, const c10::Device& device) {
-  if (value.isTensor()) {
-    const at::Tensor& t = value.toTensor();
-    return t.defined() ? c10::IValue(t.to(device)) : value;
-  }
-  if (value.isTuple()) {
-    std::vector<c10::IValue> items;
-    for (const auto& item : value.toTupleRef().elements()) items.push_back(to_device(item, device));
-    return c10::ivalue::Tuple::create(std::move(items));
-  }
-  if (value.isList()) {
-    auto list = value.toList();
-    c10::impl::GenericList out(list.elementType());
-    out.reserve(list.size());
-    for (const c10::IValue item : list) out.push_back(to_device(item, device));
-    return out;
-  }
-  if (value.isGenericDict()) {
-    auto dict = value.toGenericDict();
-    c10::impl::GenericDict out(dict.keyType(), dict.valueType());
-    for (const auto& entry : dict) out.insert(entry.key(), to_device(entry.value(), device));
-    return out;
-  }
-  return value;
+  auto move = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  return map_tensors(value, move);
 }
 
 void reduce_on_host(std::vector<WorkerPort::RingWork>& work,

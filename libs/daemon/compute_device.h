@@ -26,8 +26,34 @@ namespace ravnest::runtime {
 // or an index past the machine's CUDA devices.
 c10::Device compute_device(const std::string& name);
 
-// `value` with every tensor in it (also in tuples and lists) on `device`; no copy for a tensor
-// already there.
+// `value` with `f` applied to every tensor in it (also in tuples, lists and dicts, rebuilt with
+// their types); anything else as it is. `f` takes and returns an at::Tensor (undefined ones too).
+template <typename F>
+c10::IValue map_tensors(const c10::IValue& value, F& f) {
+  if (value.isTensor()) return c10::IValue(f(value.toTensor()));
+  if (value.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const auto& item : value.toTupleRef().elements()) items.push_back(map_tensors(item, f));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  if (value.isList()) {
+    auto list = value.toList();
+    c10::impl::GenericList out(list.elementType());
+    out.reserve(list.size());
+    for (const c10::IValue item : list) out.push_back(map_tensors(item, f));
+    return out;
+  }
+  if (value.isGenericDict()) {
+    auto dict = value.toGenericDict();
+    c10::impl::GenericDict out(dict.keyType(), dict.valueType());
+    for (const auto& entry : dict) out.insert(entry.key(), map_tensors(entry.value(), f));
+    return out;
+  }
+  return value;
+}
+
+// `value` with every tensor in it (also in tuples, lists and dicts) on `device`; no copy for a
+// tensor already there.
 c10::IValue to_device(const c10::IValue& value, const c10::Device& device);
 
 // Runs `reduce` (a WorkerPort::reduce_rings call) on host copies of `work`'s tensors when they

@@ -18,34 +18,6 @@
 
 namespace ravnest::runtime {
 
-namespace {
-
-// `value` with `f` applied to every tensor in it (also in tuples, lists and dicts).
-template <typename F>
-c10::IValue map_tensors(const c10::IValue& value, F& f) {
-  if (value.isTensor()) return c10::IValue(f(value.toTensor()));
-  if (value.isTuple()) {
-    std::vector<c10::IValue> items;
-    for (const auto& item : value.toTupleRef().elements()) items.push_back(map_tensors(item, f));
-    return c10::ivalue::Tuple::create(std::move(items));
-  }
-  if (value.isList()) {
-    auto list = value.toList();
-    c10::impl::GenericList out(list.elementType());
-    out.reserve(list.size());
-    for (const c10::IValue item : list) out.push_back(map_tensors(item, f));
-    return out;
-  }
-  if (value.isGenericDict()) {
-    auto dict = value.toGenericDict();
-    c10::impl::GenericDict out(dict.keyType(), dict.valueType());
-    for (const auto& entry : dict) out.insert(entry.key(), map_tensors(entry.value(), f));
-    return out;
-  }
-  return value;
-}
-
-}  // namespace
 
 #if RAVNEST_WITH_CUDA
 
