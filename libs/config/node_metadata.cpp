@@ -407,6 +407,19 @@ void read_estimates(const Reader& r, const json& root, NodeMetadata* m) {
   m->estimates.step_seconds = r.number(estimates, "estimates", "step_seconds");
   m->estimates.forward_bytes_per_sample =
       r.number(estimates, "estimates", "forward_bytes_per_sample");
+  // Measured memory: absent from plans written before it was measured.
+  for (auto [key, field] : {std::pair{"peak_memory_bytes", &StageEstimates::peak_memory_bytes},
+                            std::pair{"daemon_baseline_bytes",
+                                      &StageEstimates::daemon_baseline_bytes},
+                            std::pair{"node_ram_bytes", &StageEstimates::node_ram_bytes}}) {
+    if (!estimates.contains(key)) continue;
+    const int64_t value = r.int64(estimates, "estimates", key);
+    if (value < 0) r.fail(std::string("estimates.") + key, "must not be negative");
+    m->estimates.*field = value;
+  }
+  if (m->estimates.daemon_baseline_bytes > m->estimates.peak_memory_bytes) {
+    r.fail("estimates.daemon_baseline_bytes", "exceeds estimates.peak_memory_bytes");
+  }
 }
 
 }  // namespace
@@ -527,6 +540,11 @@ std::string to_json(const NodeMetadata& m) {
   estimates["memory_bytes"] = m.estimates.memory_bytes;
   estimates["step_seconds"] = m.estimates.step_seconds;
   estimates["forward_bytes_per_sample"] = m.estimates.forward_bytes_per_sample;
+  if (m.estimates.peak_memory_bytes > 0) {
+    estimates["peak_memory_bytes"] = m.estimates.peak_memory_bytes;
+    estimates["daemon_baseline_bytes"] = m.estimates.daemon_baseline_bytes;
+  }
+  if (m.estimates.node_ram_bytes > 0) estimates["node_ram_bytes"] = m.estimates.node_ram_bytes;
   out["estimates"] = estimates;
   return out.dump(2) + "\n";
 }

@@ -95,6 +95,14 @@ struct StageEstimates {
   double memory_bytes = 0;              // training memory, see docs/planner.md
   double step_seconds = 0;              // forward+backward of the profiled batch, plus sending
   double forward_bytes_per_sample = 0;  // activations sent downstream per sample
+  // Memory as measured (docs/planner.md#memory): the peak resident bytes a daemon training this
+  // stage reaches, its own baseline included, and that baseline (an idle daemon's resident
+  // bytes). 0 when not measured (plans written before measuring, parameter-server plans). A
+  // daemon refuses at push a stage whose peak_memory_bytes - daemon_baseline_bytes plus its own
+  // baseline exceeds its memory budget. node_ram_bytes: the RAM the pool declared for the node.
+  int64_t peak_memory_bytes = 0;
+  int64_t daemon_baseline_bytes = 0;
+  int64_t node_ram_bytes = 0;
 };
 
 struct NodeMetadata {
