@@ -1,8 +1,15 @@
 #include "libs/config/sha256.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
+#include <vector>
+
+#include "libs/config/config_error.h"
 
 namespace ravnest::config {
 
@@ -49,6 +56,31 @@ std::string sha256_hex(std::string_view bytes) {
   Sha256 h;
   h.update(bytes);
   return h.hex();
+}
+
+}  // namespace ravnest::config
+
+namespace ravnest::config {
+
+std::string sha256_file_hex(const std::string& path) {
+  // O_NONBLOCK: a FIFO in the file's place must not hang open(); reads of files ignore it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw ConfigError(path + ": cannot read: " + std::strerror(errno));
+  Sha256 hash;
+  std::vector<char> chunk(1 << 20);
+  for (;;) {
+    const ssize_t got = ::read(fd, chunk.data(), chunk.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw ConfigError(path + ": cannot read: " + std::strerror(err));
+    }
+    if (got == 0) break;
+    hash.update(chunk.data(), static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return hash.hex();
 }
 
 }  // namespace ravnest::config

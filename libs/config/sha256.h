@@ -13,6 +13,10 @@ namespace ravnest::config {
 
 std::string sha256_hex(std::string_view bytes);
 
+// The SHA-256 of a file's bytes, read in 1 MiB pieces (never the whole file in memory). Throws
+// ConfigError "PATH: cannot read: why".
+std::string sha256_file_hex(const std::string& path);
+
 // Incremental SHA-256 for data that arrives in pieces (streamed files):
 //   Sha256 h; h.update(a); h.update(b); h.hex() == sha256_hex(a + b)
 // hex() finishes the hash; update() after hex() throws std::logic_error. Throws

@@ -72,11 +72,17 @@ std::unique_ptr<WorkerSetup> make_ps_role_setup(std::unique_ptr<WorkerSetup> set
 // replaced or damaged since the push (metadata.json unchanged, a daemon restarted on another
 // copy) is refused in one line instead of trained. Loaded from the bytes that were hashed.
 torch::jit::Module load_pushed_stage(const NodeStore& store) {
+  // Hashed in pieces, then loaded from the file a record at a time: a stage is never held whole
+  // in memory beside its tensors (it was three times over: a growing string, then a stream's
+  // copy), so loading costs what the stage holds and no more. The data directory is the
+  // daemon's own (locked, data_dir_lock.h): nothing replaces the file between the two reads.
   const auto path = store.stage_path().string();
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw std::runtime_error(store.metadata().name + ": cannot open " + path);
-  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  const std::string actual = config::sha256_hex(bytes);
+  std::string actual;
+  try {
+    actual = config::sha256_file_hex(path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(store.metadata().name + ": " + e.what());
+  }
   const std::string& expected = store.metadata().stage_sha256;
   if (actual != expected) {
     throw std::runtime_error(store.metadata().name + ": " + path + " hashes to " +
@@ -84,8 +90,7 @@ torch::jit::Module load_pushed_stage(const NodeStore& store) {
                              expected.substr(0, 12) +
                              ": the file changed since `ravnest push`; push again");
   }
-  std::istringstream in(bytes);
-  return graph::load_module(in, path);
+  return graph::load_module(path);
 }
 
 }  // namespace
