@@ -256,6 +256,7 @@ StageCheckpoint load_checkpoint(const std::string& path) {
     c.losses = tensor_bytes(bytes);
     archive.read("optimizer", bytes, /*is_buffer=*/true);
     c.optimizer = tensor_bytes(bytes);
+    bytes = at::Tensor();  // not held beside its copy while the state is read
     archive.read("state_names", value);
     const auto names = value.toList();
     for (size_t i = 0; i < names.size(); ++i) {
