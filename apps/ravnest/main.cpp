@@ -33,6 +33,7 @@
 #include "libs/config/prediction_job.h"
 #include "libs/config/secret.h"
 #include "libs/data/dataset.h"
+#include "apps/ravnest/memory_probe_process.h"
 #include "libs/graph/clusterize.h"
 #include "libs/graph/fuse.h"
 #include "libs/graph/module_file.h"
@@ -459,6 +460,10 @@ int main(int argc, char** argv) {
   cluster_cmd->add_option("--out", clusterize.out_dir, "output directory")->capture_default_str();
   cluster_cmd->add_option("--seed", clusterize.seed, "seed for example inputs and the planner")
       ->capture_default_str();
+  bool no_memory_probe = false;
+  cluster_cmd->add_flag("--no-memory-probe", no_memory_probe,
+                        "plan memory with the formula alone, without training each stage once to "
+                        "measure its peak (faster; daemons then cannot check a stage at push)");
   cluster_cmd->add_flag("--verify", clusterize.verify,
                         "chain the written stages in-process and compare with the whole model, "
                         "on the example batch and over two micro-batches");
@@ -592,6 +597,19 @@ int main(int argc, char** argv) {
   int bench_nodes = 2, bench_reps = 5;
   std::string bench_size = "64MiB";
   bool bench_no_gloo = false;
+  // clusterize's memory probe, one stage in a process of its own (memory_probe_process.h);
+  // not for people, so not in the help.
+  app::ProbeMemoryArgs probe_args;
+  auto* probe_cmd = app.add_subcommand("probe-memory", "")->group("");
+  probe_cmd->add_option("--stage", probe_args.stage)->required();
+  probe_cmd->add_option("--inputs", probe_args.inputs)->required();
+  probe_cmd->add_option("--scratch", probe_args.scratch)->required();
+  probe_cmd->add_option("--result", probe_args.result)->required();
+  probe_cmd->add_option("--in-flight", probe_args.in_flight);
+  probe_cmd->add_option("--stash", probe_args.stash_versions);
+  probe_cmd->add_flag("--root", probe_args.root);
+  probe_cmd->add_flag("--leaf", probe_args.leaf);
+
   auto* bench_cmd = app.add_subcommand("bench", "Benchmarks that print figures");
   bench_cmd->require_subcommand(1);
   auto* bench_allreduce = bench_cmd->add_subcommand(
@@ -616,6 +634,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
+  if (probe_cmd->parsed()) return app::run_probe_memory(probe_args);
   try {
     if (cluster_cmd->parsed()) {
       if (plan_mode != "pipeline" && plan_mode != "ps" && plan_mode != "hybrid") {
@@ -664,6 +683,7 @@ int main(int argc, char** argv) {
         throw std::runtime_error("ravnest clusterize: --max-in-flight needs --schedule async");
       }
       connection.plan_dir = clusterize.out_dir;
+      if (!no_memory_probe) clusterize.memory_probe = app::process_memory_probe();
       return run_clusterize(clusterize, push_after, connection);
     }
     if (push_cmd->parsed()) {

@@ -17,6 +17,7 @@
 #include "libs/config/node_pool.h"
 #include "libs/config/plan_layout.h"
 #include "libs/graph/example_input.h"
+#include "libs/graph/memory_planning.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/profiler.h"
 #include "libs/graph/ps_plan_writer.h"
@@ -126,21 +127,46 @@ std::vector<std::string> describe_plan(const std::vector<config::NodeMetadata>& 
     lines.push_back("Address2Param({" + address_to_param + "})");
     lines.push_back("");
   }
-  char row[256];
-  std::snprintf(row, sizeof row, "%-8s %-6s %-10s %-9s %10s %10s %10s %14s", "cluster", "node",
-                "role", "stage", "params", "memory", "step", "fwd B/sample");
+  // Memory per node: the stage's peak as measured (or, marked "~", as modelled), the node's RAM
+  // as its pool entry declares it, and what is left of it at that peak.
+  char row[320];
+  std::snprintf(row, sizeof row, "%-8s %-6s %-10s %-9s %10s %10s %10s %10s %10s %14s", "cluster",
+                "node", "role", "stage", "params", "peak", "ram", "free", "step", "fwd B/sample");
   lines.push_back(row);
+  bool modelled = false;
   for (const auto& node : nodes) {
-    std::snprintf(row, sizeof row, "%-8d %-6d %-10s %-9s %10s %10s %9.1fms %14s", node.cluster,
-                  node.node_id, config::role_name(node.role).c_str(),
+    const auto& e = node.estimates;
+    const bool measured = e.peak_memory_bytes > 0;
+    modelled = modelled || !measured;
+    const double peak = measured ? static_cast<double>(e.peak_memory_bytes)
+                                 : e.memory_bytes / planner::memory_margin();
+    std::string free_text = "-";
+    std::string ram_text = "-";
+    if (e.node_ram_bytes > 0) {
+      ram_text = human_bytes(static_cast<double>(e.node_ram_bytes));
+      char text[32];
+      std::snprintf(text, sizeof text, "%.0f%%",
+                    100.0 * (static_cast<double>(e.node_ram_bytes) - peak) /
+                        static_cast<double>(e.node_ram_bytes));
+      free_text = text;
+    }
+    std::snprintf(row, sizeof row, "%-8d %-6d %-10s %-9s %10s %10s %10s %10s %9.1fms %14s",
+                  node.cluster, node.node_id, config::role_name(node.role).c_str(),
                   (std::to_string(node.position + 1) + "/" + std::to_string(node.cluster_size))
                       .c_str(),
-                  human_count(node.estimates.parameter_count).c_str(),
-                  human_bytes(node.estimates.memory_bytes).c_str(),
-                  node.estimates.step_seconds * 1e3,
-                  human_bytes(node.estimates.forward_bytes_per_sample).c_str());
+                  human_count(e.parameter_count).c_str(),
+                  ((measured ? "" : "~") + human_bytes(peak)).c_str(), ram_text.c_str(),
+                  free_text.c_str(), e.step_seconds * 1e3,
+                  human_bytes(e.forward_bytes_per_sample).c_str());
     lines.push_back(row);
   }
+  char note[200];
+  std::snprintf(note, sizeof note,
+                "peak: %s, a daemon's own memory included; a node takes a stage whose peak "
+                "x %.2f fits its ram",
+                modelled ? "~ modelled (not measured), else measured by a probe" : "measured by a probe",
+                planner::memory_margin());
+  lines.push_back(note);
   return lines;
 }
 
@@ -164,8 +190,9 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   auto measured = profile_model(*model, inputs);
   result.times.profile = watch.lap();
 
-  const PlanHeader header{options.model_path, options.seed, options.example_inputs,
-                          options.planning};
+  PlanHeader header{options.model_path, options.seed, options.example_inputs, options.planning};
+  StagingDirectory staging(options.out_dir);
+  std::map<int, StageMemory> measured_memory;
   std::vector<SparseTableUse> tables;
   if (options.mode == PlanMode::kParameterServer) {
     const auto state = state_tensors_for_servers(*model);
@@ -184,7 +211,16 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
     result.ps_plan = planner::plan_parameter_servers(measured.profile, state, pool,
                                                      options.parameter_servers);
   } else {
-    result.plan = planner::plan_pool(measured.profile, pool, options.seed, options.planning);
+    if (options.memory_probe) {
+      auto planned = plan_with_measured_memory(*model, measured.profile, inputs, pool, header,
+                                               options.memory_probe,
+                                               (staging.path() / "probes").string(), log);
+      result.plan = std::move(planned.plan);
+      header.planning = planned.planning;
+      measured_memory = std::move(planned.by_node);
+    } else {
+      result.plan = planner::plan_pool(measured.profile, pool, options.seed, options.planning);
+    }
     const auto& p = options.planning;
     if (p.schedule || p.activations != config::WireCodec::kNone ||
         p.gradients != config::WireCodec::kNone) {
@@ -206,7 +242,6 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   }
   result.times.plan = watch.lap();
 
-  StagingDirectory staging(options.out_dir);
   if (result.ps_plan) {
     result.nodes = options.mode == PlanMode::kHybrid
                        ? write_hybrid_plan(*model, *result.ps_plan, tables, pool, header,
@@ -225,6 +260,17 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
     result.plan.unplaced_nodes = result.ps_plan->unplaced_nodes;
   } else {
     result.nodes = write_plan(*model, result.plan, pool, header, staging.path().string());
+    for (auto& node : result.nodes) {
+      for (const auto& entry : pool) {
+        if (entry.id == node.node_id) node.estimates.node_ram_bytes = static_cast<int64_t>(entry.ram_bytes());
+      }
+      const auto it = measured_memory.find(node.node_id);
+      if (it != measured_memory.end()) {
+        node.estimates.peak_memory_bytes = it->second.peak_bytes;
+        node.estimates.daemon_baseline_bytes = std::min(it->second.baseline_bytes, it->second.peak_bytes);
+      }
+      config::write_file_atomically(staging.layout().node_file(node.node_id), config::to_json(node));
+    }
   }
   result.times.cut = watch.lap();
 

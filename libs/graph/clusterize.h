@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "libs/config/node_metadata.h"
+#include "libs/graph/stage_memory.h"
 #include "libs/planner/cluster_plan.h"
 #include "libs/planner/ps_plan.h"
 
@@ -36,6 +37,9 @@ struct ClusterizeOptions {
   uint64_t seed = 42;
   bool verify = false;
   double verify_tolerance = 1e-5;
+  // kPipeline: measures each stage's peak memory by training it once in a child process, and
+  // plans with that (memory_planning.h); empty: the cost model's formula alone.
+  MemoryProbe memory_probe;
 };
 
 struct PhaseTimes {

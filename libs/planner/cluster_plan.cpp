@@ -61,7 +61,8 @@ Search::Search(const ModelProfile& profile, const std::vector<NodeConfig>& pool,
 
 void Search::pool_too_small() {
   const size_t n = prepared_.n;
-  const double need = static_cast<double>(raw_stage_bytes(profile_, 0, n)) * kHeadroom;
+  const double baseline = static_cast<double>(std::max<int64_t>(planning_.stage_baseline_bytes, 0));
+  const double need = (static_cast<double>(raw_stage_bytes(profile_, 0, n)) + baseline) * kHeadroom;
   double total = 0;
   size_t largest = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -81,7 +82,8 @@ void Search::pool_too_small() {
     double worst = -1;
     std::pair<size_t, size_t> piece{0, 0};
     for (const auto& [first, end] : prepared_.segments) {
-      const double bytes = static_cast<double>(raw_stage_bytes(profile_, first, end)) * kHeadroom;
+      const double bytes =
+          (static_cast<double>(raw_stage_bytes(profile_, first, end)) + baseline) * kHeadroom;
       if (bytes > worst) {
         worst = bytes;
         piece = {first, end};

@@ -32,6 +32,17 @@ StageCost stage_cost(const ModelProfile& profile, size_t first, size_t end,
                      const config::NodeConfig& node, double reference_gflops,
                      const PlanningOptions& options = {}, size_t stages = 1);
 
+// The margin a stage's memory is planned with: a node holds a stage when memory_bytes (its
+// modelled or measured peak, a daemon's baseline included, times this) is at most its RAM.
+double memory_margin();
+
+// Calibrates the memory model on a measurement (docs/planner.md#memory): sets memory_scale of
+// units [first, end) so that the model's bytes for that stage, a daemon's baseline excluded,
+// equal `measured_bytes` (a probe's peak above its baseline). The stage's inputs are measured as
+// they are modelled and stay unscaled. Precondition: a valid range of `profile`.
+void calibrate_stage_memory(ModelProfile* profile, size_t first, size_t end, int64_t measured_bytes,
+                            const PlanningOptions& options = {}, size_t stages = 1);
+
 struct StagePlan {
   int node_id = 0;
   size_t first_unit = 0;  // units [first_unit, end_unit)

@@ -29,6 +29,10 @@ void validate_profile(const ModelProfile& profile) {
   }
   for (size_t i = 0; i < n; ++i) {
     const Unit& u = profile.units[i];
+    if (!(u.memory_scale > 0) || !std::isfinite(u.memory_scale)) {
+      throw std::invalid_argument("model profile: unit " + std::to_string(i) + " (" + u.label +
+                                  ") has a memory_scale that is not a positive number");
+    }
     if (!(u.forward_seconds >= 0) || !std::isfinite(u.forward_seconds) || u.parameter_bytes < 0 ||
         u.trainable_bytes < 0 || u.activation_bytes < 0) {
       throw std::invalid_argument("model profile: unit " + std::to_string(i) + " (" + u.label +
@@ -60,12 +64,17 @@ double reference_gflops_of(const std::vector<config::NodeConfig>& pool) {
   return count == 0 ? 0.0 : sum / count;
 }
 
-int64_t raw_stage_bytes(const ModelProfile& profile, size_t first, size_t end) {
+int64_t unit_memory_bytes(const Unit& u, int64_t stash_versions) {
+  const int64_t bytes = u.parameter_bytes + u.trainable_bytes + 2 * u.trainable_bytes +
+                        u.activation_bytes + stash_versions * u.trainable_bytes;
+  if (u.memory_scale == 1.0) return bytes;
+  return static_cast<int64_t>(std::llround(static_cast<double>(bytes) * u.memory_scale));
+}
+
+int64_t raw_stage_bytes(const ModelProfile& profile, size_t first, size_t end,
+                        int64_t stash_versions) {
   int64_t raw = first == 0 ? profile.input_bytes : profile.boundary_bytes[first - 1];
-  for (size_t i = first; i < end; ++i) {
-    const Unit& u = profile.units[i];
-    raw += u.parameter_bytes + u.trainable_bytes + 2 * u.trainable_bytes + u.activation_bytes;
-  }
+  for (size_t i = first; i < end; ++i) raw += unit_memory_bytes(profile.units[i], stash_versions);
   return raw;
 }
 
@@ -88,8 +97,7 @@ Prepared::Prepared(const ModelProfile& profile, int64_t stash_versions) {
   for (size_t i = 0; i < n; ++i) {
     const Unit& u = profile.units[i];
     forward[i + 1] = forward[i] + u.forward_seconds;
-    memory[i + 1] = memory[i] + u.parameter_bytes + u.trainable_bytes + 2 * u.trainable_bytes +
-                    u.activation_bytes + stash_versions * u.trainable_bytes;
+    memory[i + 1] = memory[i] + unit_memory_bytes(u, stash_versions);
   }
   start_bytes.assign(n + 1, 0);
   grad_bytes.assign(n + 1, 0);
@@ -130,10 +138,37 @@ NodeModel NodeModel::of(const config::NodeConfig& node, double reference_gflops,
   model.beta = codec_bytes_factor(options.activations) / node.bandwidth_bytes_per_second();
   model.beta_back = codec_bytes_factor(options.gradients) / node.bandwidth_bytes_per_second();
   model.capacity = raw_capacity(node.ram_bytes());
+  if (model.capacity >= 0) model.capacity -= std::max<int64_t>(options.stage_baseline_bytes, 0);
+  if (model.capacity < 0) model.capacity = -1;
   return model;
 }
 
 }  // namespace detail
+
+double memory_margin() { return detail::kHeadroom; }
+
+void calibrate_stage_memory(ModelProfile* profile, size_t first, size_t end, int64_t measured_bytes,
+                            const PlanningOptions& options, size_t stages) {
+  if (first >= end || end > profile->units.size()) {
+    throw std::invalid_argument("calibrate_stage_memory: bad unit range [" + std::to_string(first) +
+                                ", " + std::to_string(end) + ")");
+  }
+  const int64_t versions = stashed_versions(options, stages);
+  const int64_t inputs = first == 0 ? profile->input_bytes : profile->boundary_bytes[first - 1];
+  int64_t modelled = 0;  // the units' terms as if unscaled
+  for (size_t i = first; i < end; ++i) {
+    Unit unscaled = profile->units[i];
+    unscaled.memory_scale = 1.0;
+    modelled += detail::unit_memory_bytes(unscaled, versions);
+  }
+  // A stage of nothing but inputs cannot be scaled; the floor keeps a scale meaningful when the
+  // probe saw less than its own inputs (the model never counts a stage below a tenth).
+  if (modelled <= 0) return;
+  const double scale = std::max(static_cast<double>(measured_bytes - inputs) /
+                                    static_cast<double>(modelled),
+                                0.1);
+  for (size_t i = first; i < end; ++i) profile->units[i].memory_scale = scale;
+}
 
 StageCost stage_cost(const ModelProfile& profile, size_t first, size_t end,
                      const config::NodeConfig& node, double reference_gflops,
@@ -153,10 +188,13 @@ StageCost stage_cost(const ModelProfile& profile, size_t first, size_t end,
                          detail::speed_factor(node, reference_gflops);
   int64_t trainable = 0;
   for (size_t i = first; i < end; ++i) trainable += profile.units[i].trainable_bytes;
-  const int64_t stash = stashed_versions(options, stages) * trainable;
+  const int64_t versions = stashed_versions(options, stages);
+  const int64_t stash = versions * trainable;
   cost.stash_bytes = static_cast<double>(stash) * detail::kHeadroom;
   cost.memory_bytes =
-      static_cast<double>(detail::raw_stage_bytes(profile, first, end) + stash) * detail::kHeadroom;
+      static_cast<double>(detail::raw_stage_bytes(profile, first, end, versions) +
+                          std::max<int64_t>(options.stage_baseline_bytes, 0)) *
+      detail::kHeadroom;
   const int64_t sent_forward = end < n ? profile.boundary_bytes[end - 1] : 0;
   const int64_t sent_back = first > 0 ? profile.boundary_bytes[first - 1] : 0;
   const double bytes = static_cast<double>(sent_forward) * codec_bytes_factor(options.activations) +

@@ -16,6 +16,10 @@ struct Unit {
   int64_t parameter_bytes = 0;     // parameters and buffers first used by this unit
   int64_t trainable_bytes = 0;     // the part of parameter_bytes that receives gradients
   int64_t activation_bytes = 0;    // bytes of the outputs, kept for backward
+  // Measured over modelled: what a probe of a stage holding this unit measured (above a daemon's
+  // baseline) divided by what the cost model gave that stage (docs/planner.md#memory); 1 until
+  // measured. Scales the unit's whole memory term.
+  double memory_scale = 1.0;
 };
 
 struct ModelProfile {

@@ -29,9 +29,15 @@ double speed_factor(const config::NodeConfig& node, double reference_gflops);
 // The mean gflops over nodes that report one; 0 when none do (then every node counts as equal).
 double reference_gflops_of(const std::vector<config::NodeConfig>& pool);
 
-// Unpadded training bytes of a stage [first, end): parameters, gradients, Adam moments,
-// activations and the stage's inputs. memory_bytes = raw * kHeadroom.
-int64_t raw_stage_bytes(const ModelProfile& profile, size_t first, size_t end);
+// One unit's term of a stage's memory: its parameters, their gradients and Adam moments, its
+// activations and `stash_versions` older copies of its trainable parameters, times its
+// memory_scale.
+int64_t unit_memory_bytes(const Unit& unit, int64_t stash_versions = 0);
+
+// Unpadded training bytes of a stage [first, end): unit_memory_bytes of its units and the
+// stage's inputs (the daemon's baseline not included). memory_bytes = (raw + baseline) * kHeadroom.
+int64_t raw_stage_bytes(const ModelProfile& profile, size_t first, size_t end,
+                        int64_t stash_versions = 0);
 
 // The largest raw byte count whose memory (raw * kHeadroom) fits in `ram_bytes`.
 int64_t raw_capacity(double ram_bytes);
@@ -61,7 +67,7 @@ struct NodeModel {
   double alpha = 0;      // seconds of forward+backward on this node per profiled forward second
   double beta = 0;       // seconds per byte of activations sent (after the codec)
   double beta_back = 0;  // seconds per byte of gradients sent back (after the codec)
-  int64_t capacity = 0;  // raw bytes
+  int64_t capacity = 0;  // raw bytes: RAM / kHeadroom less the daemon's baseline
 
   static NodeModel of(const config::NodeConfig& node, double reference_gflops,
                       const PlanningOptions& options = {});

@@ -23,6 +23,9 @@ struct PlanningOptions {
   int max_in_flight = 0;
   config::WireCodec activations = config::WireCodec::kNone;
   config::WireCodec gradients = config::WireCodec::kNone;
+  // What a daemon holds with no stage at all (measured by clusterize's probe): every stage's
+  // memory includes it once (docs/planner.md#memory).
+  int64_t stage_baseline_bytes = 0;
 };
 
 // Bytes on the wire per byte of float32: 1, 0.5 (fp16, bf16), (1 + 4/256) / 4 (int8: a byte a

@@ -1,0 +1,209 @@
+#include "libs/training/memory_probe.h"
+
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <stdexcept>
+#include <unistd.h>
+
+#include <ATen/Functions.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "libs/config/process_memory.h"
+#include "libs/graph/module_file.h"
+#include "libs/graph/torch_errors.h"
+#include "libs/training/checkpoint.h"
+#include "libs/training/optimizer.h"
+#include "libs/training/random_state.h"
+
+namespace ravnest::runtime {
+
+namespace {
+
+// Every tensor of a (possibly nested) value, in order.
+void collect_tensors(const c10::IValue& value, std::vector<at::Tensor>* out) {
+  if (value.isTensor()) {
+    out->push_back(value.toTensor());
+  } else if (value.isTuple()) {
+    for (const auto& element : value.toTupleRef().elements()) collect_tensors(element, out);
+  } else if (value.isList()) {
+    for (const auto& element : value.toListRef()) collect_tensors(element, out);
+  } else if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict()) collect_tensors(entry.value(), out);
+  }
+}
+
+int64_t tensor_bytes(const c10::IValue& value) {
+  std::vector<at::Tensor> tensors;
+  collect_tensors(value, &tensors);
+  int64_t bytes = 0;
+  for (const auto& t : tensors) {
+    if (t.defined()) bytes += static_cast<int64_t>(t.numel() * t.element_size());
+  }
+  return bytes;
+}
+
+// One micro-batch between its forward and its backward.
+struct Flight {
+  std::vector<c10::IValue> received;  // the stage's inputs, as a daemon decodes them
+  c10::IValue output;
+};
+
+class Phase {
+ public:
+  Phase(std::string name, MemoryProbeResult* result) : name_(std::move(name)), result_(result) {
+    config::reset_peak_resident();
+  }
+  ~Phase() {
+    const int64_t peak = config::read_process_memory().peak_resident_bytes;
+    result_->phases.push_back({name_, peak});
+    if (peak > result_->peak_bytes) result_->peak_bytes = peak;
+  }
+
+ private:
+  std::string name_;
+  MemoryProbeResult* result_;
+};
+
+}  // namespace
+
+MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
+  if (request.micro_batches.empty() || request.in_flight < 1) {
+    throw std::invalid_argument(request.stage_path + ": a memory probe needs micro-batches");
+  }
+  MemoryProbeResult result;
+  for (const auto& inputs : request.micro_batches) {
+    for (const auto& value : inputs) result.inputs_bytes += tensor_bytes(value);
+  }
+  result.baseline_bytes = config::read_process_memory().resident_bytes;
+  const std::string checkpoint_path =
+      (std::filesystem::path(request.scratch_dir) /
+       ("probe-" + std::to_string(::getpid()) + ".ckpt"))
+          .string();
+  try {
+    torch::jit::Module stage;
+    std::unique_ptr<torch::optim::Optimizer> optimizer;
+    {
+      Phase phase("load", &result);
+      stage = graph::load_module(request.stage_path);
+      stage.train(true);
+      std::vector<at::Tensor> parameters;
+      for (const auto& p : stage.parameters()) parameters.push_back(p);
+      optimizer = make_optimizer(request.optimizer, parameters);
+    }
+    std::vector<std::pair<std::string, at::Tensor>> boundary;  // StageWorker::mark_boundary
+    std::vector<at::Tensor> stash;  // WeightStash: older versions of the parameters
+    auto train = [&](int updates) {
+      for (int update = 0; update < updates; ++update) {
+        std::deque<Flight> flights;
+        std::vector<at::Tensor> sending;  // the message of the last output, until the next
+        size_t next = 0;
+        size_t done = 0;
+        const size_t count = request.micro_batches.size();
+        while (done < count) {
+          while (next < count && flights.size() < static_cast<size_t>(request.in_flight)) {
+            Flight flight;
+            for (const auto& value : request.micro_batches[next]) {
+              if (value.isTensor()) {
+                at::Tensor t = value.toTensor().detach().clone();
+                if (!request.root && t.is_floating_point()) t.requires_grad_(true);
+                flight.received.emplace_back(t);
+              } else {
+                flight.received.push_back(value);
+              }
+            }
+            flight.output = stage.forward(flight.received);
+            sending.clear();
+            std::vector<at::Tensor> outputs;
+            collect_tensors(flight.output, &outputs);
+            for (const auto& t : outputs) sending.push_back(t.detach().clone());
+            flights.push_back(std::move(flight));
+            ++next;
+          }
+          Flight flight = std::move(flights.front());
+          flights.pop_front();
+          std::vector<at::Tensor> outputs;
+          collect_tensors(flight.output, &outputs);
+          std::vector<at::Tensor> roots, grads;
+          for (const auto& t : outputs) {
+            if (!t.requires_grad()) continue;
+            if (request.leaf) {
+              // A loss that keeps a tensor the size of the output, as a cross-entropy does.
+              at::Tensor f = t.to(at::kFloat);
+              roots.push_back(f.dim() == 0 ? f : at::log_softmax(f, -1).sum());
+              grads.push_back(at::ones({}, f.options()));
+            } else {
+              roots.push_back(t);
+              grads.push_back(at::ones_like(t));  // the gradient a daemon receives
+            }
+          }
+          if (!roots.empty()) torch::autograd::backward(roots, grads);
+          std::vector<at::Tensor> sent_back;  // the gradients' message upstream
+          for (const auto& value : flight.received) {
+            if (value.isTensor() && value.toTensor().grad().defined()) {
+              sent_back.push_back(value.toTensor().grad().clone());
+            }
+          }
+          ++done;
+        }
+        sending.clear();
+        {
+          torch::NoGradGuard no_grad;
+          if (request.stash_versions > 0) {
+            if (static_cast<int64_t>(stash.size()) >=
+                request.stash_versions * static_cast<int64_t>(stage.parameters().size())) {
+              stash.erase(stash.begin(), stash.begin() + stage.parameters().size());
+            }
+            for (const auto& p : stage.parameters()) stash.push_back(p.detach().clone());
+          }
+          optimizer->step();
+          optimizer->zero_grad();
+          boundary.clear();
+          for (const auto& buffer : stage.named_buffers()) {
+            boundary.emplace_back(buffer.name, buffer.value.detach().clone());
+          }
+        }
+      }
+    };
+    {
+      Phase phase("train", &result);
+      train(request.updates);
+    }
+    {
+      Phase phase("checkpoint", &result);
+      StageCheckpoint c;  // StageWorker::write_checkpoint
+      for (const auto& p : stage.named_parameters()) c.state.emplace_back(p.name, p.value.detach());
+      c.state.insert(c.state.end(), boundary.begin(), boundary.end());
+      c.random_state = random_state(c10::Device(c10::kCPU));
+      c.optimizer = save_optimizer(*optimizer);
+      save_checkpoint(c, checkpoint_path);
+    }
+    {
+      // As a job resumed by this daemon: the stage loaded afresh, a new optimizer, the
+      // checkpoint read and restored, then an update with everything in place.
+      Phase phase("resume", &result);
+      optimizer.reset();
+      stage = torch::jit::Module();
+      stage = graph::load_module(request.stage_path);
+      stage.train(true);
+      std::vector<at::Tensor> parameters;
+      for (const auto& p : stage.parameters()) parameters.push_back(p);
+      optimizer = make_optimizer(request.optimizer, parameters);
+      {
+        StageCheckpoint c = load_checkpoint(checkpoint_path);
+        restore_stage_state(stage, c.state);
+        restore_optimizer(*optimizer, c.optimizer);
+      }
+      train(1);
+    }
+  } catch (const std::exception& e) {
+    std::remove(checkpoint_path.c_str());
+    throw std::runtime_error(request.stage_path + ": the memory probe failed: " +
+                             graph::torch_message(e));
+  }
+  std::remove(checkpoint_path.c_str());
+  return result;
+}
+
+}  // namespace ravnest::runtime
