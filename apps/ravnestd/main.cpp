@@ -36,6 +36,11 @@ int main(int argc, char** argv) {
   std::string device;
   auto* device_opt = app.add_option(
       "--device", device, "where stages compute: cpu (default), cuda or cuda:N");
+  std::string memory_limit;
+  auto* memory_opt = app.add_option(
+      "--memory-limit", memory_limit,
+      "this daemon's memory budget: bytes, or a size such as 600MiB or 1.4GB (default: the "
+      "cgroup's limit or the machine's RAM; docs/daemon.md#memory)");
   app.add_flag("--no-shared-memory", flags.no_shared_memory,
                "ring segments to daemons on this host go through the connection, not shared memory");
   app.add_flag("--insecure", flags.insecure,
@@ -56,6 +61,9 @@ int main(int argc, char** argv) {
     if (*key_opt) flags.tls_key = tls_key;
     if (*threads_opt) flags.threads = threads;
     if (*device_opt) flags.device = device;
+    if (*memory_opt) {
+      flags.memory_limit = ravnest::config::parse_memory_limit(memory_limit, "--memory-limit");
+    }
     ravnest::config::DaemonConfig file;
     if (!config_file.empty()) file = ravnest::config::load_daemon_config(config_file);
     auto config = ravnest::config::merge(file, flags);
