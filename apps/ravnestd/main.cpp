@@ -7,11 +7,15 @@
 
 #include "libs/compat/torch_compat.h"
 #include "libs/config/daemon_config.h"
+#include "libs/config/process_memory.h"
 #include "libs/daemon/daemon.h"
 #include "libs/graph/torch_errors.h"
 #include "ravnest_version.h"
 
 int main(int argc, char** argv) {
+  // Before any allocation worth keeping and before threads (process_memory.h): freed tensors go
+  // back to the kernel, so that the resident figures the budget is checked with follow use.
+  ravnest::config::return_freed_memory_to_kernel();
   CLI::App app{"ravnestd: serves one provider node of a ravnest plan"};
   app.set_version_flag("--version", "ravnestd " RAVNEST_VERSION " (commit " RAVNEST_COMMIT ", " +
                                         ravnest::compat::torch_description() + ")");
