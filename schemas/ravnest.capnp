@@ -152,6 +152,16 @@ struct NodeStatus {
   busySeconds @20 :Float64;         # computing (forward, backward, updates) since the job started
   runningSeconds @21 :Float64;      # since the job started, until its last batch finished
   residentBytes @22 :UInt64;        # the daemon's resident memory (RSS) now
+  # The daemon's memory budget and use (libs/config/memory_budget.h, docs/daemon.md#memory).
+  memoryLimitBytes @23 :UInt64;     # the budget: the smallest of memory_limit, the cgroup's
+                                    # limit, MemTotal; 0 when none is known
+  memoryLimitSource @24 :Text;      # which: "memory_limit", "cgroup memory.limit_in_bytes",
+                                    # "cgroup memory.max" or "MemTotal"
+  memoryBaselineBytes @25 :UInt64;  # the idle daemon's resident bytes, measured once it listened
+  memoryUsedBytes @26 :UInt64;      # used now: the cgroup's usage less inactive file pages where
+                                    # the budget is the cgroup's limit, else VmRSS
+  memoryPeakBytes @27 :UInt64;      # the most used so far: the cgroup's max usage where the
+                                    # budget is the cgroup's limit, else VmHWM
 }
 
 struct TrafficCount {
@@ -166,6 +176,8 @@ enum EventKind {
   validation @1;             # leaf: a validation round finished; loss and accuracy
   finished @2;               # the node finished the job
   failed @3;                 # the node failed; message says why
+  warning @4;                # the node goes on, but says something is wrong (memory near its
+                             # budget); message says what, naming the node
 }
 
 struct ProgressEvent {
@@ -227,7 +239,9 @@ interface Node {
   # Requester -> daemon.
   pushStage @0 (metadataJson :Text, stage :Data, sha256 :Text) -> ();
     # Stores the stage and its metadata (docs/node-metadata.md) atomically under the daemon's
-    # data directory. Refused when the metadata names another node or the checksum fails.
+    # data directory. Refused when the metadata names another node, the checksum fails, or the
+    # stage's measured peak (estimates.peak_memory_bytes) exceeds the daemon's memory budget
+    # (docs/daemon.md#memory).
   pushFile @1 (name :Text, size :UInt64, sha256 :Text) -> (sink :ByteSink);
     # A dataset file, streamed; stored under datasets/<name> once `done` checks size and
     # checksum. `name` is "<bundle>/<path>": the bundle is the 64 hex digits of ShippedPath, the

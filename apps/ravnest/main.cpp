@@ -20,6 +20,7 @@
 
 #include "apps/ravnest/dashboard_server.h"
 #include "apps/ravnest/loss_report.h"
+#include "apps/ravnest/memory_view.h"
 #include "apps/ravnest/progress_view.h"
 #include "apps/ravnest/traffic_view.h"
 #include "bench/harness/allreduce_bench.h"
@@ -245,6 +246,8 @@ int run_status(const Connection& c) {
                 r.node.address.c_str(), r.node.cluster, config::role_name(r.node.role).c_str(),
                 r.state.c_str(), r.status.epoch + 1, batches, loss, rate);
     if (!r.error.empty()) std::printf("         %s\n", r.error.c_str());
+    const std::string memory = r.reachable ? runtime::memory_line(r.status) : "";
+    if (!memory.empty()) std::printf("         %s\n", memory.c_str());
   }
   std::printf("%s", runtime::traffic_table(reports).c_str());
   return all_reachable ? 0 : 1;

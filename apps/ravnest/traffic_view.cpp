@@ -2,25 +2,11 @@
 
 #include <cstdio>
 
+#include "libs/config/byte_size.h"
+
 namespace ravnest::runtime {
 
-std::string format_bytes(uint64_t bytes) {
-  static const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 999.5 && unit < 5) {
-    value /= 1000;
-    ++unit;
-  }
-  char text[32];
-  if (unit == 0) {
-    std::snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
-  } else {
-    std::snprintf(text, sizeof text, value < 9.995 ? "%.2f %s" : value < 99.95 ? "%.1f %s" : "%.0f %s",
-                  value, units[unit]);
-  }
-  return text;
-}
+using config::format_bytes;
 
 std::string traffic_table(const std::vector<NodeReport>& reports) {
   constexpr wire::TrafficKind kinds[] = {

@@ -11,9 +11,6 @@
 
 namespace ravnest::runtime {
 
-// "0 B", "950 B", "12.3 kB", "4.56 MB", "1.20 GB" (powers of 1000).
-std::string format_bytes(uint64_t bytes);
-
 // The table, lines ending in '\n'; empty when no node answered.
 std::string traffic_table(const std::vector<NodeReport>& reports);
 

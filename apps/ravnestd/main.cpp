@@ -7,11 +7,15 @@
 
 #include "libs/compat/torch_compat.h"
 #include "libs/config/daemon_config.h"
+#include "libs/config/process_memory.h"
 #include "libs/daemon/daemon.h"
 #include "libs/graph/torch_errors.h"
 #include "ravnest_version.h"
 
 int main(int argc, char** argv) {
+  // Before any allocation worth keeping and before threads (process_memory.h): freed tensors go
+  // back to the kernel, so that the resident figures the budget is checked with follow use.
+  ravnest::config::return_freed_memory_to_kernel();
   CLI::App app{"ravnestd: serves one provider node of a ravnest plan"};
   app.set_version_flag("--version", "ravnestd " RAVNEST_VERSION " (commit " RAVNEST_COMMIT ", " +
                                         ravnest::compat::torch_description() + ")");
@@ -36,6 +40,11 @@ int main(int argc, char** argv) {
   std::string device;
   auto* device_opt = app.add_option(
       "--device", device, "where stages compute: cpu (default), cuda or cuda:N");
+  std::string memory_limit;
+  auto* memory_opt = app.add_option(
+      "--memory-limit", memory_limit,
+      "this daemon's memory budget: bytes, or a size such as 600MiB or 1.4GB (default: the "
+      "cgroup's limit or the machine's RAM; docs/daemon.md#memory)");
   app.add_flag("--no-shared-memory", flags.no_shared_memory,
                "ring segments to daemons on this host go through the connection, not shared memory");
   app.add_flag("--insecure", flags.insecure,
@@ -56,6 +65,9 @@ int main(int argc, char** argv) {
     if (*key_opt) flags.tls_key = tls_key;
     if (*threads_opt) flags.threads = threads;
     if (*device_opt) flags.device = device;
+    if (*memory_opt) {
+      flags.memory_limit = ravnest::config::parse_memory_limit(memory_limit, "--memory-limit");
+    }
     ravnest::config::DaemonConfig file;
     if (!config_file.empty()) file = ravnest::config::load_daemon_config(config_file);
     auto config = ravnest::config::merge(file, flags);

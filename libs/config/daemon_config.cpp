@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "libs/config/atomic_file.h"
+#include "libs/config/byte_size.h"
 #include "libs/config/config_error.h"
 #include "libs/config/daemon_limits.h"
 #include "libs/config/printable.h"
@@ -150,6 +151,21 @@ std::optional<DeviceName> parse_device(const std::string& text) {
   return DeviceName{true, std::stoi(digits)};
 }
 
+int64_t parse_memory_limit(const std::string& text, const std::string& where) {
+  const std::string shown = "\"" + printable(text, 64) + "\"";
+  const std::string otherwise =
+      " (give a size above 0, or none: the budget is then the cgroup's limit or the machine's "
+      "RAM)";
+  if (!text.empty() && text.front() == '-') {
+    throw ConfigError(where + ": " + shown + " is negative" + otherwise);
+  }
+  std::string why;
+  const auto bytes = parse_byte_size(text, &why);
+  if (!bytes) throw ConfigError(where + ": " + shown + " " + why);
+  if (*bytes == 0) throw ConfigError(where + ": " + shown + " is no budget" + otherwise);
+  return *bytes;
+}
+
 bool is_log_level(const std::string& level) {
   return std::find(kLevels.begin(), kLevels.end(), level) != kLevels.end();
 }
@@ -182,6 +198,18 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
       config.threads = static_cast<int>(integer->get());
       continue;
     }
+    if (name == "memory_limit") {
+      if (const auto* integer = value.as_integer()) {
+        config.memory_limit = parse_memory_limit(std::to_string(integer->get()),
+                                                 origin + ": memory_limit");
+      } else if (const auto* string = value.as_string()) {
+        config.memory_limit = parse_memory_limit(string->get(), origin + ": memory_limit");
+      } else {
+        throw ConfigError(origin + ": memory_limit: must be a number of bytes or a string such "
+                          "as \"600MiB\", got " + type_of(value));
+      }
+      continue;
+    }
     if (name == "shared_memory") {
       const auto* flag = value.as_boolean();
       if (!flag) {
@@ -193,7 +221,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
     }
     if (std::find(kKeys.begin(), kKeys.end(), name) == kKeys.end()) {
       throw ConfigError(origin + ": unknown key \"" + printable(name) + "\" (known keys: " +
-                        known_keys() + ", threads, shared_memory, [limits])");
+                        known_keys() + ", threads, shared_memory, memory_limit, [limits])");
     }
     const auto* string = value.as_string();
     if (!string) {
@@ -231,6 +259,7 @@ DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags) {
   if (flags.threads) file.threads = *flags.threads;
   if (flags.device) file.device = *flags.device;
   if (flags.no_shared_memory) file.shared_memory = false;
+  if (flags.memory_limit) file.memory_limit = *flags.memory_limit;
   return file;
 }
 
@@ -239,6 +268,10 @@ void validate_daemon_config(const DaemonConfig& config, const std::string& origi
   if (config.threads < 0 || config.threads > kMaxThreads) {
     throw ConfigError(origin + ": threads: " + std::to_string(config.threads) +
                       " is outside [0, " + std::to_string(kMaxThreads) + "]");
+  }
+  if (config.memory_limit < 0) {
+    throw ConfigError(origin + ": memory_limit: " + std::to_string(config.memory_limit) +
+                      " is negative");
   }
   if (config.insecure && !config.tls_cert.empty()) {
     throw ConfigError(origin + ": tls_cert: a certificate with --insecure (no TLS) would be ignored");

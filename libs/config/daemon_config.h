@@ -14,6 +14,9 @@
 //                                   #   the plan's daemons on this host (docs/daemon.md#threads)
 //   device = "cpu"                  # where stages compute: cpu, cuda or cuda:N (docs/daemon.md#device)
 //   shared_memory = true            # ring segments to daemons on this host through shared memory
+//   memory_limit = "600MiB"         # this daemon's memory budget: bytes, or a size with a unit
+//                                   #   (byte_size.h); absent = the cgroup's limit or MemTotal
+//                                   #   (docs/daemon.md#memory)
 //   [limits]                        # what a peer may make the daemon hold (daemon_limits.h)
 //   idle_seconds = 600
 //
@@ -24,6 +27,7 @@
 // to a default). Errors are ConfigError, one line naming the file and the field.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -44,6 +48,7 @@ struct DaemonConfig {
   int threads = 0;                          // intra-op threads; 0 = automatic
   std::string device = "cpu";               // "cpu", "cuda", "cuda:N" (parse_device)
   bool shared_memory = true;                // rings to daemons on this host (shared_segments.h)
+  int64_t memory_limit = 0;                 // bytes; 0 = none (memory_budget.h)
   DaemonLimits limits;                      // [limits]; not overridden by flags
 };
 
@@ -61,6 +66,7 @@ struct DaemonConfigOverrides {
   std::optional<int> threads;
   std::optional<std::string> device;
   bool no_shared_memory = false;  // --no-shared-memory
+  std::optional<int64_t> memory_limit;  // --memory-limit, read by parse_memory_limit
 };
 
 // A device's name as the config writes it: "cpu", "cuda" (the current CUDA device) or "cuda:N".
@@ -71,6 +77,12 @@ struct DeviceName {
 std::optional<DeviceName> parse_device(const std::string& text);  // nullopt: not one of those
 
 constexpr int kMaxThreads = 1024;
+
+// A memory_limit as the file or the flag gives it: a whole number of bytes, or a size with a unit
+// (parse_byte_size). Throws ConfigError "<where>: ..." for zero, a negative number, garbage, an
+// ambiguous unit or more than INT64_MAX bytes; `where` names the file and key
+// ("/etc/ravnest/ravnestd.toml: memory_limit") or the flag ("--memory-limit").
+int64_t parse_memory_limit(const std::string& text, const std::string& where);
 
 // Reads and checks the file (each present value is checked as validate_daemon_config does,
 // except that `node` may be absent).

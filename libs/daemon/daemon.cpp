@@ -13,6 +13,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "libs/config/byte_size.h"
 #include "libs/config/secret.h"
 #include "libs/config/systemd_notify.h"
 #include "libs/daemon/compute_device.h"
@@ -143,7 +144,7 @@ int run_daemon(const config::DaemonConfig& config) {
   secret.assign(secret.size(), '\0');
   // Outlives the server: every connection's endpoint forwards to it.
   auto service = kj::heap<NodeService>(store, security, compute, config.limits, config.threads,
-                                    config.device, config.shared_memory);
+                                    config.device, config.shared_memory, config.memory_limit);
   NodeService* service_ptr = service.get();
   service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer(), io->low_level());
 
@@ -171,6 +172,18 @@ int run_daemon(const config::DaemonConfig& config) {
   }
   auto& wait_scope = io->wait_scope();
   const unsigned port = server->port();
+  {
+    // What an idle daemon holds (LibTorch and the server, nothing computed): the part of a pushed
+    // stage's measured peak that this daemon replaces by its own (docs/daemon.md#memory).
+    auto& memory = service_ptr->job().memory();
+    const int64_t baseline = memory.measure_baseline();
+    const config::MemoryBudget budget = memory.read().budget;
+    spdlog::info("memory budget {} ({}), {} of it this idle daemon's",
+                 budget.bytes > 0 ? config::format_bytes(static_cast<uint64_t>(budget.bytes))
+                                  : std::string("unknown"),
+                 budget.bytes > 0 ? budget.source : std::string("no limit, no /proc/meminfo"),
+                 config::format_bytes(static_cast<uint64_t>(baseline)));
+  }
 
   auto shutdown = kj::newPromiseAndCrossThreadFulfiller<void>();
   auto* fulfiller = shutdown.fulfiller.get();

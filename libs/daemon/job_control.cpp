@@ -16,6 +16,7 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/job_spec.h"
+#include "libs/config/memory_checks.h"
 #include "libs/config/printable.h"
 #include "libs/config/sha256.h"
 #include "libs/daemon/job_setup.h"
@@ -29,7 +30,8 @@ using wire::NodeState;
 
 JobControl::JobControl(NodeStore& store, asio::io_context& compute, RingMember& rings,
                        wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
-                       WorkerPort& port, int threads, const std::string& device)
+                       WorkerPort& port, int threads, const std::string& device,
+                       int64_t memory_limit)
     : threads_(threads),
       device_(device),
       store_(store),
@@ -39,7 +41,8 @@ JobControl::JobControl(NodeStore& store, asio::io_context& compute, RingMember& 
       traffic_(traffic),
       port_(port),
       checkpoints_(std::make_shared<CheckpointStore>(store.checkpoints_dir())),
-      peers_(links, loop) {
+      peers_(links, loop),
+      memory_(memory_limit, loop) {
   if (store_.has_stage()) {
     try {
       metadata_ = store_.metadata();
@@ -93,9 +96,16 @@ kj::Promise<void> JobControl::push_stage(PushStageCall context) {
       }
     }
     auto stage = params.getStage();
+    // A stage whose measured peak exceeds the budget would fail its first job, or take the
+    // machine down with it: refused before anything is written (and logged by the endpoint).
+    const auto fits = [this](const config::NodeMetadata& pushed) {
+      const auto refusal = config::stage_memory_refusal(
+          pushed.estimates, memory_.baseline_bytes(), memory_.read().budget);
+      if (refusal) throw std::runtime_error(*refusal);
+    };
     store_.store_stage(params.getMetadataJson(),
                        std::string(reinterpret_cast<const char*>(stage.begin()), stage.size()),
-                       params.getSha256());
+                       params.getSha256(), fits);
     metadata_ = store_.metadata();
     // The plan's pinned certificates: what this node's peers must show it.
     links_.security()->set_pins(metadata_.tls_fingerprints);
@@ -215,7 +225,26 @@ kj::Promise<void> JobControl::start(StartCall context) {
       }
       worker->start();
     });
-  }).then([this, job_id]() { watch_peers(job_id); });
+  }).then([this, job_id]() {
+    watch_peers(job_id);
+    watch_memory(job_id);
+  });
+}
+
+bool JobControl::running(uint64_t job_id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return job_id_ == job_id && effective_state(nullptr) == NodeState::kTraining;
+}
+
+void JobControl::watch_memory(uint64_t job_id) {
+  memory_.watch(
+      store_.node_name(), [this, job_id]() { return running(job_id); },
+      [this](const std::string& message) {
+        wire::ProgressEventData event;
+        event.kind = wire::EventKind::kWarning;
+        event.message = message;
+        publish(event);
+      });
 }
 
 // Every other node of the cluster and every ring member: the nodes whose silence would leave this
@@ -235,11 +264,7 @@ void JobControl::watch_peers(uint64_t job_id) {
   std::vector<PeerWatch::Peer> peers;
   for (const auto& [address, name] : by_address) peers.push_back({name, address});
   peers_.watch(
-      job_id, std::move(peers),
-      [this, job_id]() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return job_id_ == job_id && effective_state(nullptr) == NodeState::kTraining;
-      },
+      job_id, std::move(peers), [this, job_id]() { return running(job_id); },
       [this](const std::string& why) {
         spdlog::error("{}", why);
         fail_worker(why);
@@ -377,6 +402,12 @@ kj::Promise<void> JobControl::status(StatusCall context) {
   }
   out.traffic = traffic_.snapshot();
   out.resident_bytes = resident_bytes();
+  const config::MemoryReading memory = memory_.read();
+  out.memory_limit_bytes = static_cast<uint64_t>(memory.budget.bytes);
+  out.memory_limit_source = memory.budget.source;
+  out.memory_baseline_bytes = static_cast<uint64_t>(memory_.baseline_bytes());
+  out.memory_used_bytes = static_cast<uint64_t>(memory.use.used_bytes);
+  out.memory_peak_bytes = static_cast<uint64_t>(memory.use.peak_bytes);
   wire::encode_status(out, context.getResults().initStatus());
   return kj::READY_NOW;
 }
@@ -489,6 +520,9 @@ NodeState JobControl::effective_state(std::string* error) const {
 
 void JobControl::publish(const wire::ProgressEventData& event) {
   using wire::EventKind;
+  // "node_3: reason": the log's lines name the node already.
+  std::string why = event.message;
+  if (why.rfind(metadata_.name + ": ", 0) == 0) why.erase(0, metadata_.name.size() + 2);
   switch (event.kind) {
     case EventKind::kStep: spdlog::debug("step {} loss {:.6f}", event.step, event.loss); break;
     case EventKind::kValidation:
@@ -497,6 +531,7 @@ void JobControl::publish(const wire::ProgressEventData& event) {
       break;
     case EventKind::kFinished: spdlog::info("job finished"); break;
     case EventKind::kFailed: spdlog::error("job failed: {}", event.message); break;
+    case EventKind::kWarning: spdlog::warn("{}", why); break;
   }
   if (event.kind == EventKind::kFinished || event.kind == EventKind::kFailed) {
     uint64_t job_id;
@@ -504,8 +539,6 @@ void JobControl::publish(const wire::ProgressEventData& event) {
       std::lock_guard<std::mutex> lock(mutex_);
       job_id = job_id_;
     }
-    std::string why = event.message;  // "node_3: reason"
-    if (why.rfind(metadata_.name + ": ", 0) == 0) why.erase(0, metadata_.name.size() + 2);
     record(event.kind == EventKind::kFinished ? LastJob::Outcome::kFinished
                                               : LastJob::Outcome::kFailed,
            job_id, why);

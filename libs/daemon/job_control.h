@@ -15,6 +15,10 @@
 // missed the stop (frozen while it was sent) stops too once a peer answers that the requester
 // stopped the job (PeerWatch). A task the
 // worker defers runs only while that worker is still the node's job.
+//
+// Memory (MemoryWatch, docs/daemon.md#memory): pushStage refuses, in one line, a stage whose
+// measured peak (its metadata's estimates) exceeds the daemon's budget; status reports the budget
+// and use; a running job warns, once, when used bytes reach 90 % of the budget.
 #pragma once
 
 #include <functional>
@@ -29,6 +33,7 @@
 #include "libs/daemon/background_tasks.h"
 #include "libs/daemon/checkpoint_store.h"
 #include "libs/daemon/last_job.h"
+#include "libs/daemon/memory_watch.h"
 #include "libs/daemon/node_calls.h"
 #include "libs/daemon/node_store.h"
 #include "libs/daemon/peer_watch.h"
@@ -54,10 +59,11 @@ class JobControl {
   // `traffic`: the node's counters, shown by status() and reset when a job is loaded.
   // `threads`: LibTorch's intra-op threads for the job, or 0 to divide the cores among the
   // plan's daemons on this host (compute_threads.h); set when a job starts. `device`: where its
-  // stage computes (compute_device.h).
+  // stage computes (compute_device.h). `memory_limit`: the config's (0: none; memory_budget.h).
   JobControl(NodeStore& store, asio::io_context& compute, RingMember& rings,
              wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
-             WorkerPort& port, int threads = 0, const std::string& device = "cpu");
+             WorkerPort& port, int threads = 0, const std::string& device = "cpu",
+             int64_t memory_limit = 0);
 
   kj::Promise<void> push_stage(PushStageCall context);
   // `slot` counts the file's stream against its peer's limit until the file is stored or dropped;
@@ -96,11 +102,15 @@ class JobControl {
   PsMailbox& ps_mailbox() { return ps_mailbox_; }
   // Where a hybrid trainer waits for the rows it looked up (psRows).
   PsMailbox& rows_mailbox() { return rows_mailbox_; }
+  // The budget, the baseline (measured by run_daemon once it listens) and the job's warning.
+  MemoryWatch& memory() { return memory_; }
 
  private:
   wire::NodeState effective_state(std::string* error) const;  // with mutex_ held
   void with_worker(std::function<void(JobWorker&)> work);     // on the compute thread
   void watch_peers(uint64_t job_id);
+  void watch_memory(uint64_t job_id);
+  bool running(uint64_t job_id) const;  // `job_id` is this node's job and trains
   // What stop() does: `job_id` 0 stops whatever runs; RPC thread.
   kj::Promise<void> stop_job(uint64_t job_id, const std::string& reason);
   void record(LastJob::Outcome outcome, uint64_t job_id, const std::string& error);  // logs failures
@@ -115,6 +125,7 @@ class JobControl {
   WorkerPort& port_;
   std::shared_ptr<CheckpointStore> checkpoints_;
   PeerWatch peers_;
+  MemoryWatch memory_;
   PsMailbox ps_mailbox_;
   PsMailbox rows_mailbox_;
   std::vector<schema::ProgressListener::Client> listeners_;

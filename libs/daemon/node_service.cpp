@@ -19,13 +19,14 @@ wire::DecodeLimits transfer_limits(const config::DaemonLimits& limits) {
 
 NodeService::NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
                          asio::io_context& compute, const config::DaemonLimits& limits,
-                         int threads, const std::string& device, bool shared_memory)
+                         int threads, const std::string& device, bool shared_memory,
+                         int64_t memory_limit)
     : compute_(compute),
       limits_(limits),
       streams_(limits.streams_per_peer),
       links_(std::move(security)),
       ring_(links_, traffic_, loop_, shared_memory),
-      job_(store, compute, ring_, links_, traffic_, loop_, *this, threads, device),
+      job_(store, compute, ring_, links_, traffic_, loop_, *this, threads, device, memory_limit),
       checkpoints_(
           job_.checkpoint_store(), links_, loop_,
           [this]() -> const config::NodeMetadata* {

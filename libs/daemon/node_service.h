@@ -47,10 +47,12 @@ class NodeService final : public WorkerPort {
   // `limits`: what a peer may make the node hold (streams, transfers).
   // `threads`: the daemon config's (compute_threads.h; 0 = divide the cores); `device` too
   // (compute_device.h). `shared_memory`: ring segments to and from daemons on this host go
-  // through shared memory (shared_segments.h).
+  // through shared memory (shared_segments.h). `memory_limit`: the config's (0: none), which
+  // JobControl's memory budget takes into account (memory_watch.h).
   NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
               asio::io_context& compute, const config::DaemonLimits& limits, int threads = 0,
-              const std::string& device = "cpu", bool shared_memory = true);
+              const std::string& device = "cpu", bool shared_memory = true,
+              int64_t memory_limit = 0);
   // Once the RPC thread's event loop exists (the server creates it): where the compute thread
   // hands its sends and events.
   // `io`: that loop's, which watches the queue of the compute thread's sends and events.

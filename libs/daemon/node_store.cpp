@@ -76,7 +76,8 @@ void NodeStore::remove_stale_temporaries() const {
 }
 
 void NodeStore::store_stage(const std::string& metadata_json, const std::string& stage_bytes,
-                            const std::string& sha256) {
+                            const std::string& sha256,
+                            const std::function<void(const config::NodeMetadata&)>& accept) {
   const auto metadata = config::node_metadata_from_json(metadata_json, "pushed metadata");
   if (metadata.name != node_name_) {
     throw std::runtime_error("the stage is for " + config::printable(metadata.name, 40) +
@@ -93,6 +94,7 @@ void NodeStore::store_stage(const std::string& metadata_json, const std::string&
                              ", the pushed metadata's stage_sha256 is " +
                              config::printable(metadata.stage_sha256, 64));
   }
+  if (accept) accept(metadata);
   config::write_file_atomically(stage_path().string(), stage_bytes);
   config::write_file_atomically((dir_ / "metadata.json").string(), metadata_json);
   std::error_code ignored;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,11 +36,13 @@ class NodeStore {
   const std::filesystem::path& dir() const { return dir_; }
   const std::string& node_name() const { return node_name_; }
 
-  // Checks that the metadata is for this node and the bytes match the checksum, then stores both.
+  // Checks that the metadata is for this node and the bytes match the checksum, then asks
+  // `accept` (which throws to refuse: the daemon's memory budget), then stores both.
   // Throws std::runtime_error with the reason; nothing is stored then. The previous stage's
   // trained.pt and last job's outcome go with it.
   void store_stage(const std::string& metadata_json, const std::string& stage_bytes,
-                   const std::string& sha256);
+                   const std::string& sha256,
+                   const std::function<void(const config::NodeMetadata&)>& accept = {});
   bool has_stage() const;
   config::NodeMetadata metadata() const;
   std::filesystem::path stage_path() const { return dir_ / "stage.pt"; }

@@ -82,6 +82,11 @@ void report(const Watch& watch) {
 // One event a daemon sent, folded into the watch.
 void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
   const auto& e = sent.event;
+  if (e.kind == wire::EventKind::kWarning) {
+    // The node goes on (memory near its budget, say): said, never taken for a failure.
+    if (on_log) on_log("warning: " + e.message);
+    return;
+  }
   if (sent.cluster < 0) {
     // A parameter server's evaluator: its score is every worker's model's.
     if (e.kind == wire::EventKind::kValidation) {
@@ -123,6 +128,8 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
     case wire::EventKind::kFailed:
       if (watch.failure.empty()) watch.failure = e.message;
       break;
+    case wire::EventKind::kWarning:
+      break;  // said above
   }
 }
 

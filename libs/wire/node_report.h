@@ -58,11 +58,18 @@ struct NodeStatusData {
   double busy_seconds = 0;     // computing, since the job started (busy / running: busy fraction)
   double running_seconds = 0;  // since the job started, until its last batch finished
   uint64_t resident_bytes = 0;  // the daemon's resident memory now
+  // Its memory budget and use (libs/config/memory_budget.h); limit 0: no budget known.
+  uint64_t memory_limit_bytes = 0;
+  std::string memory_limit_source;  // "memory_limit", "cgroup memory.max", "MemTotal", ...
+  uint64_t memory_baseline_bytes = 0;  // idle, measured once it listened
+  uint64_t memory_used_bytes = 0;
+  uint64_t memory_peak_bytes = 0;
   std::string error;
   NodeTraffic traffic;  // since the job was loaded
 };
 
-enum class EventKind { kStep, kValidation, kFinished, kFailed };
+// kWarning: the node goes on; the message says what is wrong (memory near its budget).
+enum class EventKind { kStep, kValidation, kFinished, kFailed, kWarning };
 
 struct ProgressEventData {
   EventKind kind = EventKind::kStep;

@@ -10,6 +10,7 @@ schema::EventKind to_schema(EventKind kind) {
     case EventKind::kValidation: return schema::EventKind::VALIDATION;
     case EventKind::kFinished: return schema::EventKind::FINISHED;
     case EventKind::kFailed: return schema::EventKind::FAILED;
+    case EventKind::kWarning: return schema::EventKind::WARNING;
   }
   return schema::EventKind::STEP;
 }
@@ -20,6 +21,7 @@ EventKind from_schema(schema::EventKind kind) {
     case schema::EventKind::VALIDATION: return EventKind::kValidation;
     case schema::EventKind::FINISHED: return EventKind::kFinished;
     case schema::EventKind::FAILED: return EventKind::kFailed;
+    case schema::EventKind::WARNING: return EventKind::kWarning;
   }
   throw WireError("unknown event kind");
 }
@@ -134,6 +136,11 @@ void encode_status(const NodeStatusData& status, schema::NodeStatus::Builder out
   out.setBusySeconds(status.busy_seconds);
   out.setRunningSeconds(status.running_seconds);
   out.setResidentBytes(status.resident_bytes);
+  out.setMemoryLimitBytes(status.memory_limit_bytes);
+  out.setMemoryLimitSource(status.memory_limit_source);
+  out.setMemoryBaselineBytes(status.memory_baseline_bytes);
+  out.setMemoryUsedBytes(status.memory_used_bytes);
+  out.setMemoryPeakBytes(status.memory_peak_bytes);
   out.setError(status.error);
   encode_traffic(status.traffic[TrafficKind::kActivations], out.initActivationTraffic());
   encode_traffic(status.traffic[TrafficKind::kGradients], out.initGradientTraffic());
@@ -161,6 +168,11 @@ NodeStatusData decode_status(schema::NodeStatus::Reader status) {
   out.busy_seconds = status.getBusySeconds();
   out.running_seconds = status.getRunningSeconds();
   out.resident_bytes = status.getResidentBytes();
+  out.memory_limit_bytes = status.getMemoryLimitBytes();
+  out.memory_limit_source = status.getMemoryLimitSource();
+  out.memory_baseline_bytes = status.getMemoryBaselineBytes();
+  out.memory_used_bytes = status.getMemoryUsedBytes();
+  out.memory_peak_bytes = status.getMemoryPeakBytes();
   out.error = status.getError();
   out.traffic[TrafficKind::kActivations] = decode_traffic(status.getActivationTraffic());
   out.traffic[TrafficKind::kGradients] = decode_traffic(status.getGradientTraffic());

@@ -108,7 +108,8 @@ shared_memory = false
 TEST_CASE("daemon config: errors name the file and the field", "[config][daemon]") {
   CHECK(error_of([] { parse_daemon_config("lsiten = \"a:1\"", "d.toml"); }) ==
         "d.toml: unknown key \"lsiten\" (known keys: node, listen, data_dir, log_level, "
-        "log_file, secret_file, tls_cert, tls_key, device, threads, shared_memory, [limits])");
+        "log_file, secret_file, tls_cert, tls_key, device, threads, shared_memory, memory_limit, "
+        "[limits])");
   CHECK(error_of([] { parse_daemon_config("shared_memory = \"no\"", "d.toml"); }) ==
         "d.toml: shared_memory: must be true or false, got a string");
   CHECK(error_of([] { parse_daemon_config("device = \"gpu\"", "d.toml"); }) ==
@@ -187,6 +188,54 @@ TEST_CASE("daemon config: flags override the file, then the whole is validated",
   bad.log_level = "loud";
   CHECK(error_of([&] { validate_daemon_config(merge(file, bad), "flags"); })
             .find("flags: log_level: \"loud\"") == 0);
+}
+
+TEST_CASE("daemon config: memory_limit, in the file and as --memory-limit", "[config][daemon]") {
+  CHECK(parse_daemon_config("", "d.toml").memory_limit == 0);
+  CHECK(parse_daemon_config("memory_limit = 629145600", "d.toml").memory_limit == 629145600);
+  CHECK(parse_daemon_config("memory_limit = \"600MiB\"", "d.toml").memory_limit ==
+        600LL << 20);
+  CHECK(parse_daemon_config("memory_limit = \"1.4GB\"", "d.toml").memory_limit == 1400000000);
+  CHECK(parse_memory_limit("2 GiB", "--memory-limit") == 2LL << 30);
+  CHECK(parse_memory_limit("512", "--memory-limit") == 512);
+
+  CHECK(error_of([] { parse_daemon_config("memory_limit = 0", "d.toml"); }) ==
+        "d.toml: memory_limit: \"0\" is no budget (give a size above 0, or none: the budget is "
+        "then the cgroup's limit or the machine's RAM)");
+  CHECK(error_of([] { parse_daemon_config("memory_limit = -5", "d.toml"); }) ==
+        "d.toml: memory_limit: \"-5\" is negative (give a size above 0, or none: the budget is "
+        "then the cgroup's limit or the machine's RAM)");
+  CHECK(error_of([] { parse_daemon_config("memory_limit = \"lots\"", "d.toml"); }) ==
+        "d.toml: memory_limit: \"lots\" is not a size (a number of bytes, or a number and a "
+        "unit: B, kB, MB, GB, TB for powers of 1000, KiB, MiB, GiB, TiB for powers of 1024, "
+        "e.g. \"600MiB\")");
+  CHECK(error_of([] { parse_daemon_config("memory_limit = true", "d.toml"); }) ==
+        "d.toml: memory_limit: must be a number of bytes or a string such as \"600MiB\", got a "
+        "boolean");
+  CHECK(error_of([] { parse_memory_limit("1400M", "--memory-limit"); }) ==
+        "--memory-limit: \"1400M\" has a unit that says neither power: write MB for powers of "
+        "1000 or MiB for powers of 1024");
+  CHECK(error_of([] { parse_memory_limit("9300000000GB", "--memory-limit"); }) ==
+        "--memory-limit: \"9300000000GB\" is more than 9223372036854775807 bytes");
+  CHECK(error_of([] { parse_memory_limit("99999999999999999999999", "--memory-limit"); })
+            .find("is more than 9223372036854775807 bytes") != std::string::npos);
+  CHECK(error_of([] { parse_memory_limit("0MiB", "--memory-limit"); })
+            .find("--memory-limit: \"0MiB\" is no budget") == 0);
+  CHECK(error_of([] { parse_memory_limit("", "--memory-limit"); })
+            .find("--memory-limit: \"\" is not a size") == 0);
+  for (const char* bad : {"1.5", "MiB", "1..5GB", "1e9", "600 MiB extra", "0x100", "1,5GB"}) {
+    INFO(bad);
+    CHECK(error_of([&] { parse_memory_limit(bad, "--memory-limit"); })
+              .find("--memory-limit: \"") == 0);
+  }
+  // Each line is one line.
+  CHECK(error_of([] { parse_memory_limit("6\n00", "--memory-limit"); }).find('\n') ==
+        std::string::npos);
+
+  DaemonConfigOverrides flags;
+  flags.memory_limit = 1000;
+  CHECK(merge(parse_daemon_config("memory_limit = 5000", "d.toml"), flags).memory_limit == 1000);
+  CHECK(merge(parse_daemon_config("memory_limit = 5000", "d.toml"), {}).memory_limit == 5000);
 }
 
 TEST_CASE("daemon config: a node's own TLS certificate and key go together", "[config][daemon]") {

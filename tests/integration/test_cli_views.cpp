@@ -7,6 +7,7 @@
 
 #include "apps/ravnest/dashboard_state.h"
 #include "apps/ravnest/loss_report.h"
+#include "apps/ravnest/memory_view.h"
 #include "apps/ravnest/progress_view.h"
 
 using namespace ravnest::runtime;
@@ -44,6 +45,18 @@ TEST_CASE("progress line: the epoch's batches when epochs divide the run", "[cli
   p.batches = 0;
   const auto starting = progress_line(p, 12);
   CHECK(starting == "cluster 3 starting [            ]");
+}
+
+TEST_CASE("status: a node's memory against its budget", "[cli][memory]") {
+  ravnest::wire::NodeStatusData s;
+  CHECK(memory_line(s).empty());  // a daemon that reports no budget
+  s.memory_limit_bytes = 629145600;
+  s.memory_limit_source = "cgroup memory.limit_in_bytes";
+  s.memory_used_bytes = 412000000;
+  s.memory_peak_bytes = 530000000;
+  s.memory_baseline_bytes = 163000000;
+  CHECK(memory_line(s) ==
+        "memory 412 MB of 629 MB (cgroup memory.limit_in_bytes), peak 530 MB, idle 163 MB");
 }
 
 TEST_CASE("loss report: table, SVG and malformed files", "[cli][losses]") {
