@@ -1,15 +1,22 @@
 #include "libs/training/checkpoint.h"
 
 
-#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
+#include <vector>
 
+#include <ATen/Functions.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/serialize/input-archive.h>
@@ -26,11 +33,12 @@ namespace {
 
 constexpr int64_t kFormat = 2;
 
-// Arbitrary bytes as a uint8 tensor: archives keep tensors byte for byte.
+// Arbitrary bytes as a uint8 tensor over the string's own bytes (archives keep tensors byte
+// for byte): the optimizer's state is not copied once more to be written. Valid while `bytes` is.
 at::Tensor bytes_tensor(const std::string& bytes) {
-  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-  return t;
+  if (bytes.empty()) return at::empty({0}, at::kByte);
+  return at::from_blob(const_cast<char*>(bytes.data()), {static_cast<int64_t>(bytes.size())},
+                       at::TensorOptions().dtype(at::kByte));
 }
 
 std::string tensor_bytes(const at::Tensor& t) {
@@ -144,14 +152,19 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
                     /*is_buffer=*/true);
     }
     archive.write("state_names", c10::IValue(names));
-    std::ostringstream bytes;
-    archive.save_to(bytes);
-    std::string file = bytes.str();
-    const std::string sha = config::sha256_hex(file);
-    file.append(kChecksumTag).append(sha).push_back('\n');
+    // Streamed to the file and hashed on the way: the archive is never whole in memory (it
+    // was twice, as a stream's buffer and its copy: a checkpoint's write was a node's peak).
     {
       std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-      out.write(file.data(), static_cast<std::streamsize>(file.size()));
+      if (!out) throw std::runtime_error(std::strerror(errno));
+      config::Sha256 hash;
+      archive.save_to([&](const void* data, size_t size) -> size_t {
+        hash.update(data, size);
+        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+        return out ? size : 0;
+      });
+      const std::string trailer = std::string(kChecksumTag) + hash.hex() + "\n";
+      out.write(trailer.data(), static_cast<std::streamsize>(trailer.size()));
       out.close();
       if (!out) throw std::runtime_error(std::strerror(errno));
     }
@@ -165,22 +178,64 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
 }
 
 StageCheckpoint load_checkpoint(const std::string& path) {
-  std::string file = config::read_file(path);
-  if (file.size() >= kTrailerSize &&
-      std::string_view(file).substr(file.size() - kTrailerSize, kChecksumTag.size()) ==
-          kChecksumTag) {
-    const std::string written = file.substr(file.size() - 65, 64);
-    file.resize(file.size() - kTrailerSize);
-    const std::string actual = config::sha256_hex(file);
-    if (actual != written) {
-      throw std::runtime_error(path + ": damaged: its bytes hash to " + actual.substr(0, 12) +
-                               ", not the " + config::printable(written.substr(0, 12)) +
-                               " it was written with");
+  // Read in place, a record at a time, after hashing it in bounded chunks: the file is never
+  // whole in memory beside the tensors it holds (a resume would have needed twice the state).
+  // O_NONBLOCK: a FIFO in its place must not hang the daemon in open(); regular files ignore it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) throw std::runtime_error(path + ": " + std::strerror(errno));
+  if (!S_ISREG(info.st_mode)) throw std::runtime_error(path + ": not a readable checkpoint: not a file");
+  auto read_at = [&](uint64_t pos, void* buf, size_t n) -> size_t {
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t got = ::pread(fd, static_cast<char*>(buf) + done, n - done,
+                                  static_cast<off_t>(pos + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      done += static_cast<size_t>(got);
+    }
+    return done;
+  };
+  uint64_t archive_size = static_cast<uint64_t>(info.st_size);
+  if (archive_size >= kTrailerSize) {
+    std::string trailer(kTrailerSize, '\0');
+    if (read_at(archive_size - kTrailerSize, trailer.data(), kTrailerSize) != kTrailerSize) {
+      throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
+    }
+    if (std::string_view(trailer).substr(0, kChecksumTag.size()) == kChecksumTag) {
+      archive_size -= kTrailerSize;
+      const std::string written = trailer.substr(kChecksumTag.size(), 64);
+      config::Sha256 hash;
+      std::vector<char> chunk(1 << 20);
+      for (uint64_t pos = 0; pos < archive_size;) {
+        const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), archive_size - pos));
+        if (read_at(pos, chunk.data(), want) != want) {
+          throw std::runtime_error(path + ": cannot read: it changed or shrank while read");
+        }
+        hash.update(chunk.data(), want);
+        pos += want;
+      }
+      const std::string actual = hash.hex();
+      if (actual != written) {
+        throw std::runtime_error(path + ": damaged: its bytes hash to " + actual.substr(0, 12) +
+                                 ", not the " + config::printable(written.substr(0, 12)) +
+                                 " it was written with");
+      }
     }
   }
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(file.data(), file.size());
+    archive.load_from(
+        [&](uint64_t pos, void* buf, size_t n) -> size_t {
+          if (pos >= archive_size) return 0;
+          return read_at(pos, buf, static_cast<size_t>(std::min<uint64_t>(n, archive_size - pos)));
+        },
+        [&]() -> size_t { return static_cast<size_t>(archive_size); });
     if (read_int(archive, "format") != kFormat) throw std::runtime_error("unknown format");
     StageCheckpoint c;
     c10::IValue value;
