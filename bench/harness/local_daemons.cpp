@@ -51,6 +51,42 @@ static bool accepts(int port) {
 }
 
 
+// fork, join the cgroup, exec: what posix_spawn cannot do. Between fork and exec the child of a
+// process that may have other threads only makes async-signal-safe calls (open, write, dup2,
+// close, execve, _exit); everything it needs is prepared before the fork.
+static pid_t spawn_in_cgroup(const std::string& program, char* const* argv,
+                             const std::string& out_path, const std::string& procs_file) {
+  static const char kCannotJoin[] = "ravnestd: cannot join the cgroup of ";
+  static const char kCannotExec[] = "ravnestd: cannot execute ";
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;  // the parent, or -1
+  char text[24];  // the pid in decimal, written from the end
+  size_t n = 0;
+  for (pid_t self = ::getpid(); self > 0; self /= 10) {
+    text[sizeof text - 1 - n++] = static_cast<char>('0' + self % 10);
+  }
+  const int cgroup = ::open(procs_file.c_str(), O_WRONLY | O_CLOEXEC);
+  const bool joined =
+      cgroup >= 0 && ::write(cgroup, text + sizeof text - n, n) == static_cast<ssize_t>(n);
+  if (cgroup >= 0) ::close(cgroup);
+  const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) ::_exit(127);
+  ::dup2(out, 1);  // dup2's copies are not close-on-exec
+  ::dup2(out, 2);
+  if (out > 2) ::close(out);
+  if (!joined) {
+    (void)!::write(2, kCannotJoin, sizeof kCannotJoin - 1);
+    (void)!::write(2, procs_file.c_str(), procs_file.size());
+    (void)!::write(2, "\n", 1);
+    ::_exit(127);
+  }
+  ::execve(program.c_str(), argv, environ);
+  (void)!::write(2, kCannotExec, sizeof kCannotExec - 1);
+  (void)!::write(2, program.c_str(), program.size());
+  (void)!::write(2, "\n", 1);
+  ::_exit(127);
+}
+
 std::string sibling_ravnestd() {
   const fs::path self = fs::read_symlink("/proc/self/exe");
   for (const fs::path& candidate :
@@ -113,15 +149,22 @@ void LocalDaemons::start(size_t i, double timeout_seconds) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
   const std::string out = log_path(i) + ".out";
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, ravnestd_.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("cannot start " + ravnestd_);
+  const auto cgroup = cgroup_procs_.find(i);
+  if (cgroup != cgroup_procs_.end() && !cgroup->second.empty()) {
+    pid = spawn_in_cgroup(ravnestd_, argv.data(), out, cgroup->second);
+    if (pid < 0) throw std::runtime_error("cannot start " + ravnestd_ + ": fork failed");
+  } else {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    const int rc = posix_spawn(&pid, ravnestd_.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) throw std::runtime_error("cannot start " + ravnestd_);
+  }
   pids_[i] = pid;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int>(timeout_seconds * 1000));

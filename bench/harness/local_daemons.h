@@ -38,6 +38,12 @@ class LocalDaemons {
   void set_config_file(std::string path) { config_file_ = std::move(path); }
   // Daemon i, started from now on, gets these flags too (e.g. its own --tls-cert and --tls-key).
   void set_flags(size_t i, std::vector<std::string> flags) { flags_[i] = std::move(flags); }
+  // Daemon i, started from now on, runs in the cgroup whose cgroup.procs file `path` is (empty:
+  // where this process runs): the child writes its own pid there between fork and exec, so that
+  // the cgroup is charged from the daemon's first allocation on (a process moved after it
+  // started leaves what it charged before behind, with cgroup v1). When the child cannot join
+  // it exits before exec, and start() throws with its .out log, which names the file.
+  void set_cgroup_procs_file(size_t i, std::string path) { cgroup_procs_[i] = std::move(path); }
 
   void start(size_t i, double timeout_seconds = 20);  // returns once it accepts connections
   void start_all();
@@ -56,6 +62,7 @@ class LocalDaemons {
   bool insecure_ = false;
   std::string config_file_;
   std::map<size_t, std::vector<std::string>> flags_;
+  std::map<size_t, std::string> cgroup_procs_;
 };
 
 }  // namespace ravnest::runtime

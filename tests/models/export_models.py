@@ -434,6 +434,14 @@ def build_causal_lm() -> Built:
     return model, _script(model), [torch.randint(0, 40, (4, 8), generator=_gen())]
 
 
+def build_gpt_mini() -> Built:
+    """CausalLM at a GPT-like scale: 3.2M parameters (vocabulary 2048, width 256, 4 blocks,
+    32 tokens), so that a stage trained with Adam holds tens of MB and a daemon's memory is more
+    than its idle baseline (tests/integration/test_memory_fit.cpp)."""
+    model = CausalLM(vocab=2048, d=256, length=32, layers=4)
+    return model, _script(model), [torch.randint(0, 2048, (4, 32), generator=_gen())]
+
+
 def build_traced_inplace() -> Built:
     model = InplaceCNN()
     model.train()
@@ -508,6 +516,7 @@ MODELS: Dict[str, Callable[[], Built]] = {
     "tied": build_tied,
     "reused": build_reused,
     "causal_lm": build_causal_lm,
+    "gpt_mini": build_gpt_mini,
     "traced_inplace": build_traced_inplace,
     "dropout_twice": build_dropout_twice,
     "two_in_tuple_out": build_two_in_tuple_out,
