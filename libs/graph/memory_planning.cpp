@@ -156,7 +156,16 @@ MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelPr
   // 2. Plan the real pool with what was measured, until every stage of the plan is measured.
   std::string refusal;
   for (int r = 0; r < kMaxMemoryRounds; ++r) {
-    out.plan = planner::plan_pool(profile, pool, header.seed, out.planning);
+    try {
+      out.plan = planner::plan_pool(profile, pool, header.seed, out.planning);
+    } catch (const planner::PoolTooSmall& e) {
+      throw planner::PoolTooSmall(
+          "as measured (" + std::to_string(out.probes) + " stage(s) trained once by a probe, " +
+          megabytes(static_cast<double>(out.planning.stage_baseline_bytes)) +
+          " of each a daemon's own, and the planner's " +
+          std::to_string(static_cast<int>((planner::memory_margin() - 1) * 100 + 0.5)) +
+          " % margin): " + e.what());
+    }
     measure(out.plan, pool);
     refusal.clear();
     for (const auto& cluster : out.plan.clusters) {

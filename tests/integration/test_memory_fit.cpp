@@ -30,6 +30,7 @@
 #include "bench/harness/local_daemons.h"
 #include "libs/config/node_metadata.h"
 #include "libs/config/process_memory.h"
+#include "libs/planner/cluster_plan.h"
 #include "tests/support/memory_cgroup.h"
 #include "tests/support/test_env.h"
 #include "tests/support/zoo.h"
@@ -41,7 +42,7 @@ namespace {
 
 // clusterize accepts a node when the measured peak of its stage times this margin fits the RAM
 // the pool declares for it (docs/planner.md#memory).
-constexpr double kPlannerMargin = 1.10;
+const double kPlannerMargin = ravnest::planner::memory_margin();
 // A tight plan wastes little of a node's RAM: each daemon's peak reaches this share of its
 // cgroup's limit (issue 29).
 constexpr double kTight = 0.70;
