@@ -612,6 +612,7 @@ int main(int argc, char** argv) {
   probe_cmd->add_option("--stash", probe_args.stash_versions);
   probe_cmd->add_flag("--root", probe_args.root);
   probe_cmd->add_flag("--leaf", probe_args.leaf);
+  probe_cmd->add_flag("--ring", probe_args.ring);
 
   auto* bench_cmd = app.add_subcommand("bench", "Benchmarks that print figures");
   bench_cmd->require_subcommand(1);

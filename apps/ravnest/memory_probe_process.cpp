@@ -51,6 +51,7 @@ graph::MemoryProbe process_memory_probe(int timeout_seconds) {
                                      "--stash",      std::to_string(probe.stash_versions)};
     if (probe.root) args.push_back("--root");
     if (probe.leaf) args.push_back("--leaf");
+    if (probe.ring) args.push_back("--ring");
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -116,6 +117,7 @@ int run_probe_memory(const ProbeMemoryArgs& args) {
     request.micro_batches = graph::load_probe_inputs(args.inputs);
     request.root = args.root;
     request.leaf = args.leaf;
+    request.ring = args.ring;
     request.in_flight = args.in_flight < 1 ? 1 : args.in_flight;
     request.stash_versions = args.stash_versions < 0 ? 0 : args.stash_versions;
     request.optimizer.name = config::OptimizerName::kAdam;  // two moments: the usual worst

@@ -21,7 +21,7 @@ struct ProbeMemoryArgs {
   std::string stage, inputs, scratch, result;
   int in_flight = 1;
   int64_t stash_versions = 0;
-  bool root = false, leaf = false;
+  bool root = false, leaf = false, ring = false;
 };
 int run_probe_memory(const ProbeMemoryArgs& args);
 

@@ -11,6 +11,7 @@
 
 #include "libs/config/config_error.h"
 #include "libs/config/read_all.h"
+#include "libs/config/written_pages.h"
 
 namespace ravnest::config {
 namespace {
@@ -28,44 +29,72 @@ std::string directory_of(const std::string& path) {
 
 }  // namespace
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string temp = path + ".tmp." + std::to_string(static_cast<long>(::getpid())) + "." +
-                           std::to_string(g_temp_counter.fetch_add(1));
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    throw std::runtime_error(path + ": cannot write: " + error_text(errno));
+AtomicFileWriter::AtomicFileWriter(std::string path)
+    : path_(std::move(path)),
+      temp_(path_ + ".tmp." + std::to_string(static_cast<long>(::getpid())) + "." +
+            std::to_string(g_temp_counter.fetch_add(1))) {
+  fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd_ < 0) throw std::runtime_error(path_ + ": cannot write: " + error_text(errno));
+  pages_ = WrittenPages(fd_);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(temp_.c_str());
   }
-  auto fail = [&](const char* what, int err) {
-    ::close(fd);
-    ::unlink(temp.c_str());
-    throw std::runtime_error(path + ": cannot write (" + what + "): " + error_text(err));
-  };
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+}
+
+void AtomicFileWriter::fail(const char* what, int err) {
+  ::close(fd_);
+  fd_ = -1;
+  ::unlink(temp_.c_str());
+  throw std::runtime_error(path_ + ": cannot write (" + what + "): " + error_text(err));
+}
+
+void AtomicFileWriter::write(const void* data, size_t size) {
+  if (fd_ < 0) throw std::logic_error(path_ + ": written after commit or failure");
+  const char* bytes = static_cast<const char*>(data);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd_, bytes + done, size - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail("write", errno);
     }
-    written += static_cast<size_t>(n);
+    done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) fail("fsync", errno);
-  if (::close(fd) != 0) {
+  pages_.wrote(size);
+}
+
+void AtomicFileWriter::commit() {
+  if (fd_ < 0) throw std::logic_error(path_ + ": committed twice or after a failure");
+  if (::fsync(fd_) != 0) fail("fsync", errno);
+  pages_.release_all();
+  if (::close(fd_) != 0) {
     const int err = errno;
-    ::unlink(temp.c_str());
-    throw std::runtime_error(path + ": cannot write (close): " + error_text(err));
+    fd_ = -1;
+    ::unlink(temp_.c_str());
+    throw std::runtime_error(path_ + ": cannot write (close): " + error_text(err));
   }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
+  fd_ = -1;
+  if (::rename(temp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
-    ::unlink(temp.c_str());
-    throw std::runtime_error(path + ": cannot write (rename): " + error_text(err));
+    ::unlink(temp_.c_str());
+    throw std::runtime_error(path_ + ": cannot write (rename): " + error_text(err));
   }
   // Make the rename itself durable; a failure here does not undo the write, so it is ignored.
-  const int dir = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dir = ::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     ::fsync(dir);
     ::close(dir);
   }
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  AtomicFileWriter writer(path);
+  writer.write(bytes.data(), bytes.size());
+  writer.commit();
 }
 
 std::string read_file(const std::string& path) {

@@ -19,7 +19,7 @@ namespace {
 
 // What a stage's measurement depends on besides its units: the schedule's load on it and its
 // place (the root takes data, the leaf computes the loss).
-using ProbeKey = std::tuple<size_t, size_t, int, int64_t, bool, bool>;
+using ProbeKey = std::tuple<size_t, size_t, int, int64_t, bool, bool, bool>;
 
 // Forwards a daemon keeps alive at once (libs/training/schedule.h): GPipe all of a batch, 1F1B
 // at most the stages, async max_in_flight (0: the stages). Without a schedule: GPipe.
@@ -51,11 +51,15 @@ MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelPr
   int round = 0;
   const int64_t batch = inputs.empty() || inputs[0].dim() == 0 ? 1 : inputs[0].size(0);
 
+  // Stages of a plan of several clusters are averaged over rings (so are stages sharing a
+  // parameter inside a cluster, whose rings hold only those parameters: not modelled).
+  bool averaged = false;
   auto key_of = [&](const planner::ClusterPlan& cluster, size_t s) {
     const size_t stages = cluster.stages.size();
     const auto& stage = cluster.stages[s];
     return ProbeKey{stage.first_unit, stage.end_unit, in_flight_of(out.planning, stages),
-                    planner::stashed_versions(out.planning, stages), s == 0, s + 1 == stages};
+                    planner::stashed_versions(out.planning, stages), s == 0, s + 1 == stages,
+                    averaged};
   };
 
   // Cuts `plan`'s stages, probes those not measured yet, and calibrates the model on them.
@@ -68,6 +72,7 @@ MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelPr
     std::map<int, config::NodeMetadata> by_id;
     for (const auto& m : metadata) by_id[m.node_id] = m;
     const config::PlanLayout layout(dir.string());
+    averaged = plan.clusters.size() > 1;
     for (const auto& cluster : plan.clusters) {
       const size_t stages = cluster.stages.size();
       std::vector<size_t> wanted;
@@ -107,6 +112,7 @@ MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelPr
         request.leaf = s + 1 == stages;
         request.in_flight = in_flight;
         request.stash_versions = planner::stashed_versions(out.planning, stages);
+        request.ring = averaged;
         const StageMemory memory = probe(request);
         ++out.probes;
         fs::remove(request.inputs_path);

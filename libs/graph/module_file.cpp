@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <streambuf>
 #include <stdexcept>
 
 #include <caffe2/serialize/inline_container.h>
@@ -60,25 +61,59 @@ torch::jit::Module load_module(const std::string& path, std::optional<c10::Devic
   return load_module(file, path, device);
 }
 
+namespace {
+
+// An ostream's bytes handed to an AtomicFileWriter as they come: Module::save writes its archive
+// sequentially, so a stage is saved without its whole file in memory (an ostringstream held it
+// twice: its buffer while growing, then the copy str() returns).
+class WriterBuffer final : public std::streambuf {
+ public:
+  explicit WriterBuffer(config::AtomicFileWriter& out) : out_(out) {}
+
+ protected:
+  std::streamsize xsputn(const char* data, std::streamsize size) override {
+    out_.write(data, static_cast<size_t>(size));
+    return size;
+  }
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    const char byte = traits_type::to_char_type(c);
+    out_.write(&byte, 1);
+    return c;
+  }
+
+ private:
+  config::AtomicFileWriter& out_;
+};
+
+}  // namespace
+
 void save_module_atomically(const torch::jit::Module& module, const std::string& path) {
-  std::ostringstream bytes;
   try {
-    module.save(bytes);
     bool on_host = true;
     for (const auto& p : module.parameters()) on_host = on_host && p.device().is_cpu();
     for (const auto& b : module.buffers()) on_host = on_host && b.device().is_cpu();
-    if (!on_host) {
+    config::AtomicFileWriter out(path);
+    WriterBuffer buffer(out);
+    std::ostream stream(&buffer);
+    stream.exceptions(std::ios::badbit);
+    if (on_host) {
+      module.save(stream);
+    } else {
       // Read back mapped to the CPU and written again: the module itself stays on its device
       // and the device needs no memory for a copy.
+      std::ostringstream bytes;
+      module.save(bytes);
       std::istringstream written(bytes.str());
-      torch::jit::Module host = torch::jit::load(written, c10::Device(c10::kCPU));
       bytes = std::ostringstream();
-      host.save(bytes);
+      torch::jit::Module host = torch::jit::load(written, c10::Device(c10::kCPU));
+      host.save(stream);
     }
+    stream.flush();
+    out.commit();
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": cannot save: " + torch_message(e));
   }
-  config::write_file_atomically(path, bytes.str());
 }
 
 }  // namespace ravnest::graph

@@ -20,6 +20,7 @@ struct StageProbe {
   bool leaf = false;
   int in_flight = 1;           // micro-batches whose forwards a daemon keeps at once
   int64_t stash_versions = 0;  // async: older parameter versions a daemon keeps
+  bool ring = false;           // averaged with other clusters: a ring's flat copy of the state
 };
 
 struct StageMemory {

@@ -126,7 +126,6 @@ constexpr size_t kTrailerSize = kChecksumTag.size() + 64 + 1;
 }  // namespace
 
 void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
-  const std::string temp = path + ".tmp";
   try {
     torch::serialize::OutputArchive archive;
     archive.write("format", c10::IValue(kFormat));
@@ -153,25 +152,19 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
     }
     archive.write("state_names", c10::IValue(names));
     // Streamed to the file and hashed on the way: the archive is never whole in memory (it
-    // was twice, as a stream's buffer and its copy: a checkpoint's write was a node's peak).
-    {
-      std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-      if (!out) throw std::runtime_error(std::strerror(errno));
-      config::Sha256 hash;
-      archive.save_to([&](const void* data, size_t size) -> size_t {
-        hash.update(data, size);
-        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-        return out ? size : 0;
-      });
-      const std::string trailer = std::string(kChecksumTag) + hash.hex() + "\n";
-      out.write(trailer.data(), static_cast<std::streamsize>(trailer.size()));
-      out.close();
-      if (!out) throw std::runtime_error(std::strerror(errno));
-    }
-    std::filesystem::rename(temp, path);
+    // was twice, as a stream's buffer and its copy: a checkpoint's write was a node's peak), and
+    // its pages leave the page cache as they reach the disk (config::AtomicFileWriter).
+    config::AtomicFileWriter out(path);
+    config::Sha256 hash;
+    archive.save_to([&](const void* data, size_t size) -> size_t {
+      hash.update(data, size);
+      out.write(data, size);
+      return size;
+    });
+    const std::string trailer = std::string(kChecksumTag) + hash.hex() + "\n";
+    out.write(trailer.data(), trailer.size());
+    out.commit();
   } catch (const std::exception& e) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
     throw std::runtime_error("cannot write the checkpoint " + path + ": " +
                              graph::torch_message(e));
   }

@@ -94,6 +94,8 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
     }
     std::vector<std::pair<std::string, at::Tensor>> boundary;  // StageWorker::mark_boundary
     std::vector<at::Tensor> stash;  // WeightStash: older versions of the parameters
+    at::Tensor ring_flat, ring_segments;  // RingAllReduce's flat buffer and segments
+    at::Tensor ring_round;                // the last round's segments in flight
     auto train = [&](int updates) {
       for (int update = 0; update < updates; ++update) {
         std::deque<Flight> flights;
@@ -163,6 +165,23 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
           for (const auto& buffer : stage.named_buffers()) {
             boundary.emplace_back(buffer.name, buffer.value.detach().clone());
           }
+          if (request.ring && !ring_flat.defined()) {
+            // What a ring of the job's state averages: parameters, Adam's two moments, buffers.
+            int64_t elements = 0;
+            for (const auto& p : stage.parameters()) elements += p.numel() * (p.requires_grad() ? 3 : 1);
+            for (const auto& b : stage.buffers()) elements += b.numel();
+            ring_flat = at::empty({elements}, at::kFloat);
+            ring_flat.fill_(0);  // resident, as the ring's copy-in makes it
+            ring_segments = at::zeros({2 * (4 << 20)}, at::kByte);
+          }
+          if (request.ring) {
+            // A round in flight: its segments queued for the ring's sender while the next ones
+            // are received and added, about as much again as the flat buffer, while the stage
+            // goes on computing the next batch (a daemon's rings run beside its compute thread).
+            ring_round = at::Tensor();
+            ring_round = at::empty_like(ring_flat);
+            ring_round.fill_(0);
+          }
         }
       }
     };
@@ -197,12 +216,18 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
       }
       train(1);
     }
+    {
+      Phase phase("finish", &result);  // the trained stage, saved when the job ends
+      graph::save_module_atomically(stage, checkpoint_path + ".trained.pt");
+    }
   } catch (const std::exception& e) {
     std::remove(checkpoint_path.c_str());
+    std::remove((checkpoint_path + ".trained.pt").c_str());
     throw std::runtime_error(request.stage_path + ": the memory probe failed: " +
                              graph::torch_message(e));
   }
   std::remove(checkpoint_path.c_str());
+  std::remove((checkpoint_path + ".trained.pt").c_str());
   return result;
 }
 

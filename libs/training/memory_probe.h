@@ -11,9 +11,12 @@
 // gradient (the leaf: from a loss that keeps a tensor the size of the output, as a
 // cross-entropy does), copy each input's gradient as the message that sends it back, step the
 // optimizer, clone the buffers as the update boundary does, keep `stash_versions` copies of the
-// trainable parameters (async), and write a checkpoint (save_optimizer, save_checkpoint); then
+// trainable parameters (async), keep the ring's flat copy of the parameters and buffers (a
+// stage averaged with other clusters: RingAllReduce's buffer, kept between rounds, and two of
+// its 4 MiB segments), and write a checkpoint (save_optimizer, save_checkpoint); then
 // resume as a new job on the same daemon does: the stage loaded afresh, a new optimizer, the
-// checkpoint read and restored, and one more update.
+// checkpoint read and restored, and one more update; and save the trained stage, as the job's
+// end does.
 //
 // The resident peak of each phase is the kernel's (VmHWM, reset between phases where the kernel
 // allows), so allocator slack, code pages touched and the checkpoint's copies are all in it.
@@ -38,13 +41,14 @@ struct MemoryProbeRequest {
   bool leaf = false;
   int in_flight = 1;           // forwards kept for their backwards at once (>= 1)
   int64_t stash_versions = 0;  // async: older copies of the trainable parameters
+  bool ring = false;  // averaged over a ring: RingAllReduce keeps a flat copy of what it reduces
   config::OptimizerSpec optimizer;  // the plan assumes Adam (two moments a parameter)
   int updates = 2;             // the second runs with the optimizer's state in place
   std::string scratch_dir;     // where the checkpoint is written (and removed)
 };
 
 struct MemoryProbePhase {
-  std::string name;         // "load", "train", "checkpoint", "resume"
+  std::string name;         // "load", "train", "checkpoint", "resume", "finish"
   int64_t peak_bytes = 0;   // the process's resident peak during the phase
 };
 

@@ -340,6 +340,7 @@ kj::Promise<void> FileSink::write(WriteContext context) {
   }
   hash_.update(chunk.begin(), chunk.size());
   received_ += chunk.size();
+  pages_.wrote(chunk.size());  // a dataset's pages do not stay charged to the daemon
   return kj::READY_NOW;
 }
 
@@ -362,6 +363,7 @@ kj::Promise<void> FileSink::done(DoneContext) {
     fail(stream_error(kj::Exception::Type::FAILED,
                       final_path_.string() + ": cannot write (fsync): " + strerror(error)));
   }
+  pages_.release_all();
   ::close(fd_);
   fd_ = -1;
   if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "libs/config/sha256.h"
+#include "libs/config/written_pages.h"
 #include "schemas/ravnest.capnp.h"
 
 namespace ravnest::wire {
@@ -112,6 +113,7 @@ class FileSink final : public schema::ByteSink::Server {
   uint64_t received_ = 0;
   std::string expected_sha256_;
   config::Sha256 hash_;
+  config::WrittenPages pages_{-1};  // set once fd_ is open
   kj::Own<kj::PromiseFulfiller<void>> completion_;
   kj::Maybe<kj::Exception> failure_;
   bool finished_ = false;
