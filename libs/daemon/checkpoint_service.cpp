@@ -6,6 +6,7 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/checkpoint_keeper.h"
+#include "libs/config/mapped_file.h"
 #include "libs/config/sha256.h"
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/tensor_stream.h"
@@ -103,15 +104,18 @@ void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
                                            const std::string& identity, uint64_t updates) {
   const auto keeper = config::checkpoint_keeper(self);
   if (!keeper || !loop_.executor) return;
-  std::shared_ptr<const std::string> bytes;
+  // Mapped, not read: the copy streams from the page cache instead of holding the whole file
+  // in the daemon's memory while it travels (a checkpoint is the stage's state several times).
+  std::shared_ptr<const config::MappedFile> bytes;
+  std::string sha;
   try {
-    bytes = std::make_shared<const std::string>(
-        config::read_file(store_->file(identity, updates).string()));
+    bytes = config::MappedFile::open(store_->file(identity, updates).string());
+    sha = config::sha256_hex(
+        std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
   } catch (const std::exception& e) {
     spdlog::warn("no copy of the checkpoint for node_{}: {}", keeper->node, e.what());
     return;
   }
-  const std::string sha = config::sha256_hex(*bytes);
   const int cluster = self.cluster, position = self.position;
   try {
     loop_.executor->executeSync([&]() {
@@ -127,7 +131,7 @@ void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
       tasks_.add(wire::stream_bytes(sink, kj::ArrayPtr<const kj::byte>(
                                               reinterpret_cast<const kj::byte*>(bytes->data()),
                                               bytes->size()))
-                     .attach(kj::heap<std::shared_ptr<const std::string>>(bytes))
+                     .attach(kj::heap<std::shared_ptr<const config::MappedFile>>(bytes))
                      .catch_([who, updates](kj::Exception&& e) {
                        spdlog::warn("the copy of the checkpoint after update {} did not reach {}: {}",
                                     updates, who, wire::kj_reason(e));

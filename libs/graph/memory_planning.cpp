@@ -165,12 +165,21 @@ MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelPr
     try {
       out.plan = planner::plan_pool(profile, pool, header.seed, out.planning);
     } catch (const planner::PoolTooSmall& e) {
+      std::string what = e.what();
+      if (what.find("node_") == std::string::npos && !pool.empty()) {
+        const auto largest = std::max_element(
+            pool.begin(), pool.end(), [](const config::NodeConfig& a, const config::NodeConfig& b) {
+              return a.ram_bytes() < b.ram_bytes();
+            });
+        what += "; the largest node, " + largest->name + ", has " +
+                megabytes(largest->ram_bytes());
+      }
       throw planner::PoolTooSmall(
           "as measured (" + std::to_string(out.probes) + " stage(s) trained once by a probe, " +
           megabytes(static_cast<double>(out.planning.stage_baseline_bytes)) +
           " of each a daemon's own, and the planner's " +
           std::to_string(static_cast<int>((planner::memory_margin() - 1) * 100 + 0.5)) +
-          " % margin): " + e.what());
+          " % margin): " + what);
     }
     measure(out.plan, pool);
     refusal.clear();

@@ -1,5 +1,6 @@
 #include "libs/graph/module_file.h"
 
+#include <exception>
 #include <fstream>
 #include <sstream>
 #include <streambuf>
@@ -65,38 +66,53 @@ namespace {
 
 // An ostream's bytes handed to an AtomicFileWriter as they come: Module::save writes its archive
 // sequentially, so a stage is saved without its whole file in memory (an ostringstream held it
-// twice: its buffer while growing, then the copy str() returns).
+// twice: its buffer while growing, then the copy str() returns). A failed write must not throw
+// inside LibTorch's writer (its destructor writes the archive's end again, and a second throw
+// there terminates the process): the first failure is kept, the rest discarded, and rethrown
+// once save() has returned.
 class WriterBuffer final : public std::streambuf {
  public:
   explicit WriterBuffer(config::AtomicFileWriter& out) : out_(out) {}
+  void rethrow() const {
+    if (failure_) std::rethrow_exception(failure_);
+  }
 
  protected:
   std::streamsize xsputn(const char* data, std::streamsize size) override {
-    out_.write(data, static_cast<size_t>(size));
+    put(data, static_cast<size_t>(size));
     return size;
   }
   int_type overflow(int_type c) override {
     if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
     const char byte = traits_type::to_char_type(c);
-    out_.write(&byte, 1);
+    put(&byte, 1);
     return c;
   }
 
  private:
+  void put(const char* data, size_t size) {
+    if (failure_) return;
+    try {
+      out_.write(data, size);
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+  }
+
   config::AtomicFileWriter& out_;
+  std::exception_ptr failure_;
 };
 
 }  // namespace
 
 void save_module_atomically(const torch::jit::Module& module, const std::string& path) {
+  bool on_host = true;
+  for (const auto& p : module.parameters()) on_host = on_host && p.device().is_cpu();
+  for (const auto& b : module.buffers()) on_host = on_host && b.device().is_cpu();
+  config::AtomicFileWriter out(path);  // its errors name the path: "PATH: cannot write (...)"
+  WriterBuffer buffer(out);
+  std::ostream stream(&buffer);
   try {
-    bool on_host = true;
-    for (const auto& p : module.parameters()) on_host = on_host && p.device().is_cpu();
-    for (const auto& b : module.buffers()) on_host = on_host && b.device().is_cpu();
-    config::AtomicFileWriter out(path);
-    WriterBuffer buffer(out);
-    std::ostream stream(&buffer);
-    stream.exceptions(std::ios::badbit);
     if (on_host) {
       module.save(stream);
     } else {
@@ -110,10 +126,12 @@ void save_module_atomically(const torch::jit::Module& module, const std::string&
       host.save(stream);
     }
     stream.flush();
-    out.commit();
   } catch (const std::exception& e) {
+    buffer.rethrow();  // the file's failure, when that is what stopped LibTorch
     throw std::runtime_error(path + ": cannot save: " + torch_message(e));
   }
+  buffer.rethrow();
+  out.commit();
 }
 
 }  // namespace ravnest::graph

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -156,11 +157,20 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
     // its pages leave the page cache as they reach the disk (config::AtomicFileWriter).
     config::AtomicFileWriter out(path);
     config::Sha256 hash;
+    // Nothing may throw inside LibTorch's writer (its destructor writes the archive's end again,
+    // and a second throw there terminates the process): the first failure is kept and rethrown.
+    std::exception_ptr failure;
     archive.save_to([&](const void* data, size_t size) -> size_t {
-      hash.update(data, size);
-      out.write(data, size);
+      if (failure) return size;
+      try {
+        hash.update(data, size);
+        out.write(data, size);
+      } catch (...) {
+        failure = std::current_exception();
+      }
       return size;
     });
+    if (failure) std::rethrow_exception(failure);
     const std::string trailer = std::string(kChecksumTag) + hash.hex() + "\n";
     out.write(trailer.data(), trailer.size());
     out.commit();

@@ -244,6 +244,16 @@ void check_fit(const Model& model) {
   REQUIRE(tight.exit_code == 0);
   const auto nodes = placed_nodes(dir / "plan");
   REQUIRE(!nodes.empty());
+  // The tightness below means something only for the plan the pool was sized by: the second
+  // clusterize measures again, and a few % of noise can make another plan the better one.
+  bool same_plan = nodes.size() == placed_nodes(dir / "plan_generous").size();
+  {
+    const auto first = placed_nodes(dir / "plan_generous");
+    for (size_t i = 0; same_plan && i < nodes.size(); ++i) {
+      same_plan = nodes[i].cluster_size == first[i].cluster_size &&
+                  nodes[i].estimates.parameter_count == first[i].estimates.parameter_count;
+    }
+  }
 
   // d: one daemon per placed node, inside a cgroup of the node's RAM from its first allocation.
   test::write_text(dir / "secret", "memory-fit-" + std::to_string(::getpid()) + "\n");
@@ -309,6 +319,12 @@ void check_fit(const Model& model) {
               << percent_off(resident[i], estimated) << "\n";
   }
   std::cout << std::flush;
+  if (!same_plan) {
+    WARN(model.name << ": the pool sized by the first plan got another plan (its stages measured "
+                    "differently the second time); the share of RAM each daemon used is printed "
+                    "above, not checked");
+    return;
+  }
   for (size_t i = 0; i < nodes.size(); ++i) {
     INFO(names[i] << ": the plan leaves more than " << 100 * (1 - kTight)
                   << " % of the node's RAM unused");
