@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include <torch/csrc/jit/api/compilation_unit.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
 
 namespace ravnest::graph {
 
@@ -405,13 +406,117 @@ void retype_attribute_reads(Block* block) {
   }
 }
 
+// Moves every top-level prim::If and prim::Loop of a stage's forward into a function of its own,
+// which torch saves in a code file of its own (one file per qualifier), and calls it in its place.
+//
+// Why: torch::jit::load compiles the saved code, and for every variable assigned in only one
+// branch of an `if` the compiler keeps an error to raise should the variable be read afterwards
+// (emitIfElseBlocks). Each kept error holds a copy of the source text of the whole file (the
+// OwnedSourceRange of ErrorReport, line table included) until the function is compiled. A
+// stage's forward is the model's forward inlined: one function in one file, whose length and
+// number of such variables both grow with the stage, so its load cost grew with their product.
+// A 4-block GPT stage kept ~1,900 copies of its 141 KB file: 320 MB of heap, which glibc then
+// kept; 8 blocks, 1.3 GB. Here each branching statement costs copies of its own code only, and
+// the forward, left without branches, none: the two stages load in 38 and 52 MB, parameters
+// included.
+//
+// Nothing computed changes: before a graph runs or is differentiated, the executor inlines every
+// call (GraphFunction::optimized_graph), which gives back the very nodes taken out here. A part
+// takes the values its statement reads (tensors, lists and objects as references, the same ones;
+// constants are copied in) and returns the statement's outputs.
+class Outliner {
+ public:
+  Outliner(std::shared_ptr<torch::jit::CompilationUnit> cu, std::string prefix)
+      : cu_(std::move(cu)), prefix_(std::move(prefix)) {}
+
+  void outline(Block* block) {
+    for (auto it = block->nodes().begin(); it != block->nodes().end();) {
+      Node* n = *it++;  // n is replaced
+      if (n->kind() == c10::prim::If || n->kind() == c10::prim::Loop) outline(n);
+    }
+  }
+
+ private:
+  // Whether `v` is defined in one of `n`'s blocks, at any depth.
+  static bool defined_in(Node* n, Value* v) {
+    for (Block* b = v->node()->owningBlock(); b->owningNode() != nullptr;
+         b = b->owningNode()->owningBlock()) {
+      if (b->owningNode() == n) return true;
+    }
+    return false;
+  }
+
+  void outline(Node* n) {
+    std::vector<Value*> reads;  // from outside `n`, in order of first use
+    std::unordered_set<Value*> seen;
+    walk_node(
+        n, [](Node*) {},
+        [&](Value* v, Node*) {
+          if (seen.insert(v).second && !defined_in(n, v)) reads.push_back(v);
+        });
+
+    auto body = std::make_shared<torch::jit::Graph>();
+    std::unordered_map<Value*, Value*> env;
+    std::vector<Value*> arguments;
+    for (Value* v : reads) {
+      if (v->node()->kind() == c10::prim::Constant) continue;
+      Value* input = body->addInput()->setType(c10::unshapedType(v->type()));
+      if (v->hasDebugName()) input->setDebugName(v->debugName());
+      env[v] = input;
+      arguments.push_back(v);
+    }
+    for (Value* v : reads) {
+      if (v->node()->kind() != c10::prim::Constant) continue;
+      env[v] = body->insertNode(body->createClone(v->node(), [](Value*) -> Value* {
+                      throw std::logic_error("outline: a constant with inputs");
+                    }))->output();
+    }
+    Node* copy = body->insertNode(body->createClone(n, [&](Value* v) { return env.at(v); }));
+    if (copy->outputs().size() == 1) {
+      body->registerOutput(copy->output());
+    } else if (copy->outputs().empty()) {
+      body->registerOutput(body->insertConstant(c10::IValue()));
+    } else {
+      body->registerOutput(body->insertNode(body->createTuple(copy->outputs()))->output());
+    }
+    body->lint();
+    // A qualifier of its own, which no class of the tree can have: theirs end in _<number>.
+    auto* function = cu_->create_function(
+        c10::QualifiedName(prefix_ + ".forward_part" + std::to_string(parts_++), "run"), body);
+
+    torch::jit::Graph& graph = *n->owningGraph();
+    torch::jit::WithInsertPoint guard(n);
+    Value* callee = graph.insertNode(graph.create(c10::prim::Constant))
+                        ->s_(c10::attr::name, "run")
+                        ->output()
+                        ->setType(c10::FunctionType::create(function));
+    std::vector<Value*> inputs{callee};
+    inputs.insert(inputs.end(), arguments.begin(), arguments.end());
+    Node* call = graph.insertNode(graph.create(c10::prim::CallFunction, inputs));
+    call->output()->setType(body->outputs()[0]->type());
+    if (n->outputs().size() == 1) {
+      n->output()->replaceAllUsesWith(call->output());
+    } else if (n->outputs().size() > 1) {
+      Node* unpack = graph.insertNode(graph.createTupleUnpack(call->output()));
+      for (size_t i = 0; i < n->outputs().size(); ++i) {
+        n->outputs()[i]->replaceAllUsesWith(unpack->outputs()[i]);
+      }
+    }
+    n->destroy();
+  }
+
+  std::shared_ptr<torch::jit::CompilationUnit> cu_;
+  std::string prefix_;
+  int parts_ = 0;
+};
+
 }  // namespace
 
 torch::jit::Module build_stage_module(const ModelGraph& model, const StageWiring& wiring,
                                       const std::string& stage_name,
                                       const std::set<AttributePath>& paths) {
-  PrunedTree tree(const_cast<ModelGraph&>(model).module(),
-                  "__torch__.ravnest." + identifier(stage_name));
+  const std::string prefix = "__torch__.ravnest." + identifier(stage_name);
+  PrunedTree tree(const_cast<ModelGraph&>(model).module(), prefix);
   for (const auto& path : paths) tree.add(path);
   torch::jit::Module& stage = tree.root();
 
@@ -460,6 +565,15 @@ torch::jit::Module build_stage_module(const ModelGraph& model, const StageWiring
     for (Value* v : wiring.outputs) outs.push_back(lookup(v));
     graph->registerOutput(graph->insertNode(graph->createTuple(outs))->output());
   }
+  // The executor optimizes each called function on its own before inlining it: a condition the
+  // forward computes from constants is an argument there, so a branch the whole graph drops stays,
+  // and LibTorch 1.13's constant propagation throws on the unchecked_cast of None in such a branch
+  // (F.interpolate's recompute_scale_factor). Folding what constants decide first leaves the parts
+  // nothing to fold that the whole graph would not. This pass only evaluates nodes whose inputs
+  // and outputs are immutable non-tensor values (ints, bools, strings, None, their tuples), and
+  // removes what becomes unused, as the executor itself does before a graph first runs.
+  torch::jit::ConstantPropagationImmutableTypes(graph);
+  Outliner(tree.cu(), prefix).outline(graph->block());
   graph->lint();
 
   auto* forward = tree.cu()->create_function(

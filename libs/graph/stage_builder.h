@@ -7,7 +7,9 @@
 // A stage module holds only the parameters, buffers and attributes its units read, under their
 // original names (layer1.0.conv1.weight), in a module tree pruned to those paths; every module of
 // the tree keeps its `training` flag so train()/eval() reach BatchNorm and dropout as in the whole
-// model. Its forward is the units' nodes with the free nodes they need re-created.
+// model. Its forward is the units' nodes with the free nodes they need re-created, constants
+// folded, and each top-level if and loop saved as a function of its own (STAGE.forward_partN.run)
+// so that loading costs memory in proportion to the stage, not to its square (stage_builder.cpp).
 #pragma once
 
 #include <set>
