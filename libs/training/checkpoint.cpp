@@ -93,7 +93,16 @@ void restore_stage_state(torch::jit::Module& stage,
 std::string save_optimizer(const torch::optim::Optimizer& optimizer) {
   torch::serialize::OutputArchive archive;
   optimizer.save(archive);
+  // Counted first, then written into a string of that size: appending to a growing string held
+  // the old and the new buffer at each doubling, up to three times the state (a node's peak when
+  // it writes a checkpoint).
+  size_t total = 0;
+  archive.save_to([&](const void*, size_t size) {
+    total += size;
+    return size;
+  });
   std::string bytes;
+  bytes.reserve(total);
   archive.save_to([&](const void* data, size_t size) {
     bytes.append(static_cast<const char*>(data), size);
     return size;
