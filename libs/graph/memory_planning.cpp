@@ -7,6 +7,7 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "libs/config/byte_size.h"
 #include "libs/config/plan_layout.h"
 #include "libs/data/batch_order.h"
 #include "libs/graph/stage_chain.h"
@@ -16,6 +17,11 @@ namespace ravnest::graph {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Bytes as every report of the project writes them; the pool's RAM is a double of bytes.
+std::string format_bytes(double bytes) {
+  return config::format_bytes(bytes > 0 ? static_cast<uint64_t>(bytes) : 0);
+}
 
 // What a stage's measurement depends on besides its units: the schedule's load on it and its
 // place (the root takes data, the leaf computes the loss).
@@ -29,12 +35,6 @@ int in_flight_of(const planner::PlanningOptions& p, size_t stages) {
   const int s = static_cast<int>(stages);
   if (*p.schedule == config::PipelineSchedule::k1F1B) return std::min(m, s);
   return p.max_in_flight > 0 ? p.max_in_flight : s;
-}
-
-std::string megabytes(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.0f MB", bytes / 1e6);
-  return text;
 }
 
 }  // namespace
@@ -53,8 +53,8 @@ MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelPr
 
   // Stages of a plan of several clusters are averaged over rings (so are stages sharing a
   // parameter inside a cluster, whose rings hold only those parameters: not modelled).
-  bool averaged = false;
-  auto key_of = [&](const planner::ClusterPlan& cluster, size_t s) {
+  auto key_of = [&](const planner::PoolPlan& plan, const planner::ClusterPlan& cluster, size_t s) {
+    const bool averaged = plan.clusters.size() > 1;
     const size_t stages = cluster.stages.size();
     const auto& stage = cluster.stages[s];
     return ProbeKey{stage.first_unit, stage.end_unit, in_flight_of(out.planning, stages),
@@ -72,12 +72,11 @@ MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelPr
     std::map<int, config::NodeMetadata> by_id;
     for (const auto& m : metadata) by_id[m.node_id] = m;
     const config::PlanLayout layout(dir.string());
-    averaged = plan.clusters.size() > 1;
     for (const auto& cluster : plan.clusters) {
       const size_t stages = cluster.stages.size();
       std::vector<size_t> wanted;
       for (size_t s = 0; s < stages; ++s) {
-        if (!measured.count(key_of(cluster, s))) wanted.push_back(s);
+        if (!measured.count(key_of(plan, cluster, s))) wanted.push_back(s);
       }
       if (wanted.empty()) continue;
       // Each stage's inputs, micro-batch by micro-batch, as the chain before it computes them.
@@ -112,27 +111,27 @@ MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelPr
         request.leaf = s + 1 == stages;
         request.in_flight = in_flight;
         request.stash_versions = planner::stashed_versions(out.planning, stages);
-        request.ring = averaged;
+        request.ring = std::get<6>(key_of(plan, cluster, s));
         const StageMemory memory = probe(request);
         ++out.probes;
         fs::remove(request.inputs_path);
-        measured[key_of(cluster, s)] = memory;
+        measured[key_of(plan, cluster, s)] = memory;
         std::string phases;
         for (const auto& [name, bytes] : memory.phases) {
           phases += (phases.empty() ? "" : ", ") + name + " " +
-                    megabytes(static_cast<double>(bytes));
+                    format_bytes(bytes);
         }
         log("memory: units " + std::to_string(stage.first_unit) + ".." +
             std::to_string(stage.end_unit - 1) + " (" + std::to_string(s + 1) + "/" +
-            std::to_string(stages) + ") peak " + megabytes(static_cast<double>(memory.peak_bytes)) +
+            std::to_string(stages) + ") peak " + format_bytes(memory.peak_bytes) +
             " measured (" + phases + "; " +
-            megabytes(static_cast<double>(memory.baseline_bytes)) + " of it a process's own)");
+            format_bytes(memory.baseline_bytes) + " of it a process's own)");
       }
     }
     for (const auto& cluster : plan.clusters) {
       for (size_t s = 0; s < cluster.stages.size(); ++s) {
         const auto& stage = cluster.stages[s];
-        const StageMemory& memory = measured.at(key_of(cluster, s));
+        const StageMemory& memory = measured.at(key_of(plan, cluster, s));
         // Everything above the idle process is the stage's, loading included: TorchScript's
         // compilation of a stage's code grows faster than its units (hundreds of MB for a few
         // attention blocks), so it is not a constant of every stage.
@@ -172,11 +171,11 @@ MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelPr
               return a.ram_bytes() < b.ram_bytes();
             });
         what += "; the largest node, " + largest->name + ", has " +
-                megabytes(largest->ram_bytes());
+                format_bytes(largest->ram_bytes());
       }
       throw planner::PoolTooSmall(
           "as measured (" + std::to_string(out.probes) + " stage(s) trained once by a probe, " +
-          megabytes(static_cast<double>(out.planning.stage_baseline_bytes)) +
+          format_bytes(out.planning.stage_baseline_bytes) +
           " of each a daemon's own, and the planner's " +
           std::to_string(static_cast<int>((planner::memory_margin() - 1) * 100 + 0.5)) +
           " % margin): " + what);
@@ -186,18 +185,18 @@ MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelPr
     for (const auto& cluster : out.plan.clusters) {
       for (size_t s = 0; s < cluster.stages.size(); ++s) {
         const auto& stage = cluster.stages[s];
-        const StageMemory& memory = measured.at(key_of(cluster, s));
+        const StageMemory& memory = measured.at(key_of(out.plan, cluster, s));
         const auto node = std::find_if(pool.begin(), pool.end(), [&](const config::NodeConfig& n) {
           return n.id == stage.node_id;
         });
         const double need = static_cast<double>(memory.peak_bytes) * planner::memory_margin();
         if (need > node->ram_bytes() && refusal.empty()) {
           refusal = node->name + ": its stage (units " + std::to_string(stage.first_unit) + ".." +
-                    std::to_string(stage.end_unit - 1) + ") needs " + megabytes(need) +
-                    " (a measured peak of " + megabytes(static_cast<double>(memory.peak_bytes)) +
+                    std::to_string(stage.end_unit - 1) + ") needs " + format_bytes(need) +
+                    " (a measured peak of " + format_bytes(memory.peak_bytes) +
                     " and the planner's " +
                     std::to_string(static_cast<int>((planner::memory_margin() - 1) * 100 + 0.5)) +
-                    " % margin), more than its " + megabytes(node->ram_bytes()) +
+                    " % margin), more than its " + format_bytes(node->ram_bytes()) +
                     " of RAM; this pool cannot train the model as measured";
         }
       }
@@ -209,7 +208,7 @@ MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelPr
   if (!refusal.empty()) throw planner::PoolTooSmall(refusal);
   for (const auto& cluster : out.plan.clusters) {
     for (size_t s = 0; s < cluster.stages.size(); ++s) {
-      out.by_node[cluster.stages[s].node_id] = measured.at(key_of(cluster, s));
+      out.by_node[cluster.stages[s].node_id] = measured.at(key_of(out.plan, cluster, s));
     }
   }
   return out;

@@ -84,13 +84,17 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
   try {
     torch::jit::Module stage;
     std::unique_ptr<torch::optim::Optimizer> optimizer;
-    {
-      Phase phase("load", &result);
+    // As job_setup does: the stage from its file, in training mode, and a fresh optimizer.
+    auto load_stage = [&] {
       stage = graph::load_module(request.stage_path);
       stage.train(true);
       std::vector<at::Tensor> parameters;
       for (const auto& p : stage.parameters()) parameters.push_back(p);
       optimizer = make_optimizer(request.optimizer, parameters);
+    };
+    {
+      Phase phase("load", &result);
+      load_stage();
     }
     std::vector<std::pair<std::string, at::Tensor>> boundary;  // StageWorker::mark_boundary
     std::vector<at::Tensor> stash;  // WeightStash: older versions of the parameters
@@ -204,11 +208,7 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
       Phase phase("resume", &result);
       optimizer.reset();
       stage = torch::jit::Module();
-      stage = graph::load_module(request.stage_path);
-      stage.train(true);
-      std::vector<at::Tensor> parameters;
-      for (const auto& p : stage.parameters()) parameters.push_back(p);
-      optimizer = make_optimizer(request.optimizer, parameters);
+      load_stage();
       {
         StageCheckpoint c = load_checkpoint(checkpoint_path);
         restore_stage_state(stage, c.state);
