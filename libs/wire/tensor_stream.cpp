@@ -235,6 +235,71 @@ kj::Promise<void> stream_bytes(schema::ByteSink::Client sink, kj::ArrayPtr<const
   return run(kj::mv(state));
 }
 
+namespace {
+
+struct FileSource {
+  FileSource(schema::ByteSink::Client sink, std::string path, int fd, uint64_t size, size_t chunk)
+      : sink(kj::mv(sink)), path(std::move(path)), fd(fd), size(size), chunk(chunk) {}
+  ~FileSource() { ::close(fd); }
+  KJ_DISALLOW_COPY(FileSource);
+
+  schema::ByteSink::Client sink;
+  std::string path;
+  int fd;
+  uint64_t size;
+  size_t chunk;
+  uint64_t offset = 0;
+};
+
+kj::Exception file_error(const std::string& path, const std::string& why) {
+  return stream_error(kj::Exception::Type::FAILED, path + ": cannot read: " + why);
+}
+
+kj::Promise<void> pump_file(FileSource& s) {
+  if (s.offset == s.size) {
+    return s.sink.doneRequest(capnp::MessageSize{4, 0}).send().ignoreResult();
+  }
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(s.chunk, s.size - s.offset));
+  s.sink = resolved_client(kj::mv(s.sink));
+  auto request = s.sink.writeRequest(capnp::MessageSize{n / 8 + 8, 0});
+  auto data = request.initChunk(static_cast<unsigned>(n));
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(s.fd, data.begin() + got, n - got,
+                              static_cast<off_t>(s.offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return file_error(s.path, std::strerror(errno));
+    if (r == 0) {
+      return file_error(s.path, "it ended at " + bytes_text(s.offset + got) + " of " +
+                                    bytes_text(s.size));
+    }
+    got += static_cast<size_t>(r);
+  }
+  // Read once, never again: the pages leave the cache (and the cgroup's charge).
+  ::posix_fadvise(s.fd, static_cast<off_t>(s.offset), static_cast<off_t>(n),
+                  POSIX_FADV_DONTNEED);
+  s.offset += n;
+  return request.send().then([&s]() { return pump_file(s); });
+}
+
+}  // namespace
+
+kj::Promise<void> stream_file(schema::ByteSink::Client sink, const std::string& path,
+                              uint64_t size, size_t chunk_bytes) {
+  // O_NONBLOCK: a FIFO in the file's place must not hang open(); it is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return file_error(path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return file_error(path, "not a regular file");
+  }
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  auto state = kj::heap<FileSource>(kj::mv(sink), path, fd, size, normalize_chunk(chunk_bytes));
+  FileSource& s = *state;
+  return kj::evalNow([&s]() { return pump_file(s); }).attach(kj::mv(state));
+}
+
 // ---------------------------------------------------------------------------------------------
 // FileSink
 

@@ -78,6 +78,16 @@ kj::Promise<void> stream_tensors(schema::ByteSink::Client sink, std::vector<at::
 kj::Promise<void> stream_bytes(schema::ByteSink::Client sink, kj::ArrayPtr<const kj::byte> bytes,
                                size_t chunk_bytes = kDefaultChunkBytes);
 
+// Streams the first `size` bytes of the file at `path`, read a chunk at a time into the write's
+// own message (a copy, so nothing is referenced and the promise may be dropped at any time).
+// Neither the process nor its page cache holds the file: each chunk's pages are dropped from the
+// cache once read (a one-shot copy, e.g. a checkpoint to its keeper, would otherwise sit in a
+// memory cgroup's charge or, mapped, in the resident set). The promise rejects with one line
+// naming the file when it cannot be opened or read, or ends before `size` bytes.
+// Reads are synchronous (blocking disk I/O on the RPC thread, one chunk at a time).
+kj::Promise<void> stream_file(schema::ByteSink::Client sink, const std::string& path,
+                              uint64_t size, size_t chunk_bytes = kDefaultChunkBytes);
+
 // Writes the bytes to a temporary file `.<name>.XXXXXX.part` in `dir`; done() checks the size
 // and SHA-256 (lowercase or uppercase hex), fsyncs, renames to `dir/name` (replacing it) and
 // fsyncs the directory. A write past `size`, a mismatch at done(), or destruction before done()

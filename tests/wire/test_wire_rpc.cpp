@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <iterator>
 
@@ -315,6 +317,51 @@ TEST_CASE("FileSink stores a good file and refuses bad ones without leaving file
     CHECK(event->kind == "error");
     CHECK_THAT(event->text, Catch::Contains("released before done"));
     CHECK(count_entries(dir.path) == 0);
+  }
+}
+
+TEST_CASE("stream_file sends a file a chunk at a time, and names the file it cannot send",
+          "[wire][file]") {
+  TempDir dir;
+  fs::create_directories(dir.path / "in");
+  ServerThread server(dir.path / "in");
+  RpcClient client("127.0.0.1", server.port());
+  const std::string content = random_bytes(3 * 1024 * 1024 + 5, 2);
+  const std::string sha = ravnest::config::sha256_hex(content);
+  fs::create_directories(dir.path / "out");
+  const std::string source = (dir.path / "out" / "source.bin").string();
+  {
+    std::ofstream out(source, std::ios::binary);
+    out << content;
+  }
+  auto send = [&](uint64_t size) {
+    auto request = client.main<schema::Node>().pushFileRequest();
+    request.setName("data.bin");
+    request.setSize(size);
+    request.setSha256(sha);
+    auto response = wait_bounded(request.send(), client);
+    wait_bounded(stream_file(response.getSink(), source, size, 256 * 1024), client);
+  };
+
+  SECTION("the whole file, in chunks of 256 KiB: arrives as it is") {
+    send(content.size());
+    auto event = next_event(server, client);
+    REQUIRE(event.has_value());
+    REQUIRE(event->kind == "file");
+    CHECK(read_file(dir.path / "in" / "data.bin") == content);
+  }
+  SECTION("a file shorter than the size to send: rejected, naming it; nothing stored") {
+    CHECK_THROWS_WITH(send(content.size() + 1),
+                      Catch::Contains(source + ": cannot read: it ended at"));
+    CHECK(next_event(server, client).has_value());
+    CHECK(count_entries(dir.path / "in") == 0);
+  }
+  SECTION("no such file, or a FIFO in its place (must not hang): rejected, naming it") {
+    fs::remove(source);
+    CHECK_THROWS_WITH(send(content.size()), Catch::Contains(source + ": cannot read"));
+    REQUIRE(::mkfifo(source.c_str(), 0600) == 0);
+    CHECK_THROWS_WITH(send(content.size()),
+                      Catch::Contains(source + ": cannot read: not a regular file"));
   }
 }
 
