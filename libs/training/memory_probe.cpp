@@ -99,7 +99,6 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
     std::vector<std::pair<std::string, at::Tensor>> boundary;  // StageWorker::mark_boundary
     std::vector<at::Tensor> stash;  // WeightStash: older versions of the parameters
     at::Tensor ring_flat, ring_segments;  // RingAllReduce's flat buffer and segments
-    at::Tensor ring_round;                // the last round's segments in flight
     auto train = [&](int updates) {
       for (int update = 0; update < updates; ++update) {
         std::deque<Flight> flights;
@@ -176,15 +175,8 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
             for (const auto& b : stage.buffers()) elements += b.numel();
             ring_flat = at::empty({elements}, at::kFloat);
             ring_flat.fill_(0);  // resident, as the ring's copy-in makes it
-            ring_segments = at::zeros({2 * (4 << 20)}, at::kByte);
-          }
-          if (request.ring) {
-            // A round in flight: its segments queued for the ring's sender while the next ones
-            // are received and added, about as much again as the flat buffer, while the stage
-            // goes on computing the next batch (a daemon's rings run beside its compute thread).
-            ring_round = at::Tensor();
-            ring_round = at::empty_like(ring_flat);
-            ring_round.fill_(0);
+            // The segments in flight: two calls of 4 MiB each way on its link (ring_link.h).
+            ring_segments = at::zeros({4 * (4 << 20)}, at::kByte);
           }
         }
       }

@@ -13,7 +13,7 @@
 // optimizer, clone the buffers as the update boundary does, keep `stash_versions` copies of the
 // trainable parameters (async), keep the ring's flat copy of the parameters and buffers (a
 // stage averaged with other clusters: RingAllReduce's buffer, kept between rounds, and two of
-// its 4 MiB segments), and write a checkpoint (save_optimizer, save_checkpoint); then
+// its 4 MiB segments each way), and write a checkpoint (save_optimizer, save_checkpoint); then
 // resume as a new job on the same daemon does: the stage loaded afresh, a new optimizer, the
 // checkpoint read and restored, and one more update; and save the trained stage, as the job's
 // end does.
