@@ -35,6 +35,7 @@
 #include "libs/config/secret.h"
 #include "libs/data/dataset.h"
 #include "apps/ravnest/memory_probe_process.h"
+#include "libs/training/training_device.h"
 #include "libs/graph/clusterize.h"
 #include "libs/graph/fuse.h"
 #include "libs/graph/module_file.h"
@@ -467,6 +468,10 @@ int main(int argc, char** argv) {
   cluster_cmd->add_flag("--no-memory-probe", no_memory_probe,
                         "plan memory with the formula alone, without training each stage once to "
                         "measure its peak (faster; daemons then cannot check a stage at push)");
+  cluster_cmd->add_option("--device", clusterize.device,
+                          "where the daemons train: cpu, cuda or cuda:N; on a GPU the memory "
+                          "probes run on this machine's GPU and every node declares gpu_memory")
+      ->capture_default_str();
   cluster_cmd->add_flag("--verify", clusterize.verify,
                         "chain the written stages in-process and compare with the whole model, "
                         "on the example batch and over two micro-batches");
@@ -613,6 +618,7 @@ int main(int argc, char** argv) {
   probe_cmd->add_flag("--root", probe_args.root);
   probe_cmd->add_flag("--leaf", probe_args.leaf);
   probe_cmd->add_flag("--ring", probe_args.ring);
+  probe_cmd->add_option("--device", probe_args.device);
 
   auto* bench_cmd = app.add_subcommand("bench", "Benchmarks that print figures");
   bench_cmd->require_subcommand(1);
@@ -687,7 +693,17 @@ int main(int argc, char** argv) {
         throw std::runtime_error("ravnest clusterize: --max-in-flight needs --schedule async");
       }
       connection.plan_dir = clusterize.out_dir;
-      if (!no_memory_probe) clusterize.memory_probe = app::process_memory_probe();
+      if (!no_memory_probe) {
+        // The probes run where the daemons will train: this machine must have that device.
+        try {
+          runtime::compute_device(clusterize.device);
+        } catch (const std::exception& e) {
+          throw std::runtime_error("ravnest clusterize --device " + clusterize.device +
+                                   ": the memory probes run on this machine: " + e.what() +
+                                   " (--no-memory-probe plans with the formula alone)");
+        }
+        clusterize.memory_probe = app::process_memory_probe();
+      }
       return run_clusterize(clusterize, push_after, connection);
     }
     if (push_cmd->parsed()) {

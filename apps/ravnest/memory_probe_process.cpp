@@ -19,6 +19,8 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/process_memory.h"
+#include "libs/training/training_device.h"
+#include "libs/training/device_memory.h"
 #include "libs/training/memory_probe.h"
 
 extern char** environ;
@@ -52,6 +54,10 @@ graph::MemoryProbe process_memory_probe(int timeout_seconds) {
     if (probe.root) args.push_back("--root");
     if (probe.leaf) args.push_back("--leaf");
     if (probe.ring) args.push_back("--ring");
+    if (!probe.device.empty() && probe.device != "cpu") {
+      args.push_back("--device");
+      args.push_back(probe.device);
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -102,6 +108,13 @@ graph::MemoryProbe process_memory_probe(int timeout_seconds) {
     for (const auto& [name, bytes] : result.at("phases").items()) {
       memory.phases.emplace_back(name, bytes.get<int64_t>());
     }
+    if (result.contains("device_peak_bytes")) {
+      memory.device_baseline_bytes = result.at("device_baseline_bytes").get<int64_t>();
+      memory.device_peak_bytes = result.at("device_peak_bytes").get<int64_t>();
+      for (const auto& [name, bytes] : result.at("device_phases").items()) {
+        memory.device_phases.emplace_back(name, bytes.get<int64_t>());
+      }
+    }
     return memory;
   };
 }
@@ -123,6 +136,7 @@ int run_probe_memory(const ProbeMemoryArgs& args) {
     request.optimizer.name = config::OptimizerName::kAdam;  // two moments: the usual worst
     request.optimizer.lr = 1e-3;
     request.scratch_dir = args.scratch;
+    request.device = runtime::compute_device(args.device);
     const auto result = runtime::probe_stage_memory(request);
     nlohmann::ordered_json out;
     out["baseline_bytes"] = result.baseline_bytes;
@@ -136,6 +150,15 @@ int run_probe_memory(const ProbeMemoryArgs& args) {
     }
     out["peak_phase"] = peak_phase;
     out["phases"] = phases;
+    if (runtime::device_memory_measurable(request.device)) {
+      nlohmann::ordered_json device_phases = nlohmann::ordered_json::object();
+      for (const auto& phase : result.phases) {
+        device_phases[phase.name] = result.device_baseline_bytes + phase.device_peak_bytes;
+      }
+      out["device_baseline_bytes"] = result.device_baseline_bytes;
+      out["device_peak_bytes"] = result.device_peak_bytes;
+      out["device_phases"] = device_phases;
+    }
     config::write_file_atomically(args.result, out.dump() + "\n");
     return 0;
   } catch (const std::exception& e) {

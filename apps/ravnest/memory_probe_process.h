@@ -22,6 +22,7 @@ struct ProbeMemoryArgs {
   int in_flight = 1;
   int64_t stash_versions = 0;
   bool root = false, leaf = false, ring = false;
+  std::string device = "cpu";  // runtime::compute_device's names
 };
 int run_probe_memory(const ProbeMemoryArgs& args);
 

@@ -45,6 +45,18 @@ std::optional<std::string> stage_memory_refusal(const StageEstimates& estimates,
          format_bytes(non_negative(budget.bytes)) + " (" + budget.source + "); not stored";
 }
 
+std::optional<std::string> stage_device_memory_refusal(const StageEstimates& estimates,
+                                                       const std::string& device,
+                                                       int64_t device_bytes) {
+  if (estimates.device_peak_memory_bytes <= 0 || device_bytes <= 0 ||
+      estimates.device_peak_memory_bytes <= device_bytes) {
+    return std::nullopt;
+  }
+  return "the stage needs " + format_bytes(estimates.device_peak_memory_bytes) + " of " + device +
+         " at its peak (measured by clusterize, the CUDA context included), more than its " +
+         format_bytes(device_bytes) + "; not stored";
+}
+
 MemoryAlarmStep step_memory_alarm(int64_t used_bytes, int64_t budget_bytes, bool armed) {
   if (budget_bytes <= 0) return {false, armed};
   // In 128 bits: used * 100 of an exabyte-sized budget does not fit 64.

@@ -31,6 +31,15 @@ std::optional<std::string> stage_memory_refusal(const StageEstimates& estimates,
                                                 int64_t own_baseline_bytes,
                                                 const MemoryBudget& budget);
 
+// The refusal of a daemon training on a GPU when the stage's measured peak on the card (the
+// CUDA context included) exceeds the card's memory: "the stage needs 9.10 GB of cuda:0 at its
+// peak (measured by clusterize, the CUDA context included), more than its 8.00 GB; not stored".
+// nullopt when it fits, when it was not measured on a GPU (device_peak_memory_bytes 0), or when
+// the card's size is unknown (0).
+std::optional<std::string> stage_device_memory_refusal(const StageEstimates& estimates,
+                                                       const std::string& device,
+                                                       int64_t device_bytes);
+
 // The warning while a job runs: given once when used bytes reach kWarnPercent of the budget, and
 // again only after they fell below kRearmPercent (so that hovering at the line warns once).
 constexpr int kWarnPercent = 90;

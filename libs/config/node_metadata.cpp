@@ -411,7 +411,11 @@ void read_estimates(const Reader& r, const json& root, NodeMetadata* m) {
   for (auto [key, field] : {std::pair{"peak_memory_bytes", &StageEstimates::peak_memory_bytes},
                             std::pair{"daemon_baseline_bytes",
                                       &StageEstimates::daemon_baseline_bytes},
-                            std::pair{"node_ram_bytes", &StageEstimates::node_ram_bytes}}) {
+                            std::pair{"node_ram_bytes", &StageEstimates::node_ram_bytes},
+                            std::pair{"device_peak_memory_bytes",
+                                      &StageEstimates::device_peak_memory_bytes},
+                            std::pair{"node_gpu_memory_bytes",
+                                      &StageEstimates::node_gpu_memory_bytes}}) {
     if (!estimates.contains(key)) continue;
     const int64_t value = r.int64(estimates, "estimates", key);
     if (value < 0) r.fail(std::string("estimates.") + key, "must not be negative");
@@ -545,6 +549,12 @@ std::string to_json(const NodeMetadata& m) {
     estimates["daemon_baseline_bytes"] = m.estimates.daemon_baseline_bytes;
   }
   if (m.estimates.node_ram_bytes > 0) estimates["node_ram_bytes"] = m.estimates.node_ram_bytes;
+  if (m.estimates.device_peak_memory_bytes > 0) {
+    estimates["device_peak_memory_bytes"] = m.estimates.device_peak_memory_bytes;
+  }
+  if (m.estimates.node_gpu_memory_bytes > 0) {
+    estimates["node_gpu_memory_bytes"] = m.estimates.node_gpu_memory_bytes;
+  }
   out["estimates"] = estimates;
   return out.dump(2) + "\n";
 }

@@ -103,6 +103,11 @@ struct StageEstimates {
   int64_t peak_memory_bytes = 0;
   int64_t daemon_baseline_bytes = 0;
   int64_t node_ram_bytes = 0;
+  // Planned for a GPU (clusterize --device cuda): the card's memory at the stage's peak, the
+  // CUDA context included (device_peak_memory_bytes), and the GPU memory the pool declared for
+  // the node; a CUDA daemon refuses at push a stage whose device peak exceeds its card. 0 on the CPU.
+  int64_t device_peak_memory_bytes = 0;
+  int64_t node_gpu_memory_bytes = 0;
 };
 
 struct NodeMetadata {

@@ -160,6 +160,8 @@ std::vector<NodeConfig> validate_pool(const json& root, const std::string& origi
     config.ram_gb = positive_number(benchmarks, "ram", "GB", where, true, &present);
     config.bandwidth_mbps = positive_number(benchmarks, "bandwidth", "Mbps", where, true, &present);
     config.gflops = positive_number(benchmarks, "gflops", "GFLOPS", where, false, &present);
+    config.gpu_memory_gb =
+        positive_number(benchmarks, "gpu_memory", "GB", where, false, &present);
     if (node.contains("tls_fingerprint")) {
       const json& pin = node.at("tls_fingerprint");
       std::optional<std::string> canonical;

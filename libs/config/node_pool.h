@@ -26,9 +26,11 @@ struct NodeConfig {
   double ram_gb = 0;
   double bandwidth_mbps = 0;
   double gflops = 0;          // 0 when absent
+  double gpu_memory_gb = 0;   // benchmarks.gpu_memory: its GPU's memory; 0 when absent
   std::string tls_fingerprint;  // canonical (tls_fingerprint.h); empty: not pinned
 
   double ram_bytes() const { return ram_gb * 1e9; }
+  double gpu_memory_bytes() const { return gpu_memory_gb * 1e9; }
   double bandwidth_bytes_per_second() const { return bandwidth_mbps * 1e6 / 8; }
 };
 

@@ -3,8 +3,9 @@
 // receives, the gradients that come back) goes there; what leaves the node goes through the
 // host (a training job's DeviceTransfers, device_transfers.h, copies through pinned memory on a
 // stream of its own; elsewhere wire_form copies a device tensor to the CPU), so the same code
-// runs on a CUDA build of LibTorch. Debian's LibTorch is CPU-only: asking it for CUDA is an
-// error when the daemon starts. Also here: the process's CUDA settings for exactness
+// runs on a CUDA build of LibTorch. The device itself comes from its name through
+// compute_device (libs/training/training_device.h, which clusterize's probes use too): Debian's
+// LibTorch is CPU-only, and asking it for CUDA is an error when the daemon starts. Also here: the process's CUDA settings for exactness
 // (CUBLAS_WORKSPACE_CONFIG, a job's deterministic algorithms) and out-of-memory errors.
 #pragma once
 
@@ -18,13 +19,9 @@
 #include <c10/core/Device.h>
 
 #include "libs/daemon/worker_port.h"
+#include "libs/training/training_device.h"
 
 namespace ravnest::runtime {
-
-// The device `name` means on this machine. Throws std::runtime_error (one line) for a name
-// parse_device refuses, a CUDA device when this LibTorch has no CUDA or the machine no GPU,
-// or an index past the machine's CUDA devices.
-c10::Device compute_device(const std::string& name);
 
 // `value` with `f` applied to every tensor in it (also in tuples, lists and dicts, rebuilt with
 // their types); anything else as it is. `f` takes and returns an at::Tensor (undefined ones too).

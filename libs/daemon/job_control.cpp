@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "libs/daemon/compute_device.h"
+#include "libs/training/device_memory.h"
 #include "libs/daemon/compute_threads.h"
 
 #include <filesystem>
@@ -102,6 +103,14 @@ kj::Promise<void> JobControl::push_stage(PushStageCall context) {
       const auto refusal = config::stage_memory_refusal(
           pushed.estimates, memory_.baseline_bytes(), memory_.read().budget);
       if (refusal) throw std::runtime_error(*refusal);
+      if (pushed.estimates.device_peak_memory_bytes > 0) {
+        const c10::Device device = compute_device(device_);
+        if (device_memory_measurable(device)) {
+          const auto on_card = config::stage_device_memory_refusal(
+              pushed.estimates, device.str(), read_device_memory(device).total_bytes);
+          if (on_card) throw std::runtime_error(*on_card);
+        }
+      }
     };
     store_.store_stage(params.getMetadataJson(),
                        std::string(reinterpret_cast<const char*>(stage.begin()), stage.size()),

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,8 @@
 
 
 #include "libs/config/atomic_file.h"
+#include "libs/config/config_error.h"
+#include "libs/config/daemon_config.h"
 #include "libs/config/node_pool.h"
 #include "libs/config/plan_layout.h"
 #include "libs/graph/example_input.h"
@@ -30,6 +33,52 @@ namespace ravnest::graph {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Whether the daemons train on a GPU; throws std::invalid_argument for a name that is no device.
+bool planned_on_gpu(const std::string& device) {
+  const auto parsed = config::parse_device(device);
+  if (!parsed) throw std::invalid_argument("--device: \"" + device + "\" is not cpu, cuda or cuda:N");
+  return parsed->cuda;
+}
+
+// The pool as memory planning sees it. On a GPU a stage needs its host memory and the card's, so
+// a node offers the smaller of its ram and its gpu_memory, which every node must declare.
+std::vector<config::NodeConfig> memory_pool(std::vector<config::NodeConfig> pool, bool on_gpu,
+                                            const std::string& nodes_path,
+                                            const std::string& device) {
+  if (!on_gpu) return pool;
+  for (auto& node : pool) {
+    if (node.gpu_memory_gb <= 0) {
+      throw config::ConfigError(nodes_path + ": node \"" + std::to_string(node.id) +
+                                "\": benchmarks.gpu_memory (GB) is needed to plan for --device " +
+                                device);
+    }
+    node.ram_gb = std::min(node.ram_gb, node.gpu_memory_gb);
+  }
+  return pool;
+}
+
+// The probe on the daemons' device. On a GPU its figures for planning are, phase by phase, the
+// larger of the host's and the card's (each against the smaller of ram and gpu_memory: both fit);
+// the card's own stay in the device_ fields.
+MemoryProbe probe_on(const std::string& device, bool on_gpu, MemoryProbe probe) {
+  return [device, on_gpu, probe = std::move(probe)](const StageProbe& request) {
+    StageProbe on_device = request;
+    on_device.device = device;
+    StageMemory memory = probe(on_device);
+    if (!on_gpu) return memory;
+    memory.host_peak_bytes = memory.peak_bytes;
+    memory.host_baseline_bytes = memory.baseline_bytes;
+    memory.peak_bytes = std::max(memory.peak_bytes, memory.device_peak_bytes);
+    memory.baseline_bytes = std::max(memory.baseline_bytes, memory.device_baseline_bytes);
+    for (auto& [name, bytes] : memory.phases) {
+      for (const auto& [device_name, device_bytes] : memory.device_phases) {
+        if (device_name == name) bytes = std::max(bytes, device_bytes);
+      }
+    }
+    return memory;
+  };
+}
 
 class Stopwatch {
  public:
@@ -176,6 +225,7 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   Stopwatch watch;
 
   const auto pool = config::load_node_pool(options.nodes_path);
+  const bool on_gpu = planned_on_gpu(options.device);
   auto model = ModelGraph::load(options.model_path);
   if (options.example_inputs.empty()) {
     throw std::invalid_argument("clusterize needs --example-input, one per forward argument of " +
@@ -212,9 +262,19 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
                                                      options.parameter_servers);
   } else {
     if (options.memory_probe) {
-      auto planned = plan_with_measured_memory(*model, measured.profile, inputs, pool, header,
-                                               options.memory_probe,
-                                               (staging.path() / "probes").string(), log);
+      MeasuredPlan planned;
+      try {
+        planned = plan_with_measured_memory(
+            *model, measured.profile, inputs,
+            memory_pool(pool, on_gpu, options.nodes_path, options.device), header,
+            probe_on(options.device, on_gpu, options.memory_probe),
+            (staging.path() / "probes").string(), log);
+      } catch (const planner::PoolTooSmall& e) {
+        if (!on_gpu) throw;
+        throw planner::PoolTooSmall(std::string(e.what()) +
+                                    " (on a GPU a node's RAM here is the smaller of its ram and "
+                                    "its gpu_memory)");
+      }
       result.plan = std::move(planned.plan);
       header.planning = planned.planning;
       measured_memory = std::move(planned.by_node);
@@ -262,12 +322,21 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
     result.nodes = write_plan(*model, result.plan, pool, header, staging.path().string());
     for (auto& node : result.nodes) {
       for (const auto& entry : pool) {
-        if (entry.id == node.node_id) node.estimates.node_ram_bytes = static_cast<int64_t>(entry.ram_bytes());
+        if (entry.id != node.node_id) continue;
+        node.estimates.node_ram_bytes = static_cast<int64_t>(entry.ram_bytes());
+        if (on_gpu) node.estimates.node_gpu_memory_bytes = static_cast<int64_t>(entry.gpu_memory_bytes());
       }
       const auto it = measured_memory.find(node.node_id);
       if (it != measured_memory.end()) {
-        node.estimates.peak_memory_bytes = it->second.peak_bytes;
-        node.estimates.daemon_baseline_bytes = std::min(it->second.baseline_bytes, it->second.peak_bytes);
+        // What the host holds, which a daemon checks against its memory budget; on a GPU the
+        // card's peak beside it.
+        const StageMemory& m = it->second;
+        const bool split = m.host_peak_bytes > 0;
+        const int64_t peak = split ? m.host_peak_bytes : m.peak_bytes;
+        node.estimates.peak_memory_bytes = peak;
+        node.estimates.daemon_baseline_bytes =
+            std::min(split ? m.host_baseline_bytes : m.baseline_bytes, peak);
+        node.estimates.device_peak_memory_bytes = m.device_peak_bytes;
       }
       config::write_file_atomically(staging.layout().node_file(node.node_id), config::to_json(node));
     }

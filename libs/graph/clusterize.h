@@ -40,6 +40,11 @@ struct ClusterizeOptions {
   // kPipeline: measures each stage's peak memory by training it once in a child process, and
   // plans with that (memory_planning.h); empty: the cost model's formula alone.
   MemoryProbe memory_probe;
+  // Where the daemons will train ("cpu", "cuda", "cuda:N"). On a GPU the probes run on this
+  // machine's GPU (it must have one), every node must declare benchmarks.gpu_memory, and a node
+  // takes a stage whose larger peak, host or card, x the margin fits the smaller of its ram and
+  // its gpu_memory (docs/planner.md#memory-on-a-gpu).
+  std::string device = "cpu";
 };
 
 struct PhaseTimes {

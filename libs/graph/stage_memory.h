@@ -21,6 +21,7 @@ struct StageProbe {
   int in_flight = 1;           // micro-batches whose forwards a daemon keeps at once
   int64_t stash_versions = 0;  // async: older parameter versions a daemon keeps
   bool ring = false;           // averaged with other clusters: a ring's flat copy of the state
+  std::string device = "cpu";  // where the stage trains: "cpu", "cuda", "cuda:N"
 };
 
 struct StageMemory {
@@ -28,6 +29,15 @@ struct StageMemory {
   int64_t peak_bytes = 0;      // its resident peak training the stage
   std::string peak_phase;      // "train", "checkpoint", ...: where the peak was
   std::vector<std::pair<std::string, int64_t>> phases;  // each phase's resident peak, in order
+  // Probed on a GPU: the card's memory before the stage (the CUDA context) and at its peak
+  // (that plus the caching allocator's reserved peak), with each phase's; 0 and empty on the CPU.
+  int64_t device_baseline_bytes = 0;
+  int64_t device_peak_bytes = 0;
+  std::vector<std::pair<std::string, int64_t>> device_phases;
+  // The host's own peak and baseline when peak_bytes and baseline_bytes were made to count the
+  // card too (clusterize on a GPU); else 0: they are the host's.
+  int64_t host_peak_bytes = 0;
+  int64_t host_baseline_bytes = 0;
   int64_t stage_bytes() const { return peak_bytes > baseline_bytes ? peak_bytes - baseline_bytes : 0; }
 };
 

@@ -1,5 +1,6 @@
 #include "libs/training/memory_probe.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "libs/graph/module_file.h"
 #include "libs/graph/torch_errors.h"
 #include "libs/training/checkpoint.h"
+#include "libs/training/device_memory.h"
 #include "libs/training/optimizer.h"
 #include "libs/training/random_state.h"
 
@@ -52,18 +54,31 @@ struct Flight {
 
 class Phase {
  public:
-  Phase(std::string name, MemoryProbeResult* result) : name_(std::move(name)), result_(result) {
+  Phase(std::string name, MemoryProbeResult* result, const c10::Device& device)
+      : name_(std::move(name)), result_(result), device_(device) {
+    if (device_memory_measurable(device_)) reset_device_peak(device_);
     config::reset_peak_resident();
   }
   ~Phase() {
-    const int64_t peak = config::read_process_memory().peak_resident_bytes;
-    result_->phases.push_back({name_, peak});
-    if (peak > result_->peak_bytes) result_->peak_bytes = peak;
+    MemoryProbePhase phase{name_, config::read_process_memory().peak_resident_bytes, 0};
+    if (device_memory_measurable(device_)) {
+      // A destructor must not throw (it may run for a failure): a card that cannot be read
+      // after it was read at the start leaves this phase's device peak at 0.
+      try {
+        phase.device_peak_bytes = read_device_memory(device_).reserved_peak_bytes;
+      } catch (const std::exception&) {
+      }
+      result_->device_peak_bytes = std::max(
+          result_->device_peak_bytes, result_->device_baseline_bytes + phase.device_peak_bytes);
+    }
+    result_->phases.push_back(phase);
+    result_->peak_bytes = std::max(result_->peak_bytes, phase.peak_bytes);
   }
 
  private:
   std::string name_;
   MemoryProbeResult* result_;
+  c10::Device device_;
 };
 
 }  // namespace
@@ -76,6 +91,11 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
   for (const auto& inputs : request.micro_batches) {
     for (const auto& value : inputs) result.inputs_bytes += tensor_bytes(value);
   }
+  if (device_memory_measurable(request.device)) {
+    // The context first (a daemon makes it at start), so that the host baseline has its share.
+    const DeviceMemory card = read_device_memory(request.device);
+    result.device_baseline_bytes = card.total_bytes - card.free_bytes - card.reserved_bytes;
+  }
   result.baseline_bytes = config::read_process_memory().resident_bytes;
   const std::string checkpoint_path =
       (std::filesystem::path(request.scratch_dir) /
@@ -87,13 +107,14 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
     // As job_setup does: the stage from its file, in training mode, and a fresh optimizer.
     auto load_stage = [&] {
       stage = graph::load_module(request.stage_path);
+      stage.to(request.device);  // as job_setup does, before the optimizer sees the parameters
       stage.train(true);
       std::vector<at::Tensor> parameters;
       for (const auto& p : stage.parameters()) parameters.push_back(p);
       optimizer = make_optimizer(request.optimizer, parameters);
     };
     {
-      Phase phase("load", &result);
+      Phase phase("load", &result, request.device);
       load_stage();
     }
     std::vector<std::pair<std::string, at::Tensor>> boundary;  // StageWorker::mark_boundary
@@ -111,7 +132,8 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
             Flight flight;
             for (const auto& value : request.micro_batches[next]) {
               if (value.isTensor()) {
-                at::Tensor t = value.toTensor().detach().clone();
+                at::Tensor t = value.toTensor().detach().to(request.device, /*non_blocking=*/false,
+                                                            /*copy=*/true);
                 if (!request.root && t.is_floating_point()) t.requires_grad_(true);
                 flight.received.emplace_back(t);
               } else {
@@ -182,22 +204,22 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
       }
     };
     {
-      Phase phase("train", &result);
+      Phase phase("train", &result, request.device);
       train(request.updates);
     }
     {
-      Phase phase("checkpoint", &result);
+      Phase phase("checkpoint", &result, request.device);
       StageCheckpoint c;  // StageWorker::write_checkpoint
       for (const auto& p : stage.named_parameters()) c.state.emplace_back(p.name, p.value.detach());
       c.state.insert(c.state.end(), boundary.begin(), boundary.end());
-      c.random_state = random_state(c10::Device(c10::kCPU));
+      c.random_state = random_state(request.device);
       c.optimizer = save_optimizer(*optimizer);
       save_checkpoint(c, checkpoint_path);
     }
     {
       // As a job resumed by this daemon: the stage loaded afresh, a new optimizer, the
       // checkpoint read and restored, then an update with everything in place.
-      Phase phase("resume", &result);
+      Phase phase("resume", &result, request.device);
       optimizer.reset();
       stage = torch::jit::Module();
       load_stage();
@@ -209,7 +231,7 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
       train(1);
     }
     {
-      Phase phase("finish", &result);  // the trained stage, saved when the job ends
+      Phase phase("finish", &result, request.device);  // the trained stage, saved when the job ends
       graph::save_module_atomically(stage, checkpoint_path + ".trained.pt");
     }
   } catch (const std::exception& e) {

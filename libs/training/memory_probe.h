@@ -28,6 +28,7 @@
 #include <vector>
 
 #include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
 
 #include "libs/config/job_spec.h"
 
@@ -45,11 +46,16 @@ struct MemoryProbeRequest {
   config::OptimizerSpec optimizer;  // the plan assumes Adam (two moments a parameter)
   int updates = 2;             // the second runs with the optimizer's state in place
   std::string scratch_dir;     // where the checkpoint is written (and removed)
+  // Where the stage computes, as a daemon's `device`. On CUDA the stage, its inputs and every
+  // tensor it makes live on the card (the ring's flat copy and what travels stay on the host,
+  // as in a daemon) and each phase also reads the caching allocator's peak (device_memory.h).
+  c10::Device device = c10::Device(c10::kCPU);
 };
 
 struct MemoryProbePhase {
   std::string name;         // "load", "train", "checkpoint", "resume", "finish"
   int64_t peak_bytes = 0;   // the process's resident peak during the phase
+  int64_t device_peak_bytes = 0;  // CUDA: the allocator's reserved peak during the phase
 };
 
 struct MemoryProbeResult {
@@ -57,6 +63,10 @@ struct MemoryProbeResult {
   int64_t inputs_bytes = 0;    // the micro-batches' tensors, held for the probe only
   int64_t peak_bytes = 0;      // the largest phase peak
   std::vector<MemoryProbePhase> phases;
+  // CUDA: what the card held before the stage (the context, in the card's used memory) and at
+  // most with it (that plus the allocator's largest reserved peak). 0 on the CPU.
+  int64_t device_baseline_bytes = 0;
+  int64_t device_peak_bytes = 0;
   // What training the stage costs above an idle process: peak - baseline.
   int64_t stage_bytes() const { return peak_bytes > baseline_bytes ? peak_bytes - baseline_bytes : 0; }
 };

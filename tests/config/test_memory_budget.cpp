@@ -317,6 +317,24 @@ TEST_CASE("at push: a stage's measured need against the budget", "[config][memor
   CHECK(stage_memory_refusal(estimates, INT64_MAX, budget));
 }
 
+TEST_CASE("at push on a GPU: a stage's measured peak on the card against the card",
+          "[config][memory]") {
+  StageEstimates estimates;
+  // Not measured on a GPU, or the card's size unknown: nothing to check.
+  CHECK_FALSE(stage_device_memory_refusal(estimates, "cuda:0", 8000000000));
+  estimates.device_peak_memory_bytes = 9100000000;
+  CHECK_FALSE(stage_device_memory_refusal(estimates, "cuda:0", 0));
+  const auto refusal = stage_device_memory_refusal(estimates, "cuda:0", 8000000000);
+  REQUIRE(refusal);
+  CHECK(*refusal ==
+        "the stage needs 9.10 GB of cuda:0 at its peak (measured by clusterize, the CUDA context "
+        "included), more than its 8.00 GB; not stored");
+  // Exactly the card fits; the host's figures play no part.
+  CHECK_FALSE(stage_device_memory_refusal(estimates, "cuda:0", 9100000000));
+  estimates.peak_memory_bytes = INT64_MAX;
+  CHECK_FALSE(stage_device_memory_refusal(estimates, "cuda:0", 9100000000));
+}
+
 TEST_CASE("while a job runs: one warning at 90 %, re-armed below 80 %", "[config][memory]") {
   const int64_t budget = 1000;
   auto step = step_memory_alarm(899, budget, true);

@@ -81,6 +81,11 @@ NodeMetadata full_metadata() {
   m.estimates.memory_bytes = 1.2345678901234567e10;
   m.estimates.step_seconds = 0.1 + 0.2;  // not a short decimal
   m.estimates.forward_bytes_per_sample = 3.0e-5 / 7;
+  m.estimates.peak_memory_bytes = 652000000;
+  m.estimates.daemon_baseline_bytes = 163000000;
+  m.estimates.node_ram_bytes = 8000000000;
+  m.estimates.device_peak_memory_bytes = 9100000000;
+  m.estimates.node_gpu_memory_bytes = 16000000000;
   return m;
 }
 
@@ -139,6 +144,11 @@ void require_equal(const NodeMetadata& a, const NodeMetadata& b) {
   CHECK(a.estimates.memory_bytes == b.estimates.memory_bytes);  // bit-exact
   CHECK(a.estimates.step_seconds == b.estimates.step_seconds);
   CHECK(a.estimates.forward_bytes_per_sample == b.estimates.forward_bytes_per_sample);
+  CHECK(a.estimates.peak_memory_bytes == b.estimates.peak_memory_bytes);
+  CHECK(a.estimates.daemon_baseline_bytes == b.estimates.daemon_baseline_bytes);
+  CHECK(a.estimates.node_ram_bytes == b.estimates.node_ram_bytes);
+  CHECK(a.estimates.device_peak_memory_bytes == b.estimates.device_peak_memory_bytes);
+  CHECK(a.estimates.node_gpu_memory_bytes == b.estimates.node_gpu_memory_bytes);
 }
 
 std::string error_of(const std::string& text, const std::string& origin = "nodes/node_4.json") {

@@ -97,7 +97,8 @@ TEST_CASE("JSON and TOML give equal pools", "[node_pool]") {
 
 TEST_CASE("nodes come out sorted by id, with gflops and fractions", "[node_pool]") {
   const auto pool = parse_node_pool(R"({
-    "10": {"IP": "h10:1", "benchmarks": {"ram": 0.5, "bandwidth": 1.5, "gflops": 12.5}},
+    "10": {"IP": "h10:1", "benchmarks": {"ram": 0.5, "bandwidth": 1.5, "gflops": 12.5,
+                                          "gpu_memory": 16}},
     "2": {"IP": "h2:65535", "benchmarks": {"ram": 4, "bandwidth": 100}},
     "0": {"IP": "[::1]:7000", "benchmarks": {"ram": 2, "bandwidth": 10}, "extra": "ignored"}
   })", "p.json", false);
@@ -111,6 +112,8 @@ TEST_CASE("nodes come out sorted by id, with gflops and fractions", "[node_pool]
   CHECK(pool[2].name == "node_10");
   CHECK(pool[2].ram_gb == 0.5);
   CHECK(pool[2].gflops == 12.5);
+  CHECK(pool[2].gpu_memory_bytes() == 16e9);
+  CHECK(pool[1].gpu_memory_gb == 0);  // absent: no GPU declared
 }
 
 TEST_CASE("JSON with comments, as in Ravnest's documentation, is accepted", "[node_pool]") {
@@ -218,6 +221,12 @@ TEST_CASE("benchmark errors", "[node_pool][errors]") {
     const std::string message = error_of(with_node(
         R"({"IP": "h:1", "benchmarks": {"ram": 8, "bandwidth": 20, "gflops": )" + bad + "}}"));
     CHECK(contains(message, "pool.json: node \"1\": benchmarks.gflops must be a positive number"));
+  }
+  for (const std::string bad : {"0", "-16", "\"x\""}) {
+    const std::string message = error_of(with_node(
+        R"({"IP": "h:1", "benchmarks": {"ram": 8, "bandwidth": 20, "gpu_memory": )" + bad + "}}"));
+    CHECK(contains(message,
+                   "pool.json: node \"1\": benchmarks.gpu_memory must be a positive number"));
   }
 }
 

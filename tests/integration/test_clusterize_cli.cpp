@@ -105,6 +105,17 @@ TEST_CASE("clusterize refuses bad input clearly and writes nothing", "[cli][erro
     expect_clear_error(clusterize((dir / "nope.pt").string() + " --nodes " + pool + good_input),
                        "nope.pt");
   }
+  SECTION("--device cuda: no GPU here, or a pool without gpu_memory; no device at all") {
+    // Without a GPU (CI) the probes cannot run; with one, the pool declares no GPU memory.
+    const auto result = clusterize(small + " --nodes " + pool + good_input + " --device cuda");
+    const bool no_gpu = result.err.find("the memory probes run on this machine: device: \"cuda\" "
+                                        "asks for CUDA") != std::string::npos;
+    expect_clear_error(result, no_gpu ? "ravnest clusterize --device cuda"
+                                      : "benchmarks.gpu_memory (GB) is needed to plan for "
+                                        "--device cuda");
+    expect_clear_error(clusterize(small + " --nodes " + pool + good_input + " --device tpu"),
+                       "\"tpu\" is not cpu, cuda or cuda:N");
+  }
   SECTION("not TorchScript") {
     test::write_text(dir / "text.pt", "hello");
     expect_clear_error(clusterize((dir / "text.pt").string() + " --nodes " + pool + good_input),
