@@ -1,9 +1,8 @@
 #include "apps/ravnest/dashboard_server.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-
+#include <array>
 #include <chrono>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
@@ -112,29 +111,10 @@ Response route(const std::string& method, const std::string& target, StateSource
   return {404, "text/plain; charset=utf-8", "not found\n"};
 }
 
-void serve(tcp::socket& socket, StateSource& state) {
-  // A client that sends nothing, or too slowly, does not hold the server: 5 s for the request.
-  const int fd = socket.native_handle();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  std::string request;
-  char chunk[2048];
+// The bytes answering `request` (its head, up to the blank line; empty when it was too large).
+std::string answer(const std::string& request, bool too_large, StateSource& state) {
   Response response;
   std::string method;
-  bool too_large = false;
-  while (request.find("\r\n\r\n") == std::string::npos) {
-    if (request.size() > kMaxRequestBytes) {
-      too_large = true;
-      break;
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return;
-    pollfd readable{fd, POLLIN, 0};
-    if (::poll(&readable, 1, static_cast<int>(left.count())) <= 0) return;
-    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-    if (n <= 0) return;  // closed: nobody to answer
-    request.append(chunk, static_cast<size_t>(n));
-  }
   if (too_large) {
     response = {400, "text/plain; charset=utf-8", "request too large\n"};
   } else {
@@ -147,7 +127,6 @@ void serve(tcp::socket& socket, StateSource& state) {
       response = route(method, target, state);
     }
   }
-  asio::error_code error;
   std::ostringstream head;
   head << "HTTP/1.1 " << response.status << ' ' << reason(response.status) << "\r\n"
        << "Content-Type: " << response.type << "\r\n"
@@ -157,15 +136,70 @@ void serve(tcp::socket& socket, StateSource& state) {
        << "Content-Security-Policy: default-src 'self'; script-src 'unsafe-inline'; "
           "style-src 'unsafe-inline'; img-src 'self' data:\r\n"
        << "Connection: close\r\n\r\n";
-  asio::write(socket, asio::buffer(head.str()), error);
-  if (!error && method != "HEAD") asio::write(socket, asio::buffer(response.body), error);
-  socket.shutdown(tcp::socket::shutdown_both, error);
+  return method == "HEAD" ? head.str() : head.str() + response.body;
 }
+
+// One connection: its request read as it arrives, then the answer written, all on the server's
+// event loop, so that a client that sends nothing holds nobody else. It is closed once answered,
+// or 5 s after it was accepted, whichever comes first. Counted in `open` while it lives.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, StateSource& state, size_t& open)
+      : socket_(std::move(socket)), deadline_(socket_.get_executor()), state_(state), open_(open) {
+    ++open_;
+  }
+  ~Connection() { --open_; }
+
+  void start() {
+    deadline_.expires_after(std::chrono::seconds(5));
+    deadline_.async_wait([self = shared_from_this()](const asio::error_code& error) {
+      asio::error_code ignored;
+      if (!error) self->socket_.close(ignored);  // too slow: nobody to answer
+    });
+    read();
+  }
+
+ private:
+  void read() {
+    socket_.async_read_some(
+        asio::buffer(chunk_), [self = shared_from_this()](const asio::error_code& error, size_t n) {
+          if (error) return self->finish();  // closed, or closed by the deadline
+          self->request_.append(self->chunk_.data(), n);
+          if (self->request_.find("\r\n\r\n") != std::string::npos) return self->reply(false);
+          if (self->request_.size() > kMaxRequestBytes) return self->reply(true);
+          self->read();
+        });
+  }
+
+  void reply(bool too_large) {
+    reply_ = answer(request_, too_large, state_);
+    asio::async_write(socket_, asio::buffer(reply_),
+                      [self = shared_from_this()](const asio::error_code&, size_t) {
+                        asio::error_code ignored;
+                        self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
+                        self->finish();
+                      });
+  }
+
+  void finish() { deadline_.cancel(); }
+
+  tcp::socket socket_;
+  asio::steady_timer deadline_;
+  StateSource& state_;
+  size_t& open_;
+  std::array<char, 2048> chunk_{};
+  std::string request_;
+  std::string reply_;
+};
+
+// Connections served at once; one more is closed as soon as it is accepted.
+constexpr size_t kMaxConnections = 64;
 
 }  // namespace
 
 void run_dashboard(const DashboardOptions& options) {
   StateSource state(options);
+  size_t open = 0;  // connections alive (each Connection counts itself); outlives `io`
   asio::io_context io;
   tcp::acceptor acceptor(io);
   const auto endpoint = parse_listen(options.listen);
@@ -189,7 +223,9 @@ void run_dashboard(const DashboardOptions& options) {
   bool stopping = false;
   std::function<void()> accept_next = [&] {
     acceptor.async_accept([&](const asio::error_code& accepted, tcp::socket socket) {
-      if (!accepted) serve(socket, state);
+      if (!accepted && open < kMaxConnections) {
+        std::make_shared<Connection>(std::move(socket), state, open)->start();
+      }
       if (!stopping) accept_next();
     });
   };

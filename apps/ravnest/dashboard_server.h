@@ -1,5 +1,6 @@
 // `ravnest dashboard`: a local web page (dashboard_page.h) over a small HTTP/1.1 server (Asio,
-// one connection at a time: the page polls once a second). GET / serves the page, GET
+// on one thread, every connection served as its bytes arrive: one that sends nothing delays no
+// other; at most 64 at once, one more is closed at once). GET / serves the page, GET
 // /api/state the plan's state as JSON (dashboard_state.h), gathered from the daemons at most
 // twice a second. Anything else: 404 (405 for another method); a request is at most 8 KiB and
 // must arrive within 5 s. No authentication: it listens on loopback unless told otherwise, and

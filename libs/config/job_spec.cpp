@@ -92,7 +92,9 @@ TrainSpec parse_train(const Section& s) {
                  "reduce_factor", "average_optim", "max_in_flight", "deterministic"});
   TrainSpec t;
   if (auto v = s.integer("epochs", 1)) t.epochs = *v;
-  if (auto v = s.integer("batch_size", 1)) t.batch_size = *v;
+  // Bounded on its own, so that a huge value is named here rather than by what it overflows
+  // later (a batch order, a dataset's size against drop_last).
+  if (auto v = s.integer("batch_size", 1, kMaxBatchSize)) t.batch_size = *v;
   if (auto v = s.integer("micro_batches", 1, INT_MAX)) t.micro_batches = static_cast<int>(*v);
   if (auto v = s.integer("update_frequency", 1, INT_MAX)) t.update_frequency = static_cast<int>(*v);
   if (auto v = s.integer("seed", 0)) t.seed = *v;

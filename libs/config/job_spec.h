@@ -36,9 +36,13 @@ enum class PipelineSchedule { kGPipe, k1F1B, kAsync };
 // updates, or gradients before every update as DistributedDataParallel does.
 enum class ReduceMode { kParameters, kGradients };
 
+// The largest batch_size a job file may give (2^31 - 1): far beyond any batch a machine holds,
+// and small enough that nothing computed from it (offsets, times update_frequency) overflows.
+constexpr int64_t kMaxBatchSize = 2147483647;
+
 struct TrainSpec {
   int64_t epochs = 1;
-  int64_t batch_size = 64;
+  int64_t batch_size = 64;          // 1 <= batch_size <= kMaxBatchSize
   int micro_batches = 1;            // per batch, 1 <= micro_batches <= batch_size
   int update_frequency = 1;         // batches per optimizer step (gradient accumulation)
   int64_t seed = 0;                 // >= 0

@@ -8,9 +8,12 @@
 
 namespace ravnest::config {
 
-// dir / name when `name` is a plain file name: 1 to 200 characters from [A-Za-z0-9._-], not
-// starting with a dot (so neither "." nor ".." nor hidden files). Otherwise throws ConfigError
-// "file name \"...\": why" (the name shown with non-printable bytes escaped).
+// dir / name when `name` is a plain file name: 1 to 200 bytes of printable characters in UTF-8
+// ("my data.csv", "données.csv"; no control characters, no '/' or '\\'), not starting with a dot
+// (so neither "." nor ".." nor hidden files, nor the ".<name>.part" of a write in progress).
+// Otherwise throws ConfigError "file name \"...\": why" (the name shown with non-printable bytes
+// escaped). Such a name is safe as a path component; wherever one is logged or shown, it goes
+// through printable() (config/printable.h).
 std::filesystem::path child_path(const std::filesystem::path& dir, const std::string& name);
 
 // Whether child_path would accept `name`.
@@ -21,5 +24,14 @@ bool is_plain_file_name(const std::string& name);
 // ConfigError naming the path and the component at fault.
 std::filesystem::path child_relative_path(const std::filesystem::path& dir,
                                           const std::string& relative);
+
+// Makes `dir`, a directory under `base` (an existing directory), a directory, creating what is
+// missing one level at a time. Nothing between `base` and `dir`, `dir` included, may be a symlink
+// (`base` and what is above it may): a daemon's subdirectories (datasets/, checkpoints/) are its
+// own, and one replaced by a symlink would have it write outside its data directory. Nothing is
+// created through one. Throws ConfigError "<path> is a symlink; ..." or "<path> is not a
+// directory".
+void create_directories_within(const std::filesystem::path& base,
+                               const std::filesystem::path& dir);
 
 }  // namespace ravnest::config

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "libs/config/safe_path.h"
 #include "libs/daemon/checkpoint_names.h"
 
 namespace ravnest::runtime {
@@ -26,6 +27,10 @@ std::vector<uint64_t> list(const fs::path& dir) {
   return found;
 }
 
+fs::path parent_of(const fs::path& dir) {
+  return dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+}
+
 void trim_dir(const fs::path& dir, size_t keep) {
   auto all = list(dir);
   std::error_code ec;
@@ -38,7 +43,8 @@ void trim_dir(const fs::path& dir, size_t keep) {
 }  // namespace
 
 CheckpointStore::CheckpointStore(fs::path dir, size_t keep) : dir_(std::move(dir)), keep_(keep) {
-  fs::create_directories(dir_);
+  fs::create_directories(parent_of(dir_));
+  make_dir(dir_);
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir_, ec); !ec && it != fs::end(it);
        it.increment(ec)) {
@@ -47,6 +53,11 @@ CheckpointStore::CheckpointStore(fs::path dir, size_t keep) : dir_(std::move(dir
       fs::remove(it->path(), ec);
     }
   }
+}
+
+void CheckpointStore::make_dir(const fs::path& dir) const {
+  // From the store's parent (the data directory): the store's own directory is checked too.
+  config::create_directories_within(parent_of(dir_), dir);
 }
 
 void CheckpointStore::check_identity(const std::string& identity) {
@@ -87,7 +98,7 @@ void CheckpointStore::trim_kept(const std::string& identity, int cluster, int po
 
 void CheckpointStore::write(const StageCheckpoint& checkpoint) {
   const fs::path target = file(checkpoint.identity, checkpoint.updates);
-  fs::create_directories(target.parent_path());
+  make_dir(target.parent_path());
   save_checkpoint(checkpoint, target.string());
   trim(checkpoint.identity);
 }

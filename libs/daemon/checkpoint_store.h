@@ -9,6 +9,9 @@
 // An identity comes from the wire: only lowercase hex of 8 to 64 characters is accepted, so it
 // can never name a path outside the store (checkpoint_names.h builds every path).
 //
+// The store's directory and those under it are real directories: one replaced by a symlink is
+// refused when the store opens and wherever a file is written (make_dir).
+//
 // Thread-safe as far as the file system is: writes happen on the compute thread, listings on the
 // RPC thread see complete files only.
 #pragma once
@@ -43,6 +46,10 @@ class CheckpointStore {
                                   uint64_t updates) const;
   std::vector<uint64_t> kept_updates(const std::string& identity, int cluster,
                                      int position) const;  // ascending
+  // Makes `dir` (the store's directory or one under it, such as a file()'s parent) a directory,
+  // through no symlink: throws config::ConfigError naming a symlink in the way, so that a
+  // checkpoints/ replaced by one is never written through (config/safe_path.h).
+  void make_dir(const std::filesystem::path& dir) const;
   // Drops the oldest files beyond `keep`, once one more was stored (own or kept).
   void trim(const std::string& identity);
   void trim_kept(const std::string& identity, int cluster, int position);

@@ -142,7 +142,7 @@ kj::Promise<void> JobControl::push_file(PushFileCall context, wire::StreamSlot s
   });
   context.getResults().setSink(kj::mv(opened.sink));
   tasks_.add(opened.completion.attach(kj::mv(slot)).then([name]() {
-    spdlog::info("stored file {}", name);
+    spdlog::info("stored file {}", config::printable(name, 300));
   }));
   return kj::READY_NOW;
 }

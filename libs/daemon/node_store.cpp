@@ -47,7 +47,10 @@ bool is_bundle_name(const std::string& name) {
 
 NodeStore::NodeStore(fs::path data_dir, std::string node_name)
     : dir_(std::move(data_dir)), node_name_(std::move(node_name)), lock_(dir_) {
-  fs::create_directories(dataset_dir());
+  // A symlink in their place would have every shipped file or checkpoint written outside the
+  // data directory: refused at start, naming it (and again wherever one is written).
+  config::create_directories_within(dir_, dataset_dir());
+  config::create_directories_within(dir_, checkpoints_dir());
   remove_stale_temporaries();
 }
 
@@ -121,13 +124,7 @@ std::pair<fs::path, std::string> NodeStore::shipped_file(const std::string& name
                               "\": expected <64 hex digits>/<file name>");
   }
   const fs::path path = config::child_relative_path(dataset_dir(), name);
-  fs::create_directories(path.parent_path());
-  for (fs::path dir = path.parent_path(); dir != dataset_dir(); dir = dir.parent_path()) {
-    if (fs::is_symlink(dir)) {
-      throw std::runtime_error(dir.string() + " is a symlink; shipped files are not written "
-                               "through one");
-    }
-  }
+  config::create_directories_within(dir_, path.parent_path());  // through no symlink
   return {path.parent_path(), path.filename().string()};
 }
 

@@ -151,19 +151,20 @@ CsvRows parse_rows(const std::string& path, const std::string& text, const CsvOp
         fail(path, "line " + std::to_string(line_no) + ", " + column + ": non-numeric value '" +
                        shorten(trim(fields[c])) + "'");
       }
+      // A feature becomes float32, and so does a label beyond int64's exact integers: 1e39
+      // would become inf there, and NaN weights after it.
+      if (std::fabs(value) > std::numeric_limits<float>::max()) {
+        std::string column = "column " + std::to_string(c + 1);
+        if (!rows.names.empty()) column += " ('" + shorten(rows.names[c], 20) + "')";
+        fail(path, "line " + std::to_string(line_no) + ", " + column + ": " +
+                       shorten(trim(fields[c])) + " does not fit in float32 (at most " +
+                       "3.4e38 in magnitude)");
+      }
       if (static_cast<int64_t>(c) == rows.label_col) {
         rows.labels.push_back(value);
         rows.label_lines.push_back(line_no);
         if (value != std::floor(value) || std::fabs(value) > 9e15) rows.integral_labels = false;
       } else {
-        // A feature becomes float32: 1e39 would become inf there, and NaN weights after it.
-        if (std::fabs(value) > std::numeric_limits<float>::max()) {
-          std::string column = "column " + std::to_string(c + 1);
-          if (!rows.names.empty()) column += " ('" + shorten(rows.names[c], 20) + "')";
-          fail(path, "line " + std::to_string(line_no) + ", " + column + ": " +
-                         shorten(trim(fields[c])) + " does not fit in float32 (at most " +
-                         "3.4e38 in magnitude)");
-        }
         rows.features.push_back(static_cast<float>(value));
       }
     }
@@ -201,7 +202,16 @@ at::Tensor feature_tensor(const std::string& path, CsvRows& rows, const CsvOptio
   full.insert(full.end(), shape.begin(), shape.end());
   at::Tensor x =
       at::from_blob(rows.features.data(), full, at::TensorOptions().dtype(at::kFloat)).clone();
-  if (options.scale != 1.0) x = x.mul(options.scale);
+  if (options.scale != 1.0) {
+    x = x.mul(options.scale);
+    // Each value fits float32 (parse_rows), its product with the scale may not.
+    if (!x.isfinite().all().item<bool>()) {
+      std::ostringstream scale;
+      scale << options.scale;
+      fail(path, "scale " + scale.str() + " makes a value overflow float32 (at most 3.4e38 in "
+                 "magnitude)");
+    }
+  }
   return x;
 }
 

@@ -2,6 +2,7 @@
 // (csv_reader.cpp, mnist_reader.cpp, cifar10_reader.cpp, tensors_reader.cpp).
 #include "libs/data/dataset.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include <ATen/ATen.h>
 
 #include "libs/config/config_error.h"
+#include "libs/config/regular_file.h"
 #include "libs/data/reader_internal.h"
 
 namespace ravnest::data {
@@ -116,8 +118,13 @@ std::string read_maybe_gzip(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) fail(path, "is a directory, expected a file");
   if (!fs::exists(path, ec)) fail(path, "no such file");
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (!file) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  // Never a FIFO (the open would block) nor a device (/dev/zero never ends): refused in one line.
+  const int fd = config::open_regular_file(path);
+  gzFile file = gzdopen(fd, "rb");
+  if (!file) {
+    ::close(fd);
+    fail(path, std::string("cannot open: ") + std::strerror(errno));
+  }
   gzbuffer(file, 1 << 17);
   std::string out;
   std::vector<char> chunk(1 << 20);

@@ -89,7 +89,9 @@ Dataset read_cifar10(const std::string& path, Split split);
 // "labels": ...}; inputs are a tensor or a tuple of tensors (one per model input).
 Dataset read_tensors(const std::string& path);
 
-// The bytes of a file, gunzipped when it is gzip (checked by content, not by name).
+// The bytes of a file, gunzipped when it is gzip (checked by content, not by name). The file must
+// be a regular file: a FIFO or a device is refused ("<path>: is a FIFO, not a regular file")
+// without blocking (config/regular_file.h).
 std::string read_maybe_gzip(const std::string& path);
 
 }  // namespace ravnest::data

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "libs/config/config_error.h"
+#include "libs/config/regular_file.h"
 #include "libs/data/reader_internal.h"
 
 namespace ravnest::data {
@@ -45,7 +46,15 @@ DatasetFiles dataset_files(const config::DataSpec& spec, Split split) {
       opened = {path.string()};
       break;
   }
+  const std::string field =
+      std::string("data.") + (split == Split::kTrain ? "train" : "validation");
   for (const auto& file : opened) {
+    // Before anything reads or ships it: a FIFO would block `ravnest train`, /dev/zero never ends.
+    const std::string kind = config::not_regular_file(file);
+    if (!kind.empty()) {
+      throw config::ConfigError(field + ": " + file + " is " + kind +
+                                ", not a regular file; data is read from regular files only");
+    }
     out.files.push_back(relative_to(out.root, fs::path(file).lexically_normal().string()));
   }
   std::sort(out.files.begin(), out.files.end());

@@ -22,6 +22,8 @@ struct DatasetFiles {
 };
 
 // The files load_dataset(spec, split) reads (data.train or data.validation, which must be set).
+// One that is not a regular file (a FIFO, a device) is refused: ConfigError
+// "data.train: /tmp/d.csv is a FIFO, not a regular file; ...".
 DatasetFiles dataset_files(const config::DataSpec& spec, Split split);
 
 }  // namespace ravnest::data

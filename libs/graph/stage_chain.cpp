@@ -218,8 +218,9 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
       (sum_of_outputs(expected.back()) * parts.weights[m]).backward();
     } catch (const std::exception& e) {
       const std::string which = count == 1 ? "" : " on micro-batch " + std::to_string(m);
-      throw std::runtime_error(model_path + ": the whole model fails" + which + ": " +
-                               torch_message(e));
+      const std::string reason = torch_message(e);
+      throw WholeModelFailure(model_path + ": the whole model fails" + which + ": " + reason,
+                              reason);
     }
   }
 

@@ -9,6 +9,7 @@
 // once, in the order the daemons' GPipe schedule runs them (every forward, then every backward).
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,16 @@ struct ChainComparison {
   double max() const;
 };
 
+// The whole model itself fails on the inputs given (or on one of their micro-batches: BatchNorm
+// cannot train on one value per channel), so there is nothing to compare the chain with.
+// `reason` is the model's one-line error, without the model's path.
+class WholeModelFailure : public std::runtime_error {
+ public:
+  WholeModelFailure(const std::string& what, std::string reason)
+      : std::runtime_error(what), reason(std::move(reason)) {}
+  std::string reason;
+};
+
 // Runs the whole model and the chain in training mode from the same RNG state on `inputs` cut
 // along dim 0 into `micro_batches` parts (data::split_micro_batches), and compares outputs,
 // accumulated gradients and buffers. The loss of a micro-batch is the sum of its outputs times
@@ -66,7 +77,7 @@ struct ChainComparison {
 // error comes back as `failure`, naming the micro-batch). Parameters held by several stages (a
 // module used twice, tied weights) are compared as the sum of their gradients. `chain` must be
 // fresh from load(): its gradients and buffers are changed. Throws when the inputs cannot be
-// cut (no common dim 0) or the whole model itself fails.
+// cut (no common dim 0), WholeModelFailure when the whole model itself fails.
 ChainComparison compare_with_model(const std::string& model_path, StageChain& chain,
                                    const std::vector<at::Tensor>& inputs, uint64_t seed,
                                    int micro_batches = 1);

@@ -3,7 +3,10 @@
 #include <filesystem>
 
 #include "libs/config/atomic_file.h"
+#include "libs/config/config_error.h"
 #include "libs/config/job_files.h"
+#include "libs/config/printable.h"
+#include "libs/config/safe_path.h"
 #include "libs/config/sha256.h"
 #include "libs/data/dataset_files.h"
 
@@ -45,6 +48,15 @@ JobShipment job_shipment_for(const config::JobSpec& job, const config::NodeMetad
     for (const auto& relative : files.files) {
       ShippedFile file;
       file.local = (files.root / relative).string();
+      // The daemon takes only names it can store (config/safe_path.h); refused here, before
+      // anything ships, rather than by the node mid-ship.
+      try {
+        config::child_relative_path(fs::path(), relative);
+      } catch (const config::ConfigError& e) {
+        throw config::ConfigError(path.field + ": " + config::printable(file.local, 200) +
+                                  " cannot be shipped: " + e.what());
+      }
+
       file.sha256 = sha256_of_file(file.local, sha256_of);
       file.size = fs::file_size(file.local);
       listing += relative + '\n' + file.sha256 + '\n';

@@ -5,7 +5,9 @@
 // Two paths whose files share a base name (s1/d.csv, s2/d.csv) land apart, an MNIST images file
 // travels with its labels, and a file of the same name left by an earlier job is never read.
 //
-// Errors are the readers' one-line errors naming the path.
+// Errors are the readers' one-line errors naming the path, and one naming the job's field and the
+// file for a file the daemon could not store under its name (config/safe_path.h: a control
+// character, a leading dot).
 #pragma once
 
 #include <map>

@@ -16,11 +16,14 @@
 
 #include "libs/config/atomic_file.h"
 #include "libs/config/clock.h"
+#include "libs/config/config_error.h"
 #include "libs/config/job_plan_check.h"
 #include "libs/config/job_spec.h"
 #include "libs/config/plan_layout.h"
+#include "libs/config/regular_file.h"
 #include "libs/config/sha256.h"
 #include "libs/data/dataset.h"
+#include "libs/data/dataset_files.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/job_shipment.h"
 #include "libs/wire/kj_reason.h"
@@ -55,6 +58,16 @@ struct Interrupted {};
 
 // The data is checked here, before anything is shipped: a bad file fails at the requester.
 void check_job_data(const config::JobSpec& job, const Log& log) {
+  // Every file is a regular file before any is opened (a FIFO would block here).
+  data::dataset_files(job.data, data::Split::kTrain);
+  if (!job.data.validation.empty()) data::dataset_files(job.data, data::Split::kValidation);
+  if (job.loss.name == config::LossName::kScript) {
+    const std::string kind = config::not_regular_file(job.loss.path.resolved);
+    if (!kind.empty()) {
+      throw config::ConfigError("loss.path: " + job.loss.path.resolved + " is " + kind +
+                                ", not a regular file");
+    }
+  }
   auto train_data = data::load_dataset(job.data, data::Split::kTrain);
   log(std::string(job.predict ? "data to predict on: " : "training data: ") + job.data.train.raw + " (" + std::to_string(train_data.size()) +
       " samples)");

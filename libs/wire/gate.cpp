@@ -45,6 +45,7 @@ kj::Promise<void> GateServer::open(OpenContext context) {
   auto refuse = [&](const std::string& logged, const char* answer) -> kj::Promise<void> {
     if (!refused_ && on_refused_) on_refused_(logged);
     refused_ = true;
+    trust_->refusal_reported = true;
     return kj_failure(answer);
   };
   GateBytes nonce{};

@@ -78,6 +78,7 @@ GuardedStream::GuardedStream(kj::Own<kj::AsyncIoStream> inner,
 kj::Promise<size_t> GuardedStream::refuse(const std::string& why) {
   if (!refused_ && on_refused_) on_refused_(why);
   refused_ = true;
+  trust_->refusal_reported = true;
   return kj_failure("refused: " + why);
 }
 
@@ -157,7 +158,10 @@ kj::Promise<size_t> GuardedStream::tryRead(void* buffer, size_t min_bytes, size_
   return timed(inner_->tryRead(buffer, min_bytes, max_bytes))
       .then([this, buffer](size_t n) -> kj::Promise<size_t> {
         if (timer_ && n > 0) last_activity_ = timer_->now();
-        if (!trust_->opened) read_before_open_ += n;
+        if (!trust_->opened) {
+          read_before_open_ += n;
+          trust_->read_before_open = read_before_open_;
+        }
         const auto* bytes = static_cast<const kj::byte*>(buffer);
         const auto followed = follow(bytes, n);
         if (!followed.refusal.empty()) return refuse(followed.refusal);

@@ -42,6 +42,11 @@ namespace ravnest::wire {
 struct ConnectionTrust {
   bool opened = false;
   std::string peer;  // "127.0.0.1:43210", for messages
+  // Before it opened: the bytes its reader handed over, and whether a refusal of it was reported
+  // (by the reader or the gate), so that a connection ended by a malformed message, which
+  // Cap'n Proto ends without a word, is reported once by the server (rpc_connection.h).
+  uint64_t read_before_open = 0;
+  bool refusal_reported = false;
 };
 
 // The largest call to one method a connection reads once open.

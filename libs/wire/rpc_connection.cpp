@@ -12,10 +12,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "libs/wire/kj_reason.h"
+#include "libs/wire/protocol_mismatch.h"
+#include "libs/wire/replay_stream.h"
 
 namespace ravnest::wire {
 
@@ -228,7 +232,26 @@ kj::Promise<void> RpcServer::accept_loop() {
 }
 
 void RpcServer::refused(const std::string& peer, const std::string& why) {
-  if (options_.on_refused) options_.on_refused(peer, why);
+  if (!options_.on_refused) return;
+  // A budget of lines that refills with time: connections that each break a rule cannot flood
+  // the log; what was left out is counted in the next line that is written.
+  const double now = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now().time_since_epoch()).count();
+  log_budget_ = std::min(kRefusalBurst, log_budget_ + (now - budget_at_) * kRefusalsPerSecond);
+  budget_at_ = now;
+  if (log_budget_ < 1) {
+    ++refusals_left_out_;
+    return;
+  }
+  log_budget_ -= 1;
+  if (refusals_left_out_ > 0) {
+    options_.on_refused("(listener)", std::to_string(refusals_left_out_) +
+                                          " refusals not logged (more than " +
+                                          std::to_string(static_cast<int>(kRefusalsPerSecond)) +
+                                          " a second)");
+    refusals_left_out_ = 0;
+  }
+  options_.on_refused(peer, why);
 }
 
 bool RpcServer::admit(const std::string& host, const std::string& peer) {
@@ -276,6 +299,65 @@ void RpcServer::release(const std::string& host) {
   if (count.connections == 0) peers_.erase(it);
 }
 
+namespace {
+
+// Reads and drops what the peer still sends, up to 64 KiB, until it closes: a socket closed with
+// unread bytes resets the connection, and the peer would lose what was written to it last.
+kj::Promise<void> drain(kj::AsyncIoStream& stream, size_t left) {
+  if (left == 0) return kj::READY_NOW;
+  auto buffer = kj::heapArray<kj::byte>(4096);
+  auto read = stream.tryRead(buffer.begin(), 1, buffer.size());
+  return read.then([&stream, left, buffer = kj::mv(buffer)](size_t n) -> kj::Promise<void> {
+    if (n == 0) return kj::READY_NOW;
+    return drain(stream, n < left ? left - n : 0);
+  });
+}
+
+// `answer` written to the peer in its own protocol, then the connection closed; rejects with
+// `refusal` (what the daemon logs).
+kj::Promise<kj::Own<kj::AsyncIoStream>> answer_and_refuse(kj::Own<kj::AsyncIoStream> stream,
+                                                          kj::Array<kj::byte> answer,
+                                                          std::string refusal) {
+  auto& s = *stream;
+  auto written = s.write(answer.begin(), answer.size()).attach(kj::mv(answer));
+  return written
+      .then([&s]() {
+        s.shutdownWrite();
+        return drain(s, 64 * 1024);
+      })
+      .catch_([](kj::Exception&&) {})  // the refusal is what matters, not how the answer went
+      .then([refusal = kj::mv(refusal)]() -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+        return kj_failure(refusal);
+      })
+      .attach(kj::mv(stream));
+}
+
+}  // namespace
+
+kj::Promise<kj::Own<kj::AsyncIoStream>> RpcServer::secure(
+    std::shared_ptr<TransportSecurity> security, kj::Own<kj::AsyncIoStream> stream) {
+  // The first byte says which protocol the client speaks (protocol_mismatch.h).
+  auto first = kj::heapArray<kj::byte>(1);
+  auto& s = *stream;
+  auto read = s.tryRead(first.begin(), 1, 1);
+  return read.then([security = std::move(security), stream = kj::mv(stream),
+                    first = kj::mv(first)](size_t n) mutable
+                   -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+    if (n == 0) return kj_failure("closed at once", kj::Exception::Type::DISCONNECTED);
+    const bool hello = starts_tls(first[0]);
+    if (!security->insecure() && !hello) {
+      return answer_and_refuse(kj::mv(stream), plain_abort_message(kDaemonSpeaksTls),
+                               "refused: speaks plain TCP, this daemon TLS (a client with "
+                               "--insecure?)");
+    }
+    if (security->insecure() && hello) {
+      return answer_and_refuse(kj::mv(stream), tls_protocol_version_alert(),
+                               "refused: speaks TLS, this daemon plain TCP (--insecure)");
+    }
+    return security->wrap_server(kj::heap<ReplayStream>(kj::mv(stream), kj::mv(first)));
+  });
+}
+
 void RpcServer::serve(kj::Own<kj::AsyncIoStream> stream) {
   auto trust = std::make_shared<ConnectionTrust>();
   trust->peer = peer_address(*stream);
@@ -287,7 +369,7 @@ void RpcServer::serve(kj::Own<kj::AsyncIoStream> stream) {
   kj::Promise<kj::Own<kj::AsyncIoStream>> secured = nullptr;
   if (options_.connection.security) {
     secured = io_->timer().timeoutAfter(options_.handshake_timeout,
-                                        options_.connection.security->wrap_server(kj::mv(stream)));
+                                        secure(options_.connection.security, kj::mv(stream)));
   } else {
     secured = kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(stream));
   }
@@ -300,7 +382,15 @@ void RpcServer::serve(kj::Own<kj::AsyncIoStream> stream) {
         auto connection = kj::heap<Served>(kj::mv(guarded),
                                            reader_options(options_.connection.max_message_bytes),
                                            bootstrap_(trust));
-        kj::Promise<void> done = connection->network.onDisconnect();
+        kj::Promise<void> done = connection->network.onDisconnect().then([this, trust]() {
+          // Cap'n Proto ends a connection whose message it cannot read (a malformed frame)
+          // without a word to us: said here, unless the reader or the gate said why already.
+          if (gated_ && !trust->opened && !trust->refusal_reported && trust->read_before_open > 0) {
+            refused(trust->peer, "closed before authentication after " +
+                                     std::to_string(trust->read_before_open) +
+                                     " bytes (a malformed message, or a client that left)");
+          }
+        });
         if (gated_) {
           done = done.exclusiveJoin(
               io_->timer().afterDelay(options_.open_timeout).then([this, trust]() -> kj::Promise<void> {
@@ -315,7 +405,9 @@ void RpcServer::serve(kj::Own<kj::AsyncIoStream> stream) {
         // A peer that connects and leaves (a port probe) is no refusal.
         if (e.getType() == kj::Exception::Type::DISCONNECTED) return kj::READY_NOW;
         if (e.getType() == kj::Exception::Type::OVERLOADED) {
-          refused(trust->peer, "no TLS handshake in time");
+          // Under --insecure only the first byte was awaited: a client that sent nothing.
+          refused(trust->peer, options_.connection.security->insecure() ? "not authenticated in time"
+                                                                        : "no TLS handshake in time");
         } else {
           refused(trust->peer, without_refused(kj_reason(e)));
         }

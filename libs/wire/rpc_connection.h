@@ -6,8 +6,11 @@
 // thread's event loop (thread_io.h): for each, the TLS handshake, bounded in time; a
 // GuardedStream; a TwoPartyVatNetwork and RpcSystem of its own, with the bootstrap capability a
 // factory makes for that connection (the daemon's: a GateServer). A connection whose handshake
-// fails, that breaks its limits or is not opened in time is closed and reported once through
-// `on_refused`, naming the peer; the server goes on serving the others.
+// fails, that breaks its limits, that ends before it was opened after sending something (a
+// malformed message, which Cap'n Proto ends silently) or is not opened in time is closed and
+// reported once through `on_refused`, naming the peer; the server goes on serving the others.
+// Reports are rate-limited (a burst of 20, then 2 a second; the ones left out are counted in the
+// next), so that abuse cannot flood the log.
 //
 // RpcClient connects to one server and gives its bootstrap capability; calls on it wait for the
 // connection, and fail with its reason when it cannot be made.
@@ -107,6 +110,10 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
   bool admit(const std::string& host, const std::string& peer);
   void release(const std::string& host);
   void serve(kj::Own<kj::AsyncIoStream> stream);
+  // The connection under `security`: its first byte read to refuse, in the client's own protocol,
+  // a client that disagrees on --insecure (protocol_mismatch.h), then the TLS handshake.
+  static kj::Promise<kj::Own<kj::AsyncIoStream>> secure(std::shared_ptr<TransportSecurity> security,
+                                                        kj::Own<kj::AsyncIoStream> stream);
   void refused(const std::string& peer, const std::string& why);
   void taskFailed(kj::Exception&& exception) override;
 
@@ -118,6 +125,12 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
   kj::Own<kj::ConnectionReceiver> listener_;
   size_t connections_ = 0;
   size_t refused_over_total_ = 0;
+  // refused()'s lines: a burst of kRefusalBurst, then kRefusalsPerSecond.
+  static constexpr double kRefusalBurst = 20;
+  static constexpr double kRefusalsPerSecond = 2;
+  double log_budget_ = kRefusalBurst;
+  double budget_at_ = 0;  // steady seconds when log_budget_ was last topped up
+  uint64_t refusals_left_out_ = 0;
   std::map<std::string, PeerCount> peers_;  // hosts with connections
   kj::TaskSet tasks_;  // the accept loop and every connection
 };

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <stdexcept>
 
@@ -107,7 +108,37 @@ void connect_bounded(const std::string& address, double timeout_seconds, OwnedSo
   throw std::runtime_error("cannot connect to " + address + ": " + std::strerror(last_error));
 }
 
+// "2030-01-01 00:00:00 UTC"
+std::string time_text(const ASN1_TIME* time) {
+  struct tm parts {};
+  if (time == nullptr || ASN1_TIME_to_tm(time, &parts) != 1) return "an unreadable date";
+  char text[64];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &parts);
+  return text;
+}
+
+// Empty, or why `cert` is not valid now, with its dates.
+std::string validity_problem(X509* cert) {
+  const ASN1_TIME* not_before = X509_get0_notBefore(cert);
+  const ASN1_TIME* not_after = X509_get0_notAfter(cert);
+  const std::string dates =
+      "(valid from " + time_text(not_before) + " to " + time_text(not_after) + ")";
+  if (X509_cmp_current_time(not_before) >= 0) return "is not valid yet " + dates;
+  if (X509_cmp_current_time(not_after) <= 0) return "has expired " + dates;
+  return {};
+}
+
 }  // namespace
+
+std::string certificate_validity_problem(const std::vector<uint8_t>& certificate_der) {
+  const unsigned char* p = certificate_der.data();
+  X509Cert cert(d2i_X509(nullptr, &p, static_cast<long>(certificate_der.size())));
+  if (!cert) {
+    ERR_clear_error();
+    return "is not a certificate";
+  }
+  return validity_problem(cert.get());
+}
 
 std::string certificate_fingerprint(const std::vector<uint8_t>& certificate_der) {
   return config::sha256_hex(std::string_view(reinterpret_cast<const char*>(certificate_der.data()),
@@ -144,10 +175,10 @@ TlsIdentity load_tls_identity(const std::string& certificate_path, const std::st
                              std::string(kPinnedHostName) +
                              "\" (CN or DNS name; docs/security.md shows how to make one)");
   }
-  const ASN1_TIME* not_after = X509_get0_notAfter(cert.get());
-  if (X509_cmp_current_time(not_after) <= 0) {
-    throw std::runtime_error(certificate_path + ": the certificate has expired");
-  }
+  // A certificate not valid yet would be accepted here and refused by every client's check
+  // of it, which the client could only report as a failed handshake.
+  const std::string invalid = validity_problem(cert.get());
+  if (!invalid.empty()) throw std::runtime_error(certificate_path + ": the certificate " + invalid);
   out.certificate_der = der_of(cert.get());
   out.fingerprint = certificate_fingerprint(out.certificate_der);
   return out;

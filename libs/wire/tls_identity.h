@@ -32,10 +32,15 @@ struct TlsIdentity {
   std::string fingerprint;  // SHA-256 of certificate_der, lowercase hex
 };
 
-// Reads and checks both files: a PEM certificate issued to kPinnedHostName, and the unencrypted
-// PEM private key of that certificate. Throws std::runtime_error, one line naming the file and
+// Reads and checks both files: a PEM certificate issued to kPinnedHostName and valid now (not
+// expired, not valid only from a later date), and the unencrypted PEM private key of that
+// certificate. Throws std::runtime_error, one line naming the file and
 // what is wrong with it.
 TlsIdentity load_tls_identity(const std::string& certificate_path, const std::string& key_path);
+
+// Empty when the certificate (DER) is valid now; otherwise why not, with its dates: "is not valid
+// yet (valid from 2030-01-01 00:00:00 UTC to 2031-01-01 00:00:00 UTC)", "has expired (...)".
+std::string certificate_validity_problem(const std::vector<uint8_t>& certificate_der);
 
 // SHA-256 of a certificate's DER bytes, lowercase hex (what tls_fingerprint.h's canonical form is).
 std::string certificate_fingerprint(const std::vector<uint8_t>& certificate_der);

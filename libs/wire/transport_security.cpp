@@ -8,6 +8,7 @@
 
 #include "libs/wire/coalescing_stream.h"
 #include "libs/wire/kj_reason.h"
+#include "libs/wire/protocol_mismatch.h"
 
 namespace ravnest::wire {
 
@@ -63,6 +64,7 @@ struct TransportSecurity::Pinned {
   std::mutex mutex;
   std::map<std::string, std::string> pins;                            // address -> fingerprint
   std::map<std::string, std::shared_ptr<kj::TlsContext>> contexts;  // fingerprint -> context
+  std::map<std::string, std::vector<uint8_t>> certificates;          // fingerprint -> DER
 
   std::optional<std::string> pin_of(const std::string& address) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -70,10 +72,13 @@ struct TransportSecurity::Pinned {
     if (it == pins.end()) return std::nullopt;
     return it->second;
   }
-  std::shared_ptr<kj::TlsContext> context_of(const std::string& fingerprint) {
+  std::shared_ptr<kj::TlsContext> context_of(const std::string& fingerprint,
+                                             std::vector<uint8_t>* der) {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = contexts.find(fingerprint);
-    return it == contexts.end() ? nullptr : it->second;
+    if (it == contexts.end()) return nullptr;
+    *der = certificates.at(fingerprint);
+    return it->second;
   }
   // A client context that presents the secret's certificate and trusts `der` alone.
   std::shared_ptr<kj::TlsContext> add(const std::string& fingerprint,
@@ -91,6 +96,7 @@ struct TransportSecurity::Pinned {
     tls.minVersion = kj::TlsVersion::TLS_1_2;
     auto context = std::make_shared<kj::TlsContext>(kj::mv(tls));
     std::lock_guard<std::mutex> lock(mutex);
+    certificates.emplace(fingerprint, der);
     return contexts.emplace(fingerprint, std::move(context)).first->second;
   }
 };
@@ -102,7 +108,14 @@ constexpr double kFetchSeconds = 10;
 
 kj::Promise<kj::Own<kj::AsyncIoStream>> pinned_handshake(
     std::shared_ptr<kj::TlsContext> context, kj::Own<kj::AsyncIoStream> stream,
-    const std::string& address) {
+    const std::string& address, const std::vector<uint8_t>& der) {
+  // OpenSSL would refuse a certificate outside its dates as "certificate verify failed", which
+  // says nothing of why: said here, with the dates, before the handshake.
+  const std::string invalid = certificate_validity_problem(der);
+  if (!invalid.empty()) {
+    return kj_failure("refused: the certificate pinned for " + address + " " + invalid +
+                      "; the node needs a certificate valid now (or a clock is wrong)");
+  }
   auto handshake = context->wrapClient(kj::mv(stream), kPinnedHostName).attach(kj::mv(context));
   return handshake.catch_(
       [address](kj::Exception&& e) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
@@ -116,6 +129,9 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> pinned_handshake(
 
 std::string tls_refusal(const kj::Exception& e) {
   const std::string reason = openssl_reason(e);
+  // What a plain daemon answers a TLS client (protocol_mismatch.h); ravnest's TLS ends never
+  // disagree on a version otherwise.
+  if (reason.find("alert protocol version") != std::string::npos) return kDaemonSpeaksPlain;
   const bool certificate = reason.find("certificate") != std::string::npos ||
                            reason.find("unknown ca") != std::string::npos;
   return certificate ? "refused: wrong secret (TLS: " + reason + ")"
@@ -163,8 +179,9 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> TransportSecurity::wrap_client(
   stream = kj::heap<CoalescingStream>(kj::mv(stream));  // TLS records in few syscalls
   const auto pin = pinned_->pin_of(address);
   if (!pin) return refusing(tls_->wrapClient(kj::mv(stream), kTlsHostName));
-  if (auto context = pinned_->context_of(*pin)) {
-    return pinned_handshake(std::move(context), kj::mv(stream), address);
+  std::vector<uint8_t> known;
+  if (auto context = pinned_->context_of(*pin, &known)) {
+    return pinned_handshake(std::move(context), kj::mv(stream), address, known);
   }
   // First contact: learn the certificate on a connection of its own, on a thread of its own
   // (OpenSSL's blocking client; this thread's event loop goes on meanwhile).
@@ -189,7 +206,8 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> TransportSecurity::wrap_client(
           return kj_failure("refused: " + address + " shows the certificate " + shown +
                             ", not the one pinned for it (" + pin + ")");
         }
-        return pinned_handshake(pinned->add(pin, der, *credentials), kj::mv(stream), address);
+        return pinned_handshake(pinned->add(pin, der, *credentials), kj::mv(stream), address,
+                                der);
       });
 }
 

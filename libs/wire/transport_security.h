@@ -88,8 +88,9 @@ std::shared_ptr<TransportSecurity> make_transport_security(
     std::string_view secret, bool insecure = false, std::optional<TlsIdentity> own = std::nullopt);
 
 // What a failed TLS handshake means, as one line: "refused: wrong secret (TLS: certificate
-// verify failed)" when a certificate was refused, "refused: TLS handshake failed: <reason>"
-// otherwise (e.g. the other end speaks plain TCP: --insecure on one side only).
+// verify failed)" when a certificate was refused, kDaemonSpeaksPlain when the daemon answered
+// that it runs --insecure (protocol_mismatch.h), "refused: TLS handshake failed: <reason>"
+// otherwise.
 std::string tls_refusal(const kj::Exception& e);
 
 }  // namespace ravnest::wire

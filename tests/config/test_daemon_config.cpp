@@ -302,9 +302,17 @@ TEST_CASE("child_path accepts plain file names only", "[config][path]") {
   CHECK(child_path(dir, "a..b") == dir / "a..b");
   CHECK(child_path(dir, std::string(200, 'x')) == dir / std::string(200, 'x'));
 
-  const char* refused[] = {"",          ".",         "..",        "../etc/passwd", "/etc/passwd",
-                           "a/b",       ".hidden",   "a b",       "a\\b",          "~root",
-                           "name\nnext", "caf\xc3\xa9", "a:b",      "*",             "$HOME"};
+  // Issue 28: a user's data file is "my data.csv" or "données.csv"; both ship.
+  for (const char* name : {"my data.csv", "caf\xc3\xa9.csv", "\xe3\x83\x87\xe3\x83\xbc\xe3\x82\xbf.csv",
+                           "a:b", "~root", "$HOME", "data (1).csv", "\xf0\x9f\x93\x88.csv"}) {
+    INFO("name: " << name);
+    CHECK(child_path(dir, name) == dir / name);
+    CHECK(is_plain_file_name(name));
+  }
+  const char* refused[] = {"",          ".",          "..",          "../etc/passwd", "/etc/passwd",
+                           "a/b",       ".hidden",    "a\\b",        "name\nnext",    "tab\tname",
+                           "del\x7f",   "\xff.csv",   "trunc\xc3",    "\xc0\xaf",       "c1\xc2\x85",
+                           "\xed\xa0\x80", "\xf4\x90\x80\x80"};
   for (const char* name : refused) {
     INFO("name: " << name);
     CHECK_THROWS_AS(child_path(dir, name), ConfigError);
@@ -318,7 +326,8 @@ TEST_CASE("child_path accepts plain file names only", "[config][path]") {
   CHECK(error_of([&] { child_path(dir, "x/../../etc"); }) ==
         "file name \"x/../../etc\" contains '/': a file name, not a path, is expected");
   CHECK(error_of([&] { child_path(dir, "bad\nname"); }) ==
-        "file name \"bad\\x0aname\" may only contain letters, digits, '.', '_' and '-'");
+        "file name \"bad\\x0aname\" may only contain printable characters in UTF-8 (no control "
+        "characters, no '\\')");
   CHECK(error_of([&] { child_path(dir, ""); }) == "file name \"\" is empty");
 }
 
@@ -334,6 +343,40 @@ TEST_CASE("child_relative_path accepts plain names joined by '/' only", "[config
   }
   CHECK(error_of([&] { child_relative_path(dir, "ab/../../etc"); }) ==
         "path \"ab/../../etc\": component \"..\" starts with a dot");
+}
+
+TEST_CASE("create_directories_within: real directories only, nothing made through a symlink",
+          "[config][path]") {
+  ScratchDir scratch;
+  const fs::path data = scratch.path / "data";
+  fs::create_directories(data);
+  create_directories_within(data, data / "checkpoints" / "abc" / "kept");
+  CHECK(fs::is_directory(data / "checkpoints" / "abc" / "kept"));
+  create_directories_within(data, data / "checkpoints");  // there already: fine
+  CHECK_THROWS_AS(create_directories_within(data, data), ConfigError);  // nothing under it
+
+  // Issue 28: a symlinked checkpoints/ or datasets/ was written through.
+  const fs::path elsewhere = scratch.path / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_directory_symlink(elsewhere, data / "datasets");
+  try {
+    create_directories_within(data, data / "datasets" / "bundle");
+    FAIL("accepted");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()) == (data / "datasets").string() +
+                                       " is a symlink; ravnestd writes only inside its data "
+                                       "directory: make it a directory of its own");
+  }
+  CHECK(fs::is_empty(elsewhere));  // nothing created through it
+  fs::create_directory_symlink(elsewhere, data / "checkpoints" / "abc" / "link");
+  CHECK_THROWS_AS(create_directories_within(data, data / "checkpoints" / "abc" / "link" / "x"),
+                  ConfigError);
+  write(data / "file", "x");
+  CHECK_THROWS_AS(create_directories_within(data, data / "file" / "x"), ConfigError);
+  CHECK_THROWS_AS(create_directories_within(data, scratch.path / "outside"), ConfigError);
+  // What is above the base may be a symlink (/var/lib/ravnest -> /data/ravnest).
+  fs::create_directory_symlink(data, scratch.path / "alias");
+  CHECK_NOTHROW(create_directories_within(scratch.path / "alias", scratch.path / "alias" / "more"));
 }
 
 TEST_CASE("sd_notify: a no-op without NOTIFY_SOCKET", "[config][systemd]") {

@@ -145,3 +145,20 @@ TEST_CASE("an identity is lowercase hex, nothing else", "[checkpoint]") {
   }
   CHECK(fs::exists(dir.path() / "checkpoints"));
 }
+
+TEST_CASE("a symlink in the store is never written through", "[checkpoint]") {
+  // Issue 28: a symlinked checkpoints/ directory was written through, outside the data directory.
+  test::TempDir dir;
+  const fs::path elsewhere = dir / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_directories(dir / "data");
+  fs::create_directory_symlink(elsewhere, dir / "data" / "checkpoints");
+  CHECK_THROWS_WITH(CheckpointStore(dir / "data" / "checkpoints"),
+                    Catch::Contains("checkpoints is a symlink; ravnestd writes only inside"));
+  fs::remove(dir / "data" / "checkpoints");
+  CheckpointStore store(dir / "data" / "checkpoints");
+  fs::create_directory_symlink(elsewhere, dir / "data" / "checkpoints" / kIdentity);  // later
+  CHECK_THROWS_WITH(store.write(sample(4)),
+                    Catch::Contains(kIdentity + " is a symlink; ravnestd writes only inside"));
+  CHECK(fs::is_empty(elsewhere));
+}

@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -165,6 +166,13 @@ TEST_CASE("CSV errors name the file, the line and the column") {
   CHECK(error("a,label\n-3.5e38,2\n", options) ==
         f + ": line 2, column 1 ('a'): -3.5e38 does not fit in float32 (at most 3.4e38 in magnitude)");
   CHECK_NOTHROW(data::read_csv((write_bytes(f, "a,label\n3.4e38,1\n"), f), options));
+  // ... and a label, which becomes float32 once it is no exact integer of int64.
+  CHECK(error("a,label\n1,2\n1,1e39\n", options) ==
+        f + ": line 3, column 2 ('label'): 1e39 does not fit in float32 (at most 3.4e38 in magnitude)");
+  data::CsvOptions scaled = options;
+  scaled.scale = 1e30;
+  CHECK(error("a,label\n1,2\n1e10,2\n", scaled) ==
+        f + ": scale 1e+30 makes a value overflow float32 (at most 3.4e38 in magnitude)");
   CHECK(error("a,lbl\n1,2\n", options) == f + ": no column named 'label' in the header (a, lbl)");
   CHECK(error("a,label\n", options) == f + ": empty dataset (no data rows)");
   CHECK(error("", options) == f + ": empty dataset (no data rows)");
@@ -350,6 +358,35 @@ TEST_CASE("dataset_files: every file a reader opens, relative to the job's path"
   CHECK(csv.files == std::vector<std::string>{"d.csv"});
   CHECK(contains(error_of([&] { data::dataset_files(csv_spec(dir.path().string()), Split::kTrain); }),
                  "a directory, where a file is expected"));
+}
+
+TEST_CASE("data is read from regular files only: a FIFO or a device is refused at once") {
+  // Issue 28: a FIFO as data blocked `ravnest train`; /dev/zero ended in std::bad_alloc.
+  test::TempDir dir;
+  const std::string fifo = (dir / "pipe.csv").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  data::CsvOptions options;
+  CHECK(error_of([&] { data::read_csv(fifo, options); }) ==
+        fifo + ": is a FIFO, not a regular file");
+  CHECK(error_of([&] { data::read_csv("/dev/zero", options); }) ==
+        "/dev/zero: is a character device, not a regular file");
+  CHECK(error_of([&] { data::read_tensors("/dev/null"); }) ==
+        "/dev/null: is a character device, not a regular file");
+  config::DataSpec spec;
+  spec.format = config::DataFormat::kCsv;
+  spec.train = {"pipe.csv", fifo};
+  spec.validation = {"/dev/zero", "/dev/zero"};
+  CHECK(error_of([&] { data::dataset_files(spec, Split::kTrain); }) ==
+        "data.train: " + fifo + " is a FIFO, not a regular file; data is read from regular files "
+        "only");
+  CHECK(error_of([&] { data::dataset_files(spec, Split::kValidation); }) ==
+        "data.validation: /dev/zero is a character device, not a regular file; data is read from "
+        "regular files only");
+  // A symlink to a regular file is one.
+  write_bytes(dir / "d.csv", "a,label\n1,2\n");
+  std::filesystem::create_symlink(dir / "d.csv", dir / "link.csv");
+  options.label_column = "label";
+  CHECK(data::read_csv((dir / "link.csv").string(), options).size() == 1);
 }
 
 TEST_CASE("tensors saved by torch.save: tuple, dict, several inputs, and errors") {

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <regex>
 #include <thread>
+#include <vector>
 
 #include "bench/harness/local_daemons.h"
 #include "tests/support/digits.h"
@@ -166,4 +167,21 @@ TEST_CASE("the dashboard shows the plan, live progress, the curves and the job i
   const auto state = http(port, "GET /api/state HTTP/1.1\r\n\r\n");
   CHECK(state.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
   CHECK(state.find("\"node_count\":3") != std::string::npos);
+
+  // Issue 28: connections that send nothing delay no page (they delayed each by 5 s).
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) {
+    idle.push_back(::socket(AF_INET, SOCK_STREAM, 0));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(idle.back(), reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  }
+  const auto asked = std::chrono::steady_clock::now();
+  CHECK(http(port, "GET / HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  CHECK(seconds < 1.0);
+  for (int fd : idle) ::close(fd);
 }

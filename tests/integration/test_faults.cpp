@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -511,4 +512,80 @@ TEST_CASE("faults: files: shipped files never collide by name; an MNIST images f
             return f.find("-labels-idx1-ubyte") != std::string::npos;
           }) == 2);
   }
+}
+
+TEST_CASE("faults: names: data named with a space or in UTF-8 ships; FIFOs, devices and names a "
+          "daemon cannot store are refused before anything ships",
+          "[faults][files]") {
+  auto cluster = digits_cluster(2);
+  // Issue 28: `my data.csv` (space or non-ASCII) was refused by node_0 mid-ship.
+  fs::copy_file(test::digits_dir() / "digits_train.csv", cluster->dir() / "my data.csv");
+  fs::copy_file(test::digits_dir() / "digits_val.csv", cluster->dir() / "donn\xc3\xa9\x65s.csv");
+  auto train = cluster->ravnest(
+      "train",
+      write_job(*cluster, "job.toml", job_text(1, 5, true, "my data.csv", "donn\xc3\xa9\x65s.csv")),
+      120);
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  auto shipped = files_under(cluster->data_dir(0) / "datasets");
+  REQUIRE(shipped.size() == 2);
+  CHECK(std::count_if(shipped.begin(), shipped.end(), [](const std::string& f) {
+          return f.size() > 12 && f.substr(f.size() - 12) == "/my data.csv";
+        }) == 1);
+
+  // Issue 28: a FIFO blocked `train`, /dev/zero ended in std::bad_alloc. Refused in one line
+  // naming the field and the file, at once, with nothing shipped.
+  const std::string fifo = (cluster->dir() / "pipe.csv").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  fs::copy_file(test::digits_dir() / "digits_train.csv", cluster->dir() / ".hidden.csv");
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {fifo, "data.train: " + fifo + " is a FIFO, not a regular file"},
+      {"/dev/zero", "data.train: /dev/zero is a character device, not a regular file"},
+      {".hidden.csv", "data.train: " + (cluster->dir() / ".hidden.csv").string() +
+                          " cannot be shipped: path \".hidden.csv\": component \".hidden.csv\" "
+                          "starts with a dot"}};
+  for (const auto& [data, expected] : refused) {
+    const auto started = std::chrono::steady_clock::now();
+    auto bad = cluster->ravnest("train", write_job(*cluster, "bad.toml", job_text(1, 5, false, data)),
+                                60);
+    INFO(data << ": " << bad.out << bad.err);
+    CHECK(bad.exit_code != 0);
+    CHECK(one_line(bad.err));
+    CHECK(bad.err.find(expected) != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
+    CHECK(files_under(cluster->data_dir(0) / "datasets").size() == 2);
+  }
+}
+
+TEST_CASE("faults: subdirs: a daemon refuses to start on a symlinked checkpoints/ or datasets/",
+          "[faults][symlink]") {
+  // Issue 28: a symlinked checkpoints/ or datasets/ was written through, outside the data
+  // directory.
+  test::LocalCluster cluster(
+      test::digits_model(),
+      std::vector<std::vector<size_t>>{test::LocalCluster::even_cuts(test::digits_model(), 2)},
+      std::vector<std::string>{"32x1x8x8"});
+  const fs::path data = cluster.data_dir(0);
+  const fs::path elsewhere = cluster.dir() / "elsewhere";
+  fs::create_directories(elsewhere);
+  for (const char* sub : {"checkpoints", "datasets"}) {
+    INFO(sub);
+    fs::create_directories(data);
+    fs::remove_all(data / sub);
+    fs::create_directory_symlink(elsewhere, data / sub);
+    std::string why;
+    try {
+      cluster.start(0);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    CHECK(why.find("ravnestd: error: " + (data / sub).string() +
+                   " is a symlink; ravnestd writes only inside its data directory") !=
+          std::string::npos);
+    CHECK(fs::is_empty(elsewhere));
+    fs::remove(data / sub);
+  }
+  cluster.start(0);  // real directories: it starts
+  CHECK(cluster.running(0));
+  CHECK(fs::is_directory(fs::symlink_status(data / "checkpoints")));
 }

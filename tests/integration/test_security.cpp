@@ -265,7 +265,7 @@ TEST_CASE("security: abuse: connections before authentication cost nothing and a
     CHECK(count_of(log, "a message of 17179869184 bytes before authentication") == 3);
     CHECK(count_of(log, "not authenticated in time") == 1);
   } else {
-    CHECK(count_of(log, "TLS handshake failed") == 3);
+    CHECK(count_of(log, "speaks plain TCP, this daemon TLS") == 3);
     CHECK(count_of(log, "no TLS handshake in time") == 1);
   }
   CHECK(std::regex_search(log, std::regex("refused 127\\.0\\.0\\.1:[0-9]+: ")));
@@ -293,6 +293,19 @@ TEST_CASE("security: gate: only the gate is offered; wrong, replayed and forged 
   CHECK(count_of(refused.err, "\n") == (insecure ? 2u : 1u));  // --insecure warns first
   CHECK(contains(refused.err, "node_0 (" + address + "): push stage: refused: wrong secret"));
   CHECK_FALSE(fs::exists(cluster->data_dir(0) / "stage.pt"));
+
+  // Issue 28: the other end of --insecure said "unreachable: Peer disconnected". It says which
+  // side speaks what (libs/wire/protocol_mismatch.h); the daemon's line is counted below.
+  auto mismatched = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest status --plan " +
+                                          cluster->plan_dir() + " --secret-file " +
+                                          cluster->secret_file() + (insecure ? "" : " --insecure"),
+                                      60);
+  INFO(mismatched.out << mismatched.err);
+  CHECK(contains(mismatched.out + mismatched.err,
+                 insecure ? "refused: the daemon speaks plain TCP (ravnestd --insecure); give "
+                            "--insecure too"
+                          : "refused: the daemon speaks TLS; drop --insecure"));
+  CHECK_FALSE(contains(mismatched.out + mismatched.err, "Peer disconnected"));
 
   // By hand, as an attacker who recorded one open() would: the secret's credentials (the TLS
   // handshake needs them; under --insecure it is the gate alone that refuses).
@@ -343,9 +356,13 @@ TEST_CASE("security: gate: only the gate is offered; wrong, replayed and forged 
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const std::string log = cluster->log(0);
   INFO(log);
-  // The wrong secret (TLS handshake or gate), the reused challenge, the replay: one line each.
-  CHECK(count_of(log, "refused 127.0.0.1:") == 3);
+  // The wrong secret (TLS handshake or gate), the status on the other side of --insecure, the
+  // client that called the gate as a Node and left without opening it, the reused challenge, the
+  // replay: one line each.
+  CHECK(count_of(log, "refused 127.0.0.1:") == 5);
+  CHECK(count_of(log, insecure ? "speaks TLS, this daemon plain TCP" : "speaks plain TCP, this daemon TLS") == 1);
   CHECK(count_of(log, "wrong secret") == 2);
+  CHECK(count_of(log, "closed before authentication after ") == 1);
   CHECK(cluster->running(0));
 }
 

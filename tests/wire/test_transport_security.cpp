@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -22,6 +23,10 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include <kj/async-io.h>
 #include <kj/debug.h>
@@ -35,6 +40,7 @@
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/node_credentials.h"
 #include "libs/wire/peer_links.h"
+#include "libs/wire/protocol_mismatch.h"
 #include "libs/wire/rpc_connection.h"
 #include "libs/wire/stream_limits.h"
 #include "libs/wire/thread_io.h"
@@ -362,8 +368,79 @@ TEST_CASE("limits before the gate: a huge frame header costs nothing, the server
     CHECK(server.refusals[0].find("a message of 17179869184 bytes before authentication (the "
                                   "limit is 4096)") != std::string::npos);
   } else {
-    CHECK(server.refusals[0].find("TLS handshake failed") != std::string::npos);
+    // A frame where a TLS handshake belongs: the client of a plain daemon (protocol_mismatch.h).
+    CHECK(server.refusals[0].find("speaks plain TCP, this daemon TLS") != std::string::npos);
   }
+}
+
+TEST_CASE("--insecure on one side only: the client says which side, the daemon logs it once",
+          "[wire][security]") {
+  // Issue 28: `ravnest status --insecure` against a TLS daemon said "Peer disconnected".
+  {
+    GatedServer server("gate secret", /*insecure=*/false);
+    PeerLinks links(make_transport_security("gate secret", /*insecure=*/true));
+    CHECK(status_over(links, server) == kDaemonSpeaksTls);
+    server.turn(200 * kj::MILLISECONDS);
+    REQUIRE(server.refusals.size() == 1);
+    CHECK(server.refusals[0].find(": speaks plain TCP, this daemon TLS (a client with --insecure?)") !=
+          std::string::npos);
+    PeerLinks good(make_transport_security("gate secret", false));
+    CHECK(status_over(good, server) == "node_7");
+  }
+  {
+    GatedServer server("gate secret", /*insecure=*/true);
+    PeerLinks links(make_transport_security("gate secret", /*insecure=*/false));
+    CHECK(status_over(links, server) == kDaemonSpeaksPlain);
+    server.turn(200 * kj::MILLISECONDS);
+    REQUIRE(server.refusals.size() == 1);
+    CHECK(server.refusals[0].find(": speaks TLS, this daemon plain TCP (--insecure)") !=
+          std::string::npos);
+    PeerLinks good(make_transport_security("gate secret", true));
+    CHECK(status_over(good, server) == "node_7");
+  }
+}
+
+TEST_CASE("limits before the gate: a malformed message is logged once, and a flood of them is not",
+          "[wire][security][limits]") {
+  // Issue 28: a malformed frame before authentication left no log line (Cap'n Proto ends such a
+  // connection without a word to the server). Plain TCP: the frame reaches Cap'n Proto as sent.
+  GatedServer server("gate secret", /*insecure=*/true);
+  auto malformed = [&]() {
+    const int fd = raw_connect(server.server->port());
+    // One segment of two words whose root pointer is nothing Cap'n Proto can read as a message.
+    const std::string frame = frame_header(2) + std::string(16, '\xff');
+    REQUIRE(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) == 24);
+    CHECK(closed_by_server(fd, server, 5));
+    ::close(fd);
+    server.turn(20 * kj::MILLISECONDS);
+  };
+  malformed();
+  INFO(server.refusals.size() << " refusal(s); first: "
+                              << (server.refusals.empty() ? "" : server.refusals[0]));
+  REQUIRE(server.refusals.size() == 1);
+  CHECK(server.refusals[0].find(": closed before authentication after 24 bytes (a malformed "
+                                "message, or a client that left)") != std::string::npos);
+  // An honest client is still served; a gate refusal is not reported twice.
+  PeerLinks links(make_transport_security("gate secret", true));
+  CHECK(status_over(links, server) == "node_7");
+  PeerLinks wrong(make_transport_security("not the gate secret", true));
+  CHECK(status_over(wrong, server) == "refused: wrong secret");
+  server.turn(100 * kj::MILLISECONDS);
+  CHECK(server.refusals.size() == 2);
+
+  // A flood: a burst of lines, then none until time passes; what was left out is counted.
+  const auto flood_began = std::chrono::steady_clock::now();
+  for (int i = 0; i < 40; ++i) malformed();
+  const double flood_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - flood_began).count();
+  INFO("40 connections in " << flood_seconds << " s");
+  // At most the burst of 20, then 2 a second (and the lines logged above).
+  CHECK(server.refusals.size() <= 2 + 20 + static_cast<size_t>(2 * flood_seconds) + 1);
+  CHECK(server.refusals.size() < 2 + 40);
+  server.turn(1500 * kj::MILLISECONDS);
+  malformed();
+  CHECK(contains(server.refusals, " refusals not logged (more than 2 a second)"));
+  CHECK(status_over(links, server) == "node_7");
 }
 
 TEST_CASE("limits before the gate: a connection that does not authenticate in time is closed",
@@ -685,6 +762,11 @@ std::string openssl_fingerprint(const std::string& cert) {
   return out;  // "sha256 Fingerprint=3F:9A:..."
 }
 
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 std::string error_of(const std::function<void()>& body) {
   try {
     body();
@@ -801,4 +883,91 @@ TEST_CASE("pinned certificates: a pinned node must show its own certificate",
     CHECK(why == "Connection refused");  // as without a pin: the connection itself fails first
   }
   std::system(("rm -rf " + made.dir + " " + other.dir).c_str());
+}
+
+namespace {
+
+// A key and a certificate issued to ravnest-node, valid from now + `from_days` to now + `to_days`
+// (openssl req cannot date a certificate in the future), written as PEM files in a fresh
+// directory.
+MadeIdentity make_dated_identity(long from_days, long to_days) {
+  MadeIdentity made;
+  char pattern[] = "/tmp/ravnest-dated-XXXXXX";
+  REQUIRE(::mkdtemp(pattern) != nullptr);
+  made.dir = pattern;
+  made.cert = made.dir + "/node.crt";
+  made.key = made.dir + "/node.key";
+  EVP_PKEY* key = EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519");
+  REQUIRE(key != nullptr);
+  X509* cert = X509_new();
+  X509_set_version(cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), from_days * 86400);
+  X509_gmtime_adj(X509_getm_notAfter(cert), to_days * 86400);
+  X509_NAME* name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(kPinnedHostName), -1, -1, 0);
+  X509_set_issuer_name(cert, name);
+  X509_set_pubkey(cert, key);
+  REQUIRE(X509_sign(cert, key, nullptr) > 0);
+  FILE* out = std::fopen(made.cert.c_str(), "w");
+  PEM_write_X509(out, cert);
+  std::fclose(out);
+  out = std::fopen(made.key.c_str(), "w");
+  PEM_write_PrivateKey(out, key, nullptr, nullptr, 0, nullptr, nullptr);
+  std::fclose(out);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return made;
+}
+
+}  // namespace
+
+TEST_CASE("pinned certificates: one outside its dates is refused with them, never as a wrong secret",
+          "[wire][security][pinned]") {
+  // Issue 28: a certificate valid only from next year was accepted at start; every client was
+  // then refused as "wrong secret".
+  const auto later = make_dated_identity(365, 730);
+  const std::string not_yet = error_of([&] { load_tls_identity(later.cert, later.key); });
+  INFO(not_yet);
+  CHECK(not_yet.rfind(later.cert + ": the certificate is not valid yet (valid from 20", 0) == 0);
+  CHECK(not_yet.find(" UTC to 20") != std::string::npos);
+  CHECK(not_yet.find('\n') == std::string::npos);
+  const auto expired = make_dated_identity(-730, -365);
+  const std::string old = error_of([&] { load_tls_identity(expired.cert, expired.key); });
+  CHECK(old.rfind(expired.cert + ": the certificate has expired (valid from 20", 0) == 0);
+
+  // A daemon whose certificate went out of its dates while it ran (made here without the check
+  // at start): the client says so, naming the address and the dates.
+  const auto valid = make_identity("node_9");
+  const auto identity = load_tls_identity(valid.cert, valid.key);
+  TlsIdentity outdated;
+  outdated.certificate_pem = read_whole(expired.cert);
+  outdated.key_pem = read_whole(expired.key);
+  {
+    BIO* bio = BIO_new_mem_buf(outdated.certificate_pem.data(),
+                               static_cast<int>(outdated.certificate_pem.size()));
+    X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+    unsigned char* der = nullptr;
+    const int size = i2d_X509(cert, &der);
+    outdated.certificate_der.assign(der, der + size);
+    OPENSSL_free(der);
+    X509_free(cert);
+    BIO_free(bio);
+  }
+  outdated.fingerprint = certificate_fingerprint(outdated.certificate_der);
+  CHECK(certificate_validity_problem(identity.certificate_der).empty());
+  CHECK(certificate_validity_problem(outdated.certificate_der).rfind("has expired (valid from ", 0) ==
+        0);
+  const std::string secret = "the plan's secret";
+  GatedServer server(secret, false, 10 * kj::SECONDS, nullptr, outdated);
+  PeerLinks links(make_transport_security(secret));
+  links.security()->set_pins({{server.address(), outdated.fingerprint}});
+  const std::string why = status_over(links, server);
+  INFO(why);
+  CHECK(why.rfind("refused: the certificate pinned for " + server.address() +
+                      " has expired (valid from ",
+                  0) == 0);
+  CHECK(why.find("wrong secret") == std::string::npos);
+  std::system(("rm -rf " + later.dir + " " + expired.dir + " " + valid.dir).c_str());
 }
