@@ -255,12 +255,14 @@ void fsync_dir(const std::filesystem::path& dir) {
 }  // namespace
 
 FileSink::FileSink(std::filesystem::path dir, std::string name, uint64_t size,
-                   std::string sha256_hex, kj::Own<kj::PromiseFulfiller<void>> completion)
+                   std::string sha256_hex, kj::Own<kj::PromiseFulfiller<void>> completion,
+                   Commit commit)
     : dir_(std::move(dir)),
       final_path_(dir_ / name),
       expected_(size),
       expected_sha256_(lower_hex(std::move(sha256_hex))),
-      completion_(kj::mv(completion)) {
+      completion_(kj::mv(completion)),
+      commit_(std::move(commit)) {
   if (expected_sha256_.size() != 64 ||
       !std::all_of(expected_sha256_.begin(), expected_sha256_.end(),
                    [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); })) {
@@ -290,10 +292,10 @@ FileSink::~FileSink() noexcept(false) {
 }
 
 SinkAndCompletion FileSink::open(std::filesystem::path dir, std::string name, uint64_t size,
-                                 std::string sha256_hex) {
+                                 std::string sha256_hex, Commit commit) {
   auto paf = kj::newPromiseAndFulfiller<void>();
   auto sink = kj::heap<FileSink>(std::move(dir), std::move(name), size, std::move(sha256_hex),
-                                 kj::mv(paf.fulfiller));
+                                 kj::mv(paf.fulfiller), std::move(commit));
   return {kj::mv(sink), kj::mv(paf.promise)};
 }
 
@@ -366,7 +368,15 @@ kj::Promise<void> FileSink::done(DoneContext) {
   pages_.release_all();
   ::close(fd_);
   fd_ = -1;
-  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+  if (commit_) {
+    std::string refused;
+    try {
+      commit_(temp_path_);
+    } catch (const std::exception& e) {
+      refused = e.what();
+    }
+    if (!refused.empty()) fail(stream_error(kj::Exception::Type::FAILED, refused));
+  } else if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
     int error = errno;
     fail(stream_error(kj::Exception::Type::FAILED,
                       final_path_.string() + ": cannot write (rename): " + strerror(error)));

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "libs/config/sha256.h"
+#include "libs/wire/file_stream.h"
 #include "libs/wire/peer_links.h"
 #include "tests/wire/wire_test_util.h"
 
@@ -315,6 +316,117 @@ TEST_CASE("FileSink stores a good file and refuses bad ones without leaving file
     CHECK(event->kind == "error");
     CHECK_THAT(event->text, Catch::Contains("released before done"));
     CHECK(count_entries(dir.path) == 0);
+  }
+}
+
+TEST_CASE("stream_file sends a file from disk in chunks, through pushFile's FileSink",
+          "[wire][file]") {
+  TempDir dir;
+  TempDir out;
+  ServerThread server(out.path);
+  RpcClient client("127.0.0.1", server.port());
+  // Not a multiple of the chunk: the last write is short.
+  const std::string content = random_bytes(3 * 1024 * 1024 + 13, 5);
+  const fs::path source = dir.path / "source.bin";
+  std::ofstream(source, std::ios::binary) << content;
+  auto node = client.main<schema::Node>();
+  auto request = node.pushFileRequest();
+  request.setName("data.bin");
+  request.setSize(content.size());
+  request.setSha256(ravnest::config::sha256_hex(content));
+  uint64_t progress = 0;
+  auto sent = wait_bounded(
+      stream_file(request.send().getSink(), source, 256 * 1024, &progress), client);
+  CHECK(sent.bytes == content.size());
+  CHECK(progress == content.size());
+  CHECK(sent.sha256 == ravnest::config::sha256_hex(content));
+  auto event = next_event(server, client);
+  REQUIRE(event.has_value());
+  REQUIRE(event->kind == "file");
+  CHECK(read_file(out.path / "data.bin") == content);
+  CHECK_THROWS_WITH(wait_bounded(stream_file(node.pushFileRequest().send().getSink(),
+                                             dir.path / "missing.bin"),
+                                 client),
+                    Catch::Contains("missing.bin: cannot read: No such file or directory"));
+}
+
+TEST_CASE("FileDownload keeps a file only once its size and checksum are the sender's",
+          "[wire][file]") {
+  TempDir dir;
+  TempDir server_dir;
+  ServerThread server(server_dir.path);
+  RpcClient client("127.0.0.1", server.port());  // its event loop: the sinks are local
+  const std::string content = random_bytes(1024 * 1024 + 7, 9);
+  const fs::path source = dir.path / "source.bin";
+  std::ofstream(source, std::ios::binary) << content;
+  const fs::path target = dir.path / "fetched.bin";
+  SECTION("as sent") {
+    FileDownload download(target);
+    auto sent = wait_bounded(stream_file(download.sink(), source, 100000), client);
+    CHECK(download.received_bytes() == content.size());
+    download.keep(sent.bytes, sent.sha256);
+    CHECK(read_file(target) == content);
+  }
+  SECTION("another checksum") {
+    FileDownload download(target);
+    auto sent = wait_bounded(stream_file(download.sink(), source), client);
+    CHECK_THROWS_WITH(download.keep(sent.bytes, ravnest::config::sha256_hex("x")),
+                      Catch::Contains("fetched.bin: the bytes received hash to "));
+  }
+  SECTION("another size") {
+    FileDownload download(target);
+    auto sent = wait_bounded(stream_file(download.sink(), source), client);
+    CHECK_THROWS_WITH(download.keep(sent.bytes + 1, sent.sha256),
+                      Catch::Contains("bytes arrived, the sender sent"));
+  }
+  SECTION("the sender never said done") {
+    FileDownload download(target);
+    auto sink = download.sink();
+    auto write = sink.writeRequest();
+    write.setChunk(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(content.data()), 10));
+    wait_bounded(write.send(), client);
+    CHECK_THROWS_WITH(download.keep(10, ravnest::config::sha256_hex(content.substr(0, 10))),
+                      Catch::Contains("before the sender said it was done"));
+  }
+  SECTION("dropped") {
+    FileDownload download(target);
+    wait_bounded(stream_file(download.sink(), source), client);
+  }
+  // Only the source, and the target when it was kept.
+  CHECK(count_entries(dir.path) == (fs::exists(target) ? 2u : 1u));
+}
+
+TEST_CASE("FileSink hands a checked file to its commit, which may refuse it", "[wire][file]") {
+  TempDir dir;
+  TempDir server_dir;
+  ServerThread server(server_dir.path);
+  RpcClient client("127.0.0.1", server.port());  // its event loop: the sinks are local
+  const std::string content = random_bytes(300000, 3);
+  const fs::path source = dir.path / "source.bin";
+  std::ofstream(source, std::ios::binary) << content;
+  const fs::path out = dir.path / "out";
+  fs::create_directories(out);
+  std::string taken;
+  SECTION("taken") {
+    auto opened = FileSink::open(out, "stage.pt", content.size(),
+                                 ravnest::config::sha256_hex(content),
+                                 [&](const fs::path& temp) {
+                                   taken = read_file(temp);
+                                   fs::rename(temp, out / "kept.pt");
+                                 });
+    wait_bounded(stream_file(kj::mv(opened.sink), source), client);
+    wait_bounded(kj::mv(opened.completion), client);
+    CHECK(taken == content);
+    CHECK(read_file(out / "kept.pt") == content);
+    CHECK(count_entries(out) == 1);
+  }
+  SECTION("refused") {
+    auto opened = FileSink::open(out, "stage.pt", content.size(),
+                                 ravnest::config::sha256_hex(content),
+                                 [&](const fs::path&) { throw std::runtime_error("no module"); });
+    CHECK_THROWS_WITH(wait_bounded(stream_file(kj::mv(opened.sink), source), client),
+                      Catch::Contains("no module"));
+    CHECK(count_entries(out) == 0);
   }
 }
 
