@@ -81,16 +81,6 @@ void NodeStore::remove_stale_temporaries() const {
   }
 }
 
-namespace {
-
-// SHA-256 hex as written by different tools (upper or lower case) compares equal.
-std::string lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
-}  // namespace
-
 config::NodeMetadata NodeStore::check_stage_push(
     const std::string& metadata_json, const std::string& sha256,
     const std::function<void(const config::NodeMetadata&)>& accept) const {
@@ -99,7 +89,7 @@ config::NodeMetadata NodeStore::check_stage_push(
     throw std::runtime_error("the stage is for " + config::printable(metadata.name, 40) +
                              ", this daemon serves " + node_name_);
   }
-  if (lower(sha256) != lower(metadata.stage_sha256)) {
+  if (!config::same_sha256(sha256, metadata.stage_sha256)) {
     // The requester hashed the file it sends; its metadata describes another stage.
     throw std::runtime_error("stage checksum mismatch: the stage sent hashes to " +
                              config::printable(sha256, 64) +
@@ -129,7 +119,7 @@ void NodeStore::store_stage(const std::string& metadata_json, const std::string&
                             const std::string& sha256,
                             const std::function<void(const config::NodeMetadata&)>& accept) {
   const std::string actual = config::sha256_hex(stage_bytes);
-  if (actual != lower(sha256)) {
+  if (!config::same_sha256(actual, sha256)) {
     throw std::runtime_error("stage checksum mismatch: received bytes hash to " + actual +
                              ", expected " + config::printable(sha256, 64));
   }

@@ -329,7 +329,7 @@ void Requester::Impl::check_nodes() {
     if (!s.stage_problem.empty()) {
       throw std::runtime_error(who + ": " + s.stage_problem + "; run `ravnest push`");
     }
-    if (s.stage_sha256 != meta.stage_sha256) {
+    if (!config::same_sha256(s.stage_sha256, meta.stage_sha256)) {
       throw std::runtime_error(who + ": holds stage " + s.stage_sha256.substr(0, 12) +
                                ", not the plan's " + meta.stage_sha256.substr(0, 12) +
                                " (another plan, or an older one); run `ravnest push`");
@@ -598,7 +598,7 @@ void Requester::check_finished(const std::vector<config::NodeMetadata>& nodes) {
   for (const auto& meta : nodes) {
     const std::string who = meta.name + " (" + meta.address + ")";
     const auto s = impl_->status_of(meta, 5);
-    if (!s.has_stage || s.stage_sha256 != meta.stage_sha256) {
+    if (!s.has_stage || !config::same_sha256(s.stage_sha256, meta.stage_sha256)) {
       throw std::runtime_error(who + ": does not hold the plan's stage; run `ravnest push`, then "
                                "`ravnest train`");
     }
