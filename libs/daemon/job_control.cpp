@@ -111,7 +111,7 @@ kj::Promise<void> JobControl::push_stage(PushStageCall context, wire::StreamSlot
     store_.check_stage_push(metadata_json, params.getSha256(), fits);
     // The bytes go to a temporary file beside stage.pt (removed if anything fails, or by the
     // next start after a crash); they replace the stored stage only once whole, checked and
-    // loadable, so a push that fails leaves the old stage as it was.
+    // a TorchScript archive, so a push that fails leaves the old stage as it was.
     return wire::FileSink::open(
         store_.dir(), store_.stage_path().filename().string(), size, params.getSha256(),
         [this, metadata_json, size](const std::filesystem::path& received) {
