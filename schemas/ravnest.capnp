@@ -162,6 +162,9 @@ struct NodeStatus {
                                     # the budget is the cgroup's limit, else VmRSS
   memoryPeakBytes @27 :UInt64;      # the most used so far: the cgroup's max usage where the
                                     # budget is the cgroup's limit, else VmHWM
+  stageProblem @28 :Text;           # why the stored stage cannot be used as it is, one line
+                                    # naming the file (metadata.json unreadable, stage.pt not of
+                                    # the size it was pushed with); empty when nothing is wrong
 }
 
 struct TrafficCount {
@@ -237,11 +240,18 @@ struct ShippedPath {
 
 interface Node {
   # Requester -> daemon.
-  pushStage @0 (metadataJson :Text, stage :Data, sha256 :Text) -> ();
-    # Stores the stage and its metadata (docs/node-metadata.md) atomically under the daemon's
-    # data directory. Refused when the metadata names another node, the checksum fails, or the
-    # stage's measured peak (estimates.peak_memory_bytes) exceeds the daemon's memory budget
-    # (docs/daemon.md#memory).
+  pushStage @0 (metadataJson :Text, obsoleteStage :Data, sha256 :Text, size :UInt64)
+      -> (sink :ByteSink);
+    # A stage of `size` bytes and its metadata (docs/node-metadata.md). The stage streams through
+    # `sink` in chunks (a stage of several GB never travels in one message, and the daemon holds
+    # a chunk of it at a time); once `done` checked its size and checksum and the bytes load as a
+    # TorchScript module, the stage and its metadata replace the stored ones, atomically: a push
+    # that fails (refused, cut off, a wrong checksum, bytes that are no module) leaves the old
+    # stage as it was and no temporary behind. Refused before any byte travels when the metadata
+    # names another node, its stage_sha256 is not `sha256`, `size` is above limits.file_bytes,
+    # a job is running, or the stage's measured peak (estimates.peak_memory_bytes) exceeds the
+    # daemon's memory budget (docs/daemon.md#memory). `obsoleteStage` is where the stage travelled
+    # whole before it streamed (at most 512 MiB): a push that sets it is refused.
   pushFile @1 (name :Text, size :UInt64, sha256 :Text) -> (sink :ByteSink);
     # A dataset file, streamed; stored under datasets/<name> once `done` checks size and
     # checksum. `name` is "<bundle>/<path>": the bundle is the 64 hex digits of ShippedPath, the
@@ -260,8 +270,12 @@ interface Node {
     # e.g. which node failed) is logged and ends any reduce in progress. With `jobId` other than
     # 0 only that job is stopped: a stop that arrives late never ends a newer job.
   status @5 () -> (status :NodeStatus);
-  fetchStage @6 () -> (stage :Data, sha256 :Text, metadataJson :Text);
-    # The trained stage when the last job finished, else the stored one.
+  fetchStage @6 (sink :ByteSink) -> (obsoleteStage :Data, sha256 :Text, metadataJson :Text,
+                                     size :UInt64);
+    # The trained stage when the last job finished, else the stored one, streamed into the
+    # requester's `sink` in chunks (then `done`); returns once it was, with the `size` and
+    # SHA-256 of the bytes sent, for the requester to check. `obsoleteStage` stays empty (the
+    # stage travelled there whole before it streamed).
   subscribe @7 (listener :ProgressListener) -> ();
     # Events of the current job go to `listener` until the job ends or the listener fails.
   fetchLosses @8 () -> (text :Text, validation :Text);
@@ -301,11 +315,15 @@ interface Node {
     # slot (the requester, after `ravnest replace`), it becomes this node's own checkpoint; of
     # another slot (a peer, after writing one), a copy kept for that slot (the newest 3).
   fetchCheckpoint @15 (identity :Text, cluster :Int32, position :Int32,
-                       updates :UInt64) -> (checkpoint :Data, sha256 :Text);
-    # The checkpoint file of that slot after `updates` updates, this node's own or a kept copy.
-  fetchPredictions @16 () -> (predictions :Data, sha256 :Text);
+                       updates :UInt64, sink :ByteSink)
+      -> (obsoleteCheckpoint :Data, sha256 :Text, size :UInt64);
+    # The checkpoint file of that slot after `updates` updates, this node's own or a kept copy,
+    # streamed into `sink` as fetchStage streams a stage; `obsoleteCheckpoint` stays empty.
+  fetchPredictions @16 (sink :ByteSink) -> (obsoletePredictions :Data, sha256 :Text,
+                                           size :UInt64);
     # The leaf's predictions.pt of the last prediction job (docs/predict.md): the model's outputs
-    # for every sample in order, as torch.save writes them. Refused on other nodes and before
+    # for every sample in order, as torch.save writes them, streamed into `sink` as fetchStage
+    # streams a stage; `obsoletePredictions` stays empty. Refused on other nodes and before
     # a prediction job finished.
 }
 

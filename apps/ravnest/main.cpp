@@ -292,6 +292,13 @@ int run_losses(const Connection& c, std::optional<int> cluster, const std::strin
 int run_fuse(const Connection& c, int cluster, const std::string& from, std::string model,
              const std::string& out, bool allow_unfinished) {
   std::vector<runtime::StageFile> stages;
+  struct RemovedDir {
+    std::string path;
+    ~RemovedDir() {
+      std::error_code ignored;
+      if (!path.empty()) std::filesystem::remove_all(path, ignored);
+    }
+  } fetched_dir;
   if (!from.empty()) {
     stages = runtime::cluster_stage_files(from, cluster);
     if (model.empty()) model = model_of_plan(from);
@@ -310,16 +317,23 @@ int run_fuse(const Connection& c, int cluster, const std::string& from, std::str
     // A hybrid plan's tables are on its servers, the rest on the cluster's trainer.
     const bool hybrid = !servers.empty() && servers.front().parameter_server.hybrid();
     if (hybrid && !allow_unfinished) requester.check_finished(cluster);
-    auto fetched_nodes =
-        servers.empty() ? requester.fetch_cluster(cluster) : requester.fetch_nodes(servers);
+    // The stages stream into files of a temporary directory beside the output (a stage of GB
+    // is never held in memory twice), removed once fused or failed.
+    fetched_dir.path = (std::filesystem::path(out) / (".fetched." + std::to_string(::getpid())))
+                           .string();
+    std::filesystem::create_directories(fetched_dir.path);
+    auto fetched_nodes = servers.empty() ? requester.fetch_cluster(cluster, fetched_dir.path)
+                                         : requester.fetch_nodes(servers, fetched_dir.path);
     if (hybrid) {
-      for (auto& trainer : requester.fetch_cluster(cluster)) fetched_nodes.push_back(std::move(trainer));
+      for (auto& trainer : requester.fetch_cluster(cluster, fetched_dir.path)) {
+        fetched_nodes.push_back(std::move(trainer));
+      }
     }
     for (auto& fetched : fetched_nodes) {
       runtime::StageFile file;
       file.metadata = std::move(fetched.metadata);
-      file.bytes = std::move(fetched.bytes);
-      say("fetched the stage of " + file.metadata.name + " (" + std::to_string(file.bytes.size()) +
+      file.path = fetched.path;
+      say("fetched the stage of " + file.metadata.name + " (" + std::to_string(fetched.bytes) +
           " bytes)");
       stages.push_back(std::move(file));
     }
@@ -349,7 +363,6 @@ int run_predict(Connection c, const std::string& target, const std::string& data
   }
   const std::string text = config::prediction_job_text(
       config::read_file(job_path), job_path, fs::absolute(data_path).string(), batch_size);
-  std::string bytes;
   if (through_plan) {
     auto plan = runtime::load_plan(c.plan_dir);
     const auto ids = plan.cluster_ids();
@@ -378,14 +391,16 @@ int run_predict(Connection c, const std::string& target, const std::string& data
     const auto result = requester.predict(text, job_path, options);
     say("predicted through cluster " + std::to_string(cluster) + " in " +
         std::to_string(result.seconds).substr(0, 4) + " s");
-    bytes = requester.fetch_predictions(leaf);
-  } else {
-    const auto job = config::parse_job(text, job_path);
-    const auto dataset = data::load_dataset(job.data, data::Split::kTrain);
-    torch::jit::Module model = graph::load_module(target);
-    bytes = runtime::predictions_file(
-        runtime::predict_in_process(model, dataset, job.train.batch_size));
+    // Streamed from the leaf into `out` (complete and checked, or not written).
+    const uint64_t size = requester.fetch_predictions(leaf, out);
+    say("wrote " + out + " (" + std::to_string(size) + " bytes; torch.load reads it)");
+    return 0;
   }
+  const auto job = config::parse_job(text, job_path);
+  const auto dataset = data::load_dataset(job.data, data::Split::kTrain);
+  torch::jit::Module model = graph::load_module(target);
+  const std::string bytes = runtime::predictions_file(
+      runtime::predict_in_process(model, dataset, job.train.batch_size));
   config::write_file_atomically(out, bytes);
   say("wrote " + out + " (" + std::to_string(bytes.size()) + " bytes; torch.load reads it)");
   return 0;

@@ -13,12 +13,12 @@ namespace ravnest::config {
 
 struct DaemonLimits {
   // One message, by kind, once the peer proved the secret (bytes, framing included).
-  uint64_t push_stage_bytes = uint64_t{544} << 20;    // Node.pushStage: a stage and its metadata
+  uint64_t push_stage_bytes = uint64_t{64} << 20;     // Node.pushStage: a stage's metadata (the stage streams)
   uint64_t send_bytes = uint64_t{64} << 20;           // Node.send: a micro-batch's inline values
   uint64_t stream_chunk_bytes = uint64_t{16} << 20;   // one write into a stream (file, tensors, ring)
   uint64_t message_bytes = uint64_t{1} << 20;         // any other message
   // What a stream may announce (bytes).
-  uint64_t file_bytes = uint64_t{64} << 30;       // Node.pushFile, Node.storeCheckpoint
+  uint64_t file_bytes = uint64_t{64} << 30;       // Node.pushStage, pushFile, storeCheckpoint
   uint64_t transfer_bytes = uint64_t{4} << 30;    // the tensors of one Node.send
   // Connections and streams held at once.
   uint64_t connections = 256;            // in all

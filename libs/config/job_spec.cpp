@@ -386,7 +386,20 @@ SparseOptimizerSpec parse_sparse_optimizer(const Section& s) {
 
 }  // namespace
 
+namespace {
+
+[[noreturn]] void refuse_job_size(const std::string& origin, const std::string& size) {
+  throw ConfigError(origin + ": " + size + ", more than the " +
+                    std::to_string(kMaxJobFileBytes >> 10) +
+                    " KiB a job file may be (it travels to every node in one message)");
+}
+
+}  // namespace
+
 JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
+  if (toml_text.size() > kMaxJobFileBytes) {
+    refuse_job_size(origin, std::to_string(toml_text.size()) + " bytes");
+  }
   toml::table root;
   try {
     root = toml::parse(toml_text, origin);
@@ -451,10 +464,18 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
 JobSpec load_job(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw ConfigError(path + ": cannot read the job file");
-  std::ostringstream text;
-  text << file.rdbuf();
+  // At most one byte over the limit is read: a huge file (or an endless one) is refused at once.
+  std::string text(kMaxJobFileBytes + 1, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (file.bad()) throw ConfigError(path + ": cannot read the job file");
-  return parse_job(text.str(), path);
+  text.resize(static_cast<size_t>(file.gcount()));
+  if (text.size() > kMaxJobFileBytes) {
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    refuse_job_size(path, ec ? std::to_string(text.size()) + " bytes or more"
+                             : std::to_string(size) + " bytes");
+  }
+  return parse_job(text, path);
 }
 
 const char* to_string(SparseOptimizerName name) {

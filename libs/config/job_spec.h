@@ -139,11 +139,17 @@ struct JobSpec {
   bool predict = false;
 };
 
+// The largest job file: its text travels to every node in one loadJob message, which a daemon
+// reads only up to limits.message_bytes (at least 256 KiB, docs/security.md#limits); a larger
+// one would be cut off as a connection reset after the data shipped. Refused before anything
+// travels, naming the file and this limit.
+inline constexpr size_t kMaxJobFileBytes = size_t{128} << 10;
+
 // Parses a job from TOML text; `origin` names it in errors and its directory (made absolute)
-// is the base of relative paths.
+// is the base of relative paths. Text over kMaxJobFileBytes is refused.
 JobSpec parse_job(const std::string& toml_text, const std::string& origin);
 
-// Reads and parses a job file.
+// Reads and parses a job file (reading no more than the limit allows).
 JobSpec load_job(const std::string& path);
 
 // Names as written in a job file ("sgd", "cross_entropy", "linear_warmup", "1f1b", ...).

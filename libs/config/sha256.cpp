@@ -1,5 +1,7 @@
 #include "libs/config/sha256.h"
 
+#include <cctype>
+
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <unistd.h>
@@ -81,6 +83,17 @@ std::string sha256_file_hex(const std::string& path) {
   }
   ::close(fd);
   return hash.hex();
+}
+
+bool same_sha256(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace ravnest::config

@@ -17,6 +17,10 @@ std::string sha256_hex(std::string_view bytes);
 // ConfigError "PATH: cannot read: why".
 std::string sha256_file_hex(const std::string& path);
 
+// Whether two SHA-256 hex strings name the same hash: hex digits compare without their case
+// (a node file may carry one written in upper case by another tool).
+bool same_sha256(std::string_view a, std::string_view b);
+
 // Incremental SHA-256 for data that arrives in pieces (streamed files):
 //   Sha256 h; h.update(a); h.update(b); h.hex() == sha256_hex(a + b)
 // hex() finishes the hash; update() after hex() throws std::logic_error. Throws

@@ -8,6 +8,7 @@
 #include "libs/config/checkpoint_keeper.h"
 #include "libs/config/sha256.h"
 #include "libs/wire/kj_reason.h"
+#include "libs/wire/file_stream.h"
 #include "libs/wire/tensor_stream.h"
 
 namespace ravnest::runtime {
@@ -58,7 +59,7 @@ kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall contex
     if (own && busy_()) throw std::runtime_error("busy: a job is running");
     const std::filesystem::path file = own ? store_->file(identity, updates)
                                            : store_->kept_file(identity, cluster, position, updates);
-    store_->make_dir(file.parent_path());
+    std::filesystem::create_directories(file.parent_path());
     return wire::FileSink::open(file.parent_path(), file.filename().string(), params.getSize(),
                                 params.getSha256());
   });
@@ -79,7 +80,7 @@ kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall contex
 
 kj::Promise<void> CheckpointService::fetch_checkpoint(FetchCheckpointCall context) {
   auto params = context.getParams();
-  checked([&] {
+  const auto file = checked([&] {
     const std::string identity = params.getIdentity();
     const int cluster = params.getCluster(), position = params.getPosition();
     const uint64_t updates = params.getUpdates();
@@ -90,28 +91,33 @@ kj::Promise<void> CheckpointService::fetch_checkpoint(FetchCheckpointCall contex
       throw std::runtime_error("no checkpoint after update " + std::to_string(updates) +
                                " of that slot here");
     }
-    const std::string bytes = config::read_file(file.string());
-    auto results = context.getResults();
-    results.setCheckpoint(
-        capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
-    results.setSha256(config::sha256_hex(bytes));
+    if (!params.hasSink()) {
+      throw std::runtime_error("no sink to stream the checkpoint into: fetch with a ravnest of "
+                               "this daemon's version");
+    }
+    return file;
   });
-  return kj::READY_NOW;
+  // Streamed in chunks: a checkpoint (the stage's state several times over) is never held whole.
+  return wire::stream_file(params.getSink(), file).then([context](wire::SentFile sent) mutable {
+    auto results = context.getResults();
+    results.setSize(sent.bytes);
+    results.setSha256(sent.sha256);
+  });
 }
 
 void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
                                            const std::string& identity, uint64_t updates) {
   const auto keeper = config::checkpoint_keeper(self);
   if (!keeper || !loop_.executor) return;
-  // Read a chunk at a time, neither mapped nor whole: a checkpoint is the stage's state several
-  // times, and pages of it mapped for the copy counted in the daemon's resident peak (VmHWM) on
-  // top of everything the job holds (issue 29: +100-190 MB over the probe's measure).
-  const std::string path = store_->file(identity, updates).string();
-  uint64_t size = 0;
+  // Hashed, then streamed from the file a chunk at a time: the copy never holds the whole file
+  // (a checkpoint is the stage's state several times) in the daemon's memory, nor maps it (a
+  // mapping's pages count in the daemon's resident memory as they are read).
+  const std::filesystem::path file = store_->file(identity, updates);
   std::string sha;
+  uint64_t size = 0;
   try {
-    size = std::filesystem::file_size(path);
-    sha = config::sha256_file_hex(path);
+    sha = config::sha256_file_hex(file.string());
+    size = std::filesystem::file_size(file);
   } catch (const std::exception& e) {
     spdlog::warn("no copy of the checkpoint for node_{}: {}", keeper->node, e.what());
     return;
@@ -128,7 +134,8 @@ void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
       request.setSha256(sha);
       auto sink = request.send().getSink();
       const std::string who = "node_" + std::to_string(keeper->node);
-      tasks_.add(wire::stream_file(sink, path, size)
+      tasks_.add(wire::stream_file(sink, file)
+                     .ignoreResult()
                      .catch_([who, updates](kj::Exception&& e) {
                        spdlog::warn("the copy of the checkpoint after update {} did not reach {}: {}",
                                     updates, who, wire::kj_reason(e));

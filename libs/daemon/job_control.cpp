@@ -22,6 +22,9 @@
 #include "libs/config/sha256.h"
 #include "libs/daemon/job_setup.h"
 #include "libs/daemon/thread_bridge.h"
+#include "libs/graph/module_file.h"
+#include "libs/wire/file_stream.h"
+#include "libs/wire/kj_reason.h"
 #include "libs/wire/tensor_stream.h"
 #include "libs/wire/transfer_codec.h"
 
@@ -87,18 +90,20 @@ void JobControl::record(LastJob::Outcome outcome, uint64_t job_id, const std::st
   }
 }
 
-kj::Promise<void> JobControl::push_stage(PushStageCall context) {
+kj::Promise<void> JobControl::push_stage(PushStageCall context, wire::StreamSlot slot,
+                                         uint64_t max_bytes) {
   auto params = context.getParams();
-  checked([&] {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (effective_state(nullptr) == NodeState::kTraining) {
-        throw std::runtime_error("busy: a job is running");
-      }
+  const std::string metadata_json = params.getMetadataJson();
+  const uint64_t size = params.getSize();
+  auto opened = checked([&] {
+    if (params.hasObsoleteStage() && params.getObsoleteStage().size() > 0) {
+      throw std::runtime_error("the stage arrived whole in the call, as ravnest did before stages "
+                               "streamed: push with a ravnest of this daemon's version");
     }
-    auto stage = params.getStage();
+    wire::check_stream_size(size, max_bytes, "pushStage");
+    if (training()) throw std::runtime_error("busy: a job is running");
     // A stage whose measured peak exceeds the budget would fail its first job, or take the
-    // machine down with it: refused before anything is written (and logged by the endpoint).
+    // machine down with it: refused before anything travels (and logged by the endpoint).
     const auto fits = [this](const config::NodeMetadata& pushed) {
       const auto refusal = config::stage_memory_refusal(
           pushed.estimates, memory_.baseline_bytes(), memory_.read().budget);
@@ -112,22 +117,38 @@ kj::Promise<void> JobControl::push_stage(PushStageCall context) {
         }
       }
     };
-    store_.store_stage(params.getMetadataJson(),
-                       std::string(reinterpret_cast<const char*>(stage.begin()), stage.size()),
-                       params.getSha256(), fits);
-    metadata_ = store_.metadata();
-    // The plan's pinned certificates: what this node's peers must show it.
-    links_.security()->set_pins(metadata_.tls_fingerprints);
-    {
-      // A new stage: no job has run on it (its last_job.json went with the old one).
-      std::lock_guard<std::mutex> lock(mutex_);
-      worker_.reset();
-      state_ = NodeState::kIdle;
-      job_id_ = 0;
-      error_.clear();
-    }
-    spdlog::info("stored stage {} ({} bytes)", metadata_.stage_sha256.substr(0, 12), stage.size());
+    store_.check_stage_push(metadata_json, params.getSha256(), fits);
+    // The bytes go to a temporary file beside stage.pt (removed if anything fails, or by the
+    // next start after a crash); they replace the stored stage only once whole, checked and
+    // a TorchScript archive, so a push that fails leaves the old stage as it was.
+    return wire::FileSink::open(
+        store_.dir(), store_.stage_path().filename().string(), size, params.getSha256(),
+        [this, metadata_json, size](const std::filesystem::path& received) {
+          if (training()) throw std::runtime_error("busy: a job started while the stage arrived");
+          // Random bytes that hash as announced are still no stage: refused here, not at the
+          // first job. The archive's directory is checked, not the module loaded: loading would
+          // hold the whole stage in memory during a push.
+          graph::check_module_archive(received.string(),
+                                      "the pushed stage (" + std::to_string(size) + " bytes)");
+          store_.commit_stage(received, size, metadata_json);
+          metadata_ = store_.metadata();
+          // The plan's pinned certificates: what this node's peers must show it.
+          links_.security()->set_pins(metadata_.tls_fingerprints);
+          {
+            // A new stage: no job has run on it (its last_job.json went with the old one).
+            std::lock_guard<std::mutex> lock(mutex_);
+            worker_.reset();
+            state_ = NodeState::kIdle;
+            job_id_ = 0;
+            error_.clear();
+          }
+          spdlog::info("stored stage {} ({} bytes)", metadata_.stage_sha256.substr(0, 12), size);
+        });
   });
+  context.getResults().setSink(kj::mv(opened.sink));
+  tasks_.add(opened.completion.attach(kj::mv(slot)).catch_([](kj::Exception&& e) {
+    spdlog::warn("pushStage: {}", wire::kj_reason(e));
+  }));
   return kj::READY_NOW;
 }
 
@@ -392,6 +413,8 @@ kj::Promise<void> JobControl::status(StatusCall context) {
     out.cluster = metadata_.cluster;
     out.role = config::role_name(metadata_.role);
     out.stage_sha256 = metadata_.stage_sha256;
+    // A stat and a small file: cheap enough for every status call.
+    out.stage_problem = store_.stage_problem();
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -422,18 +445,24 @@ kj::Promise<void> JobControl::status(StatusCall context) {
 }
 
 kj::Promise<void> JobControl::fetch_stage(FetchStageCall context) {
-  checked([&] {
+  auto found = checked([&] {
     if (!store_.has_stage()) throw std::runtime_error("no stage stored");
+    if (!context.getParams().hasSink()) {
+      throw std::runtime_error("no sink to stream the stage into: fetch with a ravnest of this "
+                               "daemon's version");
+    }
     const auto path =
         std::filesystem::exists(store_.trained_path()) ? store_.trained_path() : store_.stage_path();
-    const std::string bytes = config::read_file(path.string());
-    auto results = context.getResults();
-    results.setStage(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()),
-                                         bytes.size()));
-    results.setSha256(config::sha256_hex(bytes));
-    results.setMetadataJson(config::read_file((store_.dir() / "metadata.json").string()));
+    return std::make_pair(path, config::read_file(store_.metadata_path().string()));
   });
-  return kj::READY_NOW;
+  // Streamed in chunks, never read whole: a stage of several GB costs the daemon a chunk.
+  return wire::stream_file(context.getParams().getSink(), found.first)
+      .then([context, metadata_json = std::move(found.second)](wire::SentFile sent) mutable {
+        auto results = context.getResults();
+        results.setSize(sent.bytes);
+        results.setSha256(sent.sha256);
+        results.setMetadataJson(metadata_json);
+      });
 }
 
 kj::Promise<void> JobControl::subscribe(SubscribeCall context) {
@@ -453,7 +482,7 @@ kj::Promise<void> JobControl::fetch_losses(FetchLossesCall context) {
 }
 
 kj::Promise<void> JobControl::fetch_predictions(FetchPredictionsCall context) {
-  checked([&] {
+  const auto path = checked([&] {
     if (!store_.has_stage() || !metadata_.returns_model_output) {
       throw std::runtime_error("not a leaf: predictions are kept by the leaf");
     }
@@ -467,13 +496,23 @@ kj::Promise<void> JobControl::fetch_predictions(FetchPredictionsCall context) {
     if (!std::filesystem::is_regular_file(path)) {
       throw std::runtime_error("no predictions: no prediction job finished here");
     }
-    const std::string bytes = config::read_file(path.string());
-    auto results = context.getResults();
-    results.setPredictions(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()),
-                                               bytes.size()));
-    results.setSha256(config::sha256_hex(bytes));
+    if (!context.getParams().hasSink()) {
+      throw std::runtime_error("no sink to stream the predictions into: fetch with a ravnest of "
+                               "this daemon's version");
+    }
+    return path;
   });
-  return kj::READY_NOW;
+  return wire::stream_file(context.getParams().getSink(), path)
+      .then([context](wire::SentFile sent) mutable {
+        auto results = context.getResults();
+        results.setSize(sent.bytes);
+        results.setSha256(sent.sha256);
+      });
+}
+
+bool JobControl::training() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return effective_state(nullptr) == NodeState::kTraining;
 }
 
 bool JobControl::busy() const {

@@ -65,7 +65,8 @@ class JobControl {
              WorkerPort& port, int threads = 0, const std::string& device = "cpu",
              int64_t memory_limit = 0);
 
-  kj::Promise<void> push_stage(PushStageCall context);
+  // The stage streams into a sink (schemas: pushStage); `slot` and `max_bytes` as push_file's.
+  kj::Promise<void> push_stage(PushStageCall context, wire::StreamSlot slot, uint64_t max_bytes);
   // `slot` counts the file's stream against its peer's limit until the file is stored or dropped;
   // a size above `max_bytes` is refused.
   kj::Promise<void> push_file(PushFileCall context, wire::StreamSlot slot, uint64_t max_bytes);
@@ -111,6 +112,7 @@ class JobControl {
   void watch_peers(uint64_t job_id);
   void watch_memory(uint64_t job_id);
   bool running(uint64_t job_id) const;  // `job_id` is this node's job and trains
+  bool training() const;                // a job trains; RPC thread
   // What stop() does: `job_id` 0 stops whatever runs; RPC thread.
   kj::Promise<void> stop_job(uint64_t job_id, const std::string& reason);
   void record(LastJob::Outcome outcome, uint64_t job_id, const std::string& error);  // logs failures

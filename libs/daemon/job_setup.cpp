@@ -84,7 +84,7 @@ torch::jit::Module load_pushed_stage(const NodeStore& store) {
     throw std::runtime_error(store.metadata().name + ": " + e.what());
   }
   const std::string& expected = store.metadata().stage_sha256;
-  if (actual != expected) {
+  if (!config::same_sha256(actual, expected)) {
     throw std::runtime_error(store.metadata().name + ": " + path + " hashes to " +
                              actual.substr(0, 12) + ", not the pushed stage's " +
                              expected.substr(0, 12) +

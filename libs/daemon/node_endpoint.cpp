@@ -27,7 +27,10 @@ kj::Promise<void> NodeEndpoint::forward(const char* method, Call&& call) {
 }
 
 kj::Promise<void> NodeEndpoint::pushStage(PushStageContext context) {
-  return forward("pushStage", [&] { return service_.job().push_stage(context); });
+  return forward("pushStage", [&] {
+    return service_.job().push_stage(context, open_stream("pushStage"),
+                                     service_.limits().file_bytes);
+  });
 }
 kj::Promise<void> NodeEndpoint::pushFile(PushFileContext context) {
   return forward("pushFile", [&] {

@@ -1,8 +1,14 @@
 #include "libs/daemon/node_store.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "libs/config/atomic_file.h"
@@ -78,31 +84,87 @@ void NodeStore::remove_stale_temporaries() const {
   }
 }
 
-void NodeStore::store_stage(const std::string& metadata_json, const std::string& stage_bytes,
-                            const std::string& sha256,
-                            const std::function<void(const config::NodeMetadata&)>& accept) {
+config::NodeMetadata NodeStore::check_stage_push(
+    const std::string& metadata_json, const std::string& sha256,
+    const std::function<void(const config::NodeMetadata&)>& accept) const {
   const auto metadata = config::node_metadata_from_json(metadata_json, "pushed metadata");
   if (metadata.name != node_name_) {
     throw std::runtime_error("the stage is for " + config::printable(metadata.name, 40) +
                              ", this daemon serves " + node_name_);
   }
-  const std::string actual = config::sha256_hex(stage_bytes);
-  if (actual != sha256) {
-    throw std::runtime_error("stage checksum mismatch: received bytes hash to " + actual +
-                             ", expected " + config::printable(sha256, 64));
-  }
-  if (actual != metadata.stage_sha256) {
-    // The bytes arrived whole, but are not the stage the metadata describes.
-    throw std::runtime_error("stage checksum mismatch: received bytes hash to " + actual +
+  if (!config::same_sha256(sha256, metadata.stage_sha256)) {
+    // The requester hashed the file it sends; its metadata describes another stage.
+    throw std::runtime_error("stage checksum mismatch: the stage sent hashes to " +
+                             config::printable(sha256, 64) +
                              ", the pushed metadata's stage_sha256 is " +
-                             config::printable(metadata.stage_sha256, 64));
+                             config::printable(metadata.stage_sha256, 64) +
+                             ": the plan's stage file and node file do not belong together");
   }
   if (accept) accept(metadata);
-  config::write_file_atomically(stage_path().string(), stage_bytes);
+  return metadata;
+}
+
+void NodeStore::commit_stage(const fs::path& received, uint64_t bytes,
+                             const std::string& metadata_json) {
+  if (::rename(received.c_str(), stage_path().c_str()) != 0) {
+    throw std::runtime_error(stage_path().string() + ": cannot write (rename): " +
+                             std::strerror(errno));
+  }
   config::write_file_atomically((dir_ / "metadata.json").string(), metadata_json);
+  config::write_file_atomically(stage_file_path().string(),
+                                "{\"bytes\": " + std::to_string(bytes) + "}\n");
   std::error_code ignored;
   fs::remove(trained_path(), ignored);  // a new stage makes the old training result stale
   fs::remove(last_job_path(), ignored);
+}
+
+void NodeStore::store_stage(const std::string& metadata_json, const std::string& stage_bytes,
+                            const std::string& sha256,
+                            const std::function<void(const config::NodeMetadata&)>& accept) {
+  const std::string actual = config::sha256_hex(stage_bytes);
+  if (!config::same_sha256(actual, sha256)) {
+    throw std::runtime_error("stage checksum mismatch: received bytes hash to " + actual +
+                             ", expected " + config::printable(sha256, 64));
+  }
+  check_stage_push(metadata_json, actual, accept);
+  // A hidden ".part" file: removed by the next start if this process dies before the rename.
+  const fs::path received =
+      dir_ / (".stage.pt." + std::to_string(::getpid()) + ".store.part");
+  config::write_file_atomically(received.string(), stage_bytes);
+  try {
+    commit_stage(received, stage_bytes.size(), metadata_json);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(received, ignored);
+    throw;
+  }
+}
+
+std::string NodeStore::stage_problem() const {
+  if (!has_stage()) return {};
+  try {
+    (void)metadata();
+  } catch (const std::exception& e) {
+    return e.what();  // names metadata.json and why
+  }
+  std::error_code ec;
+  const auto size = fs::file_size(stage_path(), ec);
+  if (ec) return stage_path().string() + ": cannot read: " + ec.message();
+  if (!fs::exists(stage_file_path())) return {};  // pushed by a version that did not record it
+  uint64_t pushed = 0;
+  try {
+    pushed = nlohmann::json::parse(config::read_file(stage_file_path().string()))
+                 .at("bytes")
+                 .get<uint64_t>();
+  } catch (const std::exception& e) {
+    return stage_file_path().string() + ": unreadable: " +
+           config::printable(e.what(), 200);
+  }
+  if (size != pushed) {
+    return stage_path().string() + ": " + std::to_string(size) + " bytes, pushed with " +
+           std::to_string(pushed) + ": truncated or replaced since the push";
+  }
+  return {};
 }
 
 bool NodeStore::has_stage() const {

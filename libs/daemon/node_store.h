@@ -6,6 +6,8 @@
 //
 //   stage.pt, metadata.json   the pushed stage and its node metadata (metadata.json last: its
 //                             presence means the pair is complete)
+//   stage_file.json           stage.pt's size when it was pushed ({"bytes": N}), which status
+//                             checks the file against
 //   datasets/<bundle>/...     dataset and loss files shipped by the requester, one directory per
 //                             bundle of files named by their content (see schemas: ShippedPath)
 //   trained.pt                the stage as trained by the last job
@@ -36,16 +38,36 @@ class NodeStore {
   const std::filesystem::path& dir() const { return dir_; }
   const std::string& node_name() const { return node_name_; }
 
-  // Checks that the metadata is for this node and the bytes match the checksum, then asks
-  // `accept` (which throws to refuse: the daemon's memory budget), then stores both.
-  // Throws std::runtime_error with the reason; nothing is stored then. The previous stage's
-  // trained.pt and last job's outcome go with it.
+  // A stage push, checked before any byte of the stage travels: the metadata is for this node
+  // and names `sha256` as its stage's checksum; then `accept` (which throws to refuse: the
+  // daemon's memory budget) takes it. Returns the metadata; throws std::runtime_error with the
+  // reason.
+  config::NodeMetadata check_stage_push(
+      const std::string& metadata_json, const std::string& sha256,
+      const std::function<void(const config::NodeMetadata&)>& accept = {}) const;
+  // Replaces the stored stage with `received` (a file in dir(), complete and checked: its size
+  // `bytes`, its checksum the metadata's), renamed to stage.pt, then writes its metadata and what
+  // status checks the file against (stage_file.json: its size). The previous stage's trained.pt
+  // and last job's outcome go with it. Throws std::runtime_error naming the file; `received`
+  // stays where it was then (the caller removes it).
+  void commit_stage(const std::filesystem::path& received, uint64_t bytes,
+                    const std::string& metadata_json);
+  // Both at once for a stage held in memory (in-process clusters, tests, the fuzz target): the
+  // bytes must hash to `sha256`, then check_stage_push and commit_stage. Nothing is stored when
+  // it throws.
   void store_stage(const std::string& metadata_json, const std::string& stage_bytes,
                    const std::string& sha256,
                    const std::function<void(const config::NodeMetadata&)>& accept = {});
+  // Why the stored stage cannot be used as it is, in one line naming the file ("" when nothing
+  // is wrong or no stage is stored): metadata.json unreadable, or stage.pt missing or not of the
+  // size it was pushed with (truncated, replaced). Cheap (a stat and a small file): a stage of
+  // the pushed size but other bytes is found when a job loads it (job_setup.cpp hashes it).
+  std::string stage_problem() const;
   bool has_stage() const;
   config::NodeMetadata metadata() const;
   std::filesystem::path stage_path() const { return dir_ / "stage.pt"; }
+  std::filesystem::path metadata_path() const { return dir_ / "metadata.json"; }
+  std::filesystem::path stage_file_path() const { return dir_ / "stage_file.json"; }
 
   std::filesystem::path dataset_dir() const { return dir_ / "datasets"; }
   std::filesystem::path dataset_path(const std::string& name) const;  // throws on a bad name

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <streambuf>
+#include <vector>
 #include <stdexcept>
 
 #include <caffe2/serialize/inline_container.h>
@@ -53,6 +54,27 @@ torch::jit::Module load_module(std::istream& bytes, const std::string& name,
     return torch::jit::load(bytes, on);
   } catch (const std::exception& e) {
     refuse(bytes, name, e);
+  }
+}
+
+void check_module_archive(const std::string& path, const std::string& name) {
+  std::vector<std::string> records;
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    records = reader.getAllRecords();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(name + ": not a TorchScript archive (" + torch_message(e) + ")");
+  }
+  bool data = false, constants = false, code = false;
+  for (const auto& record : records) {
+    data = data || record == "data.pkl";
+    constants = constants || record == "constants.pkl";
+    code = code || record.rfind("code/", 0) == 0;
+  }
+  if (!data || !constants || !code) {
+    throw std::runtime_error(name + ": not a TorchScript archive (no " +
+                             std::string(!data ? "data.pkl" : !constants ? "constants.pkl" : "code/") +
+                             " record: torch.save's file rather than torch.jit.save's?)");
   }
 }
 

@@ -32,6 +32,14 @@ void save_module_atomically(const torch::jit::Module& module, const std::string&
 torch::jit::Module load_module(const std::string& path,
                                std::optional<c10::Device> device = std::nullopt);
 
+// Whether the file at `path` is a TorchScript archive, without loading it: a zip archive
+// (PyTorch's) of a format version this LibTorch reads, holding the records torch.jit.save writes
+// (data.pkl, constants.pkl, code/). Reads the archive's directory only, so checking a stage of
+// GB costs no memory (a push checks this; the job's load, which hashes the file first, reads the
+// rest). Throws std::runtime_error "NAME: not a TorchScript archive (why)"; `name` stands for the
+// file in messages.
+void check_module_archive(const std::string& path, const std::string& name);
+
 // The same for a module held in memory; `name` stands for the file in messages.
 torch::jit::Module load_module(std::istream& bytes, const std::string& name,
                                std::optional<c10::Device> device = std::nullopt);

@@ -5,6 +5,8 @@
 #include <set>
 #include <stdexcept>
 
+#include <unistd.h>
+
 #include "libs/config/atomic_file.h"
 #include "libs/config/checkpoint_keeper.h"
 #include "libs/config/node_replacement.h"
@@ -82,8 +84,18 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
     if (failure.rfind(old.name + " ", 0) != 0) log("not stopped: " + failure);
   }
 
-  // The checkpoint to move: the newest of the old slot that every other node holds too.
-  std::string checkpoint;
+  // The checkpoint to move: the newest of the old slot that every other node holds too. It
+  // passes through a temporary file of the plan directory (streamed in, then out: a checkpoint
+  // is never held whole in memory), removed whatever happens.
+  const std::string checkpoint =
+      (fs::path(plan_dir) / (".checkpoint." + std::to_string(::getpid()) + ".pt")).string();
+  struct Removed {
+    std::string path;
+    ~Removed() {
+      std::error_code ignored;
+      fs::remove(path, ignored);
+    }
+  } removed{checkpoint};
   const std::string identity = last_job_identity(plan);
   if (!identity.empty()) {
     std::set<uint64_t> common;
@@ -119,7 +131,7 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
       }
       for (auto u = held.rbegin(); u != held.rend(); ++u) {
         if (!first && !common.count(*u)) continue;
-        checkpoint = requester.fetch_checkpoint(*source, identity, old.cluster, old.position, *u);
+        requester.fetch_checkpoint(*source, identity, old.cluster, old.position, *u, checkpoint);
         result.checkpoint = *u;
         result.checkpoint_from = source->name;
         break;
@@ -134,9 +146,9 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   }
 
   // The spare first: it is what most likely refuses (not started, another node's daemon).
-  const std::string stage = config::read_file(layout.resolve(old.stage_file));
-  requester.push_stage(spare_meta, stage, config::to_json(spare_meta));
-  log("pushed " + old.name + "'s stage (" + std::to_string(stage.size()) + " bytes) to " +
+  const std::string stage = layout.resolve(old.stage_file);
+  const uint64_t stage_bytes = requester.push_stage(spare_meta, stage, config::to_json(spare_meta));
+  log("pushed " + old.name + "'s stage (" + std::to_string(stage_bytes) + " bytes) to " +
       spare.name + " at " + spare.address);
   if (result.checkpoint) {
     requester.store_checkpoint(spare_meta, identity, old.cluster, old.position,
@@ -147,7 +159,19 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
 
   // The plan directory: new files first, plan.json (what names the nodes) last, then the old
   // node's files go.
-  config::write_file_atomically(layout.resolve(spare_meta.stage_file), stage);
+  if (layout.resolve(spare_meta.stage_file) != stage) {
+    // Copied through a temporary file and renamed, as every file of the plan is written.
+    const std::string target = layout.resolve(spare_meta.stage_file);
+    const std::string temp = target + ".tmp." + std::to_string(::getpid());
+    try {
+      fs::copy_file(stage, temp, fs::copy_options::overwrite_existing);
+      fs::rename(temp, target);
+    } catch (const fs::filesystem_error& e) {
+      std::error_code ignored;
+      fs::remove(temp, ignored);
+      throw std::runtime_error(target + ": cannot write: " + e.code().message());
+    }
+  }
   for (int id : changed) {
     const auto& meta = *std::find_if(nodes.begin(), nodes.end(),
                                      [&](const auto& m) { return m.node_id == id; });
@@ -170,8 +194,7 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
     const auto& meta = *std::find_if(nodes.begin(), nodes.end(),
                                      [&](const auto& m) { return m.node_id == id; });
     try {
-      requester.push_stage(meta, config::read_file(layout.resolve(meta.stage_file)),
-                           config::to_json(meta));
+      requester.push_stage(meta, layout.resolve(meta.stage_file), config::to_json(meta));
       log("pushed the new metadata to " + meta.name);
     } catch (const std::exception& e) {
       not_pushed.push_back(e.what());

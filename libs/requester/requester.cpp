@@ -26,6 +26,7 @@
 #include "libs/data/dataset_files.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/job_shipment.h"
+#include "libs/wire/file_stream.h"
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/tensor_stream.h"
@@ -246,11 +247,14 @@ class Requester::Impl {
   // Waits for `promise`, failing with a NodeCallError naming the node; a call that fails (or
   // does not answer in time) drops the node's connection, so the next call connects anew. While
   // an interruption is watched for, throws Interrupted once it is requested.
+  // With `progress` (the bytes a transfer moved so far), the time limit is on a transfer that
+  // stops moving, not on the whole of it: a stage of GB over a slow link takes what it takes.
   template <typename T>
   T await(kj::Promise<T>&& promise, const config::NodeMetadata& meta, const std::string& what,
-          double timeout_seconds = 120) {
-    auto timeout = timer()
-                       .afterDelay(static_cast<uint64_t>(timeout_seconds * 1000) * kj::MILLISECONDS)
+          double timeout_seconds = 120, std::function<uint64_t()> progress = {}) {
+    const auto limit = static_cast<uint64_t>(timeout_seconds * 1000) * kj::MILLISECONDS;
+    auto timeout = (progress ? stalled(limit, std::move(progress), ~uint64_t{0})
+                             : timer().afterDelay(limit))
                        .then([]() -> T {
                          kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
                        });
@@ -268,6 +272,28 @@ class Requester::Impl {
       throw NodeCallError(meta.name + " (" + meta.address + "): " + what + ": " + reason, reason,
                           e.getType() == kj::Exception::Type::DISCONNECTED);
     }
+  }
+
+  // Resolves once `progress` stayed at one value for `limit`.
+  kj::Promise<void> stalled(kj::Duration limit, std::function<uint64_t()> progress, uint64_t last) {
+    return timer().afterDelay(limit).then(
+        [this, limit, progress = std::move(progress), last]() mutable -> kj::Promise<void> {
+          const uint64_t now = progress();
+          if (now == last) return kj::READY_NOW;
+          return stalled(limit, std::move(progress), now);
+        });
+  }
+
+  // Streams the file at `path` into the sink `call` returns (pushStage, pushFile,
+  // storeCheckpoint), a chunk at a time; fails like await(), naming the node and `what`.
+  template <typename Request>
+  wire::SentFile send_file(Request&& call, const std::string& path,
+                           const config::NodeMetadata& meta, const std::string& what) {
+    auto sent = std::make_shared<uint64_t>(0);
+    auto sink = call.send().getSink();
+    return await(wire::stream_file(sink, path, wire::kDefaultChunkBytes, sent.get())
+                     .attach(std::shared_ptr<uint64_t>(sent)),
+                 meta, what, 120, [sent]() { return *sent; });
   }
 
   // The node's status; fails like await().
@@ -313,7 +339,10 @@ void Requester::Impl::check_nodes() {
                                "; start `ravnestd --node " + meta.name + "` there");
     }
     if (!s.has_stage) throw std::runtime_error(who + ": no stage stored; run `ravnest push`");
-    if (s.stage_sha256 != meta.stage_sha256) {
+    if (!s.stage_problem.empty()) {
+      throw std::runtime_error(who + ": " + s.stage_problem + "; run `ravnest push`");
+    }
+    if (!config::same_sha256(s.stage_sha256, meta.stage_sha256)) {
       throw std::runtime_error(who + ": holds stage " + s.stage_sha256.substr(0, 12) +
                                ", not the plan's " + meta.stage_sha256.substr(0, 12) +
                                " (another plan, or an older one); run `ravnest push`");
@@ -330,21 +359,20 @@ void Requester::Impl::ship_job_files(const std::vector<JobShipment>& shipments, 
   for (size_t n = 0; n < plan_.nodes.size(); ++n) {
     const auto& meta = plan_.nodes[n];
     for (const auto& file : shipments[n].files) {
-      auto bytes = std::make_shared<std::string>(config::read_file(file.local));
-      if (config::sha256_hex(*bytes) != file.sha256) {
-        throw std::runtime_error(file.local + ": changed while it was being shipped");
-      }
+      // Streamed from the file (never read whole), checked at the daemon against the size and
+      // checksum the shipment measured; a file changed since fails there, and is named here.
+      std::error_code ec;
+      const uint64_t size = fs::file_size(file.local, ec);
+      if (ec) throw std::runtime_error(file.local + ": cannot read: " + ec.message());
       auto request = node(meta).pushFileRequest();
       request.setName(file.name);
-      request.setSize(bytes->size());
+      request.setSize(size);
       request.setSha256(file.sha256);
-      auto sink = request.send().getSink();
       const std::string base = fs::path(file.local).filename().string();
-      await(wire::stream_bytes(sink, kj::ArrayPtr<const kj::byte>(
-                                         reinterpret_cast<const kj::byte*>(bytes->data()),
-                                         bytes->size()))
-                .attach(kj::heap<std::shared_ptr<std::string>>(bytes)),
-            meta, "ship " + file.local);
+      const auto sent = send_file(request, file.local, meta, "ship " + file.local);
+      if (sent.sha256 != file.sha256) {
+        throw std::runtime_error(file.local + ": changed while it was being shipped");
+      }
       log("shipped " + base + " to " + meta.name);
     }
   }
@@ -527,10 +555,10 @@ Requester::~Requester() = default;
 void Requester::push(const std::function<void(const std::string&)>& log) {
   const config::PlanLayout layout(impl_->plan_.dir);
   for (const auto& meta : impl_->plan_.nodes) {
-    const std::string stage = config::read_file(layout.resolve(meta.stage_file));
-    push_stage(meta, stage, config::read_file(layout.node_file(meta.node_id)));
-    log("pushed " + meta.stage_file + " (" + std::to_string(stage.size()) + " bytes) to " +
-        meta.name + " at " + meta.address);
+    const std::string stage = layout.resolve(meta.stage_file);
+    const uint64_t bytes = push_stage(meta, stage, config::read_file(layout.node_file(meta.node_id)));
+    log("pushed " + meta.stage_file + " (" + std::to_string(bytes) + " bytes) to " + meta.name +
+        " at " + meta.address);
   }
 }
 
@@ -544,6 +572,11 @@ std::vector<NodeReport> Requester::status() {
       report.reachable = true;
       report.state = wire::state_name(report.status.state);
       report.error = report.status.error;
+      if (!report.status.stage_problem.empty()) {
+        // Shown first: a job would fail on it.
+        report.error = "stage damaged: " + report.status.stage_problem + "; run `ravnest push`" +
+                       (report.error.empty() ? "" : "; " + report.error);
+      }
     } catch (const std::exception& e) {
       report.error = e.what();
       // A daemon that answered but refused us (another secret) is not unreachable.
@@ -578,7 +611,7 @@ void Requester::check_finished(const std::vector<config::NodeMetadata>& nodes) {
   for (const auto& meta : nodes) {
     const std::string who = meta.name + " (" + meta.address + ")";
     const auto s = impl_->status_of(meta, 5);
-    if (!s.has_stage || s.stage_sha256 != meta.stage_sha256) {
+    if (!s.has_stage || !config::same_sha256(s.stage_sha256, meta.stage_sha256)) {
       throw std::runtime_error(who + ": does not hold the plan's stage; run `ravnest push`, then "
                                "`ravnest train`");
     }
@@ -733,26 +766,32 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
   return result;
 }
 
-std::vector<Requester::FetchedStage> Requester::fetch_cluster(int cluster) {
-  auto stages = fetch_nodes(impl_->plan_.cluster(cluster));
+std::vector<Requester::FetchedStage> Requester::fetch_cluster(int cluster,
+                                                              const std::string& dir) {
+  auto stages = fetch_nodes(impl_->plan_.cluster(cluster), dir);
   if (stages.empty()) throw std::runtime_error("no cluster " + std::to_string(cluster) + " in the plan");
   return stages;
 }
 
 std::vector<Requester::FetchedStage> Requester::fetch_nodes(
-    const std::vector<config::NodeMetadata>& nodes) {
+    const std::vector<config::NodeMetadata>& nodes, const std::string& dir) {
   std::vector<FetchedStage> stages;
   for (const auto& meta : nodes) {
-    auto request = impl_->node(meta).fetchStageRequest();
-    auto response = impl_->await(request.send(), meta, "fetch stage");
-    auto bytes = response.getStage();
     FetchedStage stage;
+    stage.path = (fs::path(dir) / (meta.name + ".pt")).string();
+    wire::FileDownload download(stage.path);
+    auto request = impl_->node(meta).fetchStageRequest();
+    request.setSink(download.sink());
+    auto response = impl_->await(request.send(), meta, "fetch stage", 120,
+                                 [&download]() { return download.received_bytes(); });
+    try {
+      download.keep(response.getSize(), response.getSha256());
+    } catch (const std::exception& e) {
+      throw std::runtime_error(meta.name + ": the fetched stage: " + e.what());
+    }
+    stage.bytes = response.getSize();
     stage.metadata = config::node_metadata_from_json(response.getMetadataJson(),
                                                      meta.name + " metadata");
-    stage.bytes.assign(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
-    if (config::sha256_hex(stage.bytes) != std::string(response.getSha256().cStr())) {
-      throw std::runtime_error(meta.name + ": fetched stage fails its checksum");
-    }
     stages.push_back(std::move(stage));
   }
   return stages;
@@ -763,14 +802,20 @@ wire::NodeStatusData Requester::status_of(const config::NodeMetadata& at,
   return impl_->status_of(at, timeout_seconds);
 }
 
-void Requester::push_stage(const config::NodeMetadata& at, const std::string& stage_bytes,
-                           const std::string& metadata_json) {
+uint64_t Requester::push_stage(const config::NodeMetadata& at, const std::string& stage_path,
+                               const std::string& metadata_json) {
+  // Hashed first (the daemon checks the checksum against the metadata before anything
+  // travels), then streamed from the file a chunk at a time.
+  const std::string sha256 = config::sha256_file_hex(stage_path);
+  std::error_code ec;
+  const uint64_t size = fs::file_size(stage_path, ec);
+  if (ec) throw std::runtime_error(stage_path + ": cannot read: " + ec.message());
   auto request = impl_->node(at).pushStageRequest();
   request.setMetadataJson(metadata_json);
-  request.setStage(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(stage_bytes.data()),
-                                       stage_bytes.size()));
-  request.setSha256(config::sha256_hex(stage_bytes));
-  impl_->await(request.send().ignoreResult(), at, "push stage");
+  request.setSize(size);
+  request.setSha256(sha256);
+  impl_->send_file(request, stage_path, at, "push stage");
+  return size;
 }
 
 std::vector<uint64_t> Requester::checkpoints(const config::NodeMetadata& at,
@@ -786,51 +831,56 @@ std::vector<uint64_t> Requester::checkpoints(const config::NodeMetadata& at,
   return updates;
 }
 
-std::string Requester::fetch_checkpoint(const config::NodeMetadata& at,
-                                        const std::string& identity, int cluster, int position,
-                                        uint64_t updates) {
+void Requester::fetch_checkpoint(const config::NodeMetadata& at, const std::string& identity,
+                                 int cluster, int position, uint64_t updates,
+                                 const std::string& path) {
+  wire::FileDownload download(path);
   auto request = impl_->node(at).fetchCheckpointRequest();
   request.setIdentity(identity);
   request.setCluster(cluster);
   request.setPosition(position);
   request.setUpdates(updates);
-  auto response = impl_->await(request.send(), at, "fetch checkpoint");
-  auto data = response.getCheckpoint();
-  std::string bytes(reinterpret_cast<const char*>(data.begin()), data.size());
-  if (config::sha256_hex(bytes) != std::string(response.getSha256().cStr())) {
-    throw std::runtime_error(at.name + ": the fetched checkpoint fails its checksum");
+  request.setSink(download.sink());
+  auto response = impl_->await(request.send(), at, "fetch checkpoint", 120,
+                               [&download]() { return download.received_bytes(); });
+  try {
+    download.keep(response.getSize(), response.getSha256());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(at.name + ": the fetched checkpoint: " + e.what());
   }
-  return bytes;
 }
 
 void Requester::store_checkpoint(const config::NodeMetadata& at, const std::string& identity,
                                  int cluster, int position, uint64_t updates,
-                                 const std::string& bytes) {
+                                 const std::string& path) {
+  const std::string sha256 = config::sha256_file_hex(path);
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) throw std::runtime_error(path + ": cannot read: " + ec.message());
   auto request = impl_->node(at).storeCheckpointRequest();
   request.setIdentity(identity);
   request.setCluster(cluster);
   request.setPosition(position);
   request.setUpdates(updates);
-  request.setSize(bytes.size());
-  request.setSha256(config::sha256_hex(bytes));
-  auto sink = request.send().getSink();
-  impl_->await(wire::stream_bytes(sink, kj::ArrayPtr<const kj::byte>(
-                                            reinterpret_cast<const kj::byte*>(bytes.data()),
-                                            bytes.size())),
-               at, "store checkpoint");
+  request.setSize(size);
+  request.setSha256(sha256);
+  impl_->send_file(request, path, at, "store checkpoint");
 }
 
-std::string Requester::fetch_predictions(int node_id) {
+uint64_t Requester::fetch_predictions(int node_id, const std::string& path) {
   for (const auto& meta : impl_->plan_.nodes) {
     if (meta.node_id != node_id) continue;
+    wire::FileDownload download(path);
     auto request = impl_->node(meta).fetchPredictionsRequest();
-    auto response = impl_->await(request.send(), meta, "fetch predictions");
-    auto data = response.getPredictions();
-    std::string bytes(reinterpret_cast<const char*>(data.begin()), data.size());
-    if (config::sha256_hex(bytes) != std::string(response.getSha256())) {
-      throw std::runtime_error(meta.name + ": the predictions arrived damaged (checksum)");
+    request.setSink(download.sink());
+    auto response = impl_->await(request.send(), meta, "fetch predictions", 120,
+                                 [&download]() { return download.received_bytes(); });
+    try {
+      download.keep(response.getSize(), response.getSha256());
+    } catch (const std::exception& e) {
+      throw std::runtime_error(meta.name + ": the fetched predictions: " + e.what());
     }
-    return bytes;
+    return response.getSize();
   }
   throw std::runtime_error("no node " + std::to_string(node_id) + " in the plan");
 }

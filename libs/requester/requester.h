@@ -99,8 +99,9 @@ class Requester {
   // (docs/predict.md). Then fetch_predictions(leaf) returns what the leaf wrote.
   TrainResult predict(const std::string& job_text, const std::string& origin,
                       const TrainOptions& options);
-  // The leaf `node_id`'s predictions.pt of its last prediction job (torch.save's format).
-  std::string fetch_predictions(int node_id);
+  // The leaf `node_id`'s predictions.pt of its last prediction job (torch.save's format),
+  // streamed into the file `path` (complete and checked, or left as it was); returns its size.
+  uint64_t fetch_predictions(int node_id, const std::string& path);
   // Follows the job that runs on the plan's nodes (started by another requester, or by one that
   // was detached or lost its connection) as train() does, until it ends. Throws when no job, or
   // more than one, runs.
@@ -119,13 +120,16 @@ class Requester {
   // The servers of a parameter-server plan (empty for a pipeline plan).
   std::vector<config::NodeMetadata> servers() const;
   void check_finished(const std::vector<config::NodeMetadata>& nodes);
-  // The trained (or, before training, the pushed) stage of each node of the cluster.
+  // The trained (or, before training, the pushed) stage of each node of the cluster, streamed
+  // into `dir`/<node name>.pt (the file is complete and checked, or absent).
   struct FetchedStage {
     config::NodeMetadata metadata;
-    std::string bytes;
+    std::string path;
+    uint64_t bytes = 0;
   };
-  std::vector<FetchedStage> fetch_cluster(int cluster);
-  std::vector<FetchedStage> fetch_nodes(const std::vector<config::NodeMetadata>& nodes);
+  std::vector<FetchedStage> fetch_cluster(int cluster, const std::string& dir);
+  std::vector<FetchedStage> fetch_nodes(const std::vector<config::NodeMetadata>& nodes,
+                                        const std::string& dir);
   // The leaf `node_id`'s losses.txt and validation.txt (leaf_metrics.h) of its last job.
   struct Losses {
     std::string losses;
@@ -135,17 +139,20 @@ class Requester {
 
   // Calls on one node `at`, in the plan or not (a spare: `ravnest replace`).
   wire::NodeStatusData status_of(const config::NodeMetadata& at, double timeout_seconds = 5);
-  // Stores a stage and its metadata (docs/node-metadata.md) on the node, as `ravnest push` does.
-  void push_stage(const config::NodeMetadata& at, const std::string& stage_bytes,
-                  const std::string& metadata_json);
+  // Stores the stage file `stage_path` and its metadata (docs/node-metadata.md) on the node, as
+  // `ravnest push` does: streamed in chunks, whatever its size. Returns the stage's size.
+  uint64_t push_stage(const config::NodeMetadata& at, const std::string& stage_path,
+                      const std::string& metadata_json);
   // The checkpoints of the job `identity` for the plan's slot (cluster, position) that the node
   // holds: its own, or copies it keeps for that slot (docs/faults.md). Ascending.
   std::vector<uint64_t> checkpoints(const config::NodeMetadata& at, const std::string& identity,
                                     int cluster, int position, double timeout_seconds = 30);
-  std::string fetch_checkpoint(const config::NodeMetadata& at, const std::string& identity,
-                               int cluster, int position, uint64_t updates);
+  // A checkpoint file, from the node into the file `path` / from the file `path` to the node,
+  // streamed in chunks and checked (size and checksum).
+  void fetch_checkpoint(const config::NodeMetadata& at, const std::string& identity, int cluster,
+                        int position, uint64_t updates, const std::string& path);
   void store_checkpoint(const config::NodeMetadata& at, const std::string& identity, int cluster,
-                        int position, uint64_t updates, const std::string& bytes);
+                        int position, uint64_t updates, const std::string& path);
 
  private:
   TrainResult run(const config::JobSpec& job, const std::string& job_text,

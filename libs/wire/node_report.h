@@ -46,6 +46,9 @@ struct NodeStatusData {
   int cluster = 0;
   std::string role;
   std::string stage_sha256;
+  // Why the stored stage cannot be used as it is (NodeStore::stage_problem); "" when nothing is
+  // wrong.
+  std::string stage_problem;
   // Of the job.
   uint64_t job_id = 0;
   NodeState state = NodeState::kIdle;

@@ -125,6 +125,7 @@ void encode_status(const NodeStatusData& status, schema::NodeStatus::Builder out
   out.setCluster(status.cluster);
   out.setRole(status.role);
   out.setStageSha256(status.stage_sha256);
+  out.setStageProblem(status.stage_problem);
   out.setJobId(status.job_id);
   out.setState(to_schema(status.state));
   out.setEpoch(status.epoch);
@@ -157,6 +158,7 @@ NodeStatusData decode_status(schema::NodeStatus::Reader status) {
   out.cluster = status.getCluster();
   out.role = status.getRole();
   out.stage_sha256 = status.getStageSha256();
+  out.stage_problem = status.getStageProblem();
   out.job_id = status.getJobId();
   out.state = from_schema(status.getState());
   out.epoch = status.getEpoch();

@@ -235,71 +235,6 @@ kj::Promise<void> stream_bytes(schema::ByteSink::Client sink, kj::ArrayPtr<const
   return run(kj::mv(state));
 }
 
-namespace {
-
-struct FileSource {
-  FileSource(schema::ByteSink::Client sink, std::string path, int fd, uint64_t size, size_t chunk)
-      : sink(kj::mv(sink)), path(std::move(path)), fd(fd), size(size), chunk(chunk) {}
-  ~FileSource() { ::close(fd); }
-  KJ_DISALLOW_COPY(FileSource);
-
-  schema::ByteSink::Client sink;
-  std::string path;
-  int fd;
-  uint64_t size;
-  size_t chunk;
-  uint64_t offset = 0;
-};
-
-kj::Exception file_error(const std::string& path, const std::string& why) {
-  return stream_error(kj::Exception::Type::FAILED, path + ": cannot read: " + why);
-}
-
-kj::Promise<void> pump_file(FileSource& s) {
-  if (s.offset == s.size) {
-    return s.sink.doneRequest(capnp::MessageSize{4, 0}).send().ignoreResult();
-  }
-  const size_t n = static_cast<size_t>(std::min<uint64_t>(s.chunk, s.size - s.offset));
-  s.sink = resolved_client(kj::mv(s.sink));
-  auto request = s.sink.writeRequest(capnp::MessageSize{n / 8 + 8, 0});
-  auto data = request.initChunk(static_cast<unsigned>(n));
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::pread(s.fd, data.begin() + got, n - got,
-                              static_cast<off_t>(s.offset + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return file_error(s.path, std::strerror(errno));
-    if (r == 0) {
-      return file_error(s.path, "it ended at " + bytes_text(s.offset + got) + " of " +
-                                    bytes_text(s.size));
-    }
-    got += static_cast<size_t>(r);
-  }
-  // Read once, never again: the pages leave the cache (and the cgroup's charge).
-  ::posix_fadvise(s.fd, static_cast<off_t>(s.offset), static_cast<off_t>(n),
-                  POSIX_FADV_DONTNEED);
-  s.offset += n;
-  return request.send().then([&s]() { return pump_file(s); });
-}
-
-}  // namespace
-
-kj::Promise<void> stream_file(schema::ByteSink::Client sink, const std::string& path,
-                              uint64_t size, size_t chunk_bytes) {
-  // O_NONBLOCK: a FIFO in the file's place must not hang open(); it is refused below.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return file_error(path, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return file_error(path, "not a regular file");
-  }
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  auto state = kj::heap<FileSource>(kj::mv(sink), path, fd, size, normalize_chunk(chunk_bytes));
-  FileSource& s = *state;
-  return kj::evalNow([&s]() { return pump_file(s); }).attach(kj::mv(state));
-}
-
 // ---------------------------------------------------------------------------------------------
 // FileSink
 
@@ -320,12 +255,14 @@ void fsync_dir(const std::filesystem::path& dir) {
 }  // namespace
 
 FileSink::FileSink(std::filesystem::path dir, std::string name, uint64_t size,
-                   std::string sha256_hex, kj::Own<kj::PromiseFulfiller<void>> completion)
+                   std::string sha256_hex, kj::Own<kj::PromiseFulfiller<void>> completion,
+                   Commit commit)
     : dir_(std::move(dir)),
       final_path_(dir_ / name),
       expected_(size),
       expected_sha256_(lower_hex(std::move(sha256_hex))),
-      completion_(kj::mv(completion)) {
+      completion_(kj::mv(completion)),
+      commit_(std::move(commit)) {
   if (expected_sha256_.size() != 64 ||
       !std::all_of(expected_sha256_.begin(), expected_sha256_.end(),
                    [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); })) {
@@ -355,10 +292,10 @@ FileSink::~FileSink() noexcept(false) {
 }
 
 SinkAndCompletion FileSink::open(std::filesystem::path dir, std::string name, uint64_t size,
-                                 std::string sha256_hex) {
+                                 std::string sha256_hex, Commit commit) {
   auto paf = kj::newPromiseAndFulfiller<void>();
   auto sink = kj::heap<FileSink>(std::move(dir), std::move(name), size, std::move(sha256_hex),
-                                 kj::mv(paf.fulfiller));
+                                 kj::mv(paf.fulfiller), std::move(commit));
   return {kj::mv(sink), kj::mv(paf.promise)};
 }
 
@@ -431,7 +368,15 @@ kj::Promise<void> FileSink::done(DoneContext) {
   pages_.release_all();
   ::close(fd_);
   fd_ = -1;
-  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+  if (commit_) {
+    std::string refused;
+    try {
+      commit_(temp_path_);
+    } catch (const std::exception& e) {
+      refused = e.what();
+    }
+    if (!refused.empty()) fail(stream_error(kj::Exception::Type::FAILED, refused));
+  } else if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
     int error = errno;
     fail(stream_error(kj::Exception::Type::FAILED,
                       final_path_.string() + ": cannot write (rename): " + strerror(error)));

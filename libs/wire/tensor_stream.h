@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -78,31 +79,27 @@ kj::Promise<void> stream_tensors(schema::ByteSink::Client sink, std::vector<at::
 kj::Promise<void> stream_bytes(schema::ByteSink::Client sink, kj::ArrayPtr<const kj::byte> bytes,
                                size_t chunk_bytes = kDefaultChunkBytes);
 
-// Streams the first `size` bytes of the file at `path`, read a chunk at a time into the write's
-// own message (a copy, so nothing is referenced and the promise may be dropped at any time).
-// Neither the process nor its page cache holds the file: each chunk's pages are dropped from the
-// cache once read (a one-shot copy, e.g. a checkpoint to its keeper, would otherwise sit in a
-// memory cgroup's charge or, mapped, in the resident set). The promise rejects with one line
-// naming the file when it cannot be opened or read, or ends before `size` bytes.
-// Reads are synchronous (blocking disk I/O on the RPC thread, one chunk at a time).
-kj::Promise<void> stream_file(schema::ByteSink::Client sink, const std::string& path,
-                              uint64_t size, size_t chunk_bytes = kDefaultChunkBytes);
-
 // Writes the bytes to a temporary file `.<name>.XXXXXX.part` in `dir`; done() checks the size
 // and SHA-256 (lowercase or uppercase hex), fsyncs, renames to `dir/name` (replacing it) and
 // fsyncs the directory. A write past `size`, a mismatch at done(), or destruction before done()
 // deletes the temporary file. The caller validates `name` (a plain file name).
+// With a `commit`, done() hands it the checked, fsynced temporary file in place of the rename:
+// it takes the file (renames it where it belongs) or throws std::exception to refuse it (the
+// temporary is then removed, and done() fails with the exception's message). A pushed stage is
+// checked to load this way before it replaces the stored one.
 // Writes are synchronous (blocking disk I/O on the RPC thread, one chunk at a time).
 class FileSink final : public schema::ByteSink::Server {
  public:
+  using Commit = std::function<void(const std::filesystem::path& temp)>;
+
   // Throws kj::Exception when the temporary file cannot be created.
   FileSink(std::filesystem::path dir, std::string name, uint64_t size, std::string sha256_hex,
-           kj::Own<kj::PromiseFulfiller<void>> completion = {});
+           kj::Own<kj::PromiseFulfiller<void>> completion = {}, Commit commit = {});
   ~FileSink() noexcept(false);
   KJ_DISALLOW_COPY(FileSink);
 
   static SinkAndCompletion open(std::filesystem::path dir, std::string name, uint64_t size,
-                                std::string sha256_hex);
+                                std::string sha256_hex, Commit commit = {});
 
   const std::filesystem::path& temp_path() const { return temp_path_; }
   const std::filesystem::path& final_path() const { return final_path_; }
@@ -125,6 +122,7 @@ class FileSink final : public schema::ByteSink::Server {
   config::Sha256 hash_;
   config::WrittenPages pages_{-1};  // set once fd_ is open
   kj::Own<kj::PromiseFulfiller<void>> completion_;
+  Commit commit_;
   kj::Maybe<kj::Exception> failure_;
   bool finished_ = false;
 };

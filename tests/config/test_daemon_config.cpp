@@ -430,7 +430,7 @@ TEST_CASE("daemon config: [limits]", "[config][daemon][limits]") {
   const auto defaults = parse_daemon_config("node = \"node_1\"", "d.toml").limits;
   CHECK(defaults.idle_seconds == 600);
   CHECK(defaults.connections_per_peer == 64);
-  CHECK(defaults.push_stage_bytes == uint64_t{544} << 20);
+  CHECK(defaults.push_stage_bytes == uint64_t{64} << 20);
   const auto set = parse_daemon_config(
       "node = \"node_1\"\n[limits]\nidle_seconds = 30\nstreams_per_peer = 8\n"
       "push_stage_bytes = 2097152\n",

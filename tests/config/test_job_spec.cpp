@@ -682,3 +682,26 @@ step_size = 10
   CHECK(contains(error_of(kMinimal + "[predict]\nout = \"x.pt\"\n"), "job.toml: predict.out: unknown key"));
   CHECK(contains(error_of(kMinimal + "[predicts]\n"), "[sparse_optimizer], [predict])"));
 }
+
+TEST_CASE("a job file over the size one message carries is refused, naming the file and limit") {
+  // Issue 28: a job file over 1 MiB failed with "load job: Connection reset by peer" after the
+  // data shipped (the daemon closes a connection whose message passes limits.message_bytes).
+  std::string text = kMinimal + "# " + std::string(kMaxJobFileBytes, 'x') + "\n";
+  CHECK(error_of(text) == "job.toml: " + std::to_string(text.size()) +
+                              " bytes, more than the 128 KiB a job file may be (it travels to "
+                              "every node in one message)");
+  // Just under the limit is a job.
+  text = kMinimal + "# " + std::string(kMaxJobFileBytes - kMinimal.size() - 3, 'x') + "\n";
+  REQUIRE(text.size() == kMaxJobFileBytes);
+  CHECK_NOTHROW(parse_job(text, "job.toml"));
+  // From a file, no more than the limit is read (an endless file is refused as well).
+  try {
+    load_job("/dev/zero");
+    FAIL("expected a ConfigError");
+  } catch (const ConfigError& error) {
+    CHECK(std::string(error.what()) ==
+          "/dev/zero: " + std::to_string(kMaxJobFileBytes + 1) +
+              " bytes or more, more than the 128 KiB a job file may be (it travels to every node "
+              "in one message)");
+  }
+}

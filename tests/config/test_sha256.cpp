@@ -9,6 +9,7 @@
 
 using ravnest::config::Sha256;
 using ravnest::config::sha256_hex;
+using ravnest::config::same_sha256;
 
 TEST_CASE("sha256 of the FIPS 180 test vectors", "[sha256]") {
   CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
@@ -51,4 +52,12 @@ TEST_CASE("Sha256::hex finishes the hash", "[sha256]") {
   CHECK(h.hex() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   CHECK(h.hex() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   CHECK_THROWS_AS(h.update("d"), std::logic_error);
+}
+
+TEST_CASE("same_sha256 compares hex digits without their case", "[sha256]") {
+  const std::string lower = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+  CHECK(same_sha256(lower, "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD"));
+  CHECK(same_sha256(lower, lower));
+  CHECK_FALSE(same_sha256(lower, lower.substr(1)));
+  CHECK_FALSE(same_sha256(lower, "ca7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
 }

@@ -2,7 +2,9 @@
 // findings of the fuzz target rpc_params (tests/fuzz/rpc_params/regression-*) as cases.
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -54,13 +56,40 @@ TEST_CASE("daemon checks: a pushed stage's checksum and name are shown escaped",
   // same hash twice.
   const std::string other = config::sha256_hex("other");
   CHECK(error_of([&] { store.store_stage(metadata_json("node_0", other), "stage", sha); }) ==
-        "stage checksum mismatch: received bytes hash to " + sha +
-            ", the pushed metadata's stage_sha256 is " + other);
+        "stage checksum mismatch: the stage sent hashes to " + sha +
+            ", the pushed metadata's stage_sha256 is " + other +
+            ": the plan's stage file and node file do not belong together");
   CHECK(error_of([&] { store.store_stage(metadata_json("node_\x1b[2J", sha), "stage", sha); }) ==
         "the stage is for node_\\x1b[2J, this daemon serves node_0");
   CHECK_FALSE(store.has_stage());
   store.store_stage(metadata_json("node_0", sha), "stage", sha);
   CHECK(store.has_stage());
+}
+
+TEST_CASE("daemon checks: what is wrong with a stored stage is one line naming the file",
+          "[daemon]") {
+  test::TempDir dir;
+  runtime::NodeStore store(dir.path(), "node_0");
+  const std::string sha = config::sha256_hex("stage");
+  CHECK(store.stage_problem().empty());  // no stage
+  store.store_stage(metadata_json("node_0", sha), "stage", sha);
+  CHECK(store.stage_problem().empty());
+  // Checksums in upper case are the same checksums.
+  std::string upper = sha;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  store.store_stage(metadata_json("node_0", upper), "stage", upper);
+  CHECK(store.stage_problem().empty());
+  std::filesystem::resize_file(store.stage_path(), 2);
+  CHECK(store.stage_problem() == store.stage_path().string() +
+                                     ": 2 bytes, pushed with 5: truncated or replaced since the push");
+  test::write_text(store.metadata_path(), "{ not json");
+  const std::string problem = store.stage_problem();
+  CHECK(problem.rfind(store.metadata_path().string() + ": ", 0) == 0);
+  CHECK(problem.find('\n') == std::string::npos);
+  // Nothing of a store_stage is left behind in the directory but its files.
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    CHECK(entry.path().filename().string().find(".part") == std::string::npos);
+  }
 }
 
 TEST_CASE("daemon checks: shipped file names stay under datasets/", "[daemon]") {

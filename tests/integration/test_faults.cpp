@@ -428,7 +428,26 @@ TEST_CASE("faults: tampered: a stage file changed since the push is refused when
     module.save(stage.string());
   }
   const auto job = write_job(*cluster, "job.toml", job_text(1, 2));
+  // Saved again, the file is of another size: the status every train checks first says so,
+  // before anything ships (stage_file.json keeps the pushed size).
   auto result = cluster->ravnest("train", job, 60);
+  INFO(result.out << result.err);
+  CHECK(result.exit_code != 0);
+  CHECK(one_line(result.err));
+  CHECK(result.err.find("node_1 (127.0.0.1:") != std::string::npos);
+  CHECK(result.err.find(stage.string() + ": ") != std::string::npos);
+  CHECK(result.err.find("truncated or replaced since the push; run `ravnest push`") !=
+        std::string::npos);
+  // Of the pushed size but other bytes (the status cannot tell without hashing), the job's load
+  // hashes it and refuses.
+  REQUIRE(cluster->ravnest("push").exit_code == 0);
+  {
+    // One byte flipped: the load hashes the file before it reads any record.
+    std::string bytes = test::read_text(stage);
+    bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x40);
+    test::write_text(stage, bytes);
+  }
+  result = cluster->ravnest("train", job, 60);
   INFO(result.out << result.err);
   CHECK(result.exit_code != 0);
   CHECK(one_line(result.err));

@@ -178,7 +178,7 @@ TEST_CASE("security: tap: a whole job shows neither the secret nor a tensor's by
   const auto job = cluster->dir() / "job.toml";
   test::write_text(job, job_text(3));
   requester.train(job.string(), {});
-  const auto fetched = requester.fetch_cluster(0);
+  const auto fetched = requester.fetch_cluster(0, cluster->dir().string());
   REQUIRE(fetched.size() == 2);
   const std::string wire = tap.captured();
   INFO(wire.size() << " bytes over " << tap.connections() << " connections");

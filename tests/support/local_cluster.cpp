@@ -106,10 +106,12 @@ void LocalCluster::train_and_fuse(const std::string& job_path, const std::string
                                insecure_);
   requester.train(job_path, {});
   std::vector<runtime::StageFile> stages;
-  for (auto& fetched : requester.fetch_cluster(cluster)) {
+  const auto fetched_dir = dir_ / ("fetched_" + std::to_string(cluster));
+  std::filesystem::create_directories(fetched_dir);
+  for (auto& fetched : requester.fetch_cluster(cluster, fetched_dir.string())) {
     runtime::StageFile file;
     file.metadata = std::move(fetched.metadata);
-    file.bytes = std::move(fetched.bytes);
+    file.path = fetched.path;
     stages.push_back(std::move(file));
   }
   runtime::fuse_stages(model_path_, stages, out_dir);

@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "libs/config/sha256.h"
+#include "libs/wire/file_stream.h"
 #include "libs/wire/peer_links.h"
 #include "tests/wire/wire_test_util.h"
 
@@ -320,48 +321,120 @@ TEST_CASE("FileSink stores a good file and refuses bad ones without leaving file
   }
 }
 
-TEST_CASE("stream_file sends a file a chunk at a time, and names the file it cannot send",
+TEST_CASE("stream_file sends a file from disk in chunks, through pushFile's FileSink",
           "[wire][file]") {
   TempDir dir;
-  fs::create_directories(dir.path / "in");
-  ServerThread server(dir.path / "in");
+  TempDir out;
+  ServerThread server(out.path);
   RpcClient client("127.0.0.1", server.port());
-  const std::string content = random_bytes(3 * 1024 * 1024 + 5, 2);
-  const std::string sha = ravnest::config::sha256_hex(content);
-  fs::create_directories(dir.path / "out");
-  const std::string source = (dir.path / "out" / "source.bin").string();
-  {
-    std::ofstream out(source, std::ios::binary);
-    out << content;
-  }
-  auto send = [&](uint64_t size) {
-    auto request = client.main<schema::Node>().pushFileRequest();
-    request.setName("data.bin");
-    request.setSize(size);
-    request.setSha256(sha);
-    auto response = wait_bounded(request.send(), client);
-    wait_bounded(stream_file(response.getSink(), source, size, 256 * 1024), client);
-  };
+  // Not a multiple of the chunk: the last write is short.
+  const std::string content = random_bytes(3 * 1024 * 1024 + 13, 5);
+  const fs::path source = dir.path / "source.bin";
+  std::ofstream(source, std::ios::binary) << content;
+  auto node = client.main<schema::Node>();
+  auto request = node.pushFileRequest();
+  request.setName("data.bin");
+  request.setSize(content.size());
+  request.setSha256(ravnest::config::sha256_hex(content));
+  uint64_t progress = 0;
+  auto sent = wait_bounded(
+      stream_file(request.send().getSink(), source, 256 * 1024, &progress), client);
+  CHECK(sent.bytes == content.size());
+  CHECK(progress == content.size());
+  CHECK(sent.sha256 == ravnest::config::sha256_hex(content));
+  auto event = next_event(server, client);
+  REQUIRE(event.has_value());
+  REQUIRE(event->kind == "file");
+  CHECK(read_file(out.path / "data.bin") == content);
+  CHECK_THROWS_WITH(wait_bounded(stream_file(node.pushFileRequest().send().getSink(),
+                                             dir.path / "missing.bin"),
+                                 client),
+                    Catch::Contains("missing.bin: cannot read: No such file or directory"));
+  // A FIFO in a file's place must not hang the sender.
+  REQUIRE(::mkfifo((dir.path / "fifo.bin").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(wait_bounded(stream_file(node.pushFileRequest().send().getSink(),
+                                             dir.path / "fifo.bin"),
+                                 client),
+                    Catch::Contains("fifo.bin: cannot read: not a regular file"));
+}
 
-  SECTION("the whole file, in chunks of 256 KiB: arrives as it is") {
-    send(content.size());
-    auto event = next_event(server, client);
-    REQUIRE(event.has_value());
-    REQUIRE(event->kind == "file");
-    CHECK(read_file(dir.path / "in" / "data.bin") == content);
+TEST_CASE("FileDownload keeps a file only once its size and checksum are the sender's",
+          "[wire][file]") {
+  TempDir dir;
+  TempDir server_dir;
+  ServerThread server(server_dir.path);
+  RpcClient client("127.0.0.1", server.port());  // its event loop: the sinks are local
+  const std::string content = random_bytes(1024 * 1024 + 7, 9);
+  const fs::path source = dir.path / "source.bin";
+  std::ofstream(source, std::ios::binary) << content;
+  const fs::path target = dir.path / "fetched.bin";
+  SECTION("as sent") {
+    FileDownload download(target);
+    auto sent = wait_bounded(stream_file(download.sink(), source, 100000), client);
+    CHECK(download.received_bytes() == content.size());
+    download.keep(sent.bytes, sent.sha256);
+    CHECK(read_file(target) == content);
   }
-  SECTION("a file shorter than the size to send: rejected, naming it; nothing stored") {
-    CHECK_THROWS_WITH(send(content.size() + 1),
-                      Catch::Contains(source + ": cannot read: it ended at"));
-    CHECK(next_event(server, client).has_value());
-    CHECK(count_entries(dir.path / "in") == 0);
+  SECTION("another checksum") {
+    FileDownload download(target);
+    auto sent = wait_bounded(stream_file(download.sink(), source), client);
+    CHECK_THROWS_WITH(download.keep(sent.bytes, ravnest::config::sha256_hex("x")),
+                      Catch::Contains("fetched.bin: the bytes received hash to "));
   }
-  SECTION("no such file, or a FIFO in its place (must not hang): rejected, naming it") {
-    fs::remove(source);
-    CHECK_THROWS_WITH(send(content.size()), Catch::Contains(source + ": cannot read"));
-    REQUIRE(::mkfifo(source.c_str(), 0600) == 0);
-    CHECK_THROWS_WITH(send(content.size()),
-                      Catch::Contains(source + ": cannot read: not a regular file"));
+  SECTION("another size") {
+    FileDownload download(target);
+    auto sent = wait_bounded(stream_file(download.sink(), source), client);
+    CHECK_THROWS_WITH(download.keep(sent.bytes + 1, sent.sha256),
+                      Catch::Contains("bytes arrived, the sender sent"));
+  }
+  SECTION("the sender never said done") {
+    FileDownload download(target);
+    auto sink = download.sink();
+    auto write = sink.writeRequest();
+    write.setChunk(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(content.data()), 10));
+    wait_bounded(write.send(), client);
+    CHECK_THROWS_WITH(download.keep(10, ravnest::config::sha256_hex(content.substr(0, 10))),
+                      Catch::Contains("before the sender said it was done"));
+  }
+  SECTION("dropped") {
+    FileDownload download(target);
+    wait_bounded(stream_file(download.sink(), source), client);
+  }
+  // Only the source, and the target when it was kept.
+  CHECK(count_entries(dir.path) == (fs::exists(target) ? 2u : 1u));
+}
+
+TEST_CASE("FileSink hands a checked file to its commit, which may refuse it", "[wire][file]") {
+  TempDir dir;
+  TempDir server_dir;
+  ServerThread server(server_dir.path);
+  RpcClient client("127.0.0.1", server.port());  // its event loop: the sinks are local
+  const std::string content = random_bytes(300000, 3);
+  const fs::path source = dir.path / "source.bin";
+  std::ofstream(source, std::ios::binary) << content;
+  const fs::path out = dir.path / "out";
+  fs::create_directories(out);
+  std::string taken;
+  SECTION("taken") {
+    auto opened = FileSink::open(out, "stage.pt", content.size(),
+                                 ravnest::config::sha256_hex(content),
+                                 [&](const fs::path& temp) {
+                                   taken = read_file(temp);
+                                   fs::rename(temp, out / "kept.pt");
+                                 });
+    wait_bounded(stream_file(kj::mv(opened.sink), source), client);
+    wait_bounded(kj::mv(opened.completion), client);
+    CHECK(taken == content);
+    CHECK(read_file(out / "kept.pt") == content);
+    CHECK(count_entries(out) == 1);
+  }
+  SECTION("refused") {
+    auto opened = FileSink::open(out, "stage.pt", content.size(),
+                                 ravnest::config::sha256_hex(content),
+                                 [&](const fs::path&) { throw std::runtime_error("no module"); });
+    CHECK_THROWS_WITH(wait_bounded(stream_file(kj::mv(opened.sink), source), client),
+                      Catch::Contains("no module"));
+    CHECK(count_entries(out) == 0);
   }
 }
 
