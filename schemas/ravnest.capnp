@@ -305,10 +305,12 @@ interface Node {
   # plan (`cluster`, `position`), not to a node: a spare that takes a dead node's slot resumes
   # from it. Each node also keeps copies of the checkpoints of the nodes it is the keeper of
   # (libs/config/checkpoint_keeper.h), so that they outlive a node that dies with its disk.
-  checkpoints @13 (identity :Text, cluster :Int32 = -1, position :Int32 = -1)
-      -> (updates :List(UInt64));
+  checkpoints @13 (identity :Text, cluster :Int32 = -1, position :Int32 = -1, verify :Bool)
+      -> (updates :List(UInt64), finished :Bool);
     # The updates after which this node holds a complete checkpoint of the job `identity`,
     # ascending: its own (slot -1, -1, or its own slot), or the copies it keeps for that slot.
+    # With `verify`, only those whose bytes still hash to the checksum they were written with.
+    # `finished`: this node's last run of the job `identity` trained to its end.
   storeCheckpoint @14 (identity :Text, cluster :Int32, position :Int32,
                        updates :UInt64, size :UInt64, sha256 :Text) -> (sink :ByteSink);
     # A checkpoint file, streamed; kept once `done` checks size and checksum. Of this node's own
@@ -325,6 +327,13 @@ interface Node {
     # for every sample in order, as torch.save writes them, streamed into `sink` as fetchStage
     # streams a stage; `obsoletePredictions` stays empty. Refused on other nodes and before
     # a prediction job finished.
+  hold @17 (jobId :UInt64, target :UInt64) -> (updates :UInt64, holds :Bool);
+    # A stop that every node agrees on (docs/faults.md#stopping): a cluster's root lets no batch
+    # of job `jobId` in beyond an update boundary, so that every node of the cluster reaches the
+    # same update and its stop-time checkpoint is of that update. `target` 0: the nearest boundary
+    # (the end of the update whose batches are already in); else `target` updates, or the nearest
+    # boundary if that is further. `updates`: the boundary it now holds at (the job's last update
+    # when it ends before); `holds` false on a node that feeds no data or runs no such job.
 }
 
 # ---------------------------------------------------------------------------------------------

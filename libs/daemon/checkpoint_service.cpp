@@ -34,13 +34,20 @@ CheckpointService::CheckpointService(std::shared_ptr<CheckpointStore> store,
 
 kj::Promise<void> CheckpointService::checkpoints(CheckpointsCall context) {
   auto params = context.getParams();
+  bool finished = false;
   const auto updates = checked([&] {
     const std::string identity = params.getIdentity();
-    if (own_slot(metadata_(), params.getCluster(), params.getPosition())) {
-      return store_->updates(identity);
-    }
-    return store_->kept_updates(identity, params.getCluster(), params.getPosition());
+    const int cluster = params.getCluster(), position = params.getPosition();
+    const bool own = own_slot(metadata_(), cluster, position);
+    if (own) finished = store_->finished(identity);
+    auto listed = own ? store_->updates(identity) : store_->kept_updates(identity, cluster, position);
+    if (!params.getVerify()) return listed;
+    // Each file hashed (1 MiB at a time, on the RPC thread: a resume waits for it anyway).
+    return CheckpointStore::intact(listed, [&](uint64_t u) {
+      return own ? store_->file(identity, u) : store_->kept_file(identity, cluster, position, u);
+    });
   });
+  context.getResults().setFinished(finished);
   auto out = context.getResults().initUpdates(static_cast<unsigned>(updates.size()));
   for (size_t i = 0; i < updates.size(); ++i) out.set(static_cast<unsigned>(i), updates[i]);
   return kj::READY_NOW;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "libs/config/atomic_file.h"
 #include "libs/config/safe_path.h"
 #include "libs/daemon/checkpoint_names.h"
 
@@ -116,6 +117,28 @@ StageCheckpoint CheckpointStore::read(const std::string& identity, uint64_t upda
     throw std::runtime_error(file.string() + " belongs to another job or stage");
   }
   return checkpoint;
+}
+
+void CheckpointStore::mark_finished(const std::string& identity) {
+  check_identity(identity);
+  fs::create_directories(dir_ / identity);
+  config::write_file_atomically((dir_ / identity / "finished").string(), "");
+}
+
+bool CheckpointStore::finished(const std::string& identity) const {
+  check_identity(identity);
+  std::error_code ec;
+  return fs::is_regular_file(dir_ / identity / "finished", ec);
+}
+
+std::vector<uint64_t> CheckpointStore::intact(
+    const std::vector<uint64_t>& updates,
+    const std::function<std::filesystem::path(uint64_t)>& file_of) {
+  std::vector<uint64_t> out;
+  for (uint64_t u : updates) {
+    if (checkpoint_intact(file_of(u).string())) out.push_back(u);
+  }
+  return out;
 }
 
 void CheckpointStore::clear(const std::string& identity) {

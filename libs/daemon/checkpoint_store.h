@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,14 @@ class CheckpointStore {
   StageCheckpoint read(const std::string& identity, uint64_t updates, int cluster,
                        int position) const;
   void clear(const std::string& identity);  // a job that starts afresh: its own and kept copies
+  // The job `identity` trained to its end on this node (a marker beside its checkpoints, which a
+  // fresh start of the job clears): `ravnest resume` has nothing to continue.
+  void mark_finished(const std::string& identity);
+  bool finished(const std::string& identity) const;
+  // Of `updates` (ascending, of the files `file_of` names), those whose bytes still match their
+  // checksum (checkpoint_intact).
+  static std::vector<uint64_t> intact(const std::vector<uint64_t>& updates,
+                                      const std::function<std::filesystem::path(uint64_t)>& file_of);
 
   // The file of this node's own checkpoint, or of the copy it keeps for another slot; whether
   // it exists or not. Throws std::runtime_error for a negative cluster or position.

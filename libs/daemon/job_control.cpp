@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "libs/daemon/compute_device.h"
 #include "libs/training/device_memory.h"
@@ -16,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "libs/config/atomic_file.h"
+#include "libs/config/clock.h"
 #include "libs/config/job_spec.h"
 #include "libs/config/memory_checks.h"
 #include "libs/config/printable.h"
@@ -168,6 +170,45 @@ kj::Promise<void> JobControl::push_file(PushFileCall context, wire::StreamSlot s
   return kj::READY_NOW;
 }
 
+namespace {
+
+// "field<TAB>location" lines (StageCheckpoint::data) as a map.
+std::map<std::string, std::string> data_lines(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto tab = line.find('\t');
+    if (tab != std::string::npos) out[line.substr(0, tab)] = line.substr(tab + 1);
+  }
+  return out;
+}
+
+// A resume trains on the data its checkpoint was made with, or not at all: a file changed at
+// the same path ships as another bundle (named by its contents' SHA-256).
+void check_same_data(const StageCheckpoint& from, const std::map<std::string, std::string>& shipped,
+                     const config::JobSpec& job) {
+  if (from.data.empty()) return;  // written before checkpoints recorded it
+  const auto then = data_lines(from.data);
+  const std::map<std::string, std::string> raw = {{"data.train", job.data.train.raw},
+                                                  {"data.validation", job.data.validation.raw},
+                                                  {"loss.path", job.loss.path.raw}};
+  for (const auto& [field, location] : then) {
+    auto now = shipped.find(field);
+    if (now != shipped.end() && now->second == location) continue;
+    auto path = raw.find(field);
+    const std::string named = path != raw.end() ? " (" + config::printable(path->second, 200) + ")" : "";
+    throw std::runtime_error(
+        field + named + " is not the data the checkpoint after update " +
+        std::to_string(from.updates) + " was trained on (its files hash to " +
+        (now == shipped.end() ? std::string("nothing shipped") : now->second.substr(0, 12)) +
+        ", then to " + location.substr(0, 12) +
+        "): resume refused; restore the data, or `ravnest train` starts the job afresh");
+  }
+}
+
+}  // namespace
+
 kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   auto params = context.getParams();
   const std::string text = params.getJobToml();
@@ -198,12 +239,14 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
     rings_.end_job();
     auto job = store_.locate_shipped(config::parse_job(text, "job"), shipped);
     auto setup = make_worker_setup(store_, job, job_id, compute_device(device_));
+    for (const auto& [field, location] : shipped) setup->data += field + "\t" + location + "\n";
     if (!identity.empty()) {
       setup->checkpoints = checkpoints_;
       setup->identity = identity;
       if (resume_from > 0) {
         setup->resume = checkpoints_->read(identity, resume_from, setup->node.cluster,
                                             setup->node.position);
+        check_same_data(*setup->resume, shipped, job);
       } else {
         checkpoints_->clear(identity);  // a fresh start: older checkpoints of it are stale
       }
@@ -336,6 +379,88 @@ void JobControl::abandon_job() {
   }
 }
 
+void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& timer,
+                                         double timeout_seconds) {
+  uint64_t job_id = 0;
+  std::shared_ptr<JobWorker> worker;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (effective_state(nullptr) != NodeState::kTraining || !worker_) return;
+    job_id = job_id_;
+    worker = worker_;
+  }
+  if (metadata_.cluster_count != 1 || metadata_.pipeline.empty() ||
+      !metadata_.parameter_server.servers.empty()) {
+    return;
+  }
+  const double deadline = config::now_seconds() + timeout_seconds;
+  // Waits for a call's answer, at most until the deadline.
+  auto answer = [&](auto promise) {
+    using Result = decltype(promise.wait(wait_scope));
+    const double left = std::max(0.1, deadline - config::now_seconds());
+    return promise
+        .exclusiveJoin(timer.afterDelay(static_cast<uint64_t>(left * 1000) * kj::MILLISECONDS)
+                           .then([]() -> Result {
+                             kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
+                           }))
+        .wait(wait_scope);
+  };
+  const int root = metadata_.pipeline.front();
+  try {
+    uint64_t boundary = 0;
+    if (root == metadata_.node_id) {
+      const auto held = worker->hold(0);
+      if (!held) return;
+      boundary = *held;
+    } else {
+      auto request = links_.node(metadata_.addresses.at(root)).holdRequest();
+      request.setJobId(job_id);
+      request.setTarget(0);
+      auto response = answer(request.send());
+      if (!response.getHolds()) return;
+      boundary = response.getUpdates();
+    }
+    spdlog::info("SIGTERM: job {} stops after update {} on every node of the cluster", job_id,
+                 boundary);
+    while (true) {
+      bool reached = true;
+      for (const auto& [id, address] : metadata_.addresses) {
+        uint64_t updates = 0;
+        bool training = false;
+        if (id == metadata_.node_id) {
+          updates = worker->status().updates;
+          training = running(job_id);
+        } else {
+          auto response = answer(links_.node(address).statusRequest().send());
+          const auto s = wire::decode_status(response.getStatus());
+          updates = s.updates;
+          training = s.job_id == job_id && s.state == NodeState::kTraining;
+        }
+        if (training && updates < boundary) reached = false;
+      }
+      if (reached) break;
+      if (config::now_seconds() > deadline) {
+        spdlog::warn("SIGTERM: the cluster did not reach update {} in time", boundary);
+        return;
+      }
+      timer.afterDelay(20 * kj::MILLISECONDS).wait(wait_scope);
+    }
+    const std::string reason = store_.node_name() + " was stopped (SIGTERM); every node of its " +
+                               "cluster stopped after update " + std::to_string(boundary);
+    for (const auto& [id, address] : metadata_.addresses) {
+      if (id == metadata_.node_id) continue;
+      auto request = links_.node(address).stopRequest();
+      request.setJobId(job_id);
+      request.setReason(reason);
+      answer(request.send().ignoreResult());
+    }
+  } catch (const kj::Exception& e) {
+    spdlog::warn("SIGTERM: the agreed stop did not complete: {}", wire::kj_reason(e));
+  } catch (const std::exception& e) {
+    spdlog::warn("SIGTERM: the agreed stop did not complete: {}", e.what());
+  }
+}
+
 void JobControl::defer(std::function<void()> task) {
   std::weak_ptr<JobWorker> asking;
   {
@@ -359,6 +484,27 @@ kj::Promise<void> JobControl::stop(StopCall context) {
   std::string reason = config::printable(std::string(params.getReason()), 1000);
   if (reason.empty()) reason = "no reason given";
   return stop_job(params.getJobId(), reason);
+}
+
+kj::Promise<void> JobControl::hold(HoldCall context) {
+  auto params = context.getParams();
+  std::shared_ptr<JobWorker> worker;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (params.getJobId() == job_id_ && effective_state(nullptr) == NodeState::kTraining) {
+      worker = worker_;
+    }
+  }
+  // Outside the lock: the worker wakes its feeding through defer(), which takes it.
+  const std::optional<uint64_t> holds =
+      worker ? worker->hold(params.getTarget()) : std::optional<uint64_t>();
+  auto results = context.getResults();
+  results.setHolds(holds.has_value());
+  if (holds) {
+    results.setUpdates(*holds);
+    spdlog::info("job {} holds after update {}", params.getJobId(), *holds);
+  }
+  return kj::READY_NOW;
 }
 
 kj::Promise<void> JobControl::stop_job(uint64_t job_id, const std::string& reason) {

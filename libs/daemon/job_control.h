@@ -73,6 +73,10 @@ class JobControl {
   kj::Promise<void> load_job(LoadJobCall context);
   kj::Promise<void> start(StartCall context);
   kj::Promise<void> stop(StopCall context);
+  // The root holds its job at an update boundary (JobWorker::hold); answered on the RPC thread,
+  // never waiting for the compute thread, which may be blocked in a reduce that only another
+  // cluster's progress to the boundary ends.
+  kj::Promise<void> hold(HoldCall context);
   kj::Promise<void> status(StatusCall context);
   kj::Promise<void> fetch_stage(FetchStageCall context);
   kj::Promise<void> subscribe(SubscribeCall context);
@@ -82,6 +86,14 @@ class JobControl {
   // Drops the running or loaded job, checkpointing it first (JobWorker::checkpoint_on_stop);
   // compute thread.
   void abandon_job();
+  // SIGTERM while a pipeline job trains (run_daemon, on the RPC thread, before abandon_job): the
+  // stop every node agrees on (docs/faults.md#stopping), as far as this node reaches: its
+  // cluster's root holds at the nearest update boundary, every node of the cluster reaches it
+  // (at most `timeout_seconds`), and this node tells the others to stop, so that each checkpoints
+  // there and the requester following the job hears why. Only in a plan of one cluster: other
+  // clusters' roots are not known here, and their nodes stop as after a failure.
+  void stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& timer,
+                               double timeout_seconds = 30);
   // Runs `task` later on the compute thread if the worker that asked is still the node's job
   // (WorkerPort::defer); compute thread.
   void defer(std::function<void()> task);

@@ -3,6 +3,8 @@
 // calls but status() happen on the node's compute thread.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "libs/daemon/transfer.h"
@@ -18,6 +20,10 @@ class JobWorker {
   virtual void fail(const std::string& why) = 0;  // a peer or the node itself failed
   // The job is being stopped: a worker that keeps checkpoints writes what it can.
   virtual void checkpoint_on_stop() {}
+  // A stop agreed by every node (docs/faults.md#stopping): a worker that feeds data lets none in
+  // beyond the update boundary `target` (0: the nearest it can reach; never one it has passed)
+  // and returns the boundary it holds at; others return nothing. Any thread.
+  virtual std::optional<uint64_t> hold(uint64_t /*target*/) { return std::nullopt; }
   virtual WorkerStatus status() const = 0;  // any thread
 };
 

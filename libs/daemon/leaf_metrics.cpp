@@ -11,12 +11,16 @@
 
 namespace ravnest::runtime {
 
-LeafMetrics::LeafMetrics(std::string losses_path, WorkerPort& port, std::string losses_so_far)
+LeafMetrics::LeafMetrics(std::string losses_path, WorkerPort& port, std::string losses_so_far,
+                         std::optional<std::string> validation_so_far)
     : losses_path_(std::move(losses_path)), losses_(std::move(losses_so_far)), port_(port) {
+  if (validation_so_far) validation_ = std::move(*validation_so_far);
   if (!losses_path_.empty()) {
     validation_path_ = (std::filesystem::path(losses_path_).parent_path() / "validation.txt").string();
-    // A resumed job goes on with the rounds it had; a new one starts empty.
-    if (!losses_.empty() && std::filesystem::is_regular_file(validation_path_)) {
+    // A resumed job goes on with the rounds its checkpoint had (a spare that took the leaf's
+    // place has no file), or, from a checkpoint written before they were kept, the file's.
+    if (!validation_so_far && !losses_.empty() &&
+        std::filesystem::is_regular_file(validation_path_)) {
       try {
         validation_ = config::read_file(validation_path_);
       } catch (const std::exception&) {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <ATen/core/Tensor.h>
@@ -30,8 +31,11 @@ namespace ravnest::runtime {
 class LeafMetrics {
  public:
   // `port` must outlive this; `losses_path` is rewritten (atomically) at most once a second and
-  // after the last batch, starting with `losses_so_far` (a resumed job's).
-  LeafMetrics(std::string losses_path, WorkerPort& port, std::string losses_so_far = {});
+  // after the last batch, starting with `losses_so_far` (a resumed job's). validation.txt starts
+  // with `validation_so_far` (a resumed job's checkpoint's; without it, a resumed job goes on
+  // from the file the node has, as checkpoints written before they kept it need).
+  LeafMetrics(std::string losses_path, WorkerPort& port, std::string losses_so_far = {},
+              std::optional<std::string> validation_so_far = std::nullopt);
 
   // A training micro-batch's mean loss.
   void add_training(const MicroBatchTag& batch, double loss);

@@ -36,6 +36,7 @@ using AbortReduceCall =
     capnp::CallContext<schema::Node::AbortReduceParams, schema::Node::AbortReduceResults>;
 using BenchAllReduceCall =
     capnp::CallContext<schema::Node::BenchAllReduceParams, schema::Node::BenchAllReduceResults>;
+using HoldCall = capnp::CallContext<schema::Node::HoldParams, schema::Node::HoldResults>;
 using CheckpointsCall =
     capnp::CallContext<schema::Node::CheckpointsParams, schema::Node::CheckpointsResults>;
 using StoreCheckpointCall = capnp::CallContext<schema::Node::StoreCheckpointParams,

@@ -61,6 +61,9 @@ kj::Promise<void> NodeEndpoint::fetchLosses(FetchLossesContext context) {
 kj::Promise<void> NodeEndpoint::fetchPredictions(FetchPredictionsContext context) {
   return forward("fetchPredictions", [&] { return service_.job().fetch_predictions(context); });
 }
+kj::Promise<void> NodeEndpoint::hold(HoldContext context) {
+  return forward("hold", [&] { return service_.job().hold(context); });
+}
 kj::Promise<void> NodeEndpoint::checkpoints(CheckpointsContext context) {
   return forward("checkpoints", [&] { return service_.checkpoints().checkpoints(context); });
 }

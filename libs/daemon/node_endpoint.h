@@ -30,6 +30,7 @@ class NodeEndpoint final : public schema::Node::Server {
   kj::Promise<void> subscribe(SubscribeContext context) override;
   kj::Promise<void> fetchLosses(FetchLossesContext context) override;
   kj::Promise<void> fetchPredictions(FetchPredictionsContext context) override;
+  kj::Promise<void> hold(HoldContext context) override;
   kj::Promise<void> send(SendContext context) override;
   kj::Promise<void> openRing(OpenRingContext context) override;
   kj::Promise<void> abortReduce(AbortReduceContext context) override;

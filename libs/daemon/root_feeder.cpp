@@ -11,7 +11,9 @@ namespace ravnest::runtime {
 RootFeeder::RootFeeder(const WorkerSetup& setup, FeedTarget& target)
     : setup_(setup),
       target_(target),
-      schedule_(setup.schedule, setup.node.cluster_size, setup.max_in_flight) {}
+      schedule_(setup.schedule, setup.node.cluster_size, setup.max_in_flight),
+      // A resumed job's first batch, already here: a hold before start() holds there.
+      next_step_(setup.resume ? setup.resume->batches : 0) {}
 
 int64_t RootFeeder::train_size() const {
   return setup_.shard.empty() ? setup_.train_data->size()
@@ -22,12 +24,12 @@ uint64_t RootFeeder::start() {
   started_at_ = config::now_seconds();
   train_order_.emplace(train_size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
                        setup_.shuffle, setup_.drop_last);
-  total_batches_ = static_cast<uint64_t>(train_order_->batches_per_epoch()) * setup_.epochs;
-  if (setup_.max_batches >= 0) {
-    total_batches_ = std::min<uint64_t>(total_batches_, setup_.max_batches);
-  }
-  if (total_batches_ == 0) throw std::runtime_error("the training set yields no batch");
-  return total_batches_;
+  uint64_t total = static_cast<uint64_t>(train_order_->batches_per_epoch()) * setup_.epochs;
+  if (setup_.max_batches >= 0) total = std::min<uint64_t>(total, setup_.max_batches);
+  if (total == 0) throw std::runtime_error("the training set yields no batch");
+  std::lock_guard<std::mutex> lock(hold_mutex_);  // hold() reads it
+  total_batches_ = total;
+  return total;
 }
 
 double RootFeeder::samples_per_second() const {
@@ -36,7 +38,10 @@ double RootFeeder::samples_per_second() const {
 
 void RootFeeder::skip(uint64_t batches_done) {
   const uint64_t per_epoch = static_cast<uint64_t>(train_order_->batches_per_epoch());
-  next_step_ = batches_done;
+  {
+    std::lock_guard<std::mutex> lock(hold_mutex_);
+    next_step_ = batches_done;
+  }
   samples_done_ = 0;
   if (batches_done == 0 || per_epoch == 0) return;
   // The epoch of the last batch done, and where in it: begin_batch goes on from there, and on to
@@ -47,10 +52,30 @@ void RootFeeder::skip(uint64_t batches_done) {
   current_batch_.epoch = epoch;
 }
 
-bool RootFeeder::begin_batch() {
-  if (!load_batch()) return false;
-  pump();
-  return true;
+RootFeeder::Begin RootFeeder::begin_batch() {
+  const Begin begun = load_batch();
+  if (begun == Begin::kStarted) pump();
+  return begun;
+}
+
+uint64_t RootFeeder::batches_per_update() const {
+  return setup_.update_frequency <= 1 ? 1 : static_cast<uint64_t>(setup_.update_frequency);
+}
+
+uint64_t RootFeeder::hold(uint64_t target, bool* moved) {
+  std::lock_guard<std::mutex> lock(hold_mutex_);
+  const uint64_t every = batches_per_update();
+  // The batches already read end their update at the next multiple of `every`: that update is
+  // the nearest boundary every node of the cluster can still reach.
+  const uint64_t nearest = (next_step_ + every - 1) / every;
+  uint64_t held = std::max({target, nearest, hold_updates_.value_or(0)});
+  // total_batches_ is known once start() ran; before, nothing is read yet and `nearest` holds.
+  if (total_batches_ > 0) {
+    held = std::min(held, updates_after(total_batches_, setup_.update_frequency, true));
+  }
+  *moved = hold_updates_.has_value() && held > *hold_updates_;
+  hold_updates_ = held;
+  return held;
 }
 
 bool RootFeeder::epoch_ends_with(uint64_t step) const {
@@ -58,8 +83,14 @@ bool RootFeeder::epoch_ends_with(uint64_t step) const {
   return per_epoch > 0 && (step + 1) % per_epoch == 0;
 }
 
-bool RootFeeder::load_batch() {
-  if (next_step_ >= total_batches_) return false;
+RootFeeder::Begin RootFeeder::load_batch() {
+  uint64_t step = 0;
+  {
+    std::lock_guard<std::mutex> lock(hold_mutex_);
+    if (next_step_ >= total_batches_) return Begin::kDone;
+    if (hold_updates_ && next_step_ >= *hold_updates_ * batches_per_update()) return Begin::kHeld;
+    step = next_step_++;
+  }
   if (epoch_batches_.empty() || batch_in_epoch_ >= epoch_batches_.size()) {
     const uint32_t epoch = epoch_batches_.empty() ? 0 : current_batch_.epoch + 1;
     epoch_batches_ = train_order_->epoch(epoch);
@@ -77,10 +108,10 @@ bool RootFeeder::load_batch() {
       data::split_micro_batches(static_cast<int64_t>(indices.size()), setup_.micro_batches);
   current_batch_.job_id = setup_.job_id;
   current_batch_.validate = false;
-  current_batch_.step = next_step_++;
+  current_batch_.step = step;
   current_batch_.count = static_cast<uint32_t>(micro_ranges_.size());
   current_batch_.batch_samples = static_cast<uint32_t>(indices.size());
-  current_batch_.last = next_step_ >= total_batches_;
+  current_batch_.last = step + 1 >= total_batches_;
   injected_ = 0;
   completed_ = 0;
   if (schedule_.asynchronous() && setup_.validation_data) {
@@ -88,7 +119,7 @@ bool RootFeeder::load_batch() {
                                   static_cast<uint64_t>(train_order_->batches_per_epoch()),
                                   setup_.update_frequency, setup_.val_freq);
   }
-  return true;
+  return Begin::kStarted;
 }
 
 void RootFeeder::micro_batch_done(uint32_t samples) {
@@ -113,7 +144,7 @@ void RootFeeder::pump_async() {
       inject(injected_++);
       continue;
     }
-    if (holding_ || !load_batch()) return;
+    if (holding_ || load_batch() != Begin::kStarted) return;
   }
 }
 

@@ -6,13 +6,19 @@
 // It also runs validation rounds: the whole validation set, in order, every micro-batch entering
 // at once. It counts the micro-batches that came back and the samples trained, for progress.
 //
+// A stop that every node agrees on (hold(), docs/faults.md#stopping) caps the batches it lets
+// in at an update boundary: the cluster's nodes then all finish that update and no later one.
+// hold() is the one call made from another thread (the RPC thread); it and the reading of each
+// batch's step take hold_mutex_, so a boundary it names is never already passed.
+//
 // It computes nothing itself: a micro-batch enters through FeedTarget::enter, which the root's
 // StageWorker implements (its own forward, and the labels' way to the leaf).
 //
-// Not thread-safe; lives on the worker's compute thread.
+// Not thread-safe but for hold(); lives on the worker's compute thread.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -50,9 +56,15 @@ class RootFeeder {
   uint64_t start();
   // A resumed job: the first `batches_done` batches of training are behind (after start()).
   void skip(uint64_t batches_done);
-  // Reads the next batch and lets in what the schedule allows. False when training has no batch
-  // left.
-  bool begin_batch();
+  enum class Begin { kStarted, kHeld, kDone };
+  // Reads the next batch and lets in what the schedule allows: kDone when training has no batch
+  // left, kHeld when hold() stops it before the next one (pump() goes on once the hold moves).
+  Begin begin_batch();
+  // Lets no training batch in beyond `target` updates (0: the end of the update whose batches
+  // are already in; a target below that, or below an earlier hold, counts as that). Returns the
+  // boundary now held, at most the job's last update; `*moved` says whether it moved further.
+  // Any thread.
+  uint64_t hold(uint64_t target, bool* moved);
   // A micro-batch's backward is done at the root.
   void micro_batch_done(uint32_t samples);
   // Lets in the next micro-batches that the schedule now allows: of the current batch, or async,
@@ -71,7 +83,9 @@ class RootFeeder {
 
  private:
   int64_t train_size() const;
-  bool load_batch();  // the next batch, none injected yet; false when training has none left
+  // The next batch, none injected yet; kDone when training has none left, kHeld at the hold.
+  Begin load_batch();
+  uint64_t batches_per_update() const;
   void pump_async();
   void inject(uint32_t index);
   void inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>& inputs,
@@ -93,6 +107,8 @@ class RootFeeder {
   uint32_t completed_ = 0;  // of the current batch (sync: the only one in flight)
   uint64_t in_flight_ = 0;  // injected and not back, over every batch (async)
   bool holding_ = false;
+  std::mutex hold_mutex_;              // next_step_ and hold_updates_
+  std::optional<uint64_t> hold_updates_;  // hold(): no batch beyond this many updates
   MicroBatchTag current_batch_;
   double started_at_ = 0;
   uint64_t samples_done_ = 0;

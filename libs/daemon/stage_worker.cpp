@@ -35,8 +35,11 @@ StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
   }
   if (is_root()) feeder_ = std::make_unique<RootFeeder>(setup_, static_cast<FeedTarget&>(*this));
   if (is_leaf()) {
+    std::optional<std::string> validation;
+    if (setup_.resume && setup_.resume->has_validation) validation = setup_.resume->validation;
     metrics_ = std::make_unique<LeafMetrics>(setup_.losses_path, port_,
-                                             setup_.resume ? setup_.resume->losses : "");
+                                             setup_.resume ? setup_.resume->losses : "",
+                                             std::move(validation));
   }
   if (setup_.optimizer) setup_.optimizer->zero_grad();
   if (hybrid_trainer()) {
@@ -170,13 +173,50 @@ void StageWorker::start() {
     const uint64_t total = feeder_->start();
     if (setup_.resume) feeder_->skip(setup_.resume->batches);
     set_status([&](WorkerStatus& s) { s.total_batches = total; });
+    // The validation round that followed the checkpoint's update is not in it (the leaf's
+    // checkpoint was taken before the round's answers came): it runs again, on the same weights.
+    if (setup_.resume && setup_.resume->batches > 0 &&
+        (validation_due(setup_.resume->updates, setup_.val_freq, false) ||
+         (setup_.val_freq <= 0 && feeder_->epoch_ends_with(setup_.resume->batches - 1)))) {
+      feeder_->run_validation_round();
+    }
     begin_batch();
   });
 }
 
 void StageWorker::begin_batch() {
-  if (!feeder_->begin_batch()) return finish();
+  switch (feeder_->begin_batch()) {
+    case RootFeeder::Begin::kDone:
+      return finish();
+    case RootFeeder::Begin::kHeld:
+      held_ = true;  // hold() moving the boundary further begins it again
+      return;
+    case RootFeeder::Begin::kStarted:
+      break;
+  }
+  held_ = false;
   progress();
+}
+
+std::optional<uint64_t> StageWorker::hold(uint64_t target) {
+  if (!feeder_) return std::nullopt;
+  bool moved = false;
+  const uint64_t boundary = feeder_->hold(target, &moved);
+  if (moved) {
+    // Another cluster reached further: feed on to the agreed boundary (rings need every cluster
+    // at every update up to it).
+    port_.defer([this] {
+      guarded([this] {
+        if (held_) {
+          begin_batch();
+        } else if (feeder_->asynchronous() && !finished_) {
+          feeder_->pump();
+          progress();
+        }
+      });
+    });
+  }
+  return boundary;
 }
 
 // The root's own stage takes the model's inputs it is given; the labels go to the leaf, with
@@ -829,6 +869,10 @@ void StageWorker::finish() {
   if (stopped_ || finished_) return;
   transfers_.flush();  // the last transfers go before the node says it is done
   finished_ = true;
+  // `ravnest resume` of a finished job says so instead of training it again.
+  if (setup_.checkpoints && !setup_.identity.empty()) {
+    setup_.checkpoints->mark_finished(setup_.identity);
+  }
   set_status([&](WorkerStatus& s) { s.state = WorkerStatus::State::kFinished; });
   ProgressEventData event;
   event.kind = EventKind::kFinished;

@@ -55,6 +55,8 @@ class StageWorker final : public JobWorker, private FeedTarget {
   // The job is being stopped: writes the checkpoint of the last update boundary unless it is
   // written already (or the node stopped inside an update, or has no checkpoint store).
   void checkpoint_on_stop() override;
+  // The root: RootFeeder::hold, and feeding goes on if the boundary moved past where it held.
+  std::optional<uint64_t> hold(uint64_t target) override;
 
   WorkerStatus status() const override;  // any thread
   const torch::jit::Module& stage() const { return setup_.stage; }
@@ -188,6 +190,7 @@ class StageWorker final : public JobWorker, private FeedTarget {
   StageCheckpoint boundary_;  // buffers only in its state
   bool boundary_valid_ = false;
   size_t boundary_losses_ = 0;
+  size_t boundary_validation_ = 0;  // validation.txt's length at the boundary
   uint64_t saved_updates_ = 0;  // the newest checkpoint written (or resumed from)
   // The busy fraction's parts (WorkerStatus::busy_seconds): config::now_seconds() at start(),
   // and the seconds spent in what `timed` wraps since.
@@ -196,6 +199,7 @@ class StageWorker final : public JobWorker, private FeedTarget {
   template <typename F>
   void timed(F&& work);
   bool stopped_ = false;   // failed: nothing more happens
+  bool held_ = false;      // the root's begin_batch() met its feeder's hold
   bool finished_ = false;  // training done
 
   bool training_done_ = false;  // the last batch finished (the final validation may follow)

@@ -41,6 +41,7 @@ void StageWorker::mark_boundary() {
   b.cluster = setup_.node.cluster;
   b.position = setup_.node.position;
   b.updates = updates_done_;
+  b.data = setup_.data;
   b.batches = batches_done_;
   b.epoch = current_epoch_;
   b.lr_steps = setup_.lr_schedule ? setup_.lr_schedule->steps() : 0;
@@ -54,6 +55,8 @@ void StageWorker::mark_boundary() {
     b.state.emplace_back(buffer.name, buffer.value.detach().clone());
   }
   boundary_losses_ = metrics_ ? metrics_->losses().size() : 0;
+  // The round that follows this update comes after: a resumed root runs it again.
+  boundary_validation_ = metrics_ ? metrics_->validation().size() : 0;
   boundary_valid_ = true;
 }
 
@@ -65,7 +68,11 @@ void StageWorker::write_checkpoint() {
     c.state.emplace_back(p.name, p.value.detach());
   }
   c.state.insert(c.state.end(), boundary_.state.begin(), boundary_.state.end());
-  if (metrics_) c.losses = metrics_->losses().substr(0, boundary_losses_);
+  if (metrics_) {
+    c.losses = metrics_->losses().substr(0, boundary_losses_);
+    c.validation = metrics_->validation().substr(0, boundary_validation_);
+    c.has_validation = true;
+  }
   c.optimizer = save_optimizer(*setup_.optimizer);
   setup_.checkpoints->write(c);
   saved_updates_ = c.updates;

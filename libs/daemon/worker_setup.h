@@ -56,6 +56,7 @@ struct WorkerSetup {
   std::shared_ptr<CheckpointStore> checkpoints;
   std::string identity;
   std::optional<StageCheckpoint> resume;
+  std::string data;  // StageCheckpoint::data of this job: what its checkpoints record
   // Tensors this node shares with others of its cluster: their gradients are summed over these
   // rings before every update (planner::shared_parameter_rings).
   std::vector<config::RingMembership> shared_rings;

@@ -1,9 +1,13 @@
 #include "libs/requester/requester.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iterator>
+#include <map>
+#include <optional>
 #include <fstream>
 #include <random>
 #include <set>
@@ -15,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "libs/config/atomic_file.h"
+#include "libs/config/checkpoint_keeper.h"
 #include "libs/config/clock.h"
 #include "libs/config/config_error.h"
 #include "libs/config/job_plan_check.h"
@@ -318,10 +323,35 @@ class Requester::Impl {
 
   std::vector<std::string> stop_all(const std::string& reason, uint64_t job_id,
                                     double timeout_seconds = 3);
-  // The newest update after which every node holds a checkpoint of the job `identity`; 0 (the
-  // job's start, which every node holds: its pushed stage) when there is none, `why_none` then
-  // saying which node has none.
-  uint64_t resume_point(const std::string& identity, std::string* why_none);
+  // The first half of a stop every node agrees on (docs/faults.md#stopping): each cluster's root
+  // holds the job `job_id` (0: whatever runs) at an update boundary, the furthest of the nearest
+  // ones the roots can reach, and this waits until every node has made that many updates (or no
+  // longer trains), so that the stop that follows checkpoints every node at the same update.
+  // Returns the boundary, or nothing when no job runs, the plan has parameter servers, or a
+  // node does not answer or reach it within `timeout_seconds` (the stop then checkpoints each
+  // node at its own last update, as a stop after a failure does).
+  std::optional<uint64_t> hold_at_boundary(uint64_t job_id, double timeout_seconds);
+  // Every node reports the job `job_id` finished (any that does not answer: false).
+  bool finished_everywhere(uint64_t job_id);
+  // Where a resume of the job `identity` continues: the newest update after which every node
+  // holds a checkpoint that still matches its checksum, its own or, where its own is damaged or
+  // gone, the copy its keeper holds (`repairs`: to be stored on the node first); 0 (the job's
+  // start, which every node holds: its pushed stage) when there is none, `why_none` then saying
+  // which node has none. Throws when every node finished the job.
+  struct ResumePoint {
+    uint64_t updates = 0;
+    std::string why_none;
+    struct Repair {
+      config::NodeMetadata node, keeper;
+    };
+    std::vector<Repair> repairs;
+  };
+  ResumePoint resume_point(const std::string& identity, const std::string& job_path);
+  // The intact checkpoints `at` holds of the slot (cluster, position; -1: its own) and whether it
+  // finished the job.
+  std::vector<uint64_t> intact_checkpoints(const config::NodeMetadata& at,
+                                           const std::string& identity, int cluster,
+                                           int position, bool* finished = nullptr);
 
   Plan plan_;
   wire::PeerLinks links_;  // one connection per node, kept until a call over it fails
@@ -480,18 +510,77 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
   }
 }
 
-uint64_t Requester::Impl::resume_point(const std::string& identity, std::string* why_none) {
+bool Requester::Impl::finished_everywhere(uint64_t job_id) {
+  auto interrupted = std::exchange(interrupted_, nullptr);
+  bool finished = true;
+  for (const auto& meta : plan_.nodes) {
+    try {
+      const auto s = status_of(meta, 5);
+      finished = finished && s.job_id == job_id && s.state == wire::NodeState::kFinished;
+    } catch (const NodeCallError&) {
+      finished = false;
+    }
+    if (!finished) break;
+  }
+  interrupted_ = std::move(interrupted);
+  return finished;
+}
+
+std::vector<uint64_t> Requester::Impl::intact_checkpoints(const config::NodeMetadata& at,
+                                                         const std::string& identity,
+                                                         int cluster, int position,
+                                                         bool* finished) {
+  auto request = node(at).checkpointsRequest();
+  request.setIdentity(identity);
+  request.setCluster(cluster);
+  request.setPosition(position);
+  request.setVerify(true);
+  auto response = await(request.send(), at, "list checkpoints", 120);
+  if (finished) *finished = response.getFinished();
+  std::vector<uint64_t> updates;
+  for (uint64_t u : response.getUpdates()) updates.push_back(u);
+  return updates;
+}
+
+Requester::Impl::ResumePoint Requester::Impl::resume_point(const std::string& identity,
+                                                           const std::string& job_path) {
+  ResumePoint point;
+  // Each node's intact checkpoints, then the intact copies its keeper holds of its slot.
+  std::map<int, std::set<uint64_t>> own, kept;
+  std::map<int, config::NodeMetadata> keeper_of;
+  bool all_finished = true;
+  for (const auto& meta : plan_.nodes) {
+    bool finished = false;
+    for (uint64_t u : intact_checkpoints(meta, identity, -1, -1, &finished)) own[meta.node_id].insert(u);
+    all_finished = all_finished && finished;
+  }
+  if (all_finished) {
+    throw std::runtime_error(job_path + ": this job already finished on every node; `ravnest fuse` "
+                             "collects its weights, `ravnest train` runs it again");
+  }
+  for (const auto& meta : plan_.nodes) {
+    const auto keeper = config::checkpoint_keeper(meta);
+    if (!keeper) continue;
+    for (const auto& k : plan_.nodes) {
+      if (k.node_id != keeper->node) continue;
+      try {
+        for (uint64_t u : intact_checkpoints(k, identity, meta.cluster, meta.position)) {
+          kept[meta.node_id].insert(u);
+        }
+        keeper_of[meta.node_id] = k;
+      } catch (const NodeCallError&) {
+        // A keeper that does not answer offers nothing; its own listing above answered.
+      }
+    }
+  }
   std::set<uint64_t> common;
   bool first = true;
   for (const auto& meta : plan_.nodes) {
-    auto request = node(meta).checkpointsRequest();
-    request.setIdentity(identity);
-    auto response = await(request.send(), meta, "list checkpoints", 30);
-    std::set<uint64_t> held;
-    for (uint64_t u : response.getUpdates()) held.insert(u);
+    std::set<uint64_t> held = own[meta.node_id];
+    held.insert(kept[meta.node_id].begin(), kept[meta.node_id].end());
     if (held.empty()) {
-      *why_none = meta.name + " holds none";
-      return 0;
+      point.why_none = meta.name + " holds none";
+      return point;
     }
     if (first) {
       common = held;
@@ -503,11 +592,81 @@ uint64_t Requester::Impl::resume_point(const std::string& identity, std::string*
       common = std::move(both);
     }
     if (common.empty()) {
-      *why_none = meta.name + " has none in common with the others";
-      return 0;
+      point.why_none = meta.name + " has none in common with the others";
+      return point;
     }
   }
-  return *common.rbegin();
+  point.updates = *common.rbegin();
+  for (const auto& meta : plan_.nodes) {
+    if (!own[meta.node_id].count(point.updates)) {
+      point.repairs.push_back({meta, keeper_of.at(meta.node_id)});
+    }
+  }
+  return point;
+}
+
+std::optional<uint64_t> Requester::Impl::hold_at_boundary(uint64_t job_id,
+                                                         double timeout_seconds) {
+  // Holding is what an interruption asks for: it is not itself interrupted.
+  auto interrupted = std::exchange(interrupted_, nullptr);
+  struct Restore {
+    Impl& impl;
+    std::function<bool()>& interrupted;
+    ~Restore() { impl.interrupted_ = std::move(interrupted); }
+  } restore{*this, interrupted};
+  std::vector<config::NodeMetadata> roots;
+  for (const auto& meta : plan_.nodes) {
+    // A parameter server applies every worker's gradients as they come: no update count is the
+    // same on every node, so such a plan stops as after a failure.
+    if (meta.role == config::Role::kServer || meta.role == config::Role::kEvaluator) return {};
+    if (meta.position == 0) roots.push_back(meta);
+  }
+  const double deadline = now_seconds() + timeout_seconds;
+  try {
+    if (job_id == 0) {
+      for (const auto& root : roots) {
+        const auto s = status_of(root, 5);
+        if (s.state == wire::NodeState::kTraining) job_id = s.job_id;
+      }
+      if (job_id == 0) return {};
+    }
+    auto hold = [&](const config::NodeMetadata& root, uint64_t target) -> std::optional<uint64_t> {
+      auto request = node(root).holdRequest();
+      request.setJobId(job_id);
+      request.setTarget(target);
+      auto response = await(request.send(), root, "hold", 5);
+      if (!response.getHolds()) return std::nullopt;
+      return response.getUpdates();
+    };
+    // Each root's nearest boundary, then the furthest of them for all: a cluster's rings need
+    // every cluster at each update up to it.
+    std::map<std::string, uint64_t> held;
+    uint64_t boundary = 0;
+    for (const auto& root : roots) {
+      const auto at = hold(root, 0);
+      if (!at) return {};  // this job does not run there (any longer)
+      held[root.name] = *at;
+      boundary = std::max(boundary, *at);
+    }
+    for (const auto& root : roots) {
+      if (held[root.name] < boundary) hold(root, boundary);
+    }
+    while (true) {
+      bool reached = true;
+      for (const auto& meta : plan_.nodes) {
+        const auto s = status_of(meta, 5);
+        if (s.job_id == job_id && s.state == wire::NodeState::kTraining && s.updates < boundary) {
+          reached = false;
+          break;
+        }
+      }
+      if (reached) return boundary;
+      if (now_seconds() > deadline) return {};
+      timer().afterDelay(20 * kj::MILLISECONDS).wait(wait_scope());
+    }
+  } catch (const NodeCallError&) {
+    return {};  // the stop names the node that does not answer
+  }
 }
 
 std::vector<std::string> Requester::Impl::stop_all(const std::string& reason, uint64_t job_id,
@@ -590,6 +749,7 @@ std::vector<NodeReport> Requester::status() {
 
 std::vector<std::string> Requester::stop_all(const std::string& reason, uint64_t job_id,
                                              double timeout_seconds) {
+  impl_->hold_at_boundary(job_id, 60);
   return impl_->stop_all(reason, job_id, timeout_seconds);
 }
 
@@ -664,18 +824,41 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
   auto& plan = impl_->plan_;
   const std::string identity = job_identity(job_text, plan);
   if (options.resume) {
-    // Nodes still on the interrupted job stop it, writing a checkpoint of its last update.
+    // Nodes still on the interrupted job (its requester died, or it runs detached) stop it after
+    // the same update, each writing its checkpoint of it.
+    impl_->hold_at_boundary(0, 60);
     impl_->stop_all("the job is being resumed", 0, 60);
   }
   // Everything that can be checked here is, before any node is touched.
   impl_->check_nodes();
   if (options.resume) {
-    std::string why_none;
-    result.resumed_from = impl_->resume_point(identity, &why_none);
+    const auto point = impl_->resume_point(identity, job_path);
+    // A node whose own checkpoint is damaged or gone gets its keeper's copy first.
+    for (const auto& repair : point.repairs) {
+      const auto& n = repair.node;
+      // Through a temporary file of the plan directory, as `ravnest replace` moves one: streamed
+      // in, then out, never held whole in memory; removed whatever happens.
+      const std::string copy = (std::filesystem::path(impl_->plan_.dir) /
+                                (".checkpoint." + std::to_string(::getpid()) + ".pt"))
+                                   .string();
+      try {
+        fetch_checkpoint(repair.keeper, identity, n.cluster, n.position, point.updates, copy);
+        store_checkpoint(n, identity, n.cluster, n.position, point.updates, copy);
+      } catch (...) {
+        std::error_code ignored;
+        std::filesystem::remove(copy, ignored);
+        throw;
+      }
+      std::error_code ignored;
+      std::filesystem::remove(copy, ignored);
+      log(n.name + ": its checkpoint after update " + std::to_string(point.updates) +
+          " is damaged or missing: restored from the copy " + repair.keeper.name + " keeps");
+    }
+    result.resumed_from = point.updates;
     log(result.resumed_from > 0
             ? "resuming after update " + std::to_string(result.resumed_from) +
-                  ", the newest checkpoint every node holds"
-            : "no checkpoint of this job that every node holds (" + why_none +
+                  ", the newest checkpoint every node holds intact"
+            : "no checkpoint of this job that every node holds (" + point.why_none +
                   "): it starts from the beginning");
   }
   std::vector<JobShipment> shipments;
@@ -755,7 +938,14 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
     result.seconds = now_seconds() - started;
   } catch (const Interrupted&) {
     watch->active = false;
-    throw TrainInterrupted(result.job_id, stop_all("the requester was interrupted", result.job_id));
+    // Every node stops after the same update, so that `ravnest resume` continues from there.
+    hold_at_boundary(result.job_id, 60);
+    if (!finished_everywhere(result.job_id)) {
+      throw TrainInterrupted(result.job_id,
+                             stop_all("the requester was interrupted", result.job_id));
+    }
+    // The interruption came after the last update: the job is done, not stopped.
+    result.seconds = now_seconds() - started;
   } catch (const std::exception& e) {
     // Every node is told, so that none stays loaded or training (only this job is stopped).
     watch->active = false;

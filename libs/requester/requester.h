@@ -107,7 +107,9 @@ class Requester {
   // more than one, runs.
   TrainResult attach(const TrainOptions& options);
   std::vector<NodeReport> status();
-  // Stops `job_id` (0: whatever runs) on every node. Returns the nodes that did not confirm, one
+  // Stops `job_id` (0: whatever runs) on every node, after the same update on each: the roots
+  // first hold it at an update boundary every node reaches (docs/faults.md#stopping), so that
+  // every node's stop-time checkpoint is of that update. Returns the nodes that did not confirm, one
   // line each naming the node and why (a node that does not answer is sent the stop again over a
   // new connection: it reads it first when it answers again).
   // `timeout_seconds` bounds the wait for each node's answer (a stopped node first writes its

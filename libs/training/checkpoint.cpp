@@ -153,6 +153,8 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
       archive.write("next_random_state", c.next_random_state, /*is_buffer=*/true);
     }
     archive.write("losses", bytes_tensor(c.losses), /*is_buffer=*/true);
+    archive.write("validation", bytes_tensor(c.validation), /*is_buffer=*/true);
+    archive.write("data", bytes_tensor(c.data), /*is_buffer=*/true);
     archive.write("optimizer", bytes_tensor(c.optimizer), /*is_buffer=*/true);
     c10::List<std::string> names;
     for (size_t i = 0; i < c.state.size(); ++i) {
@@ -189,57 +191,105 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
   }
 }
 
+namespace {
+
+// pread of `n` bytes at `pos`, as many as there are.
+size_t read_at(int fd, uint64_t pos, void* buf, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd, static_cast<char*>(buf) + done, n - done,
+                                static_cast<off_t>(pos + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
+
+// The size of the archive in the file `fd` of `file_size` bytes, once its trailer's checksum
+// matches its bytes (hashed in bounded chunks); throws naming `path` when it does not.
+// `*has_trailer` false: a file written before checkpoints carried one (all of it is the archive).
+uint64_t checked_archive_size(int fd, const std::string& path, uint64_t file_size,
+                              bool* has_trailer) {
+  *has_trailer = false;
+  if (file_size < kTrailerSize) return file_size;
+  std::string trailer(kTrailerSize, '\0');
+  if (read_at(fd, file_size - kTrailerSize, trailer.data(), kTrailerSize) != kTrailerSize) {
+    throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
+  }
+  if (std::string_view(trailer).substr(0, kChecksumTag.size()) != kChecksumTag) return file_size;
+  *has_trailer = true;
+  const uint64_t archive_size = file_size - kTrailerSize;
+  const std::string written = trailer.substr(kChecksumTag.size(), 64);
+  config::Sha256 hash;
+  std::vector<char> chunk(1 << 20);
+  for (uint64_t pos = 0; pos < archive_size;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), archive_size - pos));
+    if (read_at(fd, pos, chunk.data(), want) != want) {
+      throw std::runtime_error(path + ": cannot read: it changed or shrank while read");
+    }
+    hash.update(chunk.data(), want);
+    pos += want;
+  }
+  const std::string actual = hash.hex();
+  if (actual != written) {
+    throw std::runtime_error(path + ": damaged: its bytes hash to " + actual.substr(0, 12) +
+                             ", not the " + config::printable(written.substr(0, 12)) +
+                             " it was written with");
+  }
+  return archive_size;
+}
+
+// The checkpoint file at `path`, open for reading; throws naming it.
+struct OpenCheckpoint {
+  explicit OpenCheckpoint(const std::string& path) {
+    // O_NONBLOCK: a FIFO in its place must not hang the daemon in open(); files ignore it.
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
+    struct stat info {};
+    if (::fstat(fd, &info) != 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      throw std::runtime_error(path + ": " + why);
+    }
+    if (!S_ISREG(info.st_mode)) {
+      ::close(fd);
+      throw std::runtime_error(path + ": not a readable checkpoint: not a file");
+    }
+    size = static_cast<uint64_t>(info.st_size);
+  }
+  ~OpenCheckpoint() { ::close(fd); }
+  OpenCheckpoint(const OpenCheckpoint&) = delete;
+  OpenCheckpoint& operator=(const OpenCheckpoint&) = delete;
+  int fd = -1;
+  uint64_t size = 0;
+};
+
+}  // namespace
+
+bool checkpoint_intact(const std::string& path) {
+  try {
+    bool has_trailer = false;
+    {
+      OpenCheckpoint file(path);
+      checked_archive_size(file.fd, path, file.size, &has_trailer);
+    }
+    // Written before checkpoints carried a checksum: intact if it reads.
+    if (!has_trailer) load_checkpoint(path);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 StageCheckpoint load_checkpoint(const std::string& path) {
   // Read in place, a record at a time, after hashing it in bounded chunks: the file is never
   // whole in memory beside the tensors it holds (a resume would have needed twice the state).
-  // O_NONBLOCK: a FIFO in its place must not hang the daemon in open(); regular files ignore it.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) throw std::runtime_error(path + ": " + std::strerror(errno));
-  if (!S_ISREG(info.st_mode)) throw std::runtime_error(path + ": not a readable checkpoint: not a file");
-  auto read_at = [&](uint64_t pos, void* buf, size_t n) -> size_t {
-    size_t done = 0;
-    while (done < n) {
-      const ssize_t got = ::pread(fd, static_cast<char*>(buf) + done, n - done,
-                                  static_cast<off_t>(pos + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) break;
-      done += static_cast<size_t>(got);
-    }
-    return done;
-  };
-  uint64_t archive_size = static_cast<uint64_t>(info.st_size);
-  if (archive_size >= kTrailerSize) {
-    std::string trailer(kTrailerSize, '\0');
-    if (read_at(archive_size - kTrailerSize, trailer.data(), kTrailerSize) != kTrailerSize) {
-      throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
-    }
-    if (std::string_view(trailer).substr(0, kChecksumTag.size()) == kChecksumTag) {
-      archive_size -= kTrailerSize;
-      const std::string written = trailer.substr(kChecksumTag.size(), 64);
-      config::Sha256 hash;
-      std::vector<char> chunk(1 << 20);
-      for (uint64_t pos = 0; pos < archive_size;) {
-        const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), archive_size - pos));
-        if (read_at(pos, chunk.data(), want) != want) {
-          throw std::runtime_error(path + ": cannot read: it changed or shrank while read");
-        }
-        hash.update(chunk.data(), want);
-        pos += want;
-      }
-      const std::string actual = hash.hex();
-      if (actual != written) {
-        throw std::runtime_error(path + ": damaged: its bytes hash to " + actual.substr(0, 12) +
-                                 ", not the " + config::printable(written.substr(0, 12)) +
-                                 " it was written with");
-      }
-    }
-  }
+  OpenCheckpoint file(path);
+  const int fd = file.fd;
+  bool has_trailer = false;
+  const uint64_t archive_size = checked_archive_size(fd, path, file.size, &has_trailer);
+  auto read_at = [fd](uint64_t pos, void* buf, size_t n) { return runtime::read_at(fd, pos, buf, n); };
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(
@@ -266,6 +316,9 @@ StageCheckpoint load_checkpoint(const std::string& path) {
     at::Tensor bytes;
     archive.read("losses", bytes, /*is_buffer=*/true);
     c.losses = tensor_bytes(bytes);
+    c.has_validation = archive.try_read("validation", bytes, /*is_buffer=*/true);
+    if (c.has_validation) c.validation = tensor_bytes(bytes);
+    if (archive.try_read("data", bytes, /*is_buffer=*/true)) c.data = tensor_bytes(bytes);
     archive.read("optimizer", bytes, /*is_buffer=*/true);
     c.optimizer = tensor_bytes(bytes);
     bytes = at::Tensor();  // not held beside its copy while the state is read

@@ -35,6 +35,14 @@ struct StageCheckpoint {
   at::Tensor random_state;       // the process's CPU generator
   at::Tensor next_random_state;  // first node of a random chain; undefined otherwise
   std::string losses;            // leaf: losses.txt so far
+  // Leaf: validation.txt so far, the rounds before this update's (a resumed root runs that one
+  // again). Absent from files written before it was kept: `has_validation` false.
+  std::string validation;
+  bool has_validation = false;
+  // The data it trained on, as shipped: "field<TAB>location" lines ("data.train\t<bundle>/d.csv"),
+  // the bundle naming the files' SHA-256; a resume on other data is refused. Absent from files
+  // written before it was kept: empty.
+  std::string data;
   std::vector<std::pair<std::string, at::Tensor>> state;  // parameters, then buffers, by name
   std::string optimizer;  // torch::optim::Optimizer::save, serialized
 };
@@ -54,5 +62,8 @@ void restore_optimizer(torch::optim::Optimizer& optimizer, const std::string& by
 // Writes host copies of tensors on a device: the file reads back on any machine.
 void save_checkpoint(const StageCheckpoint& checkpoint, const std::string& path);
 StageCheckpoint load_checkpoint(const std::string& path);
+// Whether the file's bytes still hash to the checksum it was written with (one written before
+// checkpoints carried a checksum: whether it reads), without loading its tensors.
+bool checkpoint_intact(const std::string& path);
 
 }  // namespace ravnest::runtime

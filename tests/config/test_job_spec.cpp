@@ -72,7 +72,7 @@ TEST_CASE("a minimal job gets the documented defaults") {
   CHECK(job.train.val_freq == 0);
   CHECK(job.train.schedule == PipelineSchedule::kGPipe);
   CHECK(job.train.max_in_flight == 0);
-  CHECK(job.train.save_every == 0);
+  CHECK(job.train.save_every == 100);
   CHECK_FALSE(job.train.drop_last);
   CHECK(job.data.format == DataFormat::kCsv);
   CHECK(job.data.train.raw == "train.csv");

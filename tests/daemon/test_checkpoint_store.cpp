@@ -1,6 +1,7 @@
 // CheckpointStore and the checkpoint file: what is written is read back bit for bit (the
 // optimizer's state too), only complete files are listed, the newest three are kept, leftovers
-// of a crash are removed, and an identity from the wire can never name a path outside the store.
+// of a crash are removed, damaged files are told from intact ones, a finished job is marked,
+// and an identity from the wire can never name a path outside the store.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -105,6 +106,41 @@ TEST_CASE("a checkpoint damaged after it was written is refused when read", "[ch
   CHECK_THROWS_WITH(store.read(kIdentity, 8, 0, 2), Catch::Contains("not a readable checkpoint"));
   test::write_text(file, intact);
   CHECK(store.read(kIdentity, 8, 0, 2).batches == 24);
+}
+
+TEST_CASE("intact lists the checkpoints whose bytes still match; validation and data travel",
+          "[checkpoint]") {
+  // What `ravnest resume` chooses from: a damaged or truncated file is left out, so the resume
+  // falls back to the keeper's copy or an older update instead of failing on it.
+  test::TempDir dir;
+  CheckpointStore store(dir.path());
+  for (uint64_t u : {4, 8, 12}) {
+    StageCheckpoint c = sample(u);
+    c.validation = "4 0 0.5 0.9\n";
+    c.has_validation = true;
+    c.data = "data.train\tabc/d.csv\n";
+    store.write(c);
+  }
+  const std::string flipped = store.file(kIdentity, 12).string();
+  std::string bytes = test::read_text(flipped);
+  for (size_t i = 0; i < 64; ++i) bytes[bytes.size() / 2 + i] ^= 0x5a;
+  test::write_text(flipped, bytes);
+  fs::resize_file(store.file(kIdentity, 4), 100);
+  auto file_of = [&](uint64_t u) { return store.file(kIdentity, u); };
+  CHECK(store.updates(kIdentity) == std::vector<uint64_t>{4, 8, 12});
+  CHECK(CheckpointStore::intact(store.updates(kIdentity), file_of) == std::vector<uint64_t>{8});
+  const StageCheckpoint back = store.read(kIdentity, 8, 0, 2);
+  CHECK(back.has_validation);
+  CHECK(back.validation == "4 0 0.5 0.9\n");
+  CHECK(back.data == "data.train\tabc/d.csv\n");
+
+  // A finished job says so until it starts afresh.
+  CHECK_FALSE(store.finished(kIdentity));
+  store.mark_finished(kIdentity);
+  CHECK(store.finished(kIdentity));
+  CHECK(store.updates(kIdentity) == std::vector<uint64_t>{4, 8, 12});  // the marker is no checkpoint
+  store.clear(kIdentity);
+  CHECK_FALSE(store.finished(kIdentity));
 }
 
 TEST_CASE("the store keeps the newest three and lists complete files only", "[checkpoint]") {

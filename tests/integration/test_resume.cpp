@@ -2,7 +2,8 @@
 // or of all) and resumed with `ravnest train --resume` ends with the same weights, and the same
 // losses.txt, as the same job run without interruption; with one cluster and with two, SGD with
 // momentum and Adam. The same when the killed daemon stays dead and a spare takes its place
-// (`ravnest replace`, with the checkpoint its keeper holds). Also: what resume and replace refuse.
+// (`ravnest replace`, with the checkpoint its keeper holds), validation.txt included. Also: what
+// resume and replace refuse.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -28,10 +29,11 @@ constexpr int kSaveEvery = 4;
 // `train_keys` go into [train] (schedule, accumulation, reduction...).
 std::string job_text(const std::string& optimizer, const std::string& train_keys = "") {
   return "[train]\nepochs = " + std::to_string(kEpochs) +
-         "\nbatch_size = 32\nseed = 5\nsave_every = " + std::to_string(kSaveEvery) + "\n" +
+         "\nbatch_size = 32\nseed = 5\nval_freq = 6\nsave_every = " + std::to_string(kSaveEvery) + "\n" +
          (train_keys.empty() ? std::string("micro_batches = 2") : train_keys) +
          "\n\n[data]\nformat = \"csv\"\ntrain = \"" +
          (test::digits_dir() / "digits_train.csv").string() +
+         "\"\nvalidation = \"" + (test::digits_dir() / "digits_val.csv").string() +
          "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\n"
          "num_classes = 10\n\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\n" +
          optimizer + "\n\n[scheduler]\nname = \"step\"\nstep_size = 3\ngamma = 0.5\n"
@@ -63,6 +65,7 @@ uint64_t wait_for_updates(const test::LocalCluster& cluster, uint64_t updates) {
 struct Outcome {
   std::vector<std::map<std::string, at::Tensor>> clusters;  // fused state dict of each
   std::string losses;                                        // node_<leaf of cluster 0>'s
+  std::string validation;                                    // its validation.txt
 };
 
 Outcome fuse_all(const test::LocalCluster& cluster, int clusters, int leaf,
@@ -75,7 +78,9 @@ Outcome fuse_all(const test::LocalCluster& cluster, int clusters, int leaf,
     REQUIRE(fuse.exit_code == 0);
     outcome.clusters.push_back(test::load_state_dict(out / "trained_state_dict.pt"));
   }
-  outcome.losses = requester_of(cluster).fetch_losses(leaf).losses;
+  const auto fetched = requester_of(cluster).fetch_losses(leaf);
+  outcome.losses = fetched.losses;
+  outcome.validation = fetched.validation;
   return outcome;
 }
 
@@ -159,6 +164,10 @@ void check_resume(const std::vector<int>& stages, const std::string& optimizer, 
   }
   CHECK(got.losses == expected.losses);
   CHECK(!expected.losses.empty());
+  // Every validation round, once: the resumed leaf (or the spare in its place) has the rounds
+  // its checkpoint kept, and the root runs the round that followed the checkpoint's update again.
+  CHECK(got.validation == expected.validation);
+  CHECK(!expected.validation.empty());
 }
 
 }  // namespace
