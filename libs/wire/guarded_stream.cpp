@@ -60,7 +60,7 @@ GuardedStream::GuardedStream(kj::Own<kj::AsyncIoStream> inner,
                              std::shared_ptr<ConnectionTrust> trust, MessageLimits limits,
                              std::function<void(const std::string&)> on_refused, kj::Timer* timer,
                              ConnectionTimeouts timeouts)
-    : inner_(kj::mv(inner)),
+    : ForwardingStream(kj::mv(inner)),
       trust_(std::move(trust)),
       limits_(std::move(limits)),
       on_refused_(std::move(on_refused)),

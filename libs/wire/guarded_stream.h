@@ -35,6 +35,8 @@
 #include <kj/async-io.h>
 #include <kj/timer.h>
 
+#include "libs/wire/forwarding_stream.h"
+
 namespace ravnest::wire {
 
 // Whether a connection's peer has proved the secret: shared by the connection's stream and the
@@ -84,7 +86,7 @@ struct RpcMessageKind {
 };
 RpcMessageKind rpc_message_kind(const kj::byte* words, size_t word_count);
 
-class GuardedStream final : public kj::AsyncIoStream {
+class GuardedStream final : public ForwardingStream {
  public:
   // `timer`: null for no timeouts (then `timeouts` is ignored).
   GuardedStream(kj::Own<kj::AsyncIoStream> inner, std::shared_ptr<ConnectionTrust> trust,
@@ -94,22 +96,6 @@ class GuardedStream final : public kj::AsyncIoStream {
   kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override;
   kj::Promise<void> write(const void* buffer, size_t size) override;
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override;
-  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
-  void shutdownWrite() override { inner_->shutdownWrite(); }
-  void abortRead() override { inner_->abortRead(); }
-  void getsockopt(int level, int option, void* value, kj::uint* length) override {
-    inner_->getsockopt(level, option, value, length);
-  }
-  void setsockopt(int level, int option, const void* value, kj::uint length) override {
-    inner_->setsockopt(level, option, value, length);
-  }
-  void getsockname(struct sockaddr* addr, kj::uint* length) override {
-    inner_->getsockname(addr, length);
-  }
-  void getpeername(struct sockaddr* addr, kj::uint* length) override {
-    inner_->getpeername(addr, length);
-  }
-  kj::Maybe<int> getFd() const override { return inner_->getFd(); }
 
  private:
   // Where follow() stopped: nothing to decide, a refusal, or a header whose limit depends on the
@@ -132,7 +118,6 @@ class GuardedStream final : public kj::AsyncIoStream {
   // When the current wait for bytes ends the connection, and why; TimePoint max: never.
   std::pair<kj::TimePoint, std::string> deadline() const;
 
-  kj::Own<kj::AsyncIoStream> inner_;
   std::shared_ptr<ConnectionTrust> trust_;
   MessageLimits limits_;
   uint64_t smallest_limit_ = 0;  // below it, a message's kind need not be read
