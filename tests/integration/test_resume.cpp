@@ -62,27 +62,7 @@ uint64_t wait_for_updates(const test::LocalCluster& cluster, uint64_t updates) {
   return 0;
 }
 
-struct Outcome {
-  std::vector<std::map<std::string, at::Tensor>> clusters;  // fused state dict of each
-  std::string losses;                                        // node_<leaf of cluster 0>'s
-  std::string validation;                                    // its validation.txt
-};
-
-Outcome fuse_all(const test::LocalCluster& cluster, int clusters, int leaf,
-                 const std::string& tag) {
-  Outcome outcome;
-  for (int c = 0; c < clusters; ++c) {
-    const auto out = cluster.dir() / (tag + "_" + std::to_string(c));
-    auto fuse = cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
-    INFO(fuse.out << fuse.err);
-    REQUIRE(fuse.exit_code == 0);
-    outcome.clusters.push_back(test::load_state_dict(out / "trained_state_dict.pt"));
-  }
-  const auto fetched = requester_of(cluster).fetch_losses(leaf);
-  outcome.losses = fetched.losses;
-  outcome.validation = fetched.validation;
-  return outcome;
-}
+using Outcome = test::LocalCluster::Outcome;
 
 // kOne: one daemon is killed and started again; kAll: every daemon; kReplace: one daemon is
 // killed for good and the spare (the node after the plan's) takes its place (`ravnest replace`).
@@ -107,7 +87,7 @@ void check_resume(const std::vector<int>& stages, const std::string& optimizer, 
   auto whole = cluster.ravnest("train", job_path.string());
   INFO(whole.out << whole.err);
   REQUIRE(whole.exit_code == 0);
-  const Outcome expected = fuse_all(cluster, clusters, leaf, "whole");
+  const Outcome expected = cluster.fuse_all(clusters, leaf, "whole");
 
   auto detached = cluster.ravnest("train", job_path.string() + " --detach");
   INFO(detached.out << detached.err);
@@ -155,7 +135,7 @@ void check_resume(const std::vector<int>& stages, const std::string& optimizer, 
   CHECK(from >= kSaveEvery);
   CHECK(from <= reached + 1);
 
-  const Outcome got = fuse_all(cluster, clusters, leaf, "resumed");
+  const Outcome got = cluster.fuse_all(clusters, leaf, "resumed");
   for (int c = 0; c < clusters; ++c) {
     std::string where;
     const double diff = test::largest_difference(expected.clusters[c], got.clusters[c], &where);
@@ -270,10 +250,10 @@ TEST_CASE("resume: from_start, when no checkpoint is held by every node", "[resu
   REQUIRE(resumed.exit_code == 0);
   CHECK(resumed.out.find("no checkpoint of this job that every node holds (node_0 holds none): it "
                          "starts from the beginning") != std::string::npos);
-  const Outcome from_start = fuse_all(cluster, 1, 1, "from_start");
+  const Outcome from_start = cluster.fuse_all(1, 1, "from_start");
   auto afresh = cluster.ravnest("train", job_path.string());
   REQUIRE(afresh.exit_code == 0);
-  const Outcome fresh = fuse_all(cluster, 1, 1, "fresh");
+  const Outcome fresh = cluster.fuse_all(1, 1, "fresh");
   std::string where;
   CHECK(test::largest_difference(fresh.clusters[0], from_start.clusters[0], &where) == 0);
   CHECK(fresh.losses == from_start.losses);

@@ -51,29 +51,7 @@ uint32_t seed_wanted() {
   return seed ? static_cast<uint32_t>(std::strtoul(seed, nullptr, 10)) : std::random_device{}();
 }
 
-struct Outcome {
-  std::vector<std::map<std::string, at::Tensor>> clusters;  // fused state dict of each
-  std::string losses;                                        // the leaf of cluster 0's
-  std::string validation;                                    // its validation.txt
-};
-
-Outcome fuse_all(const test::LocalCluster& cluster, int clusters, int leaf,
-                 const std::string& tag) {
-  Outcome outcome;
-  for (int c = 0; c < clusters; ++c) {
-    const auto out = cluster.dir() / (tag + "_" + std::to_string(c));
-    auto fuse = cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
-    INFO(fuse.out << fuse.err);
-    REQUIRE(fuse.exit_code == 0);
-    outcome.clusters.push_back(test::load_state_dict(out / "trained_state_dict.pt"));
-  }
-  const auto fetched = runtime::Requester(runtime::load_plan(cluster.plan_dir()),
-                                          config::read_secret(cluster.secret_file()))
-                           .fetch_losses(leaf);
-  outcome.losses = fetched.losses;
-  outcome.validation = fetched.validation;
-  return outcome;
-}
+using Outcome = test::LocalCluster::Outcome;
 
 // `ravnest SUBCOMMAND ARGS` started in the background; once node_0 trains, `delay` seconds later,
 // SIGINT to it alone (as Ctrl-C would). Its output, and "rc=N".
@@ -113,7 +91,7 @@ void check_interrupted(const std::vector<int>& stages, int epochs, const std::st
   REQUIRE(whole.exit_code == 0);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-  const Outcome expected = fuse_all(cluster, clusters, leaf, "whole");
+  const Outcome expected = cluster.fuse_all(clusters, leaf, "whole");
   REQUIRE(!expected.losses.empty());
   REQUIRE(!expected.validation.empty());
 
@@ -156,7 +134,7 @@ void check_interrupted(const std::vector<int>& stages, int epochs, const std::st
       CHECK(said.find("has none in common") == std::string::npos);
       if (said.find("resuming after update") != std::string::npos) ++continued;
     }
-    const Outcome got = fuse_all(cluster, clusters, leaf, "run" + std::to_string(run));
+    const Outcome got = cluster.fuse_all(clusters, leaf, "run" + std::to_string(run));
     bool same = got.losses == expected.losses && got.validation == expected.validation;
     for (int c = 0; c < clusters; ++c) {
       std::string where;
@@ -242,7 +220,7 @@ Stopped stopped_job(const fs::path& train_csv = {},
   auto whole = cluster.ravnest("train", s.job.string());
   INFO(whole.out << whole.err);
   REQUIRE(whole.exit_code == 0);
-  s.expected = fuse_all(cluster, 1, 1, "whole");
+  s.expected = cluster.fuse_all(1, 1, "whole");
   auto detached = cluster.ravnest("train", s.job.string() + " --detach");
   INFO(detached.out << detached.err);
   REQUIRE(detached.exit_code == 0);
@@ -272,7 +250,7 @@ Stopped stopped_job(const fs::path& train_csv = {},
 
 // The fused weights, losses and validation rounds after `ravnest resume` are the whole job's.
 void check_resumed_equal(Stopped& s, const std::string& tag) {
-  const Outcome got = fuse_all(*s.cluster, 1, 1, tag);
+  const Outcome got = s.cluster->fuse_all(1, 1, tag);
   std::string where;
   const double diff = test::largest_difference(s.expected.clusters[0], got.clusters[0], &where);
   INFO("largest difference " << diff << " in " << where);
@@ -383,7 +361,7 @@ TEST_CASE("stop: sigterm, a daemon's SIGTERM mid-job: every node stops after the
   auto whole = cluster.ravnest("train", job.string());
   INFO(whole.out << whole.err);
   REQUIRE(whole.exit_code == 0);
-  const Outcome expected = fuse_all(cluster, 1, 2, "whole");
+  const Outcome expected = cluster.fuse_all(1, 2, "whole");
   auto detached = cluster.ravnest("train", job.string() + " --detach");
   INFO(detached.out << detached.err);
   REQUIRE(detached.exit_code == 0);
@@ -406,7 +384,7 @@ TEST_CASE("stop: sigterm, a daemon's SIGTERM mid-job: every node stops after the
   INFO(resumed.out << resumed.err);
   REQUIRE(resumed.exit_code == 0);
   CHECK(resumed.out.find("resuming after update " + std::to_string(stopped)) != std::string::npos);
-  const Outcome got = fuse_all(cluster, 1, 2, "resumed");
+  const Outcome got = cluster.fuse_all(1, 2, "resumed");
   std::string where;
   CHECK(test::largest_difference(expected.clusters[0], got.clusters[0], &where) == 0);
   CHECK(got.losses == expected.losses);

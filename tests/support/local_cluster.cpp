@@ -14,6 +14,7 @@
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_writer.h"
 #include "libs/requester/requester.h"
+#include "tests/support/digits.h"
 #include "tests/support/plans.h"
 
 
@@ -121,6 +122,25 @@ void LocalCluster::set_daemon_config(const std::string& toml) {
   const auto path = dir_ / "ravnestd.toml";
   write_text(path, toml);
   daemons_->set_config_file(path.string());
+}
+
+LocalCluster::Outcome LocalCluster::fuse_all(int clusters, int leaf, const std::string& tag) const {
+  Outcome outcome;
+  for (int c = 0; c < clusters; ++c) {
+    const auto out = dir() / (tag + "_" + std::to_string(c));
+    auto fuse = ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    if (fuse.exit_code != 0) {
+      throw std::runtime_error("ravnest fuse --cluster " + std::to_string(c) + " failed: " +
+                               fuse.out + fuse.err);
+    }
+    outcome.clusters.push_back(load_state_dict(out / "trained_state_dict.pt"));
+  }
+  const auto fetched = runtime::Requester(runtime::load_plan(plan_dir()),
+                                          config::read_secret(secret_file()))
+                           .fetch_losses(leaf);
+  outcome.losses = fetched.losses;
+  outcome.validation = fetched.validation;
+  return outcome;
 }
 
 }  // namespace ravnest::test

@@ -7,9 +7,12 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <ATen/core/Tensor.h>
 
 #include "bench/harness/local_daemons.h"
 #include "tests/support/test_env.h"
@@ -71,6 +74,16 @@ class LocalCluster {
   // Waits until `node` reports at least `batches` training batches done (through its status, in
   // this process); false after `limit_seconds`.
   bool wait_for_batches(int node, uint64_t batches, double limit_seconds = 60) const;
+
+  // What a job left, for comparing runs: `ravnest fuse` of each of the first `clusters` clusters
+  // (into dir()/TAG_C), and the losses and validation.txt of node `leaf` (the leaf of cluster 0).
+  // Throws std::runtime_error with fuse's output when it fails.
+  struct Outcome {
+    std::vector<std::map<std::string, at::Tensor>> clusters;  // fused state dict of each
+    std::string losses;
+    std::string validation;
+  };
+  Outcome fuse_all(int clusters, int leaf, const std::string& tag) const;
 
   // Units of the model, for choosing cuts: the allowed boundaries spread evenly.
   static std::vector<size_t> even_cuts(const std::string& model_path, int stages);
