@@ -177,17 +177,17 @@ class Barrier {
 int run_local(const Args& a) {
   const int n = a.nodes;
   const int64_t numel = static_cast<int64_t>(a.bytes / 4);
-  ravnest::runtime::LocalRingOptions ring_options;
+  ravnest::ring::LocalRingOptions ring_options;
   ring_options.timeout = std::chrono::seconds(a.timeout_s);
   ring_options.capacity_bytes = a.capacity;
-  ravnest::runtime::LocalRing ring(n, ring_options);
-  ravnest::runtime::RingAllReduceOptions options;
+  ravnest::ring::LocalRing ring(n, ring_options);
+  ravnest::ring::RingAllReduceOptions options;
   options.segment_bytes = a.segment;
   options.average = false;  // a sum, as Gloo's
-  std::vector<std::unique_ptr<ravnest::runtime::RingAllReduce>> reducers;
+  std::vector<std::unique_ptr<ravnest::ring::RingAllReduce>> reducers;
   std::vector<std::vector<at::Tensor>> tensors(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
-    reducers.push_back(std::make_unique<ravnest::runtime::RingAllReduce>(ring.member(i), i, n, options));
+    reducers.push_back(std::make_unique<ravnest::ring::RingAllReduce>(ring.member(i), i, n, options));
     tensors[static_cast<size_t>(i)] = {at::ones({numel}, at::kFloat)};
   }
   Barrier barrier(n);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bench/even_pipeline.h"
-#include "libs/config/job_spec.h"
+#include "libs/config/job/job_spec.h"
 
 namespace fs = std::filesystem;
 using namespace ravnest;
@@ -21,7 +21,7 @@ using namespace ravnest;
 namespace {
 
 struct Run {
-  runtime::TrainResult result;
+  requester::TrainResult result;
   std::vector<double> epoch_loss;  // mean batch loss per epoch
 };
 

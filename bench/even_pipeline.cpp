@@ -12,9 +12,9 @@ namespace ravnest::bench {
 
 namespace fs = std::filesystem;
 
-runtime::TrainResult train_even_pipeline(const fs::path& dir, const std::string& model_path,
+requester::TrainResult train_even_pipeline(const fs::path& dir, const std::string& model_path,
                                          int stages, const std::string& job_path, bool insecure,
-                                         const runtime::TrainOptions& options,
+                                         const requester::TrainOptions& options,
                                          std::string* leaf_losses,
                                          std::vector<wire::NodeStatusData>* statuses,
                                          const std::vector<std::string>& daemon_flags) {
@@ -32,7 +32,7 @@ runtime::TrainResult train_even_pipeline(const fs::path& dir, const std::string&
     node.id = s;
     node.name = "node_" + std::to_string(s);
     node.host = "127.0.0.1";
-    node.port = runtime::free_loopback_port();
+    node.port = bench::free_loopback_port();
     node.address = "127.0.0.1:" + std::to_string(node.port);
     node.ram_gb = 8;
     node.bandwidth_mbps = 1000;
@@ -55,11 +55,11 @@ runtime::TrainResult train_even_pipeline(const fs::path& dir, const std::string&
     names.push_back(node.name);
     ports.push_back(node.port);
   }
-  runtime::LocalDaemons daemons(runtime::sibling_ravnestd(), dir.string(), "", names, ports);
+  bench::LocalDaemons daemons(bench::sibling_ravnestd(), dir.string(), "", names, ports);
   daemons.set_insecure(insecure);
   for (size_t i = 0; i < names.size(); ++i) daemons.set_flags(i, daemon_flags);
   daemons.start_all();
-  runtime::Requester requester(runtime::load_plan((dir / "plan").string()), "", insecure);
+  requester::Requester requester(requester::load_plan((dir / "plan").string()), "", insecure);
   requester.push([](const std::string&) {});
   auto result = requester.train(job_path, options);
   if (statuses) {

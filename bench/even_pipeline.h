@@ -16,10 +16,10 @@ namespace ravnest::bench {
 // Returns the result, with `leaf_losses` the leaf's losses.txt and `statuses` each node's status
 // after the job (pipeline order) when asked. Every daemon gets `daemon_flags` too (e.g.
 // {"--device", "cuda:0"}).
-runtime::TrainResult train_even_pipeline(const std::filesystem::path& dir,
+requester::TrainResult train_even_pipeline(const std::filesystem::path& dir,
                                          const std::string& model_path, int stages,
                                          const std::string& job_path, bool insecure = false,
-                                         const runtime::TrainOptions& options = {},
+                                         const requester::TrainOptions& options = {},
                                          std::string* leaf_losses = nullptr,
                                          std::vector<wire::NodeStatusData>* statuses = nullptr,
                                          const std::vector<std::string>& daemon_flags = {});

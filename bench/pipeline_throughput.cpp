@@ -31,8 +31,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/even_pipeline.h"
-#include "libs/config/atomic_file.h"
-#include "libs/config/job_spec.h"
+#include "libs/base/atomic_file.h"
+#include "libs/config/job/job_spec.h"
 #include "libs/training/reference_trainer.h"
 
 namespace fs = std::filesystem;
@@ -109,7 +109,7 @@ double pytorch_samples_per_second(const std::string& python, const std::string& 
                              "): " + command);
   }
   fs::remove(state);
-  const auto report = nlohmann::json::parse(config::read_file(timing.string()));
+  const auto report = nlohmann::json::parse(base::read_file(timing.string()));
   std::printf("%-28s %9.1f samples/s (torch %s on %s, %lld samples in %.2f s: the ratios' "
               "baseline)\n",
               "single-process PyTorch", report.at("samples_per_second").get<double>(),
@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
                 device.c_str());
     double single = 0;
     if (device == "cpu") {
-      const auto reference = runtime::train_reference(model_path, job);
+      const auto reference = training::train_reference(model_path, job);
       single = reference.samples_per_second;
       std::printf("%-28s %9.1f samples/s (%d intra-op threads%s)\n", "single-process LibTorch",
                   reference.samples_per_second, at::get_num_threads(),
@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
       // The daemons share the cores (each gets cores / daemons threads): what one thread does.
       const int threads = at::get_num_threads();
       at::set_num_threads(1);
-      const auto one = runtime::train_reference(model_path, job);
+      const auto one = training::train_reference(model_path, job);
       at::set_num_threads(threads);
       std::printf("%-28s %9.1f samples/s\n", "  the same on 1 thread", one.samples_per_second);
     }

@@ -1,7 +1,7 @@
 # Which LibTorch this build uses, found once here, and what differs between the builds this
 # project supports: Debian's LibTorch 1.13 (CPU, C++17, no fmt of its own) and a current
 # LibTorch 2.x from the PyPI torch wheel (CUDA, C++20, its own fmt in its include folder).
-# Code reads the outcome through libs/compat/torch_compat.h, never from CMake variables.
+# Code reads the outcome through libs/torch_support/torch_compat.h, never from CMake variables.
 #
 #   RAVNEST_TORCH_VERSION  the LibTorch version found (Torch_VERSION, e.g. 1.13.0 or 2.15.0)
 #   RAVNEST_TORCH_CUDA     ON when this LibTorch has CUDA compiled in (libtorch_cuda)
@@ -77,7 +77,7 @@ if(TORCH_INSTALL_PREFIX MATCHES "site-packages/torch$")
   endif()
 endif()
 
-# libs/compat/torch_compat.h reads these; every torch target links ravnest_torch_compat through
+# libs/torch_support/torch_compat.h reads these; every torch target links ravnest_torch_compat through
 # ravnest_use_torch_pch.
 add_library(ravnest_torch_compat INTERFACE)
 target_include_directories(ravnest_torch_compat INTERFACE ${CMAKE_SOURCE_DIR})

@@ -152,7 +152,7 @@ struct NodeStatus {
   busySeconds @20 :Float64;         # computing (forward, backward, updates) since the job started
   runningSeconds @21 :Float64;      # since the job started, until its last batch finished
   residentBytes @22 :UInt64;        # the daemon's resident memory (RSS) now
-  # The daemon's memory budget and use (libs/config/memory_budget.h, docs/daemon.md#memory).
+  # The daemon's memory budget and use (libs/config/daemon/memory_budget.h, docs/daemon.md#memory).
   memoryLimitBytes @23 :UInt64;     # the budget: the smallest of memory_limit, the cgroup's
                                     # limit, MemTotal; 0 when none is known
   memoryLimitSource @24 :Text;      # which: "memory_limit", "cgroup memory.limit_in_bytes",
@@ -204,7 +204,7 @@ interface RingSink {
   segment @0 (round :UInt64, step :UInt32, segment :UInt32, data :Data) -> ();
     # Returns once the receiving all-reduce has taken the segment's bytes out of the message: the
     # sender may then reuse the memory it was sent from. The sender keeps a few calls in flight
-    # (libs/daemon/ring_link.h), which bounds what waits on the receiver per ring.
+    # (libs/daemon/rings/ring_link.h), which bounds what waits on the receiver per ring.
   sharedSegment @1 (round :UInt64, step :UInt32, segment :UInt32, slot :UInt32, bytes :UInt64) -> ();
     # The same segment, its `bytes` in slot `slot` of the memory the sender shares (an openRing
     # whose offer was accepted); returns once the receiving all-reduce has read them, after which
@@ -212,7 +212,7 @@ interface RingSink {
 }
 
 # Memory a ring's sender shares with its next member when both run on one host
-# (libs/daemon/shared_segments.h): a sealed memory file of `slots` slots of `slotBytes` after a
+# (libs/daemon/rings/shared_segments.h): a sealed memory file of `slots` slots of `slotBytes` after a
 # page that starts with `nonce`, which the receiver opens as /proc/<pid>/fd/<fd>. A receiver on
 # another host, or of another user, cannot open it or finds another nonce, and refuses.
 struct SharedSegments {
@@ -304,7 +304,7 @@ interface Node {
   # Checkpoints (docs/faults.md). A checkpoint belongs to a job `identity` and to a slot of the
   # plan (`cluster`, `position`), not to a node: a spare that takes a dead node's slot resumes
   # from it. Each node also keeps copies of the checkpoints of the nodes it is the keeper of
-  # (libs/config/checkpoint_keeper.h), so that they outlive a node that dies with its disk.
+  # (libs/config/plan/checkpoint_keeper.h), so that they outlive a node that dies with its disk.
   checkpoints @13 (identity :Text, cluster :Int32 = -1, position :Int32 = -1, verify :Bool)
       -> (updates :List(UInt64), finished :Bool);
     # The updates after which this node holds a complete checkpoint of the job `identity`,

@@ -1,6 +1,6 @@
 #include "apps/ravnest/dashboard_page.h"
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 
 const char* dashboard_page() {
   return R"html(<!DOCTYPE html>
@@ -197,4 +197,4 @@ poll();
 )html";
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

@@ -5,8 +5,8 @@
 // .node[data-name][data-state], .last-loss[data-cluster], .curve[data-cluster], #job.
 #pragma once
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 
 const char* dashboard_page();
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

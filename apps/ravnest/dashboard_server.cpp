@@ -10,10 +10,10 @@
 
 #include "apps/ravnest/dashboard_page.h"
 #include "apps/ravnest/dashboard_state.h"
-#include "libs/config/atomic_file.h"
+#include "libs/base/atomic_file.h"
 #include "libs/requester/job_identity.h"
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 
 namespace {
 
@@ -59,7 +59,7 @@ class StateSource {
  public:
   explicit StateSource(const DashboardOptions& options)
       : options_(options),
-        plan_(load_plan(options.plan_dir)),
+        plan_(requester::load_plan(options.plan_dir)),
         requester_(plan_, options.secret, options.insecure) {}
 
   const std::string& json() {
@@ -79,8 +79,8 @@ class StateSource {
     }
     std::string job_path, job_text;
     try {
-      job_path = last_job_path(options_.plan_dir);
-      job_text = config::read_file(job_path);
+      job_path = requester::last_job_path(options_.plan_dir);
+      job_text = base::read_file(job_path);
     } catch (const std::exception&) {
     }
     cached_ = dashboard_state(plan_, reports, histories, job_path, job_text).dump();
@@ -90,8 +90,8 @@ class StateSource {
 
  private:
   const DashboardOptions& options_;
-  Plan plan_;
-  Requester requester_;
+  requester::Plan plan_;
+  requester::Requester requester_;
   std::string cached_;
   std::chrono::steady_clock::time_point taken_;
 };
@@ -238,4 +238,4 @@ void run_dashboard(const DashboardOptions& options) {
   acceptor.close(error);
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

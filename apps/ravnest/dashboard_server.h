@@ -10,7 +10,7 @@
 #include <functional>
 #include <string>
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 
 struct DashboardOptions {
   std::string plan_dir;
@@ -25,4 +25,4 @@ struct DashboardOptions {
 // on or a plan it cannot read.
 void run_dashboard(const DashboardOptions& options);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

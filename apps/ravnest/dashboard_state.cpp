@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 
 namespace {
 
@@ -15,7 +15,7 @@ nlohmann::json number(double value) {
 
 }  // namespace
 
-nlohmann::json dashboard_state(const Plan& plan, const std::vector<NodeReport>& reports,
+nlohmann::json dashboard_state(const requester::Plan& plan, const std::vector<requester::NodeReport>& reports,
                                const std::vector<LossHistory>& histories,
                                const std::string& job_path, const std::string& job_text,
                                size_t max_points) {
@@ -109,4 +109,4 @@ nlohmann::json dashboard_state(const Plan& plan, const std::vector<NodeReport>& 
   return out;
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

@@ -11,7 +11,7 @@
 #include "apps/ravnest/loss_report.h"
 #include "libs/requester/requester.h"
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 
 // {"plan": {"dir", "clusters": [{"id", "nodes": [...]}], "rings": [{"id", "nodes"}]},
 //  "nodes": [{"name", "id", "cluster", "position", "role", "address", "state", "error", "job_id",
@@ -20,9 +20,9 @@ namespace ravnest::runtime {
 //  "clusters": [{"id", "batches", "last_loss", "losses": [[batch, loss]...], "validation": [...]}],
 //  "job": "<the job file's text>", "job_path": "..."}
 // Losses beyond `max_points` per cluster are thinned evenly; the first and last stay.
-nlohmann::json dashboard_state(const Plan& plan, const std::vector<NodeReport>& reports,
+nlohmann::json dashboard_state(const requester::Plan& plan, const std::vector<requester::NodeReport>& reports,
                                const std::vector<LossHistory>& histories,
                                const std::string& job_path, const std::string& job_text,
                                size_t max_points = 2000);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 namespace {
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -207,4 +207,4 @@ std::string loss_svg(const std::vector<LossHistory>& clusters, const std::string
   return svg.str();
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

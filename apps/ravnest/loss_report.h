@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 
 struct LossHistory {
   int cluster = 0;
@@ -34,4 +34,4 @@ std::string loss_table(const std::vector<LossHistory>& clusters);
 // same axes (at the batch where the round ran, from its number of updates), a legend.
 std::string loss_svg(const std::vector<LossHistory>& clusters, const std::string& title);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

@@ -26,22 +26,22 @@
 #include "bench/harness/allreduce_bench.h"
 #include "bench/harness/local_daemons.h"
 #include "ravnest_version.h"
-#include "libs/compat/torch_compat.h"
-#include "libs/config/atomic_file.h"
-#include "libs/config/job_spec.h"
-#include "libs/config/node_pool.h"
-#include "libs/config/plan_layout.h"
-#include "libs/config/prediction_job.h"
-#include "libs/config/secret.h"
+#include "libs/torch_support/torch_compat.h"
+#include "libs/base/atomic_file.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/pool/node_pool.h"
+#include "libs/config/plan/plan_layout.h"
+#include "libs/config/job/prediction_job.h"
+#include "libs/base/secret.h"
 #include "libs/data/dataset.h"
 #include "apps/ravnest/memory_probe_process.h"
 #include "libs/training/training_device.h"
 #include "libs/graph/clusterize.h"
 #include "libs/graph/fuse.h"
-#include "libs/graph/module_file.h"
+#include "libs/torch_support/module_file.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/replacement.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/torch_support/torch_errors.h"
 #include "libs/requester/requester.h"
 #include "libs/training/evaluate.h"
 #include "libs/training/loss.h"
@@ -79,11 +79,11 @@ struct Connection {
     if (file.empty()) {
       if (const char* env = std::getenv("RAVNEST_SECRET_FILE")) file = env;
     }
-    return file.empty() ? std::string() : config::read_secret(file);
+    return file.empty() ? std::string() : base::read_secret(file);
   }
-  runtime::Requester open() const {
+  requester::Requester open() const {
     warn_if_insecure();
-    return runtime::Requester(runtime::load_plan(plan_dir), secret(), insecure);
+    return requester::Requester(requester::load_plan(plan_dir), secret(), insecure);
   }
   void warn_if_insecure() const {
     if (insecure) {
@@ -151,7 +151,7 @@ int run_replace(const Connection& c, const std::string& old_name, const std::str
   }
   c.warn_if_insecure();
   const auto done =
-      runtime::replace_node(c.plan_dir, c.secret(), old_name, *spare, say, c.insecure);
+      requester::replace_node(c.plan_dir, c.secret(), old_name, *spare, say, c.insecure);
   std::string line = done.spare_name + " replaces " + done.old_name + " (cluster " +
                      std::to_string(done.cluster) + ", position " +
                      std::to_string(done.position) + ")";
@@ -165,7 +165,7 @@ int run_replace(const Connection& c, const std::string& old_name, const std::str
 int run_train(const Connection& c, const std::string& job, bool detach, bool resume,
               bool attach = false) {
   auto requester = c.open();
-  runtime::TrainOptions options;
+  requester::TrainOptions options;
   options.detach = detach;
   options.resume = resume;
   // Ctrl-C or SIGTERM stops the job on every node instead of leaving it running unwatched.
@@ -184,20 +184,20 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
   };
   // Redrawn at most ten times a second: events come with every batch of every cluster.
   auto last_drawn = std::chrono::steady_clock::time_point{};
-  options.on_progress = [&](const std::vector<runtime::TrainProgress>& clusters) {
+  options.on_progress = [&](const std::vector<requester::TrainProgress>& clusters) {
     if (!tty) return;
     const auto now = std::chrono::steady_clock::now();
     if (drawn && now - last_drawn < std::chrono::milliseconds(100)) return;
     last_drawn = now;
     if (drawn) std::cout << "\033[" << drawn << "A";
-    for (const auto& p : clusters) std::cout << "\033[2K" << runtime::progress_line(p) << '\n';
+    for (const auto& p : clusters) std::cout << "\033[2K" << cli::progress_line(p) << '\n';
     drawn = clusters.size();
     std::cout << std::flush;
   };
-  runtime::TrainResult result;
+  requester::TrainResult result;
   try {
     result = attach ? requester.attach(options) : requester.train(job, options);
-  } catch (const runtime::TrainInterrupted& e) {
+  } catch (const requester::TrainInterrupted& e) {
     if (tty && drawn) std::cout << "\033[" << drawn << "A\033[J" << std::flush;
     const std::string signal = g_interrupted == SIGTERM ? "SIGTERM" : "SIGINT";
     std::string line = "ravnest: interrupted (" + signal + "): job " + std::to_string(e.job_id);
@@ -212,9 +212,9 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     say("job " + std::to_string(result.job_id) + " runs detached; `ravnest status` shows it");
     return 0;
   }
-  for (const auto& p : result.clusters) say(runtime::progress_line(p));
-  std::printf("training finished in %s\n", runtime::format_duration(result.seconds).c_str());
-  std::printf("%s", runtime::traffic_table(requester.status()).c_str());
+  for (const auto& p : result.clusters) say(cli::progress_line(p));
+  std::printf("training finished in %s\n", cli::format_duration(result.seconds).c_str());
+  std::printf("%s", cli::traffic_table(requester.status()).c_str());
   return 0;
 }
 
@@ -247,10 +247,10 @@ int run_status(const Connection& c) {
                 r.node.address.c_str(), r.node.cluster, config::role_name(r.node.role).c_str(),
                 r.state.c_str(), r.status.epoch + 1, batches, loss, rate);
     if (!r.error.empty()) std::printf("         %s\n", r.error.c_str());
-    const std::string memory = r.reachable ? runtime::memory_line(r.status) : "";
+    const std::string memory = r.reachable ? cli::memory_line(r.status) : "";
     if (!memory.empty()) std::printf("         %s\n", memory.c_str());
   }
-  std::printf("%s", runtime::traffic_table(reports).c_str());
+  std::printf("%s", cli::traffic_table(reports).c_str());
   return all_reachable ? 0 : 1;
 }
 
@@ -264,14 +264,14 @@ int run_losses(const Connection& c, std::optional<int> cluster, const std::strin
     }
   }
   auto requester = c.open();
-  const auto plan = runtime::load_plan(c.plan_dir);
-  std::vector<runtime::LossHistory> histories;
+  const auto plan = requester::load_plan(c.plan_dir);
+  std::vector<cli::LossHistory> histories;
   bool found = false;
   for (const auto& node : plan.nodes) {
     if (!node.returns_model_output || (cluster && node.cluster != *cluster)) continue;
     found = true;
     const auto fetched = requester.fetch_losses(node.node_id);
-    auto history = runtime::parse_loss_history(node.cluster, fetched.losses, fetched.validation,
+    auto history = cli::parse_loss_history(node.cluster, fetched.losses, fetched.validation,
                                                node.name);
     // Workers of a parameter-server plan each compute losses: one curve per cluster id.
     histories.push_back(std::move(history));
@@ -281,9 +281,9 @@ int run_losses(const Connection& c, std::optional<int> cluster, const std::strin
                                               ": no such cluster in " + c.plan_dir
                                         : "no node of " + c.plan_dir + " computes the loss");
   }
-  std::printf("%s", runtime::loss_table(histories).c_str());
+  std::printf("%s", cli::loss_table(histories).c_str());
   if (!plot.empty()) {
-    config::write_file_atomically(plot, runtime::loss_svg(histories, "ravnest: " + c.plan_dir));
+    base::write_file_atomically(plot, cli::loss_svg(histories, "ravnest: " + c.plan_dir));
     say("wrote " + plot);
   }
   return 0;
@@ -291,7 +291,7 @@ int run_losses(const Connection& c, std::optional<int> cluster, const std::strin
 
 int run_fuse(const Connection& c, int cluster, const std::string& from, std::string model,
              const std::string& out, bool allow_unfinished) {
-  std::vector<runtime::StageFile> stages;
+  std::vector<graph::StageFile> stages;
   struct RemovedDir {
     std::string path;
     ~RemovedDir() {
@@ -300,7 +300,7 @@ int run_fuse(const Connection& c, int cluster, const std::string& from, std::str
     }
   } fetched_dir;
   if (!from.empty()) {
-    stages = runtime::cluster_stage_files(from, cluster);
+    stages = graph::cluster_stage_files(from, cluster);
     if (model.empty()) model = model_of_plan(from);
   } else {
     if (model.empty()) model = model_of_plan(c.plan_dir);
@@ -330,16 +330,16 @@ int run_fuse(const Connection& c, int cluster, const std::string& from, std::str
       }
     }
     for (auto& fetched : fetched_nodes) {
-      runtime::StageFile file;
+      graph::StageFile file;
       file.metadata = std::move(fetched.metadata);
       file.path = fetched.path;
       say("fetched the stage of " + file.metadata.name + " (" + std::to_string(fetched.bytes) +
           " bytes)");
       stages.push_back(std::move(file));
     }
-    if (!servers.empty()) stages = runtime::server_shards(std::move(stages));
+    if (!servers.empty()) stages = graph::server_shards(std::move(stages));
   }
-  auto result = runtime::fuse_stages(model, stages, out);
+  auto result = graph::fuse_stages(model, stages, out);
   say("wrote " + result.state_dict_path + " (" + std::to_string(result.tensors) +
       " tensors) and " + result.model_path);
   return 0;
@@ -359,12 +359,12 @@ int run_predict(Connection c, const std::string& target, const std::string& data
   if (out.empty()) throw std::runtime_error("--out: must name a file");
   if (job_path.empty()) {
     // The job that trained the plan says how its data is read.
-    job_path = runtime::last_job_path(c.plan_dir);
+    job_path = requester::last_job_path(c.plan_dir);
   }
   const std::string text = config::prediction_job_text(
-      config::read_file(job_path), job_path, fs::absolute(data_path).string(), batch_size);
+      base::read_file(job_path), job_path, fs::absolute(data_path).string(), batch_size);
   if (through_plan) {
-    auto plan = runtime::load_plan(c.plan_dir);
+    auto plan = requester::load_plan(c.plan_dir);
     const auto ids = plan.cluster_ids();
     if (std::find(ids.begin(), ids.end(), cluster) == ids.end()) {
       throw std::runtime_error("--cluster " + std::to_string(cluster) + ": no such cluster in " +
@@ -378,8 +378,8 @@ int run_predict(Connection c, const std::string& target, const std::string& data
     if (leaf < 0) throw std::runtime_error("no node of cluster " + std::to_string(cluster) +
                                            " computes the model's output");
     c.warn_if_insecure();
-    runtime::Requester requester(std::move(plan), c.secret(), c.insecure);
-    runtime::TrainOptions options;
+    requester::Requester requester(std::move(plan), c.secret(), c.insecure);
+    requester::TrainOptions options;
     options.log = say;
     // Ctrl-C stops the prediction on every node, as for training.
     struct sigaction action {};
@@ -398,10 +398,10 @@ int run_predict(Connection c, const std::string& target, const std::string& data
   }
   const auto job = config::parse_job(text, job_path);
   const auto dataset = data::load_dataset(job.data, data::Split::kTrain);
-  torch::jit::Module model = graph::load_module(target);
-  const std::string bytes = runtime::predictions_file(
-      runtime::predict_in_process(model, dataset, job.train.batch_size));
-  config::write_file_atomically(out, bytes);
+  torch::jit::Module model = torch_support::load_module(target);
+  const std::string bytes = training::predictions_file(
+      training::predict_in_process(model, dataset, job.train.batch_size));
+  base::write_file_atomically(out, bytes);
   say("wrote " + out + " (" + std::to_string(bytes.size()) + " bytes; torch.load reads it)");
   return 0;
 }
@@ -411,14 +411,14 @@ int run_evaluate(const std::string& model_path, const std::string& job_path, boo
   auto dataset = data::load_dataset(
       job.data, on_train || job.data.validation.empty() ? data::Split::kTrain
                                                         : data::Split::kValidation);
-  torch::jit::Module model = graph::load_module(model_path);
-  runtime::Loss loss(job.loss);
-  runtime::Evaluation evaluation;
+  torch::jit::Module model = torch_support::load_module(model_path);
+  training::Loss loss(job.loss);
+  training::Evaluation evaluation;
   try {
-    evaluation = runtime::evaluate(model, dataset, loss, job.train.batch_size);
+    evaluation = training::evaluate(model, dataset, loss, job.train.batch_size);
   } catch (const std::exception& e) {
     throw std::runtime_error(model_path + " on " + dataset.origin() + ": " +
-                             graph::torch_message(e));
+                             torch_support::torch_message(e));
   }
   std::printf("%s on %s: loss %.6f", model_path.c_str(), dataset.origin().c_str(),
               evaluation.loss);
@@ -427,7 +427,7 @@ int run_evaluate(const std::string& model_path, const std::string& job_path, boo
   return 0;
 }
 
-void print_figures(const runtime::AllReduceFigures& f) {
+void print_figures(const bench::AllReduceFigures& f) {
   std::printf("%-13s N=%d %8.1f MiB  median %8.4f s  algbw %7.3f GB/s  busbw %7.3f GB/s\n",
               f.name.c_str(), f.nodes, f.bytes / 1048576.0, f.median_seconds(),
               f.algorithm_bandwidth() / 1e9, f.bus_bandwidth() / 1e9);
@@ -436,15 +436,15 @@ void print_figures(const runtime::AllReduceFigures& f) {
 int run_bench_allreduce(int nodes, const std::string& size, int repetitions, bool gloo,
                         bool insecure, bool shared_memory) {
   if (nodes < 2) throw std::invalid_argument("--nodes: an all-reduce needs at least 2 nodes");
-  const uint64_t bytes = runtime::parse_size(size);
+  const uint64_t bytes = bench::parse_size(size);
   if (insecure) {
     std::cerr << "ravnest: warning: --insecure: the daemons of the benchmark run without TLS\n";
   }
-  auto ours = runtime::bench_daemon_allreduce(nodes, bytes, repetitions,
-                                              runtime::sibling_ravnestd(), insecure, shared_memory);
+  auto ours = bench::bench_daemon_allreduce(nodes, bytes, repetitions,
+                                              bench::sibling_ravnestd(), insecure, shared_memory);
   print_figures(ours);
   if (gloo) {
-    auto baseline = runtime::bench_gloo_allreduce(nodes, bytes, repetitions);
+    auto baseline = bench::bench_gloo_allreduce(nodes, bytes, repetitions);
     print_figures(baseline);
     std::printf("ravnest/gloo bus bandwidth: %.2fx\n",
                 ours.bus_bandwidth() / std::max(baseline.bus_bandwidth(), 1e-12));
@@ -457,7 +457,7 @@ int run_bench_allreduce(int nodes, const std::string& size, int repetitions, boo
 int main(int argc, char** argv) {
   CLI::App app{"ravnest: train PyTorch models across many ordinary machines"};
   app.set_version_flag("--version", "ravnest " RAVNEST_VERSION " (commit " RAVNEST_COMMIT ", " +
-                                        ravnest::compat::torch_description() + ")");
+                                        ravnest::torch_support::torch_description() + ")");
   app.require_subcommand(1);
 
   graph::ClusterizeOptions clusterize;
@@ -622,7 +622,7 @@ int main(int argc, char** argv) {
   bool bench_no_gloo = false;
   // clusterize's memory probe, one stage in a process of its own (memory_probe_process.h);
   // not for people, so not in the help.
-  app::ProbeMemoryArgs probe_args;
+  cli::ProbeMemoryArgs probe_args;
   auto* probe_cmd = app.add_subcommand("probe-memory", "")->group("");
   probe_cmd->add_option("--stage", probe_args.stage)->required();
   probe_cmd->add_option("--inputs", probe_args.inputs)->required();
@@ -659,7 +659,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
-  if (probe_cmd->parsed()) return app::run_probe_memory(probe_args);
+  if (probe_cmd->parsed()) return cli::run_probe_memory(probe_args);
   try {
     if (cluster_cmd->parsed()) {
       if (plan_mode != "pipeline" && plan_mode != "ps" && plan_mode != "hybrid") {
@@ -711,13 +711,13 @@ int main(int argc, char** argv) {
       if (!no_memory_probe) {
         // The probes run where the daemons will train: this machine must have that device.
         try {
-          runtime::compute_device(clusterize.device);
+          training::compute_device(clusterize.device);
         } catch (const std::exception& e) {
           throw std::runtime_error("ravnest clusterize --device " + clusterize.device +
                                    ": the memory probes run on this machine: " + e.what() +
                                    " (--no-memory-probe plans with the formula alone)");
         }
-        clusterize.memory_probe = app::process_memory_probe();
+        clusterize.memory_probe = cli::process_memory_probe();
       }
       return run_clusterize(clusterize, push_after, connection);
     }
@@ -736,7 +736,7 @@ int main(int argc, char** argv) {
       return run_train(connection, job_path, detach, resume, attach);
     }
     if (resume_cmd->parsed()) {
-      if (resume_job.empty()) resume_job = runtime::last_job_path(connection.plan_dir);
+      if (resume_job.empty()) resume_job = requester::last_job_path(connection.plan_dir);
       return run_train(connection, resume_job, detach, /*resume=*/true);
     }
     if (replace_cmd->parsed()) {
@@ -770,14 +770,14 @@ int main(int argc, char** argv) {
       sigemptyset(&action.sa_mask);
       ::sigaction(SIGINT, &action, nullptr);
       ::sigaction(SIGTERM, &action, nullptr);
-      runtime::DashboardOptions options;
+      cli::DashboardOptions options;
       options.plan_dir = connection.plan_dir;
       options.secret = connection.secret();
       options.insecure = connection.insecure;
       options.listen = dashboard_listen;
       options.log = say;
       options.interrupted = [] { return g_interrupted != 0; };
-      runtime::run_dashboard(options);
+      cli::run_dashboard(options);
       return 0;
     }
     if (predict_cmd->parsed()) {
@@ -791,7 +791,7 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     // One line: a LibTorch error without its backtrace, any other message folded.
-    std::cerr << "ravnest: error: " << graph::torch_message(e) << '\n';
+    std::cerr << "ravnest: error: " << torch_support::torch_message(e) << '\n';
     return 1;
   }
   return 0;

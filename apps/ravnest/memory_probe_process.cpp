@@ -17,15 +17,15 @@
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/process_memory.h"
+#include "libs/base/atomic_file.h"
+#include "libs/base/process_memory.h"
 #include "libs/training/training_device.h"
 #include "libs/training/device_memory.h"
 #include "libs/training/memory_probe.h"
 
 extern char** environ;
 
-namespace ravnest::app {
+namespace ravnest::cli {
 
 namespace {
 
@@ -88,7 +88,7 @@ graph::MemoryProbe process_memory_probe(int timeout_seconds) {
     }
     std::string log;
     try {
-      log = config::read_file(log_path);
+      log = base::read_file(log_path);
     } catch (const std::exception&) {
     }
     std::remove(log_path.c_str());
@@ -99,7 +99,7 @@ graph::MemoryProbe process_memory_probe(int timeout_seconds) {
                                   : last_line(log);
       throw std::runtime_error(probe.stage_path + ": the memory probe failed: " + why);
     }
-    const nlohmann::ordered_json result = nlohmann::ordered_json::parse(config::read_file(result_path));
+    const nlohmann::ordered_json result = nlohmann::ordered_json::parse(base::read_file(result_path));
     std::remove(result_path.c_str());
     graph::StageMemory memory;
     memory.baseline_bytes = result.at("baseline_bytes").get<int64_t>();
@@ -123,9 +123,9 @@ int run_probe_memory(const ProbeMemoryArgs& args) {
   try {
     // As the daemon runs: freed tensors go back to the kernel; one intra-op thread (per-thread
     // scratch is small beside a stage, and threads would only add noise to the figure).
-    config::return_freed_memory_to_kernel();
+    base::return_freed_memory_to_kernel();
     at::set_num_threads(1);
-    runtime::MemoryProbeRequest request;
+    training::MemoryProbeRequest request;
     request.stage_path = args.stage;
     request.micro_batches = graph::load_probe_inputs(args.inputs);
     request.root = args.root;
@@ -136,8 +136,8 @@ int run_probe_memory(const ProbeMemoryArgs& args) {
     request.optimizer.name = config::OptimizerName::kAdam;  // two moments: the usual worst
     request.optimizer.lr = 1e-3;
     request.scratch_dir = args.scratch;
-    request.device = runtime::compute_device(args.device);
-    const auto result = runtime::probe_stage_memory(request);
+    request.device = training::compute_device(args.device);
+    const auto result = training::probe_stage_memory(request);
     nlohmann::ordered_json out;
     out["baseline_bytes"] = result.baseline_bytes;
     out["inputs_bytes"] = result.inputs_bytes;
@@ -150,7 +150,7 @@ int run_probe_memory(const ProbeMemoryArgs& args) {
     }
     out["peak_phase"] = peak_phase;
     out["phases"] = phases;
-    if (runtime::device_memory_measurable(request.device)) {
+    if (training::device_memory_measurable(request.device)) {
       nlohmann::ordered_json device_phases = nlohmann::ordered_json::object();
       for (const auto& phase : result.phases) {
         device_phases[phase.name] = result.device_baseline_bytes + phase.device_peak_bytes;
@@ -159,7 +159,7 @@ int run_probe_memory(const ProbeMemoryArgs& args) {
       out["device_peak_bytes"] = result.device_peak_bytes;
       out["device_phases"] = device_phases;
     }
-    config::write_file_atomically(args.result, out.dump() + "\n");
+    base::write_file_atomically(args.result, out.dump() + "\n");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
@@ -167,4 +167,4 @@ int run_probe_memory(const ProbeMemoryArgs& args) {
   }
 }
 
-}  // namespace ravnest::app
+}  // namespace ravnest::cli

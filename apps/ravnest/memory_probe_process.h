@@ -1,6 +1,6 @@
 // The memory probe as a process of its own: clusterize's graph::MemoryProbe starts this same
 // executable as `ravnest probe-memory ...` for each stage (a fresh process, as a daemon is, so
-// that one stage's peak is not another's), and the child runs runtime::probe_stage_memory and
+// that one stage's peak is not another's), and the child runs training::probe_stage_memory and
 // writes what it measured to a JSON file. docs/planner.md#memory.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include "libs/graph/stage_memory.h"
 
-namespace ravnest::app {
+namespace ravnest::cli {
 
 // The MemoryProbe clusterize calls: starts /proc/self/exe probe-memory, with its files beside the
 // probe's inputs file, and waits up to `timeout_seconds`. Throws std::runtime_error naming the stage, with the child's last
@@ -22,8 +22,8 @@ struct ProbeMemoryArgs {
   int in_flight = 1;
   int64_t stash_versions = 0;
   bool root = false, leaf = false, ring = false;
-  std::string device = "cpu";  // runtime::compute_device's names
+  std::string device = "cpu";  // training::compute_device's names
 };
 int run_probe_memory(const ProbeMemoryArgs& args);
 
-}  // namespace ravnest::app
+}  // namespace ravnest::cli

@@ -1,11 +1,11 @@
 #include "apps/ravnest/memory_view.h"
 
-#include "libs/config/byte_size.h"
+#include "libs/base/byte_size.h"
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 
 std::string memory_line(const wire::NodeStatusData& status) {
-  using config::format_bytes;
+  using base::format_bytes;
   if (status.memory_limit_bytes == 0) return "";
   return "memory " + format_bytes(status.memory_used_bytes) + " of " +
          format_bytes(status.memory_limit_bytes) + " (" + status.memory_limit_source +
@@ -13,4 +13,4 @@ std::string memory_line(const wire::NodeStatusData& status) {
          format_bytes(status.memory_baseline_bytes);
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

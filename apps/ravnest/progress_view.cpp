@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -18,7 +18,7 @@ std::string format_duration(double seconds) {
   return text;
 }
 
-std::string progress_line(const TrainProgress& p, int bar_width) {
+std::string progress_line(const requester::TrainProgress& p, int bar_width) {
   // The bar and the count are the epoch's when every epoch has as many batches (the job's epochs
   // are known and divide the total), else the whole run's.
   uint64_t done = p.batches, of = p.total_batches;
@@ -68,4 +68,4 @@ std::string progress_line(const TrainProgress& p, int bar_width) {
   return line;
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

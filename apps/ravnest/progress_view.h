@@ -6,12 +6,12 @@
 
 #include "libs/requester/requester.h"
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 
 // "cluster 0 epoch 3 [=====>     ] 120/345 loss 0.1234 val 0.9650 1520 samples/s ETA 0:12"
-std::string progress_line(const TrainProgress& progress, int bar_width = 24);
+std::string progress_line(const requester::TrainProgress& progress, int bar_width = 24);
 
 // "1:02:03" / "2:03"
 std::string format_duration(double seconds);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

@@ -2,13 +2,13 @@
 
 #include <cstdio>
 
-#include "libs/config/byte_size.h"
+#include "libs/base/byte_size.h"
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 
-using config::format_bytes;
+using base::format_bytes;
 
-std::string traffic_table(const std::vector<NodeReport>& reports) {
+std::string traffic_table(const std::vector<requester::NodeReport>& reports) {
   constexpr wire::TrafficKind kinds[] = {
       wire::TrafficKind::kActivations, wire::TrafficKind::kGradients, wire::TrafficKind::kRings,
       wire::TrafficKind::kWeights, wire::TrafficKind::kOther};
@@ -44,4 +44,4 @@ std::string traffic_table(const std::vector<NodeReport>& reports) {
   return out;
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

@@ -9,9 +9,9 @@
 
 #include "libs/requester/requester.h"
 
-namespace ravnest::runtime {
+namespace ravnest::cli {
 
 // The table, lines ending in '\n'; empty when no node answered.
-std::string traffic_table(const std::vector<NodeReport>& reports);
+std::string traffic_table(const std::vector<requester::NodeReport>& reports);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::cli

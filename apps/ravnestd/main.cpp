@@ -5,20 +5,20 @@
 
 #include <CLI/CLI.hpp>
 
-#include "libs/compat/torch_compat.h"
-#include "libs/config/daemon_config.h"
-#include "libs/config/process_memory.h"
+#include "libs/torch_support/torch_compat.h"
+#include "libs/config/daemon/daemon_config.h"
+#include "libs/base/process_memory.h"
 #include "libs/daemon/daemon.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/torch_support/torch_errors.h"
 #include "ravnest_version.h"
 
 int main(int argc, char** argv) {
   // Before any allocation worth keeping and before threads (process_memory.h): freed tensors go
   // back to the kernel, so that the resident figures the budget is checked with follow use.
-  ravnest::config::return_freed_memory_to_kernel();
+  ravnest::base::return_freed_memory_to_kernel();
   CLI::App app{"ravnestd: serves one provider node of a ravnest plan"};
   app.set_version_flag("--version", "ravnestd " RAVNEST_VERSION " (commit " RAVNEST_COMMIT ", " +
-                                        ravnest::compat::torch_description() + ")");
+                                        ravnest::torch_support::torch_description() + ")");
   std::string config_file;
   ravnest::config::DaemonConfigOverrides flags;
   std::string node, listen, data_dir, log_level, log_file, secret_file, tls_cert, tls_key;
@@ -72,9 +72,9 @@ int main(int argc, char** argv) {
     if (!config_file.empty()) file = ravnest::config::load_daemon_config(config_file);
     auto config = ravnest::config::merge(file, flags);
     ravnest::config::validate_daemon_config(config, config_file.empty() ? "flags" : config_file);
-    return ravnest::runtime::run_daemon(config);
+    return ravnest::daemon::run_daemon(config);
   } catch (const std::exception& e) {
-    std::cerr << "ravnestd: error: " << ravnest::graph::torch_message(e) << '\n';
+    std::cerr << "ravnestd: error: " << ravnest::torch_support::torch_message(e) << '\n';
     return 1;
   }
 }

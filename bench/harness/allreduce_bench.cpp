@@ -26,7 +26,7 @@
 #include "libs/wire/transport_security.h"
 #include "schemas/ravnest.capnp.h"
 
-namespace ravnest::runtime {
+namespace ravnest::bench {
 
 namespace fs = std::filesystem;
 
@@ -199,4 +199,4 @@ AllReduceFigures bench_gloo_allreduce(int nodes, uint64_t bytes, int repetitions
 }
 #endif
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::bench

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace ravnest::runtime {
+namespace ravnest::bench {
 
 struct AllReduceFigures {
   std::string name;
@@ -33,4 +33,4 @@ AllReduceFigures bench_gloo_allreduce(int nodes, uint64_t bytes, int repetitions
 
 uint64_t parse_size(const std::string& text);  // "64MiB", "1GiB", "4096", "10MB"
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::bench

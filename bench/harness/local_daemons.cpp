@@ -1,6 +1,6 @@
 #include "bench/harness/local_daemons.h"
 
-#include "libs/config/atomic_file.h"
+#include "libs/base/atomic_file.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 
 extern char** environ;
 
-namespace ravnest::runtime {
+namespace ravnest::bench {
 
 namespace fs = std::filesystem;
 
@@ -172,7 +172,7 @@ void LocalDaemons::start(size_t i, double timeout_seconds) {
     if (!running(i)) {
       auto text_of = [](const std::string& path) {
         try {
-          return config::read_file(path);
+          return base::read_file(path);
         } catch (const std::exception&) {
           return std::string();
         }
@@ -219,4 +219,4 @@ int LocalDaemons::wait_exit(size_t i, double seconds) {
   return -1;
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::bench

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace ravnest::runtime {
+namespace ravnest::bench {
 
 int free_loopback_port();
 
@@ -65,4 +65,4 @@ class LocalDaemons {
   std::map<size_t, std::string> cgroup_procs_;
 };
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::bench

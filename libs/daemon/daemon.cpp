@@ -13,22 +13,22 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "libs/config/byte_size.h"
-#include "libs/config/secret.h"
-#include "libs/config/systemd_notify.h"
-#include "libs/daemon/compute_device.h"
-#include "libs/daemon/endpoint_limits.h"
+#include "libs/base/byte_size.h"
+#include "libs/base/secret.h"
+#include "libs/daemon/systemd_notify.h"
+#include "libs/worker/compute_device.h"
+#include "libs/daemon/rpc/endpoint_limits.h"
 #include "libs/daemon/node_endpoint.h"
 #include "libs/daemon/node_service.h"
-#include "libs/daemon/node_store.h"
-#include "libs/graph/eager_numerics.h"
+#include "libs/store/node_store.h"
+#include "libs/torch_support/eager_numerics.h"
 #include "libs/wire/gate.h"
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/rpc_connection.h"
 #include "libs/wire/thread_io.h"
 #include "libs/wire/transport_security.h"
 
-namespace ravnest::runtime {
+namespace ravnest::daemon {
 
 namespace {
 
@@ -74,11 +74,11 @@ int run_daemon(const config::DaemonConfig& config) {
   std::signal(SIGXFSZ, SIG_IGN);
   std::signal(SIGPIPE, SIG_IGN);
   open_log(config);
-  NodeStore store(config.data_dir, config.node);
+  store::NodeStore store(config.data_dir, config.node);
   std::string secret;
   if (!config.secret_file.empty()) {
     bool readable_by_others = false;
-    secret = config::read_secret(config.secret_file, &readable_by_others);
+    secret = base::read_secret(config.secret_file, &readable_by_others);
     if (readable_by_others) {
       spdlog::warn("{} is readable by other users; chmod 600 it", config.secret_file);
     }
@@ -96,11 +96,11 @@ int run_daemon(const config::DaemonConfig& config) {
   }
 
   // Before anything touches CUDA (compute_device counts the GPUs): cuBLAS reads it once.
-  if (prepare_cuda_environment(config.device)) {
+  if (worker::prepare_cuda_environment(config.device)) {
     spdlog::info("CUBLAS_WORKSPACE_CONFIG=:4096:8 (for jobs with [train] deterministic)");
   }
   // A device this LibTorch cannot give fails the start, not the first job.
-  const c10::Device device = compute_device(config.device);
+  const c10::Device device = training::compute_device(config.device);
   spdlog::info("{}: stages compute on {}", config.node, device.str());
   if (device.is_cuda()) {
     // What LibTorch will let cuBLAS and cuDNN do with float32 (NVIDIA_TF32_OVERRIDE=0 in the
@@ -117,7 +117,7 @@ int run_daemon(const config::DaemonConfig& config) {
   asio::signal_set signals(compute, SIGTERM, SIGINT, SIGHUP);
   // Stages compute as eager PyTorch does (eager_numerics.h); the setting is per thread.
   std::thread compute_thread([&compute]() {
-    graph::EagerNumerics eager;
+    torch_support::EagerNumerics eager;
     compute.run();
   });
   // However this function ends, the compute thread ends first.
@@ -179,10 +179,10 @@ int run_daemon(const config::DaemonConfig& config) {
     const int64_t baseline = memory.measure_baseline();
     const config::MemoryBudget budget = memory.read().budget;
     spdlog::info("memory budget {} ({}), {} of it this idle daemon's",
-                 budget.bytes > 0 ? config::format_bytes(static_cast<uint64_t>(budget.bytes))
+                 budget.bytes > 0 ? base::format_bytes(static_cast<uint64_t>(budget.bytes))
                                   : std::string("unknown"),
                  budget.bytes > 0 ? budget.source : std::string("no limit, no /proc/meminfo"),
-                 config::format_bytes(static_cast<uint64_t>(baseline)));
+                 base::format_bytes(static_cast<uint64_t>(baseline)));
   }
 
   auto shutdown = kj::newPromiseAndCrossThreadFulfiller<void>();
@@ -228,4 +228,4 @@ int run_daemon(const config::DaemonConfig& config) {
   return 0;
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::daemon

@@ -3,12 +3,12 @@
 // SIGHUP (reopen the log file), and tells systemd when it is ready and when it stops.
 #pragma once
 
-#include "libs/config/daemon_config.h"
+#include "libs/config/daemon/daemon_config.h"
 
-namespace ravnest::runtime {
+namespace ravnest::daemon {
 
 // Returns the process exit code. Throws std::exception with a one-line reason when it cannot
 // start (no listen address, unreadable secret, port taken, ...).
 int run_daemon(const config::DaemonConfig& config);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::daemon

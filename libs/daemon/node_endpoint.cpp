@@ -4,7 +4,7 @@
 
 #include "libs/wire/kj_reason.h"
 
-namespace ravnest::runtime {
+namespace ravnest::daemon {
 
 NodeEndpoint::NodeEndpoint(NodeService& service, std::string peer)
     : service_(service), peer_(std::move(peer)), peer_host_(wire::peer_host(peer_)) {}
@@ -93,4 +93,4 @@ kj::Promise<void> NodeEndpoint::benchAllReduce(BenchAllReduceContext context) {
   return forward("benchAllReduce", [&] { return service_.bench().bench_all_reduce(context); });
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::daemon

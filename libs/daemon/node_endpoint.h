@@ -11,7 +11,7 @@
 #include "libs/daemon/node_service.h"
 #include "schemas/ravnest.capnp.h"
 
-namespace ravnest::runtime {
+namespace ravnest::daemon {
 
 class NodeEndpoint final : public schema::Node::Server {
  public:
@@ -50,4 +50,4 @@ class NodeEndpoint final : public schema::Node::Server {
   std::string peer_host_;
 };
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::daemon

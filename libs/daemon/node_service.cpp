@@ -4,7 +4,7 @@
 
 #include <asio/post.hpp>
 
-namespace ravnest::runtime {
+namespace ravnest::daemon {
 
 namespace {
 
@@ -17,7 +17,7 @@ wire::DecodeLimits transfer_limits(const config::DaemonLimits& limits) {
 
 }  // namespace
 
-NodeService::NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
+NodeService::NodeService(store::NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
                          asio::io_context& compute, const config::DaemonLimits& limits,
                          int threads, const std::string& device, bool shared_memory,
                          int64_t memory_limit)
@@ -99,4 +99,4 @@ void NodeService::reduce_rings(uint64_t round, std::vector<RingWork>& work, bool
   ring_.reduce_rings(round, work, average, job_.metadata());
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::daemon

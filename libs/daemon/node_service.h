@@ -23,24 +23,24 @@
 #include <asio/io_context.hpp>
 #include <kj/async.h>
 
-#include "libs/daemon/bench_service.h"
-#include "libs/daemon/checkpoint_service.h"
-#include "libs/daemon/job_control.h"
-#include "libs/daemon/node_store.h"
-#include "libs/daemon/rpc_queue.h"
-#include "libs/daemon/ring_member.h"
-#include "libs/daemon/thread_bridge.h"
-#include "libs/daemon/transfer_plane.h"
-#include "libs/daemon/worker_port.h"
-#include "libs/config/daemon_limits.h"
+#include "libs/daemon/rings/bench_service.h"
+#include "libs/daemon/checkpoints/checkpoint_service.h"
+#include "libs/daemon/job/job_control.h"
+#include "libs/store/node_store.h"
+#include "libs/daemon/rpc/rpc_queue.h"
+#include "libs/daemon/rings/ring_member.h"
+#include "libs/daemon/rpc/thread_bridge.h"
+#include "libs/daemon/transfer/transfer_plane.h"
+#include "libs/worker/worker_port.h"
+#include "libs/config/daemon/daemon_limits.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/stream_limits.h"
 #include "libs/wire/wire_traffic.h"
 #include "schemas/ravnest.capnp.h"
 
-namespace ravnest::runtime {
+namespace ravnest::daemon {
 
-class NodeService final : public WorkerPort {
+class NodeService final : public worker::WorkerPort {
  public:
   // `security`: how the node reaches its peers (TLS with the secret's certificates, or plain with
   // --insecure) and proves the secret at their gates.
@@ -49,7 +49,7 @@ class NodeService final : public WorkerPort {
   // (compute_device.h). `shared_memory`: ring segments to and from daemons on this host go
   // through shared memory (shared_segments.h). `memory_limit`: the config's (0: none), which
   // JobControl's memory budget takes into account (memory_watch.h).
-  NodeService(NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
+  NodeService(store::NodeStore& store, std::shared_ptr<wire::TransportSecurity> security,
               asio::io_context& compute, const config::DaemonLimits& limits, int threads = 0,
               const std::string& device = "cpu", bool shared_memory = true,
               int64_t memory_limit = 0);
@@ -110,4 +110,4 @@ class NodeService final : public WorkerPort {
   BenchService bench_;
 };
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::daemon

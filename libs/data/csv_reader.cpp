@@ -10,7 +10,7 @@
 
 #include <ATen/ATen.h>
 
-#include "libs/config/printable.h"
+#include "libs/base/printable.h"
 #include "libs/data/dataset.h"
 #include "libs/data/reader_internal.h"
 
@@ -20,9 +20,9 @@ namespace {
 using detail::fail;
 using detail::shape_text;
 
-// Text of the file as messages show it: at most `limit` bytes, one line (config::printable).
+// Text of the file as messages show it: at most `limit` bytes, one line (base::printable).
 std::string shorten(const std::string& text, size_t limit = 40) {
-  return config::printable(text, limit);
+  return base::printable(text, limit);
 }
 
 std::string trim(std::string_view text) {

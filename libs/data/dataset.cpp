@@ -14,8 +14,8 @@
 
 #include <ATen/ATen.h>
 
-#include "libs/config/config_error.h"
-#include "libs/config/regular_file.h"
+#include "libs/base/config_error.h"
+#include "libs/base/regular_file.h"
 #include "libs/data/reader_internal.h"
 
 namespace ravnest::data {
@@ -119,7 +119,7 @@ std::string read_maybe_gzip(const std::string& path) {
   if (fs::is_directory(path, ec)) fail(path, "is a directory, expected a file");
   if (!fs::exists(path, ec)) fail(path, "no such file");
   // Never a FIFO (the open would block) nor a device (/dev/zero never ends): refused in one line.
-  const int fd = config::open_regular_file(path);
+  const int fd = base::open_regular_file(path);
   gzFile file = gzdopen(fd, "rb");
   if (!file) {
     ::close(fd);
@@ -156,7 +156,7 @@ std::string read_maybe_gzip(const std::string& path) {
 Dataset load_dataset(const config::DataSpec& spec, Split split) {
   const config::JobPath& where = split == Split::kTrain ? spec.train : spec.validation;
   if (where.empty()) {
-    throw config::ConfigError(std::string("data.") + (split == Split::kTrain ? "train" : "validation") +
+    throw base::ConfigError(std::string("data.") + (split == Split::kTrain ? "train" : "validation") +
                               ": not set");
   }
   const std::string& path = where.resolved;

@@ -12,7 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "libs/config/job_spec.h"
+#include "libs/config/job/job_spec.h"
 
 namespace ravnest::data {
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "libs/config/config_error.h"
-#include "libs/config/regular_file.h"
+#include "libs/base/config_error.h"
+#include "libs/base/regular_file.h"
 #include "libs/data/reader_internal.h"
 
 namespace ravnest::data {
@@ -22,7 +22,7 @@ std::string relative_to(const fs::path& root, const std::string& file) {
 DatasetFiles dataset_files(const config::DataSpec& spec, Split split) {
   const config::JobPath& where = split == Split::kTrain ? spec.train : spec.validation;
   if (where.empty()) {
-    throw config::ConfigError(std::string("data.") +
+    throw base::ConfigError(std::string("data.") +
                               (split == Split::kTrain ? "train" : "validation") + ": not set");
   }
   const fs::path path = fs::path(where.resolved).lexically_normal();
@@ -50,9 +50,9 @@ DatasetFiles dataset_files(const config::DataSpec& spec, Split split) {
       std::string("data.") + (split == Split::kTrain ? "train" : "validation");
   for (const auto& file : opened) {
     // Before anything reads or ships it: a FIFO would block `ravnest train`, /dev/zero never ends.
-    const std::string kind = config::not_regular_file(file);
+    const std::string kind = base::not_regular_file(file);
     if (!kind.empty()) {
-      throw config::ConfigError(field + ": " + file + " is " + kind +
+      throw base::ConfigError(field + ": " + file + " is " + kind +
                                 ", not a regular file; data is read from regular files only");
     }
     out.files.push_back(relative_to(out.root, fs::path(file).lexically_normal().string()));

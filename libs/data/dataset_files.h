@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/job_spec.h"
+#include "libs/config/job/job_spec.h"
 #include "libs/data/dataset.h"
 
 namespace ravnest::data {

@@ -23,7 +23,7 @@
 
 #include "libs/data/dataset.h"
 #include "libs/data/reader_internal.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/torch_support/torch_errors.h"
 
 namespace ravnest::data {
 namespace {
@@ -226,7 +226,7 @@ Dataset read_tensors(const std::string& path) {
     value = load(path, bytes, storages);
   } catch (const std::exception& e) {
     if (std::string(e.what()).rfind(path + ": ", 0) == 0) throw;  // ours, already one line
-    fail(path, "not a file saved with torch.save that LibTorch can read (" + graph::torch_message(e) +
+    fail(path, "not a file saved with torch.save that LibTorch can read (" + torch_support::torch_message(e) +
                    "); save a tuple (inputs, labels) or a dict {\"inputs\": ..., \"labels\": ...} "
                    "(LibTorch cannot unpickle one-element lists or dicts)");
   }

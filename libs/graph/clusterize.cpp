@@ -14,11 +14,11 @@
 #include <unordered_map>
 
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/config_error.h"
-#include "libs/config/daemon_config.h"
-#include "libs/config/node_pool.h"
-#include "libs/config/plan_layout.h"
+#include "libs/base/atomic_file.h"
+#include "libs/base/config_error.h"
+#include "libs/config/daemon/daemon_config.h"
+#include "libs/config/pool/node_pool.h"
+#include "libs/config/plan/plan_layout.h"
 #include "libs/graph/example_input.h"
 #include "libs/graph/memory_planning.h"
 #include "libs/graph/model_graph.h"
@@ -26,7 +26,7 @@
 #include "libs/graph/ps_plan_writer.h"
 #include "libs/graph/stage_writer.h"
 #include "libs/graph/stage_chain.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/torch_support/torch_errors.h"
 
 namespace ravnest::graph {
 
@@ -49,7 +49,7 @@ std::vector<config::NodeConfig> memory_pool(std::vector<config::NodeConfig> pool
   if (!on_gpu) return pool;
   for (auto& node : pool) {
     if (node.gpu_memory_gb <= 0) {
-      throw config::ConfigError(nodes_path + ": node \"" + std::to_string(node.id) +
+      throw base::ConfigError(nodes_path + ": node \"" + std::to_string(node.id) +
                                 "\": benchmarks.gpu_memory (GB) is needed to plan for --device " +
                                 device);
     }
@@ -338,7 +338,7 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
             std::min(split ? m.host_baseline_bytes : m.baseline_bytes, peak);
         node.estimates.device_peak_memory_bytes = m.device_peak_bytes;
       }
-      config::write_file_atomically(staging.layout().node_file(node.node_id), config::to_json(node));
+      base::write_file_atomically(staging.layout().node_file(node.node_id), config::to_json(node));
     }
   }
   result.times.cut = watch.lap();

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/node_metadata.h"
+#include "libs/config/plan/node_metadata.h"
 #include "libs/graph/stage_memory.h"
 #include "libs/planner/cluster_plan.h"
 #include "libs/planner/ps_plan.h"

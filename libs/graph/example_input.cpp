@@ -9,7 +9,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
-#include "libs/graph/torch_errors.h"
+#include "libs/torch_support/torch_errors.h"
 
 namespace ravnest::graph {
 
@@ -51,7 +51,7 @@ std::vector<at::Tensor> load_saved(const std::string& path) {
   } catch (const std::exception& e) {
     // LibTorch's unpickler lacks the opcode Python uses for one-element lists.
     bad_spec(path, "not a tensor or tuple of tensors saved with torch.save (" +
-                       torch_message(e) + "; save a tuple rather than a list)");
+                       torch_support::torch_message(e) + "; save a tuple rather than a list)");
   }
   std::vector<at::Tensor> tensors;
   auto add = [&](const c10::IValue& item) {
@@ -122,7 +122,7 @@ std::vector<at::Tensor> make_example_inputs(const std::vector<std::string>& spec
       }
     } catch (const c10::Error& e) {
       bad_spec(spec, "cannot make a tensor of " + std::to_string(bytes) + " bytes (" +
-                         torch_message(e) + ")");
+                         torch_support::torch_message(e) + ")");
     }
   }
   return inputs;

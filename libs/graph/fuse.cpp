@@ -17,14 +17,14 @@
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/plan_layout.h"
-#include "libs/graph/module_file.h"
-#include "libs/graph/torch_load_file.h"
+#include "libs/base/atomic_file.h"
+#include "libs/config/plan/plan_layout.h"
+#include "libs/torch_support/module_file.h"
+#include "libs/torch_support/torch_load_file.h"
 #include "libs/graph/stage_builder.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/torch_support/torch_errors.h"
 
-namespace ravnest::runtime {
+namespace ravnest::graph {
 namespace fs = std::filesystem;
 
 namespace {
@@ -63,11 +63,11 @@ torch::jit::Module load_module(const std::string& what, const std::string& path,
   try {
     if (bytes) {
       std::istringstream stream(*bytes);
-      return graph::load_module(stream, path, c10::Device(c10::kCPU));
+      return torch_support::load_module(stream, path, c10::Device(c10::kCPU));
     }
-    return graph::load_module(path, c10::Device(c10::kCPU));
+    return torch_support::load_module(path, c10::Device(c10::kCPU));
   } catch (const std::exception& e) {
-    throw FuseError(what + ": cannot load TorchScript: " + graph::torch_message(e));
+    throw FuseError(what + ": cannot load TorchScript: " + torch_support::torch_message(e));
   }
 }
 
@@ -260,16 +260,16 @@ void write_outputs(const std::string& out_dir, const c10::Dict<std::string, at::
   result->state_dict_path = (fs::path(out_dir) / kTrainedStateDictFile).string();
   result->model_path = (fs::path(out_dir) / kFusedModelFile).string();
 
-  const std::string pickled = graph::torch_load_file(c10::IValue(state));
+  const std::string pickled = torch_support::torch_load_file(c10::IValue(state));
   std::ostringstream model_bytes;
   try {
     model.save(model_bytes);
   } catch (const std::exception& e) {
-    throw FuseError(result->model_path + ": cannot save the model: " + graph::torch_message(e));
+    throw FuseError(result->model_path + ": cannot save the model: " + torch_support::torch_message(e));
   }
   try {
-    config::write_file_atomically(result->state_dict_path, pickled);
-    config::write_file_atomically(result->model_path, model_bytes.str());
+    base::write_file_atomically(result->state_dict_path, pickled);
+    base::write_file_atomically(result->model_path, model_bytes.str());
   } catch (const std::exception& e) {
     throw FuseError(std::string("fuse: ") + e.what());
   }
@@ -341,4 +341,4 @@ std::vector<StageFile> cluster_stage_files(const std::string& plan_dir, int clus
   return out;
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::graph

@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/node_metadata.h"
+#include "libs/config/plan/node_metadata.h"
 
-namespace ravnest::runtime {
+namespace ravnest::graph {
 
 class FuseError : public std::runtime_error {
  public:
@@ -72,4 +72,4 @@ std::vector<StageFile> server_shards(std::vector<StageFile> stages);
 // the cluster has no node, or ConfigError for an unreadable node file.
 std::vector<StageFile> cluster_stage_files(const std::string& plan_dir, int cluster = 0);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::graph

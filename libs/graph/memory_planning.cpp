@@ -7,8 +7,8 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "libs/config/byte_size.h"
-#include "libs/config/plan_layout.h"
+#include "libs/base/byte_size.h"
+#include "libs/config/plan/plan_layout.h"
 #include "libs/data/batch_order.h"
 #include "libs/graph/stage_chain.h"
 
@@ -20,7 +20,7 @@ namespace {
 
 // Bytes as every report of the project writes them; the pool's RAM is a double of bytes.
 std::string format_bytes(double bytes) {
-  return config::format_bytes(bytes > 0 ? static_cast<uint64_t>(bytes) : 0);
+  return base::format_bytes(bytes > 0 ? static_cast<uint64_t>(bytes) : 0);
 }
 
 // What a stage's measurement depends on besides its units: the schedule's load on it and its

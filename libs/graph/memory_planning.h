@@ -21,7 +21,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "libs/config/node_pool.h"
+#include "libs/config/pool/node_pool.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_memory.h"
 #include "libs/graph/stage_writer.h"

@@ -11,8 +11,8 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/serialization/import.h>
 
-#include "libs/graph/module_file.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/torch_support/module_file.h"
+#include "libs/torch_support/torch_errors.h"
 
 namespace ravnest::graph {
 
@@ -63,7 +63,7 @@ std::unique_ptr<ModelGraph> ModelGraph::load(const std::string& path) {
   }
   std::unique_ptr<ModelGraph> model(new ModelGraph());
   model->path_ = path;
-  model->module_ = load_module(path);
+  model->module_ = torch_support::load_module(path);
   auto forward = model->module_.find_method("forward");
   if (!forward) throw std::runtime_error(path + ": the TorchScript model has no forward method");
   auto& function = torch::jit::toGraphFunction(forward->function());

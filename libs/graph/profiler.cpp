@@ -9,7 +9,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
-#include "libs/graph/torch_errors.h"
+#include "libs/torch_support/torch_errors.h"
 
 namespace ravnest::graph {
 
@@ -162,7 +162,7 @@ std::vector<double> time_units(const ModelGraph& model, torch::jit::Module& copy
         runners[i].run(*env);
       } catch (const std::exception& e) {
         throw std::runtime_error(model.path() + ": forward fails on the example input: " +
-                                 torch_message(e));
+                                 torch_support::torch_message(e));
       }
       double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -9,10 +9,10 @@
 
 #include <torch/csrc/jit/serialization/import.h>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/plan_layout.h"
-#include "libs/config/sha256.h"
-#include "libs/graph/module_file.h"
+#include "libs/base/atomic_file.h"
+#include "libs/config/plan/plan_layout.h"
+#include "libs/base/sha256.h"
+#include "libs/torch_support/module_file.h"
 #include "libs/graph/stage_builder.h"
 
 namespace ravnest::graph {
@@ -147,7 +147,7 @@ std::vector<config::NodeMetadata> write_parameter_server_plan(
   for (const auto& node : pool) node_config[node.id] = node;
   auto nodes = write_role_nodes(model, plan, roles_of(plan, node_config), node_config, dir);
   write_node_files(nodes, dir);
-  config::write_file_atomically(config::PlanLayout(dir).plan_file(),
+  base::write_file_atomically(config::PlanLayout(dir).plan_file(),
                                 role_plan_json(plan, header, "parameter_server").dump(2) + "\n");
   return nodes;
 }
@@ -179,7 +179,7 @@ std::vector<config::NodeMetadata> write_hybrid_plan(
   for (auto& meta : nodes) {
     if (meta.role != config::Role::kWorker) continue;
     const std::string path = layout.resolve(meta.stage_file);
-    torch::jit::Module stage = load_module(path);
+    torch::jit::Module stage = torch_support::load_module(path);
     for (const auto& table : tables) {
       torch::jit::Module owner = stage;
       for (size_t start = 0;;) {
@@ -195,8 +195,8 @@ std::vector<config::NodeMetadata> write_hybrid_plan(
       empty[0] = 0;
       owner.setattr("weight", at::empty(empty, weight.options()).requires_grad_(weight.requires_grad()));
     }
-    save_module_atomically(stage, path);
-    meta.stage_sha256 = config::sha256_hex(config::read_file(path));
+    torch_support::save_module_atomically(stage, path);
+    meta.stage_sha256 = base::sha256_hex(base::read_file(path));
     meta.parameters.erase(std::remove_if(meta.parameters.begin(), meta.parameters.end(),
                                          [&](const std::string& n) { return table_names.count(n); }),
                           meta.parameters.end());
@@ -223,7 +223,7 @@ std::vector<config::NodeMetadata> write_hybrid_plan(
   }
   plan_json["parameter_server"]["sparse_tables"] = sparse;
   write_node_files(nodes, dir);
-  config::write_file_atomically(layout.plan_file(), plan_json.dump(2) + "\n");
+  base::write_file_atomically(layout.plan_file(), plan_json.dump(2) + "\n");
   return nodes;
 }
 

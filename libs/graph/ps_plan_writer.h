@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/node_metadata.h"
-#include "libs/config/node_pool.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/config/pool/node_pool.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/sparse_tables.h"
 #include "libs/graph/stage_writer.h"

@@ -1,4 +1,4 @@
-#include "libs/graph/module_file.h"
+#include "libs/torch_support/module_file.h"
 #include "libs/graph/stage_chain.h"
 
 #include <filesystem>
@@ -11,9 +11,9 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "libs/data/batch_order.h"
-#include "libs/graph/eager_numerics.h"
+#include "libs/torch_support/eager_numerics.h"
 #include "libs/graph/stage_builder.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/torch_support/torch_errors.h"
 
 namespace ravnest::graph {
 
@@ -22,7 +22,7 @@ StageChain StageChain::load(const std::string& plan_dir, std::vector<config::Nod
   for (const auto& node : nodes) {
     const auto path = (std::filesystem::path(plan_dir) / node.stage_file).string();
     try {
-      chain.stages_.push_back(load_module(path));
+      chain.stages_.push_back(torch_support::load_module(path));
     } catch (const std::exception& e) {
       throw std::runtime_error(std::string(e.what()) + " (the stage of " + node.name + ")");
     }
@@ -200,7 +200,7 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
                                    const std::vector<at::Tensor>& inputs, uint64_t seed,
                                    int micro_batches) {
   if (micro_batches < 1) throw std::invalid_argument("compare_with_model: micro_batches < 1");
-  const EagerNumerics eager;  // as the daemons compute: the model's second run is not rewritten
+  const torch_support::EagerNumerics eager;  // as the daemons compute: the model's second run is not rewritten
   const Parts parts = cut_inputs(inputs, micro_batches);
   const size_t count = parts.weights.size();
   // " of micro-batch m" in reports, nothing when there is only one.
@@ -208,7 +208,7 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
     return count == 1 ? std::string() : " of micro-batch " + std::to_string(m);
   };
 
-  torch::jit::Module model = load_module(model_path);
+  torch::jit::Module model = torch_support::load_module(model_path);
   model.train();
   std::vector<c10::IValue> expected;
   torch::manual_seed(seed);
@@ -218,7 +218,7 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
       (sum_of_outputs(expected.back()) * parts.weights[m]).backward();
     } catch (const std::exception& e) {
       const std::string which = count == 1 ? "" : " on micro-batch " + std::to_string(m);
-      const std::string reason = torch_message(e);
+      const std::string reason = torch_support::torch_message(e);
       throw WholeModelFailure(model_path + ": the whole model fails" + which + ": " + reason,
                               reason);
     }
@@ -243,7 +243,7 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
   } catch (const std::exception& e) {
     result.output_diff = std::numeric_limits<double>::infinity();
     result.worst = failed;
-    result.failure = failed + " fails: " + torch_message(e);
+    result.failure = failed + " fails: " + torch_support::torch_message(e);
     return result;
   }
 

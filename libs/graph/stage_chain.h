@@ -15,7 +15,7 @@
 
 #include <torch/csrc/jit/api/module.h>
 
-#include "libs/config/node_metadata.h"
+#include "libs/config/plan/node_metadata.h"
 
 namespace ravnest::graph {
 

@@ -4,8 +4,8 @@
 
 #include <torch/csrc/jit/serialization/pickle.h>
 
-#include "libs/config/atomic_file.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/base/atomic_file.h"
+#include "libs/torch_support/torch_errors.h"
 
 namespace ravnest::graph {
 
@@ -21,11 +21,11 @@ void save_probe_inputs(const std::string& path,
     all.push_back(c10::IValue(one));
   }
   const std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(all));
-  config::write_file_atomically(path, std::string(bytes.begin(), bytes.end()));
+  base::write_file_atomically(path, std::string(bytes.begin(), bytes.end()));
 }
 
 std::vector<std::vector<c10::IValue>> load_probe_inputs(const std::string& path) {
-  const std::string text = config::read_file(path);
+  const std::string text = base::read_file(path);
   std::vector<std::vector<c10::IValue>> micro_batches;
   try {
     const c10::IValue value = torch::jit::pickle_load(std::vector<char>(text.begin(), text.end()));
@@ -35,7 +35,7 @@ std::vector<std::vector<c10::IValue>> load_probe_inputs(const std::string& path)
       micro_batches.push_back(std::move(one));
     }
   } catch (const std::exception& e) {
-    throw std::runtime_error(path + ": not the inputs of a memory probe (" + torch_message(e) +
+    throw std::runtime_error(path + ": not the inputs of a memory probe (" + torch_support::torch_message(e) +
                              ")");
   }
   if (micro_batches.empty()) throw std::runtime_error(path + ": holds no micro-batch");

@@ -10,12 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/plan_layout.h"
-#include "libs/config/sha256.h"
+#include "libs/base/atomic_file.h"
+#include "libs/config/plan/plan_layout.h"
+#include "libs/base/sha256.h"
 #include "libs/graph/randomness.h"
 #include "libs/graph/stage_builder.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/torch_support/torch_errors.h"
 #include "libs/planner/rings.h"
 
 namespace ravnest::graph {
@@ -134,9 +134,9 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     try {
       module.save(stage_path.string());
     } catch (const std::exception& e) {
-      throw std::runtime_error(stage_path.string() + ": cannot save stage: " + torch_message(e));
+      throw std::runtime_error(stage_path.string() + ": cannot save stage: " + torch_support::torch_message(e));
     }
-    meta.stage_sha256 = config::sha256_hex(config::read_file(stage_path.string()));
+    meta.stage_sha256 = base::sha256_hex(base::read_file(stage_path.string()));
     meta.parameters = state_names(module);
     std::stable_sort(meta.parameters.begin(), meta.parameters.end(),
                      [&](const std::string& a, const std::string& b) {
@@ -206,14 +206,14 @@ void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std:
   const config::PlanLayout layout(dir);
   fs::create_directories(layout.nodes_dir());
   for (const auto& meta : nodes) {
-    config::write_file_atomically(layout.node_file(meta.node_id), config::to_json(meta));
+    base::write_file_atomically(layout.node_file(meta.node_id), config::to_json(meta));
   }
 }
 
 nlohmann::json plan_json_common(const PlanHeader& header) {
   nlohmann::json out = {{"format", "ravnest.plan/1"},
                         {"model", fs::absolute(header.model_path).string()},
-                        {"model_sha256", config::sha256_hex(config::read_file(header.model_path))},
+                        {"model_sha256", base::sha256_hex(base::read_file(header.model_path))},
                         {"seed", header.seed},
                         {"example_inputs", header.example_inputs}};
   const auto& p = header.planning;
@@ -264,7 +264,7 @@ std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const plan
         {{"id", ring.id}, {"parameters", ring.parameters}, {"nodes", ring.nodes}});
   }
   write_node_files(nodes, dir);
-  config::write_file_atomically(config::PlanLayout(dir).plan_file(), plan_json.dump(2) + "\n");
+  base::write_file_atomically(config::PlanLayout(dir).plan_file(), plan_json.dump(2) + "\n");
   return nodes;
 }
 

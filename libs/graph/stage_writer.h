@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "libs/config/node_metadata.h"
-#include "libs/config/node_pool.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/config/pool/node_pool.h"
 #include "libs/graph/model_graph.h"
 #include "libs/planner/cluster_plan.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/node_pool.h"
+#include "libs/config/pool/node_pool.h"
 #include "libs/planner/model_profile.h"
 #include "libs/planner/planning_options.h"
 

@@ -16,7 +16,7 @@
 #include <random>
 #include <vector>
 
-#include "libs/config/node_pool.h"
+#include "libs/config/pool/node_pool.h"
 #include "libs/planner/cluster_plan.h"
 #include "libs/planner/model_profile.h"
 #include "libs/planner/planner_internal.h"

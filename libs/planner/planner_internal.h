@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "libs/config/node_pool.h"
+#include "libs/config/pool/node_pool.h"
 #include "libs/planner/cluster_plan.h"
 #include "libs/planner/model_profile.h"
 #include "libs/planner/planning_options.h"

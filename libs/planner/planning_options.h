@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "libs/config/compression_spec.h"
-#include "libs/config/job_spec.h"
+#include "libs/config/job/compression_spec.h"
+#include "libs/config/job/job_spec.h"
 
 namespace ravnest::planner {
 

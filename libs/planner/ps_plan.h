@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/node_pool.h"
+#include "libs/config/pool/node_pool.h"
 #include "libs/planner/cluster_plan.h"
 #include "libs/planner/model_profile.h"
 

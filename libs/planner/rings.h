@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/node_metadata.h"
+#include "libs/config/plan/node_metadata.h"
 
 namespace ravnest::planner {
 

@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/sha256.h"
+#include "libs/base/atomic_file.h"
+#include "libs/base/sha256.h"
 
-namespace ravnest::runtime {
+namespace ravnest::requester {
 
 namespace fs = std::filesystem;
 
@@ -17,7 +17,7 @@ std::string job_identity(const std::string& job_text, const Plan& plan) {
     what += "\n" + std::to_string(meta.cluster) + " " + std::to_string(meta.position) + " " +
             meta.stage_sha256;
   }
-  return config::sha256_hex(what).substr(0, 32);
+  return base::sha256_hex(what).substr(0, 32);
 }
 
 std::string last_job_path(const std::string& plan_dir) {
@@ -26,18 +26,18 @@ std::string last_job_path(const std::string& plan_dir) {
     throw std::runtime_error("no job was trained with the plan " + plan_dir +
                              " yet: name the job file");
   }
-  std::string path = config::read_file(file);
+  std::string path = base::read_file(file);
   while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
   return path;
 }
 
 void remember_job(const std::string& plan_dir, const std::string& job_path) {
   try {
-    config::write_file_atomically((fs::path(plan_dir) / "last_job").string(),
+    base::write_file_atomically((fs::path(plan_dir) / "last_job").string(),
                                   fs::absolute(job_path).string() + "\n");
   } catch (const std::exception&) {
     // A read-only plan directory: `ravnest resume` then needs the job named.
   }
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::requester

@@ -9,10 +9,10 @@
 
 #include "libs/requester/requester.h"
 
-namespace ravnest::runtime {
+namespace ravnest::requester {
 
 std::string job_identity(const std::string& job_text, const Plan& plan);  // 32 lowercase hex
 void remember_job(const std::string& plan_dir, const std::string& job_path);  // best effort
 std::string last_job_path(const std::string& plan_dir);  // throws when no job was trained yet
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::requester

@@ -2,15 +2,15 @@
 
 #include <filesystem>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/config_error.h"
-#include "libs/config/job_files.h"
-#include "libs/config/printable.h"
-#include "libs/config/safe_path.h"
-#include "libs/config/sha256.h"
+#include "libs/base/atomic_file.h"
+#include "libs/base/config_error.h"
+#include "libs/config/job/job_files.h"
+#include "libs/base/printable.h"
+#include "libs/base/safe_path.h"
+#include "libs/base/sha256.h"
 #include "libs/data/dataset_files.h"
 
-namespace ravnest::runtime {
+namespace ravnest::requester {
 
 namespace fs = std::filesystem;
 
@@ -20,7 +20,7 @@ const std::string& sha256_of_file(const std::string& path,
                                   std::map<std::string, std::string>& cache) {
   auto it = cache.find(path);
   if (it == cache.end()) {
-    it = cache.emplace(path, config::sha256_hex(config::read_file(path))).first;
+    it = cache.emplace(path, base::sha256_hex(base::read_file(path))).first;
   }
   return it->second;
 }
@@ -51,9 +51,9 @@ JobShipment job_shipment_for(const config::JobSpec& job, const config::NodeMetad
       // The daemon takes only names it can store (config/safe_path.h); refused here, before
       // anything ships, rather than by the node mid-ship.
       try {
-        config::child_relative_path(fs::path(), relative);
-      } catch (const config::ConfigError& e) {
-        throw config::ConfigError(path.field + ": " + config::printable(file.local, 200) +
+        base::child_relative_path(fs::path(), relative);
+      } catch (const base::ConfigError& e) {
+        throw base::ConfigError(path.field + ": " + base::printable(file.local, 200) +
                                   " cannot be shipped: " + e.what());
       }
 
@@ -63,7 +63,7 @@ JobShipment job_shipment_for(const config::JobSpec& job, const config::NodeMetad
       file.name = relative;  // prefixed with the bundle below
       bundle.push_back(std::move(file));
     }
-    const std::string id = config::sha256_hex(listing);
+    const std::string id = base::sha256_hex(listing);
     for (auto& file : bundle) {
       file.name = id + "/" + file.name;
       shipment.files.push_back(std::move(file));
@@ -73,4 +73,4 @@ JobShipment job_shipment_for(const config::JobSpec& job, const config::NodeMetad
   return shipment;
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::requester

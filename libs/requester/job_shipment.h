@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/job_spec.h"
-#include "libs/config/node_metadata.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/node_metadata.h"
 
-namespace ravnest::runtime {
+namespace ravnest::requester {
 
 struct ShippedFile {
   std::string name;   // as pushFile takes it: "<bundle>/<relative path>"
@@ -41,4 +41,4 @@ struct JobShipment {
 JobShipment job_shipment_for(const config::JobSpec& job, const config::NodeMetadata& metadata,
                              std::map<std::string, std::string>& sha256_of);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::requester

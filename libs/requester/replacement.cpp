@@ -7,14 +7,14 @@
 
 #include <unistd.h>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/checkpoint_keeper.h"
-#include "libs/config/node_replacement.h"
-#include "libs/config/plan_layout.h"
+#include "libs/base/atomic_file.h"
+#include "libs/config/plan/checkpoint_keeper.h"
+#include "libs/config/plan/node_replacement.h"
+#include "libs/config/plan/plan_layout.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/requester.h"
 
-namespace ravnest::runtime {
+namespace ravnest::requester {
 
 namespace fs = std::filesystem;
 
@@ -32,7 +32,7 @@ std::string last_job_identity(const Plan& plan) {
   try {
     const std::string job = last_job_path(plan.dir);
     if (!fs::exists(job)) return "";
-    return job_identity(config::read_file(job), plan);
+    return job_identity(base::read_file(job), plan);
   } catch (const std::exception&) {
     return "";
   }
@@ -175,10 +175,10 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   for (int id : changed) {
     const auto& meta = *std::find_if(nodes.begin(), nodes.end(),
                                      [&](const auto& m) { return m.node_id == id; });
-    config::write_file_atomically(layout.node_file(id), config::to_json(meta));
+    base::write_file_atomically(layout.node_file(id), config::to_json(meta));
   }
-  config::write_file_atomically(
-      layout.plan_file(), config::replace_node_in_plan_json(config::read_file(layout.plan_file()),
+  base::write_file_atomically(
+      layout.plan_file(), config::replace_node_in_plan_json(base::read_file(layout.plan_file()),
                                                             old.node_id, spare.id));
   std::error_code ignored;
   fs::remove(layout.node_file(old.node_id), ignored);
@@ -209,4 +209,4 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   return result;
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::requester

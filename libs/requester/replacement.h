@@ -4,7 +4,7 @@
 // In order: the spare must answer as SPARE and run no job; what is left of the interrupted job
 // is stopped on every node (each writes the checkpoint of its last update); the newest
 // checkpoint of OLD's slot (from OLD itself if it still answers, else from its keeper,
-// libs/config/checkpoint_keeper.h) that every other node also holds is fetched; the spare gets
+// libs/config/plan/checkpoint_keeper.h) that every other node also holds is fetched; the spare gets
 // OLD's stage, its new metadata and that checkpoint; then the plan directory is
 // rewritten (config::replace_node; every file atomically, plan.json last) and the new metadata
 // goes to every node whose own changed. A failure before the plan is rewritten leaves it as it
@@ -16,9 +16,9 @@
 #include <optional>
 #include <string>
 
-#include "libs/config/node_pool.h"
+#include "libs/config/pool/node_pool.h"
 
-namespace ravnest::runtime {
+namespace ravnest::requester {
 
 struct Replacement {
   std::string old_name, spare_name;
@@ -32,4 +32,4 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
                          const std::function<void(const std::string&)>& log,
                          bool insecure = false);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::requester

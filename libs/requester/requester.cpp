@@ -18,15 +18,15 @@
 #include <kj/timer.h>
 #include <nlohmann/json.hpp>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/checkpoint_keeper.h"
-#include "libs/config/clock.h"
-#include "libs/config/config_error.h"
-#include "libs/config/job_plan_check.h"
-#include "libs/config/job_spec.h"
-#include "libs/config/plan_layout.h"
-#include "libs/config/regular_file.h"
-#include "libs/config/sha256.h"
+#include "libs/base/atomic_file.h"
+#include "libs/config/plan/checkpoint_keeper.h"
+#include "libs/base/clock.h"
+#include "libs/base/config_error.h"
+#include "libs/config/job/job_plan_check.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/plan_layout.h"
+#include "libs/base/regular_file.h"
+#include "libs/base/sha256.h"
 #include "libs/data/dataset.h"
 #include "libs/data/dataset_files.h"
 #include "libs/requester/job_identity.h"
@@ -39,13 +39,13 @@
 #include "libs/wire/transfer_codec.h"
 #include "schemas/ravnest.capnp.h"
 
-namespace ravnest::runtime {
+namespace ravnest::requester {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-using config::now_seconds;
+using base::now_seconds;
 
 using Log = std::function<void(const std::string&)>;
 
@@ -68,9 +68,9 @@ void check_job_data(const config::JobSpec& job, const Log& log) {
   data::dataset_files(job.data, data::Split::kTrain);
   if (!job.data.validation.empty()) data::dataset_files(job.data, data::Split::kValidation);
   if (job.loss.name == config::LossName::kScript) {
-    const std::string kind = config::not_regular_file(job.loss.path.resolved);
+    const std::string kind = base::not_regular_file(job.loss.path.resolved);
     if (!kind.empty()) {
-      throw config::ConfigError("loss.path: " + job.loss.path.resolved + " is " + kind +
+      throw base::ConfigError("loss.path: " + job.loss.path.resolved + " is " + kind +
                                 ", not a regular file");
     }
   }
@@ -178,7 +178,7 @@ Plan load_plan(const std::string& dir) {
   const std::string plan_path = layout.plan_file();
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(config::read_file(plan_path));
+    json = nlohmann::json::parse(base::read_file(plan_path));
   } catch (const std::exception& e) {
     throw std::runtime_error(plan_path + ": no readable plan (run `ravnest clusterize`): " +
                              e.what());
@@ -372,7 +372,7 @@ void Requester::Impl::check_nodes() {
     if (!s.stage_problem.empty()) {
       throw std::runtime_error(who + ": " + s.stage_problem + "; run `ravnest push`");
     }
-    if (!config::same_sha256(s.stage_sha256, meta.stage_sha256)) {
+    if (!base::same_sha256(s.stage_sha256, meta.stage_sha256)) {
       throw std::runtime_error(who + ": holds stage " + s.stage_sha256.substr(0, 12) +
                                ", not the plan's " + meta.stage_sha256.substr(0, 12) +
                                " (another plan, or an older one); run `ravnest push`");
@@ -715,7 +715,7 @@ void Requester::push(const std::function<void(const std::string&)>& log) {
   const config::PlanLayout layout(impl_->plan_.dir);
   for (const auto& meta : impl_->plan_.nodes) {
     const std::string stage = layout.resolve(meta.stage_file);
-    const uint64_t bytes = push_stage(meta, stage, config::read_file(layout.node_file(meta.node_id)));
+    const uint64_t bytes = push_stage(meta, stage, base::read_file(layout.node_file(meta.node_id)));
     log("pushed " + meta.stage_file + " (" + std::to_string(bytes) + " bytes) to " + meta.name +
         " at " + meta.address);
   }
@@ -771,7 +771,7 @@ void Requester::check_finished(const std::vector<config::NodeMetadata>& nodes) {
   for (const auto& meta : nodes) {
     const std::string who = meta.name + " (" + meta.address + ")";
     const auto s = impl_->status_of(meta, 5);
-    if (!s.has_stage || !config::same_sha256(s.stage_sha256, meta.stage_sha256)) {
+    if (!s.has_stage || !base::same_sha256(s.stage_sha256, meta.stage_sha256)) {
       throw std::runtime_error(who + ": does not hold the plan's stage; run `ravnest push`, then "
                                "`ravnest train`");
     }
@@ -793,7 +793,7 @@ void Requester::check_finished(const std::vector<config::NodeMetadata>& nodes) {
 }
 
 TrainResult Requester::train(const std::string& job_path, const TrainOptions& options) {
-  return run(config::load_job(job_path), config::read_file(job_path), job_path, options);
+  return run(config::load_job(job_path), base::read_file(job_path), job_path, options);
 }
 
 TrainResult Requester::predict(const std::string& job_text, const std::string& origin,
@@ -996,7 +996,7 @@ uint64_t Requester::push_stage(const config::NodeMetadata& at, const std::string
                                const std::string& metadata_json) {
   // Hashed first (the daemon checks the checksum against the metadata before anything
   // travels), then streamed from the file a chunk at a time.
-  const std::string sha256 = config::sha256_file_hex(stage_path);
+  const std::string sha256 = base::sha256_file_hex(stage_path);
   std::error_code ec;
   const uint64_t size = fs::file_size(stage_path, ec);
   if (ec) throw std::runtime_error(stage_path + ": cannot read: " + ec.message());
@@ -1043,7 +1043,7 @@ void Requester::fetch_checkpoint(const config::NodeMetadata& at, const std::stri
 void Requester::store_checkpoint(const config::NodeMetadata& at, const std::string& identity,
                                  int cluster, int position, uint64_t updates,
                                  const std::string& path) {
-  const std::string sha256 = config::sha256_file_hex(path);
+  const std::string sha256 = base::sha256_file_hex(path);
   std::error_code ec;
   const uint64_t size = fs::file_size(path, ec);
   if (ec) throw std::runtime_error(path + ": cannot read: " + ec.message());
@@ -1085,4 +1085,4 @@ Requester::Losses Requester::fetch_losses(int node_id) {
   throw std::runtime_error("no node " + std::to_string(node_id) + " in the plan");
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::requester

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/job_spec.h"
-#include "libs/config/node_metadata.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/node_metadata.h"
 #include "libs/wire/node_report.h"
 
-namespace ravnest::runtime {
+namespace ravnest::requester {
 
 // A plan written by `ravnest clusterize`: plan.json and nodes/node_<id>.json.
 struct Plan {
@@ -163,4 +163,4 @@ class Requester {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::requester

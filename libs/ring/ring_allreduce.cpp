@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace ravnest::runtime {
+namespace ravnest::ring {
 namespace {
 
 // ---- element-wise kernels, plain loops (no ATen dispatch, no intra-op thread pool) ----
@@ -445,4 +445,4 @@ void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors, bool a
   }
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::ring

@@ -62,7 +62,7 @@
 #include "libs/wire/error_feedback.h"
 #include "libs/wire/tensor_codec.h"
 
-namespace ravnest::runtime {
+namespace ravnest::ring {
 
 struct RingCompression {
   wire::TensorCodec codec = wire::TensorCodec::kNone;
@@ -143,4 +143,4 @@ class RingAllReduce {
   std::thread sender_;
 };
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::ring

@@ -6,7 +6,7 @@
 #include <deque>
 #include <stdexcept>
 
-namespace ravnest::runtime {
+namespace ravnest::ring {
 
 namespace {
 constexpr size_t kPoolLimit = 16;
@@ -201,4 +201,4 @@ void LocalRing::throw_aborted() const {
   throw RingError("ring aborted: " + abort_reason());
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::ring

@@ -24,7 +24,7 @@
 
 #include "libs/ring/ring_transport.h"
 
-namespace ravnest::runtime {
+namespace ravnest::ring {
 
 struct LocalRingOptions {
   std::chrono::milliseconds timeout{30000};  // per blocking send/recv
@@ -69,4 +69,4 @@ class LocalRing {
   std::string abort_reason_;
 };
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::ring

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-namespace ravnest::runtime {
+namespace ravnest::ring {
 
 void RingTransport::recv_in_place(const RingTag& tag, size_t bytes,
                                   const std::function<void(const void*)>& use) {
@@ -12,4 +12,4 @@ void RingTransport::recv_in_place(const RingTag& tag, size_t bytes,
   use(buffer.data());
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::ring

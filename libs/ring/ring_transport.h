@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace ravnest::runtime {
+namespace ravnest::ring {
 
 // Names one message of one all-reduce. Within a round, (step, segment) is unique per link.
 struct RingTag {
@@ -63,4 +63,4 @@ class RingTransport {
                              const std::function<void(const void*)>& use);
 };
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::ring

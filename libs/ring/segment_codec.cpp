@@ -5,7 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace ravnest::runtime {
+namespace ravnest::ring {
 
 namespace {
 
@@ -73,4 +73,4 @@ at::Tensor decode_segment(wire::TensorCodec codec, const uint8_t* bytes, size_t 
   return wire::decompress_tensor(coded);
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::ring

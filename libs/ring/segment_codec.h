@@ -17,7 +17,7 @@
 #include "libs/wire/error_feedback.h"
 #include "libs/wire/tensor_codec.h"
 
-namespace ravnest::runtime {
+namespace ravnest::ring {
 
 // Bytes of `values` values under `codec` (not kNone).
 size_t segment_wire_bytes(wire::TensorCodec codec, size_t values);
@@ -31,4 +31,4 @@ void encode_segment(wire::ErrorFeedback& feedback, const std::string& key, at::S
 // The `values` float32 values that `bytes` (segment_wire_bytes long) encode.
 at::Tensor decode_segment(wire::TensorCodec codec, const uint8_t* bytes, size_t values);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::ring

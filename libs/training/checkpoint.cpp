@@ -23,12 +23,12 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/printable.h"
-#include "libs/config/sha256.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/base/atomic_file.h"
+#include "libs/base/printable.h"
+#include "libs/base/sha256.h"
+#include "libs/torch_support/torch_errors.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 namespace {
 
@@ -165,9 +165,9 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
     archive.write("state_names", c10::IValue(names));
     // Streamed to the file and hashed on the way: the archive is never whole in memory (it
     // was twice, as a stream's buffer and its copy: a checkpoint's write was a node's peak), and
-    // its pages leave the page cache as they reach the disk (config::AtomicFileWriter).
-    config::AtomicFileWriter out(path);
-    config::Sha256 hash;
+    // its pages leave the page cache as they reach the disk (base::AtomicFileWriter).
+    base::AtomicFileWriter out(path);
+    base::Sha256 hash;
     // Nothing may throw inside LibTorch's writer (its destructor writes the archive's end again,
     // and a second throw there terminates the process): the first failure is kept and rethrown.
     std::exception_ptr failure;
@@ -187,7 +187,7 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
     out.commit();
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot write the checkpoint " + path + ": " +
-                             graph::torch_message(e));
+                             torch_support::torch_message(e));
   }
 }
 
@@ -221,7 +221,7 @@ uint64_t checked_archive_size(int fd, const std::string& path, uint64_t file_siz
   *has_trailer = true;
   const uint64_t archive_size = file_size - kTrailerSize;
   const std::string written = trailer.substr(kChecksumTag.size(), 64);
-  config::Sha256 hash;
+  base::Sha256 hash;
   std::vector<char> chunk(1 << 20);
   for (uint64_t pos = 0; pos < archive_size;) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), archive_size - pos));
@@ -234,7 +234,7 @@ uint64_t checked_archive_size(int fd, const std::string& path, uint64_t file_siz
   const std::string actual = hash.hex();
   if (actual != written) {
     throw std::runtime_error(path + ": damaged: its bytes hash to " + actual.substr(0, 12) +
-                             ", not the " + config::printable(written.substr(0, 12)) +
+                             ", not the " + base::printable(written.substr(0, 12)) +
                              " it was written with");
   }
   return archive_size;
@@ -289,7 +289,7 @@ StageCheckpoint load_checkpoint(const std::string& path) {
   const int fd = file.fd;
   bool has_trailer = false;
   const uint64_t archive_size = checked_archive_size(fd, path, file.size, &has_trailer);
-  auto read_at = [fd](uint64_t pos, void* buf, size_t n) { return runtime::read_at(fd, pos, buf, n); };
+  auto read_at = [fd](uint64_t pos, void* buf, size_t n) { return training::read_at(fd, pos, buf, n); };
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(
@@ -331,8 +331,8 @@ StageCheckpoint load_checkpoint(const std::string& path) {
     }
     return c;
   } catch (const std::exception& e) {
-    throw std::runtime_error(path + ": not a readable checkpoint: " + graph::torch_message(e));
+    throw std::runtime_error(path + ": not a readable checkpoint: " + torch_support::torch_message(e));
   }
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

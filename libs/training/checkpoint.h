@@ -20,7 +20,7 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/optim/optimizer.h>
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 struct StageCheckpoint {
   std::string identity;  // the job's: its text and the plan's stages (Requester)
@@ -66,4 +66,4 @@ StageCheckpoint load_checkpoint(const std::string& path);
 // checkpoints carried a checksum: whether it reads), without loading its tensors.
 bool checkpoint_intact(const std::string& path);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

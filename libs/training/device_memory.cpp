@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "libs/compat/torch_compat.h"
+#include "libs/torch_support/torch_compat.h"
 
 #if RAVNEST_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -12,13 +12,13 @@
 #include <cuda_runtime_api.h>
 #endif
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 namespace {
 
 [[noreturn]] void not_measurable(const c10::Device& device) {
   throw std::runtime_error("device " + device.str() + ": no device memory to read (" +
-                           compat::torch_description() + ")");
+                           torch_support::torch_description() + ")");
 }
 
 #if RAVNEST_WITH_CUDA
@@ -30,7 +30,7 @@ c10::DeviceIndex index_of(const c10::Device& device) {
 }  // namespace
 
 bool device_memory_measurable(const c10::Device& device) {
-  return compat::kWithCuda && device.is_cuda();
+  return torch_support::kWithCuda && device.is_cuda();
 }
 
 DeviceMemory read_device_memory(const c10::Device& device) {
@@ -70,4 +70,4 @@ void reset_device_peak(const c10::Device& device) {
 #endif
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

@@ -13,7 +13,7 @@
 
 #include <c10/core/Device.h>
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 struct DeviceMemory {
   int64_t total_bytes = 0;          // the card's memory
@@ -32,4 +32,4 @@ DeviceMemory read_device_memory(const c10::Device& device);
 // The next read's peaks start from what is reserved and allocated now.
 void reset_device_peak(const c10::Device& device);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

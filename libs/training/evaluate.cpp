@@ -8,9 +8,9 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/util/accumulate.h>
 
-#include "libs/graph/eager_numerics.h"
+#include "libs/torch_support/eager_numerics.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 double count_correct(const c10::IValue& model_output, const at::Tensor& labels) {
   at::Tensor output;
@@ -32,7 +32,7 @@ double count_correct(const c10::IValue& model_output, const at::Tensor& labels) 
 
 Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, const Loss& loss,
                     int64_t batch_size) {
-  const graph::EagerNumerics eager;  // the numerics of eager PyTorch and of the daemons
+  const torch_support::EagerNumerics eager;  // the numerics of eager PyTorch and of the daemons
   if (batch_size < 1) throw std::invalid_argument("evaluate: batch_size must be >= 1");
   const bool was_training = module.is_training();
   module.eval();
@@ -64,4 +64,4 @@ Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, co
   return result;
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

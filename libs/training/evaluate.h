@@ -8,7 +8,7 @@
 #include "libs/data/dataset.h"
 #include "libs/training/loss.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 struct Evaluation {
   double loss = 0;        // mean over the samples (each batch's mean loss weighted by its size)
@@ -28,4 +28,4 @@ double count_correct(const c10::IValue& model_output, const at::Tensor& labels);
 Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, const Loss& loss,
                     int64_t batch_size);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

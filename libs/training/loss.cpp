@@ -1,4 +1,4 @@
-#include "libs/graph/module_file.h"
+#include "libs/torch_support/module_file.h"
 #include "libs/training/loss.h"
 
 #include <stdexcept>
@@ -8,9 +8,9 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "libs/data/dataset.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/torch_support/torch_errors.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 namespace {
 
 std::string shape_of(const at::Tensor& t) {
@@ -37,7 +37,7 @@ double micro_batch_loss_weight(int64_t samples, int64_t batch_samples, int updat
 Loss::Loss(const config::LossSpec& spec) : spec_(spec) {
   if (spec_.name != config::LossName::kScript) return;
   try {
-    script_ = std::make_unique<torch::jit::Module>(graph::load_module(spec_.path.resolved));
+    script_ = std::make_unique<torch::jit::Module>(torch_support::load_module(spec_.path.resolved));
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string(e.what()) + " (the job's TorchScript loss module)");
   }
@@ -76,7 +76,7 @@ at::Tensor Loss::operator()(const c10::IValue& model_output, const at::Tensor& l
       result = script_->forward({model_output, labels});
     } catch (const std::exception& e) {
       throw std::runtime_error(spec_.path.resolved + ": forward(outputs, labels) failed: " +
-                               graph::torch_message(e));
+                               torch_support::torch_message(e));
     }
     if (!result.isTensor() || result.toTensor().numel() != 1) {
       throw std::runtime_error(spec_.path.resolved + ": forward(outputs, labels) must return a scalar "
@@ -118,9 +118,9 @@ at::Tensor Loss::operator()(const c10::IValue& model_output, const at::Tensor& l
         break;
     }
   } catch (const c10::Error& e) {
-    fail(spec_, graph::torch_message(e) + " (output " + shape_of(output) + ", labels " + shape_of(labels) + ")");
+    fail(spec_, torch_support::torch_message(e) + " (output " + shape_of(output) + ", labels " + shape_of(labels) + ")");
   }
   throw std::logic_error("Loss: unknown loss");
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

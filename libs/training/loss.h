@@ -7,13 +7,13 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
-#include "libs/config/job_spec.h"
+#include "libs/config/job/job_spec.h"
 
 namespace torch::jit {
 struct Module;
 }
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 // The loss weighting convention. A batch of `batch_samples` samples is split into
 // micro-batches; the mean loss of a micro-batch of `samples` samples is multiplied by
@@ -55,4 +55,4 @@ class Loss {
   std::unique_ptr<torch::jit::Module> script_;
 };
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

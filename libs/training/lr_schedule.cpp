@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 LrSchedule::LrSchedule(torch::optim::Optimizer& optimizer, std::optional<config::SchedulerSpec> spec)
     : optimizer_(optimizer), spec_(std::move(spec)) {
@@ -68,4 +68,4 @@ double LrSchedule::lr() const {
   return groups.empty() ? 0.0 : groups.front().options().get_lr();
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

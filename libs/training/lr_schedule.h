@@ -17,9 +17,9 @@
 
 #include <torch/optim/optimizer.h>
 
-#include "libs/config/job_spec.h"
+#include "libs/config/job/job_spec.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 class LrSchedule {
  public:
@@ -52,4 +52,4 @@ class LrSchedule {
   int64_t steps_ = 0;
 };
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

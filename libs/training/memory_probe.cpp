@@ -11,15 +11,15 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "libs/config/process_memory.h"
-#include "libs/graph/module_file.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/base/process_memory.h"
+#include "libs/torch_support/module_file.h"
+#include "libs/torch_support/torch_errors.h"
 #include "libs/training/checkpoint.h"
 #include "libs/training/device_memory.h"
 #include "libs/training/optimizer.h"
 #include "libs/training/random_state.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 namespace {
 
@@ -57,10 +57,10 @@ class Phase {
   Phase(std::string name, MemoryProbeResult* result, const c10::Device& device)
       : name_(std::move(name)), result_(result), device_(device) {
     if (device_memory_measurable(device_)) reset_device_peak(device_);
-    config::reset_peak_resident();
+    base::reset_peak_resident();
   }
   ~Phase() {
-    MemoryProbePhase phase{name_, config::read_process_memory().peak_resident_bytes, 0};
+    MemoryProbePhase phase{name_, base::read_process_memory().peak_resident_bytes, 0};
     if (device_memory_measurable(device_)) {
       // A destructor must not throw (it may run for a failure): a card that cannot be read
       // after it was read at the start leaves this phase's device peak at 0.
@@ -96,7 +96,7 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
     const DeviceMemory card = read_device_memory(request.device);
     result.device_baseline_bytes = card.total_bytes - card.free_bytes - card.reserved_bytes;
   }
-  result.baseline_bytes = config::read_process_memory().resident_bytes;
+  result.baseline_bytes = base::read_process_memory().resident_bytes;
   const std::string checkpoint_path =
       (std::filesystem::path(request.scratch_dir) /
        ("probe-" + std::to_string(::getpid()) + ".ckpt"))
@@ -106,7 +106,7 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
     std::unique_ptr<torch::optim::Optimizer> optimizer;
     // As job_setup does: the stage from its file, in training mode, and a fresh optimizer.
     auto load_stage = [&] {
-      stage = graph::load_module(request.stage_path);
+      stage = torch_support::load_module(request.stage_path);
       stage.to(request.device);  // as job_setup does, before the optimizer sees the parameters
       stage.train(true);
       std::vector<at::Tensor> parameters;
@@ -232,17 +232,17 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
     }
     {
       Phase phase("finish", &result, request.device);  // the trained stage, saved when the job ends
-      graph::save_module_atomically(stage, checkpoint_path + ".trained.pt");
+      torch_support::save_module_atomically(stage, checkpoint_path + ".trained.pt");
     }
   } catch (const std::exception& e) {
     std::remove(checkpoint_path.c_str());
     std::remove((checkpoint_path + ".trained.pt").c_str());
     throw std::runtime_error(request.stage_path + ": the memory probe failed: " +
-                             graph::torch_message(e));
+                             torch_support::torch_message(e));
   }
   std::remove(checkpoint_path.c_str());
   std::remove((checkpoint_path + ".trained.pt").c_str());
   return result;
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

@@ -4,7 +4,7 @@
 // daemon does, and plans with what it measured instead of what a formula assumes.
 //
 // What it does, in the daemon's order and with the daemon's functions: load the stage from its
-// file (graph::load_module), make the optimizer (make_optimizer), then `updates` times: take
+// file (torch_support::load_module), make the optimizer (make_optimizer), then `updates` times: take
 // micro-batches in as received tensors (fresh leaves), keep at most `in_flight` forwards alive
 // for their backwards (GPipe: all of a batch; 1F1B: up to the stages; async: max_in_flight),
 // hold a copy of each output as the message that sends it, backward each with a received
@@ -30,9 +30,9 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 
-#include "libs/config/job_spec.h"
+#include "libs/config/job/job_spec.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 struct MemoryProbeRequest {
   std::string stage_path;
@@ -74,4 +74,4 @@ struct MemoryProbeResult {
 // Precondition: request.micro_batches non-empty, in_flight >= 1, scratch_dir exists.
 MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

@@ -8,10 +8,10 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
-#include "libs/compat/torch_compat.h"
+#include "libs/torch_support/torch_compat.h"
 #include "libs/training/python_adam.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 std::vector<at::Tensor> unique_trainable(const std::vector<at::Tensor>& parameters) {
   std::vector<at::Tensor> out;
@@ -68,14 +68,14 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerS
   throw std::logic_error("make_optimizer: unknown optimizer");
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer,
                                                 const at::Tensor& parameter) {
   auto& state = optimizer.state();
-  auto it = state.find(compat::optimizer_state_key(parameter));
+  auto it = state.find(torch_support::optimizer_state_key(parameter));
   if (it == state.end()) return {};
   std::vector<at::Tensor> out;
   auto add = [&](const at::Tensor& t) {
@@ -102,4 +102,4 @@ std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimiz
   return out;
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

@@ -7,9 +7,9 @@
 #include <ATen/core/Tensor.h>
 #include <torch/optim/optimizer.h>
 
-#include "libs/config/job_spec.h"
+#include "libs/config/job/job_spec.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 // The parameters to optimize: each tensor once (tied weights appear twice in a TorchScript
 // module's parameters(); identity is the TensorImpl), without those with requires_grad false,
@@ -26,4 +26,4 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerS
 std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer,
                                                 const at::Tensor& parameter);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

@@ -7,9 +7,9 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
-#include "libs/graph/torch_load_file.h"
+#include "libs/torch_support/torch_load_file.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 c10::IValue join_predictions(const std::vector<c10::IValue>& outputs) {
   if (outputs.empty()) throw std::runtime_error("no prediction to join");
@@ -74,7 +74,7 @@ c10::IValue join_predictions(const std::vector<c10::IValue>& outputs) {
 }
 
 std::string predictions_file(const c10::IValue& value) {
-  return graph::torch_load_file(value);
+  return torch_support::torch_load_file(value);
 }
 
 c10::IValue predict_in_process(torch::jit::Module& model, const data::Dataset& data,
@@ -92,4 +92,4 @@ c10::IValue predict_in_process(torch::jit::Module& model, const data::Dataset& d
   return join_predictions(outputs);
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

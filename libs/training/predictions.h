@@ -1,6 +1,6 @@
 // Predictions: a model's outputs for every sample of a dataset, in order, as `ravnest predict`
 // writes them (docs/predict.md): joined along the first dimension and saved in torch.save's
-// format, which torch.load reads in Python. The pipeline's leaf (libs/daemon/stage_predictor.h)
+// format, which torch.load reads in Python. The pipeline's leaf (libs/worker/pipeline/stage_predictor.h)
 // and the one-process path share these.
 #pragma once
 
@@ -13,7 +13,7 @@
 
 #include "libs/data/dataset.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 // The outputs of consecutive batches joined along the first dimension: tensors, or tuples (or
 // lists) of tensors joined element by element. Throws std::runtime_error when they do not line
@@ -28,4 +28,4 @@ std::string predictions_file(const c10::IValue& value);
 c10::IValue predict_in_process(torch::jit::Module& model, const data::Dataset& data,
                                int64_t batch_size);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

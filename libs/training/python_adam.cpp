@@ -6,9 +6,9 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "libs/compat/torch_compat.h"
+#include "libs/torch_support/torch_compat.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 namespace {
 
@@ -21,7 +21,7 @@ void adam_step(torch::optim::OptimizerParamGroup& group, StateMap& states, bool 
     if (!p.grad().defined()) continue;
     auto grad = p.grad();
     TORCH_CHECK(!grad.is_sparse(), "Adam does not support sparse gradients");
-    const auto key = compat::optimizer_state_key(p);
+    const auto key = torch_support::optimizer_state_key(p);
     auto found = states.find(key);
     if (found == states.end()) {
       auto state = std::make_unique<State>();
@@ -49,7 +49,7 @@ void adam_step(torch::optim::OptimizerParamGroup& group, StateMap& states, bool 
         grad = grad.add(p, options.weight_decay());
       }
     }
-    compat::python_adam_first_moment(exp_avg, grad, beta1);
+    torch_support::python_adam_first_moment(exp_avg, grad, beta1);
     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
 
     at::Tensor denom;
@@ -91,4 +91,4 @@ torch::Tensor PythonAdamW::step(LossClosure closure) {
   });
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

@@ -8,13 +8,13 @@
 // the same model trained by one PyTorch 2.15 process in 20 updates. These classes keep
 // LibTorch's options, state (AdamParamState: checkpoints and the rings' averaging read it as
 // before) and every other line of its step, and take the first-moment update from
-// compat::python_adam_first_moment.
+// torch_support::python_adam_first_moment.
 #pragma once
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 class PythonAdam : public torch::optim::Adam {
  public:
@@ -28,4 +28,4 @@ class PythonAdamW : public torch::optim::AdamW {
   torch::Tensor step(LossClosure closure = nullptr) override;
 };
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

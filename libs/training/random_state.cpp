@@ -4,7 +4,7 @@
 
 #include <ATen/Context.h>
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 namespace {
 
@@ -27,4 +27,4 @@ void set_random_state(const c10::Device& device, const at::Tensor& state) {
   generator.set_state(state);
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

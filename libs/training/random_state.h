@@ -8,7 +8,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 // The state of `device`'s default generator (a CPU byte tensor, whatever the device).
 at::Tensor random_state(const c10::Device& device);
@@ -17,4 +17,4 @@ at::Tensor random_state(const c10::Device& device);
 // device. Throws c10::Error for a state of another kind (a CPU state on a CUDA generator).
 void set_random_state(const c10::Device& device, const at::Tensor& state);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

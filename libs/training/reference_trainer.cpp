@@ -1,4 +1,4 @@
-#include "libs/graph/module_file.h"
+#include "libs/torch_support/module_file.h"
 #include "libs/training/reference_trainer.h"
 
 #include <algorithm>
@@ -12,19 +12,19 @@
 #include "libs/training/sparse_optimizer.h"
 #include "libs/training/tensor_average.h"
 
-#include "libs/config/clock.h"
+#include "libs/base/clock.h"
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
-#include "libs/graph/eager_numerics.h"
-#include "libs/graph/torch_errors.h"
+#include "libs/torch_support/eager_numerics.h"
+#include "libs/torch_support/torch_errors.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
 #include "libs/training/optimizer.h"
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-namespace ravnest::runtime {
-using config::now_seconds;
+namespace ravnest::training {
+using base::now_seconds;
 
 std::map<std::string, at::Tensor> state_of(const torch::jit::Module& module) {
   std::map<std::string, at::Tensor> state;
@@ -36,13 +36,13 @@ std::map<std::string, at::Tensor> state_of(const torch::jit::Module& module) {
 ReferenceResult train_reference(const std::string& model_path, const config::JobSpec& job,
                                 int64_t max_batches) {
   at::manual_seed(static_cast<uint64_t>(job.train.seed));
-  torch::jit::Module module = graph::load_module(model_path);
+  torch::jit::Module module = torch_support::load_module(model_path);
   return train_reference(module, job, max_batches);
 }
 
 ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpec& job,
                                 int64_t max_batches) {
-  const graph::EagerNumerics eager;  // as the daemons' stages compute
+  const torch_support::EagerNumerics eager;  // as the daemons' stages compute
   const config::TrainSpec& t = job.train;
   at::manual_seed(static_cast<uint64_t>(t.seed));
   const data::Dataset train = data::load_dataset(job.data, data::Split::kTrain);
@@ -93,7 +93,7 @@ ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpe
           value = loss(output, micro.labels);
         } catch (const c10::Error& e) {
           throw std::runtime_error("training batch " + std::to_string(result.batches + 1) + ": " +
-                                   graph::torch_message(e));
+                                   torch_support::torch_message(e));
         }
         const at::Tensor weighted = value * micro_batch_loss_weight(end - begin, n, t.update_frequency);
         weighted.backward();
@@ -164,7 +164,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
   if (!tables.empty() && !job.sparse_optimizer) {
     throw std::runtime_error(job.origin + ": sparse_optimizer: the tables need one");
   }
-  const graph::EagerNumerics eager;  // as the daemons' stages compute
+  const torch_support::EagerNumerics eager;  // as the daemons' stages compute
   const config::TrainSpec& t = job.train;
   const data::Dataset train = data::load_dataset(job.data, data::Split::kTrain);
   const Loss loss(job.loss);
@@ -184,7 +184,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
   auto generator = at::detail::getDefaultCPUGenerator();
   for (int c = 0; c < clusters; ++c) {
     Copy& copy = copies[c];
-    copy.module = graph::load_module(model_path);
+    copy.module = torch_support::load_module(model_path);
     copy.module.train();
     std::vector<at::Tensor> all;
     for (const auto& p : copy.module.named_parameters()) {
@@ -323,4 +323,4 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
   return result;
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

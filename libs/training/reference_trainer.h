@@ -23,10 +23,10 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/jit/api/module.h>
 
-#include "libs/config/job_spec.h"
+#include "libs/config/job/job_spec.h"
 #include "libs/training/evaluate.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 struct ValidationPoint {
   int64_t epoch = 0;     // 0-based epoch in which it ran
@@ -84,4 +84,4 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
                                          int clusters, int64_t max_batches = -1,
                                          const std::vector<ReferenceTable>& tables = {});
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

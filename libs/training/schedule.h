@@ -19,9 +19,9 @@
 
 #include <cstdint>
 
-#include "libs/config/job_spec.h"
+#include "libs/config/job/job_spec.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 class RootSchedule {
  public:
@@ -86,4 +86,4 @@ inline bool validation_follows(uint64_t step, uint64_t total, uint64_t per_epoch
          (updated && validation_due(updates_after(done, update_frequency, last), val_freq, false));
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

@@ -11,7 +11,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "libs/config/sparse_optimizer_spec.h"
+#include "libs/config/job/sparse_optimizer_spec.h"
 
 namespace ravnest::training {
 

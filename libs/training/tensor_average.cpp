@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 at::Tensor average_of(const std::vector<at::Tensor>& copies) {
   if (copies.empty()) throw std::invalid_argument("average_of: no copies");
@@ -15,4 +15,4 @@ at::Tensor average_of(const std::vector<at::Tensor>& copies) {
   return sum.div(n, "floor").to(sum.scalar_type());
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

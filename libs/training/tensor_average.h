@@ -7,9 +7,9 @@
 
 #include <ATen/core/Tensor.h>
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 // A new tensor; `copies` must not be empty and agree in shape and dtype.
 at::Tensor average_of(const std::vector<at::Tensor>& copies);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

@@ -5,9 +5,9 @@
 #include <ATen/Context.h>
 #include <c10/core/DeviceGuard.h>
 
-#include "libs/config/daemon_config.h"
+#include "libs/config/daemon/daemon_config.h"
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 c10::Device compute_device(const std::string& name) {
   const auto parsed = config::parse_device(name);
@@ -27,4 +27,4 @@ c10::Device compute_device(const std::string& name) {
                            : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(parsed->index));
 }
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

@@ -7,11 +7,11 @@
 
 #include <c10/core/Device.h>
 
-namespace ravnest::runtime {
+namespace ravnest::training {
 
 // The device `name` means on this machine. Throws std::runtime_error (one line) for a name
 // parse_device refuses, a CUDA device when this LibTorch has no CUDA or the machine no GPU,
 // or an index past the machine's CUDA devices.
 c10::Device compute_device(const std::string& name);
 
-}  // namespace ravnest::runtime
+}  // namespace ravnest::training

@@ -12,8 +12,8 @@
 
 #include <kj/debug.h>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/sha256.h"
+#include "libs/base/atomic_file.h"
+#include "libs/base/sha256.h"
 #include "libs/wire/resolved_client.h"
 
 namespace ravnest::wire {
@@ -39,7 +39,7 @@ struct Sender {
   uint64_t sent = 0;
   uint64_t released = 0;
   uint64_t* progress = nullptr;
-  config::Sha256 hash;
+  base::Sha256 hash;
 };
 
 // Reads the next chunk straight into a write request's message and sends it; capnp's streaming
@@ -107,8 +107,8 @@ kj::Promise<SentFile> stream_file(schema::ByteSink::Client sink, const std::file
 struct FileDownload::State {
   explicit State(std::filesystem::path path) : path(std::move(path)), writer(this->path.string()) {}
   std::filesystem::path path;
-  std::optional<config::AtomicFileWriter> writer;
-  config::Sha256 hash;
+  std::optional<base::AtomicFileWriter> writer;
+  base::Sha256 hash;
   uint64_t received = 0;
   bool done = false;
   bool released = false;  // the FileDownload is gone or kept: writes fail

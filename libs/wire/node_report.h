@@ -61,7 +61,7 @@ struct NodeStatusData {
   double busy_seconds = 0;     // computing, since the job started (busy / running: busy fraction)
   double running_seconds = 0;  // since the job started, until its last batch finished
   uint64_t resident_bytes = 0;  // the daemon's resident memory now
-  // Its memory budget and use (libs/config/memory_budget.h); limit 0: no budget known.
+  // Its memory budget and use (libs/config/daemon/memory_budget.h); limit 0: no budget known.
   uint64_t memory_limit_bytes = 0;
   std::string memory_limit_source;  // "memory_limit", "cgroup memory.max", "MemTotal", ...
   uint64_t memory_baseline_bytes = 0;  // idle, measured once it listened

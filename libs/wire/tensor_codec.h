@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/compression_spec.h"
+#include "libs/config/job/compression_spec.h"
 
 namespace ravnest::wire {
 

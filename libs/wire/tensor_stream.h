@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/sha256.h"
-#include "libs/config/written_pages.h"
+#include "libs/base/sha256.h"
+#include "libs/base/written_pages.h"
 #include "schemas/ravnest.capnp.h"
 
 namespace ravnest::wire {
@@ -119,8 +119,8 @@ class FileSink final : public schema::ByteSink::Server {
   uint64_t expected_;
   uint64_t received_ = 0;
   std::string expected_sha256_;
-  config::Sha256 hash_;
-  config::WrittenPages pages_{-1};  // set once fd_ is open
+  base::Sha256 hash_;
+  base::WrittenPages pages_{-1};  // set once fd_ is open
   kj::Own<kj::PromiseFulfiller<void>> completion_;
   Commit commit_;
   kj::Maybe<kj::Exception> failure_;

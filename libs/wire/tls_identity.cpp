@@ -17,8 +17,8 @@
 #include <memory>
 #include <stdexcept>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/sha256.h"
+#include "libs/base/atomic_file.h"
+#include "libs/base/sha256.h"
 
 namespace ravnest::wire {
 
@@ -45,7 +45,7 @@ std::string openssl_error() {
 
 std::string read_pem(const std::string& path, const char* what) {
   try {
-    return config::read_file(path);
+    return base::read_file(path);
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string(e.what()) + " (the TLS " + what + ")");
   }
@@ -141,7 +141,7 @@ std::string certificate_validity_problem(const std::vector<uint8_t>& certificate
 }
 
 std::string certificate_fingerprint(const std::vector<uint8_t>& certificate_der) {
-  return config::sha256_hex(std::string_view(reinterpret_cast<const char*>(certificate_der.data()),
+  return base::sha256_hex(std::string_view(reinterpret_cast<const char*>(certificate_der.data()),
                                              certificate_der.size()));
 }
 

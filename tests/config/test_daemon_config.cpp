@@ -14,13 +14,15 @@
 #include <functional>
 #include <string>
 
-#include "libs/config/config_error.h"
-#include "libs/config/daemon_config.h"
-#include "libs/config/safe_path.h"
-#include "libs/config/secret.h"
-#include "libs/config/systemd_notify.h"
+#include "libs/base/config_error.h"
+#include "libs/config/daemon/daemon_config.h"
+#include "libs/base/safe_path.h"
+#include "libs/base/secret.h"
+#include "libs/daemon/systemd_notify.h"
 
+using namespace ravnest;
 using namespace ravnest::config;
+using namespace ravnest::base;
 namespace fs = std::filesystem;
 
 namespace {
@@ -263,7 +265,7 @@ TEST_CASE("daemon config: a node's own TLS certificate and key go together", "[c
 TEST_CASE("secret file: read, trimmed, permissions reported", "[config][secret]") {
   ScratchDir dir;
   bool open = true;
-  CHECK(read_secret(write(dir.path / "s1", "hunter2\n").string(), &open) == "hunter2");
+  CHECK(base::read_secret(write(dir.path / "s1", "hunter2\n").string(), &open) == "hunter2");
   CHECK_FALSE(open);
   CHECK(read_secret(write(dir.path / "s2", "abc def\r\n\n").string()) == "abc def");
   CHECK(read_secret(write(dir.path / "s3", "no newline", 0644).string(), &open) == "no newline");
@@ -283,7 +285,7 @@ TEST_CASE("secret file: read, trimmed, permissions reported", "[config][secret]"
 }
 
 TEST_CASE("secrets compare equal only when equal", "[config][secret]") {
-  CHECK(secrets_equal("", ""));
+  CHECK(base::secrets_equal("", ""));
   CHECK(secrets_equal("hunter2", "hunter2"));
   CHECK_FALSE(secrets_equal("hunter2", "hunter3"));
   CHECK_FALSE(secrets_equal("hunter2", "Hunter2"));
@@ -297,7 +299,7 @@ TEST_CASE("secrets compare equal only when equal", "[config][secret]") {
 
 TEST_CASE("child_path accepts plain file names only", "[config][path]") {
   const fs::path dir = "/var/lib/ravnest";
-  CHECK(child_path(dir, "model.pt") == fs::path("/var/lib/ravnest/model.pt"));
+  CHECK(base::child_path(dir, "model.pt") == fs::path("/var/lib/ravnest/model.pt"));
   CHECK(child_path(dir, "node_3-step_100.ckpt") == dir / "node_3-step_100.ckpt");
   CHECK(child_path(dir, "a..b") == dir / "a..b");
   CHECK(child_path(dir, std::string(200, 'x')) == dir / std::string(200, 'x'));
@@ -307,7 +309,7 @@ TEST_CASE("child_path accepts plain file names only", "[config][path]") {
                            "a:b", "~root", "$HOME", "data (1).csv", "\xf0\x9f\x93\x88.csv"}) {
     INFO("name: " << name);
     CHECK(child_path(dir, name) == dir / name);
-    CHECK(is_plain_file_name(name));
+    CHECK(base::is_plain_file_name(name));
   }
   const char* refused[] = {"",          ".",          "..",          "../etc/passwd", "/etc/passwd",
                            "a/b",       ".hidden",    "a\\b",        "name\nnext",    "tab\tname",
@@ -316,7 +318,7 @@ TEST_CASE("child_path accepts plain file names only", "[config][path]") {
   for (const char* name : refused) {
     INFO("name: " << name);
     CHECK_THROWS_AS(child_path(dir, name), ConfigError);
-    CHECK_FALSE(is_plain_file_name(name));
+    CHECK_FALSE(base::is_plain_file_name(name));
   }
   CHECK_THROWS_AS(child_path(dir, std::string(201, 'x')), ConfigError);
   CHECK_THROWS_AS(child_path(dir, std::string("a\0b", 3)), ConfigError);
@@ -333,7 +335,7 @@ TEST_CASE("child_path accepts plain file names only", "[config][path]") {
 
 TEST_CASE("child_relative_path accepts plain names joined by '/' only", "[config][path]") {
   const fs::path dir = "/var/lib/ravnest/datasets";
-  CHECK(child_relative_path(dir, "d.csv") == dir / "d.csv");
+  CHECK(base::child_relative_path(dir, "d.csv") == dir / "d.csv");
   CHECK(child_relative_path(dir, "ab12/MNIST/raw/train-images-idx3-ubyte") ==
         dir / "ab12" / "MNIST" / "raw" / "train-images-idx3-ubyte");
   for (const char* path : {"", "/etc/passwd", "a//b", "a/", "a/../../etc", "../a", "a/.hidden",
@@ -350,7 +352,7 @@ TEST_CASE("create_directories_within: real directories only, nothing made throug
   ScratchDir scratch;
   const fs::path data = scratch.path / "data";
   fs::create_directories(data);
-  create_directories_within(data, data / "checkpoints" / "abc" / "kept");
+  base::create_directories_within(data, data / "checkpoints" / "abc" / "kept");
   CHECK(fs::is_directory(data / "checkpoints" / "abc" / "kept"));
   create_directories_within(data, data / "checkpoints");  // there already: fine
   CHECK_THROWS_AS(create_directories_within(data, data), ConfigError);  // nothing under it

@@ -9,15 +9,17 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/config_error.h"
-#include "libs/config/daemon_config.h"
-#include "libs/config/job_spec.h"
-#include "libs/config/node_metadata.h"
-#include "libs/config/node_pool.h"
+#include "libs/base/atomic_file.h"
+#include "libs/base/config_error.h"
+#include "libs/config/daemon/daemon_config.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/config/pool/node_pool.h"
 #include "tests/support/test_env.h"
 
+using namespace ravnest;
 using namespace ravnest::config;
+using namespace ravnest::base;
 namespace fs = std::filesystem;
 
 namespace {
@@ -49,7 +51,7 @@ std::string refusal(const std::function<void()>& parse) {
 // The same for the text of a file.
 std::string refusal(const fs::path& file, const std::function<void(const std::string&)>& parse) {
   INFO(file.string());
-  const std::string text = read_file(file.string());
+  const std::string text = base::read_file(file.string());
   return refusal([&] { parse(text); });
 }
 

@@ -1,4 +1,4 @@
-// Job files (libs/config/job_spec.h): every field read, every default, every error one line
+// Job files (libs/config/job/job_spec.h): every field read, every default, every error one line
 // naming the file and the field.
 #include <catch2/catch.hpp>
 
@@ -9,13 +9,14 @@
 
 #include <unistd.h>
 
-#include "libs/config/config_error.h"
-#include "libs/config/job_files.h"
-#include "libs/config/job_plan_check.h"
-#include "libs/config/job_spec.h"
-#include "libs/config/prediction_job.h"
+#include "libs/base/config_error.h"
+#include "libs/config/job/job_files.h"
+#include "libs/config/job/job_plan_check.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/job/prediction_job.h"
 
 using namespace ravnest::config;
+using namespace ravnest::base;
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libs/config/byte_size.h, memory_budget.h and memory_checks.h: sizes as written, the memory
+// libs/base/byte_size.h, memory_budget.h and memory_checks.h: sizes as written, the memory
 // cgroup's files of both versions as the kernel writes them (fixtures, and fake trees in a
 // temporary directory), the budget's choice, the check at push and the warning's state machine.
 #include <catch2/catch.hpp>
@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <string>
 
-#include "libs/config/byte_size.h"
-#include "libs/config/memory_budget.h"
-#include "libs/config/memory_checks.h"
+#include "libs/base/byte_size.h"
+#include "libs/config/daemon/memory_budget.h"
+#include "libs/config/daemon/memory_checks.h"
 #include "tests/support/test_env.h"
 
+using namespace ravnest;
 using namespace ravnest::config;
+using namespace ravnest::base;
 namespace fs = std::filesystem;
 
 namespace {
@@ -47,7 +49,7 @@ struct FakeTree {
 
 TEST_CASE("byte sizes: read with units of both powers, written in powers of 1000",
           "[config][memory]") {
-  CHECK(parse_byte_size("629145600") == 629145600);
+  CHECK(base::parse_byte_size("629145600") == 629145600);
   CHECK(parse_byte_size("600MiB") == 600LL << 20);
   CHECK(parse_byte_size("600 mib") == 600LL << 20);
   CHECK(parse_byte_size("1.4GB") == 1400000000);
@@ -71,7 +73,7 @@ TEST_CASE("byte sizes: read with units of both powers, written in powers of 1000
     CHECK_FALSE(parse_byte_size(bad, &why));
     CHECK(why.find("is not a size") == 0);
   }
-  CHECK(format_bytes(0) == "0 B");
+  CHECK(base::format_bytes(0) == "0 B");
   CHECK(format_bytes(950) == "950 B");
   CHECK(format_bytes(652000000) == "652 MB");
   CHECK(format_bytes(629145600) == "629 MB");
@@ -273,7 +275,7 @@ TEST_CASE("the budget: the smallest of memory_limit, the cgroup's limit and MemT
   v1.usage_bytes = 500;
   v1.inactive_file_bytes = 100;
   v1.peak_bytes = 550;
-  ProcessMemory process;
+  base::ProcessMemory process;
   process.resident_bytes = 300;
   process.peak_resident_bytes = 350;
   auto use = memory_use(choose_budget(0, v1, 1000), v1, process);

@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/config_error.h"
-#include "libs/config/node_metadata.h"
+#include "libs/base/atomic_file.h"
+#include "libs/base/config_error.h"
+#include "libs/config/plan/node_metadata.h"
 
+using namespace ravnest;
 using namespace ravnest::config;
+using namespace ravnest::base;
 
 namespace {
 
@@ -309,10 +311,10 @@ TEST_CASE("files are written atomically and read back", "[metadata][atomic_file]
   const std::string dir = temp_dir();
   const std::string path = dir + "/node_4.json";
   const NodeMetadata m = full_metadata();
-  write_file_atomically(path, to_json(m));
+  base::write_file_atomically(path, to_json(m));
   require_equal(m, load_node_metadata(path));
   write_file_atomically(path, "replaced");
-  CHECK(read_file(path) == "replaced");
+  CHECK(base::read_file(path) == "replaced");
   CHECK(list_dir(dir) == std::vector<std::string>{"node_4.json"});  // no temporaries left
 
   const std::string binary("a\0b\xff", 4);
@@ -324,11 +326,11 @@ TEST_CASE("files are written atomically and read back", "[metadata][atomic_file]
 
 TEST_CASE("a failed write throws, names the path and leaves nothing behind", "[atomic_file]") {
   const std::string dir = temp_dir();
-  CHECK_THROWS_WITH(write_file_atomically(dir + "/no/such/dir/file", "x"),
+  CHECK_THROWS_WITH(base::write_file_atomically(dir + "/no/such/dir/file", "x"),
                     Catch::Contains(dir + "/no/such/dir/file: cannot write"));
   // Renaming over a directory fails after the temporary was written: it must be removed.
   const std::string target = dir + "/occupied";
-  write_file_atomically(dir + "/occupied_probe", "x");
+  base::write_file_atomically(dir + "/occupied_probe", "x");
   REQUIRE(::mkdir(target.c_str(), 0755) == 0);
   write_file_atomically(target + "/inner", "y");  // non-empty, so rename(2) cannot replace it
   CHECK_THROWS_WITH(write_file_atomically(target, "z"),
@@ -339,7 +341,7 @@ TEST_CASE("a failed write throws, names the path and leaves nothing behind", "[a
 }
 
 TEST_CASE("read_file names unreadable paths", "[atomic_file]") {
-  CHECK_THROWS_WITH(read_file("/nonexistent/ravnest/x.json"),
+  CHECK_THROWS_WITH(base::read_file("/nonexistent/ravnest/x.json"),
                     "/nonexistent/ravnest/x.json: cannot read: No such file or directory");
   CHECK_THROWS_AS(load_node_metadata("/nonexistent/ravnest/x.json"), ConfigError);
 }

@@ -7,11 +7,11 @@
 #include <fstream>
 #include <string>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/config_error.h"
-#include "libs/config/node_pool.h"
+#include "libs/base/atomic_file.h"
+#include "libs/base/config_error.h"
+#include "libs/config/pool/node_pool.h"
 
-using ravnest::config::ConfigError;
+using ravnest::base::ConfigError;
 using ravnest::config::load_node_pool;
 using ravnest::config::NodeConfig;
 using ravnest::config::parse_node_pool;
@@ -245,14 +245,14 @@ TEST_CASE("TOML errors name the file and field too", "[node_pool][errors]") {
 
 TEST_CASE("load_node_pool reads by extension and names unreadable files", "[node_pool]") {
   const std::string dir = temp_dir();
-  ravnest::config::write_file_atomically(
+  ravnest::base::write_file_atomically(
       dir + "/pool.TOML", "[4]\nIP = \"h:4\"\nbenchmarks = { ram = 2, bandwidth = 3 }\n");
   const auto pool = load_node_pool(dir + "/pool.TOML");
   REQUIRE(pool.size() == 1);
   CHECK(pool[0].id == 4);
 
   // Anything that is not .toml is read as JSON.
-  ravnest::config::write_file_atomically(
+  ravnest::base::write_file_atomically(
       dir + "/pool.conf", R"({"5": {"IP": "h:5", "benchmarks": {"ram": 2, "bandwidth": 3}}})");
   CHECK(load_node_pool(dir + "/pool.conf")[0].id == 5);
 

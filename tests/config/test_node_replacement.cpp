@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "libs/config/checkpoint_keeper.h"
-#include "libs/config/node_replacement.h"
+#include "libs/config/plan/checkpoint_keeper.h"
+#include "libs/config/plan/node_replacement.h"
 
 using namespace ravnest::config;
 

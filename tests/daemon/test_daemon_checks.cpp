@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/node_metadata.h"
-#include "libs/config/sha256.h"
-#include "libs/daemon/bench_request.h"
-#include "libs/daemon/checkpoint_names.h"
-#include "libs/daemon/node_store.h"
-#include "libs/daemon/ring_mailbox.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/base/sha256.h"
+#include "libs/daemon/rings/bench_request.h"
+#include "libs/store/checkpoint_names.h"
+#include "libs/store/node_store.h"
+#include "libs/daemon/rings/ring_mailbox.h"
 #include "tests/support/test_env.h"
 
 using namespace ravnest;
@@ -47,14 +47,14 @@ std::string metadata_json(const std::string& name, const std::string& sha) {
 
 TEST_CASE("daemon checks: a pushed stage's checksum and name are shown escaped", "[daemon]") {
   test::TempDir dir;
-  runtime::NodeStore store(dir.path(), "node_0");
-  const std::string sha = config::sha256_hex("stage");
+  store::NodeStore store(dir.path(), "node_0");
+  const std::string sha = base::sha256_hex("stage");
   // Found by rpc_params: the expected checksum, as the peer sent it, went into the message raw.
   CHECK(error_of([&] { store.store_stage(metadata_json("node_0", sha), "stage", "ab\ncd"); }) ==
         "stage checksum mismatch: received bytes hash to " + sha + ", expected ab\\x0acd");
   // Issue 28's probe: bytes that match the checksum sent but not the metadata's printed the
   // same hash twice.
-  const std::string other = config::sha256_hex("other");
+  const std::string other = base::sha256_hex("other");
   CHECK(error_of([&] { store.store_stage(metadata_json("node_0", other), "stage", sha); }) ==
         "stage checksum mismatch: the stage sent hashes to " + sha +
             ", the pushed metadata's stage_sha256 is " + other +
@@ -69,8 +69,8 @@ TEST_CASE("daemon checks: a pushed stage's checksum and name are shown escaped",
 TEST_CASE("daemon checks: what is wrong with a stored stage is one line naming the file",
           "[daemon]") {
   test::TempDir dir;
-  runtime::NodeStore store(dir.path(), "node_0");
-  const std::string sha = config::sha256_hex("stage");
+  store::NodeStore store(dir.path(), "node_0");
+  const std::string sha = base::sha256_hex("stage");
   CHECK(store.stage_problem().empty());  // no stage
   store.store_stage(metadata_json("node_0", sha), "stage", sha);
   CHECK(store.stage_problem().empty());
@@ -94,8 +94,8 @@ TEST_CASE("daemon checks: what is wrong with a stored stage is one line naming t
 
 TEST_CASE("daemon checks: shipped file names stay under datasets/", "[daemon]") {
   test::TempDir dir;
-  runtime::NodeStore store(dir.path(), "node_0");
-  const std::string bundle = config::sha256_hex("b");
+  store::NodeStore store(dir.path(), "node_0");
+  const std::string bundle = base::sha256_hex("b");
   const auto [where, file] = store.shipped_file(bundle + "/MNIST/raw/t.gz");
   CHECK(where == store.dataset_dir() / bundle / "MNIST" / "raw");
   CHECK(file == "t.gz");
@@ -109,7 +109,7 @@ TEST_CASE("daemon checks: shipped file names stay under datasets/", "[daemon]") 
 
 TEST_CASE("daemon checks: an empty ring segment is taken without copying", "[daemon]") {
   // Found by rpc_params: memcpy from an empty segment into a null buffer (undefined behaviour).
-  runtime::RingMailbox mailbox;
+  daemon::RingMailbox mailbox;
   bool released = false;
   mailbox.deposit_borrowed({1, 2, 3, 4}, nullptr, 0, [&] { released = true; });
   mailbox.take({1, 2, 3, 4}, nullptr, 0, [] { throw std::runtime_error("gone"); });
@@ -122,32 +122,32 @@ TEST_CASE("daemon checks: an empty ring segment is taken without copying", "[dae
 }
 
 TEST_CASE("daemon checks: a benchmark request is bounded", "[daemon]") {
-  runtime::check_bench_request(2, 1, 64 << 20, 5);
-  CHECK(error_of([] { runtime::check_bench_request(0, 0, 8, 1); }) ==
+  daemon::check_bench_request(2, 1, 64 << 20, 5);
+  CHECK(error_of([] { daemon::check_bench_request(0, 0, 8, 1); }) ==
         "benchAllReduce: 0 peers, expected 1 to 256");
-  CHECK(error_of([] { runtime::check_bench_request(2, 2, 8, 1); }) ==
+  CHECK(error_of([] { daemon::check_bench_request(2, 2, 8, 1); }) ==
         "benchAllReduce: position 2 outside the 2 peers");
   // A peer decided the size of the tensor the daemon fills: 2^62 bytes was tried.
-  CHECK(error_of([] { runtime::check_bench_request(2, 0, uint64_t{1} << 62, 1); }) ==
+  CHECK(error_of([] { daemon::check_bench_request(2, 0, uint64_t{1} << 62, 1); }) ==
         "benchAllReduce: 4611686018427387904 bytes, at most 1073741824");
-  CHECK(error_of([] { runtime::check_bench_request(2, 0, 8, 100000); }) ==
+  CHECK(error_of([] { daemon::check_bench_request(2, 0, 8, 100000); }) ==
         "benchAllReduce: 100000 repetitions, at most 1000");
 }
 
 TEST_CASE("daemon checks: checkpoint names from the wire", "[daemon]") {
-  runtime::check_identity("0123456789abcdef");
+  store::check_identity("0123456789abcdef");
   for (const std::string& bad : std::vector<std::string>{"", "0123456", "0123456789ABCDEF",
                                                         "../../../etc", std::string(65, 'a')}) {
     INFO(bad);
-    CHECK(error_of([&] { runtime::check_identity(bad); }) ==
+    CHECK(error_of([&] { store::check_identity(bad); }) ==
           "a job identity is 8 to 64 lowercase hex characters");
   }
-  CHECK(runtime::checkpoint_file("/c", "0123abcd", 12) == "/c/0123abcd/update_12.pt");
-  CHECK(runtime::kept_checkpoint_dir("/c", "0123abcd", 1, 2) == "/c/0123abcd/kept/1_2");
-  error_of([] { runtime::kept_checkpoint_dir("/c", "0123abcd", -1, 0); });
+  CHECK(store::checkpoint_file("/c", "0123abcd", 12) == "/c/0123abcd/update_12.pt");
+  CHECK(store::kept_checkpoint_dir("/c", "0123abcd", 1, 2) == "/c/0123abcd/kept/1_2");
+  error_of([] { store::kept_checkpoint_dir("/c", "0123abcd", -1, 0); });
   uint64_t n = 0;
-  CHECK(runtime::parse_checkpoint_file_name("update_9999999999999999999.pt", &n));
+  CHECK(store::parse_checkpoint_file_name("update_9999999999999999999.pt", &n));
   CHECK(n == 9999999999999999999ull);
-  CHECK_FALSE(runtime::parse_checkpoint_file_name("update_99999999999999999999.pt", &n));
-  CHECK_FALSE(runtime::parse_checkpoint_file_name("update_.pt", &n));
+  CHECK_FALSE(store::parse_checkpoint_file_name("update_99999999999999999999.pt", &n));
+  CHECK_FALSE(store::parse_checkpoint_file_name("update_.pt", &n));
 }

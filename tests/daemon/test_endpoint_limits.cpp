@@ -4,7 +4,7 @@
 #include <capnp/capability.h>
 #include <capnp/schema.h>
 
-#include "libs/daemon/endpoint_limits.h"
+#include "libs/daemon/rpc/endpoint_limits.h"
 #include "schemas/ravnest.capnp.h"
 
 using namespace ravnest;
@@ -22,7 +22,7 @@ TEST_CASE("endpoint limits: every kind of message a daemon reads, from [limits]"
   limits.min_bytes_per_second = 1000;
   limits.handshake_seconds = 3;
   limits.authenticate_seconds = 4;
-  const auto options = runtime::endpoint_options(limits);
+  const auto options = daemon::endpoint_options(limits);
   const auto& calls = options.limits.calls;
   const uint64_t node = capnp::typeId<schema::Node>();
   auto limit_of = [&](uint64_t interface_id, uint16_t method) -> uint64_t {

@@ -1,4 +1,4 @@
-// SharedSegments (libs/daemon/shared_segments.h): what a receiver accepts of a sender's offer of
+// SharedSegments (libs/daemon/rings/shared_segments.h): what a receiver accepts of a sender's offer of
 // shared memory, and what it refuses. The rings that use it are tested on daemons
 // (test_data_parallel).
 #include <catch2/catch.hpp>
@@ -11,9 +11,10 @@
 #include <cstring>
 #include <string>
 
-#include "libs/daemon/shared_segments.h"
+#include "libs/daemon/rings/shared_segments.h"
 
-using namespace ravnest::runtime;
+using namespace ravnest;
+using namespace ravnest::daemon;
 
 namespace {
 
@@ -26,7 +27,7 @@ std::shared_ptr<const SharedSegmentsReader> open_offer(const SharedSegmentsOffer
 }  // namespace
 
 TEST_CASE("shared segments: the receiver reads what the sender wrote, in every slot") {
-  SharedSegmentsWriter writer(2, 4096);
+  daemon::SharedSegmentsWriter writer(2, 4096);
   std::string refusal;
   auto reader = open_offer(writer.offer(), refusal);
   INFO(refusal);
@@ -47,7 +48,7 @@ TEST_CASE("shared segments: the receiver reads what the sender wrote, in every s
 TEST_CASE("shared segments: the mapping outlives the sender's memory") {
   std::shared_ptr<const SharedSegmentsReader> reader;
   {
-    SharedSegmentsWriter writer(1, 4096);
+    daemon::SharedSegmentsWriter writer(1, 4096);
     std::memset(writer.slot(0), 7, 4096);
     std::string refusal;
     reader = open_offer(writer.offer(), refusal);
@@ -66,7 +67,7 @@ TEST_CASE("shared segments: another process's offer is accepted through /proc") 
   if (child == 0) {
     close(pipe_fds[0]);
     close(go_fds[1]);
-    SharedSegmentsWriter writer(2, 8192);
+    daemon::SharedSegmentsWriter writer(2, 8192);
     std::memset(writer.slot(1), 42, 8192);
     const auto& offer = writer.offer();
     const std::string line = std::to_string(offer.pid) + " " + std::to_string(offer.fd) + " ";
@@ -84,7 +85,7 @@ TEST_CASE("shared segments: another process's offer is accepted through /proc") 
   ssize_t n;
   while ((n = read(pipe_fds[0], buffer, sizeof buffer)) > 0) received.append(buffer, n);
   close(pipe_fds[0]);
-  SharedSegmentsOffer offer;
+  daemon::SharedSegmentsOffer offer;
   const auto first = received.find(' '), second = received.find(' ', first + 1);
   REQUIRE(second != std::string::npos);
   offer.pid = static_cast<uint32_t>(std::stoul(received.substr(0, first)));
@@ -106,7 +107,7 @@ TEST_CASE("shared segments: another process's offer is accepted through /proc") 
 }
 
 TEST_CASE("shared segments: offers that are not the sender's sealed memory are refused") {
-  SharedSegmentsWriter writer(2, 4096);
+  daemon::SharedSegmentsWriter writer(2, 4096);
   std::string refusal;
 
   SECTION("another nonce (the same path names another file on another host)") {
@@ -165,10 +166,10 @@ TEST_CASE("shared segments: offers that are not the sender's sealed memory are r
     auto offer = writer.offer();
     offer.slots = 0;
     CHECK(open_offer(offer, refusal) == nullptr);
-    offer.slots = kMaxSharedSlots + 1;
+    offer.slots = daemon::kMaxSharedSlots + 1;
     CHECK(open_offer(offer, refusal) == nullptr);
     offer.slots = 2;
-    offer.slot_bytes = kMaxSharedBytes;
+    offer.slot_bytes = daemon::kMaxSharedBytes;
     CHECK(open_offer(offer, refusal) == nullptr);
     offer.slot_bytes = uint64_t{1} << 62;  // slots * slot_bytes would wrap around
     CHECK(open_offer(offer, refusal) == nullptr);

@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "libs/config/atomic_file.h"
+#include "libs/base/atomic_file.h"
 #include "libs/data/dataset.h"
 #include "tests/support/test_env.h"
 
@@ -62,7 +62,7 @@ TEST_CASE("fuzz regressions: MNIST and CSV", "[fuzz]") {
   test::TempDir tmp;
   // The fuzz input holds both idx files: the labels' length (2 bytes), the labels, the images.
   const std::string input =
-      config::read_file((corpus("dataset_mnist") / "regression-dims-wrap-64-bits").string());
+      base::read_file((corpus("dataset_mnist") / "regression-dims-wrap-64-bits").string());
   const size_t labels = static_cast<unsigned char>(input[0]) | (static_cast<unsigned char>(input[1]) << 8);
   test::write_text(tmp / "train-labels-idx1-ubyte", input.substr(2, labels));
   test::write_text(tmp / "train-images-idx3-ubyte", input.substr(2 + labels));

@@ -14,8 +14,8 @@
 
 #include <ATen/ATen.h>
 
-#include "libs/config/config_error.h"
-#include "libs/config/job_spec.h"
+#include "libs/base/config_error.h"
+#include "libs/config/job/job_spec.h"
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
 #include "libs/data/dataset_files.h"
@@ -214,7 +214,7 @@ TEST_CASE("load_dataset: the job's CSV, the validation split, num_classes") {
   spec.num_classes = 1;
   CHECK(contains(error_of([&] { data::load_dataset(spec, Split::kTrain); }), "label 1 is out of range [0, 1)"));
   spec.validation = {};
-  CHECK_THROWS_AS(data::load_dataset(spec, Split::kValidation), config::ConfigError);
+  CHECK_THROWS_AS(data::load_dataset(spec, Split::kValidation), base::ConfigError);
 }
 
 TEST_CASE("MNIST idx: directory or images file, plain or gzip") {

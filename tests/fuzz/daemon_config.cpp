@@ -2,8 +2,8 @@
 // one line. A file that parses, given a node, passes validate_daemon_config.
 #include <cstdint>
 
-#include "libs/config/config_error.h"
-#include "libs/config/daemon_config.h"
+#include "libs/base/config_error.h"
+#include "libs/config/daemon/daemon_config.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     config = ravnest::config::parse_daemon_config(ravnest::fuzz::text_of(data, size),
                                                   "ravnestd.toml");
-  } catch (const ravnest::config::ConfigError& e) {
+  } catch (const ravnest::base::ConfigError& e) {
     ravnest::fuzz::check_one_line(e.what());
     return 0;
   }

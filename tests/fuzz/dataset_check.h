@@ -11,8 +11,8 @@
 
 #include <ATen/ATen.h>
 
-#include "libs/config/config_error.h"
-#include "libs/config/job_spec.h"
+#include "libs/base/config_error.h"
+#include "libs/config/job/job_spec.h"
 #include "libs/data/dataset.h"
 #include "tests/fuzz/fuzz_support.h"
 

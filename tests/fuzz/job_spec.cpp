@@ -5,11 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "libs/config/config_error.h"
-#include "libs/config/job_spec.h"
+#include "libs/base/config_error.h"
+#include "libs/config/job/job_spec.h"
 #include "tests/fuzz/fuzz_support.h"
 
 using namespace ravnest::config;
+using namespace ravnest::base;
 
 namespace {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/node_metadata.h"
-#include "libs/config/sha256.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/base/sha256.h"
 #include "libs/wire/node_report_codec.h"
 #include "schemas/ravnest.capnp.h"
 
@@ -61,7 +61,7 @@ std::string metadata_json() {
   m.pipeline = {0};
   m.addresses = {{0, m.address}};
   m.stage_file = "stages/node_0.pt";
-  m.stage_sha256 = config::sha256_hex("stage");
+  m.stage_sha256 = base::sha256_hex("stage");
   return config::to_json(m);
 }
 
@@ -87,7 +87,7 @@ void rpc_params() {
     auto p = m.initRoot<Node::PushStageParams>();
     p.setMetadataJson(metadata_json());
     p.setSize(5);
-    p.setSha256(config::sha256_hex("stage"));
+    p.setSha256(base::sha256_hex("stage"));
   });
   // A finding kept as a regression: a checksum with a line break was echoed raw into the log.
   write("rpc_params", "regression-sha256-line-break", 0, [](capnp::MessageBuilder& m) {
@@ -96,12 +96,12 @@ void rpc_params() {
     p.setSize(5);
     p.setSha256("0123\nrefused 10.0.0.1: forged log line");
   });
-  const std::string bundle = config::sha256_hex("bundle");
+  const std::string bundle = base::sha256_hex("bundle");
   write("rpc_params", "push_file", 1, [&](capnp::MessageBuilder& m) {
     auto p = m.initRoot<Node::PushFileParams>();
     p.setName(bundle + "/MNIST/raw/train-images-idx3-ubyte");
     p.setSize(16);
-    p.setSha256(config::sha256_hex("x"));
+    p.setSha256(base::sha256_hex("x"));
   });
   write("rpc_params", "load_job", 2, [&](capnp::MessageBuilder& m) {
     auto p = m.initRoot<Node::LoadJobParams>();
@@ -159,7 +159,7 @@ void rpc_params() {
     p.setPosition(0);
     p.setUpdates(12);
     p.setSize(100);
-    p.setSha256(config::sha256_hex("c"));
+    p.setSha256(base::sha256_hex("c"));
   });
   write("rpc_params", "fetch_checkpoint", 10, [](capnp::MessageBuilder& m) {
     auto p = m.initRoot<Node::FetchCheckpointParams>();
@@ -174,7 +174,7 @@ void rpc_params() {
     s.has_stage = true;
     s.node_id = 1;
     s.role = "stem";
-    s.stage_sha256 = config::sha256_hex("stage");
+    s.stage_sha256 = base::sha256_hex("stage");
     s.job_id = 7;
     s.state = wire::NodeState::kTraining;
     s.epoch = 2;
@@ -198,7 +198,7 @@ void rpc_params() {
   write("rpc_params", "fetch_stage_results", 13, [](capnp::MessageBuilder& m) {
     auto r = m.initRoot<Node::FetchStageResults>();
     r.setSize(5);
-    r.setSha256(config::sha256_hex("stage"));
+    r.setSha256(base::sha256_hex("stage"));
     r.setMetadataJson(metadata_json());
   });
   write("rpc_params", "checkpoints_results", 14, [](capnp::MessageBuilder& m) {
@@ -208,7 +208,7 @@ void rpc_params() {
   write("rpc_params", "fetch_checkpoint_results", 15, [](capnp::MessageBuilder& m) {
     auto r = m.initRoot<Node::FetchCheckpointResults>();
     r.setSize(10);
-    r.setSha256(config::sha256_hex("checkpoint"));
+    r.setSha256(base::sha256_hex("checkpoint"));
   });
 }
 

@@ -6,12 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "libs/config/checkpoint_keeper.h"
-#include "libs/config/config_error.h"
-#include "libs/config/node_metadata.h"
+#include "libs/config/plan/checkpoint_keeper.h"
+#include "libs/base/config_error.h"
+#include "libs/config/plan/node_metadata.h"
 #include "tests/fuzz/fuzz_support.h"
 
 using namespace ravnest::config;
+using namespace ravnest::base;
 
 namespace {
 

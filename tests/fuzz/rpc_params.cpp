@@ -28,13 +28,13 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/job_spec.h"
-#include "libs/config/node_metadata.h"
-#include "libs/config/sha256.h"
-#include "libs/daemon/bench_request.h"
-#include "libs/daemon/checkpoint_names.h"
-#include "libs/daemon/node_store.h"
-#include "libs/daemon/ring_mailbox.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/base/sha256.h"
+#include "libs/daemon/rings/bench_request.h"
+#include "libs/store/checkpoint_names.h"
+#include "libs/store/node_store.h"
+#include "libs/daemon/rings/ring_mailbox.h"
 #include "libs/wire/node_report_codec.h"
 #include "schemas/ravnest.capnp.h"
 #include "tests/fuzz/fuzz_capnp.h"
@@ -79,13 +79,13 @@ struct Daemon {
     m.pipeline = {0};
     m.addresses = {{0, m.address}};
     m.stage_file = "stages/node_0.pt";
-    m.stage_sha256 = config::sha256_hex("stage");
+    m.stage_sha256 = base::sha256_hex("stage");
     store.store_stage(config::to_json(m), "stage", m.stage_sha256);
     metadata = store.metadata();
   }
-  runtime::NodeStore store;
+  store::NodeStore store;
   config::NodeMetadata metadata;
-  runtime::RingMailbox mailbox;
+  daemon::RingMailbox mailbox;
 };
 
 Daemon& daemon() {
@@ -98,9 +98,9 @@ fs::path checkpoint_place(const std::string& identity, int cluster, int position
   const auto dir = daemon().store.checkpoints_dir();
   const auto& self = daemon().metadata;
   if (cluster < 0 || (self.cluster == cluster && self.position == position)) {
-    return runtime::checkpoint_file(dir, identity, 0).parent_path();
+    return store::checkpoint_file(dir, identity, 0).parent_path();
   }
-  return runtime::kept_checkpoint_dir(dir, identity, cluster, position);
+  return store::kept_checkpoint_dir(dir, identity, cluster, position);
 }
 
 void decode(Message which, capnp::MessageReader& message) {
@@ -127,7 +127,7 @@ void decode(Message which, capnp::MessageReader& message) {
       const std::string identity = p.getIdentity();
       std::map<std::string, std::string> shipped;
       for (auto path : p.getShipped()) shipped[path.getField()] = path.getLocation();
-      if (!identity.empty()) runtime::check_identity(identity);
+      if (!identity.empty()) store::check_identity(identity);
       (void)p.getJobId();
       (void)p.getResumeFrom();
       const auto job = config::parse_job(p.getJobToml(), "job");
@@ -157,7 +157,7 @@ void decode(Message which, capnp::MessageReader& message) {
       // expects (here: the one sent, or 64 bytes when the round is odd).
       auto p = message.getRoot<schema::RingSink::SegmentParams>();
       auto data = p.getData();
-      const runtime::RingMailbox::Key key{0, p.getRound(), p.getStep(), p.getSegment()};
+      const daemon::RingMailbox::Key key{0, p.getRound(), p.getStep(), p.getSegment()};
       bool released = false;
       d.mailbox.deposit_borrowed(key, data.begin(), data.size(), [&released] { released = true; });
       const size_t expected = key.round % 2 ? 64 : data.size();
@@ -180,7 +180,7 @@ void decode(Message which, capnp::MessageReader& message) {
     }
     case kBenchAllReduce: {
       auto p = message.getRoot<Node::BenchAllReduceParams>();
-      runtime::check_bench_request(p.getPeers().size(), p.getPosition(), p.getBytes(),
+      daemon::check_bench_request(p.getPeers().size(), p.getPosition(), p.getBytes(),
                                    p.getRepetitions());
       for (auto peer : p.getPeers()) (void)std::string(peer);
       break;
@@ -193,7 +193,7 @@ void decode(Message which, capnp::MessageReader& message) {
     case kStoreCheckpoint: {
       auto p = message.getRoot<Node::StoreCheckpointParams>();
       const auto dir = checkpoint_place(p.getIdentity(), p.getCluster(), p.getPosition());
-      const auto file = dir / runtime::checkpoint_file_name(p.getUpdates());
+      const auto file = dir / store::checkpoint_file_name(p.getUpdates());
       if (file.string().rfind(d.store.checkpoints_dir().string() + "/", 0) != 0) std::abort();
       (void)p.getSize();
       (void)std::string(p.getSha256());
@@ -202,7 +202,7 @@ void decode(Message which, capnp::MessageReader& message) {
     case kFetchCheckpoint: {
       auto p = message.getRoot<Node::FetchCheckpointParams>();
       const auto dir = checkpoint_place(p.getIdentity(), p.getCluster(), p.getPosition());
-      (void)(dir / runtime::checkpoint_file_name(p.getUpdates()));
+      (void)(dir / store::checkpoint_file_name(p.getUpdates()));
       break;
     }
     case kStatusResults: {

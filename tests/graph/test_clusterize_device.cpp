@@ -8,8 +8,8 @@
 #include <set>
 #include <string>
 
-#include "libs/config/config_error.h"
-#include "libs/config/node_metadata.h"
+#include "libs/base/config_error.h"
+#include "libs/config/plan/node_metadata.h"
 #include "libs/graph/clusterize.h"
 #include "libs/planner/cluster_plan.h"
 #include "tests/support/test_env.h"
@@ -95,7 +95,7 @@ TEST_CASE("clusterize --device cuda plans each node's smaller memory, host or ca
     try {
       graph::clusterize(options, quiet);
       FAIL("a plan was made");
-    } catch (const config::ConfigError& e) {
+    } catch (const base::ConfigError& e) {
       CHECK(std::string(e.what()) == (dir / "pool.json").string() +
                                          ": node \"0\": benchmarks.gpu_memory (GB) is needed to "
                                          "plan for --device cuda");

@@ -14,7 +14,7 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/serialization/import.h>
 
-#include "libs/config/node_metadata.h"
+#include "libs/config/plan/node_metadata.h"
 #include "libs/graph/fuse.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_writer.h"
@@ -72,9 +72,9 @@ void train_stage(const fs::path& path, double delta = 1.0,
   module.save(path.string());
 }
 
-std::vector<runtime::StageFile> stage_files(const std::vector<config::NodeMetadata>& metadata,
+std::vector<graph::StageFile> stage_files(const std::vector<config::NodeMetadata>& metadata,
                                             const fs::path& dir) {
-  std::vector<runtime::StageFile> out;
+  std::vector<graph::StageFile> out;
   for (const auto& meta : metadata) out.push_back({meta, (dir / meta.stage_file).string(), ""});
   return out;
 }
@@ -105,11 +105,11 @@ std::vector<std::string> files_in(const fs::path& dir) {
   return names;
 }
 
-std::string fuse_error(const std::string& model, const std::vector<runtime::StageFile>& stages,
+std::string fuse_error(const std::string& model, const std::vector<graph::StageFile>& stages,
                        const fs::path& out) {
   try {
-    runtime::fuse_stages(model_file(model), stages, out.string());
-  } catch (const runtime::FuseError& e) {
+    graph::fuse_stages(model_file(model), stages, out.string());
+  } catch (const graph::FuseError& e) {
     return e.what();
   }
   return "(no error)";
@@ -130,11 +130,11 @@ TEST_CASE("fuse: small_cnn in 1, 2 and 3 stages", "[fuse][python]") {
     auto metadata = cut("small_cnn", stages, dir.path());
     for (const auto& meta : metadata) train_stage(dir / meta.stage_file);
     // The plan directory's own files, as the CLI would find them.
-    auto files = runtime::cluster_stage_files(dir.path().string(), 0);
+    auto files = graph::cluster_stage_files(dir.path().string(), 0);
     REQUIRE(files.size() == stages);
     CHECK(files.front().metadata.position == 0);
     const fs::path out = dir / "trained";
-    auto result = runtime::fuse_stages(model_file("small_cnn"), files, out.string());
+    auto result = graph::fuse_stages(model_file("small_cnn"), files, out.string());
     CHECK(result.state_dict_path == (out / "trained_state_dict.pt").string());
     CHECK(result.model_path == (out / "model.pt").string());
     CHECK(result.shared_names == 0);
@@ -162,14 +162,14 @@ TEST_CASE("fuse: resnet18 in 3 stages, with BatchNorm buffers, from bytes", "[fu
     file.path.clear();
   }
   const fs::path out = dir / "trained";
-  auto result = runtime::fuse_stages(model_file("resnet18"), files, out.string());
+  auto result = graph::fuse_stages(model_file("resnet18"), files, out.string());
   CHECK(result.tensors == 122);
   CHECK(result.elements > 11000000);
   check_with_python("resnet18", out, "1");
 
   // A second fuse into the same directory replaces the files, atomically.
   train_stage(dir / metadata[1].stage_file);
-  auto again = runtime::fuse_stages(model_file("resnet18"), stage_files(metadata, dir.path()),
+  auto again = graph::fuse_stages(model_file("resnet18"), stage_files(metadata, dir.path()),
                                     out.string());
   CHECK(again.tensors == 122);
   CHECK(files_in(out) == kOutputFiles);
@@ -188,7 +188,7 @@ TEST_CASE("fuse: tied weights split across stages stay one tensor", "[fuse][pyth
   for (const auto& meta : metadata) train_stage(dir / meta.stage_file);
   const fs::path out = dir / "trained";
   auto result =
-      runtime::fuse_stages(model_file("tied"), stage_files(metadata, dir.path()), out.string());
+      graph::fuse_stages(model_file("tied"), stage_files(metadata, dir.path()), out.string());
   CHECK(result.max_shared_difference == 0);
   check_with_python("tied", out, "1");
 
@@ -199,7 +199,7 @@ TEST_CASE("fuse: tied weights split across stages stay one tensor", "[fuse][pyth
 
   // The same, with the two copies different within the tolerance: accepted, first copy taken.
   train_stage(dir / metadata[1].stage_file, 5e-7);
-  auto close = runtime::fuse_stages(model_file("tied"), stage_files(metadata, dir.path()),
+  auto close = graph::fuse_stages(model_file("tied"), stage_files(metadata, dir.path()),
                                     (dir / "close").string());
   CHECK(close.max_shared_difference > 1e-7);
   CHECK(close.max_shared_difference < 1e-6);
@@ -212,7 +212,7 @@ TEST_CASE("fuse: a module used by two stages", "[fuse][python]") {
   for (const auto& meta : metadata) train_stage(dir / meta.stage_file);
   const fs::path out = dir / "trained";
   auto result =
-      runtime::fuse_stages(model_file("reused"), stage_files(metadata, dir.path()), out.string());
+      graph::fuse_stages(model_file("reused"), stage_files(metadata, dir.path()), out.string());
   CHECK(result.shared_names == 2);  // shared.weight, shared.bias
   check_with_python("reused", out, "1");
 }
@@ -250,7 +250,7 @@ TEST_CASE("stages: an LSTM's parameters live in the stage that runs it, aliased 
   CHECK(running == 1);
   for (const auto& meta : metadata) train_stage(dir / meta.stage_file);
   const fs::path out = dir / "trained";
-  runtime::fuse_stages(model_file("lstm"), stage_files(metadata, dir.path()), out.string());
+  graph::fuse_stages(model_file("lstm"), stage_files(metadata, dir.path()), out.string());
   check_with_python("lstm", out, "1");
 }
 
@@ -345,7 +345,7 @@ TEST_CASE("fuse: errors name what is wrong and write nothing", "[fuse]") {
     files[0].bytes = "not a zip file";
     CHECK(contains(fuse_error("small_cnn", files, out), "node_0 (stage bytes): cannot load"));
     CHECK(fuse_error("small_cnn", {}, out) == "fuse: no stage given");
-    CHECK_THROWS_AS(runtime::cluster_stage_files(dir.path().string(), 7), runtime::FuseError);
+    CHECK_THROWS_AS(graph::cluster_stage_files(dir.path().string(), 7), graph::FuseError);
   }
   CHECK(files_in(out).empty());
 }

@@ -10,17 +10,18 @@
 #include "apps/ravnest/memory_view.h"
 #include "apps/ravnest/progress_view.h"
 
-using namespace ravnest::runtime;
+using namespace ravnest;
+using namespace ravnest::cli;
 
 TEST_CASE("progress line: the epoch's batches when epochs divide the run", "[cli][progress]") {
-  TrainProgress p;
+  requester::TrainProgress p;
   p.cluster = 3;
   p.epochs = 2;
   p.total_batches = 24;
   p.batches = 13;
   p.loss = 0.5;
   p.elapsed_seconds = 13;
-  const auto line = progress_line(p, 12);
+  const auto line = cli::progress_line(p, 12);
   INFO(line);
   CHECK(line.rfind("cluster 3 epoch 2/2 [=>          ] 1/12 loss 0.5000", 0) == 0);
   CHECK(line.find("ETA 0:11") != std::string::npos);  // from the whole run: 11 batches left
@@ -49,7 +50,7 @@ TEST_CASE("progress line: the epoch's batches when epochs divide the run", "[cli
 
 TEST_CASE("status: a node's memory against its budget", "[cli][memory]") {
   ravnest::wire::NodeStatusData s;
-  CHECK(memory_line(s).empty());  // a daemon that reports no budget
+  CHECK(cli::memory_line(s).empty());  // a daemon that reports no budget
   s.memory_limit_bytes = 629145600;
   s.memory_limit_source = "cgroup memory.limit_in_bytes";
   s.memory_used_bytes = 412000000;
@@ -60,7 +61,7 @@ TEST_CASE("status: a node's memory against its budget", "[cli][memory]") {
 }
 
 TEST_CASE("loss report: table, SVG and malformed files", "[cli][losses]") {
-  auto a = parse_loss_history(0, "2.5\n1.5\n\n0.5\n", "3 0 0.7 0.8\n6 1 0.4 nan\n", "node_2");
+  auto a = cli::parse_loss_history(0, "2.5\n1.5\n\n0.5\n", "3 0 0.7 0.8\n6 1 0.4 nan\n", "node_2");
   REQUIRE(a.losses.size() == 3);
   REQUIRE(a.validation.size() == 2);
   CHECK(a.validation[1].updates == 6);
@@ -68,7 +69,7 @@ TEST_CASE("loss report: table, SVG and malformed files", "[cli][losses]") {
   CHECK(std::isnan(a.validation[1].accuracy));
   auto b = parse_loss_history(1, "", "", "node_5");
 
-  const auto table = loss_table({a, b});
+  const auto table = cli::loss_table({a, b});
   INFO(table);
   CHECK(table.find("0               3     2.5000     0.5000     0.5000       1.5000") != std::string::npos);
   CHECK(table.find("1               0          -") != std::string::npos);
@@ -77,7 +78,7 @@ TEST_CASE("loss report: table, SVG and malformed files", "[cli][losses]") {
   CHECK(table.find("cluster 0 validation after 6 updates (epoch 2): loss 0.4000\n") !=
         std::string::npos);
 
-  const auto svg = loss_svg({a, b}, "job <a&b>");
+  const auto svg = cli::loss_svg({a, b}, "job <a&b>");
   CHECK(svg.rfind("<svg ", 0) == 0);
   CHECK(svg.find("job &lt;a&amp;b&gt;") != std::string::npos);
   CHECK(svg.find("data-cluster=\"0\"") != std::string::npos);
@@ -99,7 +100,7 @@ TEST_CASE("loss report: table, SVG and malformed files", "[cli][losses]") {
 }
 
 TEST_CASE("dashboard state: plan, nodes, thinned curves, no NaN in JSON", "[cli][dashboard]") {
-  Plan plan;
+  requester::Plan plan;
   plan.dir = "node_data";
   for (int id = 0; id < 2; ++id) {
     ravnest::config::NodeMetadata m;
@@ -112,7 +113,7 @@ TEST_CASE("dashboard state: plan, nodes, thinned curves, no NaN in JSON", "[cli]
     m.returns_model_output = id == 1;
     plan.nodes.push_back(m);
   }
-  std::vector<NodeReport> reports(2);
+  std::vector<requester::NodeReport> reports(2);
   for (int i = 0; i < 2; ++i) {
     reports[i].node = plan.nodes[i];
     reports[i].reachable = i == 0;
@@ -125,11 +126,11 @@ TEST_CASE("dashboard state: plan, nodes, thinned curves, no NaN in JSON", "[cli]
   reports[0].status.busy_seconds = 1;
   reports[0].status.running_seconds = 4;
   reports[0].status.traffic[ravnest::wire::TrafficKind::kActivations].bytes_sent = 1000;
-  LossHistory h;
+  cli::LossHistory h;
   h.cluster = 0;
   for (int i = 0; i < 5000; ++i) h.losses.push_back(1.0 / (i + 1));
   h.validation.push_back({100, 0, 0.5, std::nan("")});
-  const auto state = dashboard_state(plan, reports, {h}, "job.toml", "[train]\n", 100);
+  const auto state = cli::dashboard_state(plan, reports, {h}, "job.toml", "[train]\n", 100);
   CHECK(state["plan"]["node_count"] == 2);
   CHECK(state["plan"]["clusters"][0]["nodes"][1]["role"] == "leaf");
   CHECK(state["nodes"][0]["state"] == "training");

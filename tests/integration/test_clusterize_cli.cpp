@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <map>
 
-#include "libs/config/node_metadata.h"
+#include "libs/config/plan/node_metadata.h"
 #include "ravnest_version.h"
 #include "tests/support/test_env.h"
 

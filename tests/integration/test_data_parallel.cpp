@@ -1,6 +1,6 @@
 // Data parallelism across clusters on real daemons: every cluster trains its own shard, the
 // nodes that hold the same parameters average them over the plan's rings. Compared with the
-// same training emulated in one process (runtime::train_reference_clusters).
+// same training emulated in one process (training::train_reference_clusters).
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -15,9 +15,9 @@
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
-#include "libs/config/job_spec.h"
-#include "libs/config/node_metadata.h"
-#include "libs/config/secret.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/base/secret.h"
 #include "libs/requester/requester.h"
 #include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
@@ -54,7 +54,7 @@ void train_and_compare(test::LocalCluster& cluster, int clusters, const std::str
   INFO(train.out << train.err);
   REQUIRE(train.exit_code == 0);
   auto reference =
-      runtime::train_reference_clusters(test::digits_model(), config::load_job(job_path.string()),
+      training::train_reference_clusters(test::digits_model(), config::load_job(job_path.string()),
                                         clusters, max_steps);
   for (int c = 0; c < clusters; ++c) {
     const auto out = cluster.dir() / ("trained_" + std::to_string(c));
@@ -69,7 +69,7 @@ void train_and_compare(test::LocalCluster& cluster, int clusters, const std::str
     // BatchNorm statistics were averaged too: every cluster ends with the same ones.
     CHECK(trained.count("bn1.running_mean") == 1);
     // And training moved the weights: this is not two untouched copies compared.
-    const double moved = test::largest_difference(runtime::state_of(torch::jit::load(test::digits_model())),
+    const double moved = test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
                                             trained, &where);
     INFO("moved by " << moved << " in " << where);
     CHECK(moved > 1e-3);
@@ -87,7 +87,7 @@ TEST_CASE("compressed rings: clusters stay equal, near the uncompressed run, in 
   test::LocalCluster cluster(test::digits_model(), {cuts, cuts}, {"32x1x8x8"});
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
-  const auto initial = runtime::state_of(torch::jit::load(test::digits_model()));
+  const auto initial = training::state_of(torch::jit::load(test::digits_model()));
   std::map<std::string, std::map<std::string, at::Tensor>> trained;
   std::map<std::string, uint64_t> ring_bytes;
   for (const std::string codec : {"none", "fp16", "int8"}) {
@@ -99,8 +99,8 @@ TEST_CASE("compressed rings: clusters stay equal, near the uncompressed run, in 
     auto train = cluster.ravnest("train", job_path.string());
     INFO(train.out << train.err);
     REQUIRE(train.exit_code == 0);
-    runtime::Requester requester(runtime::load_plan(cluster.plan_dir()),
-                                 config::read_secret(cluster.secret_file()));
+    requester::Requester requester(requester::load_plan(cluster.plan_dir()),
+                                 base::read_secret(cluster.secret_file()));
     for (const auto& r : requester.status()) {
       ring_bytes[codec] += r.status.traffic[wire::TrafficKind::kRings].bytes_sent;
       CHECK(r.status.traffic[wire::TrafficKind::kRings].bytes_sent ==

@@ -16,7 +16,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/jit/serialization/import.h>
 
-#include "libs/config/node_metadata.h"
+#include "libs/config/plan/node_metadata.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_writer.h"
 #include "tests/support/local_cluster.h"

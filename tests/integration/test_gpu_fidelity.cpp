@@ -28,7 +28,7 @@
 //                                    convolutions, at::globalContext().allowTF32CuDNN()).
 // The daemon has no setting of its own for either yet. Where it belongs: run_daemon
 // (libs/daemon/daemon.cpp), next to compute_device(config.device), for a `tf32` daemon setting;
-// or make_worker_setup (libs/daemon/job_setup.cpp) for the job's `[train] deterministic`
+// or make_worker_setup (libs/worker/job_setup.cpp) for the job's `[train] deterministic`
 // (at::globalContext().setDeterministicAlgorithms(true, false), setAllowTF32CuBLAS(false),
 // setAllowTF32CuDNN(false), setBenchmarkCuDNN(false) for the job's duration).
 #include <catch2/catch.hpp>
@@ -46,9 +46,9 @@
 
 #include <ATen/Context.h>
 
-#include "libs/compat/torch_compat.h"
-#include "libs/config/config_error.h"
-#include "libs/config/job_spec.h"
+#include "libs/torch_support/torch_compat.h"
+#include "libs/base/config_error.h"
+#include "libs/config/job/job_spec.h"
 #include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
@@ -104,8 +104,8 @@ bool gpu_present() {
     WARN("RAVNEST_GPU_TEST_DEVICE=cpu: the GPU cases run on the CPU (a dry run of this test)");
     return true;
   }
-  if (!compat::kWithCuda) {
-    WARN("skipped: no CUDA device (this LibTorch " << compat::kTorchVersion
+  if (!torch_support::kWithCuda) {
+    WARN("skipped: no CUDA device (this LibTorch " << torch_support::kTorchVersion
                                                    << " was built without CUDA)");
     return false;
   }
@@ -136,7 +136,7 @@ bool write_job(const fs::path& path, const test::ModelFiles& files, const GpuCas
   try {
     config::load_job(path.string());
     return true;
-  } catch (const config::ConfigError& e) {
+  } catch (const base::ConfigError& e) {
     if (std::string(e.what()).find("deterministic") == std::string::npos) throw;
   }
   test::write_text(path, job_text(files, c, optimizer, false));
@@ -174,13 +174,13 @@ void check_on_gpu(const GpuCase& c) {
   // Inherited by the daemons and the Python reference (see the top of this file).
   ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
   ::setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
-  WARN("LibTorch " << compat::kTorchVersion << " defaults in this process: TF32 in cuBLAS "
+  WARN("LibTorch " << torch_support::kTorchVersion << " defaults in this process: TF32 in cuBLAS "
                    << at::globalContext().allowTF32CuBLAS() << ", in cuDNN "
                    << at::globalContext().allowTF32CuDNN()
                    << "; the daemons run with NVIDIA_TF32_OVERRIDE=0");
 
   const test::ModelFiles files = test::model_files(c.model);
-  const auto initial = runtime::state_of(torch::jit::load(files.model));
+  const auto initial = training::state_of(torch::jit::load(files.model));
   test::LocalCluster cluster(files.model, {test::LocalCluster::even_cuts(files.model, 3)},
                              files.example_inputs);
   const std::string device = test_device();
@@ -250,7 +250,7 @@ void check_on_gpu(const GpuCase& c) {
   // test_training_fidelity).
   std::string where;
   const auto cpu_adam =
-      runtime::train_reference(files.model, config::load_job(adam_job.string()));
+      training::train_reference(files.model, config::load_job(adam_job.string()));
   const double adam_relative = relative_difference(adam, cpu_adam.state, &where);
   MEASURED(c.model << ", Adam: GPU pipeline against the CPU: largest relative difference "
                    << adam_relative << " in " << where << " (printed, not checked)");
@@ -266,7 +266,7 @@ void check_on_gpu(const GpuCase& c) {
                    << (sgd_checked ? "" : ", printed, not checked: no deterministic daemons")
                    << "); training moved weights by " << q.moved);
   if (sgd_checked) CHECK(q.worst <= kSameGpuTolerance);
-  const auto cpu_sgd = runtime::train_reference(files.model, config::load_job(sgd_job.string()));
+  const auto cpu_sgd = training::train_reference(files.model, config::load_job(sgd_job.string()));
   const auto a = test::compare_state(sgd, cpu_sgd.state, initial);
   const double relative = relative_difference(sgd, cpu_sgd.state, &where);
   MEASURED(c.model << ", SGD: GPU pipeline against the CPU: largest relative difference "

@@ -1,6 +1,6 @@
 // The hybrid (docs/parameter-server.md#hybrid) on real daemons: seed 004's model with its
 // EmbeddingBag on a server and the rest data-parallel over two trainers. Synchronous training is
-// compared with one process (runtime::train_reference_clusters with the table stepping apart on
+// compared with one process (training::train_reference_clusters with the table stepping apart on
 // the rows looked up, as the server steps it).
 #include <catch2/catch.hpp>
 
@@ -9,8 +9,8 @@
 
 #include <torch/csrc/jit/serialization/import.h>
 
-#include "libs/config/job_spec.h"
-#include "libs/config/plan_layout.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/plan_layout.h"
 #include "libs/graph/clusterize.h"
 #include "libs/graph/sparse_tables.h"
 #include "libs/training/reference_trainer.h"
@@ -94,16 +94,16 @@ TEST_CASE("a synchronous hybrid equals one process with the table stepping on it
     REQUIRE(fuse.exit_code == 0);
     const auto trained = test::load_state_dict(cluster.dir() / "trained" / "trained_state_dict.pt");
     const auto job = config::load_job(job_path.string());
-    const auto reference = runtime::train_reference_clusters(model(), job, 2, -1, {{"emb.weight", 0}});
+    const auto reference = training::train_reference_clusters(model(), job, 2, -1, {{"emb.weight", 0}});
     std::string where;
     const double diff = test::largest_difference(reference.state, trained, &where);
     INFO("largest difference from one process: " << diff << " in " << where);
     CHECK(diff <= 1e-5);
     // The comparison tells: the table trained densely by [optimizer] instead ends elsewhere.
-    const auto dense = runtime::train_reference_clusters(model(), job, 2);
+    const auto dense = training::train_reference_clusters(model(), job, 2);
     CHECK(test::largest_difference(dense.state, trained, &where) > 1e-4);
     // The table moved, and only where it was looked up (every row here is, over two epochs).
-    const auto initial = runtime::state_of(torch::jit::load(model()));
+    const auto initial = training::state_of(torch::jit::load(model()));
     CHECK((initial.at("emb.weight") - trained.at("emb.weight")).abs().max().item<double>() > 1e-3);
   }
 

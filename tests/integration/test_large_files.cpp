@@ -21,10 +21,10 @@
 
 #include <torch/csrc/jit/serialization/import.h>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/node_metadata.h"
-#include "libs/config/plan_layout.h"
-#include "libs/config/sha256.h"
+#include "libs/base/atomic_file.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/config/plan/plan_layout.h"
+#include "libs/base/sha256.h"
 #include "libs/requester/requester.h"
 #include "tests/support/local_cluster.h"
 
@@ -132,7 +132,7 @@ void set_plan_sha(const test::LocalCluster& cluster, int id, const std::string& 
   const auto files = plan_files(cluster, id);
   auto meta = config::load_node_metadata(files.node);
   meta.stage_sha256 = sha;
-  config::write_file_atomically(files.node, config::to_json(meta));
+  base::write_file_atomically(files.node, config::to_json(meta));
 }
 
 }  // namespace
@@ -214,16 +214,16 @@ TEST_CASE("large files: refusals: a push of bytes that are no stage, or of a sta
   auto cluster = digits_cluster();
   REQUIRE(cluster->ravnest("push").exit_code == 0);
   const auto stored = cluster->data_dir(1) / "stage.pt";
-  const std::string old_sha = config::sha256_file_hex(stored.string());
+  const std::string old_sha = base::sha256_file_hex(stored.string());
   const auto files = plan_files(*cluster, 1);
-  const std::string original = config::read_file(files.stage);
+  const std::string original = base::read_file(files.stage);
 
   SECTION("random bytes whose checksum the metadata names") {
     std::string noise(200000, '\0');
     std::mt19937 random(7);
     for (auto& c : noise) c = static_cast<char>(random());
-    config::write_file_atomically(files.stage, noise);
-    set_plan_sha(*cluster, 1, config::sha256_hex(noise));
+    base::write_file_atomically(files.stage, noise);
+    set_plan_sha(*cluster, 1, base::sha256_hex(noise));
     auto pushed = cluster->ravnest("push");
     INFO(pushed.out << pushed.err);
     CHECK(pushed.exit_code != 0);
@@ -233,13 +233,13 @@ TEST_CASE("large files: refusals: a push of bytes that are no stage, or of a sta
           std::string::npos);
   }
   SECTION("a stage file its node file does not name") {
-    config::write_file_atomically(files.stage, original + std::string(16, '\0'));
+    base::write_file_atomically(files.stage, original + std::string(16, '\0'));
     auto pushed = cluster->ravnest("push");
     INFO(pushed.out << pushed.err);
     CHECK(pushed.exit_code != 0);
     CHECK(one_line(pushed.err));
     // Each hash once: the one the bytes have, the one the node file names.
-    const std::string sent = config::sha256_file_hex(files.stage);
+    const std::string sent = base::sha256_file_hex(files.stage);
     const auto meta = config::load_node_metadata(files.node);
     CHECK(pushed.err.find("the stage sent hashes to " + sent + ", the pushed metadata's "
                           "stage_sha256 is " + meta.stage_sha256) != std::string::npos);
@@ -260,10 +260,10 @@ TEST_CASE("large files: refusals: a push of bytes that are no stage, or of a sta
     CHECK(trained.exit_code == 0);
     return;
   }
-  CHECK(config::sha256_file_hex(stored.string()) == old_sha);
+  CHECK(base::sha256_file_hex(stored.string()) == old_sha);
   CHECK(temporaries_under(cluster->data_dir(1)).empty());
   // The old stage still trains (after the plan is what it was).
-  config::write_file_atomically(files.stage, original);
+  base::write_file_atomically(files.stage, original);
   set_plan_sha(*cluster, 1, old_sha);
   auto trained = cluster->ravnest("train", digits_job(*cluster), 120);
   INFO(trained.out << trained.err);

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-#include "libs/config/secret.h"
+#include "libs/base/secret.h"
 #include "libs/requester/requester.h"
 #include "tests/support/local_cluster.h"
 
@@ -28,9 +28,9 @@ std::string long_job() {
 // Polls every node's status until `done` says so; returns the seconds it took, or -1 after
 // `limit` seconds.
 double wait_until(const test::LocalCluster& cluster, double limit,
-                  const std::function<bool(const std::vector<runtime::NodeReport>&)>& done) {
-  runtime::Requester requester(runtime::load_plan(cluster.plan_dir()),
-                               config::read_secret(cluster.secret_file()));
+                  const std::function<bool(const std::vector<requester::NodeReport>&)>& done) {
+  requester::Requester requester(requester::load_plan(cluster.plan_dir()),
+                               base::read_secret(cluster.secret_file()));
   const auto start = std::chrono::steady_clock::now();
   while (true) {
     const double seconds =
@@ -41,7 +41,7 @@ double wait_until(const test::LocalCluster& cluster, double limit,
   }
 }
 
-const runtime::NodeReport& report_of(const std::vector<runtime::NodeReport>& reports, int node) {
+const requester::NodeReport& report_of(const std::vector<requester::NodeReport>& reports, int node) {
   for (const auto& r : reports) {
     if (r.node.node_id == node) return r;
   }

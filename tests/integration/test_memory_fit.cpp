@@ -28,8 +28,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/harness/local_daemons.h"
-#include "libs/config/node_metadata.h"
-#include "libs/config/process_memory.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/base/process_memory.h"
 #include "libs/planner/cluster_plan.h"
 #include "tests/support/memory_cgroup.h"
 #include "tests/support/test_env.h"
@@ -195,7 +195,7 @@ std::string job_text(const Model& model) {
 // The daemon's resident peak (VmHWM), as clusterize's probe measures it; 0 once it exited.
 int64_t resident_peak(pid_t pid) {
   try {
-    return config::parse_proc_status(test::read_text("/proc/" + std::to_string(pid) + "/status"))
+    return base::parse_proc_status(test::read_text("/proc/" + std::to_string(pid) + "/status"))
         .peak_resident_bytes;
   } catch (const std::exception&) {
     return 0;
@@ -220,7 +220,7 @@ void check_fit(const Model& model) {
   if (skip_without_cgroups()) return;
   test::TempDir dir;
   std::vector<int> ports;
-  for (int i = 0; i < kNodes; ++i) ports.push_back(runtime::free_loopback_port());
+  for (int i = 0; i < kNodes; ++i) ports.push_back(bench::free_loopback_port());
 
   // a, b: what each stage peaks at, measured by clusterize on a generous pool.
   auto generous = clusterize(model, dir.path(), ports, 8'000 * kMB, "plan_generous");
@@ -265,7 +265,7 @@ void check_fit(const Model& model) {
     names.push_back(node.name);
     node_ports.push_back(ports.at(node.node_id));
   }
-  runtime::LocalDaemons daemons(ravnestd_binary(), dir.path().string(),
+  bench::LocalDaemons daemons(ravnestd_binary(), dir.path().string(),
                                 (dir / "secret").string(), names, node_ports);
   for (size_t i = 0; i < nodes.size(); ++i) {
     groups.push_back(std::make_unique<test::MemoryCgroup>(ram));
@@ -385,7 +385,7 @@ TEST_CASE("memory fit: harness, a process charged from its start, OOM-killed ove
     test::TempDir dir;
     test::write_text(dir / "secret", "memory-fit\n");
     fs::permissions(dir / "secret", fs::perms::owner_read | fs::perms::owner_write);
-    runtime::LocalDaemons daemons(ravnestd_binary(), dir.path().string(),
+    bench::LocalDaemons daemons(ravnestd_binary(), dir.path().string(),
                                   (dir / "secret").string(), {"node_0"});
     daemons.set_cgroup_procs_file(0, group.procs_file());
     daemons.set_flags(0, {"--threads", "1"});
@@ -419,7 +419,7 @@ TEST_CASE("memory fit: refusal of a pool below what a stage needs", "[memory][cl
   const Model model{"gpt_mini", "8x32:int64:2048", 8};
   test::TempDir dir;
   std::vector<int> free_ports;
-  for (int i = 0; i < kNodes; ++i) free_ports.push_back(runtime::free_loopback_port());
+  for (int i = 0; i < kNodes; ++i) free_ports.push_back(bench::free_loopback_port());
   auto generous = clusterize(model, dir.path(), free_ports, 8'000 * kMB, "plan_generous");
   INFO("clusterize (generous pool): " << generous.out << generous.err);
   REQUIRE(generous.exit_code == 0);

@@ -1,6 +1,6 @@
 // Parameter-server training on real daemons (docs/parameter-server.md): servers holding shards of
 // the model, workers training on their shards of the data, an evaluator. Synchronous training is
-// compared with the same training emulated in one process (runtime::train_reference_clusters:
+// compared with the same training emulated in one process (training::train_reference_clusters:
 // one process stepping on the average of the workers' gradients).
 #include <catch2/catch.hpp>
 
@@ -9,10 +9,10 @@
 
 #include <torch/csrc/jit/serialization/import.h>
 
-#include "libs/config/job_spec.h"
-#include "libs/config/node_metadata.h"
-#include "libs/config/plan_layout.h"
-#include "libs/config/secret.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/config/plan/plan_layout.h"
+#include "libs/base/secret.h"
 #include "libs/graph/clusterize.h"
 #include "libs/requester/requester.h"
 #include "libs/training/reference_trainer.h"
@@ -84,7 +84,7 @@ TEST_CASE("synchronous parameter servers equal one process on the workers' avera
   // reduces gradients.
   auto as_one_process = config::load_job(job_path.string());
   as_one_process.train.reduce = config::ReduceMode::kGradients;
-  const auto reference = runtime::train_reference_clusters(test::digits_model(), as_one_process, 3);
+  const auto reference = training::train_reference_clusters(test::digits_model(), as_one_process, 3);
   std::string where;
   const double diff = test::largest_difference(reference.state, trained, &where);
   INFO("largest difference from one process: " << diff << " in " << where);
@@ -94,7 +94,7 @@ TEST_CASE("synchronous parameter servers equal one process on the workers' avera
   }
   CHECK(diff <= 1e-5);
   const double moved =
-      test::largest_difference(runtime::state_of(torch::jit::load(test::digits_model())), trained, &where);
+      test::largest_difference(training::state_of(torch::jit::load(test::digits_model())), trained, &where);
   CHECK(moved > 1e-3);
 
 

@@ -21,9 +21,9 @@
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
-#include "libs/config/job_spec.h"
-#include "libs/config/node_metadata.h"
-#include "libs/config/secret.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/base/secret.h"
 #include "libs/requester/requester.h"
 #include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
@@ -161,7 +161,7 @@ TEST_CASE("synchronous pipeline training equals one process", "[daemon][pipeline
             0);
 
     auto trained = test::load_state_dict(cluster.dir() / "trained/trained_state_dict.pt");
-    auto reference = runtime::train_reference(test::digits_model(), config::load_job(job_path.string()), 20);
+    auto reference = training::train_reference(test::digits_model(), config::load_job(job_path.string()), 20);
     REQUIRE(trained.size() == reference.state.size());
     double worst = 0;
     std::string worst_name;
@@ -602,7 +602,7 @@ TEST_CASE("a module used in two stages trains as the whole model does", "[daemon
   REQUIRE(fuse.exit_code == 0);  // fuse also checks that both copies of the Linear agree
 
   auto trained = test::load_state_dict(cluster.dir() / "trained/trained_state_dict.pt");
-  auto reference = runtime::train_reference(model, config::load_job(job_path.string()), 8);
+  auto reference = training::train_reference(model, config::load_job(job_path.string()), 8);
   double worst = 0;
   for (const auto& [name, tensor] : reference.state) {
     REQUIRE(trained.count(name) == 1);
@@ -610,7 +610,7 @@ TEST_CASE("a module used in two stages trains as the whole model does", "[daemon
   }
   INFO("largest difference " << worst);
   CHECK(worst <= 1e-5);
-  const auto original = runtime::state_of(torch::jit::load(model));
+  const auto original = training::state_of(torch::jit::load(model));
   CHECK((trained["shared.weight"] - original.at("shared.weight")).abs().max().item<double>() > 1e-3);
 }
 
@@ -673,8 +673,8 @@ TEST_CASE("the asynchronous schedule trains the digits demo to 97 %", "[daemon][
   replace("\"digits_val.csv\"", "\"" + (test::digits_dir() / "digits_val.csv").string() + "\"");
   const auto job_path = cluster.dir() / "job_async.toml";
   test::write_text(job_path, job);
-  runtime::Requester requester(runtime::load_plan(cluster.plan_dir()),
-                               config::read_secret(cluster.secret_file()));
+  requester::Requester requester(requester::load_plan(cluster.plan_dir()),
+                               base::read_secret(cluster.secret_file()));
   requester.push([](const std::string&) {});
   const auto result = requester.train(job_path.string(), {});
   REQUIRE(result.clusters.size() == 1);
@@ -724,8 +724,8 @@ TEST_CASE("bytes on the wire are counted per node and kind, as the tensors' size
     REQUIRE(train.exit_code == 0);
     CHECK(train.out.find("bytes on the wire since the job was loaded") != std::string::npos);
 
-    runtime::Requester requester(runtime::load_plan(cluster.plan_dir()),
-                                 config::read_secret(cluster.secret_file()));
+    requester::Requester requester(requester::load_plan(cluster.plan_dir()),
+                                 base::read_secret(cluster.secret_file()));
     const auto reports = requester.status();
     REQUIRE(reports.size() == 3);
     const auto& root = reports[0].status.traffic;

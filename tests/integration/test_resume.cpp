@@ -13,7 +13,7 @@
 #include <regex>
 #include <thread>
 
-#include "libs/config/secret.h"
+#include "libs/base/secret.h"
 #include "libs/requester/requester.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
@@ -41,9 +41,9 @@ std::string job_text(const std::string& optimizer, const std::string& train_keys
 }
 
 
-runtime::Requester requester_of(const test::LocalCluster& cluster) {
-  return runtime::Requester(runtime::load_plan(cluster.plan_dir()),
-                            config::read_secret(cluster.secret_file()));
+requester::Requester requester_of(const test::LocalCluster& cluster) {
+  return requester::Requester(requester::load_plan(cluster.plan_dir()),
+                            base::read_secret(cluster.secret_file()));
 }
 
 // Waits until the root of cluster 0 has done at least `updates` updates; returns its count.
@@ -225,7 +225,7 @@ TEST_CASE("resume: replace_refused, what it refuses, leaving the plan as it was"
   CHECK(accepted.exit_code == 0);
   CHECK(accepted.out.find("node_2 replaces node_1 (cluster 0, position 1); `ravnest train` starts "
                           "a job") != std::string::npos);
-  const auto plan = runtime::load_plan(cluster.plan_dir());
+  const auto plan = requester::load_plan(cluster.plan_dir());
   REQUIRE(plan.nodes.size() == 2);
   CHECK(plan.nodes[1].name == "node_2");
   CHECK(plan.nodes[0].forward_neighbours == std::vector<int>{2});

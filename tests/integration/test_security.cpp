@@ -26,10 +26,10 @@
 
 #include <torch/script.h>
 
-#include "libs/config/atomic_file.h"
-#include "libs/config/node_metadata.h"
-#include "libs/config/plan_layout.h"
-#include "libs/config/secret.h"
+#include "libs/base/atomic_file.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/config/plan/plan_layout.h"
+#include "libs/base/secret.h"
 #include "libs/requester/requester.h"
 #include "libs/wire/gate.h"
 #include "libs/wire/kj_reason.h"
@@ -172,8 +172,8 @@ TEST_CASE("security: tap: a whole job shows neither the secret nor a tensor's by
   route_through(*cluster, tap);
   cluster->start_all();
 
-  const std::string secret = config::read_secret(cluster->secret_file());
-  runtime::Requester requester(runtime::load_plan(cluster->plan_dir()), secret, insecure);
+  const std::string secret = base::read_secret(cluster->secret_file());
+  requester::Requester requester(requester::load_plan(cluster->plan_dir()), secret, insecure);
   requester.push([](const std::string&) {});
   const auto job = cluster->dir() / "job.toml";
   test::write_text(job, job_text(3));
@@ -188,7 +188,7 @@ TEST_CASE("security: tap: a whole job shows neither the secret nor a tensor's by
   // Known bytes: the first conv's weights as pushed, a row of the training CSV as shipped, the
   // labels of the first micro-batch (rows 0..7, int64) as the root sends them to the leaf.
   const config::PlanLayout layout(cluster->plan_dir());
-  const auto plan = runtime::load_plan(cluster->plan_dir());
+  const auto plan = requester::load_plan(cluster->plan_dir());
   auto stage = torch::jit::load(layout.resolve(plan.nodes[0].stage_file));
   const std::string weights = bytes_of((*stage.parameters().begin()), 64);
   REQUIRE(weights.size() == 64);
@@ -309,7 +309,7 @@ TEST_CASE("security: gate: only the gate is offered; wrong, replayed and forged 
 
   // By hand, as an attacker who recorded one open() would: the secret's credentials (the TLS
   // handshake needs them; under --insecure it is the gate alone that refuses).
-  auto security = wire::make_transport_security(config::read_secret(cluster->secret_file()),
+  auto security = wire::make_transport_security(base::read_secret(cluster->secret_file()),
                                                 insecure);
   const auto& credentials = *security->credentials();
   wire::ConnectionOptions options;
@@ -403,7 +403,7 @@ TEST_CASE("security: limits: floods, slow senders, open streams and oversized me
   for (int fd : flood) ::close(fd);
 
   // Authenticated: streams open at once, announced sizes, a message above its kind's limit.
-  auto security = wire::make_transport_security(config::read_secret(cluster->secret_file()), false);
+  auto security = wire::make_transport_security(base::read_secret(cluster->secret_file()), false);
   wire::ConnectionOptions options;
   options.security = security;
   {
@@ -479,19 +479,19 @@ TEST_CASE("security: pinned certificates: the requester and the daemons require 
       auto meta = config::load_node_metadata(layout.node_file(i));
       meta.tls_fingerprints = {{addresses[0], pins[0]}, {addresses[1], pins[1]}};
       if (i == 0 && wrong_in_0 >= 0) meta.tls_fingerprints[addresses[wrong_in_0]] = pins[1 - wrong_in_0];
-      config::write_file_atomically(layout.node_file(i), config::to_json(meta));
+      base::write_file_atomically(layout.node_file(i), config::to_json(meta));
     }
   };
   pin_plan(-1);
   cluster->start_all();
   CHECK(cluster->log(0).find("TLS certificate " + pins[0]) != std::string::npos);
   CHECK(cluster->log(1).find("TLS certificate " + pins[1]) != std::string::npos);
-  const std::string secret = config::read_secret(cluster->secret_file());
+  const std::string secret = base::read_secret(cluster->secret_file());
   const auto job = cluster->dir() / "job.toml";
   test::write_text(job, job_text(3));
   {
     // Pinned everywhere: the whole job runs (requester <-> daemons, daemon -> daemon).
-    runtime::Requester requester(runtime::load_plan(cluster->plan_dir()), secret);
+    requester::Requester requester(requester::load_plan(cluster->plan_dir()), secret);
     requester.push([](const std::string&) {});
     const auto result = requester.train(job.string(), {});
     CHECK(result.clusters.at(0).batches == 3);
@@ -503,7 +503,7 @@ TEST_CASE("security: pinned certificates: the requester and the daemons require 
   // node_0 refuses to send it anything, and the job fails naming node_1's address.
   pin_plan(1);
   {
-    runtime::Requester requester(runtime::load_plan(cluster->plan_dir()), secret);
+    requester::Requester requester(requester::load_plan(cluster->plan_dir()), secret);
     requester.push([](const std::string&) {});
     std::string why;
     try {
@@ -522,7 +522,7 @@ TEST_CASE("security: pinned certificates: the requester and the daemons require 
     for (int i = 0; i < 2; ++i) {
       auto meta = config::load_node_metadata(layout.node_file(i));
       meta.tls_fingerprints[addresses[1]] = pins[0];
-      config::write_file_atomically(layout.node_file(i), config::to_json(meta));
+      base::write_file_atomically(layout.node_file(i), config::to_json(meta));
     }
     const auto status = cluster->ravnest("status", "", 60);
     INFO((status.out + status.err));

@@ -11,7 +11,7 @@
 
 #include <torch/csrc/jit/api/module.h>
 
-#include "libs/config/node_metadata.h"
+#include "libs/config/plan/node_metadata.h"
 #include "libs/graph/example_input.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_chain.h"

@@ -19,7 +19,7 @@
 #include <regex>
 #include <sstream>
 
-#include "libs/config/secret.h"
+#include "libs/base/secret.h"
 #include "libs/requester/requester.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
@@ -156,8 +156,8 @@ void check_interrupted(const std::vector<int>& stages, int epochs, const std::st
 
 // Waits until node_0 of `cluster` has made at least `updates` updates.
 void wait_for_updates(const test::LocalCluster& cluster, uint64_t updates) {
-  const auto plan = runtime::load_plan(cluster.plan_dir());
-  runtime::Requester requester(plan, config::read_secret(cluster.secret_file()));
+  const auto plan = requester::load_plan(cluster.plan_dir());
+  requester::Requester requester(plan, base::read_secret(cluster.secret_file()));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
     if (requester.status_of(plan.nodes[0]).updates >= updates) return;

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/job_spec.h"
-#include "libs/config/node_metadata.h"
-#include "libs/compat/torch_compat.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/torch_support/torch_compat.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/randomness.h"
 #include "libs/training/reference_trainer.h"
@@ -81,8 +81,8 @@ void check_cuts(const ZooModel& model, const std::vector<std::vector<size_t>>& c
                 const std::vector<RunConfig>& configs,
                 const std::vector<RunConfig>& python_checked = {}) {
   const test::ModelFiles files = test::model_files(model.name);
-  const auto initial = runtime::state_of(torch::jit::load(files.model));
-  std::map<std::pair<int, int>, runtime::ReferenceResult> references;  // by (batch, micro)
+  const auto initial = training::state_of(torch::jit::load(files.model));
+  std::map<std::pair<int, int>, training::ReferenceResult> references;  // by (batch, micro)
   for (const auto& cuts : cut_lists) {
     const size_t stages = cuts.size() + 1;
     std::string cut_text;
@@ -102,7 +102,7 @@ void check_cuts(const ZooModel& model, const std::vector<std::vector<size_t>>& c
           torch::jit::load(cluster.plan_dir() + "/" + meta.stage_file));
     }
     CHECK(root.random_nodes.size() == drawing);
-    if (compat::kTorchMajor < 2) CHECK(drawing >= model.random_stages);
+    if (torch_support::kTorchMajor < 2) CHECK(drawing >= model.random_stages);
     cluster.start_all();
     auto push = cluster.ravnest("push");
     INFO(push.out << push.err);
@@ -113,7 +113,7 @@ void check_cuts(const ZooModel& model, const std::vector<std::vector<size_t>>& c
       const auto job_path = cluster.dir() / ("job_" + std::to_string(run) + ".toml");
       const auto out_dir = cluster.dir() / ("trained_" + std::to_string(run++));
       test::write_text(job_path,
-                       job_text(files, c, model.sgd_on_torch2 && compat::kTorchMajor >= 2));
+                       job_text(files, c, model.sgd_on_torch2 && torch_support::kTorchMajor >= 2));
       // Through the libraries `ravnest train` and `ravnest fuse` call (the CLI itself is
       // tested in test_pipeline_training): the same daemons and wire, without starting LibTorch
       // twice per run.
@@ -124,7 +124,7 @@ void check_cuts(const ZooModel& model, const std::vector<std::vector<size_t>>& c
       auto ref = references.find(key);
       if (ref == references.end()) {
         ref = references
-                  .emplace(key, runtime::train_reference(files.model,
+                  .emplace(key, training::train_reference(files.model,
                                                          config::load_job(job_path.string())))
                   .first;
         REQUIRE(ref->second.updates == kEpochs * ((kSamples + c.batch_size - 1) / c.batch_size));

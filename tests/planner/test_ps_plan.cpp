@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/node_pool.h"
+#include "libs/config/pool/node_pool.h"
 #include "libs/planner/ps_plan.h"
 
 using ravnest::config::NodeConfig;

@@ -17,7 +17,7 @@ first use; the device is synchronized after it too, only with --timing).
 
 The C++ reference trainer (libs/training/reference_trainer.h) must produce the same weights:
   - TorchScript without the graph executor's optimizations, i.e. eager numerics (the daemons run
-    their stages so, see libs/graph/eager_numerics.h);
+    their stages so, see libs/torch_support/eager_numerics.h);
   - torch.manual_seed(train.seed) first;
   - epoch e's order: torch.randperm(n) from a torch.Generator seeded with epoch_seed(seed, e)
     (splitmix64, see libs/data/batch_order.h) when shuffle, else 0..n-1; batches of batch_size,

@@ -25,7 +25,8 @@
 #include "libs/ring/ring_allreduce.h"
 #include "libs/ring/ring_local.h"
 
-using namespace ravnest::runtime;
+using namespace ravnest;
+using namespace ravnest::ring;
 using namespace std::chrono_literals;
 
 namespace {
@@ -208,8 +209,8 @@ std::vector<at::Tensor> clone_all(const std::vector<at::Tensor>& ts) {
 // One all-reduce of `specs` on an n-member ring, checked.
 void reduce_and_check(int n, const std::vector<Spec>& specs, RingAllReduceOptions options,
                       LocalRingOptions ring_options = {}, int rounds = 1) {
-  LocalRing ring(n, ring_options);
-  std::vector<std::unique_ptr<RingAllReduce>> reducers;
+  ring::LocalRing ring(n, ring_options);
+  std::vector<std::unique_ptr<ring::RingAllReduce>> reducers;
   for (int i = 0; i < n; ++i) reducers.push_back(std::make_unique<RingAllReduce>(ring.member(i), i, n, options));
   for (int r = 0; r < rounds; ++r) {
     std::vector<std::vector<at::Tensor>> inputs, outputs;
@@ -248,7 +249,7 @@ TEST_CASE("ring all-reduce: mixed dtypes and shapes, N = 1..6, averaged and summ
       // 8 bytes: several segments per chunk even for tiny tensors; 1 MiB: one segment per chunk.
       for (size_t segment : {size_t{8}, size_t{100}, size_t{1} << 20}) {
         INFO("N = " << n << " average " << average << " segment_bytes " << segment);
-        RingAllReduceOptions options;
+        ring::RingAllReduceOptions options;
         options.segment_bytes = segment;
         options.average = average;
         reduce_and_check(n, specs, options);
@@ -260,7 +261,7 @@ TEST_CASE("ring all-reduce: mixed dtypes and shapes, N = 1..6, averaged and summ
 TEST_CASE("ring all-reduce: several rounds on the same transport", "[ring]") {
   for (int n : {2, 3, 5}) {
     INFO("N = " << n);
-    RingAllReduceOptions options;
+    ring::RingAllReduceOptions options;
     options.segment_bytes = 256;
     reduce_and_check(n, mixed_specs(), options, {}, /*rounds=*/5);
   }
@@ -270,9 +271,9 @@ TEST_CASE("ring all-reduce: one large tensor, segments much smaller than chunks,
   const std::vector<Spec> specs = {{at::kFloat, {250007}}};
   for (int n : {2, 4, 6}) {
     INFO("N = " << n);
-    RingAllReduceOptions options;
+    ring::RingAllReduceOptions options;
     options.segment_bytes = 4096;
-    LocalRingOptions ring_options;
+    ring::LocalRingOptions ring_options;
     ring_options.capacity_bytes = 1;  // one message in flight per link
     reduce_and_check(n, specs, options, ring_options, 2);
     options.segment_bytes = 64 << 20;  // larger than the whole buffer
@@ -288,7 +289,7 @@ TEST_CASE("ring all-reduce: chunks split in two down to min_segment_bytes", "[ri
     for (auto [segment, minimum] : {std::pair<size_t, size_t>{4 << 20, 512 << 10},
                                     {100000, 4096}, {4 << 20, 8}, {64, 64}}) {
       INFO("N = " << n << " segment " << segment << " min " << minimum);
-      RingAllReduceOptions options;
+      ring::RingAllReduceOptions options;
       options.segment_bytes = segment;
       options.min_segment_bytes = minimum;
       reduce_and_check(n, specs, options, {}, 2);
@@ -298,8 +299,8 @@ TEST_CASE("ring all-reduce: chunks split in two down to min_segment_bytes", "[ri
 
 TEST_CASE("ring all-reduce: a single contiguous tensor is reduced in place", "[ring]") {
   const int n = 3;
-  LocalRing ring(n);
-  std::vector<std::unique_ptr<RingAllReduce>> reducers;
+  ring::LocalRing ring(n);
+  std::vector<std::unique_ptr<ring::RingAllReduce>> reducers;
   for (int i = 0; i < n; ++i) reducers.push_back(std::make_unique<RingAllReduce>(ring.member(i), i, n));
   std::vector<std::vector<at::Tensor>> tensors(n);
   std::vector<void*> pointers;
@@ -317,8 +318,8 @@ TEST_CASE("ring all-reduce: a single contiguous tensor is reduced in place", "[r
 
 TEST_CASE("ring all-reduce: integer averaging is floor division of the exact sum", "[ring]") {
   const int n = 4;
-  LocalRing ring(n);
-  std::vector<std::unique_ptr<RingAllReduce>> reducers;
+  ring::LocalRing ring(n);
+  std::vector<std::unique_ptr<ring::RingAllReduce>> reducers;
   for (int i = 0; i < n; ++i) reducers.push_back(std::make_unique<RingAllReduce>(ring.member(i), i, n));
   // sums: 10 -> 2, -10 -> -3, 7 -> 1, -1 -> -1, 0 -> 0
   const std::vector<std::vector<int64_t>> values = {{1, -1, 7, -1, 0}, {2, -2, 0, 0, 0}, {3, -3, 0, 0, 0}, {4, -4, 0, 0, 0}};
@@ -364,13 +365,13 @@ TEST_CASE("ring all-reduce: a member that throws mid-round aborts the ring; ever
     for (int fail_after : {0, 3}) {
       INFO("N = " << n << " failing after " << fail_after << " receives");
       const int bad = n / 2;
-      LocalRingOptions ring_options;
+      ring::LocalRingOptions ring_options;
       ring_options.timeout = 10000ms;
-      LocalRing ring(n, ring_options);
+      ring::LocalRing ring(n, ring_options);
       FailingTransport failing(ring.member(bad), fail_after);
-      RingAllReduceOptions options;
+      ring::RingAllReduceOptions options;
       options.segment_bytes = 4096;
-      std::vector<std::unique_ptr<RingAllReduce>> reducers;
+      std::vector<std::unique_ptr<ring::RingAllReduce>> reducers;
       for (int i = 0; i < n; ++i)
         reducers.push_back(std::make_unique<RingAllReduce>(i == bad ? static_cast<RingTransport&>(failing) : ring.member(i), i, n, options));
       std::vector<std::vector<at::Tensor>> tensors;
@@ -409,10 +410,10 @@ TEST_CASE("ring all-reduce: a member that vanishes is named by the timeout, and 
   for (int n : {2, 4, 6}) {
     INFO("N = " << n);
     const int gone = 1;
-    LocalRingOptions ring_options;
+    ring::LocalRingOptions ring_options;
     ring_options.timeout = 300ms;
-    LocalRing ring(n, ring_options);
-    std::vector<std::unique_ptr<RingAllReduce>> reducers;
+    ring::LocalRing ring(n, ring_options);
+    std::vector<std::unique_ptr<ring::RingAllReduce>> reducers;
     for (int i = 0; i < n; ++i) reducers.push_back(std::make_unique<RingAllReduce>(ring.member(i), i, n));
     std::vector<std::vector<at::Tensor>> tensors;
     for (int i = 0; i < n; ++i) tensors.push_back(big_input(i));
@@ -442,10 +443,10 @@ TEST_CASE("ring all-reduce: a member that vanishes is named by the timeout, and 
 
 TEST_CASE("ring all-reduce: members whose tensors differ in size fail instead of mixing data", "[ring][failure]") {
   const int n = 3;
-  LocalRingOptions ring_options;
+  ring::LocalRingOptions ring_options;
   ring_options.timeout = 2000ms;
-  LocalRing ring(n, ring_options);
-  std::vector<std::unique_ptr<RingAllReduce>> reducers;
+  ring::LocalRing ring(n, ring_options);
+  std::vector<std::unique_ptr<ring::RingAllReduce>> reducers;
   for (int i = 0; i < n; ++i) reducers.push_back(std::make_unique<RingAllReduce>(ring.member(i), i, n));
   std::vector<std::vector<at::Tensor>> tensors;
   for (int i = 0; i < n; ++i) tensors.push_back({at::ones({i == 2 ? 31 : 30})});
@@ -460,13 +461,13 @@ TEST_CASE("ring all-reduce: members whose tensors differ in size fail instead of
 }
 
 TEST_CASE("ring all-reduce: bad arguments", "[ring]") {
-  LocalRing ring(2);
-  CHECK_THROWS_AS(RingAllReduce(ring.member(0), 2, 2), std::invalid_argument);
-  CHECK_THROWS_AS(RingAllReduce(ring.member(0), 0, 0), std::invalid_argument);
-  RingAllReduceOptions zero;
+  ring::LocalRing ring(2);
+  CHECK_THROWS_AS(ring::RingAllReduce(ring.member(0), 2, 2), std::invalid_argument);
+  CHECK_THROWS_AS(ring::RingAllReduce(ring.member(0), 0, 0), std::invalid_argument);
+  ring::RingAllReduceOptions zero;
   zero.segment_bytes = 0;
-  CHECK_THROWS_AS(RingAllReduce(ring.member(0), 0, 2, zero), std::invalid_argument);
-  RingAllReduce reducer(ring.member(0), 0, 2);
+  CHECK_THROWS_AS(ring::RingAllReduce(ring.member(0), 0, 2, zero), std::invalid_argument);
+  ring::RingAllReduce reducer(ring.member(0), 0, 2);
   std::vector<at::Tensor> bools = {at::ones({3}, at::kBool)};
   CHECK_THROWS_AS(reducer.run(0, bools), std::invalid_argument);
   std::vector<at::Tensor> undefined = {at::Tensor()};
@@ -475,10 +476,10 @@ TEST_CASE("ring all-reduce: bad arguments", "[ring]") {
 }
 
 TEST_CASE("local ring: abort wakes a blocked receiver and sender", "[ring]") {
-  LocalRingOptions options;
+  ring::LocalRingOptions options;
   options.timeout = 20000ms;
   options.capacity_bytes = 4;
-  LocalRing ring(2, options);
+  ring::LocalRing ring(2, options);
   std::exception_ptr recv_error, send_error;
   std::thread receiver([&] {
     char buf[4];

@@ -18,7 +18,8 @@
 #include "libs/ring/ring_local.h"
 #include "libs/ring/segment_codec.h"
 
-using namespace ravnest::runtime;
+using namespace ravnest;
+using namespace ravnest::ring;
 using ravnest::wire::TensorCodec;
 
 namespace {
@@ -43,11 +44,11 @@ class CountingTransport final : public RingTransport {
 
 struct Ring {
   Ring(int n, size_t segment_bytes) : local(n) {
-    RingAllReduceOptions options;
+    ring::RingAllReduceOptions options;
     options.segment_bytes = segment_bytes;
     for (int i = 0; i < n; ++i) {
       links.push_back(std::make_unique<CountingTransport>(local.member(i)));
-      members.push_back(std::make_unique<RingAllReduce>(*links.back(), i, n, options));
+      members.push_back(std::make_unique<ring::RingAllReduce>(*links.back(), i, n, options));
     }
   }
   // Every member reduces its tensors; throws the first member's error.
@@ -78,7 +79,7 @@ struct Ring {
 
   LocalRing local;
   std::vector<std::unique_ptr<CountingTransport>> links;
-  std::vector<std::unique_ptr<RingAllReduce>> members;
+  std::vector<std::unique_ptr<ring::RingAllReduce>> members;
 };
 
 // Member i's tensors: two float32 tensors (one not contiguous), a float64 one, an int64 one.
@@ -218,16 +219,16 @@ TEST_CASE("compressed ring: error feedback makes the average over runs converge"
 }
 
 TEST_CASE("segment codec: sizes and a round trip", "[ring][compression]") {
-  CHECK(segment_wire_bytes(TensorCodec::kFp16, 10) == 20);
+  CHECK(ring::segment_wire_bytes(TensorCodec::kFp16, 10) == 20);
   CHECK(segment_wire_bytes(TensorCodec::kInt8, 256) == 256 + 4);
   CHECK(segment_wire_bytes(TensorCodec::kInt8, 257) == 257 + 8);
   CHECK_THROWS_AS(segment_wire_bytes(TensorCodec::kNone, 1), std::invalid_argument);
   ravnest::wire::ErrorFeedback feedback(TensorCodec::kInt8);
   const at::Tensor x = at::randn({1000});
   std::vector<uint8_t> bytes;
-  encode_segment(feedback, "k", at::kFloat, x.data_ptr(), 1000, bytes);
+  ring::encode_segment(feedback, "k", at::kFloat, x.data_ptr(), 1000, bytes);
   REQUIRE(bytes.size() == segment_wire_bytes(TensorCodec::kInt8, 1000));
-  const at::Tensor back = decode_segment(TensorCodec::kInt8, bytes.data(), 1000);
+  const at::Tensor back = ring::decode_segment(TensorCodec::kInt8, bytes.data(), 1000);
   CHECK((back - x).abs().max().item<double>() <= x.abs().max().item<double>() / 254 * 1.0001);
   // What was lost is carried over.
   CHECK(at::allclose(feedback.residual("k"), x - back));

@@ -6,13 +6,13 @@
 
 #include <torch/csrc/jit/serialization/pickle.h>
 
-#include "libs/config/atomic_file.h"
+#include "libs/base/atomic_file.h"
 
 namespace ravnest::test {
 
 
 std::map<std::string, at::Tensor> load_state_dict(const std::filesystem::path& path) {
-  const std::string text = config::read_file(path.string());
+  const std::string text = base::read_file(path.string());
   std::vector<char> bytes(text.begin(), text.end());
   auto dict = torch::jit::pickle_load(bytes).toGenericDict();
   std::map<std::string, at::Tensor> out;

@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
-#include "libs/config/sha256.h"
-#include "libs/daemon/job_setup.h"
+#include "libs/base/sha256.h"
+#include "libs/worker/job_setup.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_builder.h"
 #include "libs/graph/stage_writer.h"
@@ -26,10 +26,10 @@ InProcessCluster::InProcessCluster(const ModelFiles& files, const std::vector<si
   const auto nodes =
       graph::write_plan(*model, plan, pool, {files.model, 0, files.example_inputs}, plan_dir);
   for (const auto& node : nodes) {
-    auto store = std::make_unique<runtime::NodeStore>(dir_ / node.name, node.name);
+    auto store = std::make_unique<store::NodeStore>(dir_ / node.name, node.name);
     const std::string stage = read_text(plan_dir / node.stage_file);
     store->store_stage(read_text(plan_dir / "nodes" / (node.name + ".json")), stage,
-                       config::sha256_hex(stage));
+                       base::sha256_hex(stage));
     fs::copy_file(files.train_file, store->dataset_dir() / fs::path(files.train_file).filename());
     stores_.push_back(std::move(store));
     metadata_.push_back(node);
@@ -37,10 +37,10 @@ InProcessCluster::InProcessCluster(const ModelFiles& files, const std::vector<si
 }
 
 InProcessCluster::Trained InProcessCluster::train(
-    const config::JobSpec& job, const std::function<void(runtime::WorkerSetup&)>& tamper) {
+    const config::JobSpec& job, const std::function<void(worker::WorkerSetup&)>& tamper) {
   LocalPort port;
   for (const auto& store : stores_) {
-    auto setup = runtime::make_worker_setup(*store, job, /*job_id=*/1);
+    auto setup = worker::make_worker_setup(*store, job, /*job_id=*/1);
     if (tamper) tamper(*setup);
     port.add(std::move(*setup));
   }
@@ -56,7 +56,7 @@ InProcessCluster::Trained InProcessCluster::train(
     out.most_versions_kept[node.node_id] = worker.most_versions_kept();
   }
   for (const auto& e : port.events()) {
-    if (e.data.kind == runtime::EventKind::kStep) out.losses.push_back(e.data.loss);
+    if (e.data.kind == worker::EventKind::kStep) out.losses.push_back(e.data.loss);
   }
   return out;
 }

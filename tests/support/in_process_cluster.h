@@ -12,10 +12,10 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "libs/config/job_spec.h"
-#include "libs/config/node_metadata.h"
-#include "libs/daemon/node_store.h"
-#include "libs/daemon/stage_worker.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/store/node_store.h"
+#include "libs/worker/pipeline/stage_worker.h"
 #include "tests/support/test_env.h"
 #include "tests/support/zoo.h"
 
@@ -35,16 +35,16 @@ class InProcessCluster {
     std::multimap<std::string, at::Tensor> state;
     std::vector<double> losses;
     size_t rings = 0;
-    std::map<int, std::vector<runtime::StageWorker::BackwardRecord>> records;
+    std::map<int, std::vector<worker::StageWorker::BackwardRecord>> records;
     std::map<int, size_t> most_versions_kept;
   };
   // `tamper` may change a node's setup first.
   Trained train(const config::JobSpec& job,
-                const std::function<void(runtime::WorkerSetup&)>& tamper = {});
+                const std::function<void(worker::WorkerSetup&)>& tamper = {});
 
  private:
   TempDir dir_;
-  std::vector<std::unique_ptr<runtime::NodeStore>> stores_;
+  std::vector<std::unique_ptr<store::NodeStore>> stores_;
   std::vector<config::NodeMetadata> metadata_;
 };
 

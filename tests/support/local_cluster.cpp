@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "libs/config/secret.h"
+#include "libs/base/secret.h"
 #include "libs/graph/fuse.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_writer.h"
@@ -45,7 +45,7 @@ LocalCluster::LocalCluster(const std::string& model_path,
     auto cluster = cluster_with_cuts(clusters[c], model->units().size(), next_id,
                                      static_cast<int>(c));
     for (const auto& stage : cluster.stages) {
-      pool.push_back(loopback_node(stage.node_id, runtime::free_loopback_port()));
+      pool.push_back(loopback_node(stage.node_id, bench::free_loopback_port()));
       ports_.push_back(pool.back().port);
     }
     next_id += static_cast<int>(cluster.stages.size());
@@ -53,7 +53,7 @@ LocalCluster::LocalCluster(const std::string& model_path,
   }
   graph::write_plan(*model, plan, pool, {model_path, 0, example_inputs}, plan_dir());
   for (int s = 0; s < spares; ++s) {
-    pool.push_back(loopback_node(next_id + s, runtime::free_loopback_port()));
+    pool.push_back(loopback_node(next_id + s, bench::free_loopback_port()));
     ports_.push_back(pool.back().port);
   }
   nlohmann::json pool_json = nlohmann::json::object();
@@ -66,7 +66,7 @@ LocalCluster::LocalCluster(const std::string& model_path,
   fs::permissions(dir_ / "secret", fs::perms::owner_read | fs::perms::owner_write);
   std::vector<std::string> names;
   for (size_t i = 0; i < ports_.size(); ++i) names.push_back("node_" + std::to_string(i));
-  daemons_ = std::make_unique<runtime::LocalDaemons>(binary_dir() + "/apps/ravnestd/ravnestd",
+  daemons_ = std::make_unique<bench::LocalDaemons>(binary_dir() + "/apps/ravnestd/ravnestd",
                                                      dir_.path().string(), secret_file(), names,
                                                      ports_);
   // One intra-op thread per daemon, as every test process computes its references with
@@ -88,7 +88,7 @@ CommandResult LocalCluster::ravnest(const std::string& subcommand, const std::st
 }
 
 bool LocalCluster::wait_for_batches(int node, uint64_t batches, double limit_seconds) const {
-  runtime::Requester requester(runtime::load_plan(plan_dir()), config::read_secret(secret_file()),
+  requester::Requester requester(requester::load_plan(plan_dir()), base::read_secret(secret_file()),
                                insecure_);
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(limit_seconds * 1000));
@@ -103,19 +103,19 @@ bool LocalCluster::wait_for_batches(int node, uint64_t batches, double limit_sec
 
 void LocalCluster::train_and_fuse(const std::string& job_path, const std::string& out_dir,
                                   int cluster) const {
-  runtime::Requester requester(runtime::load_plan(plan_dir()), config::read_secret(secret_file()),
+  requester::Requester requester(requester::load_plan(plan_dir()), base::read_secret(secret_file()),
                                insecure_);
   requester.train(job_path, {});
-  std::vector<runtime::StageFile> stages;
+  std::vector<graph::StageFile> stages;
   const auto fetched_dir = dir_ / ("fetched_" + std::to_string(cluster));
   std::filesystem::create_directories(fetched_dir);
   for (auto& fetched : requester.fetch_cluster(cluster, fetched_dir.string())) {
-    runtime::StageFile file;
+    graph::StageFile file;
     file.metadata = std::move(fetched.metadata);
     file.path = fetched.path;
     stages.push_back(std::move(file));
   }
-  runtime::fuse_stages(model_path_, stages, out_dir);
+  graph::fuse_stages(model_path_, stages, out_dir);
 }
 
 void LocalCluster::set_daemon_config(const std::string& toml) {
@@ -135,8 +135,8 @@ LocalCluster::Outcome LocalCluster::fuse_all(int clusters, int leaf, const std::
     }
     outcome.clusters.push_back(load_state_dict(out / "trained_state_dict.pt"));
   }
-  const auto fetched = runtime::Requester(runtime::load_plan(plan_dir()),
-                                          config::read_secret(secret_file()))
+  const auto fetched = requester::Requester(requester::load_plan(plan_dir()),
+                                          base::read_secret(secret_file()))
                            .fetch_losses(leaf);
   outcome.losses = fetched.losses;
   outcome.validation = fetched.validation;

@@ -92,7 +92,7 @@ class LocalCluster {
   TempDir dir_;
   std::string model_path_;
   std::vector<int> ports_;
-  std::unique_ptr<runtime::LocalDaemons> daemons_;
+  std::unique_ptr<bench::LocalDaemons> daemons_;
   bool insecure_ = false;
 };
 

@@ -6,23 +6,23 @@
 
 #include <ATen/ATen.h>
 
-#include "libs/graph/eager_numerics.h"
+#include "libs/torch_support/eager_numerics.h"
 #include "libs/ring/ring_allreduce.h"
 #include "libs/ring/ring_local.h"
 #include "libs/wire/tensor_codec.h"
 
 namespace ravnest::test {
 
-using runtime::WorkerPort;
+using worker::WorkerPort;
 
 class LocalPort::Endpoint final : public WorkerPort {
  public:
   Endpoint(LocalPort& hub, int node) : hub_(hub), node_(node) {}
-  void send(runtime::TransferMessage message) override {
+  void send(worker::TransferMessage message) override {
     message.from_node = node_;
     hub_.send(std::move(message));
   }
-  void event(const runtime::ProgressEventData& data) override { hub_.event(node_, data); }
+  void event(const worker::ProgressEventData& data) override { hub_.event(node_, data); }
   void defer(std::function<void()> task) override { hub_.defer(node_, std::move(task)); }
   void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average) override {
     hub_.reduce_rings(node_, round, work, average);
@@ -35,14 +35,14 @@ class LocalPort::Endpoint final : public WorkerPort {
 
 struct LocalPort::Node {
   Endpoint port;  // declared first: the worker holds a reference to it
-  std::unique_ptr<runtime::StageWorker> worker;
+  std::unique_ptr<worker::StageWorker> worker;
   int position = 0;
 };
 
 struct LocalPort::Meeting {
   int size = 0;
   bool average = true;
-  runtime::RingCompression compression;
+  ring::RingCompression compression;
   std::map<int, std::vector<at::Tensor>*> members;  // by position in the ring
   bool done = false;
   std::string error;
@@ -51,27 +51,27 @@ struct LocalPort::Meeting {
 LocalPort::LocalPort() = default;
 LocalPort::~LocalPort() = default;
 
-runtime::StageWorker& LocalPort::add(runtime::WorkerSetup setup) {
+worker::StageWorker& LocalPort::add(worker::WorkerSetup setup) {
   const int id = setup.node.node_id;
   if (nodes_.count(id)) throw std::invalid_argument("node " + std::to_string(id) + " twice");
   auto node = std::make_unique<Node>(Node{Endpoint(*this, id), nullptr, setup.node.position});
-  node->worker = std::make_unique<runtime::StageWorker>(std::move(setup), node->port);
+  node->worker = std::make_unique<worker::StageWorker>(std::move(setup), node->port);
   return *nodes_.emplace(id, std::move(node)).first->second->worker;
 }
 
-runtime::StageWorker& LocalPort::worker(int node) {
+worker::StageWorker& LocalPort::worker(int node) {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) throw std::out_of_range("no worker for node " + std::to_string(node));
   return *it->second->worker;
 }
 
-void LocalPort::send(runtime::TransferMessage message) {
+void LocalPort::send(worker::TransferMessage message) {
   const int to = message.to_node;
   if (!nodes_.count(to)) {
     throw std::runtime_error("node " + std::to_string(message.from_node) + " sent to node " +
                              std::to_string(to) + ", which is not here");
   }
-  auto shared = std::make_shared<runtime::TransferMessage>(std::move(message));
+  auto shared = std::make_shared<worker::TransferMessage>(std::move(message));
   tasks_.push_back({to, [this, to, shared]() {
                       for (auto& [output, value] : shared->values) {
                         if (value.isTensor()) {
@@ -93,9 +93,9 @@ void LocalPort::defer(int node, std::function<void()> task) {
   tasks_.push_back({node, std::move(task)});
 }
 
-void LocalPort::event(int node, const runtime::ProgressEventData& data) {
+void LocalPort::event(int node, const worker::ProgressEventData& data) {
   events_.push_back({node, data});
-  if (data.kind == runtime::EventKind::kFailed && failure_.empty()) failure_ = data.message;
+  if (data.kind == worker::EventKind::kFailed && failure_.empty()) failure_ = data.message;
 }
 
 bool LocalPort::run_one() {
@@ -122,7 +122,7 @@ void LocalPort::check_deadline(const std::string& while_doing) const {
 }
 
 void LocalPort::run(std::chrono::milliseconds limit) {
-  const graph::EagerNumerics eager;  // this thread is every worker's compute thread (daemon.cpp)
+  const torch_support::EagerNumerics eager;  // this thread is every worker's compute thread (daemon.cpp)
   deadline_ = std::chrono::steady_clock::now() + limit;
   std::vector<std::pair<int, Node*>> order;
   for (auto& [id, node] : nodes_) order.emplace_back(id, node.get());
@@ -130,14 +130,14 @@ void LocalPort::run(std::chrono::milliseconds limit) {
     return (a.second->position == 0) < (b.second->position == 0);
   });
   for (auto& [id, node] : order) {
-    runtime::StageWorker* worker = node->worker.get();
+    worker::StageWorker* worker = node->worker.get();
     tasks_.push_back({id, [worker]() { worker->start(); }});
   }
   while (failure_.empty() && run_one()) check_deadline("running the job");
   if (!failure_.empty()) throw std::runtime_error("a worker failed: " + failure_);
   std::string unfinished;
   for (auto& [id, node] : nodes_) {
-    if (node->worker->status().state != runtime::WorkerStatus::State::kFinished) {
+    if (node->worker->status().state != worker::WorkerStatus::State::kFinished) {
       unfinished += " " + std::to_string(id);
     }
   }
@@ -192,11 +192,11 @@ void LocalPort::reduce_rings(int node, uint64_t round, std::vector<WorkerPort::R
 struct LocalPort::RingSet {
   explicit RingSet(int size) : ring(size) {
     for (int i = 0; i < size; ++i) {
-      members.push_back(std::make_unique<runtime::RingAllReduce>(ring.member(i), i, size));
+      members.push_back(std::make_unique<ring::RingAllReduce>(ring.member(i), i, size));
     }
   }
-  runtime::LocalRing ring;
-  std::vector<std::unique_ptr<runtime::RingAllReduce>> members;
+  ring::LocalRing ring;
+  std::vector<std::unique_ptr<ring::RingAllReduce>> members;
 };
 
 void LocalPort::run_ring(int ring_id, Meeting& meeting, uint64_t round) {

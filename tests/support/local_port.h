@@ -33,7 +33,7 @@
 #include <utility>
 #include <vector>
 
-#include "libs/daemon/stage_worker.h"
+#include "libs/worker/pipeline/stage_worker.h"
 
 namespace ravnest::test {
 
@@ -41,7 +41,7 @@ class LocalPort {
  public:
   struct Event {
     int node = 0;
-    runtime::ProgressEventData data;
+    worker::ProgressEventData data;
   };
 
   LocalPort();
@@ -50,8 +50,8 @@ class LocalPort {
   LocalPort& operator=(const LocalPort&) = delete;
 
   // Makes the worker of setup.node (one per node id).
-  runtime::StageWorker& add(runtime::WorkerSetup setup);
-  runtime::StageWorker& worker(int node);
+  worker::StageWorker& add(worker::WorkerSetup setup);
+  worker::StageWorker& worker(int node);
 
   // Runs the job to its end. Throws std::runtime_error naming the failure when a worker failed,
   // when the queue runs dry with a worker unfinished, or after `limit`.
@@ -71,10 +71,10 @@ class LocalPort {
   struct Meeting;  // one ring's round: the members come one by one
   struct RingSet;  // one ring's transport and members, kept across rounds
 
-  void send(runtime::TransferMessage message);
+  void send(worker::TransferMessage message);
   void defer(int node, std::function<void()> task);
-  void event(int node, const runtime::ProgressEventData& data);
-  void reduce_rings(int node, uint64_t round, std::vector<runtime::WorkerPort::RingWork>& work,
+  void event(int node, const worker::ProgressEventData& data);
+  void reduce_rings(int node, uint64_t round, std::vector<worker::WorkerPort::RingWork>& work,
                     bool average);
   void run_ring(int ring_id, Meeting& meeting, uint64_t round);
   // Runs the first queued task whose worker is not busy. False when there is none.

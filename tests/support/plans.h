@@ -4,7 +4,7 @@
 #include <map>
 #include <vector>
 
-#include "libs/config/node_pool.h"
+#include "libs/config/pool/node_pool.h"
 #include "libs/planner/cluster_plan.h"
 
 namespace ravnest::test {

@@ -8,7 +8,7 @@
 #include "libs/training/predictions.h"
 
 using namespace ravnest;
-using runtime::join_predictions;
+using training::join_predictions;
 
 namespace {
 
@@ -56,7 +56,7 @@ TEST_CASE("join_predictions: tensors, tuples, lists and dicts, in order", "[trai
   CHECK(join_predictions({a.sum(), b.sum()}).toTensor().sizes() == at::IntArrayRef({2}));
 
   // The file round-trips through pickle (what torch.load reads).
-  const std::string file = runtime::predictions_file(pairs);
+  const std::string file = training::predictions_file(pairs);
   auto back = torch::jit::pickle_load(std::vector<char>(file.begin(), file.end()));
   CHECK(back.toTupleRef().elements()[0].toTensor().equal(at::cat({a, b})));
 

@@ -7,7 +7,7 @@
 #include "libs/training/schedule.h"
 
 using namespace ravnest;
-using runtime::RootSchedule;
+using training::RootSchedule;
 
 TEST_CASE("schedule: gpipe, 1f1b and async let micro-batches in", "[schedule]") {
   const RootSchedule gpipe(config::PipelineSchedule::kGPipe, 3);
@@ -29,21 +29,21 @@ TEST_CASE("schedule: gpipe, 1f1b and async let micro-batches in", "[schedule]") 
 }
 
 TEST_CASE("schedule: updates and the validation rounds that follow a batch", "[schedule]") {
-  CHECK(runtime::updates_after(4, 2, false) == 2);
-  CHECK(runtime::updates_after(5, 2, false) == 2);
-  CHECK(runtime::updates_after(5, 2, true) == 3);  // the last, partial accumulation
-  CHECK(runtime::updates_after(7, 1, false) == 7);
+  CHECK(training::updates_after(4, 2, false) == 2);
+  CHECK(training::updates_after(5, 2, false) == 2);
+  CHECK(training::updates_after(5, 2, true) == 3);  // the last, partial accumulation
+  CHECK(training::updates_after(7, 1, false) == 7);
   // 10 batches, 4 an epoch, an update a batch, no val_freq: after each epoch's end and the last.
   std::vector<uint64_t> after;
   for (uint64_t step = 0; step < 10; ++step) {
-    if (runtime::validation_follows(step, 10, 4, 1, 0)) after.push_back(step);
+    if (training::validation_follows(step, 10, 4, 1, 0)) after.push_back(step);
   }
   CHECK(after == std::vector<uint64_t>{3, 7, 9});
   // Every 3 updates, an update every 2 batches: updates after batches 2, 4, 6, ...; the third
   // after batch 6 (step 5), the sixth after batch 12 (step 11); and the last.
   after.clear();
   for (uint64_t step = 0; step < 13; ++step) {
-    if (runtime::validation_follows(step, 13, 100, 2, 3)) after.push_back(step);
+    if (training::validation_follows(step, 13, 100, 2, 3)) after.push_back(step);
   }
   CHECK(after == std::vector<uint64_t>{5, 11, 12});
   // As batch_finished decides, for every batch of a few shapes of training.
@@ -53,13 +53,13 @@ TEST_CASE("schedule: updates and the validation rounds that follow a batch", "[s
       uint64_t updates = 0;
       for (uint64_t step = 0; step < total; ++step) {
         const bool last = step + 1 == total;
-        const bool updated = runtime::update_due(step + 1, update_frequency, last);
+        const bool updated = training::update_due(step + 1, update_frequency, last);
         if (updated) ++updates;
         const bool epoch_ended = (step + 1) % per_epoch == 0;
-        const bool expected = (updated && runtime::validation_due(updates, val_freq, false)) ||
+        const bool expected = (updated && training::validation_due(updates, val_freq, false)) ||
                               (val_freq <= 0 && epoch_ended) || last;
         INFO("update_frequency " << update_frequency << " val_freq " << val_freq << " step " << step);
-        CHECK(runtime::validation_follows(step, total, per_epoch, update_frequency, val_freq) ==
+        CHECK(training::validation_follows(step, total, per_epoch, update_frequency, val_freq) ==
               expected);
       }
     }

@@ -7,7 +7,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
-#include "libs/config/atomic_file.h"
+#include "libs/base/atomic_file.h"
 #include "libs/training/sparse_optimizer.h"
 #include "tests/support/test_env.h"
 
@@ -23,7 +23,7 @@ std::vector<at::Tensor> python_run(const std::string& name, const std::string& s
                                " " + shape);
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
-  const std::string text = config::read_file(out);
+  const std::string text = base::read_file(out);
   std::vector<char> bytes(text.begin(), text.end());
   std::vector<at::Tensor> tensors;
   const c10::IValue loaded = torch::jit::pickle_load(bytes);

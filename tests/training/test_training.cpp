@@ -18,7 +18,7 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
-#include "libs/config/job_spec.h"
+#include "libs/config/job/job_spec.h"
 #include "libs/data/dataset.h"
 #include "libs/training/evaluate.h"
 #include "libs/training/loss.h"
@@ -28,8 +28,8 @@
 #include "tests/support/test_env.h"
 
 using namespace ravnest;
-using runtime::Loss;
-using runtime::LrSchedule;
+using training::Loss;
+using training::LrSchedule;
 
 namespace {
 
@@ -82,12 +82,12 @@ void write_digits_subset(const std::filesystem::path& dir, const std::string& na
 // ------------------------------------------------------------------------------------ losses
 
 TEST_CASE("micro_batch_loss_weight: samples / batch_samples / update_frequency") {
-  CHECK(runtime::micro_batch_loss_weight(16, 64, 1) == 0.25);
-  CHECK(runtime::micro_batch_loss_weight(3, 10, 2) == Approx(0.15));
-  CHECK(runtime::micro_batch_loss_weight(10, 10, 4) == 0.25);
-  CHECK_THROWS(runtime::micro_batch_loss_weight(11, 10, 1));
-  CHECK_THROWS(runtime::micro_batch_loss_weight(1, 0, 1));
-  CHECK_THROWS(runtime::micro_batch_loss_weight(1, 10, 0));
+  CHECK(training::micro_batch_loss_weight(16, 64, 1) == 0.25);
+  CHECK(training::micro_batch_loss_weight(3, 10, 2) == Approx(0.15));
+  CHECK(training::micro_batch_loss_weight(10, 10, 4) == 0.25);
+  CHECK_THROWS(training::micro_batch_loss_weight(11, 10, 1));
+  CHECK_THROWS(training::micro_batch_loss_weight(1, 0, 1));
+  CHECK_THROWS(training::micro_batch_loss_weight(1, 10, 0));
 }
 
 TEST_CASE("built-in losses equal hand computations") {
@@ -200,13 +200,13 @@ TEST_CASE("make_optimizer: each optimizer with the spec's options; tied weights 
   torch::jit::Module tied = torch::jit::load(test::models_dir() + "/tied.pt");
   std::vector<at::Tensor> params;
   for (const auto& p : tied.parameters()) params.push_back(p);
-  const auto unique = runtime::unique_trainable(params);
+  const auto unique = training::unique_trainable(params);
   INFO("parameters() gave " << params.size());
   CHECK(unique.size() == 3);  // embedding.weight (= decoder.weight), proj.weight, proj.bias
   std::vector<at::Tensor> doubled = params;
   doubled.insert(doubled.end(), params.begin(), params.end());
   doubled.push_back(at::zeros({3}));  // requires_grad false: skipped
-  CHECK(runtime::unique_trainable(doubled).size() == 3);
+  CHECK(training::unique_trainable(doubled).size() == 3);
 
   config::OptimizerSpec spec;
   spec.name = config::OptimizerName::kSgd;
@@ -215,7 +215,7 @@ TEST_CASE("make_optimizer: each optimizer with the spec's options; tied weights 
   spec.dampening = 0;
   spec.nesterov = true;
   spec.weight_decay = 0.01;
-  auto opt = runtime::make_optimizer(spec, doubled);
+  auto opt = training::make_optimizer(spec, doubled);
   REQUIRE(opt->param_groups().size() == 1);
   CHECK(opt->param_groups()[0].params().size() == 3);
   auto* sgd = dynamic_cast<torch::optim::SGD*>(opt.get());
@@ -230,7 +230,7 @@ TEST_CASE("make_optimizer: each optimizer with the spec's options; tied weights 
   spec.betas = {0.8, 0.9};
   spec.eps = 1e-6;
   spec.amsgrad = true;
-  opt = runtime::make_optimizer(spec, params);
+  opt = training::make_optimizer(spec, params);
   const auto& ao = static_cast<const torch::optim::AdamOptions&>(opt->param_groups()[0].options());
   REQUIRE(dynamic_cast<torch::optim::Adam*>(opt.get()));
   CHECK(std::get<0>(ao.betas()) == 0.8);
@@ -238,11 +238,11 @@ TEST_CASE("make_optimizer: each optimizer with the spec's options; tied weights 
   CHECK(ao.eps() == 1e-6);
   CHECK(ao.amsgrad());
   spec.name = config::OptimizerName::kAdamW;
-  CHECK(dynamic_cast<torch::optim::AdamW*>(runtime::make_optimizer(spec, params).get()));
+  CHECK(dynamic_cast<torch::optim::AdamW*>(training::make_optimizer(spec, params).get()));
   spec.name = config::OptimizerName::kRmsprop;
   spec.alpha = 0.7;
   spec.centered = true;
-  opt = runtime::make_optimizer(spec, params);
+  opt = training::make_optimizer(spec, params);
   REQUIRE(dynamic_cast<torch::optim::RMSprop*>(opt.get()));
   const auto& ro = static_cast<const torch::optim::RMSpropOptions&>(opt->param_groups()[0].options());
   CHECK(ro.alpha() == 0.7);
@@ -250,7 +250,7 @@ TEST_CASE("make_optimizer: each optimizer with the spec's options; tied weights 
   spec.name = config::OptimizerName::kAdagrad;
   spec.lr_decay = 0.1;
   spec.initial_accumulator_value = 0.2;
-  opt = runtime::make_optimizer(spec, params);
+  opt = training::make_optimizer(spec, params);
   REQUIRE(dynamic_cast<torch::optim::Adagrad*>(opt.get()));
   const auto& go = static_cast<const torch::optim::AdagradOptions&>(opt->param_groups()[0].options());
   CHECK(go.lr_decay() == 0.1);
@@ -345,7 +345,7 @@ TEST_CASE("evaluate: mean loss and accuracy in eval mode; the module's mode is r
   spec.scale = 0.0625;
   const data::Dataset val = data::load_dataset(spec, data::Split::kTrain);
   const Loss loss(loss_spec(config::LossName::kCrossEntropy));
-  const runtime::Evaluation e = runtime::evaluate(model, val, loss, 64);
+  const training::Evaluation e = training::evaluate(model, val, loss, 64);
   CHECK(model.is_training());
   CHECK(e.samples == val.size());
 
@@ -357,21 +357,21 @@ TEST_CASE("evaluate: mean loss and accuracy in eval mode; the module's mode is r
   const double accuracy = out.argmax(1).eq(all.labels).sum().item<double>() / static_cast<double>(val.size());
   CHECK(e.accuracy == accuracy);
   CHECK(e.loss == Approx(at::cross_entropy_loss(out, all.labels).item<double>()).epsilon(1e-5));
-  CHECK(runtime::count_correct(out, all.labels.to(at::kFloat)) == -1);
-  CHECK(runtime::count_correct(out.reshape({-1}), all.labels) == -1);
+  CHECK(training::count_correct(out, all.labels.to(at::kFloat)) == -1);
+  CHECK(training::count_correct(out.reshape({-1}), all.labels) == -1);
 
   // Labels per position (segmentation [N, C, H, W] against [N, H, W]): each sample counts the
   // share of its positions that are right.
   const at::Tensor pixels = at::zeros({2, 3, 2, 2});
   pixels.select(1, 1).fill_(1.0);  // class 1 everywhere
   const at::Tensor truth = at::tensor({1, 1, 1, 0, 1, 1, 1, 1}, at::kLong).view({2, 2, 2});
-  CHECK(runtime::count_correct(pixels, truth) == Approx(1.75));
-  CHECK(runtime::count_correct(pixels, truth.view({2, 4})) == -1);          // positions differ
-  CHECK(runtime::count_correct(pixels, truth.to(at::kFloat)) == -1);        // not classes
+  CHECK(training::count_correct(pixels, truth) == Approx(1.75));
+  CHECK(training::count_correct(pixels, truth.view({2, 4})) == -1);          // positions differ
+  CHECK(training::count_correct(pixels, truth.to(at::kFloat)) == -1);        // not classes
 
   // Regression labels: no accuracy.
   const data::Dataset reg({all.inputs[0]}, at::zeros({val.size(), 10}), "reg");
-  const auto r = runtime::evaluate(model, reg, Loss(loss_spec(config::LossName::kMse)), 100);
+  const auto r = training::evaluate(model, reg, Loss(loss_spec(config::LossName::kMse)), 100);
   CHECK(std::isnan(r.accuracy));
   CHECK(r.loss > 0);
 }
@@ -388,10 +388,10 @@ struct Compared {
 // Trains `job_text` (written as job.toml next to the data in `dir`) with the C++ reference
 // trainer and with tests/python/reference_train.py; compares every state entry and the losses.
 Compared train_both(const test::TempDir& dir, const std::string& model, const std::string& job_text,
-                    runtime::ReferenceResult* out = nullptr) {
+                    training::ReferenceResult* out = nullptr) {
   test::write_text(dir / "job.toml", job_text);
   const auto job = config::load_job((dir / "job.toml").string());
-  const runtime::ReferenceResult cpp = runtime::train_reference(model, job);
+  const training::ReferenceResult cpp = training::train_reference(model, job);
   const auto run = test::run_command(test::python() + " " + test::source_dir() +
                                      "/tests/python/reference_train.py " + (dir / "job.toml").string() + " " +
                                      model + " " + (dir / "py_state.pt").string() + " --losses " +
@@ -414,7 +414,7 @@ Compared train_both(const test::TempDir& dir, const std::string& model, const st
     }
   }
   // Training moved the weights (the comparison is not between two untouched models).
-  const auto initial = runtime::state_of(torch::jit::load(model));
+  const auto initial = training::state_of(torch::jit::load(model));
   double moved = 0;
   for (const auto& [name, t] : initial) {
     if (t.is_floating_point()) moved = std::max(moved, (t - cpp.state.at(name)).abs().max().item<double>());
@@ -474,7 +474,7 @@ TEST_CASE("reference trainer equals PyTorch in Python: small_cnn, micro-batches,
   };
   for (const auto& c : cases) {
     INFO(c.name);
-    runtime::ReferenceResult result;
+    training::ReferenceResult result;
     const Compared d = train_both(dir, model, std::string(kDigitsData) + c.job, &result);
     INFO("worst: " << d.worst << " differs by " << d.max_difference);
     CHECK(d.max_difference < 1e-5);
@@ -498,7 +498,7 @@ TEST_CASE("reference trainer counts batches, updates and validations as document
   };
   // 5 batches per epoch, 3 epochs = 15 batches; update_frequency 4: updates after 4, 8, 12 and
   // the partial one after 15.
-  auto r = runtime::train_reference(model, job_with("epochs = 3\nbatch_size = 50\nupdate_frequency = 4\n"));
+  auto r = training::train_reference(model, job_with("epochs = 3\nbatch_size = 50\nupdate_frequency = 4\n"));
   CHECK(r.batches == 15);
   CHECK(r.updates == 4);
   CHECK(r.samples == 690);
@@ -511,18 +511,18 @@ TEST_CASE("reference trainer counts batches, updates and validations as document
   CHECK(r.validations[2].result.samples == 40);
   CHECK(r.samples_per_second > 0);
   // val_freq 2 with max_steps 9 and update_frequency 1: after updates 2, 4, 6, 8 and at the end.
-  r = runtime::train_reference(model, job_with("epochs = 3\nbatch_size = 50\nval_freq = 2\nmax_steps = 9\n"));
+  r = training::train_reference(model, job_with("epochs = 3\nbatch_size = 50\nval_freq = 2\nmax_steps = 9\n"));
   CHECK(r.batches == 9);
   REQUIRE(r.validations.size() == 5);
   CHECK(r.validations[3].updates == 8);
   CHECK(r.validations[4].updates == 9);
   // max_batches caps further.
-  r = runtime::train_reference(model, job_with("epochs = 3\nbatch_size = 50\n"), 2);
+  r = training::train_reference(model, job_with("epochs = 3\nbatch_size = 50\n"), 2);
   CHECK(r.batches == 2);
   CHECK(r.epochs_started == 1);
   // Same job, same result.
-  const auto a = runtime::train_reference(model, job_with("epochs = 1\nbatch_size = 50\nmicro_batches = 2\n"));
-  const auto b = runtime::train_reference(model, job_with("epochs = 1\nbatch_size = 50\nmicro_batches = 2\n"));
+  const auto a = training::train_reference(model, job_with("epochs = 1\nbatch_size = 50\nmicro_batches = 2\n"));
+  const auto b = training::train_reference(model, job_with("epochs = 1\nbatch_size = 50\nmicro_batches = 2\n"));
   for (const auto& [name, t] : a.state) CHECK(at::equal(t, b.state.at(name)));
 }
 
@@ -540,7 +540,7 @@ torch.save({"inputs": tokens, "labels": targets}, sys.argv[1] + "/tied_data.pt")
       "[data]\nformat = \"tensors\"\ntrain = \"tied_data.pt\"\n"
       "[loss]\nname = \"mse\"\n"
       "[optimizer]\nname = \"sgd\"\nlr = 0.5\nmomentum = 0.9\n";
-  runtime::ReferenceResult result;
+  training::ReferenceResult result;
   const Compared d = train_both(dir, test::models_dir() + "/tied.pt", job, &result);
   INFO("worst: " << d.worst << " differs by " << d.max_difference);
   CHECK(d.max_difference < 1e-5);
@@ -556,7 +556,7 @@ TEST_CASE("the digits job (configs/job_digits.toml) reaches 95% validation accur
   std::filesystem::copy_file(test::source_dir() + "/configs/job_digits.toml", dir / "job_digits.toml");
   const auto job = config::load_job((dir / "job_digits.toml").string());
   const auto started = std::chrono::steady_clock::now();
-  const auto r = runtime::train_reference((dir / "small_cnn.pt").string(), job);
+  const auto r = training::train_reference((dir / "small_cnn.pt").string(), job);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   REQUIRE_FALSE(r.validations.empty());
   const auto& last = r.validations.back().result;

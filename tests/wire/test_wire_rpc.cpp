@@ -9,7 +9,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "libs/config/sha256.h"
+#include "libs/base/sha256.h"
 #include "libs/wire/file_stream.h"
 #include "libs/wire/peer_links.h"
 #include "tests/wire/wire_test_util.h"
@@ -258,7 +258,7 @@ TEST_CASE("FileSink stores a good file and refuses bad ones without leaving file
   ServerThread server(dir.path);
   RpcClient client("127.0.0.1", server.port());
   const std::string content = random_bytes(3 * 1024 * 1024 + 5, 1);
-  const std::string sha = ravnest::config::sha256_hex(content);
+  const std::string sha = ravnest::base::sha256_hex(content);
 
   SECTION("good file") {
     push_file(client, "data.bin", content.size(), sha, content);
@@ -269,7 +269,7 @@ TEST_CASE("FileSink stores a good file and refuses bad ones without leaving file
     CHECK(count_entries(dir.path) == 1);
   }
   SECTION("uppercase checksum and an empty file") {
-    std::string upper = ravnest::config::sha256_hex("");
+    std::string upper = ravnest::base::sha256_hex("");
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     push_file(client, "empty.bin", 0, upper, "");
     auto event = next_event(server, client);
@@ -335,13 +335,13 @@ TEST_CASE("stream_file sends a file from disk in chunks, through pushFile's File
   auto request = node.pushFileRequest();
   request.setName("data.bin");
   request.setSize(content.size());
-  request.setSha256(ravnest::config::sha256_hex(content));
+  request.setSha256(ravnest::base::sha256_hex(content));
   uint64_t progress = 0;
   auto sent = wait_bounded(
       stream_file(request.send().getSink(), source, 256 * 1024, &progress), client);
   CHECK(sent.bytes == content.size());
   CHECK(progress == content.size());
-  CHECK(sent.sha256 == ravnest::config::sha256_hex(content));
+  CHECK(sent.sha256 == ravnest::base::sha256_hex(content));
   auto event = next_event(server, client);
   REQUIRE(event.has_value());
   REQUIRE(event->kind == "file");
@@ -378,7 +378,7 @@ TEST_CASE("FileDownload keeps a file only once its size and checksum are the sen
   SECTION("another checksum") {
     FileDownload download(target);
     auto sent = wait_bounded(stream_file(download.sink(), source), client);
-    CHECK_THROWS_WITH(download.keep(sent.bytes, ravnest::config::sha256_hex("x")),
+    CHECK_THROWS_WITH(download.keep(sent.bytes, ravnest::base::sha256_hex("x")),
                       Catch::Contains("fetched.bin: the bytes received hash to "));
   }
   SECTION("another size") {
@@ -393,7 +393,7 @@ TEST_CASE("FileDownload keeps a file only once its size and checksum are the sen
     auto write = sink.writeRequest();
     write.setChunk(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(content.data()), 10));
     wait_bounded(write.send(), client);
-    CHECK_THROWS_WITH(download.keep(10, ravnest::config::sha256_hex(content.substr(0, 10))),
+    CHECK_THROWS_WITH(download.keep(10, ravnest::base::sha256_hex(content.substr(0, 10))),
                       Catch::Contains("before the sender said it was done"));
   }
   SECTION("dropped") {
@@ -417,7 +417,7 @@ TEST_CASE("FileSink hands a checked file to its commit, which may refuse it", "[
   std::string taken;
   SECTION("taken") {
     auto opened = FileSink::open(out, "stage.pt", content.size(),
-                                 ravnest::config::sha256_hex(content),
+                                 ravnest::base::sha256_hex(content),
                                  [&](const fs::path& temp) {
                                    taken = read_file(temp);
                                    fs::rename(temp, out / "kept.pt");
@@ -430,7 +430,7 @@ TEST_CASE("FileSink hands a checked file to its commit, which may refuse it", "[
   }
   SECTION("refused") {
     auto opened = FileSink::open(out, "stage.pt", content.size(),
-                                 ravnest::config::sha256_hex(content),
+                                 ravnest::base::sha256_hex(content),
                                  [&](const fs::path&) { throw std::runtime_error("no module"); });
     CHECK_THROWS_WITH(wait_bounded(stream_file(kj::mv(opened.sink), source), client),
                       Catch::Contains("no module"));
@@ -443,7 +443,7 @@ TEST_CASE("FileSink errors read as one line, without KJ's name = value details",
   ServerThread server(dir.path);
   RpcClient client("127.0.0.1", server.port());
   const std::string content(10000, 'x');
-  const std::string sha = ravnest::config::sha256_hex(content);
+  const std::string sha = ravnest::base::sha256_hex(content);
   std::string bad = sha;
   bad[3] = bad[3] == '0' ? '1' : '0';
   try {

@@ -1,0 +1,111 @@
+#include "libs/config/plan/node_replacement.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "libs/config/plan/plan_layout.h"
+
+namespace ravnest::config {
+
+namespace {
+
+// Every mention of `from` in `node`, as `to` (at `address`). True when anything changed.
+bool rename(NodeMetadata& node, int from, int to, const std::string& address) {
+  bool changed = false;
+  auto id = [&](int& v) {
+    if (v == from) {
+      v = to;
+      changed = true;
+    }
+  };
+  auto ids = [&](std::vector<int>& vs) {
+    for (int& v : vs) id(v);
+  };
+  ids(node.pipeline);
+  auto it = node.addresses.find(from);
+  if (it != node.addresses.end()) {
+    node.addresses.erase(it);
+    node.addresses[to] = address;
+    changed = true;
+  }
+  for (auto& input : node.inputs) {
+    if (input.from_node) id(*input.from_node);
+  }
+  for (auto& output : node.outputs) ids(output.to_nodes);
+  ids(node.forward_neighbours);
+  ids(node.backward_neighbours);
+  for (auto& [name, holders] : node.shared_parameters) ids(holders);
+  ids(node.random_nodes);
+  for (auto& ring : node.rings) {
+    for (auto& peer : ring.peers) {
+      if (peer.node == from) {
+        peer.node = to;
+        peer.address = address;
+        changed = true;
+      }
+    }
+    id(ring.next_node);
+    id(ring.prev_node);
+  }
+  return changed;
+}
+
+}  // namespace
+
+std::vector<int> replace_node(std::vector<NodeMetadata>& nodes, int old_id, const NodeConfig& spare) {
+  auto old = std::find_if(nodes.begin(), nodes.end(),
+                          [&](const NodeMetadata& n) { return n.node_id == old_id; });
+  if (old == nodes.end()) {
+    throw std::runtime_error("node_" + std::to_string(old_id) + " is not in the plan");
+  }
+  for (const auto& n : nodes) {
+    if (n.node_id == spare.id) {
+      throw std::runtime_error(spare.name + " is already in the plan (cluster " +
+                               std::to_string(n.cluster) + "); a spare must be a pool node "
+                               "the plan does not use");
+    }
+    if (n.address == spare.address) {
+      throw std::runtime_error(spare.name + ": its address " + spare.address + " is " + n.name +
+                               "'s in the plan");
+    }
+  }
+  const std::string old_address = old->address;
+  old->node_id = spare.id;
+  old->name = spare.name;
+  old->address = spare.address;
+  old->stage_file = PlanLayout::stage_file(spare.id);
+  std::vector<int> changed{spare.id};
+  for (auto& node : nodes) {
+    bool renamed = rename(node, old_id, spare.id, spare.address);
+    // The old node's pinned certificate goes, the spare's (if the pool pins one) comes.
+    auto pins = node.tls_fingerprints;
+    pins.erase(old_address);
+    if (!spare.tls_fingerprint.empty()) pins[spare.address] = spare.tls_fingerprint;
+    if (pins != node.tls_fingerprints) {
+      node.tls_fingerprints = std::move(pins);
+      renamed = true;
+    }
+    if (renamed && node.node_id != spare.id) changed.push_back(node.node_id);
+  }
+  return changed;
+}
+
+std::string replace_node_in_plan_json(const std::string& plan_json, int old_id, int new_id) {
+  auto json = nlohmann::json::parse(plan_json);
+  auto rename_in = [&](nlohmann::json& list) {
+    for (auto& v : list) {
+      if (v.is_number_integer() && v.get<int>() == old_id) v = new_id;
+    }
+  };
+  for (auto& cluster : json.at("clusters")) rename_in(cluster.at("nodes"));
+  if (json.contains("rings")) {
+    for (auto& ring : json.at("rings")) {
+      if (ring.contains("nodes")) rename_in(ring.at("nodes"));
+    }
+  }
+  return json.dump(2) + "\n";
+}
+
+}  // namespace ravnest::config

@@ -1,0 +1,750 @@
+#include "libs/daemon/job/job_control.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "libs/worker/compute_device.h"
+#include "libs/training/device_memory.h"
+#include "libs/worker/compute_threads.h"
+
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include <asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "libs/base/atomic_file.h"
+#include "libs/base/clock.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/daemon/memory_checks.h"
+#include "libs/base/printable.h"
+#include "libs/base/sha256.h"
+#include "libs/worker/job_setup.h"
+#include "libs/daemon/rpc/thread_bridge.h"
+#include "libs/torch_support/module_file.h"
+#include "libs/wire/file_stream.h"
+#include "libs/wire/kj_reason.h"
+#include "libs/wire/tensor_stream.h"
+#include "libs/wire/transfer_codec.h"
+
+namespace ravnest::daemon {
+
+using wire::NodeState;
+
+JobControl::JobControl(store::NodeStore& store, asio::io_context& compute, RingMember& rings,
+                       wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
+                       worker::WorkerPort& port, int threads, const std::string& device,
+                       int64_t memory_limit)
+    : threads_(threads),
+      device_(device),
+      store_(store),
+      compute_(compute),
+      rings_(rings),
+      links_(links),
+      traffic_(traffic),
+      port_(port),
+      checkpoints_(std::make_shared<store::CheckpointStore>(store.checkpoints_dir())),
+      peers_(links, loop),
+      memory_(memory_limit, loop) {
+  if (store_.has_stage()) {
+    try {
+      metadata_ = store_.metadata();
+      links_.security()->set_pins(metadata_.tls_fingerprints);
+    } catch (const std::exception& e) {
+      spdlog::warn("stored metadata unreadable: {}", e.what());
+    }
+  }
+  std::optional<store::LastJob> last;
+  try {
+    last = store::load_last_job(store_.last_job_path());
+  } catch (const std::exception& e) {
+    spdlog::warn("{}", e.what());
+  }
+  if (!last) return;
+  job_id_ = last->job_id;
+  switch (last->outcome) {
+    case store::LastJob::Outcome::kRunning:
+      state_ = NodeState::kFailed;
+      error_ = "ravnestd stopped during the job (killed, or restarted)";
+      spdlog::warn("job {} failed: {}", job_id_, error_);
+      record(store::LastJob::Outcome::kFailed, job_id_, error_);
+      break;
+    case store::LastJob::Outcome::kFinished: state_ = NodeState::kFinished; break;
+    case store::LastJob::Outcome::kFailed:
+      state_ = NodeState::kFailed;
+      error_ = last->error;
+      break;
+    case store::LastJob::Outcome::kStopped:
+      state_ = NodeState::kIdle;
+      error_ = "stopped by the requester: " + last->error;
+      break;
+  }
+}
+
+void JobControl::record(store::LastJob::Outcome outcome, uint64_t job_id, const std::string& error) {
+  try {
+    save_last_job(store_.last_job_path(), store::LastJob{job_id, outcome, error});
+  } catch (const std::exception& e) {
+    spdlog::error("cannot record the outcome of job {}: {}", job_id, e.what());
+  }
+}
+
+kj::Promise<void> JobControl::push_stage(PushStageCall context, wire::StreamSlot slot,
+                                         uint64_t max_bytes) {
+  auto params = context.getParams();
+  const std::string metadata_json = params.getMetadataJson();
+  const uint64_t size = params.getSize();
+  auto opened = checked([&] {
+    if (params.hasObsoleteStage() && params.getObsoleteStage().size() > 0) {
+      throw std::runtime_error("the stage arrived whole in the call, as ravnest did before stages "
+                               "streamed: push with a ravnest of this daemon's version");
+    }
+    wire::check_stream_size(size, max_bytes, "pushStage");
+    if (training()) throw std::runtime_error("busy: a job is running");
+    // A stage whose measured peak exceeds the budget would fail its first job, or take the
+    // machine down with it: refused before anything travels (and logged by the endpoint).
+    const auto fits = [this](const config::NodeMetadata& pushed) {
+      const auto refusal = config::stage_memory_refusal(
+          pushed.estimates, memory_.baseline_bytes(), memory_.read().budget);
+      if (refusal) throw std::runtime_error(*refusal);
+      if (pushed.estimates.device_peak_memory_bytes > 0) {
+        const c10::Device device = training::compute_device(device_);
+        if (training::device_memory_measurable(device)) {
+          const auto on_card = config::stage_device_memory_refusal(
+              pushed.estimates, device.str(), training::read_device_memory(device).total_bytes);
+          if (on_card) throw std::runtime_error(*on_card);
+        }
+      }
+    };
+    store_.check_stage_push(metadata_json, params.getSha256(), fits);
+    // The bytes go to a temporary file beside stage.pt (removed if anything fails, or by the
+    // next start after a crash); they replace the stored stage only once whole, checked and
+    // a TorchScript archive, so a push that fails leaves the old stage as it was.
+    return wire::FileSink::open(
+        store_.dir(), store_.stage_path().filename().string(), size, params.getSha256(),
+        [this, metadata_json, size](const std::filesystem::path& received) {
+          if (training()) throw std::runtime_error("busy: a job started while the stage arrived");
+          // Random bytes that hash as announced are still no stage: refused here, not at the
+          // first job. The archive's directory is checked, not the module loaded: loading would
+          // hold the whole stage in memory during a push.
+          torch_support::check_module_archive(received.string(),
+                                      "the pushed stage (" + std::to_string(size) + " bytes)");
+          store_.commit_stage(received, size, metadata_json);
+          metadata_ = store_.metadata();
+          // The plan's pinned certificates: what this node's peers must show it.
+          links_.security()->set_pins(metadata_.tls_fingerprints);
+          {
+            // A new stage: no job has run on it (its last_job.json went with the old one).
+            std::lock_guard<std::mutex> lock(mutex_);
+            worker_.reset();
+            state_ = NodeState::kIdle;
+            job_id_ = 0;
+            error_.clear();
+          }
+          spdlog::info("stored stage {} ({} bytes)", metadata_.stage_sha256.substr(0, 12), size);
+        });
+  });
+  context.getResults().setSink(kj::mv(opened.sink));
+  tasks_.add(opened.completion.attach(kj::mv(slot)).catch_([](kj::Exception&& e) {
+    spdlog::warn("pushStage: {}", wire::kj_reason(e));
+  }));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobControl::push_file(PushFileCall context, wire::StreamSlot slot,
+                                         uint64_t max_bytes) {
+  auto params = context.getParams();
+  const std::string name = params.getName();
+  auto opened = checked([&] {
+    wire::check_stream_size(params.getSize(), max_bytes, "pushFile");
+    const auto [dir, file] = store_.shipped_file(name);  // refuses names that are not one
+    return wire::FileSink::open(dir, file, params.getSize(), params.getSha256());
+  });
+  context.getResults().setSink(kj::mv(opened.sink));
+  tasks_.add(opened.completion.attach(kj::mv(slot)).then([name]() {
+    spdlog::info("stored file {}", base::printable(name, 300));
+  }));
+  return kj::READY_NOW;
+}
+
+namespace {
+
+// "field<TAB>location" lines (StageCheckpoint::data) as a map.
+std::map<std::string, std::string> data_lines(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto tab = line.find('\t');
+    if (tab != std::string::npos) out[line.substr(0, tab)] = line.substr(tab + 1);
+  }
+  return out;
+}
+
+// A resume trains on the data its checkpoint was made with, or not at all: a file changed at
+// the same path ships as another bundle (named by its contents' SHA-256).
+void check_same_data(const training::StageCheckpoint& from, const std::map<std::string, std::string>& shipped,
+                     const config::JobSpec& job) {
+  if (from.data.empty()) return;  // written before checkpoints recorded it
+  const auto then = data_lines(from.data);
+  const std::map<std::string, std::string> raw = {{"data.train", job.data.train.raw},
+                                                  {"data.validation", job.data.validation.raw},
+                                                  {"loss.path", job.loss.path.raw}};
+  for (const auto& [field, location] : then) {
+    auto now = shipped.find(field);
+    if (now != shipped.end() && now->second == location) continue;
+    auto path = raw.find(field);
+    const std::string named = path != raw.end() ? " (" + base::printable(path->second, 200) + ")" : "";
+    throw std::runtime_error(
+        field + named + " is not the data the checkpoint after update " +
+        std::to_string(from.updates) + " was trained on (its files hash to " +
+        (now == shipped.end() ? std::string("nothing shipped") : now->second.substr(0, 12)) +
+        ", then to " + location.substr(0, 12) +
+        "): resume refused; restore the data, or `ravnest train` starts the job afresh");
+  }
+}
+
+}  // namespace
+
+kj::Promise<void> JobControl::load_job(LoadJobCall context) {
+  auto params = context.getParams();
+  const std::string text = params.getJobToml();
+  const uint64_t job_id = params.getJobId();
+  const std::string identity = params.getIdentity();
+  const uint64_t resume_from = params.getResumeFrom();
+  std::map<std::string, std::string> shipped;
+  for (auto path : params.getShipped()) shipped[path.getField()] = path.getLocation();
+  checked([&] {
+    if (!identity.empty()) store::CheckpointStore::check_identity(identity);
+    if (resume_from > 0 && identity.empty()) {
+      throw std::runtime_error("a job to resume needs its identity");
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (effective_state(nullptr) == NodeState::kTraining) {
+      throw std::runtime_error("busy: a job is running");
+    }
+    if (!store_.has_stage()) throw std::runtime_error("no stage stored: run `ravnest push` first");
+  });
+  peers_.stop();
+  listeners_.clear();  // a new job, new listeners
+  rings_.mailbox().reset();
+  ps_mailbox_.reset();
+  rows_mailbox_.reset();
+  links_.drop_all();  // and new connections: a peer may have restarted since the last job
+  traffic_.reset();
+  return on_compute(compute_, [this, text, job_id, identity, resume_from, shipped]() {
+    rings_.end_job();
+    auto job = store_.locate_shipped(config::parse_job(text, "job"), shipped);
+    auto setup = worker::make_worker_setup(store_, job, job_id, training::compute_device(device_));
+    for (const auto& [field, location] : shipped) setup->data += field + "\t" + location + "\n";
+    if (!identity.empty()) {
+      setup->checkpoints = checkpoints_;
+      setup->identity = identity;
+      if (resume_from > 0) {
+        setup->resume = checkpoints_->read(identity, resume_from, setup->node.cluster,
+                                            setup->node.position);
+        check_same_data(*setup->resume, shipped, job);
+      } else {
+        checkpoints_->clear(identity);  // a fresh start: older checkpoints of it are stale
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_setup_ = std::shared_ptr<worker::WorkerSetup>(std::move(setup));
+    worker_.reset();
+    job_id_ = job_id;
+    state_ = NodeState::kReady;
+    error_.clear();
+  }).then([job_id, resume_from]() {
+    if (resume_from > 0) {
+      spdlog::info("job {} loaded, resuming after update {}", job_id, resume_from);
+    } else {
+      spdlog::info("job {} loaded", job_id);
+    }
+  });
+}
+
+kj::Promise<void> JobControl::start(StartCall context) {
+  auto params = context.getParams();
+  const uint64_t job_id = params.getJobId();
+  return on_compute(compute_, [this, job_id]() {
+    std::shared_ptr<worker::WorkerSetup> setup;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (state_ != NodeState::kReady || job_id != job_id_ || !pending_setup_) {
+        throw std::runtime_error("no job " + std::to_string(job_id) + " loaded");
+      }
+      setup = std::move(pending_setup_);
+    }
+    // A daemon that dies from here on is found to have failed the job when it starts again.
+    save_last_job(store_.last_job_path(), store::LastJob{job_id, store::LastJob::Outcome::kRunning, ""});
+    const int threads = worker::apply_compute_threads(threads_, &metadata_);
+    spdlog::info("compute threads: {}{}", threads, threads_ > 0 ? "" : " (the cores divided among the plan's daemons on this host)");
+    std::shared_ptr<worker::JobWorker> worker = make_job_worker(std::move(*setup), port_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      worker_ = worker;
+      state_ = NodeState::kTraining;
+    }
+    spdlog::info("job {} started", job_id);
+    // Reply to start() before the first batch runs; a job stopped meanwhile never starts.
+    asio::post(compute_, [this, started = std::weak_ptr<worker::JobWorker>(worker)]() {
+      auto worker = started.lock();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!worker || worker != worker_) return;
+      }
+      worker->start();
+    });
+  }).then([this, job_id]() {
+    watch_peers(job_id);
+    watch_memory(job_id);
+  });
+}
+
+bool JobControl::running(uint64_t job_id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return job_id_ == job_id && effective_state(nullptr) == NodeState::kTraining;
+}
+
+void JobControl::watch_memory(uint64_t job_id) {
+  memory_.watch(
+      store_.node_name(), [this, job_id]() { return running(job_id); },
+      [this](const std::string& message) {
+        wire::ProgressEventData event;
+        event.kind = wire::EventKind::kWarning;
+        event.message = message;
+        publish(event);
+      });
+}
+
+// Every other node of the cluster and every ring member: the nodes whose silence would leave this
+// one waiting.
+void JobControl::watch_peers(uint64_t job_id) {
+  std::map<std::string, std::string> by_address;
+  for (const auto& [id, address] : config::peer_addresses(metadata_)) {
+    if (id != metadata_.node_id) by_address.emplace(address, "node_" + std::to_string(id));
+  }
+  for (const auto& ring : metadata_.rings) {
+    for (const auto& peer : ring.peers) {
+      if (peer.node != metadata_.node_id) {
+        by_address.emplace(peer.address, "node_" + std::to_string(peer.node));
+      }
+    }
+  }
+  std::vector<PeerWatch::Peer> peers;
+  for (const auto& [address, name] : by_address) peers.push_back({name, address});
+  peers_.watch(
+      job_id, std::move(peers), [this, job_id]() { return running(job_id); },
+      [this](const std::string& why) {
+        spdlog::error("{}", why);
+        fail_worker(why);
+      },
+      [this, job_id](const std::string& reason) {
+        // The requester stopped the job everywhere while this node could not hear it (frozen,
+        // cut off): it stops as if told.
+        tasks_.add(stop_job(job_id, reason));
+      });
+}
+
+void JobControl::abandon_job() {
+  std::shared_ptr<worker::JobWorker> worker;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    worker = worker_;
+  }
+  if (worker) {
+    try {
+      worker->checkpoint_on_stop();
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+    }
+  }
+  rings_.end_job();
+  std::lock_guard<std::mutex> lock(mutex_);
+  // A finished job stays finished (its trained stage is whole); any other goes idle, keeping the
+  // reason a failed one gave.
+  std::string error;
+  const NodeState reached = effective_state(&error);
+  worker_.reset();
+  pending_setup_.reset();
+  if (reached == NodeState::kFinished) {
+    state_ = NodeState::kFinished;
+  } else if (reached == NodeState::kFailed || state_ == NodeState::kTraining ||
+             state_ == NodeState::kReady) {
+    state_ = NodeState::kIdle;
+    if (reached == NodeState::kFailed) error_ = error;
+  }
+}
+
+void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& timer,
+                                         double timeout_seconds) {
+  uint64_t job_id = 0;
+  std::shared_ptr<worker::JobWorker> worker;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (effective_state(nullptr) != NodeState::kTraining || !worker_) return;
+    job_id = job_id_;
+    worker = worker_;
+  }
+  if (metadata_.cluster_count != 1 || metadata_.pipeline.empty() ||
+      !metadata_.parameter_server.servers.empty()) {
+    return;
+  }
+  const double deadline = base::now_seconds() + timeout_seconds;
+  // Waits for a call's answer, at most until the deadline.
+  auto answer = [&](auto promise) {
+    using Result = decltype(promise.wait(wait_scope));
+    const double left = std::max(0.1, deadline - base::now_seconds());
+    return promise
+        .exclusiveJoin(timer.afterDelay(static_cast<uint64_t>(left * 1000) * kj::MILLISECONDS)
+                           .then([]() -> Result {
+                             kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
+                           }))
+        .wait(wait_scope);
+  };
+  const int root = metadata_.pipeline.front();
+  try {
+    uint64_t boundary = 0;
+    if (root == metadata_.node_id) {
+      const auto held = worker->hold(0);
+      if (!held) return;
+      boundary = *held;
+    } else {
+      auto request = links_.node(metadata_.addresses.at(root)).holdRequest();
+      request.setJobId(job_id);
+      request.setTarget(0);
+      auto response = answer(request.send());
+      if (!response.getHolds()) return;
+      boundary = response.getUpdates();
+    }
+    spdlog::info("SIGTERM: job {} stops after update {} on every node of the cluster", job_id,
+                 boundary);
+    while (true) {
+      bool reached = true;
+      for (const auto& [id, address] : metadata_.addresses) {
+        uint64_t updates = 0;
+        bool training = false;
+        if (id == metadata_.node_id) {
+          updates = worker->status().updates;
+          training = running(job_id);
+        } else {
+          auto response = answer(links_.node(address).statusRequest().send());
+          const auto s = wire::decode_status(response.getStatus());
+          updates = s.updates;
+          training = s.job_id == job_id && s.state == NodeState::kTraining;
+        }
+        if (training && updates < boundary) reached = false;
+      }
+      if (reached) break;
+      if (base::now_seconds() > deadline) {
+        spdlog::warn("SIGTERM: the cluster did not reach update {} in time", boundary);
+        return;
+      }
+      timer.afterDelay(20 * kj::MILLISECONDS).wait(wait_scope);
+    }
+    const std::string reason = store_.node_name() + " was stopped (SIGTERM); every node of its " +
+                               "cluster stopped after update " + std::to_string(boundary);
+    for (const auto& [id, address] : metadata_.addresses) {
+      if (id == metadata_.node_id) continue;
+      auto request = links_.node(address).stopRequest();
+      request.setJobId(job_id);
+      request.setReason(reason);
+      answer(request.send().ignoreResult());
+    }
+  } catch (const kj::Exception& e) {
+    spdlog::warn("SIGTERM: the agreed stop did not complete: {}", wire::kj_reason(e));
+  } catch (const std::exception& e) {
+    spdlog::warn("SIGTERM: the agreed stop did not complete: {}", e.what());
+  }
+}
+
+void JobControl::defer(std::function<void()> task) {
+  std::weak_ptr<worker::JobWorker> asking;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    asking = worker_;
+  }
+  asio::post(compute_, [this, asking, task = std::move(task)]() {
+    // Kept alive while the task runs; a worker abandoned meanwhile is gone or no longer current.
+    const auto worker = asking.lock();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!worker || worker != worker_) return;
+    }
+    task();
+  });
+}
+
+kj::Promise<void> JobControl::stop(StopCall context) {
+  auto params = context.getParams();
+  // Logged, kept in last_job.json and shown by `ravnest status`: one line, at most 1000 bytes.
+  std::string reason = base::printable(std::string(params.getReason()), 1000);
+  if (reason.empty()) reason = "no reason given";
+  return stop_job(params.getJobId(), reason);
+}
+
+kj::Promise<void> JobControl::hold(HoldCall context) {
+  auto params = context.getParams();
+  std::shared_ptr<worker::JobWorker> worker;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (params.getJobId() == job_id_ && effective_state(nullptr) == NodeState::kTraining) {
+      worker = worker_;
+    }
+  }
+  // Outside the lock: the worker wakes its feeding through defer(), which takes it.
+  const std::optional<uint64_t> holds =
+      worker ? worker->hold(params.getTarget()) : std::optional<uint64_t>();
+  auto results = context.getResults();
+  results.setHolds(holds.has_value());
+  if (holds) {
+    results.setUpdates(*holds);
+    spdlog::info("job {} holds after update {}", params.getJobId(), *holds);
+  }
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobControl::stop_job(uint64_t job_id, const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (job_id != 0 && job_id != job_id_) {
+      spdlog::info("stop of job {} ignored: this node's job is {}", job_id, job_id_);
+      return kj::READY_NOW;
+    }
+  }
+  spdlog::warn("job stopped by the requester: {}", reason);
+  // A worker blocked in a reduce holds the compute thread: wake it first.
+  rings_.mailbox().abort_all("the job was stopped by the requester: " + reason);
+  ps_mailbox_.abort("the job was stopped by the requester: " + reason);
+  rows_mailbox_.abort("the job was stopped by the requester: " + reason);
+  return on_compute(compute_, [this, job_id, reason]() {
+    uint64_t stopped = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (job_id != 0 && job_id != job_id_) return;  // another job was loaded meanwhile
+      const NodeState state = effective_state(nullptr);
+      if (state == NodeState::kTraining || state == NodeState::kReady) stopped = job_id_;
+    }
+    abandon_job();
+    if (stopped == 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = "stopped by the requester: " + reason;
+    }
+    record(store::LastJob::Outcome::kStopped, stopped, reason);
+  });
+}
+
+namespace {
+
+// This process's resident memory, from /proc/self/statm (0 where there is none).
+uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
+kj::Promise<void> JobControl::status(StatusCall context) {
+  wire::NodeStatusData out;
+  out.node = store_.node_name();
+  out.has_stage = store_.has_stage();
+  if (out.has_stage) {
+    out.node_id = metadata_.node_id;
+    out.cluster = metadata_.cluster;
+    out.role = config::role_name(metadata_.role);
+    out.stage_sha256 = metadata_.stage_sha256;
+    // A stat and a small file: cheap enough for every status call.
+    out.stage_problem = store_.stage_problem();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    out.job_id = job_id_;
+    out.state = effective_state(&out.error);
+    if (worker_) {
+      const worker::WorkerStatus w = worker_->status();
+      out.epoch = w.epoch;
+      out.updates = w.updates;
+      out.batches = w.batches;
+      out.total_batches = w.total_batches;
+      out.last_loss = w.last_loss;
+      out.samples_per_second = w.samples_per_second;
+      out.busy_seconds = w.busy_seconds;
+      out.running_seconds = w.running_seconds;
+    }
+  }
+  out.traffic = traffic_.snapshot();
+  out.resident_bytes = resident_bytes();
+  const config::MemoryReading memory = memory_.read();
+  out.memory_limit_bytes = static_cast<uint64_t>(memory.budget.bytes);
+  out.memory_limit_source = memory.budget.source;
+  out.memory_baseline_bytes = static_cast<uint64_t>(memory_.baseline_bytes());
+  out.memory_used_bytes = static_cast<uint64_t>(memory.use.used_bytes);
+  out.memory_peak_bytes = static_cast<uint64_t>(memory.use.peak_bytes);
+  wire::encode_status(out, context.getResults().initStatus());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobControl::fetch_stage(FetchStageCall context) {
+  auto found = checked([&] {
+    if (!store_.has_stage()) throw std::runtime_error("no stage stored");
+    if (!context.getParams().hasSink()) {
+      throw std::runtime_error("no sink to stream the stage into: fetch with a ravnest of this "
+                               "daemon's version");
+    }
+    const auto path =
+        std::filesystem::exists(store_.trained_path()) ? store_.trained_path() : store_.stage_path();
+    return std::make_pair(path, base::read_file(store_.metadata_path().string()));
+  });
+  // Streamed in chunks, never read whole: a stage of several GB costs the daemon a chunk.
+  return wire::stream_file(context.getParams().getSink(), found.first)
+      .then([context, metadata_json = std::move(found.second)](wire::SentFile sent) mutable {
+        auto results = context.getResults();
+        results.setSize(sent.bytes);
+        results.setSha256(sent.sha256);
+        results.setMetadataJson(metadata_json);
+      });
+}
+
+kj::Promise<void> JobControl::subscribe(SubscribeCall context) {
+  auto params = context.getParams();
+  listeners_.push_back(params.getListener());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobControl::fetch_losses(FetchLossesCall context) {
+  auto results = context.getResults();
+  auto read = [](const std::filesystem::path& path) {
+    return std::filesystem::is_regular_file(path) ? base::read_file(path.string()) : std::string();
+  };
+  results.setText(read(store_.losses_path()));
+  results.setValidation(read(store_.validation_path()));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobControl::fetch_predictions(FetchPredictionsCall context) {
+  const auto path = checked([&] {
+    if (!store_.has_stage() || !metadata_.returns_model_output) {
+      throw std::runtime_error("not a leaf: predictions are kept by the leaf");
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (effective_state(nullptr) == NodeState::kTraining) {
+        throw std::runtime_error("busy: a job is running");
+      }
+    }
+    const auto path = store_.predictions_path();
+    if (!std::filesystem::is_regular_file(path)) {
+      throw std::runtime_error("no predictions: no prediction job finished here");
+    }
+    if (!context.getParams().hasSink()) {
+      throw std::runtime_error("no sink to stream the predictions into: fetch with a ravnest of "
+                               "this daemon's version");
+    }
+    return path;
+  });
+  return wire::stream_file(context.getParams().getSink(), path)
+      .then([context](wire::SentFile sent) mutable {
+        auto results = context.getResults();
+        results.setSize(sent.bytes);
+        results.setSha256(sent.sha256);
+      });
+}
+
+bool JobControl::training() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return effective_state(nullptr) == NodeState::kTraining;
+}
+
+bool JobControl::busy() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const NodeState state = effective_state(nullptr);
+  return state == NodeState::kTraining || state == NodeState::kReady;
+}
+
+void JobControl::with_worker(std::function<void(worker::JobWorker&)> work) {
+  asio::post(compute_, [this, work = std::move(work)]() {
+    std::shared_ptr<worker::JobWorker> worker;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      worker = worker_;
+    }
+    if (worker) work(*worker);  // outside the lock: fail() reports through the RPC thread
+  });
+}
+
+void JobControl::deliver(wire::TransferMessage message) {
+  if (message.kind == wire::TransferKind::kPsWeights && metadata_.role == config::Role::kWorker) {
+    // The worker's compute thread is blocked waiting for them (exchange_with_servers).
+    ps_mailbox_.deposit(std::move(message));
+    return;
+  }
+  if (message.kind == wire::TransferKind::kPsRows && metadata_.role == config::Role::kWorker) {
+    rows_mailbox_.deposit(std::move(message));  // likewise (lookup_rows)
+    return;
+  }
+  auto shared = std::make_shared<wire::TransferMessage>(std::move(message));
+  with_worker([shared](worker::JobWorker& worker) { worker.receive(std::move(*shared)); });
+}
+
+void JobControl::fail_worker(const std::string& why) {
+  ps_mailbox_.abort(why);  // a worker waiting for its servers' weights hears it first
+  rows_mailbox_.abort(why);
+  with_worker([why](worker::JobWorker& worker) { worker.fail(why); });
+}
+
+NodeState JobControl::effective_state(std::string* error) const {
+  NodeState state = state_;
+  if (error) *error = error_;
+  if (worker_ && state == NodeState::kTraining) {
+    const worker::WorkerStatus w = worker_->status();
+    if (w.state == worker::WorkerStatus::State::kFinished) state = NodeState::kFinished;
+    if (w.state == worker::WorkerStatus::State::kFailed) {
+      state = NodeState::kFailed;
+      if (error) *error = w.error;
+    }
+  }
+  return state;
+}
+
+void JobControl::publish(const wire::ProgressEventData& event) {
+  using wire::EventKind;
+  // "node_3: reason": the log's lines name the node already.
+  std::string why = event.message;
+  if (why.rfind(metadata_.name + ": ", 0) == 0) why.erase(0, metadata_.name.size() + 2);
+  switch (event.kind) {
+    case worker::EventKind::kStep: spdlog::debug("step {} loss {:.6f}", event.step, event.loss); break;
+    case worker::EventKind::kValidation:
+      spdlog::info("validation after update {}: loss {:.6f} accuracy {:.4f}", event.step,
+                   event.loss, event.accuracy);
+      break;
+    case worker::EventKind::kFinished: spdlog::info("job finished"); break;
+    case worker::EventKind::kFailed: spdlog::error("job failed: {}", event.message); break;
+    case worker::EventKind::kWarning: spdlog::warn("{}", why); break;
+  }
+  if (event.kind == worker::EventKind::kFinished || event.kind == worker::EventKind::kFailed) {
+    uint64_t job_id;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_id = job_id_;
+    }
+    record(event.kind == worker::EventKind::kFinished ? store::LastJob::Outcome::kFinished
+                                              : store::LastJob::Outcome::kFailed,
+           job_id, why);
+  }
+  const wire::NodeEvent sent{metadata_.node_id, metadata_.cluster, event};
+  for (auto& listener : listeners_) {
+    auto request = listener.eventRequest();
+    wire::encode_event(sent, request.initEvent());
+    tasks_.add(request.send().ignoreResult().catch_([](kj::Exception&&) {
+      // A requester that went away: the job goes on; `ravnest status` still reports.
+    }));
+  }
+}
+
+}  // namespace ravnest::daemon

@@ -1,0 +1,201 @@
+#include "libs/daemon/rings/ring_link.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <capnp/orphan.h>
+#include <spdlog/spdlog.h>
+
+#include "libs/wire/kj_reason.h"
+#include "libs/wire/resolved_client.h"
+
+namespace ravnest::daemon {
+
+RingLink::RingLink(const kj::Executor& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
+                   kj::Timer& timer, RingMailbox& mailbox, uint32_t ring, int self_node,
+                   RingPeerAddress next, RingPeerAddress prev, size_t in_flight,
+                   uint64_t shared_slot_bytes)
+    : rpc_(rpc),
+      links_(links),
+      traffic_(traffic),
+      timer_(timer),
+      mailbox_(mailbox),
+      ring_(ring),
+      self_node_(self_node),
+      next_(std::move(next)),
+      prev_(std::move(prev)),
+      in_flight_limit_(std::max<size_t>(1, in_flight)) {
+  if (shared_slot_bytes == 0) return;
+  try {
+    shared_ = std::make_unique<SharedSegmentsWriter>(static_cast<uint32_t>(in_flight_limit_),
+                                                     shared_slot_bytes);
+  } catch (const std::exception& e) {
+    spdlog::warn("ring {}: segments go through the connection: {}", ring_, e.what());
+  }
+}
+
+RingLink::~RingLink() noexcept(false) {
+  if (sink_ == nullptr) return;
+  try {
+    rpc_.executeSync([&]() {
+      in_flight_.clear();
+      sink_ = nullptr;
+    });
+  } catch (const kj::Exception&) {
+    // The RPC loop is gone (shutdown); so is the connection the sink belonged to.
+  }
+}
+
+void RingLink::open_sink() {
+  rpc_.executeSync([&]() -> kj::Promise<void> {
+    if (sink_ != nullptr) return kj::READY_NOW;
+    auto request = links_.node(next_.address).openRingRequest();
+    request.setRing(ring_);
+    request.setFromNode(self_node_);
+    if (shared_ != nullptr) {
+      const auto& offer = shared_->offer();
+      auto shared = request.initShared();
+      shared.setPid(offer.pid);
+      shared.setFd(offer.fd);
+      shared.setNonce(capnp::Data::Reader(
+          reinterpret_cast<const kj::byte*>(offer.nonce.data()), offer.nonce.size()));
+      shared.setSlots(offer.slots);
+      shared.setSlotBytes(offer.slot_bytes);
+    }
+    auto opened = request.send();
+    sink_ = opened.getSink();  // pipelined: segments may follow before the answer
+    shared_accepted_ = false;
+    if (shared_ == nullptr) return kj::READY_NOW;
+    return links_
+        .watch(next_.address,
+               opened.then([this](capnp::Response<schema::Node::OpenRingResults>&& answer) {
+                 shared_accepted_ = answer.getSharedAccepted();
+                 if (shared_accepted_) {
+                   spdlog::info("ring {}: {} runs on this host: segments through shared memory",
+                                ring_, next_.name);
+                 }
+               }))
+        .exclusiveJoin(timer_.afterDelay(10 * kj::SECONDS).then([]() {
+          kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer for 10 s"));
+        }));
+  });
+}
+
+void RingLink::send(const ring::RingTag& tag, const void* data, size_t bytes) {
+  try {
+    open_sink();
+    const bool shared = shared_accepted_ && bytes <= shared_->offer().slot_bytes;
+    // On entry fewer than in_flight_limit_ calls are unanswered (the previous send waited for
+    // the oldest otherwise), so the call in_flight_limit_ before this one, the slot's previous
+    // user, has been answered: the receiver no longer reads the slot.
+    const uint32_t slot = static_cast<uint32_t>(calls_ % in_flight_limit_);
+    if (shared && bytes > 0) std::memcpy(shared_->slot(slot), data, bytes);
+    ++calls_;
+    rpc_.executeSync([&]() -> kj::Promise<void> {
+      KJ_IF_MAYBE(open, sink_) {
+        *open = wire::resolved_client(kj::mv(*open));  // segments sent without a copy
+      }
+      auto& sink = KJ_ASSERT_NONNULL(sink_);
+      auto tagged = [&](auto request) {
+        request.setRound(tag.round);
+        request.setStep(tag.step);
+        request.setSegment(tag.segment);
+        return request;
+      };
+      kj::Promise<void> call = nullptr;
+      if (shared) {
+        auto request = tagged(sink.sharedSegmentRequest());
+        request.setSlot(slot);
+        request.setBytes(bytes);
+        traffic_.sent(wire::TrafficKind::kRings, bytes);
+        call = request.send().ignoreResult();
+      } else {
+        auto request = tagged(sink.segmentRequest());
+        const capnp::Data::Reader view(static_cast<const kj::byte*>(data), bytes);
+        if (reinterpret_cast<uintptr_t>(data) % 8 == 0 && bytes % 8 == 0) {
+          // No copy: flush() keeps the memory in use until the receiver has taken it.
+          auto orphanage = capnp::Orphanage::getForMessageContaining(
+              static_cast<schema::RingSink::SegmentParams::Builder>(request));
+          request.adoptData(orphanage.referenceExternalData(view));
+        } else {
+          request.setData(view);  // the message's words would run past the caller's bytes
+        }
+        traffic_.sent(wire::TrafficKind::kRings, request.totalSize().wordCount * 8);
+        call = request.send().ignoreResult();
+      }
+      // Evaluated eagerly so that a failed call drops its connection at once; its error waits
+      // here for whoever waits for the call.
+      in_flight_.push_back(links_.watch(next_.address, kj::mv(call)).eagerlyEvaluate(nullptr));
+      if (in_flight_.size() < in_flight_limit_) return kj::READY_NOW;
+      auto oldest = kj::mv(in_flight_.front());
+      in_flight_.pop_front();
+      return oldest;
+    });
+  } catch (const kj::Exception& e) {
+    throw ring::RingError("cannot send to " + next_.name + " (" + next_.address + ") in ring " +
+                        std::to_string(ring_) + ": " + wire::kj_reason(e),
+                    next_.name);
+  }
+}
+
+void RingLink::flush() {
+  try {
+    rpc_.executeSync([&]() -> kj::Promise<void> {
+      if (in_flight_.empty()) return kj::READY_NOW;
+      auto calls = kj::heapArrayBuilder<kj::Promise<void>>(in_flight_.size());
+      for (auto& call : in_flight_) calls.add(kj::mv(call));
+      in_flight_.clear();
+      return kj::joinPromises(calls.finish())
+          .exclusiveJoin(timer_.afterDelay(10 * kj::SECONDS).then([]() {
+            kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer for 10 s"));
+          }));
+    });
+  } catch (const kj::Exception& e) {
+    // The connection may still hold segments that point into the caller's memory: close it, so
+    // that nothing reads that memory once the caller lets it go.
+    try {
+      rpc_.executeSync([&]() {
+        in_flight_.clear();
+        sink_ = nullptr;
+        links_.drop(next_.address);
+      });
+    } catch (const kj::Exception&) {
+    }
+    throw ring::RingError("cannot confirm the ring's segments with " + next_.name + " (" +
+                        next_.address + "): " + wire::kj_reason(e),
+                    next_.name);
+  }
+}
+
+void RingLink::recv(const ring::RingTag& tag, void* data, size_t bytes) {
+  recv_in_place(tag, bytes, [&](const void* src) { if (bytes > 0) std::memcpy(data, src, bytes); });
+}
+
+void RingLink::recv_in_place(const ring::RingTag& tag, size_t bytes,
+                             const std::function<void(const void*)>& use) {
+  auto check_alive = [&]() {
+    try {
+      rpc_.executeSync([&]() -> kj::Promise<void> {
+        auto answer = links_.node(prev_.address).statusRequest().send().ignoreResult();
+        return links_.watch(prev_.address,
+                            answer.exclusiveJoin(timer_.afterDelay(3 * kj::SECONDS).then([]() {
+                              kj::throwFatalException(
+                                  KJ_EXCEPTION(DISCONNECTED, "no answer for 3 s"));
+                            })));
+      });
+    } catch (const kj::Exception& e) {
+      throw ring::RingError(prev_.name + " (" + prev_.address + ") failed during the reduce of ring " +
+                          std::to_string(ring_) + ": " + wire::kj_reason(e),
+                      prev_.name);
+    }
+  };
+  try {
+    mailbox_.take_in_place({ring_, tag.round, tag.step, tag.segment}, bytes, use, check_alive);
+  } catch (const ring::RingError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ring::RingError(e.what());
+  }
+}
+
+}  // namespace ravnest::daemon

@@ -1,0 +1,76 @@
+// RingLink: the RingTransport of one ring member over the daemons' Cap'n Proto connections.
+//
+// send() calls RingSink.segment on the next member (one hop to the RPC thread; the message refers
+// to the caller's memory instead of copying it) and returns at once while fewer than `in_flight`
+// of its calls are unanswered, else when the oldest is: a segment's call is answered once the
+// next member's all-reduce took its bytes, so at most `in_flight` segments wait there per ring
+// and the link never idles while the receiver adds. flush() waits for every call; it drops the
+// connection when it cannot tell. recv() waits in the node's RingMailbox, checking every second
+// that the previous member still answers, so a member that died is named within seconds and
+// nobody hangs; recv_in_place() lets the all-reduce add straight from the received message. A
+// call that fails drops the connection it went over (wire::PeerLinks::watch): the ring set up at
+// the next reduce, or the next job, connects anew.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <kj/async.h>
+#include <kj/timer.h>
+
+#include "libs/daemon/rings/ring_mailbox.h"
+#include "libs/daemon/rings/shared_segments.h"
+#include "libs/ring/ring_transport.h"
+#include "libs/wire/peer_links.h"
+#include "libs/wire/wire_traffic.h"
+#include "schemas/ravnest.capnp.h"
+
+namespace ravnest::daemon {
+
+struct RingPeerAddress {
+  std::string name;  // "node_3", for messages
+  std::string address;
+};
+
+class RingLink final : public ring::RingTransport {
+ public:
+  // `traffic` counts the segments sent.
+  RingLink(const kj::Executor& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
+           kj::Timer& timer, RingMailbox& mailbox, uint32_t ring, int self_node,
+           RingPeerAddress next, RingPeerAddress prev, size_t in_flight = 2,
+           uint64_t shared_slot_bytes = 0);
+
+  ~RingLink() noexcept(false) override;  // drops the sink on the RPC thread, where it lives
+
+  void send(const ring::RingTag& tag, const void* data, size_t bytes) override;
+  void recv(const ring::RingTag& tag, void* data, size_t bytes) override;
+  void recv_in_place(const ring::RingTag& tag, size_t bytes,
+                     const std::function<void(const void*)>& use) override;
+  void flush() override;
+
+ private:
+  // Opens the ring on the next member when no sink is open; with shared memory, waits for its
+  // answer to the offer.
+  void open_sink();
+  const kj::Executor& rpc_;
+  wire::PeerLinks& links_;
+  wire::WireTraffic& traffic_;
+  kj::Timer& timer_;
+  RingMailbox& mailbox_;
+  uint32_t ring_;
+  int self_node_;
+  RingPeerAddress next_;
+  RingPeerAddress prev_;
+  size_t in_flight_limit_;
+  // Both touched on the RPC thread only.
+  kj::Maybe<schema::RingSink::Client> sink_;  // on the next member
+  std::deque<kj::Promise<void>> in_flight_;   // the unanswered segment calls, oldest first
+  std::unique_ptr<SharedSegmentsWriter> shared_;  // null: not offered
+  bool shared_accepted_ = false;  // written on the RPC thread inside open_sink's executeSync
+  uint64_t calls_ = 0;            // segment calls made; names the next slot
+};
+
+}  // namespace ravnest::daemon

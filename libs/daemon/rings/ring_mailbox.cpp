@@ -1,0 +1,109 @@
+#include "libs/daemon/rings/ring_mailbox.h"
+
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace ravnest::daemon {
+
+void RingMailbox::deposit_borrowed(const Key& key, const void* data, size_t size,
+                                   std::function<void()> release) {
+  bool aborted;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborted = !all_aborted_.empty() || aborted_.count(key.ring);
+    if (!aborted) segments_[key] = Segment{data, size, std::move(release)};
+  }
+  if (aborted) {
+    if (release) release();
+    return;
+  }
+  arrived_.notify_all();
+}
+
+void RingMailbox::take(const Key& key, void* out, size_t bytes,
+                       const std::function<void()>& check_alive, int liveness_period_ms) {
+  take_in_place(
+      key, bytes, [&](const void* data) { if (bytes > 0) std::memcpy(out, data, bytes); },
+      check_alive, liveness_period_ms);
+}
+
+void RingMailbox::take_in_place(const Key& key, size_t bytes,
+                                const std::function<void(const void*)>& use,
+                                const std::function<void()>& check_alive,
+                                int liveness_period_ms) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    if (!all_aborted_.empty()) throw std::runtime_error(all_aborted_);
+    if (auto a = aborted_.find(key.ring); a != aborted_.end()) throw std::runtime_error(a->second);
+    auto it = segments_.find(key);
+    if (it != segments_.end()) {
+      Segment segment = std::move(it->second);
+      segments_.erase(it);
+      lock.unlock();
+      struct Release {  // the message goes once used, also when `use` throws
+        std::function<void()>& release;
+        ~Release() { if (release) release(); }
+      } release{segment.release};
+      if (segment.size != bytes) {
+        throw std::runtime_error("ring " + std::to_string(key.ring) + ": segment of " +
+                                 std::to_string(segment.size) + " bytes, expected " +
+                                 std::to_string(bytes));
+      }
+      use(segment.data);  // null when empty
+      return;
+    }
+    if (!arrived_.wait_for(lock, std::chrono::milliseconds(liveness_period_ms),
+                           [&] { return segments_.count(key) || !all_aborted_.empty() ||
+                                        aborted_.count(key.ring); })) {
+      lock.unlock();
+      check_alive();
+      lock.lock();
+    }
+  }
+}
+
+void RingMailbox::release_all(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::function<void()>> releases;
+  for (auto& [key, segment] : segments_) {
+    if (segment.release) releases.push_back(std::move(segment.release));
+  }
+  segments_.clear();
+  lock.unlock();
+  for (auto& release : releases) release();
+}
+
+void RingMailbox::abort(uint32_t ring, const std::string& reason) {
+  std::vector<std::function<void()>> releases;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborted_.emplace(ring, reason);
+    for (auto it = segments_.begin(); it != segments_.end();) {
+      if (it->first.ring != ring) {
+        ++it;
+        continue;
+      }
+      if (it->second.release) releases.push_back(std::move(it->second.release));
+      it = segments_.erase(it);
+    }
+  }
+  arrived_.notify_all();
+  for (auto& release : releases) release();
+}
+
+void RingMailbox::abort_all(const std::string& reason) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (all_aborted_.empty()) all_aborted_ = reason;
+  arrived_.notify_all();
+  release_all(lock);
+}
+
+void RingMailbox::reset() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  aborted_.clear();
+  all_aborted_.clear();
+  release_all(lock);
+}
+
+}  // namespace ravnest::daemon

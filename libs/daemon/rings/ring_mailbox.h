@@ -1,0 +1,59 @@
+// RingMailbox: where a daemon's RPC thread leaves the ring segments that peers send it, and where
+// the threads running all-reduces wait for them. Keyed by (ring, round, step, segment); abort()
+// wakes every waiter with a reason (a member failed, or the requester stopped the job).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+namespace ravnest::daemon {
+
+class RingMailbox {
+ public:
+  struct Key {
+    uint32_t ring;
+    uint64_t round;
+    uint32_t step;
+    uint32_t segment;
+    bool operator<(const Key& o) const {
+      return std::tie(ring, round, step, segment) < std::tie(o.ring, o.round, o.step, o.segment);
+    }
+  };
+
+  // The bytes stay where they are (in the RPC message) until taken; `release` runs once they
+  // were copied out, or when the mailbox is aborted or reset, and lets the message go.
+  void deposit_borrowed(const Key& key, const void* data, size_t size,
+                        std::function<void()> release);
+  // Waits for `key`, copying exactly `bytes` into `out`. Every `liveness_period_ms` without the
+  // message it calls `check_alive`, which throws (naming the peer) when the sender is gone.
+  // Throws std::runtime_error on abort or a size mismatch.
+  void take(const Key& key, void* out, size_t bytes, const std::function<void()>& check_alive,
+            int liveness_period_ms = 1000);
+  // The same, but calls `use` with the bytes where they lie in the message (exactly `bytes` of
+  // them, valid until `use` returns), then lets the message go.
+  void take_in_place(const Key& key, size_t bytes, const std::function<void(const void*)>& use,
+                     const std::function<void()>& check_alive, int liveness_period_ms = 1000);
+  void abort(uint32_t ring, const std::string& reason);  // this ring
+  void abort_all(const std::string& reason);
+  void reset();  // a new job: forget aborts and stale segments
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  struct Segment {
+    const void* data = nullptr;  // in the RPC message that brought them
+    size_t size = 0;
+    std::function<void()> release;
+  };
+  void release_all(std::unique_lock<std::mutex>& lock);
+  std::map<Key, Segment> segments_;
+  std::map<uint32_t, std::string> aborted_;
+  std::string all_aborted_;
+};
+
+}  // namespace ravnest::daemon

@@ -1,0 +1,310 @@
+#include "libs/daemon/rings/ring_member.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "libs/base/printable.h"
+#include "libs/daemon/rings/ring_link.h"
+#include "libs/daemon/rings/shared_segments.h"
+
+namespace ravnest::daemon {
+
+ring::RingAllReduceOptions daemon_ring_options() {
+  ring::RingAllReduceOptions options;
+  options.segment_bytes = size_t{4} << 20;
+  options.min_segment_bytes = size_t{512} << 10;
+  if (const char* text = std::getenv("RAVNEST_RING_SEGMENT_BYTES")) {
+    // Below what a peer accepts in one message ([limits] stream_chunk_bytes, 16 MiB by default).
+    options.segment_bytes =
+        std::clamp<size_t>(std::strtoull(text, nullptr, 10), 4096, size_t{8} << 20);
+    options.min_segment_bytes = std::min(options.min_segment_bytes, options.segment_bytes);
+  }
+  return options;
+}
+
+size_t daemon_ring_in_flight() {
+  size_t in_flight = 2;
+  if (const char* text = std::getenv("RAVNEST_RING_IN_FLIGHT")) {
+    in_flight = std::clamp<size_t>(std::strtoull(text, nullptr, 10), 1, 64);
+  }
+  return in_flight;
+}
+
+uint64_t daemon_ring_shared_slot_bytes(bool shared_memory) {
+  return shared_memory ? daemon_ring_options().segment_bytes : 0;
+}
+
+namespace {
+
+// One ring's segments from its previous member. A segment's call stays open until the
+// all-reduce has taken the bytes out of the message (added them, or copied them into place): no
+// copy on receipt, and the sender's limit on unanswered calls bounds what waits here. With the
+// sender's memory (`shared`, when it runs on this host) the bytes are read where the sender put
+// them, and the mapping stays until the last segment in it was taken.
+class RingSinkImpl final : public schema::RingSink::Server {
+ public:
+  RingSinkImpl(RingMailbox& mailbox, wire::WireTraffic& traffic, uint32_t ring,
+               std::shared_ptr<const SharedSegmentsReader> shared)
+      : mailbox_(mailbox), traffic_(traffic), ring_(ring), shared_(std::move(shared)) {}
+
+ protected:
+  kj::Promise<void> segment(SegmentContext context) override {
+    auto params = context.getParams();
+    auto data = params.getData();
+    traffic_.received(wire::TrafficKind::kRings, params.totalSize().wordCount * 8);
+    // The bytes stay in the call's message, which lives until the call is answered.
+    return hold_until_taken({ring_, params.getRound(), params.getStep(), params.getSegment()},
+                            data.begin(), data.size(), nullptr);
+  }
+
+  kj::Promise<void> sharedSegment(SharedSegmentContext context) override {
+    auto params = context.getParams();
+    if (shared_ == nullptr) {
+      return KJ_EXCEPTION(FAILED, "this ring's sink took no shared memory");
+    }
+    const uint32_t slot = params.getSlot();
+    const uint64_t bytes = params.getBytes();
+    if (slot >= shared_->slots() || bytes > shared_->slot_bytes()) {
+      return KJ_EXCEPTION(FAILED, "a shared segment beyond the memory offered");
+    }
+    traffic_.received(wire::TrafficKind::kRings, bytes);
+    return hold_until_taken({ring_, params.getRound(), params.getStep(), params.getSegment()},
+                            shared_->slot(slot), bytes, shared_);
+  }
+
+ private:
+  // Leaves `size` bytes at `data` in the mailbox and answers the call once the all-reduce has
+  // taken them; `keeps` (the shared mapping, or nothing) lives until then.
+  kj::Promise<void> hold_until_taken(const RingMailbox::Key& key, const void* data, size_t size,
+                                     std::shared_ptr<const void> keeps) {
+    auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+    auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(
+        kj::mv(paf.fulfiller));
+    mailbox_.deposit_borrowed(key, data, size,
+                              [fulfiller, keeps = std::move(keeps)]() { (*fulfiller)->fulfill(); });
+    return kj::mv(paf.promise);
+  }
+
+  RingMailbox& mailbox_;
+  wire::WireTraffic& traffic_;
+  uint32_t ring_;
+  std::shared_ptr<const SharedSegmentsReader> shared_;  // null: segments come in messages
+};
+
+}  // namespace
+
+// A thread parked between tasks: one ring's own, so that a node's rings run at once without a
+// thread being made per reduce. (Not in the anonymous namespace: Session, which has external
+// linkage, holds one.)
+class ParkedThread {
+ public:
+  ParkedThread() : thread_([this]() { loop(); }) {}
+  ~ParkedThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  ParkedThread(const ParkedThread&) = delete;
+  ParkedThread& operator=(const ParkedThread&) = delete;
+
+  // Runs `task` (which must not throw) on the thread; wait() returns once it is done.
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      task_ = std::move(task);
+      done_ = false;
+    }
+    wake_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [&]() { return done_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&]() { return stop_ || task_ != nullptr; });
+      if (task_ == nullptr) return;  // stopped
+      auto task = std::move(task_);
+      task_ = nullptr;
+      lock.unlock();
+      task();
+      lock.lock();
+      done_ = true;
+      finished_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, finished_;
+  std::function<void()> task_;
+  bool done_ = true;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the rest exists
+};
+
+namespace {
+
+std::string node_name(int node) { return "node_" + std::to_string(node); }
+
+}  // namespace
+
+// One ring of the running job: its link, its algorithm, and (made when needed) its thread.
+class RingMember::Session {
+ public:
+  Session(const RpcLoop& loop, wire::PeerLinks& links, wire::WireTraffic& traffic,
+          RingMailbox& mailbox, const config::RingMembership& ring, int self_node,
+          bool shared_memory)
+      : peers_(ring.peers),
+        link_(*loop.executor, links, traffic, *loop.timer, mailbox, static_cast<uint32_t>(ring.id),
+              self_node, peer(ring, ring.position + 1), peer(ring, ring.position - 1),
+              daemon_ring_in_flight(), daemon_ring_shared_slot_bytes(shared_memory)),
+        reduce_(link_, ring.position, static_cast<int>(ring.peers.size()), daemon_ring_options()) {}
+
+  // The ring is the one this session was set up for (a job's metadata does not change, but a
+  // caller must not be able to run a session over other members).
+  bool serves(const config::RingMembership& ring) const {
+    if (ring.peers.size() != peers_.size() || ring.position != reduce_.position()) return false;
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      if (ring.peers[i].node != peers_[i].node || ring.peers[i].address != peers_[i].address) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  ring::RingAllReduce& reduce() { return reduce_; }
+  ParkedThread& thread() {
+    if (!thread_) thread_ = std::make_unique<ParkedThread>();
+    return *thread_;
+  }
+
+ private:
+  static RingPeerAddress peer(const config::RingMembership& ring, int position) {
+    const int n = static_cast<int>(ring.peers.size());
+    const auto& p = ring.peers[static_cast<size_t>(((position % n) + n) % n)];
+    return {node_name(p.node), p.address};
+  }
+
+  std::vector<config::RingPeer> peers_;
+  RingLink link_;
+  ring::RingAllReduce reduce_;                 // after link_, which it sends through
+  std::unique_ptr<ParkedThread> thread_;  // joined before the algorithm goes
+};
+
+RingMember::RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
+                       bool shared_memory)
+    : links_(links), traffic_(traffic), loop_(loop), shared_memory_(shared_memory) {}
+
+RingMember::~RingMember() = default;
+
+kj::Promise<void> RingMember::open_ring(OpenRingCall context, wire::StreamSlot slot) {
+  auto params = context.getParams();
+  std::shared_ptr<const SharedSegmentsReader> shared;
+  if (params.hasShared() && shared_memory_) {
+    auto offer = params.getShared();
+    auto nonce = offer.getNonce();
+    std::string refusal;
+    shared = SharedSegmentsReader::open(
+        {offer.getPid(), offer.getFd(), std::string(nonce.asChars().begin(), nonce.size()),
+         offer.getSlots(), offer.getSlotBytes()},
+        refusal);
+    if (shared == nullptr) {
+      spdlog::debug("ring {}: node_{} sends through the connection ({})", params.getRing(),
+                    params.getFromNode(), refusal);
+    }
+  }
+  context.getResults().setSharedAccepted(shared != nullptr);
+  context.getResults().setSink(
+      kj::heap<RingSinkImpl>(mailbox_, traffic_, params.getRing(), kj::mv(shared))
+          .attach(kj::mv(slot)));
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> RingMember::abort_reduce(AbortReduceCall context) {
+  auto params = context.getParams();
+  // The reason ends the reduce's error, which is logged: one line, at most 1000 bytes.
+  mailbox_.abort(params.getRing(), base::printable(std::string(params.getReason()), 1000));
+  return kj::READY_NOW;
+}
+
+RingMember::Session& RingMember::session_for(const config::RingMembership& ring,
+                                             const config::NodeMetadata& self) {
+  auto it = sessions_.find(ring.id);
+  if (it != sessions_.end() && !it->second->serves(ring)) {
+    sessions_.erase(it);
+    it = sessions_.end();
+  }
+  if (it == sessions_.end()) {
+    it = sessions_
+             .emplace(ring.id, std::make_unique<Session>(loop_, links_, traffic_, mailbox_, ring, self.node_id,
+                                                shared_memory_))
+             .first;
+  }
+  return *it->second;
+}
+
+void RingMember::reduce_rings(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work,
+                              bool average, const config::NodeMetadata& self) {
+  if (work.empty()) return;
+  std::vector<std::string> errors(work.size());
+  std::vector<Session*> sessions;
+  for (const auto& w : work) sessions.push_back(&session_for(*w.ring, self));
+  auto run = [&](size_t w) {
+    try {
+      sessions[w]->reduce().run(round, work[w].tensors, average,
+                                {work[w].codec, work[w].stream});
+    } catch (const std::exception& e) {
+      errors[w] = e.what();
+    }
+  };
+  // The first ring runs on this thread, the others on their own, all at once.
+  for (size_t w = 1; w < work.size(); ++w) sessions[w]->thread().post([&run, w]() { run(w); });
+  run(0);
+  for (size_t w = 1; w < work.size(); ++w) sessions[w]->thread().wait();
+
+  std::string first_error;
+  for (size_t w = 0; w < work.size(); ++w) {
+    if (errors[w].empty()) continue;
+    // A failed ring starts again from a fresh link at its next reduce.
+    sessions_.erase(work[w].ring->id);
+    tell_members(*work[w].ring, self.name + ": " + errors[w], self);
+    if (first_error.empty()) first_error = errors[w];
+  }
+  if (!first_error.empty()) throw std::runtime_error(first_error);
+}
+
+// Tells the ring's other members that this reduce cannot finish, so that none of them waits.
+void RingMember::tell_members(const config::RingMembership& ring, const std::string& reason,
+                              const config::NodeMetadata& self) {
+  try {
+    loop_.executor->executeSync([&]() {
+      for (const auto& peer : ring.peers) {
+        if (peer.node == self.node_id) continue;
+        auto request = links_.node(peer.address).abortReduceRequest();
+        request.setRing(static_cast<uint32_t>(ring.id));
+        request.setReason(reason);
+        tasks_.add(links_.watch(peer.address, request.send().ignoreResult())
+                       .catch_([](kj::Exception&&) {}));
+      }
+    });
+  } catch (const kj::Exception&) {
+  }
+}
+
+void RingMember::end_job() { sessions_.clear(); }
+
+}  // namespace ravnest::daemon

@@ -1,0 +1,80 @@
+// RingMember: this node as a member of its plan's all-reduce rings. It owns the mailbox its
+// previous members' segments arrive in (Node.openRing returns a sink into it, Node.abortReduce
+// ends a reduce that cannot finish) and runs the worker's reduces (reduce_rings).
+//
+// Rings are set up once and run many times, as Gloo's algorithms are: a ring's RingLink (with
+// the stream into its next member), its RingAllReduce (with its sender thread and buffers) and,
+// when the node runs several rings at once, a thread of the ring's own are made at the ring's
+// first reduce of a job and kept until the job ends (end_job) or the ring fails (then the next
+// reduce sets it up again, over a fresh connection).
+//
+// openRing and abortReduce run on the RPC thread; reduce_rings and end_job on the compute thread,
+// reduce_rings blocking it until every ring is done; when one fails, the ring's other members are
+// told.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "libs/wire/stream_limits.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/daemon/rpc/background_tasks.h"
+#include "libs/daemon/rpc/node_calls.h"
+#include "libs/daemon/rings/ring_mailbox.h"
+#include "libs/daemon/rpc/thread_bridge.h"
+#include "libs/worker/worker_port.h"
+#include "libs/ring/ring_allreduce.h"
+#include "libs/wire/peer_links.h"
+#include "libs/wire/wire_traffic.h"
+
+namespace ravnest::daemon {
+
+// Segments between daemons: each one costs two thread hops and a call, so they are larger than
+// the algorithm's default. RAVNEST_RING_SEGMENT_BYTES overrides it (for benchmarks).
+ring::RingAllReduceOptions daemon_ring_options();
+// Unanswered segment calls per link (ring_link.h): two keep the link busy while the receiver
+// adds. RAVNEST_RING_IN_FLIGHT overrides it (for benchmarks).
+size_t daemon_ring_in_flight();
+// The slots a ring link offers to a next member on this host (ring_link.h): one segment each;
+// 0 when the daemon config's `shared_memory` is off.
+uint64_t daemon_ring_shared_slot_bytes(bool shared_memory);
+
+class RingMember {
+ public:
+  // `traffic` counts the segments either way. `shared_memory`: offer and accept shared memory
+  // for the segments to and from members on this host (the daemon config's `shared_memory`).
+  RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
+             bool shared_memory = true);
+  ~RingMember();
+
+  RingMailbox& mailbox() { return mailbox_; }
+
+  // `slot` counts the ring's sink against its peer's limit until the peer releases it.
+  kj::Promise<void> open_ring(OpenRingCall context, wire::StreamSlot slot);
+  kj::Promise<void> abort_reduce(AbortReduceCall context);
+
+  // WorkerPort::reduce_rings for the node `self`.
+  void reduce_rings(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work, bool average,
+                    const config::NodeMetadata& self);
+  // Lets the job's rings go (their links, threads and buffers). Compute thread.
+  void end_job();
+  size_t rings_set_up() const { return sessions_.size(); }  // for tests and logs
+
+ private:
+  class Session;
+  Session& session_for(const config::RingMembership& ring, const config::NodeMetadata& self);
+  void tell_members(const config::RingMembership& ring, const std::string& reason,
+                    const config::NodeMetadata& self);
+
+  wire::PeerLinks& links_;
+  wire::WireTraffic& traffic_;
+  const RpcLoop& loop_;
+  const bool shared_memory_;
+  RingMailbox mailbox_;
+  std::map<int, std::unique_ptr<Session>> sessions_;  // by ring id; compute thread only
+  BackgroundTasks tasks_;  // last: cancelled before what its tasks use
+};
+
+}  // namespace ravnest::daemon

@@ -1,0 +1,56 @@
+// The one place where the LibTorch versions this project builds against differ: Debian's
+// LibTorch 1.13 (CPU only) and a current LibTorch 2.x (the PyPI torch wheel, with CUDA).
+// Everything else is written against the API both share. cmake/TorchFlavor.cmake defines
+// RAVNEST_WITH_CUDA for every target that links LibTorch.
+#pragma once
+
+#include <string>
+
+#include <torch/optim/optimizer.h>
+#include <torch/version.h>
+
+#ifndef RAVNEST_WITH_CUDA
+#error "RAVNEST_WITH_CUDA comes from cmake/TorchFlavor.cmake (link ravnest_torch_compat)"
+#endif
+
+namespace ravnest::torch_support {
+
+// The LibTorch this binary was compiled against, "1.13.0" or "2.15.0".
+inline constexpr const char* kTorchVersion = TORCH_VERSION;
+inline constexpr int kTorchMajor = TORCH_VERSION_MAJOR;
+inline constexpr int kTorchMinor = TORCH_VERSION_MINOR;
+
+// Whether this build compiled its CUDA paths (LibTorch has libtorch_cuda). A CUDA build may
+// still find no GPU at run time: ask at::hasCUDA() for that.
+inline constexpr bool kWithCuda = RAVNEST_WITH_CUDA != 0;
+
+// The key under which Optimizer::state() keeps `parameter`'s state: 1.13 keys it by the
+// TensorImpl's address printed as a string (c10::guts::to_string), 2.x by the address itself.
+// "LibTorch 2.15.0 with CUDA" or "LibTorch 1.13.0, CPU only": what --version says of the build.
+inline std::string torch_description() {
+  return std::string("LibTorch ") + kTorchVersion + (kWithCuda ? " with CUDA" : ", CPU only");
+}
+
+// How Python's torch.optim.Adam and AdamW of this version (their single-tensor path, the
+// default for tensors on the CPU) move the first moment: exp_avg.lerp_(grad, 1 - beta1) in 2.x
+// (checked on 2.15), exp_avg.mul_(beta1).add_(grad, 1 - beta1) in 1.13, which is also what
+// LibTorch's C++ Adam does in both. The two round differently from the second update on.
+inline void python_adam_first_moment(at::Tensor& exp_avg, const at::Tensor& grad, double beta1) {
+#if TORCH_VERSION_MAJOR >= 2
+  exp_avg.lerp_(grad, 1 - beta1);
+#else
+  exp_avg.mul_(beta1).add_(grad, 1 - beta1);
+#endif
+}
+
+#if TORCH_VERSION_MAJOR >= 2
+inline void* optimizer_state_key(const at::Tensor& parameter) {
+  return parameter.unsafeGetTensorImpl();
+}
+#else
+inline std::string optimizer_state_key(const at::Tensor& parameter) {
+  return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+}
+#endif
+
+}  // namespace ravnest::torch_support

@@ -1,0 +1,49 @@
+#include "libs/worker/compute_threads.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+namespace ravnest::worker {
+namespace {
+
+std::string host_of(const std::string& address) {
+  if (!address.empty() && address.front() == '[') {  // [v6]:port
+    const auto close = address.find(']');
+    return close == std::string::npos ? address : address.substr(1, close - 1);
+  }
+  return address.substr(0, address.rfind(':'));
+}
+
+}  // namespace
+
+int daemons_sharing_host(const config::NodeMetadata& metadata) {
+  const std::string own = host_of(metadata.address);
+  if (own.empty() || own == "0.0.0.0" || own == "::") return 1;
+  std::set<int> nodes{metadata.node_id};
+  auto count = [&](int node, const std::string& address) {
+    if (host_of(address) == own) nodes.insert(node);
+  };
+  for (const auto& [node, address] : config::peer_addresses(metadata)) count(node, address);
+  for (const auto& ring : metadata.rings) {
+    for (const auto& peer : ring.peers) count(peer.node, peer.address);
+  }
+  return static_cast<int>(nodes.size());
+}
+
+int compute_threads(int configured, int cores, int sharing) {
+  if (configured > 0) return configured;
+  return std::max(1, std::max(1, cores) / std::max(1, sharing));
+}
+
+int apply_compute_threads(int configured, const config::NodeMetadata* metadata) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int threads =
+      compute_threads(configured, cores, metadata ? daemons_sharing_host(*metadata) : 1);
+  at::set_num_threads(threads);
+  return threads;
+}
+
+}  // namespace ravnest::worker

@@ -1,0 +1,210 @@
+#include "libs/worker/job_setup.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <set>
+#include <stdexcept>
+
+#include <torch/csrc/jit/serialization/import.h>
+
+#include "libs/base/sha256.h"
+#include "libs/data/batch_order.h"
+#include "libs/data/dataset.h"
+#include "libs/worker/ps/embedding_server.h"
+#include "libs/worker/ps/ps_evaluator.h"
+#include "libs/worker/ps/ps_server.h"
+#include "libs/worker/pipeline/stage_predictor.h"
+#include "libs/torch_support/module_file.h"
+#include "libs/planner/rings.h"
+#include "libs/training/loss.h"
+#include "libs/training/lr_schedule.h"
+#include "libs/training/optimizer.h"
+
+namespace ravnest::worker {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A server: the optimizer and LR schedule of its shard's parameters. The evaluator: the
+// validation data and the loss.
+std::unique_ptr<WorkerSetup> make_ps_role_setup(std::unique_ptr<WorkerSetup> setup,
+                                                const store::NodeStore& store, const config::JobSpec& job) {
+  const auto& node = setup->node;
+  setup->trained_path = store.trained_path().string();
+  setup->epochs = static_cast<int>(job.train.epochs);
+  setup->batch_size = job.train.batch_size;
+  if (node.role == config::Role::kServer && node.parameter_server.hybrid()) {
+    setup->sparse_optimizer = job.sparse_optimizer;  // EmbeddingServer checks it is there
+    return setup;
+  }
+  if (node.role == config::Role::kServer) {
+    const config::PsServer* shard = nullptr;
+    for (const auto& s : node.parameter_server.servers) {
+      if (s.node == node.node_id) shard = &s;
+    }
+    if (!shard) throw std::runtime_error("this server holds no shard in the plan");
+    std::map<std::string, at::Tensor> named;
+    for (const auto& p : setup->stage.named_parameters()) named.emplace(p.name, p.value);
+    std::vector<at::Tensor> parameters;
+    for (const auto& name : shard->tensors) {
+      auto it = named.find(name);
+      if (it != named.end()) parameters.push_back(it->second);
+    }
+    setup->optimizer = training::make_optimizer(job.optimizer, parameters);
+    setup->lr_schedule = std::make_unique<training::LrSchedule>(*setup->optimizer, job.scheduler);
+    return setup;
+  }
+  if (job.data.validation.empty()) {
+    throw std::runtime_error("data.validation: the evaluator needs the test data to score on");
+  }
+  setup->has_validation = true;
+  setup->validation_data =
+      std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kValidation));
+  setup->loss = std::make_shared<training::Loss>(job.loss);
+  return setup;
+}
+
+// The pushed stage, verified when it is used: its bytes must hash to the metadata's
+// stage_sha256, which the requester checked against its plan before the job. A stage.pt
+// replaced or damaged since the push (metadata.json unchanged, a daemon restarted on another
+// copy) is refused in one line instead of trained. Loaded from the bytes that were hashed.
+torch::jit::Module load_pushed_stage(const store::NodeStore& store) {
+  // Hashed in pieces, then loaded from the file a record at a time: a stage is never held whole
+  // in memory beside its tensors (it was three times over: a growing string, then a stream's
+  // copy), so loading costs what the stage holds and no more. The data directory is the
+  // daemon's own (locked, data_dir_lock.h): nothing replaces the file between the two reads.
+  const auto path = store.stage_path().string();
+  std::string actual;
+  try {
+    actual = base::sha256_file_hex(path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(store.metadata().name + ": " + e.what());
+  }
+  const std::string& expected = store.metadata().stage_sha256;
+  if (!base::same_sha256(actual, expected)) {
+    throw std::runtime_error(store.metadata().name + ": " + path + " hashes to " +
+                             actual.substr(0, 12) + ", not the pushed stage's " +
+                             expected.substr(0, 12) +
+                             ": the file changed since `ravnest push`; push again");
+  }
+  return torch_support::load_module(path);
+}
+
+}  // namespace
+
+std::unique_ptr<WorkerSetup> make_worker_setup(const store::NodeStore& store, const config::JobSpec& job_in,
+                                               uint64_t job_id, c10::Device device) {
+  const config::JobSpec& job = job_in;  // its paths are where this node finds them
+  auto setup = std::make_unique<WorkerSetup>();
+  setup->node = store.metadata();
+  const auto& node = setup->node;
+  // A prediction runs on what training made of the stage, when it made something.
+  const bool trained = job.predict && std::filesystem::exists(store.trained_path());
+  setup->stage = trained ? torch_support::load_module(store.trained_path().string())
+                         : load_pushed_stage(store);
+  setup->job_id = job_id;
+  setup->ps = job.ps;
+  if (job.predict && (node.role == config::Role::kServer ||
+                      node.role == config::Role::kEvaluator || !node.parameter_server.servers.empty())) {
+    throw std::runtime_error("[predict]: a parameter-server plan predicts in one process: "
+                             "ravnest fuse, then ravnest predict the fused model.pt");
+  }
+  if (node.role == config::Role::kServer || node.role == config::Role::kEvaluator) {
+    return make_ps_role_setup(std::move(setup), store, job);
+  }
+  if (node.pipeline.empty()) throw std::runtime_error("the stored metadata names no pipeline");
+  setup->root_node = node.pipeline.front();
+  setup->leaf_node = node.pipeline.back();
+  // Before the optimizer takes the parameters.
+  setup->device = device;
+  setup->stage.to(device);
+
+  // A hybrid trainer's tables are the servers' to optimize.
+  std::set<std::string> tables;
+  for (const auto& t : node.parameter_server.sparse_tables) tables.insert(t.weight);
+  std::vector<at::Tensor> parameters;
+  for (const auto& p : setup->stage.named_parameters()) {
+    if (!tables.count(p.name)) parameters.push_back(p.value);
+  }
+  setup->optimizer = training::make_optimizer(job.optimizer, parameters);
+  setup->lr_schedule = std::make_unique<training::LrSchedule>(*setup->optimizer, job.scheduler);
+  setup->update_frequency = job.train.update_frequency;
+  setup->schedule = job.train.schedule;
+  setup->max_in_flight = job.train.max_in_flight;
+  setup->seed = static_cast<uint64_t>(job.train.seed);
+  setup->save_every = static_cast<int>(job.train.save_every);
+  setup->trained_path = store.trained_path().string();
+  // A parameter server's workers leave validation to the evaluator; hybrid trainers validate.
+  setup->has_validation = !job.data.validation.empty() &&
+                          (node.role != config::Role::kWorker || node.parameter_server.hybrid());
+  setup->cluster_count = node.cluster_count;
+  setup->reduce = job.train.reduce;
+  setup->reduce_factor = job.train.reduce_factor;
+  setup->average_optim = job.train.average_optim;
+  setup->deterministic = job.train.deterministic;
+  setup->compression = job.compression;
+  setup->shared_rings = planner::shared_parameter_rings(node);
+  if (setup->schedule == config::PipelineSchedule::kAsync && !node.shared_parameters.empty()) {
+    // The holders would step on different versions of one tensor (docs/async.md).
+    throw std::runtime_error("train.schedule: \"async\" cannot train " +
+                             node.shared_parameters.begin()->first +
+                             ", which several stages hold; use gpipe or 1f1b, or cut elsewhere");
+  }
+  if (!setup->shared_rings.empty() && node.cluster_count > 1) {
+    // The plan's rings average one holder per cluster; the other holders would drift apart.
+    throw std::runtime_error("this plan puts " + node.shared_parameters.begin()->first +
+                             " on several nodes of a cluster, which training with several "
+                             "clusters does not support yet; plan one cluster or cut elsewhere");
+  }
+
+  if (job.predict) {
+    // Every sample, in order, whatever the cluster: the data is what `ravnest predict` was given.
+    setup->predict = true;
+    setup->predictions_path = store.predictions_path().string();
+    setup->has_validation = false;
+  }
+  if (node.position == 0) {
+    setup->train_data =
+        std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kTrain));
+    if (node.cluster_count > 1 && !job.predict) {
+      setup->shard = data::shard_indices(setup->train_data->size(), node.cluster_count,
+                                         node.cluster, job.train.seed);
+    }
+    if (setup->has_validation) {
+      setup->validation_data =
+          std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kValidation));
+    }
+    setup->epochs = static_cast<int>(job.train.epochs);
+    setup->batch_size = job.train.batch_size;
+    setup->micro_batches = job.train.micro_batches;
+    setup->shuffle = job.train.shuffle;
+    setup->drop_last = job.train.drop_last;
+    setup->max_batches = job.train.max_steps ? *job.train.max_steps : -1;
+    setup->val_freq = static_cast<int>(job.train.val_freq);
+  }
+  if (node.returns_model_output) {
+    setup->loss = std::make_shared<training::Loss>(job.loss);
+    setup->losses_path = store.losses_path().string();  // emptied by LeafMetrics
+  }
+  return setup;
+}
+
+std::shared_ptr<JobWorker> make_job_worker(WorkerSetup setup, WorkerPort& port) {
+  if (setup.predict) return std::make_shared<StagePredictor>(std::move(setup), port);
+  switch (setup.node.role) {
+    case config::Role::kServer:
+      if (setup.node.parameter_server.hybrid()) {
+        return std::make_shared<EmbeddingServer>(std::move(setup), port);
+      }
+      return std::make_shared<ParameterServer>(std::move(setup), port);
+    case config::Role::kEvaluator:
+      return std::make_shared<PsEvaluator>(std::move(setup), port);
+    default:
+      return std::make_shared<StageWorker>(std::move(setup), port);
+  }
+}
+
+}  // namespace ravnest::worker

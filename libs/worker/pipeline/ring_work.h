@@ -1,0 +1,32 @@
+// What a stage puts into its rings: for each ring, the stage's tensors of the ring's names, in
+// the ring's order. Every member lists the names in the same order and skips the same ones, so
+// the all-reduce lines the tensors up (see WorkerPort::reduce_rings, transfer.h).
+//
+// The tensors are the stage's own (a parameter, a buffer, the memory of a gradient or of the
+// optimizer's state), so reducing them changes the stage in place.
+#pragma once
+
+#include <vector>
+
+#include <torch/csrc/jit/api/module.h>
+#include <torch/optim/optimizer.h>
+
+#include "libs/config/plan/node_metadata.h"
+#include "libs/worker/transfer.h"
+
+namespace ravnest::worker {
+
+// Across clusters: gradients before an update, parameters and buffers after one (with the
+// optimizer's state when `optimizer` is given), or parameters and buffers at the end.
+enum class RingTensors { kGradients, kState, kFinal };
+std::vector<WorkerPort::RingWork> cluster_ring_work(
+    const torch::jit::Module& stage, const std::vector<config::RingMembership>& rings,
+    RingTensors what, torch::optim::Optimizer* optimizer);
+
+// Within a cluster: the gradients of the tensors this stage shares with others (tied names by
+// the name they are tied to). Throws std::runtime_error for a shared name the stage lacks.
+std::vector<WorkerPort::RingWork> shared_gradient_work(
+    const torch::jit::Module& stage, const config::NodeMetadata& node,
+    const std::vector<config::RingMembership>& shared_rings);
+
+}  // namespace ravnest::worker

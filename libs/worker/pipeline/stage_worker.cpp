@@ -1,0 +1,886 @@
+#include "libs/worker/pipeline/stage_worker.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <stdexcept>
+
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "libs/base/clock.h"
+#include "libs/store/checkpoint_store.h"
+#include "libs/worker/compute_device.h"
+#include "libs/worker/pipeline/leaf_metrics.h"
+#include "libs/worker/pipeline/ring_work.h"
+#include "libs/torch_support/module_file.h"
+#include "libs/torch_support/torch_errors.h"
+#include "libs/training/loss.h"
+#include "libs/training/lr_schedule.h"
+#include "libs/training/random_state.h"
+#include "libs/training/schedule.h"
+#include "libs/training/sparse_optimizer.h"
+
+namespace ravnest::worker {
+
+StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
+    : setup_(std::move(setup)),
+      port_(port),
+      deterministic_(setup_.deterministic),
+      transfers_(setup_.device,
+                 [this](TransferMessage message) { port_.send(std::move(message)); }),
+      stash_(setup_.stage) {
+  for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
+    const auto& input = setup_.node.inputs[i];
+    if (input.from_node) input_slot_[{*input.from_node, input.from_output}] = i;
+  }
+  if (is_root()) feeder_ = std::make_unique<RootFeeder>(setup_, static_cast<FeedTarget&>(*this));
+  if (is_leaf()) {
+    std::optional<std::string> validation;
+    if (setup_.resume && setup_.resume->has_validation) validation = setup_.resume->validation;
+    metrics_ = std::make_unique<LeafMetrics>(setup_.losses_path, port_,
+                                             setup_.resume ? setup_.resume->losses : "",
+                                             std::move(validation));
+  }
+  if (setup_.optimizer) setup_.optimizer->zero_grad();
+  if (hybrid_trainer()) {
+    const auto& tables = setup_.node.parameter_server.sparse_tables;
+    for (size_t t = 0; t < tables.size(); ++t) {
+      TableSlot slot;
+      slot.index = t;
+      slot.server = tables[t].server;
+      const std::string& weight = tables[t].weight;
+      const size_t dot = weight.rfind('.');
+      slot.attribute = dot == std::string::npos ? weight : weight.substr(dot + 1);
+      slot.owner = setup_.stage;
+      for (size_t start = 0; dot != std::string::npos && start <= dot;) {
+        const size_t next = weight.find('.', start);
+        slot.owner = slot.owner.attr(weight.substr(start, next - start)).toModule();
+        start = next + 1;
+      }
+      slot.placeholder = slot.owner.attr(slot.attribute).toTensor();
+      bool found = false;
+      for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
+        const auto& input = setup_.node.inputs[i];
+        if (input.model_input && *input.model_input == tables[t].index_input) {
+          slot.input = i;
+          found = true;
+        }
+      }
+      if (!found) {
+        throw std::runtime_error("the stage takes no model input " +
+                                 std::to_string(tables[t].index_input) + " for " + weight);
+      }
+      table_slots_.push_back(std::move(slot));
+    }
+    pending_row_ids_.resize(table_slots_.size());
+    pending_row_grads_.resize(table_slots_.size());
+  }
+  for (const auto& p : setup_.stage.parameters()) state_storages_.insert(p.storage().data());
+  for (const auto& b : setup_.stage.buffers()) state_storages_.insert(b.storage().data());
+}
+
+// A sent tensor's bytes may leave the process after the call returns (messages reference
+// memory, large tensors stream), so an output that is (a view of) the stage's own state, which
+// the next optimizer step or BatchNorm update writes in place, is sent as a copy of what the
+// forward saw. Other outputs are fresh memory that nothing writes to again.
+at::Tensor StageWorker::sendable(const at::Tensor& output) const {
+  at::Tensor t = output.detach();
+  if (t.has_storage() && state_storages_.count(t.storage().data())) t = t.clone();
+  return t;
+}
+
+StageWorker::~StageWorker() = default;
+
+void StageWorker::set_status(const std::function<void(WorkerStatus&)>& change) {
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  change(status_);
+}
+
+WorkerStatus StageWorker::status() const {
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  return status_;
+}
+
+void StageWorker::guarded(const std::function<void()>& body) {
+  if (stopped_) return;
+  try {
+    body();
+  } catch (const std::exception& e) {
+    // A device out of memory stops the job like any error, saying where: the daemon lives on
+    // and the memory goes back when the worker does.
+    if (auto tried = out_of_memory(e)) {
+      fail(transfers_.device().str() + " out of memory" +
+           (doing_.empty() ? "" : " during " + doing_) +
+           (tried->empty() ? "" : " (" + *tried + ")"));
+      return;
+    }
+    fail(torch_support::torch_message(e));  // one line: a LibTorch error without its backtrace
+  }
+}
+
+namespace {
+
+// "forward of micro-batch 3 of batch 12": what an out-of-memory error happened during.
+std::string micro_batch_activity(const char* what, const MicroBatchTag& batch) {
+  return std::string(what) + " of " + (batch.validate ? "validation " : "") + "micro-batch " +
+         std::to_string(batch.index) + " of batch " + std::to_string(batch.step);
+}
+
+}  // namespace
+
+void StageWorker::fail(const std::string& why) {
+  if (stopped_) return;
+  stopped_ = true;
+  transfers_.drop();
+  micro_.clear();
+  random_state_in_.clear();
+  set_status([&](WorkerStatus& s) {
+    s.state = WorkerStatus::State::kFailed;
+    s.error = why;
+  });
+  ProgressEventData event;
+  event.kind = EventKind::kFailed;
+  event.message = setup_.node.name + ": " + why;
+  port_.event(event);
+}
+
+template <typename F>
+void StageWorker::timed(F&& work) {
+  const double begin = base::now_seconds();
+  try {
+    work();
+  } catch (...) {
+    busy_seconds_ += base::now_seconds() - begin;
+    throw;
+  }
+  busy_seconds_ += base::now_seconds() - begin;
+}
+
+void StageWorker::start() {
+  started_at_ = base::now_seconds();
+  guarded([&] {
+    if (setup_.resume) {
+      resume_from(*setup_.resume);
+    } else {
+      // Every node starts from the job's seed, as the single-process run does: dropout in a
+      // stage then draws what the whole model would have drawn there.
+      torch::manual_seed(setup_.seed);
+      if (in_random_chain() && setup_.node.random_nodes.front() == setup_.node.node_id) {
+        random_state_in_[Key{false, 0, 0}] = training::random_state(setup_.device);
+      }
+    }
+    if (!feeder_) return;
+    const uint64_t total = feeder_->start();
+    if (setup_.resume) feeder_->skip(setup_.resume->batches);
+    set_status([&](WorkerStatus& s) { s.total_batches = total; });
+    // The validation round that followed the checkpoint's update is not in it (the leaf's
+    // checkpoint was taken before the round's answers came): it runs again, on the same weights.
+    if (setup_.resume && setup_.resume->batches > 0 &&
+        (training::validation_due(setup_.resume->updates, setup_.val_freq, false) ||
+         (setup_.val_freq <= 0 && feeder_->epoch_ends_with(setup_.resume->batches - 1)))) {
+      feeder_->run_validation_round();
+    }
+    begin_batch();
+  });
+}
+
+void StageWorker::begin_batch() {
+  switch (feeder_->begin_batch()) {
+    case RootFeeder::Begin::kDone:
+      return finish();
+    case RootFeeder::Begin::kHeld:
+      held_ = true;  // hold() moving the boundary further begins it again
+      return;
+    case RootFeeder::Begin::kStarted:
+      break;
+  }
+  held_ = false;
+  progress();
+}
+
+std::optional<uint64_t> StageWorker::hold(uint64_t target) {
+  if (!feeder_) return std::nullopt;
+  bool moved = false;
+  const uint64_t boundary = feeder_->hold(target, &moved);
+  if (moved) {
+    // Another cluster reached further: feed on to the agreed boundary (rings need every cluster
+    // at every update up to it).
+    port_.defer([this] {
+      guarded([this] {
+        if (held_) {
+          begin_batch();
+        } else if (feeder_->asynchronous() && !finished_) {
+          feeder_->pump();
+          progress();
+        }
+      });
+    });
+  }
+  return boundary;
+}
+
+// The root's own stage takes the model's inputs it is given; the labels go to the leaf, with
+// the micro-batch they belong to.
+void StageWorker::enter(const MicroBatchTag& tag, const std::vector<at::Tensor>& inputs,
+                        const at::Tensor& labels) {
+  Micro& m = micro(tag);
+  for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
+    const auto& input = setup_.node.inputs[i];
+    if (!input.model_input) continue;
+    const size_t k = static_cast<size_t>(*input.model_input);
+    m.inputs[i] = k < inputs.size() ? transfers_.to_device(inputs[k]) : c10::IValue();
+    m.have_input[i] = true;
+  }
+  if (is_leaf()) {
+    m.labels = transfers_.to_device(labels).toTensor();
+    return;
+  }
+  TransferMessage message = message_to(TransferKind::kLabels, setup_.leaf_node, tag);
+  message.values.emplace_back(0, labels);
+  transfers_.send(std::move(message));
+}
+
+// ---- every node -------------------------------------------------------------------------------
+
+StageWorker::Micro& StageWorker::micro(const MicroBatchTag& batch) {
+  Key key{batch.validate, batch.step, batch.index};
+  auto it = micro_.find(key);
+  if (it == micro_.end()) {
+    Micro m;
+    m.batch = batch;
+    m.inputs.resize(setup_.node.inputs.size());
+    m.have_input.assign(setup_.node.inputs.size(), false);
+    it = micro_.emplace(key, std::move(m)).first;
+  }
+  return it->second;
+}
+
+void StageWorker::receive(TransferMessage message) {
+  guarded([&] {
+    if (message.batch.job_id != setup_.job_id) {
+      throw std::runtime_error("transfer for job " + std::to_string(message.batch.job_id) +
+                               " from node " + std::to_string(message.from_node) +
+                               " while running job " + std::to_string(setup_.job_id));
+    }
+    if (message.kind == TransferKind::kRandomState) {
+      if (message.values.empty() || !message.values[0].second.isTensor() ||
+          message.values[0].second.toTensor().scalar_type() != at::kByte ||
+          message.batch.validate) {
+        throw std::runtime_error("a random state without a byte tensor from node " +
+                                 std::to_string(message.from_node));
+      }
+      random_state_in_[Key{false, message.batch.step, message.batch.index}] =
+          message.values[0].second.toTensor();
+      progress();
+      return;
+    }
+    doing_ = "receiving from node " + std::to_string(message.from_node);
+    for (auto& entry : message.values) entry.second = transfers_.to_device(entry.second);
+    Micro& m = micro(message.batch);
+    switch (message.kind) {
+      case TransferKind::kActivations:
+        for (auto& [output, value] : message.values) {
+          auto slot = input_slot_.find({message.from_node, output});
+          if (slot == input_slot_.end()) {
+            throw std::runtime_error("node " + std::to_string(message.from_node) +
+                                     " sent output " + std::to_string(output) +
+                                     " which this stage does not take");
+          }
+          m.inputs[slot->second] = std::move(value);
+          m.have_input[slot->second] = true;
+        }
+        break;
+      case TransferKind::kLabels:
+        if (message.values.empty() || !message.values[0].second.isTensor()) {
+          throw std::runtime_error("labels without a tensor from node " +
+                                   std::to_string(message.from_node));
+        }
+        m.labels = message.values[0].second.toTensor();
+        break;
+      case TransferKind::kRandomState:
+        break;  // handled above
+      case TransferKind::kPsGradients:
+      case TransferKind::kPsWeights:
+      case TransferKind::kPsLookup:
+      case TransferKind::kPsRows:
+      case TransferKind::kPredicted:
+        throw std::runtime_error("node " + std::to_string(message.from_node) +
+                                 " sent a message a training stage does not take");
+      case TransferKind::kGradients:
+        if (m.output_grads.empty()) m.output_grads.resize(setup_.node.outputs.size());
+        for (auto& [output, value] : message.values) {
+          if (output >= m.output_grads.size() || !value.isTensor()) {
+            throw std::runtime_error("node " + std::to_string(message.from_node) +
+                                     " sent a gradient for output " + std::to_string(output));
+          }
+          auto& slot = m.output_grads[output];
+          slot = slot.defined() ? slot + value.toTensor() : value.toTensor();
+        }
+        ++m.grads_received;
+        break;
+    }
+    progress();
+  });
+}
+
+bool StageWorker::ready_for_forward(const Micro& m) const {
+  if (m.forwarded) return false;
+  for (bool have : m.have_input) {
+    if (!have) return false;
+  }
+  if (in_random_chain() && !m.batch.validate &&
+      !random_state_in_.count(Key{false, m.batch.step, m.batch.index})) {
+    return false;
+  }
+  return !is_leaf() || m.labels.has_value();
+}
+
+// The random stream runs through the chain's nodes as through one process: micro-batch after
+// micro-batch, and within one, node after node (NodeMetadata::random_nodes).
+bool StageWorker::in_random_chain() const {
+  const auto& chain = setup_.node.random_nodes;
+  return chain.size() >= 2 &&
+         std::find(chain.begin(), chain.end(), setup_.node.node_id) != chain.end();
+}
+
+void StageWorker::pass_random_state(const MicroBatchTag& batch) {
+  const auto& chain = setup_.node.random_nodes;
+  auto self = std::find(chain.begin(), chain.end(), setup_.node.node_id);
+  MicroBatchTag next = batch;
+  int to = 0;
+  if (self + 1 != chain.end()) {
+    to = *(self + 1);
+  } else {
+    if (batch.last && batch.index + 1 == batch.count) return;  // the stream ends here
+    to = chain.front();
+    if (batch.index + 1 < batch.count) {
+      ++next.index;
+    } else {
+      ++next.step;
+      next.index = 0;
+    }
+  }
+  TransferMessage message = message_to(TransferKind::kRandomState, to, next);
+  message.values.emplace_back(0, training::random_state(setup_.device));
+  transfers_.send(std::move(message));
+}
+
+void StageWorker::advance(Key& cursor, const MicroBatchTag& batch) {
+  if (batch.index + 1 < batch.count) {
+    cursor.index = batch.index + 1;
+  } else {
+    cursor.step = batch.step + 1;
+    cursor.index = 0;
+  }
+}
+
+// Runs every forward and backward that is ready, in micro-batch order.
+void StageWorker::progress() {
+  bool moved = true;
+  while (moved && !stopped_) {
+    moved = false;
+    for (Key* cursor : {&next_forward_train_, &next_forward_validate_}) {
+      auto it = micro_.find(*cursor);
+      if (it != micro_.end() && ready_for_forward(it->second)) {
+        Micro& m = it->second;
+        const MicroBatchTag batch = m.batch;
+        advance(*cursor, batch);
+        transfers_.poll();  // what earlier steps sent and the GPU has copied by now
+        doing_ = micro_batch_activity("forward", batch);
+        timed([&] { forward(m); });
+        moved = true;
+        if (batch.validate) micro_.erase(Key{true, batch.step, batch.index});
+      }
+    }
+    auto it = micro_.find(next_backward_);
+    if (it != micro_.end() && it->second.forwarded &&
+        (is_leaf() || it->second.grads_received >= setup_.node.forward_neighbours.size())) {
+      const MicroBatchTag batch = it->second.batch;
+      advance(next_backward_, batch);
+      transfers_.poll();
+      doing_ = micro_batch_activity("backward", batch);
+      timed([&] { backward(it->second); });
+      micro_.erase(it);
+      moved = true;
+      if (batch.index + 1 == batch.count) {
+        batch_finished(batch);
+      } else if (feeder_) {
+        feeder_->pump();  // 1F1B and async: a micro-batch came back, another may enter
+      }
+    }
+  }
+  // Nothing else is ready: every transfer still on its way to the host goes out now.
+  if (!stopped_) transfers_.flush();
+}
+
+void StageWorker::forward(Micro& m) {
+  const bool train = !m.batch.validate;
+  setup_.stage.train(train);
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!train) no_grad.emplace();
+  std::vector<c10::IValue> args = m.inputs;
+  if (train) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!setup_.node.inputs[i].from_node || !args[i].isTensor()) continue;
+      at::Tensor t = args[i].toTensor();
+      if (t.is_floating_point()) {
+        t = t.detach().requires_grad_(true);
+        m.inputs[i] = t;  // keep the leaf: its .grad() goes back upstream
+        args[i] = t;
+      }
+    }
+  }
+  const bool chained = train && in_random_chain();
+  if (chained) {
+    auto state = random_state_in_.find(Key{false, m.batch.step, m.batch.index});
+    training::set_random_state(setup_.device, state->second);
+    random_state_in_.erase(state);
+  }
+  if (train && asynchronous() && !is_leaf()) {
+    // Its backward may come after an update: what it needs to run this forward again.
+    m.version = stash_.version();
+    stash_.hold(m.version);
+    const auto& drawing = setup_.node.random_nodes;
+    if (std::find(drawing.begin(), drawing.end(), setup_.node.node_id) != drawing.end()) {
+      m.random_state = training::random_state(setup_.device);
+    }
+    if (setup_.record_versions) m.checksum = stash_.checksum();
+  }
+  if (hybrid_trainer()) look_up_rows(m, args, train);
+  c10::IValue result;
+  try {
+    result = setup_.stage.forward(args);
+  } catch (...) {
+    if (hybrid_trainer()) put_back_placeholders();
+    throw;
+  }
+  if (hybrid_trainer()) put_back_placeholders();  // the graph keeps the rows it used
+  m.forwarded = true;
+  if (chained) pass_random_state(m.batch);
+
+  if (is_leaf()) {
+    leaf_loss(m, result);
+    if (hybrid_trainer() && train) collect_row_gradients(m);
+    return;
+  }
+
+  const auto& items = result.toTupleRef().elements();
+  if (train) m.outputs.assign(items.begin(), items.end());
+  // Each consumer gets the outputs it takes, in one transfer.
+  for (int consumer : setup_.node.forward_neighbours) {
+    TransferMessage message = message_to(TransferKind::kActivations, consumer, m.batch);
+    for (size_t j = 0; j < setup_.node.outputs.size(); ++j) {
+      const auto& to = setup_.node.outputs[j].to_nodes;
+      if (std::find(to.begin(), to.end(), consumer) == to.end()) continue;
+      c10::IValue value = items[j];
+      if (value.isTensor()) value = sendable(value.toTensor());
+      message.values.emplace_back(static_cast<uint32_t>(j), std::move(value));
+    }
+    transfers_.send(std::move(message));
+  }
+}
+
+// The loss and its backward run at once: the leaf has no consumer to wait for.
+void StageWorker::leaf_loss(Micro& m, const c10::IValue& result) {
+  const at::Tensor labels = *m.labels;
+  at::Tensor loss = (*setup_.loss)(result, labels);
+  if (!m.batch.validate) {
+    const double weight = training::micro_batch_loss_weight(m.batch.samples, m.batch.batch_samples,
+                                                  setup_.update_frequency);
+    (loss * weight).backward();
+    metrics_->add_training(m.batch, loss.item<double>());
+  } else if (metrics_->add_validation(m.batch, loss.item<double>(), result, labels,
+                                      updates_done_) &&
+             training_done_) {
+    finish();
+  }
+}
+
+// The first forward's graph refers to parameters that an update has since changed in place: the
+// forward runs again on the weights it ran on, from the same inputs and random state, and its
+// graph replaces the first one's (the caller's backward then runs on the same weights).
+void StageWorker::recompute_forward(Micro& m, torch::jit::Module& module) {
+  std::vector<c10::IValue> args = m.inputs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!setup_.node.inputs[i].from_node || !m.inputs[i].isTensor()) continue;
+    at::Tensor t = m.inputs[i].toTensor();
+    if (t.requires_grad()) {
+      t = t.detach().requires_grad_(true);  // fresh leaves: their .grad() goes upstream
+      m.inputs[i] = t;
+      args[i] = t;
+    }
+  }
+  std::optional<at::Tensor> generator;
+  if (m.random_state) {
+    generator = training::random_state(setup_.device);
+    training::set_random_state(setup_.device, *m.random_state);
+  }
+  module.train(true);
+  c10::IValue result = module.forward(args);
+  // The stream goes on as if never redrawn.
+  if (generator) training::set_random_state(setup_.device, *generator);
+  const auto& items = result.toTupleRef().elements();
+  m.outputs.assign(items.begin(), items.end());
+}
+
+// The backward of a non-leaf stage's outputs from the gradients its consumers sent.
+void StageWorker::backward_outputs(Micro& m) {
+  std::vector<at::Tensor> tensors, grads;
+  for (size_t j = 0; j < m.outputs.size() && j < m.output_grads.size(); ++j) {
+    if (!m.outputs[j].isTensor() || !m.output_grads[j].defined()) continue;
+    const at::Tensor& out = m.outputs[j].toTensor();
+    if (!out.requires_grad()) continue;
+    tensors.push_back(out);
+    grads.push_back(m.output_grads[j]);
+  }
+  if (!tensors.empty()) torch::autograd::backward(tensors, grads);
+}
+
+void StageWorker::backward(Micro& m) {
+  if (!is_leaf() && asynchronous() && !m.batch.validate) {
+    // On the weights its forward ran on: recomputed there if an update came between.
+    const uint64_t current = stash_.version();
+    stash_.with_version(m.version, [&](torch::jit::Module& module) {
+      if (m.version != current) recompute_forward(m, module);
+      if (setup_.record_versions) {
+        backward_records_.push_back({m.batch.step, m.batch.index, m.version, current, m.checksum,
+                                     WeightStash::checksum(module)});
+      }
+      backward_outputs(m);
+    });
+    stash_.release(m.version);
+  } else if (!is_leaf()) {
+    backward_outputs(m);
+  }
+  send_gradients(m);
+  if (feeder_) feeder_->micro_batch_done(m.batch.samples);
+}
+
+TransferMessage StageWorker::message_to(TransferKind kind, int to, const MicroBatchTag& batch) const {
+  TransferMessage message;
+  message.kind = kind;
+  message.from_node = setup_.node.node_id;
+  message.to_node = to;
+  message.batch = batch;
+  if (kind == TransferKind::kActivations) message.codec = setup_.compression.activations;
+  if (kind == TransferKind::kGradients) message.codec = setup_.compression.gradients;
+  return message;
+}
+
+void StageWorker::send_gradients(const Micro& m) {
+  for (int producer : setup_.node.backward_neighbours) {
+    TransferMessage message = message_to(TransferKind::kGradients, producer, m.batch);
+    for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
+      const auto& input = setup_.node.inputs[i];
+      if (!input.from_node || *input.from_node != producer || !m.inputs[i].isTensor()) continue;
+      at::Tensor grad = m.inputs[i].toTensor().grad();
+      if (grad.defined()) message.values.emplace_back(input.from_output, grad);
+    }
+    transfers_.send(std::move(message));
+  }
+}
+
+void StageWorker::batch_finished(const MicroBatchTag& batch) {
+  // What follows may block (rings, servers) on peers that wait for these.
+  transfers_.flush();
+  doing_ = "the update after batch " + std::to_string(batch.step);
+  ++batches_done_;
+  while (current_epoch_ < batch.epoch) {
+    if (setup_.lr_schedule) setup_.lr_schedule->on_epoch_end();
+    ++current_epoch_;
+  }
+  bool updated = false;
+  const bool data_parallel = setup_.cluster_count > 1;
+  if (training::update_due(batches_done_, setup_.update_frequency, batch.last)) {
+    boundary_valid_ = false;  // the parameters are about to change
+    if (parameter_server_worker()) {
+      exchange_with_servers(batch);
+    } else {
+      if (!setup_.shared_rings.empty()) sum_shared_gradients();
+      if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
+        reduce_across_clusters(RingTensors::kGradients);
+      }
+      timed([&] { update_weights([&] { setup_.optimizer->step(); }); });
+      if (hybrid_trainer()) push_row_gradients(batch);
+    }
+    setup_.optimizer->zero_grad();
+    if (setup_.lr_schedule) setup_.lr_schedule->on_update();
+    ++updates_done_;
+    updated = true;
+    if (data_parallel && setup_.reduce == config::ReduceMode::kParameters &&
+        updates_done_ % static_cast<uint64_t>(setup_.reduce_factor) == 0) {
+      reduce_across_clusters(RingTensors::kState);
+    }
+    if (setup_.save_every > 0 && updates_done_ % setup_.save_every == 0) save_stage();
+  }
+  set_status([&](WorkerStatus& s) {
+    s.epoch = batch.epoch;
+    s.batches = batches_done_;
+    s.updates = updates_done_;
+    if (metrics_) s.last_loss = metrics_->batch_loss();
+    if (feeder_) s.samples_per_second = feeder_->samples_per_second();
+    s.busy_seconds = busy_seconds_;
+    s.running_seconds = base::now_seconds() - started_at_;
+  });
+  if (metrics_) metrics_->batch_finished(batch, batches_done_);
+  if (updated && !batch.last) {
+    // An update boundary: what a checkpoint holds, now or when the job is stopped before the
+    // next one. The last batch needs none: the job is done.
+    mark_boundary();
+    if (setup_.save_every > 0 && updates_done_ % setup_.save_every == 0) write_checkpoint();
+  }
+  if (batch.last) {
+    training_done_ = true;
+    if (data_parallel && !parameter_server_worker()) reduce_across_clusters(RingTensors::kFinal);
+    save_stage();
+  }
+  if (feeder_) {
+    if ((updated && training::validation_due(updates_done_, setup_.val_freq, false)) ||
+        (setup_.val_freq <= 0 && feeder_->epoch_ends_with(batch.step)) || batch.last) {
+      feeder_->run_validation_round();  // a one-node cluster finishes inside, at the last round
+    }
+  }
+  if (batch.last) {
+    if (!(is_leaf() && setup_.has_validation)) finish();
+    return;
+  }
+  if (feeder_ && feeder_->asynchronous()) {
+    // Batches went on entering; after a validation round they may again.
+    feeder_->release_hold();
+    feeder_->pump();
+    return;
+  }
+  // The next batch starts from the event loop, not from inside this one's call chain.
+  if (feeder_) port_.defer([this] { guarded([this] { begin_batch(); }); });
+}
+
+void StageWorker::update_weights(const std::function<void()>& change) {
+  if (!asynchronous()) return change();
+  stash_.before_update();
+  most_versions_kept_ = std::max(most_versions_kept_, stash_.versions_kept());
+  // The graphs of forwards in flight refer to the weights about to change: useless now (their
+  // backward recomputes), so their memory goes.
+  for (auto& [key, m] : micro_) {
+    if (m.forwarded && !key.validate && m.version == stash_.version()) m.outputs.clear();
+  }
+  change();
+  stash_.after_update();
+}
+
+// A parameter server's worker: the update is the servers'. Each gets the gradients of its shard
+// and this worker's buffers, and answers with the shard's weights after its update, which replace
+// this worker's (with the buffers too at the end of a synchronous job).
+void StageWorker::exchange_with_servers(const MicroBatchTag& batch) {
+  const auto& plan = setup_.node.parameter_server;
+  std::map<std::string, at::Tensor> parameters, buffers;
+  for (const auto& p : setup_.stage.named_parameters()) parameters.emplace(p.name, p.value);
+  for (const auto& b : setup_.stage.named_buffers()) buffers.emplace(b.name, b.value);
+  std::vector<TransferMessage> pushes;
+  for (const auto& server : plan.servers) {
+    TransferMessage push;
+    push.kind = TransferKind::kPsGradients;
+    push.from_node = setup_.node.node_id;
+    push.to_node = server.node;
+    push.batch.job_id = setup_.job_id;
+    push.batch.step = updates_done_;
+    push.batch.epoch = batch.epoch;
+    push.batch.last = batch.last;
+    push.batch.version = server_versions_[server.node];
+    for (size_t i = 0; i < server.tensors.size(); ++i) {
+      const auto& name = server.tensors[i];
+      if (auto p = parameters.find(name); p != parameters.end()) {
+        if (!p->second.requires_grad()) continue;
+        const at::Tensor& grad = p->second.grad();
+        // Zeros for a parameter the loss did not reach, as the reference does.
+        push.values.emplace_back(static_cast<uint32_t>(i),
+                                 grad.defined() ? grad : at::zeros_like(p->second));
+      } else if (auto b = buffers.find(name); b != buffers.end()) {
+        push.values.emplace_back(static_cast<uint32_t>(i), b->second);
+      } else {
+        throw std::runtime_error("the plan's shard of node_" + std::to_string(server.node) +
+                                 " names " + name + ", which this stage lacks");
+      }
+    }
+    pushes.push_back(std::move(push));
+  }
+  auto weights = port_.exchange_with_servers(std::move(pushes));
+  torch::NoGradGuard no_grad;
+  for (size_t s = 0; s < plan.servers.size() && s < weights.size(); ++s) {
+    const auto& server = plan.servers[s];
+    server_versions_[server.node] = weights[s].batch.version;
+    for (const auto& [index, value] : weights[s].values) {
+      if (index >= server.tensors.size() || !value.isTensor()) {
+        throw std::runtime_error("node_" + std::to_string(server.node) +
+                                 " answered with a tensor outside its shard");
+      }
+      const auto& name = server.tensors[index];
+      auto p = parameters.find(name);
+      at::Tensor target = p != parameters.end() ? p->second : buffers.at(name);
+      if (target.sizes() != value.toTensor().sizes()) {
+        throw std::runtime_error("node_" + std::to_string(server.node) + " answered " + name +
+                                 " with another shape");
+      }
+      target.copy_(value.toTensor());
+    }
+  }
+}
+
+void StageWorker::look_up_rows(Micro& m, std::vector<c10::IValue>& args, bool train) {
+  std::map<int, TransferMessage> lookups;  // by server
+  m.row_ids.assign(table_slots_.size(), at::Tensor());
+  m.rows.assign(table_slots_.size(), at::Tensor());
+  for (size_t t = 0; t < table_slots_.size(); ++t) {
+    const TableSlot& slot = table_slots_[t];
+    const auto& weight = setup_.node.parameter_server.sparse_tables[slot.index].weight;
+    if (!args[slot.input].isTensor()) throw std::runtime_error("the indices of " + weight + " are not a tensor");
+    const at::Tensor indices = args[slot.input].toTensor();
+    if (!at::isIntegralType(indices.scalar_type(), /*includeBool=*/false)) {
+      throw std::runtime_error("the indices of " + weight + " must be integers");
+    }
+    // Sorted unique ids; each index becomes its id's position among them.
+    auto [ids, inverse, counts] = at::_unique2(indices, /*sorted=*/true, /*return_inverse=*/true);
+    m.row_ids[t] = ids.to(at::kLong);
+    args[slot.input] = inverse.to(indices.scalar_type());
+    auto [it, fresh] = lookups.try_emplace(slot.server);
+    TransferMessage& lookup = it->second;
+    if (fresh) {
+      lookup.kind = TransferKind::kPsLookup;
+      lookup.from_node = setup_.node.node_id;
+      lookup.to_node = slot.server;
+      lookup.batch = m.batch;
+      lookup.batch.step = lookups_;
+    }
+    lookup.values.emplace_back(static_cast<uint32_t>(slot.index), m.row_ids[t]);
+  }
+  ++lookups_;
+  transfers_.flush();  // the lookup blocks
+  std::vector<TransferMessage> requests;
+  for (auto& [server, lookup] : lookups) requests.push_back(std::move(lookup));
+  for (auto& answer : port_.lookup_rows(std::move(requests))) {
+    for (auto& [index, value] : answer.values) {
+      size_t t = 0;
+      while (t < table_slots_.size() && table_slots_[t].index != index) ++t;
+      if (t == table_slots_.size() || table_slots_[t].server != answer.from_node ||
+          !value.isTensor() || m.rows[t].defined()) {
+        throw std::runtime_error("node_" + std::to_string(answer.from_node) +
+                                 " answered a lookup with rows it was not asked for");
+      }
+      at::Tensor rows = value.toTensor();
+      auto expected = table_slots_[t].placeholder.sizes().vec();
+      expected[0] = m.row_ids[t].size(0);
+      if (rows.sizes().vec() != expected) {
+        throw std::runtime_error("node_" + std::to_string(answer.from_node) +
+                                 " answered a lookup with rows of another shape");
+      }
+      rows = rows.to(setup_.device, table_slots_[t].placeholder.scalar_type()).detach();
+      if (train && table_slots_[t].placeholder.requires_grad()) rows.requires_grad_(true);
+      m.rows[t] = rows;
+      table_slots_[t].owner.setattr(table_slots_[t].attribute, rows);
+    }
+  }
+  for (size_t t = 0; t < table_slots_.size(); ++t) {
+    if (!m.rows[t].defined()) {
+      put_back_placeholders();
+      throw std::runtime_error("node_" + std::to_string(table_slots_[t].server) +
+                               " did not answer a lookup of every table it holds");
+    }
+  }
+}
+
+void StageWorker::put_back_placeholders() {
+  for (auto& slot : table_slots_) slot.owner.setattr(slot.attribute, slot.placeholder);
+}
+
+void StageWorker::collect_row_gradients(const Micro& m) {
+  for (size_t t = 0; t < table_slots_.size(); ++t) {
+    if (!m.rows[t].defined() || !m.rows[t].requires_grad()) continue;
+    at::Tensor grad = m.rows[t].grad();
+    if (!grad.defined()) grad = at::zeros_like(m.rows[t]);
+    if (grad.is_sparse()) grad = grad.to_dense();
+    pending_row_ids_[t].push_back(m.row_ids[t]);
+    pending_row_grads_[t].push_back(grad.detach());
+  }
+}
+
+// The row gradients of the update's lookups, summed per id, to the servers holding the tables;
+// waits until every server has applied this update (everybody's), so the next lookup sees it.
+void StageWorker::push_row_gradients(const MicroBatchTag& batch) {
+  std::map<int, TransferMessage> pushes;
+  for (size_t t = 0; t < table_slots_.size(); ++t) {
+    const TableSlot& slot = table_slots_[t];
+    auto [it, fresh] = pushes.try_emplace(slot.server);
+    TransferMessage& push = it->second;
+    if (fresh) {
+      push.kind = TransferKind::kPsGradients;
+      push.from_node = setup_.node.node_id;
+      push.to_node = slot.server;
+      push.batch.job_id = setup_.job_id;
+      push.batch.step = updates_done_;
+      push.batch.epoch = batch.epoch;
+      push.batch.last = batch.last;
+      push.codec = setup_.compression.gradients;
+    }
+    auto [ids, sum] = training::coalesce_rows(pending_row_ids_[t], pending_row_grads_[t]);
+    pending_row_ids_[t].clear();
+    pending_row_grads_[t].clear();
+    push.values.emplace_back(static_cast<uint32_t>(2 * slot.index), ids);
+    push.values.emplace_back(static_cast<uint32_t>(2 * slot.index + 1), sum);
+  }
+  std::vector<TransferMessage> list;
+  for (auto& [server, push] : pushes) list.push_back(std::move(push));
+  port_.exchange_with_servers(std::move(list));
+}
+
+// Averages over the clusters what `what` says (ring_work.h) with this node's copies in the other
+// clusters.
+void StageWorker::reduce_across_clusters(RingTensors what) {
+  if (setup_.node.rings.empty()) return;
+  auto work = cluster_ring_work(setup_.stage, setup_.node.rings, what,
+                                setup_.average_optim ? setup_.optimizer.get() : nullptr);
+  for (auto& w : work) {
+    w.codec = setup_.compression.rings;
+    w.stream = what == RingTensors::kGradients ? "gradients"
+               : what == RingTensors::kState   ? "state"
+                                               : "final";
+  }
+  torch::NoGradGuard no_grad;
+  const uint64_t round = reduce_round_++;
+  auto reduce = [&](std::vector<WorkerPort::RingWork>& on_host) {
+    port_.reduce_rings(round, on_host);
+  };
+  if (what == RingTensors::kGradients) return transfers_.reduce_on_host(work, reduce);
+  update_weights([&] { transfers_.reduce_on_host(work, reduce); });
+}
+
+// Each copy of a shared tensor gets the gradient of the whole model: the sum over its holders.
+void StageWorker::sum_shared_gradients() {
+  auto work = shared_gradient_work(setup_.stage, setup_.node, setup_.shared_rings);
+  torch::NoGradGuard no_grad;
+  const uint64_t round = shared_round_++;
+  transfers_.reduce_on_host(work, [&](std::vector<WorkerPort::RingWork>& on_host) {
+    port_.reduce_rings(round, on_host, /*average=*/false);
+  });
+}
+
+void StageWorker::save_stage() { torch_support::save_module_atomically(setup_.stage, setup_.trained_path); }
+
+// Finished nodes keep forwarding: the final validation round may still be on its way.
+void StageWorker::finish() {
+  if (stopped_ || finished_) return;
+  transfers_.flush();  // the last transfers go before the node says it is done
+  finished_ = true;
+  // `ravnest resume` of a finished job says so instead of training it again.
+  if (setup_.checkpoints && !setup_.identity.empty()) {
+    setup_.checkpoints->mark_finished(setup_.identity);
+  }
+  set_status([&](WorkerStatus& s) { s.state = WorkerStatus::State::kFinished; });
+  ProgressEventData event;
+  event.kind = EventKind::kFinished;
+  event.epoch = current_epoch_;
+  event.step = updates_done_;
+  event.samples = feeder_ ? feeder_->samples_done() : 0;
+  port_.event(event);
+}
+
+}  // namespace ravnest::worker

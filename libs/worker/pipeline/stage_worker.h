@@ -1,0 +1,220 @@
+// StageWorker: one node's part of a training job. It owns the stage module, its optimizer and LR
+// schedule, and reacts to transfers: forward when a micro-batch's inputs (and, at the leaf, its
+// labels) are all there, backward when the gradients of every consumer are there, an optimizer
+// update after the last backward of an update (see schedule.h), with the random stream passed
+// along the chain of nodes that draw (NodeMetadata::random_nodes) and the reduces over shared
+// and cross-cluster rings before or after it.
+//
+// Its role-specific parts: the root's RootFeeder (root_feeder.h) reads the data and lets
+// micro-batches in; the leaf's LeafMetrics (leaf_metrics.h) keeps losses, losses.txt and the
+// step and validation events. Everything reaches the outside through the WorkerPort
+// (transfer.h): NodeService in a daemon, LocalPort (tests/support/local_port.h) in one process.
+// Transfers cross between the compute device and the host through its DeviceTransfers
+// (device_transfers.h): on a GPU, outgoing ones wait for their copies to the host while later
+// micro-batches compute; they are handed to the port in order before each step when done, and
+// all of them when nothing else is ready or before anything that blocks (rings, servers, the end).
+//
+// Not thread-safe: every call but status() happens on the node's compute thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <torch/csrc/jit/api/module.h>
+
+#include "libs/worker/compute_device.h"
+#include "libs/worker/device_transfers.h"
+#include "libs/worker/job_worker.h"
+#include "libs/worker/pipeline/ring_work.h"
+#include "libs/worker/pipeline/root_feeder.h"
+#include "libs/worker/transfer.h"
+#include "libs/worker/pipeline/weight_stash.h"
+#include "libs/worker/worker_setup.h"
+#include "libs/training/checkpoint.h"
+
+namespace ravnest::worker {
+
+class LeafMetrics;
+
+class StageWorker final : public JobWorker, private FeedTarget {
+ public:
+  StageWorker(WorkerSetup setup, WorkerPort& port);
+  ~StageWorker() override;
+
+  void start() override;  // the root begins injecting; others wait for transfers
+  void receive(TransferMessage message) override;
+  void fail(const std::string& why) override;  // a peer or the node itself failed
+  // The job is being stopped: writes the checkpoint of the last update boundary unless it is
+  // written already (or the node stopped inside an update, or has no checkpoint store).
+  void checkpoint_on_stop() override;
+  // The root: RootFeeder::hold, and feeding goes on if the boundary moved past where it held.
+  std::optional<uint64_t> hold(uint64_t target) override;
+
+  WorkerStatus status() const override;  // any thread
+  const torch::jit::Module& stage() const { return setup_.stage; }
+
+  // With WorkerSetup::record_versions (tests), one per training backward of a stage whose
+  // forward and backward are apart (not the leaf): the weights it ran on.
+  struct BackwardRecord {
+    uint64_t step = 0;
+    uint32_t index = 0;
+    uint64_t forward_version = 0;   // the version its forward ran on
+    uint64_t current_version = 0;   // the version when its backward ran
+    double forward_checksum = 0;    // the parameters' sum at the forward
+    double backward_checksum = 0;   // and at the backward (recomputed on the stashed version)
+  };
+  const std::vector<BackwardRecord>& backward_records() const { return backward_records_; }
+  size_t most_versions_kept() const { return most_versions_kept_; }
+
+ private:
+  struct Key {
+    bool validate;
+    uint64_t step;
+    uint32_t index;
+    bool operator<(const Key& o) const {
+      return std::tie(validate, step, index) < std::tie(o.validate, o.step, o.index);
+    }
+  };
+  struct Micro {
+    MicroBatchTag batch;
+    std::vector<c10::IValue> inputs;
+    std::vector<bool> have_input;
+    std::optional<at::Tensor> labels;
+    bool forwarded = false;
+    c10::IValue output;                   // leaf: the model's output
+    std::vector<c10::IValue> outputs;     // non-leaf: the output tuple
+    std::vector<at::Tensor> output_grads; // summed over consumers
+    size_t grads_received = 0;
+    // Async: the weights' version its forward ran on, the generator's state before that forward
+    // (a stage that draws), and for records the weights' checksum then.
+    uint64_t version = 0;
+    std::optional<at::Tensor> random_state;
+    double checksum = 0;
+    // Hybrid: per sparse table, the ids looked up and the rows the forward ran on.
+    std::vector<at::Tensor> row_ids, rows;
+  };
+  // Hybrid: where a sparse table sits in the stage (its weight, an empty placeholder between
+  // forwards) and which input holds its indices.
+  struct TableSlot {
+    size_t index = 0;  // in the plan's sparse_tables
+    int server = 0;
+    torch::jit::Module owner;
+    std::string attribute;
+    at::Tensor placeholder;
+    size_t input = 0;
+  };
+
+  bool is_root() const { return setup_.node.position == 0; }
+  bool is_leaf() const { return setup_.node.returns_model_output; }
+  Micro& micro(const MicroBatchTag& batch);
+  void guarded(const std::function<void()>& body);
+  void progress();
+  bool ready_for_forward(const Micro& m) const;
+  bool in_random_chain() const;
+  at::Tensor sendable(const at::Tensor& output) const;
+  void pass_random_state(const MicroBatchTag& batch);
+  void forward(Micro& m);
+  void backward(Micro& m);
+  void backward_outputs(Micro& m);
+  bool asynchronous() const { return setup_.schedule == config::PipelineSchedule::kAsync; }
+  bool parameter_server_worker() const {
+    return setup_.node.role == config::Role::kWorker && !setup_.node.parameter_server.hybrid();
+  }
+  bool hybrid_trainer() const {
+    return setup_.node.role == config::Role::kWorker && setup_.node.parameter_server.hybrid();
+  }
+  // Hybrid: the rows of each table that `args` index, put in the stage; the indices become row
+  // positions. Blocks until the servers answer.
+  void look_up_rows(Micro& m, std::vector<c10::IValue>& args, bool train);
+  void put_back_placeholders();
+  void collect_row_gradients(const Micro& m);
+  void push_row_gradients(const MicroBatchTag& batch);
+  void exchange_with_servers(const MicroBatchTag& batch);
+  // Async: the forward of `m` again, on `module` (the weights it first ran on), for its backward.
+  void recompute_forward(Micro& m, torch::jit::Module& module);
+  // Changes the parameters in place (`change`): under async, a new version of the weights.
+  void update_weights(const std::function<void()>& change);
+  void batch_finished(const MicroBatchTag& batch);
+  void advance(Key& cursor, const MicroBatchTag& batch);
+  void send_gradients(const Micro& m);
+  TransferMessage message_to(TransferKind kind, int to, const MicroBatchTag& batch) const;
+
+  // FeedTarget: the root's feeder lets micro-batches in here.
+  bool feeding_stopped() const override { return stopped_; }
+  void enter(const MicroBatchTag& tag, const std::vector<at::Tensor>& inputs,
+             const at::Tensor& labels) override;
+  void run_ready() override { progress(); }
+  void begin_batch();
+  void leaf_loss(Micro& m, const c10::IValue& result);
+
+  // Keeps the last update boundary as its checkpoint holds it (boundary_), but for what does not
+  // change until the next update begins, which clears boundary_valid_: the parameters and the
+  // optimizer, taken when the checkpoint is written; and the losses, which only grow: their
+  // length then.
+  void mark_boundary();
+  void resume_from(const training::StageCheckpoint& checkpoint);
+  void write_checkpoint();
+  void save_stage();
+  void sum_shared_gradients();
+  void reduce_across_clusters(RingTensors what);
+  void finish();
+  void set_status(const std::function<void(WorkerStatus&)>& change);
+
+  WorkerSetup setup_;
+  WorkerPort& port_;
+  DeterministicAlgorithms deterministic_;  // [train] deterministic, for the worker's lifetime
+  DeviceTransfers transfers_;
+  // What the compute thread is doing, for an out-of-memory error: "forward of micro-batch 3
+  // of batch 12".
+  std::string doing_;
+  std::map<Key, Micro> micro_;
+  Key next_forward_train_{false, 0, 0};
+  Key next_forward_validate_{true, 0, 0};
+  Key next_backward_{false, 0, 0};
+  std::map<std::pair<int, uint32_t>, size_t> input_slot_;  // (node, output) -> input index
+  std::map<Key, at::Tensor> random_state_in_;  // training micro-batch -> generator state to use
+  std::set<const void*> state_storages_;       // memory of the stage's parameters and buffers
+  uint32_t current_epoch_ = 0;
+  uint64_t batches_done_ = 0;
+  uint64_t updates_done_ = 0;
+  uint64_t reduce_round_ = 0;
+  uint64_t shared_round_ = 0;
+  training::StageCheckpoint boundary_;  // buffers only in its state
+  bool boundary_valid_ = false;
+  size_t boundary_losses_ = 0;
+  size_t boundary_validation_ = 0;  // validation.txt's length at the boundary
+  uint64_t saved_updates_ = 0;  // the newest checkpoint written (or resumed from)
+  // The busy fraction's parts (WorkerStatus::busy_seconds): base::now_seconds() at start(),
+  // and the seconds spent in what `timed` wraps since.
+  double started_at_ = 0;
+  double busy_seconds_ = 0;
+  template <typename F>
+  void timed(F&& work);
+  bool stopped_ = false;   // failed: nothing more happens
+  bool held_ = false;      // the root's begin_batch() met its feeder's hold
+  bool finished_ = false;  // training done
+
+  bool training_done_ = false;  // the last batch finished (the final validation may follow)
+  WeightStash stash_;
+  std::map<int, uint64_t> server_versions_;  // parameter server node -> version of its weights
+  std::vector<TableSlot> table_slots_;        // hybrid trainer
+  uint64_t lookups_ = 0;
+  std::vector<std::vector<at::Tensor>> pending_row_ids_, pending_row_grads_;  // per table
+  std::vector<BackwardRecord> backward_records_;
+  size_t most_versions_kept_ = 0;
+  std::unique_ptr<RootFeeder> feeder_;    // root only
+  std::unique_ptr<LeafMetrics> metrics_;  // leaf only
+
+  mutable std::mutex status_mutex_;
+  WorkerStatus status_;
+};
+
+}  // namespace ravnest::worker

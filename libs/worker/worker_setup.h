@@ -1,0 +1,116 @@
+// WorkerSetup and WorkerStatus: what a StageWorker is given (made from the job by
+// make_worker_setup, job_setup.h) and what it reports (read from any thread through
+// StageWorker::status). Apart from stage_worker.h so that the worker's parts can read the setup
+// without including the worker.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/jit/api/module.h>
+#include <torch/optim/optimizer.h>
+
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/training/checkpoint.h"
+#include "libs/training/lr_schedule.h"
+
+namespace ravnest::data {
+class Dataset;
+}
+
+namespace ravnest::store {
+class CheckpointStore;
+}
+
+namespace ravnest::training {
+class Loss;
+}
+
+namespace ravnest::worker {
+
+// Everything a worker needs, made from the job by the node (see job_setup.h).
+struct WorkerSetup {
+  config::NodeMetadata node;
+  int root_node = 0;  // of this cluster
+  int leaf_node = 0;
+  torch::jit::Module stage;
+  c10::Device device{c10::kCPU};  // where the stage computes (compute_device.h)
+  // [train] deterministic: LibTorch's deterministic algorithms while the worker lives
+  // (DeterministicAlgorithms, compute_device.h).
+  bool deterministic = false;
+  // A prediction job (the job's [predict]): a StagePredictor runs instead of a StageWorker, the
+  // root reading train_data in order, the leaf writing predictions_path.
+  bool predict = false;
+  std::string predictions_path;
+  uint64_t job_id = 0;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<training::LrSchedule> lr_schedule;
+  int update_frequency = 1;
+  config::PipelineSchedule schedule = config::PipelineSchedule::kGPipe;
+  int64_t max_in_flight = 0;  // async: 0 = the cluster's stages
+  uint64_t seed = 0;
+  int save_every = 0;
+  std::string trained_path;  // where the trained stage is saved (atomically)
+  // Checkpoints (docs/faults.md): every save_every updates and when the job is stopped, into
+  // `checkpoints` under `identity`; none without a store (in-process tests). `resume`: the
+  // checkpoint the job continues from.
+  std::shared_ptr<store::CheckpointStore> checkpoints;
+  std::string identity;
+  std::optional<training::StageCheckpoint> resume;
+  std::string data;  // StageCheckpoint::data of this job: what its checkpoints record
+  // Tensors this node shares with others of its cluster: their gradients are summed over these
+  // rings before every update (planner::shared_parameter_rings).
+  std::vector<config::RingMembership> shared_rings;
+  // Data parallelism across clusters (see docs/job-file.md).
+  int cluster_count = 1;
+  config::ReduceMode reduce = config::ReduceMode::kParameters;
+  int64_t reduce_factor = 1;
+  bool average_optim = false;
+  // How activations, gradients and ring segments travel (the job's [compression]).
+  config::CompressionSpec compression;
+  // Root only:
+  std::shared_ptr<data::Dataset> train_data;
+  std::vector<int64_t> shard;  // this cluster's samples; empty: all
+  std::shared_ptr<data::Dataset> validation_data;
+  int epochs = 1;
+  int64_t batch_size = 1;
+  int micro_batches = 1;
+  bool shuffle = true;
+  bool drop_last = false;
+  int64_t max_batches = -1;
+  int val_freq = 0;
+  // Leaf only:
+  std::shared_ptr<training::Loss> loss;
+  std::string losses_path;  // losses.txt: one loss per batch
+  bool has_validation = false;
+  // Parameter-server plans (node.parameter_server): how the servers combine gradients. A
+  // server's optimizer holds its shard's parameters only; the evaluator scores on
+  // validation_data with `loss`.
+  config::PsSpec ps;
+  // Hybrid plans' servers: the tables' optimizer (the job's [sparse_optimizer]).
+  std::optional<config::SparseOptimizerSpec> sparse_optimizer;
+  // Tests: record the weights each backward ran on (StageWorker::backward_records).
+  bool record_versions = false;
+};
+
+struct WorkerStatus {
+  enum class State { kRunning, kFinished, kFailed } state = State::kRunning;
+  uint32_t epoch = 0;
+  uint64_t batches = 0;
+  uint64_t total_batches = 0;  // root: known; others: 0
+  uint64_t updates = 0;
+  double last_loss = 0;
+  double samples_per_second = 0;
+  // Since start(): the seconds spent computing (forwards, backwards, handing what they send to
+  // the RPC thread, optimizer updates) and the seconds until the last batch finished (or now). Their ratio
+  // is the node's busy fraction: the slowest stage's bounds the pipeline (bench/pipeline.sh).
+  double busy_seconds = 0;
+  double running_seconds = 0;
+  std::string error;
+};
+
+}  // namespace ravnest::worker
