@@ -1,0 +1,140 @@
+// ravnest clusterize MODEL: profile, plan, cut and write the stages (libs/graph/clusterize.h),
+// optionally --push them.
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+
+#include "apps/ravnest/commands/commands.h"
+#include "apps/ravnest/commands/connection.h"
+#include "apps/ravnest/commands/console.h"
+#include "apps/ravnest/memory_probe_process.h"
+#include "libs/graph/clusterize.h"
+#include "libs/graph/clusterize_flags.h"
+#include "libs/training/training_device.h"
+
+namespace ravnest::cli {
+namespace {
+
+struct ClusterizeCommand {
+  graph::ClusterizeOptions options;
+  graph::ClusterizeFlags flags;
+  Connection connection;
+  bool push = false;
+  bool no_memory_probe = false;
+  CLI::Option* servers = nullptr;
+  CLI::Option* evaluator = nullptr;
+  CLI::Option* on_server = nullptr;
+
+  int run();
+  void report(const graph::ClusterizeResult& result) const;
+};
+
+int ClusterizeCommand::run() {
+  flags.servers_given = servers->count() > 0;
+  flags.evaluator_given = evaluator->count() > 0;
+  flags.on_server_given = on_server->count() > 0;
+  graph::apply_clusterize_flags(flags, options);
+  connection.plan_dir = options.out_dir;
+  if (!no_memory_probe) {
+    // The probes run where the daemons will train: this machine must have that device.
+    try {
+      training::compute_device(options.device);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("ravnest clusterize --device " + options.device +
+                               ": the memory probes run on this machine: " + e.what() +
+                               " (--no-memory-probe plans with the formula alone)");
+    }
+    options.memory_probe = process_memory_probe();
+  }
+  report(graph::clusterize(options, say));
+  if (push) connection.open().push(say);
+  return 0;
+}
+
+void ClusterizeCommand::report(const graph::ClusterizeResult& result) const {
+  if (result.ps_plan) {
+    std::printf("\n%zu server(s), %zu %s%s, estimated %.1f samples/s (step %.1f ms); plan "
+                "written to %s\n",
+                result.ps_plan->servers.size(), result.ps_plan->workers.size(),
+                options.mode == graph::PlanMode::kHybrid ? "trainer(s)" : "worker(s)",
+                result.ps_plan->evaluator ? ", an evaluator" : "", result.ps_plan->samples_per_second,
+                result.ps_plan->step_seconds * 1e3, options.out_dir.c_str());
+  } else {
+    std::printf("\n%zu cluster(s), %zu node(s), estimated %.1f samples/s; plan written to %s\n",
+                result.plan.clusters.size(), result.nodes.size(), result.plan.samples_per_second,
+                options.out_dir.c_str());
+  }
+  const auto& t = result.times;
+  std::printf("phases: load %.2fs, profile %.2fs, plan %.2fs, cut %.2fs, save %.2fs", t.load,
+              t.profile, t.plan, t.cut, t.save);
+  if (options.verify) std::printf(", verify %.2fs", t.verify);
+  std::printf("\n");
+  if (options.verify) {
+    std::printf("verify: largest absolute difference %.3g (tolerance %.0e)\n",
+                result.verify_max_diff, options.verify_tolerance);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+Command add_clusterize(CLI::App& app) {
+  auto c = std::make_shared<ClusterizeCommand>();
+  auto& o = c->options;
+  auto* cmd = app.add_subcommand(
+      "clusterize", "Profile a TorchScript model, group the nodes into clusters and cut the model "
+                    "into one stage per node");
+  cmd->add_option("model", o.model_path,
+                  "TorchScript model (.pt) from torch.jit.script or torch.jit.trace")
+      ->required();
+  cmd->add_option("--nodes", o.nodes_path,
+                  "node pool, Ravnest's node_configs.json or the same as TOML")
+      ->capture_default_str();
+  cmd->add_option("--example-input", o.example_inputs,
+                  "one per forward argument: SHAPE[:DTYPE[:HIGH]] such as 64x1x8x8:float32 "
+                  "or 64x11:int64, or a tensor saved with torch.save")
+      ->take_all();
+  cmd->add_option("--out", o.out_dir, "output directory")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "seed for example inputs and the planner")
+      ->capture_default_str();
+  cmd->add_flag("--no-memory-probe", c->no_memory_probe,
+                "plan memory with the formula alone, without training each stage once to "
+                "measure its peak (faster; daemons then cannot check a stage at push)");
+  cmd->add_option("--device", o.device,
+                  "where the daemons train: cpu, cuda or cuda:N; on a GPU the memory "
+                  "probes run on this machine's GPU and every node declares gpu_memory")
+      ->capture_default_str();
+  cmd->add_flag("--verify", o.verify,
+                "chain the written stages in-process and compare with the whole model, "
+                "on the example batch and over two micro-batches");
+  cmd->add_option("--mode", c->flags.mode,
+                  "pipeline: clusters of pipelines; ps: parameter servers, workers and an "
+                  "optional evaluator; hybrid: embeddings on servers, the rest "
+                  "data-parallel (docs/parameter-server.md)")
+      ->capture_default_str();
+  c->servers = cmd->add_option("--servers", o.parameter_servers.servers,
+                               "--mode ps: how many servers share the model")
+                   ->capture_default_str();
+  c->evaluator = cmd->add_flag("--evaluator", o.parameter_servers.evaluator,
+                               "--mode ps: one node scores the servers' weights");
+  c->on_server = cmd->add_option("--on-server", o.on_server,
+                                 "--mode hybrid: an embedding submodule the servers hold (repeat "
+                                 "or separate by commas), e.g. emb")
+                     ->delimiter(',');
+  cmd->add_option("--schedule", c->flags.schedule,
+                  "plan for this schedule: gpipe, 1f1b (their bubble) or async (no bubble; "
+                  "the weight stash's memory); default: neither modelled");
+  cmd->add_option("--micro-batches", o.planning.micro_batches,
+                  "with --schedule: micro-batches a batch (the bubble shrinks with them)")
+      ->capture_default_str();
+  cmd->add_option("--max-in-flight", o.planning.max_in_flight,
+                  "with --schedule async: micro-batches in flight (0: the stages)")
+      ->capture_default_str();
+  cmd->add_option("--compression", c->flags.compression,
+                  "plan for activations and gradients sent as none, fp16, bf16 or int8");
+  cmd->add_flag("--push", c->push, "push the stages to the daemons afterwards");
+  cmd->add_option("--secret-file", c->connection.secret_file, "the daemons' shared secret");
+  return {cmd, [c] { return c->run(); }};
+}
+
+}  // namespace ravnest::cli

@@ -1,0 +1,31 @@
+// How a subcommand reaches the plan's daemons: the plan directory, the shared secret, TLS or not
+// (--plan, --secret-file, --insecure, the same on every subcommand that talks to daemons).
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "libs/requester/requester.h"
+
+namespace ravnest::cli {
+
+struct Connection {
+  std::string plan_dir = "node_data";
+  std::string secret_file;  // empty: $RAVNEST_SECRET_FILE, else no secret
+  bool insecure = false;    // plain TCP instead of TLS (benchmarks only)
+
+  // The secret read from secret_file (or $RAVNEST_SECRET_FILE); throws naming the file.
+  std::string secret() const;
+  // A requester for the plan of plan_dir (warns on stderr when insecure). Throws naming the plan
+  // file or the secret file.
+  requester::Requester open() const;
+  // One line on stderr when insecure.
+  void warn_if_insecure() const;
+};
+
+// Adds --plan, --secret-file and --insecure to `cmd`, parsed into `c` (which must outlive the
+// parse).
+void add_connection_options(CLI::App* cmd, Connection& c);
+
+}  // namespace ravnest::cli

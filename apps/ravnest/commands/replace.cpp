@@ -1,0 +1,55 @@
+// ravnest replace NODE --with SPARE: put a spare of the pool in the place of a dead node.
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+
+#include "apps/ravnest/commands/commands.h"
+#include "apps/ravnest/commands/connection.h"
+#include "apps/ravnest/commands/console.h"
+#include "libs/config/pool/node_pool.h"
+#include "libs/requester/replacement.h"
+
+namespace ravnest::cli {
+namespace {
+
+struct ReplaceCommand {
+  Connection connection;
+  std::string old_name, spare_name, pool_path = "node_data/node_configs.json";
+
+  int run() const {
+    const auto pool = config::load_node_pool(pool_path);
+    auto spare = std::find_if(pool.begin(), pool.end(),
+                              [&](const auto& n) { return n.name == spare_name; });
+    if (spare == pool.end()) {
+      throw std::runtime_error(pool_path + ": no node \"" + spare_name + "\" in the pool");
+    }
+    const auto& c = connection;
+    c.warn_if_insecure();
+    const auto done =
+        requester::replace_node(c.plan_dir, c.secret(), old_name, *spare, say, c.insecure);
+    std::string line = done.spare_name + " replaces " + done.old_name + " (cluster " +
+                       std::to_string(done.cluster) + ", position " +
+                       std::to_string(done.position) + ")";
+    line += done.checkpoint ? "; `ravnest resume` continues the job after update " +
+                                  std::to_string(*done.checkpoint)
+                            : "; `ravnest train` starts a job";
+    say(line);
+    return 0;
+  }
+};
+
+}  // namespace
+
+Command add_replace(CLI::App& app) {
+  auto c = std::make_shared<ReplaceCommand>();
+  auto* cmd = app.add_subcommand(
+      "replace", "Put a spare node from the pool in the place of a dead one (docs/faults.md)");
+  cmd->add_option("node", c->old_name, "the plan's node to replace, e.g. node_2")->required();
+  cmd->add_option("--with", c->spare_name, "the spare, a pool node not in the plan")->required();
+  cmd->add_option("--nodes", c->pool_path, "node pool, Ravnest's node_configs.json")
+      ->capture_default_str();
+  add_connection_options(cmd, c->connection);
+  return {cmd, [c] { return c->run(); }};
+}
+
+}  // namespace ravnest::cli
