@@ -1,6 +1,6 @@
 // What a node tells the outside about itself: its status (asked for) and its progress events
 // (pushed to listeners). schemas/ravnest.capnp (NodeStatus, ProgressEvent) describes how they
-// travel; transfer_codec.h is the one place that copies them to and from it. No torch, no capnp:
+// travel; node_report_codec.h is the one place that copies them to and from it. No torch, no capnp:
 // the requester's public header includes this.
 #pragma once
 

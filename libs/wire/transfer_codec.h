@@ -1,6 +1,6 @@
-// The runtime's messages (transfer_message.h; node_report.h through node_report_codec.h) <->
-// their schema types: the one place where their fields are copied. Values go through
-// value_codec.h.
+// The messages between nodes (transfer_message.h) <-> their schema types: the one place where
+// their fields are copied (node_report.h's status and events have theirs, node_report_codec.h,
+// which this includes). Values go through value_codec.h.
 //
 // Decoding throws WireError for an enum value this build does not know.
 #pragma once
