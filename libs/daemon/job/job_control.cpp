@@ -189,11 +189,12 @@ kj::Promise<void> JobControl::start(StartCall context) {
     save_last_job(store_.last_job_path(), store::LastJob{job_id, store::LastJob::Outcome::kRunning, ""});
     const int threads = worker::apply_compute_threads(threads_, &metadata_);
     spdlog::info("compute threads: {}{}", threads, threads_ > 0 ? "" : " (the cores divided among the plan's daemons on this host)");
+    // The job's address book, once: its sends look their peers up in it.
+    inbox_.set_addresses(config::peer_addresses(metadata_));
     std::shared_ptr<worker::JobWorker> worker = make_job_worker(std::move(*setup), port_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      // The job's address book, once: its sends look their peers up in it.
-      inbox_.set(worker, config::peer_addresses(metadata_));
+      inbox_.set(worker);
       state_ = NodeState::kTraining;
     }
     spdlog::info("job {} started", job_id);

@@ -4,11 +4,15 @@
 
 namespace ravnest::daemon {
 
-void WorkerInbox::set(std::shared_ptr<worker::JobWorker> worker, AddressBook addresses) {
+void WorkerInbox::set_addresses(AddressBook addresses) {
   auto book = std::make_shared<const AddressBook>(std::move(addresses));
   std::lock_guard<std::mutex> lock(mutex_);
-  worker_ = std::move(worker);
   addresses_ = std::move(book);
+}
+
+void WorkerInbox::set(std::shared_ptr<worker::JobWorker> worker) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  worker_ = std::move(worker);
 }
 
 void WorkerInbox::clear() {

@@ -8,9 +8,10 @@
 // A failure (a peer that cannot be reached, the job stopped) wakes both mailboxes, then fails
 // the worker on the compute thread.
 //
-// Threads: deliver(), fail(), with_worker(), current() and abort() from any thread, never
-// blocking; set(), clear() and ask() on the compute thread, ask() blocking it until every answer
-// arrived or the mailbox is aborted. The worker's lock is taken after JobControl's, never before.
+// Threads: deliver(), fail(), with_worker(), current(), addresses(), clear() and abort() from
+// any thread, never blocking; set_addresses(), set() and ask() on the compute thread, ask()
+// blocking it until every answer arrived or the mailbox is aborted. The inbox's lock is taken
+// after JobControl's, never before.
 #pragma once
 
 #include <atomic>
@@ -44,11 +45,14 @@ class WorkerInbox {
   // Whenever the stage changes (JobControl).
   void set_role(config::Role role) { ps_worker_ = role == config::Role::kWorker; }
 
-  // The job that starts: `worker` receives from now on, and the job's sends find their peers in
-  // `addresses`, computed once here instead of at every send. Compute thread.
-  void set(std::shared_ptr<worker::JobWorker> worker, AddressBook addresses);
-  // No worker receives any more (the job was abandoned, or a new one is loaded); the address
-  // book stays for what the last worker still sends. Compute thread.
+  // The job that starts: its sends find their peers in `addresses`, computed once when it starts
+  // instead of at every send; set before its worker is made, which may send at once. Compute
+  // thread.
+  void set_addresses(AddressBook addresses);
+  // The job's worker receives from now on. Compute thread.
+  void set(std::shared_ptr<worker::JobWorker> worker);
+  // No worker receives any more (the job was abandoned, a new one is loaded, a new stage
+  // pushed); the address book stays for what the last worker still sends. Any thread.
   void clear();
   // The running worker, or null. Any thread.
   std::shared_ptr<worker::JobWorker> current() const;
