@@ -220,6 +220,14 @@ int run_daemon(const config::DaemonConfig& config) {
     done_fulfiller->fulfill();
   });
   done.promise.wait(wait_scope);
+  // A benchmark in flight ends before its service goes: its thread calls the RPC thread on its
+  // way out, so it is waited for here, with the loop running, not in the service's destructor.
+  service_ptr->bench()
+      .finish()
+      .exclusiveJoin(io->timer().afterDelay(15 * kj::SECONDS).then([]() {
+        spdlog::warn("a benchmark did not end in 15 s; stopping waits for it");
+      }))
+      .wait(wait_scope);
   // Nothing may run on the compute thread once the service is gone.
   work.reset();
   compute.stop();

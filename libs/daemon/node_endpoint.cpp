@@ -28,13 +28,13 @@ kj::Promise<void> NodeEndpoint::forward(const char* method, Call&& call) {
 
 kj::Promise<void> NodeEndpoint::pushStage(PushStageContext context) {
   return forward("pushStage", [&] {
-    return service_.job().push_stage(context, open_stream("pushStage"),
+    return service_.files().push_stage(context, open_stream("pushStage"),
                                      service_.limits().file_bytes);
   });
 }
 kj::Promise<void> NodeEndpoint::pushFile(PushFileContext context) {
   return forward("pushFile", [&] {
-    return service_.job().push_file(context, open_stream("pushFile"), service_.limits().file_bytes);
+    return service_.files().push_file(context, open_stream("pushFile"), service_.limits().file_bytes);
   });
 }
 kj::Promise<void> NodeEndpoint::loadJob(LoadJobContext context) {
@@ -50,16 +50,16 @@ kj::Promise<void> NodeEndpoint::status(StatusContext context) {
   return forward("status", [&] { return service_.job().status(context); });
 }
 kj::Promise<void> NodeEndpoint::fetchStage(FetchStageContext context) {
-  return forward("fetchStage", [&] { return service_.job().fetch_stage(context); });
+  return forward("fetchStage", [&] { return service_.files().fetch_stage(context); });
 }
 kj::Promise<void> NodeEndpoint::subscribe(SubscribeContext context) {
-  return forward("subscribe", [&] { return service_.job().subscribe(context); });
+  return forward("subscribe", [&] { return service_.job().events().subscribe(context); });
 }
 kj::Promise<void> NodeEndpoint::fetchLosses(FetchLossesContext context) {
-  return forward("fetchLosses", [&] { return service_.job().fetch_losses(context); });
+  return forward("fetchLosses", [&] { return service_.files().fetch_losses(context); });
 }
 kj::Promise<void> NodeEndpoint::fetchPredictions(FetchPredictionsContext context) {
-  return forward("fetchPredictions", [&] { return service_.job().fetch_predictions(context); });
+  return forward("fetchPredictions", [&] { return service_.files().fetch_predictions(context); });
 }
 kj::Promise<void> NodeEndpoint::hold(HoldContext context) {
   return forward("hold", [&] { return service_.job().hold(context); });

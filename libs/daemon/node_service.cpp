@@ -25,68 +25,52 @@ NodeService::NodeService(store::NodeStore& store, std::shared_ptr<wire::Transpor
       limits_(limits),
       streams_(limits.streams_per_peer),
       links_(std::move(security)),
-      ring_(links_, traffic_, loop_, shared_memory),
-      job_(store, compute, ring_, links_, traffic_, loop_, *this, threads, device, memory_limit),
+      ring_(links_, traffic_, rpc_, shared_memory),
+      inbox_(compute),
+      job_(store, compute, ring_, links_, traffic_, rpc_, inbox_, *this, threads, device, memory_limit),
+      files_(store, job_, device),
       checkpoints_(
-          job_.checkpoint_store(), links_, loop_,
+          job_.checkpoint_store(), links_, rpc_,
           [this]() -> const config::NodeMetadata* {
             return job_.has_stage() ? &job_.metadata() : nullptr;
           },
           [this]() { return job_.busy(); }),
-      transfer_(
-          links_, traffic_,
-          [this](wire::TransferMessage message) { job_.deliver(std::move(message)); },
-          [this](const std::string& why) { job_.fail_worker(why); }, transfer_limits(limits)),
-      bench_(links_, traffic_, ring_.mailbox(), loop_, shared_memory) {}
+      transfer_(links_, traffic_, inbox_, transfer_limits(limits)),
+      bench_(links_, traffic_, ring_.mailbox(), rpc_, shared_memory) {}
 
 NodeService::~NodeService() noexcept(false) = default;
 
 // ---- the worker's port (compute thread) -------------------------------------------------------
 
-void NodeService::on_rpc(std::function<void()> call) {
-  if (rpc_queue_.post(call)) return;
-  try {
-    loop_.executor->executeSync(call);  // before the queue is attached
-  } catch (const kj::Exception&) {
-    // The RPC loop is gone: the daemon is shutting down.
-  }
-}
-
 void NodeService::send(wire::TransferMessage message) {
-  auto shared = std::make_shared<wire::TransferMessage>(std::move(message));
-  on_rpc([this, shared]() {
-    transfer_.dispatch(std::move(*shared), config::peer_addresses(job_.metadata()));
+  // The message moves into the posted work (kj::Function is move-only: no heap box), with the
+  // job's address book, computed when the job started.
+  rpc_.post([this, message = std::move(message), addresses = inbox_.addresses()]() mutable {
+    transfer_.dispatch(std::move(message), *addresses);
   });
 }
 
-// Sends `requests` (one per server, the same step) and waits in `mailbox` for every answer.
-std::vector<wire::TransferMessage> NodeService::ask_servers(
-    PsMailbox& mailbox, std::vector<wire::TransferMessage> requests) {
-  if (requests.empty()) return {};
-  const uint64_t step = requests.front().batch.step;
-  std::vector<int> servers;
-  for (const auto& request : requests) servers.push_back(request.to_node);
-  auto shared = std::make_shared<std::vector<wire::TransferMessage>>(std::move(requests));
-  on_rpc([this, shared]() {
-    const auto addresses = config::peer_addresses(job_.metadata());
-    for (auto& request : *shared) transfer_.dispatch(std::move(request), addresses);
+void NodeService::send_all(std::vector<wire::TransferMessage> messages) {
+  rpc_.post([this, messages = std::move(messages), addresses = inbox_.addresses()]() mutable {
+    for (auto& message : messages) transfer_.dispatch(std::move(message), *addresses);
   });
-  return mailbox.take(step, servers);
 }
 
 std::vector<wire::TransferMessage> NodeService::exchange_with_servers(
     std::vector<wire::TransferMessage> pushes) {
-  return ask_servers(job_.ps_mailbox(), std::move(pushes));
+  return inbox_.ask(WorkerInbox::Answers::kWeights, std::move(pushes),
+                    [this](std::vector<wire::TransferMessage> sent) { send_all(std::move(sent)); });
 }
 
 std::vector<wire::TransferMessage> NodeService::lookup_rows(
     std::vector<wire::TransferMessage> lookups) {
-  return ask_servers(job_.rows_mailbox(), std::move(lookups));
+  return inbox_.ask(WorkerInbox::Answers::kRows, std::move(lookups),
+                    [this](std::vector<wire::TransferMessage> sent) { send_all(std::move(sent)); });
 }
 
 void NodeService::event(const wire::ProgressEventData& event) {
   // A copy: nothing the RPC thread runs refers to the compute thread's memory.
-  on_rpc([this, copy = event]() { job_.publish(copy); });
+  rpc_.post([this, copy = event]() { job_.publish(copy); });
 }
 
 void NodeService::defer(std::function<void()> task) { job_.defer(std::move(task)); }

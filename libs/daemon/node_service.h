@@ -2,9 +2,13 @@
 // Node): the roles that serve its methods, which each connection's NodeEndpoint
 // (node_endpoint.h) forwards to, and the stage worker's WorkerPort. The roles, each owning its
 // state:
-//   JobControl     storage and the job (push, fetch, load, start, stop, status, subscribe)
+//   NodeFiles      the node's files (pushStage, pushFile, fetchStage, fetchLosses,
+//                  fetchPredictions)
+//   JobControl     the job (loadJob, start, stop, hold, status; subscribe through JobEvents)
 //   CheckpointService  checkpoints (listing, storing, fetching; copies to the keeper)
 //   TransferPlane  micro-batches between daemons (send, and the worker's sends)
+//   WorkerInbox    what arrives for the job's worker: the running worker, its mailboxes and the
+//                  job's address book (set by JobControl, fed by TransferPlane)
 //   RingMember     the all-reduce rings (openRing, abortReduce, the worker's reduces)
 //   BenchService   the all-reduce benchmark (benchAllReduce)
 // A new role is a new class and the methods that forward to it.
@@ -12,8 +16,10 @@
 // Two threads. The RPC thread runs the KJ event loop: it stores what it receives,
 // decodes transfers and keeps the connections to peer daemons. The compute thread (an Asio
 // io_context) owns the job: loading it, the StageWorker, every forward and backward. RPC hands
-// work to the compute thread with asio::post; the compute thread hands sends and events back with
-// kj::Executor::executeSync, which blocks compute until RPC ran them (RPC never waits for compute).
+// work to the compute thread with asio::post (on_compute, thread_bridge.h); the compute thread
+// hands work back through RpcThread (rpc_thread.h): post() for sends and events, which it does
+// not wait for, call() where it must (a ring's segments, a checkpoint's copy). RPC never waits
+// for compute.
 #pragma once
 
 #include <functional>
@@ -26,11 +32,13 @@
 #include "libs/daemon/rings/bench_service.h"
 #include "libs/daemon/checkpoints/checkpoint_service.h"
 #include "libs/daemon/job/job_control.h"
+#include "libs/daemon/job/node_files.h"
 #include "libs/store/node_store.h"
-#include "libs/daemon/rpc/rpc_queue.h"
+#include "libs/daemon/rpc/rpc_thread.h"
 #include "libs/daemon/rings/ring_member.h"
 #include "libs/daemon/rpc/thread_bridge.h"
 #include "libs/daemon/transfer/transfer_plane.h"
+#include "libs/daemon/transfer/worker_inbox.h"
 #include "libs/worker/worker_port.h"
 #include "libs/config/daemon/daemon_limits.h"
 #include "libs/wire/peer_links.h"
@@ -53,14 +61,11 @@ class NodeService final : public worker::WorkerPort {
               asio::io_context& compute, const config::DaemonLimits& limits, int threads = 0,
               const std::string& device = "cpu", bool shared_memory = true,
               int64_t memory_limit = 0);
-  // Once the RPC thread's event loop exists (the server creates it): where the compute thread
-  // hands its sends and events.
-  // `io`: that loop's, which watches the queue of the compute thread's sends and events.
+  // Once the RPC thread's event loop exists (the server creates it), on that thread: where the
+  // other threads hand their work (RpcThread::attach).
   void set_rpc_executor(const kj::Executor& executor, kj::Timer& timer,
                         kj::LowLevelAsyncIoProvider& io) {
-    loop_.executor = &executor;
-    loop_.timer = &timer;
-    rpc_queue_.attach(io);
+    rpc_.attach(executor, timer, io);
   }
   ~NodeService() noexcept(false) override;
 
@@ -81,6 +86,7 @@ class NodeService final : public worker::WorkerPort {
  public:
   // The roles, for the endpoints that forward to them (node_endpoint.h); on the RPC thread.
   JobControl& job() { return job_; }
+  NodeFiles& files() { return files_; }
   CheckpointService& checkpoints() { return checkpoints_; }
   TransferPlane& transfer() { return transfer_; }
   RingMember& ring() { return ring_; }
@@ -90,21 +96,19 @@ class NodeService final : public worker::WorkerPort {
   wire::StreamLimits& streams() { return streams_; }
 
  private:
-  // Runs `call` on the RPC thread, after every earlier call, without waiting for it; does
-  // nothing once the RPC loop is gone (shutdown).
-  void on_rpc(std::function<void()> call);
-  std::vector<wire::TransferMessage> ask_servers(PsMailbox& mailbox,
-                                                 std::vector<wire::TransferMessage> requests);
+  // Dispatches `requests` on the RPC thread, to the job's address book; never blocks.
+  void send_all(std::vector<wire::TransferMessage> messages);
 
   asio::io_context& compute_;
   config::DaemonLimits limits_;
   wire::StreamLimits streams_;
-  RpcLoop loop_;
-  RpcQueue rpc_queue_;
+  RpcThread rpc_;
   wire::PeerLinks links_;
   wire::WireTraffic traffic_;
   RingMember ring_;
+  WorkerInbox inbox_;
   JobControl job_;
+  NodeFiles files_;
   CheckpointService checkpoints_;
   TransferPlane transfer_;
   BenchService bench_;

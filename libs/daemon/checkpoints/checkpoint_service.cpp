@@ -23,12 +23,12 @@ bool own_slot(const config::NodeMetadata* self, int cluster, int position) {
 
 CheckpointService::CheckpointService(std::shared_ptr<store::CheckpointStore> store,
                                      wire::PeerLinks& links,
-                                     const RpcLoop& loop,
+                                     RpcThread& rpc,
                                      std::function<const config::NodeMetadata*()> metadata,
                                      std::function<bool()> busy)
     : store_(std::move(store)),
       links_(links),
-      loop_(loop),
+      rpc_(rpc),
       metadata_(std::move(metadata)),
       busy_(std::move(busy)) {}
 
@@ -115,7 +115,7 @@ kj::Promise<void> CheckpointService::fetch_checkpoint(FetchCheckpointCall contex
 void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
                                            const std::string& identity, uint64_t updates) {
   const auto keeper = config::checkpoint_keeper(self);
-  if (!keeper || !loop_.executor) return;
+  if (!keeper || !rpc_.attached()) return;
   // Hashed, then streamed from the file a chunk at a time: the copy never holds the whole file
   // (a checkpoint is the stage's state several times) in the daemon's memory, nor maps it (a
   // mapping's pages count in the daemon's resident memory as they are read).
@@ -131,7 +131,7 @@ void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
   }
   const int cluster = self.cluster, position = self.position;
   try {
-    loop_.executor->executeSync([&]() {
+    rpc_.call([&]() {
       auto request = links_.node(keeper->address).storeCheckpointRequest();
       request.setIdentity(identity);
       request.setCluster(cluster);

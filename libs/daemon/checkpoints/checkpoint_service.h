@@ -23,6 +23,7 @@
 #include "libs/daemon/rpc/background_tasks.h"
 #include "libs/store/checkpoint_store.h"
 #include "libs/daemon/rpc/node_calls.h"
+#include "libs/daemon/rpc/rpc_thread.h"
 #include "libs/daemon/rpc/thread_bridge.h"
 #include "libs/wire/peer_links.h"
 
@@ -33,7 +34,7 @@ class CheckpointService {
   // `metadata` gives the stored stage's metadata (nullptr when none), `busy` whether a job runs;
   // both are called on the RPC thread.
   CheckpointService(std::shared_ptr<store::CheckpointStore> store,
-                    wire::PeerLinks& links, const RpcLoop& loop,
+                    wire::PeerLinks& links, RpcThread& rpc,
                     std::function<const config::NodeMetadata*()> metadata,
                     std::function<bool()> busy);
 
@@ -46,14 +47,15 @@ class CheckpointService {
 
   // The worker wrote this node's checkpoint `updates` of `identity`: a copy goes to the keeper
   // in the background (read and hashed here, sent from the RPC thread). Best effort: a copy
-  // that does not arrive is logged, and the job goes on. Compute thread.
+  // that does not arrive is logged, and the job goes on. Compute thread; blocks until the RPC
+  // thread started the copy (RpcThread::call), not until it arrived.
   void checkpoint_written(const config::NodeMetadata& self, const std::string& identity,
                           uint64_t updates);
 
  private:
   std::shared_ptr<store::CheckpointStore> store_;
   wire::PeerLinks& links_;
-  const RpcLoop& loop_;
+  RpcThread& rpc_;
   std::function<const config::NodeMetadata*()> metadata_;
   std::function<bool()> busy_;
   BackgroundTasks tasks_;  // last: cancelled before what its tasks use

@@ -2,42 +2,33 @@
 
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
-#include "libs/worker/compute_device.h"
-#include "libs/training/device_memory.h"
-#include "libs/worker/compute_threads.h"
-
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 
 #include <asio/post.hpp>
 #include <spdlog/spdlog.h>
 
-#include "libs/base/atomic_file.h"
 #include "libs/base/clock.h"
-#include "libs/config/job/job_spec.h"
-#include "libs/config/daemon/memory_checks.h"
 #include "libs/base/printable.h"
-#include "libs/base/sha256.h"
-#include "libs/worker/job_setup.h"
+#include "libs/config/job/job_spec.h"
 #include "libs/daemon/rpc/thread_bridge.h"
-#include "libs/torch_support/module_file.h"
-#include "libs/wire/file_stream.h"
 #include "libs/wire/kj_reason.h"
-#include "libs/wire/tensor_stream.h"
-#include "libs/wire/transfer_codec.h"
+#include "libs/wire/node_report_codec.h"
+#include "libs/worker/compute_device.h"
+#include "libs/worker/compute_threads.h"
+#include "libs/worker/job_setup.h"
 
 namespace ravnest::daemon {
 
 using wire::NodeState;
 
 JobControl::JobControl(store::NodeStore& store, asio::io_context& compute, RingMember& rings,
-                       wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
-                       worker::WorkerPort& port, int threads, const std::string& device,
-                       int64_t memory_limit)
+                       wire::PeerLinks& links, wire::WireTraffic& traffic, RpcThread& rpc,
+                       WorkerInbox& inbox, worker::WorkerPort& port, int threads,
+                       const std::string& device, int64_t memory_limit)
     : threads_(threads),
       device_(device),
       store_(store),
@@ -45,13 +36,16 @@ JobControl::JobControl(store::NodeStore& store, asio::io_context& compute, RingM
       rings_(rings),
       links_(links),
       traffic_(traffic),
+      inbox_(inbox),
       port_(port),
       checkpoints_(std::make_shared<store::CheckpointStore>(store.checkpoints_dir())),
-      peers_(links, loop),
-      memory_(memory_limit, loop) {
+      events_(store),
+      peers_(links, rpc),
+      memory_(memory_limit, rpc) {
   if (store_.has_stage()) {
     try {
       metadata_ = store_.metadata();
+      inbox_.set_role(metadata_.role);
       links_.security()->set_pins(metadata_.tls_fingerprints);
     } catch (const std::exception& e) {
       spdlog::warn("stored metadata unreadable: {}", e.what());
@@ -70,7 +64,7 @@ JobControl::JobControl(store::NodeStore& store, asio::io_context& compute, RingM
       state_ = NodeState::kFailed;
       error_ = "ravnestd stopped during the job (killed, or restarted)";
       spdlog::warn("job {} failed: {}", job_id_, error_);
-      record(store::LastJob::Outcome::kFailed, job_id_, error_);
+      events_.record(store::LastJob::Outcome::kFailed, job_id_, error_);
       break;
     case store::LastJob::Outcome::kFinished: state_ = NodeState::kFinished; break;
     case store::LastJob::Outcome::kFailed:
@@ -82,92 +76,6 @@ JobControl::JobControl(store::NodeStore& store, asio::io_context& compute, RingM
       error_ = "stopped by the requester: " + last->error;
       break;
   }
-}
-
-void JobControl::record(store::LastJob::Outcome outcome, uint64_t job_id, const std::string& error) {
-  try {
-    save_last_job(store_.last_job_path(), store::LastJob{job_id, outcome, error});
-  } catch (const std::exception& e) {
-    spdlog::error("cannot record the outcome of job {}: {}", job_id, e.what());
-  }
-}
-
-kj::Promise<void> JobControl::push_stage(PushStageCall context, wire::StreamSlot slot,
-                                         uint64_t max_bytes) {
-  auto params = context.getParams();
-  const std::string metadata_json = params.getMetadataJson();
-  const uint64_t size = params.getSize();
-  auto opened = checked([&] {
-    if (params.hasObsoleteStage() && params.getObsoleteStage().size() > 0) {
-      throw std::runtime_error("the stage arrived whole in the call, as ravnest did before stages "
-                               "streamed: push with a ravnest of this daemon's version");
-    }
-    wire::check_stream_size(size, max_bytes, "pushStage");
-    if (training()) throw std::runtime_error("busy: a job is running");
-    // A stage whose measured peak exceeds the budget would fail its first job, or take the
-    // machine down with it: refused before anything travels (and logged by the endpoint).
-    const auto fits = [this](const config::NodeMetadata& pushed) {
-      const auto refusal = config::stage_memory_refusal(
-          pushed.estimates, memory_.baseline_bytes(), memory_.read().budget);
-      if (refusal) throw std::runtime_error(*refusal);
-      if (pushed.estimates.device_peak_memory_bytes > 0) {
-        const c10::Device device = training::compute_device(device_);
-        if (training::device_memory_measurable(device)) {
-          const auto on_card = config::stage_device_memory_refusal(
-              pushed.estimates, device.str(), training::read_device_memory(device).total_bytes);
-          if (on_card) throw std::runtime_error(*on_card);
-        }
-      }
-    };
-    store_.check_stage_push(metadata_json, params.getSha256(), fits);
-    // The bytes go to a temporary file beside stage.pt (removed if anything fails, or by the
-    // next start after a crash); they replace the stored stage only once whole, checked and
-    // a TorchScript archive, so a push that fails leaves the old stage as it was.
-    return wire::FileSink::open(
-        store_.dir(), store_.stage_path().filename().string(), size, params.getSha256(),
-        [this, metadata_json, size](const std::filesystem::path& received) {
-          if (training()) throw std::runtime_error("busy: a job started while the stage arrived");
-          // Random bytes that hash as announced are still no stage: refused here, not at the
-          // first job. The archive's directory is checked, not the module loaded: loading would
-          // hold the whole stage in memory during a push.
-          torch_support::check_module_archive(received.string(),
-                                      "the pushed stage (" + std::to_string(size) + " bytes)");
-          store_.commit_stage(received, size, metadata_json);
-          metadata_ = store_.metadata();
-          // The plan's pinned certificates: what this node's peers must show it.
-          links_.security()->set_pins(metadata_.tls_fingerprints);
-          {
-            // A new stage: no job has run on it (its last_job.json went with the old one).
-            std::lock_guard<std::mutex> lock(mutex_);
-            worker_.reset();
-            state_ = NodeState::kIdle;
-            job_id_ = 0;
-            error_.clear();
-          }
-          spdlog::info("stored stage {} ({} bytes)", metadata_.stage_sha256.substr(0, 12), size);
-        });
-  });
-  context.getResults().setSink(kj::mv(opened.sink));
-  tasks_.add(opened.completion.attach(kj::mv(slot)).catch_([](kj::Exception&& e) {
-    spdlog::warn("pushStage: {}", wire::kj_reason(e));
-  }));
-  return kj::READY_NOW;
-}
-
-kj::Promise<void> JobControl::push_file(PushFileCall context, wire::StreamSlot slot,
-                                         uint64_t max_bytes) {
-  auto params = context.getParams();
-  const std::string name = params.getName();
-  auto opened = checked([&] {
-    wire::check_stream_size(params.getSize(), max_bytes, "pushFile");
-    const auto [dir, file] = store_.shipped_file(name);  // refuses names that are not one
-    return wire::FileSink::open(dir, file, params.getSize(), params.getSha256());
-  });
-  context.getResults().setSink(kj::mv(opened.sink));
-  tasks_.add(opened.completion.attach(kj::mv(slot)).then([name]() {
-    spdlog::info("stored file {}", base::printable(name, 300));
-  }));
-  return kj::READY_NOW;
 }
 
 namespace {
@@ -229,10 +137,9 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
     if (!store_.has_stage()) throw std::runtime_error("no stage stored: run `ravnest push` first");
   });
   peers_.stop();
-  listeners_.clear();  // a new job, new listeners
+  events_.forget_listeners();
   rings_.mailbox().reset();
-  ps_mailbox_.reset();
-  rows_mailbox_.reset();
+  inbox_.reset();
   links_.drop_all();  // and new connections: a peer may have restarted since the last job
   traffic_.reset();
   return on_compute(compute_, [this, text, job_id, identity, resume_from, shipped]() {
@@ -253,7 +160,7 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
     }
     std::lock_guard<std::mutex> lock(mutex_);
     pending_setup_ = std::shared_ptr<worker::WorkerSetup>(std::move(setup));
-    worker_.reset();
+    inbox_.clear();
     job_id_ = job_id;
     state_ = NodeState::kReady;
     error_.clear();
@@ -282,20 +189,19 @@ kj::Promise<void> JobControl::start(StartCall context) {
     save_last_job(store_.last_job_path(), store::LastJob{job_id, store::LastJob::Outcome::kRunning, ""});
     const int threads = worker::apply_compute_threads(threads_, &metadata_);
     spdlog::info("compute threads: {}{}", threads, threads_ > 0 ? "" : " (the cores divided among the plan's daemons on this host)");
+    // The job's address book, once: its sends look their peers up in it.
+    inbox_.set_addresses(config::peer_addresses(metadata_));
     std::shared_ptr<worker::JobWorker> worker = make_job_worker(std::move(*setup), port_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      worker_ = worker;
+      inbox_.set(worker);
       state_ = NodeState::kTraining;
     }
     spdlog::info("job {} started", job_id);
     // Reply to start() before the first batch runs; a job stopped meanwhile never starts.
     asio::post(compute_, [this, started = std::weak_ptr<worker::JobWorker>(worker)]() {
       auto worker = started.lock();
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!worker || worker != worker_) return;
-      }
+      if (!worker || worker != inbox_.current()) return;
       worker->start();
     });
   }).then([this, job_id]() {
@@ -340,7 +246,7 @@ void JobControl::watch_peers(uint64_t job_id) {
       job_id, std::move(peers), [this, job_id]() { return running(job_id); },
       [this](const std::string& why) {
         spdlog::error("{}", why);
-        fail_worker(why);
+        inbox_.fail(why);
       },
       [this, job_id](const std::string& reason) {
         // The requester stopped the job everywhere while this node could not hear it (frozen,
@@ -350,11 +256,7 @@ void JobControl::watch_peers(uint64_t job_id) {
 }
 
 void JobControl::abandon_job() {
-  std::shared_ptr<worker::JobWorker> worker;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    worker = worker_;
-  }
+  const std::shared_ptr<worker::JobWorker> worker = inbox_.current();
   if (worker) {
     try {
       worker->checkpoint_on_stop();
@@ -368,7 +270,7 @@ void JobControl::abandon_job() {
   // reason a failed one gave.
   std::string error;
   const NodeState reached = effective_state(&error);
-  worker_.reset();
+  inbox_.clear();
   pending_setup_.reset();
   if (reached == NodeState::kFinished) {
     state_ = NodeState::kFinished;
@@ -385,9 +287,9 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
   std::shared_ptr<worker::JobWorker> worker;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (effective_state(nullptr) != NodeState::kTraining || !worker_) return;
+    worker = inbox_.current();
+    if (effective_state(nullptr) != NodeState::kTraining || !worker) return;
     job_id = job_id_;
-    worker = worker_;
   }
   if (metadata_.cluster_count != 1 || metadata_.pipeline.empty() ||
       !metadata_.parameter_server.servers.empty()) {
@@ -462,18 +364,11 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
 }
 
 void JobControl::defer(std::function<void()> task) {
-  std::weak_ptr<worker::JobWorker> asking;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    asking = worker_;
-  }
+  const std::weak_ptr<worker::JobWorker> asking = inbox_.current();
   asio::post(compute_, [this, asking, task = std::move(task)]() {
     // Kept alive while the task runs; a worker abandoned meanwhile is gone or no longer current.
     const auto worker = asking.lock();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!worker || worker != worker_) return;
-    }
+    if (!worker || worker != inbox_.current()) return;
     task();
   });
 }
@@ -492,7 +387,7 @@ kj::Promise<void> JobControl::hold(HoldCall context) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (params.getJobId() == job_id_ && effective_state(nullptr) == NodeState::kTraining) {
-      worker = worker_;
+      worker = inbox_.current();
     }
   }
   // Outside the lock: the worker wakes its feeding through defer(), which takes it.
@@ -518,8 +413,7 @@ kj::Promise<void> JobControl::stop_job(uint64_t job_id, const std::string& reaso
   spdlog::warn("job stopped by the requester: {}", reason);
   // A worker blocked in a reduce holds the compute thread: wake it first.
   rings_.mailbox().abort_all("the job was stopped by the requester: " + reason);
-  ps_mailbox_.abort("the job was stopped by the requester: " + reason);
-  rows_mailbox_.abort("the job was stopped by the requester: " + reason);
+  inbox_.abort("the job was stopped by the requester: " + reason);
   return on_compute(compute_, [this, job_id, reason]() {
     uint64_t stopped = 0;
     {
@@ -534,7 +428,7 @@ kj::Promise<void> JobControl::stop_job(uint64_t job_id, const std::string& reaso
       std::lock_guard<std::mutex> lock(mutex_);
       error_ = "stopped by the requester: " + reason;
     }
-    record(store::LastJob::Outcome::kStopped, stopped, reason);
+    events_.record(store::LastJob::Outcome::kStopped, stopped, reason);
   });
 }
 
@@ -566,8 +460,8 @@ kj::Promise<void> JobControl::status(StatusCall context) {
     std::lock_guard<std::mutex> lock(mutex_);
     out.job_id = job_id_;
     out.state = effective_state(&out.error);
-    if (worker_) {
-      const worker::WorkerStatus w = worker_->status();
+    if (const auto worker = inbox_.current()) {
+      const worker::WorkerStatus w = worker->status();
       out.epoch = w.epoch;
       out.updates = w.updates;
       out.batches = w.batches;
@@ -590,70 +484,26 @@ kj::Promise<void> JobControl::status(StatusCall context) {
   return kj::READY_NOW;
 }
 
-kj::Promise<void> JobControl::fetch_stage(FetchStageCall context) {
-  auto found = checked([&] {
-    if (!store_.has_stage()) throw std::runtime_error("no stage stored");
-    if (!context.getParams().hasSink()) {
-      throw std::runtime_error("no sink to stream the stage into: fetch with a ravnest of this "
-                               "daemon's version");
-    }
-    const auto path =
-        std::filesystem::exists(store_.trained_path()) ? store_.trained_path() : store_.stage_path();
-    return std::make_pair(path, base::read_file(store_.metadata_path().string()));
-  });
-  // Streamed in chunks, never read whole: a stage of several GB costs the daemon a chunk.
-  return wire::stream_file(context.getParams().getSink(), found.first)
-      .then([context, metadata_json = std::move(found.second)](wire::SentFile sent) mutable {
-        auto results = context.getResults();
-        results.setSize(sent.bytes);
-        results.setSha256(sent.sha256);
-        results.setMetadataJson(metadata_json);
-      });
+void JobControl::publish(const wire::ProgressEventData& event) {
+  uint64_t job_id;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_id = job_id_;
+  }
+  events_.publish(event, metadata_, job_id);
 }
 
-kj::Promise<void> JobControl::subscribe(SubscribeCall context) {
-  auto params = context.getParams();
-  listeners_.push_back(params.getListener());
-  return kj::READY_NOW;
-}
-
-kj::Promise<void> JobControl::fetch_losses(FetchLossesCall context) {
-  auto results = context.getResults();
-  auto read = [](const std::filesystem::path& path) {
-    return std::filesystem::is_regular_file(path) ? base::read_file(path.string()) : std::string();
-  };
-  results.setText(read(store_.losses_path()));
-  results.setValidation(read(store_.validation_path()));
-  return kj::READY_NOW;
-}
-
-kj::Promise<void> JobControl::fetch_predictions(FetchPredictionsCall context) {
-  const auto path = checked([&] {
-    if (!store_.has_stage() || !metadata_.returns_model_output) {
-      throw std::runtime_error("not a leaf: predictions are kept by the leaf");
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (effective_state(nullptr) == NodeState::kTraining) {
-        throw std::runtime_error("busy: a job is running");
-      }
-    }
-    const auto path = store_.predictions_path();
-    if (!std::filesystem::is_regular_file(path)) {
-      throw std::runtime_error("no predictions: no prediction job finished here");
-    }
-    if (!context.getParams().hasSink()) {
-      throw std::runtime_error("no sink to stream the predictions into: fetch with a ravnest of "
-                               "this daemon's version");
-    }
-    return path;
-  });
-  return wire::stream_file(context.getParams().getSink(), path)
-      .then([context](wire::SentFile sent) mutable {
-        auto results = context.getResults();
-        results.setSize(sent.bytes);
-        results.setSha256(sent.sha256);
-      });
+void JobControl::stage_stored() {
+  metadata_ = store_.metadata();
+  inbox_.set_role(metadata_.role);
+  // The plan's pinned certificates: what this node's peers must show it.
+  links_.security()->set_pins(metadata_.tls_fingerprints);
+  // A new stage: no job has run on it (its last_job.json went with the old one).
+  std::lock_guard<std::mutex> lock(mutex_);
+  inbox_.clear();
+  state_ = NodeState::kIdle;
+  job_id_ = 0;
+  error_.clear();
 }
 
 bool JobControl::training() const {
@@ -667,42 +517,12 @@ bool JobControl::busy() const {
   return state == NodeState::kTraining || state == NodeState::kReady;
 }
 
-void JobControl::with_worker(std::function<void(worker::JobWorker&)> work) {
-  asio::post(compute_, [this, work = std::move(work)]() {
-    std::shared_ptr<worker::JobWorker> worker;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      worker = worker_;
-    }
-    if (worker) work(*worker);  // outside the lock: fail() reports through the RPC thread
-  });
-}
-
-void JobControl::deliver(wire::TransferMessage message) {
-  if (message.kind == wire::TransferKind::kPsWeights && metadata_.role == config::Role::kWorker) {
-    // The worker's compute thread is blocked waiting for them (exchange_with_servers).
-    ps_mailbox_.deposit(std::move(message));
-    return;
-  }
-  if (message.kind == wire::TransferKind::kPsRows && metadata_.role == config::Role::kWorker) {
-    rows_mailbox_.deposit(std::move(message));  // likewise (lookup_rows)
-    return;
-  }
-  auto shared = std::make_shared<wire::TransferMessage>(std::move(message));
-  with_worker([shared](worker::JobWorker& worker) { worker.receive(std::move(*shared)); });
-}
-
-void JobControl::fail_worker(const std::string& why) {
-  ps_mailbox_.abort(why);  // a worker waiting for its servers' weights hears it first
-  rows_mailbox_.abort(why);
-  with_worker([why](worker::JobWorker& worker) { worker.fail(why); });
-}
-
 NodeState JobControl::effective_state(std::string* error) const {
   NodeState state = state_;
   if (error) *error = error_;
-  if (worker_ && state == NodeState::kTraining) {
-    const worker::WorkerStatus w = worker_->status();
+  const auto worker = state == NodeState::kTraining ? inbox_.current() : nullptr;
+  if (worker) {
+    const worker::WorkerStatus w = worker->status();
     if (w.state == worker::WorkerStatus::State::kFinished) state = NodeState::kFinished;
     if (w.state == worker::WorkerStatus::State::kFailed) {
       state = NodeState::kFailed;
@@ -710,41 +530,6 @@ NodeState JobControl::effective_state(std::string* error) const {
     }
   }
   return state;
-}
-
-void JobControl::publish(const wire::ProgressEventData& event) {
-  using wire::EventKind;
-  // "node_3: reason": the log's lines name the node already.
-  std::string why = event.message;
-  if (why.rfind(metadata_.name + ": ", 0) == 0) why.erase(0, metadata_.name.size() + 2);
-  switch (event.kind) {
-    case worker::EventKind::kStep: spdlog::debug("step {} loss {:.6f}", event.step, event.loss); break;
-    case worker::EventKind::kValidation:
-      spdlog::info("validation after update {}: loss {:.6f} accuracy {:.4f}", event.step,
-                   event.loss, event.accuracy);
-      break;
-    case worker::EventKind::kFinished: spdlog::info("job finished"); break;
-    case worker::EventKind::kFailed: spdlog::error("job failed: {}", event.message); break;
-    case worker::EventKind::kWarning: spdlog::warn("{}", why); break;
-  }
-  if (event.kind == worker::EventKind::kFinished || event.kind == worker::EventKind::kFailed) {
-    uint64_t job_id;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job_id = job_id_;
-    }
-    record(event.kind == worker::EventKind::kFinished ? store::LastJob::Outcome::kFinished
-                                              : store::LastJob::Outcome::kFailed,
-           job_id, why);
-  }
-  const wire::NodeEvent sent{metadata_.node_id, metadata_.cluster, event};
-  for (auto& listener : listeners_) {
-    auto request = listener.eventRequest();
-    wire::encode_event(sent, request.initEvent());
-    tasks_.add(request.send().ignoreResult().catch_([](kj::Exception&&) {
-      // A requester that went away: the job goes on; `ravnest status` still reports.
-    }));
-  }
 }
 
 }  // namespace ravnest::daemon

@@ -1,11 +1,13 @@
-// JobControl: the node's storage and its job, as the requester drives them (pushStage, pushFile,
-// fetchStage, fetchLosses, loadJob, start, stop, status, subscribe), and the progress events the
-// job's listeners receive.
+// JobControl: the node's job, as the requester drives it (loadJob, start, stop, hold, status):
+// its lifecycle and status. The node's files are NodeFiles' (node_files.h), which asks it
+// whether a job trains and tells it when the stored stage changed; the job's progress events go
+// to its listeners through JobEvents (job_events.h).
 //
-// It owns the job's state and its JobWorker (a pipeline stage, a parameter server or an
-// evaluator: job_worker.h). The Node methods and publish() run on the RPC
-// thread, abandon_job(), defer() and the loaded job on the compute thread; deliver() and
-// fail_worker() may be called from any thread and reach the worker on the compute thread.
+// It owns the job's state and makes its JobWorker (a pipeline stage, a parameter server or an
+// evaluator: job_worker.h), which it sets in the node's WorkerInbox when the job starts and
+// clears when the job ends; what arrives for the worker goes through the inbox. The Node methods
+// and publish() run on the RPC thread, abandon_job(), defer() and the loaded job on the compute
+// thread.
 //
 // The last job's outcome (running, finished, failed, stopped) is written to the data directory
 // at every change (last_job.h) and read back at construction, so that status() reports it after
@@ -33,13 +35,14 @@
 #include "libs/daemon/rpc/background_tasks.h"
 #include "libs/store/checkpoint_store.h"
 #include "libs/store/last_job.h"
+#include "libs/daemon/job/job_events.h"
 #include "libs/daemon/job/memory_watch.h"
 #include "libs/daemon/rpc/node_calls.h"
 #include "libs/store/node_store.h"
 #include "libs/daemon/job/peer_watch.h"
-#include "libs/daemon/transfer/ps_mailbox.h"
+#include "libs/daemon/transfer/worker_inbox.h"
 #include "libs/daemon/rings/ring_member.h"
-#include "libs/worker/pipeline/stage_worker.h"
+#include "libs/worker/job_worker.h"
 #include "libs/worker/worker_port.h"
 #include "libs/wire/node_report.h"
 #include "libs/wire/peer_links.h"
@@ -53,23 +56,20 @@ class JobControl {
  public:
 
   // `rings`' mailbox is reset by a new job and aborted by stop(), and its rings are let go when a
-  // job is loaded or abandoned; `port` is what the job's worker uses.
+  // job is loaded or abandoned; `port` is what the job's worker uses; `inbox` holds the running
+  // worker (set at start, cleared when the job ends) and its mailboxes (reset by a new job,
+  // aborted by stop()).
   // `links` are dropped when a job is loaded (a peer may have restarted since the last one), and
-  // carry the running job's PeerWatch, which runs on `loop`.
+  // carry the running job's PeerWatch, which runs on `rpc`.
   // `traffic`: the node's counters, shown by status() and reset when a job is loaded.
   // `threads`: LibTorch's intra-op threads for the job, or 0 to divide the cores among the
   // plan's daemons on this host (compute_threads.h); set when a job starts. `device`: where its
   // stage computes (compute_device.h). `memory_limit`: the config's (0: none; memory_budget.h).
   JobControl(store::NodeStore& store, asio::io_context& compute, RingMember& rings,
-             wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
-             worker::WorkerPort& port, int threads = 0, const std::string& device = "cpu",
-             int64_t memory_limit = 0);
+             wire::PeerLinks& links, wire::WireTraffic& traffic, RpcThread& rpc,
+             WorkerInbox& inbox, worker::WorkerPort& port, int threads = 0,
+             const std::string& device = "cpu", int64_t memory_limit = 0);
 
-  // The stage streams into a sink (schemas: pushStage); `slot` and `max_bytes` as push_file's.
-  kj::Promise<void> push_stage(PushStageCall context, wire::StreamSlot slot, uint64_t max_bytes);
-  // `slot` counts the file's stream against its peer's limit until the file is stored or dropped;
-  // a size above `max_bytes` is refused.
-  kj::Promise<void> push_file(PushFileCall context, wire::StreamSlot slot, uint64_t max_bytes);
   kj::Promise<void> load_job(LoadJobCall context);
   kj::Promise<void> start(StartCall context);
   kj::Promise<void> stop(StopCall context);
@@ -78,10 +78,6 @@ class JobControl {
   // cluster's progress to the boundary ends.
   kj::Promise<void> hold(HoldCall context);
   kj::Promise<void> status(StatusCall context);
-  kj::Promise<void> fetch_stage(FetchStageCall context);
-  kj::Promise<void> subscribe(SubscribeCall context);
-  kj::Promise<void> fetch_losses(FetchLossesCall context);
-  kj::Promise<void> fetch_predictions(FetchPredictionsCall context);
 
   // Drops the running or loaded job, checkpointing it first (JobWorker::checkpoint_on_stop);
   // compute thread.
@@ -97,37 +93,32 @@ class JobControl {
   // Runs `task` later on the compute thread if the worker that asked is still the node's job
   // (WorkerPort::defer); compute thread.
   void defer(std::function<void()> task);
-  // A received transfer, for the running worker (dropped when none runs).
-  void deliver(wire::TransferMessage message);
-  // Fails the running worker, naming `why`.
-  void fail_worker(const std::string& why);
-  // Logs `event` and sends it to the job's listeners; RPC thread.
+  // Logs `event` and sends it to the job's listeners (JobEvents::publish); RPC thread.
   void publish(const wire::ProgressEventData& event);
+  // pushStage stored a new stage (NodeFiles): its metadata is read again, and no job has run on
+  // it; RPC thread.
+  void stage_stored();
 
   // Of the stored stage. Changes only through pushStage, which is refused while a job runs, so
   // the job's threads may read it.
   const config::NodeMetadata& metadata() const { return metadata_; }
   bool has_stage() const { return store_.has_stage(); }
-  bool busy() const;  // a job runs; RPC thread
+  bool busy() const;      // a job runs; RPC thread
+  bool training() const;  // a job trains; RPC thread
   // Where the node's checkpoints are (CheckpointService serves them).
   std::shared_ptr<store::CheckpointStore> checkpoint_store() const { return checkpoints_; }
-  // Where a parameter-server worker waits for its servers' weights (deliver() leaves them).
-  PsMailbox& ps_mailbox() { return ps_mailbox_; }
-  // Where a hybrid trainer waits for the rows it looked up (psRows).
-  PsMailbox& rows_mailbox() { return rows_mailbox_; }
   // The budget, the baseline (measured by run_daemon once it listens) and the job's warning.
   MemoryWatch& memory() { return memory_; }
+  // The job's listeners (Node.subscribe); RPC thread.
+  JobEvents& events() { return events_; }
 
  private:
   wire::NodeState effective_state(std::string* error) const;  // with mutex_ held
-  void with_worker(std::function<void(worker::JobWorker&)> work);     // on the compute thread
   void watch_peers(uint64_t job_id);
   void watch_memory(uint64_t job_id);
   bool running(uint64_t job_id) const;  // `job_id` is this node's job and trains
-  bool training() const;                // a job trains; RPC thread
   // What stop() does: `job_id` 0 stops whatever runs; RPC thread.
   kj::Promise<void> stop_job(uint64_t job_id, const std::string& reason);
-  void record(store::LastJob::Outcome outcome, uint64_t job_id, const std::string& error);  // logs failures
 
   const int threads_;
   const std::string device_;
@@ -136,20 +127,18 @@ class JobControl {
   RingMember& rings_;
   wire::PeerLinks& links_;
   wire::WireTraffic& traffic_;
+  WorkerInbox& inbox_;
   worker::WorkerPort& port_;
   std::shared_ptr<store::CheckpointStore> checkpoints_;
+  JobEvents events_;
   PeerWatch peers_;
   MemoryWatch memory_;
-  PsMailbox ps_mailbox_;
-  PsMailbox rows_mailbox_;
-  std::vector<schema::ProgressListener::Client> listeners_;
   config::NodeMetadata metadata_;  // of the stored stage
 
   mutable std::mutex mutex_;  // guards what the RPC thread reads of the job
   wire::NodeState state_ = wire::NodeState::kIdle;
   uint64_t job_id_ = 0;
   std::string error_;
-  std::shared_ptr<worker::JobWorker> worker_;           // published for status()
   std::shared_ptr<worker::WorkerSetup> pending_setup_;  // loaded, not started (compute thread)
 
   BackgroundTasks tasks_;  // last: cancelled before the state its tasks use

@@ -28,7 +28,7 @@ kj::Promise<void> MemoryWatch::tick() {
   armed_ = step.armed;
   if (step.warn) warn_(config::memory_warning_message(node_, now.use.used_bytes, now.budget));
   const auto interval = static_cast<uint64_t>(kIntervalSeconds * 1000) * kj::MILLISECONDS;
-  return loop_.timer->afterDelay(interval).then([this]() { return tick(); });
+  return rpc_.timer().afterDelay(interval).then([this]() { return tick(); });
 }
 
 }  // namespace ravnest::daemon

@@ -16,7 +16,7 @@
 
 #include "libs/config/daemon/memory_budget.h"
 #include "libs/daemon/rpc/background_tasks.h"
-#include "libs/daemon/rpc/thread_bridge.h"
+#include "libs/daemon/rpc/rpc_thread.h"
 
 namespace ravnest::daemon {
 
@@ -25,7 +25,7 @@ class MemoryWatch {
   static constexpr double kIntervalSeconds = 0.5;
 
   // `memory_limit`: the config's (0: none).
-  MemoryWatch(int64_t memory_limit, const RpcLoop& loop) : memory_limit_(memory_limit), loop_(loop) {}
+  MemoryWatch(int64_t memory_limit, RpcThread& rpc) : memory_limit_(memory_limit), rpc_(rpc) {}
 
   // This process's resident bytes now become its baseline; returns them. Once, when the daemon
   // listens: what an idle daemon holds (LibTorch loaded, nothing computed).
@@ -45,7 +45,7 @@ class MemoryWatch {
   kj::Promise<void> tick();
 
   const int64_t memory_limit_;
-  const RpcLoop& loop_;
+  RpcThread& rpc_;
   int64_t baseline_bytes_ = 0;
   std::string node_;
   std::function<bool()> running_;

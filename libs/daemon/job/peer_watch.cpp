@@ -36,7 +36,7 @@ void PeerWatch::report_stopped(const std::string& reason) {
 }
 
 kj::Promise<void> PeerWatch::tick() {
-  return loop_.timer->afterDelay(1 * kj::SECONDS).then([this]() -> kj::Promise<void> {
+  return rpc_.timer().afterDelay(1 * kj::SECONDS).then([this]() -> kj::Promise<void> {
     if (failed_ || !running_()) return kj::READY_NOW;
     auto asks = kj::heapArrayBuilder<kj::Promise<void>>(peers_.size());
     for (const auto& peer : peers_) asks.add(ask(peer));
@@ -85,7 +85,7 @@ kj::Promise<void> PeerWatch::ask(const Peer& peer) {
                         // Later, not from inside the failed call.
                         tasks_.add(kj::evalLater([this, address]() { links_.drop(address); }));
                       });
-  auto timeout = loop_.timer->afterDelay(3 * kj::SECONDS);
+  auto timeout = rpc_.timer().afterDelay(3 * kj::SECONDS);
   return answered.exclusiveJoin(kj::mv(timeout));
 }
 

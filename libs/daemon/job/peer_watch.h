@@ -22,7 +22,7 @@
 #include <kj/async.h>
 
 #include "libs/daemon/rpc/background_tasks.h"
-#include "libs/daemon/rpc/thread_bridge.h"
+#include "libs/daemon/rpc/rpc_thread.h"
 #include "libs/wire/peer_links.h"
 
 namespace ravnest::daemon {
@@ -36,7 +36,7 @@ class PeerWatch {
     std::string address;
   };
 
-  PeerWatch(wire::PeerLinks& links, const RpcLoop& loop) : links_(links), loop_(loop) {}
+  PeerWatch(wire::PeerLinks& links, RpcThread& rpc) : links_(links), rpc_(rpc) {}
 
   // `fail(why)`: the job fails here; `stopped(reason)`: the requester stopped it (the reason it
   // gave). At most one of them, once.
@@ -52,7 +52,7 @@ class PeerWatch {
   void report_stopped(const std::string& reason);
 
   wire::PeerLinks& links_;
-  const RpcLoop& loop_;
+  RpcThread& rpc_;
   uint64_t job_id_ = 0;
   std::vector<Peer> peers_;
   std::map<std::string, double> last_answer_;  // by address, seconds

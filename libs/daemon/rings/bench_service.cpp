@@ -15,6 +15,12 @@
 
 namespace ravnest::daemon {
 
+namespace {
+
+const uint32_t kBenchRing = 0xffffffffu;  // apart from the rings of any plan
+
+}  // namespace
+
 kj::Promise<void> BenchService::bench_all_reduce(BenchAllReduceCall context) {
   auto params = context.getParams();
   const uint32_t position = params.getPosition();
@@ -24,11 +30,10 @@ kj::Promise<void> BenchService::bench_all_reduce(BenchAllReduceCall context) {
   std::vector<std::string> peers;
   for (auto p : params.getPeers()) peers.push_back(p);
   auto seconds = std::make_shared<std::vector<double>>();
-  const uint32_t ring = 0xffffffffu;  // apart from the rings of any plan
   mailbox_.reset();
-  return on_thread([this, peers, position, bytes, repetitions, seconds, ring]() {
+  return threads_.run([this, peers, position, bytes, repetitions, seconds]() {
            const size_t n = peers.size();
-           RingLink link(*loop_.executor, links_, traffic_, *loop_.timer, mailbox_, ring, -1,
+           RingLink link(rpc_, links_, traffic_, mailbox_, kBenchRing, -1,
                          {"peer " + std::to_string((position + 1) % n), peers[(position + 1) % n]},
                          {"peer " + std::to_string((position + n - 1) % n),
                           peers[(position + n - 1) % n]},
@@ -55,6 +60,11 @@ kj::Promise<void> BenchService::bench_all_reduce(BenchAllReduceCall context) {
         auto out = context.getResults().initSeconds(seconds->size());
         for (size_t i = 0; i < seconds->size(); ++i) out.set(i, (*seconds)[i]);
       });
+}
+
+kj::Promise<void> BenchService::finish() {
+  mailbox_.abort(kBenchRing, "the daemon is stopping");
+  return threads_.idle();
 }
 
 }  // namespace ravnest::daemon

@@ -11,14 +11,13 @@
 
 namespace ravnest::daemon {
 
-RingLink::RingLink(const kj::Executor& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
-                   kj::Timer& timer, RingMailbox& mailbox, uint32_t ring, int self_node,
+RingLink::RingLink(RpcThread& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
+                   RingMailbox& mailbox, uint32_t ring, int self_node,
                    RingPeerAddress next, RingPeerAddress prev, size_t in_flight,
                    uint64_t shared_slot_bytes)
     : rpc_(rpc),
       links_(links),
       traffic_(traffic),
-      timer_(timer),
       mailbox_(mailbox),
       ring_(ring),
       self_node_(self_node),
@@ -37,7 +36,7 @@ RingLink::RingLink(const kj::Executor& rpc, wire::PeerLinks& links, wire::WireTr
 RingLink::~RingLink() noexcept(false) {
   if (sink_ == nullptr) return;
   try {
-    rpc_.executeSync([&]() {
+    rpc_.call([&]() {
       in_flight_.clear();
       sink_ = nullptr;
     });
@@ -47,7 +46,7 @@ RingLink::~RingLink() noexcept(false) {
 }
 
 void RingLink::open_sink() {
-  rpc_.executeSync([&]() -> kj::Promise<void> {
+  rpc_.call([&]() -> kj::Promise<void> {
     if (sink_ != nullptr) return kj::READY_NOW;
     auto request = links_.node(next_.address).openRingRequest();
     request.setRing(ring_);
@@ -75,7 +74,7 @@ void RingLink::open_sink() {
                                 ring_, next_.name);
                  }
                }))
-        .exclusiveJoin(timer_.afterDelay(10 * kj::SECONDS).then([]() {
+        .exclusiveJoin(rpc_.timer().afterDelay(10 * kj::SECONDS).then([]() {
           kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer for 10 s"));
         }));
   });
@@ -91,7 +90,7 @@ void RingLink::send(const ring::RingTag& tag, const void* data, size_t bytes) {
     const uint32_t slot = static_cast<uint32_t>(calls_ % in_flight_limit_);
     if (shared && bytes > 0) std::memcpy(shared_->slot(slot), data, bytes);
     ++calls_;
-    rpc_.executeSync([&]() -> kj::Promise<void> {
+    rpc_.call([&]() -> kj::Promise<void> {
       KJ_IF_MAYBE(open, sink_) {
         *open = wire::resolved_client(kj::mv(*open));  // segments sent without a copy
       }
@@ -140,13 +139,13 @@ void RingLink::send(const ring::RingTag& tag, const void* data, size_t bytes) {
 
 void RingLink::flush() {
   try {
-    rpc_.executeSync([&]() -> kj::Promise<void> {
+    rpc_.call([&]() -> kj::Promise<void> {
       if (in_flight_.empty()) return kj::READY_NOW;
       auto calls = kj::heapArrayBuilder<kj::Promise<void>>(in_flight_.size());
       for (auto& call : in_flight_) calls.add(kj::mv(call));
       in_flight_.clear();
       return kj::joinPromises(calls.finish())
-          .exclusiveJoin(timer_.afterDelay(10 * kj::SECONDS).then([]() {
+          .exclusiveJoin(rpc_.timer().afterDelay(10 * kj::SECONDS).then([]() {
             kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer for 10 s"));
           }));
     });
@@ -154,7 +153,7 @@ void RingLink::flush() {
     // The connection may still hold segments that point into the caller's memory: close it, so
     // that nothing reads that memory once the caller lets it go.
     try {
-      rpc_.executeSync([&]() {
+      rpc_.call([&]() {
         in_flight_.clear();
         sink_ = nullptr;
         links_.drop(next_.address);
@@ -175,10 +174,10 @@ void RingLink::recv_in_place(const ring::RingTag& tag, size_t bytes,
                              const std::function<void(const void*)>& use) {
   auto check_alive = [&]() {
     try {
-      rpc_.executeSync([&]() -> kj::Promise<void> {
+      rpc_.call([&]() -> kj::Promise<void> {
         auto answer = links_.node(prev_.address).statusRequest().send().ignoreResult();
         return links_.watch(prev_.address,
-                            answer.exclusiveJoin(timer_.afterDelay(3 * kj::SECONDS).then([]() {
+                            answer.exclusiveJoin(rpc_.timer().afterDelay(3 * kj::SECONDS).then([]() {
                               kj::throwFatalException(
                                   KJ_EXCEPTION(DISCONNECTED, "no answer for 3 s"));
                             })));

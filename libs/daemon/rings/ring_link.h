@@ -1,5 +1,8 @@
 // RingLink: the RingTransport of one ring member over the daemons' Cap'n Proto connections.
 //
+// Runs on a thread of its own (a ring's, or the compute thread), never the RPC thread: each call
+// below blocks on RpcThread::call.
+//
 // send() calls RingSink.segment on the next member (one hop to the RPC thread; the message refers
 // to the caller's memory instead of copying it) and returns at once while fewer than `in_flight`
 // of its calls are unanswered, else when the oldest is: a segment's call is answered once the
@@ -22,6 +25,7 @@
 #include <kj/timer.h>
 
 #include "libs/daemon/rings/ring_mailbox.h"
+#include "libs/daemon/rpc/rpc_thread.h"
 #include "libs/daemon/rings/shared_segments.h"
 #include "libs/ring/ring_transport.h"
 #include "libs/wire/peer_links.h"
@@ -37,9 +41,9 @@ struct RingPeerAddress {
 
 class RingLink final : public ring::RingTransport {
  public:
-  // `traffic` counts the segments sent.
-  RingLink(const kj::Executor& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
-           kj::Timer& timer, RingMailbox& mailbox, uint32_t ring, int self_node,
+  // `traffic` counts the segments sent; `rpc` is where the connections live (its timer bounds
+  // the waits for answers).
+  RingLink(RpcThread& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic, RingMailbox& mailbox, uint32_t ring, int self_node,
            RingPeerAddress next, RingPeerAddress prev, size_t in_flight = 2,
            uint64_t shared_slot_bytes = 0);
 
@@ -55,10 +59,9 @@ class RingLink final : public ring::RingTransport {
   // Opens the ring on the next member when no sink is open; with shared memory, waits for its
   // answer to the offer.
   void open_sink();
-  const kj::Executor& rpc_;
+  RpcThread& rpc_;
   wire::PeerLinks& links_;
   wire::WireTraffic& traffic_;
-  kj::Timer& timer_;
   RingMailbox& mailbox_;
   uint32_t ring_;
   int self_node_;
@@ -69,7 +72,7 @@ class RingLink final : public ring::RingTransport {
   kj::Maybe<schema::RingSink::Client> sink_;  // on the next member
   std::deque<kj::Promise<void>> in_flight_;   // the unanswered segment calls, oldest first
   std::unique_ptr<SharedSegmentsWriter> shared_;  // null: not offered
-  bool shared_accepted_ = false;  // written on the RPC thread inside open_sink's executeSync
+  bool shared_accepted_ = false;  // written on the RPC thread inside open_sink's call
   uint64_t calls_ = 0;            // segment calls made; names the next slot
 };
 

@@ -14,6 +14,7 @@
 #include "libs/base/printable.h"
 #include "libs/daemon/rings/ring_link.h"
 #include "libs/daemon/rings/shared_segments.h"
+#include "libs/daemon/rpc/parked_thread.h"
 
 namespace ravnest::daemon {
 
@@ -101,61 +102,6 @@ class RingSinkImpl final : public schema::RingSink::Server {
 
 }  // namespace
 
-// A thread parked between tasks: one ring's own, so that a node's rings run at once without a
-// thread being made per reduce. (Not in the anonymous namespace: Session, which has external
-// linkage, holds one.)
-class ParkedThread {
- public:
-  ParkedThread() : thread_([this]() { loop(); }) {}
-  ~ParkedThread() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  ParkedThread(const ParkedThread&) = delete;
-  ParkedThread& operator=(const ParkedThread&) = delete;
-
-  // Runs `task` (which must not throw) on the thread; wait() returns once it is done.
-  void post(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      task_ = std::move(task);
-      done_ = false;
-    }
-    wake_.notify_all();
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [&]() { return done_; });
-  }
-
- private:
-  void loop() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    for (;;) {
-      wake_.wait(lock, [&]() { return stop_ || task_ != nullptr; });
-      if (task_ == nullptr) return;  // stopped
-      auto task = std::move(task_);
-      task_ = nullptr;
-      lock.unlock();
-      task();
-      lock.lock();
-      done_ = true;
-      finished_.notify_all();
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable wake_, finished_;
-  std::function<void()> task_;
-  bool done_ = true;
-  bool stop_ = false;
-  std::thread thread_;  // last: starts once the rest exists
-};
-
 namespace {
 
 std::string node_name(int node) { return "node_" + std::to_string(node); }
@@ -165,11 +111,11 @@ std::string node_name(int node) { return "node_" + std::to_string(node); }
 // One ring of the running job: its link, its algorithm, and (made when needed) its thread.
 class RingMember::Session {
  public:
-  Session(const RpcLoop& loop, wire::PeerLinks& links, wire::WireTraffic& traffic,
+  Session(RpcThread& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
           RingMailbox& mailbox, const config::RingMembership& ring, int self_node,
           bool shared_memory)
       : peers_(ring.peers),
-        link_(*loop.executor, links, traffic, *loop.timer, mailbox, static_cast<uint32_t>(ring.id),
+        link_(rpc, links, traffic, mailbox, static_cast<uint32_t>(ring.id),
               self_node, peer(ring, ring.position + 1), peer(ring, ring.position - 1),
               daemon_ring_in_flight(), daemon_ring_shared_slot_bytes(shared_memory)),
         reduce_(link_, ring.position, static_cast<int>(ring.peers.size()), daemon_ring_options()) {}
@@ -205,9 +151,9 @@ class RingMember::Session {
   std::unique_ptr<ParkedThread> thread_;  // joined before the algorithm goes
 };
 
-RingMember::RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
+RingMember::RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, RpcThread& rpc,
                        bool shared_memory)
-    : links_(links), traffic_(traffic), loop_(loop), shared_memory_(shared_memory) {}
+    : links_(links), traffic_(traffic), rpc_(rpc), shared_memory_(shared_memory) {}
 
 RingMember::~RingMember() = default;
 
@@ -250,7 +196,7 @@ RingMember::Session& RingMember::session_for(const config::RingMembership& ring,
   }
   if (it == sessions_.end()) {
     it = sessions_
-             .emplace(ring.id, std::make_unique<Session>(loop_, links_, traffic_, mailbox_, ring, self.node_id,
+             .emplace(ring.id, std::make_unique<Session>(rpc_, links_, traffic_, mailbox_, ring, self.node_id,
                                                 shared_memory_))
              .first;
   }
@@ -291,7 +237,7 @@ void RingMember::reduce_rings(uint64_t round, std::vector<worker::WorkerPort::Ri
 void RingMember::tell_members(const config::RingMembership& ring, const std::string& reason,
                               const config::NodeMetadata& self) {
   try {
-    loop_.executor->executeSync([&]() {
+    rpc_.call([&]() {
       for (const auto& peer : ring.peers) {
         if (peer.node == self.node_id) continue;
         auto request = links_.node(peer.address).abortReduceRequest();

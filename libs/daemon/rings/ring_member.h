@@ -23,7 +23,7 @@
 #include "libs/daemon/rpc/background_tasks.h"
 #include "libs/daemon/rpc/node_calls.h"
 #include "libs/daemon/rings/ring_mailbox.h"
-#include "libs/daemon/rpc/thread_bridge.h"
+#include "libs/daemon/rpc/rpc_thread.h"
 #include "libs/worker/worker_port.h"
 #include "libs/ring/ring_allreduce.h"
 #include "libs/wire/peer_links.h"
@@ -45,7 +45,7 @@ class RingMember {
  public:
   // `traffic` counts the segments either way. `shared_memory`: offer and accept shared memory
   // for the segments to and from members on this host (the daemon config's `shared_memory`).
-  RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, const RpcLoop& loop,
+  RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, RpcThread& rpc,
              bool shared_memory = true);
   ~RingMember();
 
@@ -70,7 +70,7 @@ class RingMember {
 
   wire::PeerLinks& links_;
   wire::WireTraffic& traffic_;
-  const RpcLoop& loop_;
+  RpcThread& rpc_;
   const bool shared_memory_;
   RingMailbox mailbox_;
   std::map<int, std::unique_ptr<Session>> sessions_;  // by ring id; compute thread only

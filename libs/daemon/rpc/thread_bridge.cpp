@@ -1,29 +1,20 @@
 #include "libs/daemon/rpc/thread_bridge.h"
 
-#include <memory>
-#include <thread>
-
 #include <asio/post.hpp>
 
 #include "libs/torch_support/torch_errors.h"
 
 namespace ravnest::daemon {
 
-namespace {
-
-// A fulfiller that copyable handlers can carry.
-using SharedFulfiller = std::shared_ptr<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>;
-
-void run_and_settle(const std::function<void()>& body, const SharedFulfiller& fulfiller) {
+void run_and_settle(const std::function<void()>& body,
+                    kj::CrossThreadPromiseFulfiller<void>& fulfiller) {
   try {
     body();
-    (*fulfiller)->fulfill();
+    fulfiller.fulfill();
   } catch (const std::exception& e) {
-    (*fulfiller)->reject(rejection(e));
+    fulfiller.reject(rejection(e));
   }
 }
-
-}  // namespace
 
 kj::Exception rejection(const std::exception& e) {
   return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
@@ -32,17 +23,10 @@ kj::Exception rejection(const std::exception& e) {
 
 kj::Promise<void> on_compute(asio::io_context& compute, std::function<void()> work) {
   auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
-  auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(
-      kj::mv(paf.fulfiller));
-  asio::post(compute, [work = std::move(work), fulfiller]() { run_and_settle(work, fulfiller); });
-  return kj::mv(paf.promise);
-}
-
-kj::Promise<void> on_thread(std::function<void()> body) {
-  auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
-  auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(
-      kj::mv(paf.fulfiller));
-  std::thread([body = std::move(body), fulfiller]() { run_and_settle(body, fulfiller); }).detach();
+  // Asio takes move-only handlers: the fulfiller moves in, no shared box.
+  asio::post(compute, [work = std::move(work), fulfiller = kj::mv(paf.fulfiller)]() mutable {
+    run_and_settle(work, *fulfiller);
+  });
   return kj::mv(paf.promise);
 }
 

@@ -1,5 +1,6 @@
 // Crossings the daemon's roles share: from std exceptions to KJ ones, and from the RPC thread (KJ
-// event loop) to the compute thread (Asio) or a thread of its own and back.
+// event loop) to the compute thread (Asio) and back. The way from another thread to the RPC thread
+// is RpcThread (rpc_thread.h); a thread of a role's own is OwnedThreads (owned_threads.h).
 //
 // Rejections carry the std::exception's message as their whole description (one line, a
 // LibTorch error without its backtrace: torch_support::torch_message), so that the requester sees the
@@ -12,16 +13,8 @@
 #include <asio/io_context.hpp>
 #include <kj/async.h>
 #include <kj/debug.h>
-#include <kj/timer.h>
 
 namespace ravnest::daemon {
-
-// The RPC thread's event loop, once the server created it (NodeService::set_rpc_executor): where
-// other threads hand their calls, and its timer.
-struct RpcLoop {
-  const kj::Executor* executor = nullptr;
-  kj::Timer* timer = nullptr;
-};
 
 // A FAILED KJ exception whose description is `e`'s message alone (KJ_EXCEPTION would add
 // "e.what() = ").
@@ -39,10 +32,13 @@ auto checked(Body&& body) -> decltype(body()) {
   }
 }
 
-// Runs `work` on the compute thread; resolves on the calling (RPC) thread when it is done.
+// Runs `work` on the compute thread; resolves on the calling (RPC) thread when it is done, or
+// rejects with the message of what `work` threw. Never blocks the caller.
 kj::Promise<void> on_compute(asio::io_context& compute, std::function<void()> work);
 
-// Runs `body` on a thread of its own; resolves on the calling (RPC) thread when it is done.
-kj::Promise<void> on_thread(std::function<void()> body);
+// Runs `body`, then fulfils `fulfiller`, or rejects it with the message of what `body` threw
+// (rejection()); on whatever thread calls it.
+void run_and_settle(const std::function<void()>& body,
+                    kj::CrossThreadPromiseFulfiller<void>& fulfiller);
 
 }  // namespace ravnest::daemon

@@ -16,29 +16,31 @@ kj::Promise<void> TransferPlane::send(SendCall context,
                                       const std::function<wire::StreamSlot()>& open_stream) {
   auto params = context.getParams();
   std::vector<at::Tensor> pending;
-  auto decompress = std::make_shared<std::vector<std::function<void()>>>();
-  auto message = std::make_shared<wire::TransferMessage>(checked([&] {
-    return wire::decode_transfer(params.getTransfer(), pending, limits_, decompress.get());
-  }));
+  std::vector<std::function<void()>> decompress;
+  auto message = checked([&] {
+    return wire::decode_transfer(params.getTransfer(), pending, limits_, &decompress);
+  });
   uint64_t bytes = params.totalSize().wordCount * 8;
   for (const auto& t : pending) bytes += t.nbytes();
-  traffic_.received(wire::traffic_kind(message->kind), bytes);
+  traffic_.received(wire::traffic_kind(message.kind), bytes);
   if (pending.empty()) {
-    deliver_(std::move(*message));
+    inbox_.deliver(std::move(message));
     return kj::READY_NOW;
   }
   auto slot = open_stream();
   auto opened = wire::TensorSink::open(std::move(pending));
   context.getResults().setSink(kj::mv(opened.sink));
-  tasks_.add(opened.completion.attach(kj::mv(slot)).then([this, message, decompress]() {
-    for (auto& fill : *decompress) fill();  // compressed tensors, into the message's values
-    deliver_(std::move(*message));
-  }));
+  tasks_.add(opened.completion.attach(kj::mv(slot))
+                 .then([this, message = std::move(message),
+                        decompress = std::move(decompress)]() mutable {
+                   for (auto& fill : decompress) fill();  // compressed tensors, into its values
+                   inbox_.deliver(std::move(message));
+                 }));
   return kj::READY_NOW;
 }
 
 void TransferPlane::dispatch(wire::TransferMessage message,
-                             const std::map<int, std::string>& addresses) {
+                             const WorkerInbox::AddressBook& addresses) {
   const int to = message.to_node;
   try {
     auto address = addresses.find(to);
@@ -47,7 +49,7 @@ void TransferPlane::dispatch(wire::TransferMessage message,
     }
     auto request = links_.node(address->second).sendRequest();
     const auto kind = wire::traffic_kind(message.kind);
-    auto encoded = std::make_shared<wire::EncodedTensors>(wire::encode_transfer(
+    auto encoded = kj::heap<wire::EncodedTensors>(wire::encode_transfer(
         std::move(message), request.initTransfer(), wire::kDefaultInlineLimit));
     traffic_.sent(kind, request.totalSize().wordCount * 8 + encoded->streamed_bytes);
     if (encoded->saturated && !saturation_reported_) {
@@ -64,8 +66,7 @@ void TransferPlane::dispatch(wire::TransferMessage message,
                  .then([sent = kj::mv(sent)]() mutable { return sent.ignoreResult(); });
     }
     // A failed send drops the connection: the next job reaches a peer that was restarted.
-    done = links_.watch(address->second,
-                        done.attach(kj::heap<std::shared_ptr<wire::EncodedTensors>>(encoded)));
+    done = links_.watch(address->second, done.attach(kj::mv(encoded)));
     tasks_.add(done.catch_([this, to, where = address->second](kj::Exception&& e) {
                      const std::string why = "cannot send to node_" + std::to_string(to) + " (" +
                                              where + "): " + wire::kj_reason(e);
@@ -73,10 +74,10 @@ void TransferPlane::dispatch(wire::TransferMessage message,
                      // The next send connects anew; later, not from inside the connection's
                      // own failure.
                      tasks_.add(kj::evalLater([this, where]() { links_.drop(where); }));
-                     fail_(why);
+                     inbox_.fail(why);
                    }));
   } catch (const std::exception& e) {
-    fail_("cannot send to node_" + std::to_string(to) + ": " + e.what());
+    inbox_.fail("cannot send to node_" + std::to_string(to) + ": " + e.what());
   }
 }
 

@@ -1,4 +1,4 @@
-#include "libs/daemon/rpc/rpc_queue.h"
+#include "libs/daemon/rpc/rpc_thread.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -9,12 +9,15 @@
 
 namespace ravnest::daemon {
 
-RpcQueue::~RpcQueue() {
+RpcThread::~RpcThread() {
   loop_ = nullptr;  // before the stream it reads
   stream_ = nullptr;
 }
 
-void RpcQueue::attach(kj::LowLevelAsyncIoProvider& io) {
+void RpcThread::attach(const kj::Executor& executor, kj::Timer& timer,
+                       kj::LowLevelAsyncIoProvider& io) {
+  executor_ = &executor;
+  timer_ = &timer;
   const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (fd < 0) throw std::runtime_error("cannot make an eventfd for the RPC thread");
   stream_ = io.wrapInputFd(fd, kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP |
@@ -29,12 +32,12 @@ void RpcQueue::attach(kj::LowLevelAsyncIoProvider& io) {
   });
 }
 
-bool RpcQueue::post(std::function<void()> work) {
+bool RpcThread::post(kj::Function<void()> work) {
   int wake = -1;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (fd_ < 0) return false;
-    queue_.push_back(std::move(work));
+    queue_.push_back(kj::mv(work));
     if (!woken_) {
       woken_ = true;
       wake = fd_;
@@ -48,7 +51,7 @@ bool RpcQueue::post(std::function<void()> work) {
   return true;
 }
 
-kj::Promise<void> RpcQueue::drain_when_woken() {
+kj::Promise<void> RpcThread::drain_when_woken() {
   return stream_->tryRead(&counter_, sizeof counter_, sizeof counter_).then([this](size_t read) {
     if (read < sizeof counter_) return kj::Promise<void>(kj::READY_NOW);  // closed
     drain();
@@ -56,8 +59,8 @@ kj::Promise<void> RpcQueue::drain_when_woken() {
   });
 }
 
-void RpcQueue::drain() {
-  std::vector<std::function<void()>> work;
+void RpcThread::drain() {
+  std::vector<kj::Function<void()>> work;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     work.swap(queue_);
