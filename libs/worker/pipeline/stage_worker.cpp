@@ -30,6 +30,7 @@ StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
       transfers_(setup_.device,
                  [this](TransferMessage message) { port_.send(std::move(message)); }),
       random_(setup_.node, setup_.device),
+      rings_(setup_, port_, transfers_),
       stash_(setup_.stage) {
   for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
     const auto& input = setup_.node.inputs[i];
@@ -240,11 +241,7 @@ void StageWorker::receive(TransferMessage message) {
         break;
       case TransferKind::kRandomState:
         break;  // handled above
-      case TransferKind::kPsGradients:
-      case TransferKind::kPsWeights:
-      case TransferKind::kPsLookup:
-      case TransferKind::kPsRows:
-      case TransferKind::kPredicted:
+      default:  // the parameter-server kinds, kPredicted
         throw std::runtime_error("node " + std::to_string(message.from_node) +
                                  " sent a message a training stage does not take");
       case TransferKind::kGradients:
@@ -504,7 +501,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     if (servers_) {
       servers_->exchange(setup_.stage, updates_done_, batch);
     } else {
-      if (!setup_.shared_rings.empty()) sum_shared_gradients();
+      if (!setup_.shared_rings.empty()) rings_.sum_shared_gradients();
       if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
         reduce_across_clusters(RingTensors::kGradients);
       }
@@ -575,34 +572,9 @@ void StageWorker::update_weights(const std::function<void()>& change) {
   stash_.after_update();
 }
 
-// Averages over the clusters what `what` says (ring_work.h) with this node's copies in the other
-// clusters.
 void StageWorker::reduce_across_clusters(RingTensors what) {
-  if (setup_.node.rings.empty()) return;
-  auto work = cluster_ring_work(setup_.stage, setup_.node.rings, what,
-                                setup_.average_optim ? setup_.optimizer.get() : nullptr);
-  for (auto& w : work) {
-    w.codec = setup_.compression.rings;
-    w.stream = what == RingTensors::kGradients ? "gradients"
-               : what == RingTensors::kState   ? "state"
-                                               : "final";
-  }
-  torch::NoGradGuard no_grad;
-  const uint64_t round = reduce_round_++;
-  auto reduce = [&](std::vector<WorkerPort::RingWork>& on_host) {
-    port_.reduce_rings(round, on_host);
-  };
-  if (what == RingTensors::kGradients) return transfers_.reduce_on_host(work, reduce);
-  update_weights([&] { transfers_.reduce_on_host(work, reduce); });
-}
-
-// Each copy of a shared tensor gets the gradient of the whole model: the sum over its holders.
-void StageWorker::sum_shared_gradients() {
-  auto work = shared_gradient_work(setup_.stage, setup_.node, setup_.shared_rings);
-  torch::NoGradGuard no_grad;
-  const uint64_t round = shared_round_++;
-  transfers_.reduce_on_host(work, [&](std::vector<WorkerPort::RingWork>& on_host) {
-    port_.reduce_rings(round, on_host, /*average=*/false);
+  rings_.reduce_across_clusters(what, [this](const std::function<void()>& change) {
+    update_weights(change);
   });
 }
 

@@ -10,7 +10,9 @@
 // (leaf_metrics.h) keeps losses, losses.txt and the step and validation events; a
 // parameter-server worker's ServerExchange (ps/ps_exchange.h) makes its updates on the servers;
 // a hybrid trainer's EmbeddingRows (ps/embedding_rows.h) looks its tables' rows up for each
-// forward and pushes their gradients at each update. Its lifecycle (failing, finishing, status)
+// forward and pushes their gradients at each update. Every node's parts: its RandomChain
+// (random_chain.h) when its stage draws in the chain, its StageRings (stage_rings.h), its
+// WeightStash (weight_stash.h) under async. Its lifecycle (failing, finishing, status)
 // is WorkerBase's (worker_base.h); a finished stage goes on forwarding the final validation. Everything reaches the outside through the WorkerPort
 // (transfer.h): NodeService in a daemon, LocalPort (tests/support/local_port.h) in one process.
 // Transfers cross between the compute device and the host through its DeviceTransfers
@@ -39,6 +41,7 @@
 #include "libs/worker/worker_base.h"
 #include "libs/worker/pipeline/random_chain.h"
 #include "libs/worker/pipeline/ring_work.h"
+#include "libs/worker/pipeline/stage_rings.h"
 #include "libs/worker/pipeline/root_feeder.h"
 #include "libs/worker/transfer.h"
 #include "libs/worker/pipeline/weight_stash.h"
@@ -143,8 +146,7 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   void resume_from(const training::StageCheckpoint& checkpoint);
   void write_checkpoint();
   void save_stage();
-  void sum_shared_gradients();
-  void reduce_across_clusters(RingTensors what);
+  void reduce_across_clusters(RingTensors what);  // StageRings', changing weights as updates do
   void finish();
 
   DeterministicAlgorithms deterministic_;  // [train] deterministic, for the worker's lifetime
@@ -161,8 +163,6 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   uint32_t current_epoch_ = 0;
   uint64_t batches_done_ = 0;
   uint64_t updates_done_ = 0;
-  uint64_t reduce_round_ = 0;
-  uint64_t shared_round_ = 0;
   training::StageCheckpoint boundary_;  // buffers only in its state
   bool boundary_valid_ = false;
   size_t boundary_losses_ = 0;
@@ -178,6 +178,7 @@ class StageWorker final : public WorkerBase, private FeedTarget {
 
   bool training_done_ = false;  // the last batch finished (the final validation may follow)
   RandomChain random_;
+  StageRings rings_;
   WeightStash stash_;
   std::vector<BackwardRecord> backward_records_;
   size_t most_versions_kept_ = 0;
