@@ -20,14 +20,8 @@ using wire::EventKind;
 using wire::ProgressEventData;
 
 StagePredictor::StagePredictor(WorkerSetup setup, WorkerPort& port)
-    : WorkerBase(std::move(setup), port, AfterFinish::kGoOn) {
+    : WorkerBase(std::move(setup), port, AfterFinish::kGoOn), input_slots_(setup_.node) {
   setup_.stage.eval();
-  for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
-    const auto& input = setup_.node.inputs[i];
-    if (input.from_node) {
-      input_slot_[{*input.from_node, static_cast<uint32_t>(input.from_output)}] = i;
-    }
-  }
   // Enough to keep every stage busy while the outputs travel, few enough to bound what waits.
   window_ = std::max<size_t>(4, 2 * setup_.node.pipeline.size());
   // What an earlier prediction left must not pass for this one's.
@@ -139,13 +133,9 @@ void StagePredictor::receive(TransferMessage message) {
     }
     Micro& m = micro(message.batch);
     for (auto& [output, value] : message.values) {
-      auto slot = input_slot_.find({message.from_node, output});
-      if (slot == input_slot_.end()) {
-        throw std::runtime_error("node " + std::to_string(message.from_node) + " sent output " +
-                                 std::to_string(output) + " which this stage does not take");
-      }
-      m.inputs[slot->second] = to_device(value, setup_.device);
-      m.have[slot->second] = true;
+      const size_t slot = input_slots_.of(message.from_node, output);
+      m.inputs[slot] = to_device(value, setup_.device);
+      m.have[slot] = true;
     }
     if (std::all_of(m.have.begin(), m.have.end(), [](bool b) { return b; })) {
       const Key key{m.batch.step, m.batch.index};

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "libs/worker/pipeline/input_slots.h"
 #include "libs/worker/worker_base.h"
 #include "libs/worker/worker_port.h"
 
@@ -54,7 +55,7 @@ class StagePredictor final : public WorkerBase {
   void write_predictions();
   void finish();
 
-  std::map<std::pair<int, uint32_t>, size_t> input_slot_;  // (node, output) -> input index
+  InputSlots input_slots_;
   std::map<Key, Micro> waiting_;                            // inputs still missing
   // Micro-batches per step and how many this node is done with; the step that was last.
   std::map<uint64_t, std::pair<uint32_t, uint32_t>> steps_;

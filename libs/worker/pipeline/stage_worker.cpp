@@ -29,13 +29,10 @@ StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
       deterministic_(setup_.deterministic),
       transfers_(setup_.device,
                  [this](TransferMessage message) { port_.send(std::move(message)); }),
+      input_slots_(setup_.node),
       random_(setup_.node, setup_.device),
       rings_(setup_, port_, transfers_),
       stash_(setup_.stage) {
-  for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
-    const auto& input = setup_.node.inputs[i];
-    if (input.from_node) input_slot_[{*input.from_node, input.from_output}] = i;
-  }
   if (is_root()) feeder_ = std::make_unique<RootFeeder>(setup_, static_cast<FeedTarget&>(*this));
   if (is_leaf()) {
     std::optional<std::string> validation;
@@ -222,14 +219,9 @@ void StageWorker::receive(TransferMessage message) {
     switch (message.kind) {
       case TransferKind::kActivations:
         for (auto& [output, value] : message.values) {
-          auto slot = input_slot_.find({message.from_node, output});
-          if (slot == input_slot_.end()) {
-            throw std::runtime_error("node " + std::to_string(message.from_node) +
-                                     " sent output " + std::to_string(output) +
-                                     " which this stage does not take");
-          }
-          m.inputs[slot->second] = std::move(value);
-          m.have_input[slot->second] = true;
+          const size_t slot = input_slots_.of(message.from_node, output);
+          m.inputs[slot] = std::move(value);
+          m.have_input[slot] = true;
         }
         break;
       case TransferKind::kLabels:

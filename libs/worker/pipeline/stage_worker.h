@@ -39,6 +39,7 @@
 #include "libs/worker/compute_device.h"
 #include "libs/worker/device_transfers.h"
 #include "libs/worker/worker_base.h"
+#include "libs/worker/pipeline/input_slots.h"
 #include "libs/worker/pipeline/random_chain.h"
 #include "libs/worker/pipeline/ring_work.h"
 #include "libs/worker/pipeline/stage_rings.h"
@@ -158,7 +159,6 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   Key next_forward_train_{false, 0, 0};
   Key next_forward_validate_{true, 0, 0};
   Key next_backward_{false, 0, 0};
-  std::map<std::pair<int, uint32_t>, size_t> input_slot_;  // (node, output) -> input index
   std::set<const void*> state_storages_;       // memory of the stage's parameters and buffers
   uint32_t current_epoch_ = 0;
   uint64_t batches_done_ = 0;
@@ -177,6 +177,7 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   bool held_ = false;  // the root's begin_batch() met its feeder's hold
 
   bool training_done_ = false;  // the last batch finished (the final validation may follow)
+  InputSlots input_slots_;
   RandomChain random_;
   StageRings rings_;
   WeightStash stash_;
