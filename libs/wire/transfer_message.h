@@ -3,6 +3,7 @@
 // transfer_codec.h is the one place that copies them to and from it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -50,6 +51,31 @@ struct TransferMessage {
   // How its floating-point tensors travel (the job's [compression]); not on the wire as such:
   // each tensor says its own codec.
   TensorCodec codec = TensorCodec::kNone;
+
+  // The parameter-server kinds carry their own counters in the tag's `step` (the bytes on the
+  // wire are MicroBatch.step, schemas/ravnest.capnp); these name them.
+  // psGradients, psWeights: the workers' update number they push or answer (the evaluator's
+  // psWeights: its evaluation round).
+  uint64_t update() const { return batch.step; }
+  void set_update(uint64_t update) { batch.step = update; }
+  // psLookup, psRows: the trainer's lookup number, increasing from one lookup to the next.
+  uint64_t lookup() const { return batch.step; }
+  void set_lookup(uint64_t lookup) { batch.step = lookup; }
 };
+
+// A hybrid trainer's psGradients carry two values per table: the row ids at 2 * table and the
+// rows' summed gradients at 2 * table + 1 (table: its index in the plan's sparse_tables).
+inline uint32_t row_ids_value(size_t table) { return static_cast<uint32_t>(2 * table); }
+inline uint32_t row_sums_value(size_t table) { return static_cast<uint32_t>(2 * table + 1); }
+
+// A message of `kind` from node `from` to node `to`, tagged `batch`, with no values yet.
+inline TransferMessage addressed(TransferKind kind, int from, int to, const MicroBatchTag& batch) {
+  TransferMessage message;
+  message.kind = kind;
+  message.from_node = from;
+  message.to_node = to;
+  message.batch = batch;
+  return message;
+}
 
 }  // namespace ravnest::wire

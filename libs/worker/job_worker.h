@@ -1,6 +1,8 @@
 // JobWorker: what a node runs for a job, as JobControl (job_control.h) drives it: a pipeline
-// stage (StageWorker), a parameter server (ParameterServer) or an evaluator (PsEvaluator). All
-// calls but status() happen on the node's compute thread.
+// stage (StageWorker), a stage of a prediction (StagePredictor), a parameter server
+// (ParameterServer), an embedding server (EmbeddingServer) or an evaluator (PsEvaluator), each
+// on WorkerBase (worker_base.h), which writes their lifecycle once. All calls but status()
+// happen on the node's compute thread.
 #pragma once
 
 #include <cstdint>

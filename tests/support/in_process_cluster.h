@@ -2,6 +2,9 @@
 // writer, each node's stage stored as a push stores it and the training set shipped beside it;
 // train() runs the job with every node's StageWorker in one LocalPort (local_port.h): the
 // daemons' training without sockets.
+//
+// InProcessPlan: the same for a plan `ravnest clusterize` writes in any mode (parameter servers,
+// hybrid): every node's worker, servers and evaluator included, in one LocalPort.
 #pragma once
 
 #include <functional>
@@ -41,6 +44,31 @@ class InProcessCluster {
   // `tamper` may change a node's setup first.
   Trained train(const config::JobSpec& job,
                 const std::function<void(worker::WorkerSetup&)>& tamper = {});
+
+ private:
+  TempDir dir_;
+  std::vector<std::unique_ptr<store::NodeStore>> stores_;
+  std::vector<config::NodeMetadata> metadata_;
+};
+
+class InProcessPlan {
+ public:
+  // A pool of `nodes` alike loopback nodes (ids 0..nodes-1); `clusterize` writes the plan: it
+  // gets the pool file and the plan directory to fill in (graph::ClusterizeOptions' nodes_path
+  // and out_dir).
+  InProcessPlan(int nodes,
+                const std::function<void(const std::string& pool_file,
+                                         const std::string& plan_dir)>& clusterize);
+
+  const std::vector<config::NodeMetadata>& metadata() const { return metadata_; }
+
+  // Each node's trained stage as it saved it (NodeStore::trained_path), by state-dict name
+  // (empty tensors, a hybrid trainer's table placeholders, left out), and every event.
+  struct Trained {
+    std::map<int, std::map<std::string, at::Tensor>> stages;
+    std::vector<worker::ProgressEventData> events;
+  };
+  Trained train(const config::JobSpec& job);
 
  private:
   TempDir dir_;

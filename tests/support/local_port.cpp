@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include <ATen/ATen.h>
 
 #include "libs/torch_support/eager_numerics.h"
+#include "libs/worker/job_setup.h"
 #include "libs/ring/ring_allreduce.h"
 #include "libs/ring/ring_local.h"
+#include "libs/training/random_state.h"
 #include "libs/wire/tensor_codec.h"
 
 namespace ravnest::test {
@@ -27,17 +30,52 @@ class LocalPort::Endpoint final : public WorkerPort {
   void reduce_rings(uint64_t round, std::vector<RingWork>& work, bool average) override {
     hub_.reduce_rings(node_, round, work, average);
   }
+  std::vector<worker::TransferMessage> exchange_with_servers(
+      std::vector<worker::TransferMessage> pushes) override;
+  std::vector<worker::TransferMessage> lookup_rows(
+      std::vector<worker::TransferMessage> lookups) override;
 
  private:
   LocalPort& hub_;
   const int node_;
 };
 
-struct LocalPort::Node {
-  Endpoint port;  // declared first: the worker holds a reference to it
-  std::unique_ptr<worker::StageWorker> worker;
-  int position = 0;
+struct LocalPort::Mailbox {
+  std::map<uint64_t, std::map<int, worker::TransferMessage>> waiting;  // step -> server -> answer
+  uint64_t taken_below = 0;  // steps before this one were taken
 };
+
+struct LocalPort::Thread {
+  std::thread thread;
+  bool busy = false;              // a task of its node is under way (maybe blocked)
+  std::function<void()> task;     // handed over by run_one
+  std::function<bool()> waiting;  // blocked: what the call waits for
+  bool stalled = false;           // blocked, and nothing else can run
+  bool quit = false;
+  std::exception_ptr error;       // escaped a task
+  at::Tensor generator;           // its CPU generator's state while others run
+};
+
+struct LocalPort::Node {
+  Node(LocalPort& hub, int id, const config::NodeMetadata& node)
+      : port(hub, id), position(node.position), ps_worker(node.role == config::Role::kWorker) {}
+  Endpoint port;  // declared first: the worker holds a reference to it
+  std::shared_ptr<worker::JobWorker> worker;
+  int position = 0;
+  bool ps_worker = false;  // a plan's worker: its servers' answers go to its mailboxes
+  Mailbox weights, rows;   // psWeights, psRows
+  std::unique_ptr<Thread> thread;  // while run() runs
+};
+
+std::vector<worker::TransferMessage> LocalPort::Endpoint::exchange_with_servers(
+    std::vector<worker::TransferMessage> pushes) {
+  return hub_.ask_servers(node_, hub_.nodes_.at(node_)->weights, std::move(pushes));
+}
+
+std::vector<worker::TransferMessage> LocalPort::Endpoint::lookup_rows(
+    std::vector<worker::TransferMessage> lookups) {
+  return hub_.ask_servers(node_, hub_.nodes_.at(node_)->rows, std::move(lookups));
+}
 
 struct LocalPort::Meeting {
   int size = 0;
@@ -51,18 +89,24 @@ struct LocalPort::Meeting {
 LocalPort::LocalPort() = default;
 LocalPort::~LocalPort() = default;
 
-worker::StageWorker& LocalPort::add(worker::WorkerSetup setup) {
+worker::JobWorker& LocalPort::add(worker::WorkerSetup setup) {
   const int id = setup.node.node_id;
   if (nodes_.count(id)) throw std::invalid_argument("node " + std::to_string(id) + " twice");
-  auto node = std::make_unique<Node>(Node{Endpoint(*this, id), nullptr, setup.node.position});
-  node->worker = std::make_unique<worker::StageWorker>(std::move(setup), node->port);
+  auto node = std::make_unique<Node>(*this, id, setup.node);
+  node->worker = worker::make_job_worker(std::move(setup), node->port);
   return *nodes_.emplace(id, std::move(node)).first->second->worker;
 }
 
-worker::StageWorker& LocalPort::worker(int node) {
+worker::JobWorker& LocalPort::worker(int node) {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) throw std::out_of_range("no worker for node " + std::to_string(node));
   return *it->second->worker;
+}
+
+worker::StageWorker& LocalPort::stage_worker(int node) {
+  auto* stage = dynamic_cast<worker::StageWorker*>(&worker(node));
+  if (!stage) throw std::invalid_argument("node " + std::to_string(node) + " is no pipeline stage");
+  return *stage;
 }
 
 void LocalPort::send(worker::TransferMessage message) {
@@ -71,8 +115,14 @@ void LocalPort::send(worker::TransferMessage message) {
     throw std::runtime_error("node " + std::to_string(message.from_node) + " sent to node " +
                              std::to_string(to) + ", which is not here");
   }
+  // A worker's answers from its servers go to its mailbox: its compute thread waits there.
+  Node& receiver = *nodes_.at(to);
+  Mailbox* mailbox = !receiver.ps_worker                               ? nullptr
+                     : message.kind == worker::TransferKind::kPsWeights ? &receiver.weights
+                     : message.kind == worker::TransferKind::kPsRows    ? &receiver.rows
+                                                                        : nullptr;
   auto shared = std::make_shared<worker::TransferMessage>(std::move(message));
-  tasks_.push_back({to, [this, to, shared]() {
+  tasks_.push_back({mailbox ? kNoWorker : to, [this, to, shared, mailbox]() {
                       for (auto& [output, value] : shared->values) {
                         if (value.isTensor()) {
                           at::Tensor t = value.toTensor().detach();
@@ -85,7 +135,10 @@ void LocalPort::send(worker::TransferMessage message) {
                         }
                       }
                       ++deliveries_;
-                      worker(to).receive(std::move(*shared));
+                      if (!mailbox) return worker(to).receive(std::move(*shared));
+                      const uint64_t step = shared->batch.step;
+                      if (step < mailbox->taken_below) return;
+                      mailbox->waiting[step][shared->from_node] = std::move(*shared);
                     }});
 }
 
@@ -98,21 +151,107 @@ void LocalPort::event(int node, const worker::ProgressEventData& data) {
   if (data.kind == worker::EventKind::kFailed && failure_.empty()) failure_ = data.message;
 }
 
-bool LocalPort::run_one() {
-  auto it = std::find_if(tasks_.begin(), tasks_.end(),
-                         [&](const Task& t) { return !busy_.count(t.node); });
-  if (it == tasks_.end()) return false;
-  Task task = std::move(*it);
-  tasks_.erase(it);
-  busy_.insert(task.node);
+// Runs on node `id`'s own thread: each task it is handed, while it holds the baton.
+void LocalPort::thread_main(int id, Thread& thread) {
+  const torch_support::EagerNumerics eager;  // a daemon's compute thread computes so (daemon.cpp)
+  std::unique_lock<std::mutex> lock(baton_mutex_);
+  while (true) {
+    baton_.wait(lock, [&] { return running_ == id; });
+    if (thread.quit) break;
+    std::function<void()> task = std::move(thread.task);
+    lock.unlock();
+    try {
+      own_generator(thread, [&] { task(); });
+    } catch (...) {
+      thread.error = std::current_exception();
+    }
+    lock.lock();
+    thread.busy = false;
+    running_ = kNoWorker;
+    baton_.notify_all();
+  }
+  running_ = kNoWorker;
+  baton_.notify_all();
+}
+
+// The process's CPU generator holds the running node's state, as if the node were a process.
+void LocalPort::own_generator(Thread& thread, const std::function<void()>& task) {
+  const c10::Device cpu(c10::kCPU);
+  if (thread.generator.defined()) training::set_random_state(cpu, thread.generator);
   try {
-    task.run();
+    task();
   } catch (...) {
-    busy_.erase(task.node);
+    thread.generator = training::random_state(cpu);
     throw;
   }
-  busy_.erase(task.node);
-  return true;
+  thread.generator = training::random_state(cpu);
+}
+
+void LocalPort::switch_to(int id) {
+  Thread& thread = *nodes_.at(id)->thread;
+  {
+    std::unique_lock<std::mutex> lock(baton_mutex_);
+    running_ = id;
+    baton_.notify_all();
+    baton_.wait(lock, [&] { return running_ == kNoWorker; });
+  }
+  if (thread.error) std::rethrow_exception(std::exchange(thread.error, nullptr));
+}
+
+void LocalPort::block_until(int node, const std::function<bool()>& done,
+                            const std::string& while_doing, const std::string& stalled) {
+  Thread& thread = *nodes_.at(node)->thread;
+  while (!done()) {
+    if (!failure_.empty()) throw std::runtime_error("the job failed: " + failure_);
+    if (aborting_) throw std::runtime_error("LocalPort: the run stopped " + while_doing);
+    check_deadline(while_doing);
+    if (std::exchange(thread.stalled, false)) throw std::runtime_error(stalled);
+    thread.generator = training::random_state(c10::Device(c10::kCPU));
+    {
+      std::unique_lock<std::mutex> lock(baton_mutex_);
+      thread.waiting = done;
+      running_ = kNoWorker;
+      baton_.notify_all();
+      baton_.wait(lock, [&] { return running_ == node; });
+      thread.waiting = nullptr;
+    }
+    training::set_random_state(c10::Device(c10::kCPU), thread.generator);
+  }
+}
+
+bool LocalPort::run_one() {
+  // A blocked call whose wait is over goes on first.
+  for (auto& [id, node] : nodes_) {
+    if (node->thread->waiting && node->thread->waiting()) {
+      switch_to(id);
+      return true;
+    }
+  }
+  auto it = std::find_if(tasks_.begin(), tasks_.end(), [&](const Task& t) {
+    return t.node == kNoWorker || !nodes_.at(t.node)->thread->busy;
+  });
+  if (it != tasks_.end()) {
+    Task task = std::move(*it);
+    tasks_.erase(it);
+    if (task.node == kNoWorker) {
+      task.run();
+      return true;
+    }
+    Thread& thread = *nodes_.at(task.node)->thread;
+    thread.busy = true;
+    thread.task = std::move(task.run);
+    switch_to(task.node);
+    return true;
+  }
+  // Nothing can run: a blocked call learns that what it waits for will never come.
+  for (auto& [id, node] : nodes_) {
+    if (node->thread->waiting) {
+      node->thread->stalled = true;
+      switch_to(id);
+      return true;
+    }
+  }
+  return false;
 }
 
 void LocalPort::check_deadline(const std::string& while_doing) const {
@@ -122,7 +261,6 @@ void LocalPort::check_deadline(const std::string& while_doing) const {
 }
 
 void LocalPort::run(std::chrono::milliseconds limit) {
-  const torch_support::EagerNumerics eager;  // this thread is every worker's compute thread (daemon.cpp)
   deadline_ = std::chrono::steady_clock::now() + limit;
   std::vector<std::pair<int, Node*>> order;
   for (auto& [id, node] : nodes_) order.emplace_back(id, node.get());
@@ -130,10 +268,34 @@ void LocalPort::run(std::chrono::milliseconds limit) {
     return (a.second->position == 0) < (b.second->position == 0);
   });
   for (auto& [id, node] : order) {
-    worker::StageWorker* worker = node->worker.get();
+    worker::JobWorker* worker = node->worker.get();
     tasks_.push_back({id, [worker]() { worker->start(); }});
   }
-  while (failure_.empty() && run_one()) check_deadline("running the job");
+  for (auto& [id, node] : nodes_) {
+    node->thread = std::make_unique<Thread>();
+    node->thread->thread = std::thread([this, id = id, t = node->thread.get()] { thread_main(id, *t); });
+  }
+  std::exception_ptr error;
+  try {
+    while (failure_.empty() && run_one()) check_deadline("running the job");
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // Calls still blocked end (throwing), then every thread.
+  aborting_ = true;
+  for (auto& [id, node] : nodes_) {
+    while (node->thread->busy) {
+      try {
+        switch_to(id);
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    node->thread->quit = true;
+    switch_to(id);
+    node->thread->thread.join();
+  }
+  if (error) std::rethrow_exception(error);
   if (!failure_.empty()) throw std::runtime_error("a worker failed: " + failure_);
   std::string unfinished;
   for (auto& [id, node] : nodes_) {
@@ -173,20 +335,42 @@ void LocalPort::reduce_rings(int node, uint64_t round, std::vector<WorkerPort::R
     }
     mine.push_back(&meeting);
   }
-  auto all_done = [&] {
-    return std::all_of(mine.begin(), mine.end(), [](const Meeting* m) { return m->done; });
-  };
-  while (!all_done()) {
-    if (!failure_.empty()) throw std::runtime_error("the job failed: " + failure_);
-    check_deadline("while node " + std::to_string(node) + " waits in a ring");
-    if (!run_one()) {
-      throw std::runtime_error("node " + std::to_string(node) + " waits in a ring round " +
-                               std::to_string(round) + " that its other members never join");
-    }
-  }
+  block_until(
+      node,
+      [&] { return std::all_of(mine.begin(), mine.end(), [](const Meeting* m) { return m->done; }); },
+      "while node " + std::to_string(node) + " waits in a ring",
+      "node " + std::to_string(node) + " waits in a ring round " + std::to_string(round) +
+          " that its other members never join");
   for (const Meeting* m : mine) {
     if (!m->error.empty()) throw std::runtime_error(m->error);
   }
+}
+
+std::vector<worker::TransferMessage> LocalPort::ask_servers(
+    int node, Mailbox& mailbox, std::vector<worker::TransferMessage> requests) {
+  if (requests.empty()) return {};
+  const uint64_t step = requests.front().batch.step;
+  std::vector<int> servers;
+  for (auto& request : requests) {
+    servers.push_back(request.to_node);
+    request.from_node = node;
+    send(std::move(request));
+  }
+  auto complete = [&] {
+    auto it = mailbox.waiting.find(step);
+    return it != mailbox.waiting.end() &&
+           std::all_of(servers.begin(), servers.end(),
+                       [&](int s) { return it->second.count(s) > 0; });
+  };
+  block_until(node, complete, "while node " + std::to_string(node) + " waits for its servers",
+              "node " + std::to_string(node) + " waits for servers that never answer step " +
+                  std::to_string(step));
+  std::vector<worker::TransferMessage> out;
+  auto& from = mailbox.waiting[step];
+  for (int s : servers) out.push_back(std::move(from[s]));
+  mailbox.waiting.erase(mailbox.waiting.begin(), mailbox.waiting.upper_bound(step));
+  mailbox.taken_below = step + 1;
+  return out;
 }
 
 struct LocalPort::RingSet {

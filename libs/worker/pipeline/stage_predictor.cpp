@@ -20,53 +20,25 @@ using wire::EventKind;
 using wire::ProgressEventData;
 
 StagePredictor::StagePredictor(WorkerSetup setup, WorkerPort& port)
-    : setup_(std::move(setup)), port_(port) {
+    : WorkerBase(std::move(setup), port, AfterFinish::kGoOn), input_slots_(setup_.node) {
   setup_.stage.eval();
-  for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
-    const auto& input = setup_.node.inputs[i];
-    if (input.from_node) {
-      input_slot_[{*input.from_node, static_cast<uint32_t>(input.from_output)}] = i;
-    }
-  }
   // Enough to keep every stage busy while the outputs travel, few enough to bound what waits.
   window_ = std::max<size_t>(4, 2 * setup_.node.pipeline.size());
   // What an earlier prediction left must not pass for this one's.
   if (is_leaf()) std::filesystem::remove(setup_.predictions_path);
 }
 
-WorkerStatus StagePredictor::status() const {
-  std::lock_guard<std::mutex> lock(status_mutex_);
-  return status_;
-}
-
-void StagePredictor::guarded(const std::function<void()>& body) {
-  if (stopped_) return;
-  try {
-    body();
-  } catch (const std::exception& e) {
-    if (auto tried = out_of_memory(e)) {  // the job stops, the daemon lives on
-      fail(setup_.device.str() + " out of memory during prediction" +
-           (tried->empty() ? "" : " (" + *tried + ")"));
-      return;
-    }
-    fail(torch_support::torch_message(e));
+std::string StagePredictor::failure_message(const std::exception& e) const {
+  if (auto tried = out_of_memory(e)) {  // the job stops, the daemon lives on
+    return setup_.device.str() + " out of memory during prediction" +
+           (tried->empty() ? "" : " (" + *tried + ")");
   }
+  return torch_support::torch_message(e);
 }
 
-void StagePredictor::fail(const std::string& why) {
-  if (stopped_) return;
-  stopped_ = true;
+void StagePredictor::on_failure() {
   waiting_.clear();
   outputs_.clear();
-  {
-    std::lock_guard<std::mutex> lock(status_mutex_);
-    status_.state = WorkerStatus::State::kFailed;
-    status_.error = why;
-  }
-  ProgressEventData event;
-  event.kind = EventKind::kFailed;
-  event.message = setup_.node.name + ": " + why;
-  port_.event(event);
 }
 
 void StagePredictor::start() {
@@ -79,16 +51,13 @@ void StagePredictor::start() {
     data::BatchOrder order(setup_.train_data->size(), setup_.batch_size, 0, /*shuffle=*/false,
                            /*drop_last=*/false);
     batches_ = order.epoch(0);
-    {
-      std::lock_guard<std::mutex> lock(status_mutex_);
-      status_.total_batches = batches_.size();
-    }
+    set_status([&](WorkerStatus& s) { s.total_batches = batches_.size(); });
     pump();
   });
 }
 
 void StagePredictor::pump() {
-  while (!stopped_ && in_flight_ < window_ && next_batch_ < batches_.size()) {
+  while (!failed() && in_flight_ < window_ && next_batch_ < batches_.size()) {
     if (next_micro_ == 0) {
       auto batch = setup_.train_data->get(batches_[next_batch_]);
       batch_inputs_ = std::move(batch.inputs);
@@ -164,13 +133,9 @@ void StagePredictor::receive(TransferMessage message) {
     }
     Micro& m = micro(message.batch);
     for (auto& [output, value] : message.values) {
-      auto slot = input_slot_.find({message.from_node, output});
-      if (slot == input_slot_.end()) {
-        throw std::runtime_error("node " + std::to_string(message.from_node) + " sent output " +
-                                 std::to_string(output) + " which this stage does not take");
-      }
-      m.inputs[slot->second] = to_device(value, setup_.device);
-      m.have[slot->second] = true;
+      const size_t slot = input_slots_.of(message.from_node, output);
+      m.inputs[slot] = to_device(value, setup_.device);
+      m.have[slot] = true;
     }
     if (std::all_of(m.have.begin(), m.have.end(), [](bool b) { return b; })) {
       const Key key{m.batch.step, m.batch.index};
@@ -191,23 +156,16 @@ void StagePredictor::forward(Micro m) {
   if (is_leaf()) {
     outputs_[Key{m.batch.step, m.batch.index}] = to_device(result, c10::Device(c10::kCPU));
     if (!is_root()) {
-      TransferMessage done;
-      done.kind = TransferKind::kPredicted;
-      done.from_node = setup_.node.node_id;
-      done.to_node = setup_.root_node;
-      done.batch = m.batch;
-      port_.send(std::move(done));
+      port_.send(wire::addressed(TransferKind::kPredicted, setup_.node.node_id, setup_.root_node,
+                                 m.batch));
     } else {
       --in_flight_;
     }
   } else {
     const auto& items = result.toTupleRef().elements();
     for (int consumer : setup_.node.forward_neighbours) {
-      TransferMessage message;
-      message.kind = TransferKind::kActivations;
-      message.from_node = setup_.node.node_id;
-      message.to_node = consumer;
-      message.batch = m.batch;
+      TransferMessage message = wire::addressed(TransferKind::kActivations, setup_.node.node_id,
+                                                consumer, m.batch);
       message.codec = setup_.compression.activations;
       for (size_t j = 0; j < setup_.node.outputs.size() && j < items.size(); ++j) {
         const auto& to = setup_.node.outputs[j].to_nodes;
@@ -230,16 +188,15 @@ void StagePredictor::micro_batch_done(const MicroBatchTag& batch) {
   count = batch.count;
   ++done;
   if (batch.last) last_step_ = batch.step;
-  {
-    std::lock_guard<std::mutex> lock(status_mutex_);
-    status_.batches = 0;
+  set_status([&](WorkerStatus& s) {
+    s.batches = 0;
     for (const auto& [step, progress] : steps_) {
-      if (progress.second == progress.first) ++status_.batches;
+      if (progress.second == progress.first) ++s.batches;
     }
-    status_.busy_seconds = busy_seconds_;
-    status_.running_seconds = base::now_seconds() - started_at_;
-    if (is_root()) status_.samples_per_second = samples_ / std::max(status_.running_seconds, 1e-9);
-  }
+    s.busy_seconds = busy_seconds_;
+    s.running_seconds = base::now_seconds() - started_at_;
+    if (is_root()) s.samples_per_second = samples_ / std::max(s.running_seconds, 1e-9);
+  });
   if (!last_step_ || steps_.size() != *last_step_ + 1) return;
   for (const auto& [step, progress] : steps_) {
     if (progress.second != progress.first) return;
@@ -257,18 +214,12 @@ void StagePredictor::write_predictions() {
 }
 
 void StagePredictor::finish() {
-  if (stopped_ || finished_) return;
+  if (over()) return;
   if (is_leaf()) write_predictions();
-  finished_ = true;
-  {
-    std::lock_guard<std::mutex> lock(status_mutex_);
-    status_.state = WorkerStatus::State::kFinished;
-  }
   ProgressEventData event;
-  event.kind = EventKind::kFinished;
   event.step = steps_.size();
   event.samples = samples_;
-  port_.event(event);
+  report_finished(event);
 }
 
 }  // namespace ravnest::worker

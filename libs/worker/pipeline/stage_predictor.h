@@ -18,19 +18,18 @@
 #include <utility>
 #include <vector>
 
-#include "libs/worker/job_worker.h"
+#include "libs/worker/pipeline/input_slots.h"
+#include "libs/worker/worker_base.h"
 #include "libs/worker/worker_port.h"
 
 namespace ravnest::worker {
 
-class StagePredictor final : public JobWorker {
+class StagePredictor final : public WorkerBase {
  public:
   StagePredictor(WorkerSetup setup, WorkerPort& port);
 
   void start() override;
   void receive(TransferMessage message) override;
-  void fail(const std::string& why) override;
-  WorkerStatus status() const override;  // any thread
 
  private:
   struct Key {
@@ -45,7 +44,9 @@ class StagePredictor final : public JobWorker {
   };
   bool is_root() const { return setup_.node.position == 0; }
   bool is_leaf() const { return setup_.node.returns_model_output; }
-  void guarded(const std::function<void()>& body);
+  // WorkerBase: a failure drops what waits; a device out of memory says so.
+  void on_failure() override;
+  std::string failure_message(const std::exception& e) const override;
   Micro& micro(const MicroBatchTag& batch);
   void forward(Micro m);
   // Root: lets micro-batches in while fewer than the window are out.
@@ -54,9 +55,7 @@ class StagePredictor final : public JobWorker {
   void write_predictions();
   void finish();
 
-  WorkerSetup setup_;
-  WorkerPort& port_;
-  std::map<std::pair<int, uint32_t>, size_t> input_slot_;  // (node, output) -> input index
+  InputSlots input_slots_;
   std::map<Key, Micro> waiting_;                            // inputs still missing
   // Micro-batches per step and how many this node is done with; the step that was last.
   std::map<uint64_t, std::pair<uint32_t, uint32_t>> steps_;
@@ -73,11 +72,6 @@ class StagePredictor final : public JobWorker {
   uint64_t samples_ = 0;
   double started_at_ = 0;
   double busy_seconds_ = 0;
-  bool stopped_ = false;
-  bool finished_ = false;
-
-  mutable std::mutex status_mutex_;
-  WorkerStatus status_;
 };
 
 }  // namespace ravnest::worker

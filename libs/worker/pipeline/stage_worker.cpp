@@ -13,27 +13,26 @@
 #include "libs/worker/compute_device.h"
 #include "libs/worker/pipeline/leaf_metrics.h"
 #include "libs/worker/pipeline/ring_work.h"
+#include "libs/worker/ps/embedding_rows.h"
+#include "libs/worker/ps/ps_exchange.h"
 #include "libs/torch_support/module_file.h"
 #include "libs/torch_support/torch_errors.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
 #include "libs/training/random_state.h"
 #include "libs/training/schedule.h"
-#include "libs/training/sparse_optimizer.h"
 
 namespace ravnest::worker {
 
 StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
-    : setup_(std::move(setup)),
-      port_(port),
+    : WorkerBase(std::move(setup), port, AfterFinish::kGoOn),
       deterministic_(setup_.deterministic),
       transfers_(setup_.device,
                  [this](TransferMessage message) { port_.send(std::move(message)); }),
+      input_slots_(setup_.node),
+      random_(setup_.node, setup_.device),
+      rings_(setup_, port_, transfers_),
       stash_(setup_.stage) {
-  for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
-    const auto& input = setup_.node.inputs[i];
-    if (input.from_node) input_slot_[{*input.from_node, input.from_output}] = i;
-  }
   if (is_root()) feeder_ = std::make_unique<RootFeeder>(setup_, static_cast<FeedTarget&>(*this));
   if (is_leaf()) {
     std::optional<std::string> validation;
@@ -43,38 +42,12 @@ StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
                                              std::move(validation));
   }
   if (setup_.optimizer) setup_.optimizer->zero_grad();
-  if (hybrid_trainer()) {
-    const auto& tables = setup_.node.parameter_server.sparse_tables;
-    for (size_t t = 0; t < tables.size(); ++t) {
-      TableSlot slot;
-      slot.index = t;
-      slot.server = tables[t].server;
-      const std::string& weight = tables[t].weight;
-      const size_t dot = weight.rfind('.');
-      slot.attribute = dot == std::string::npos ? weight : weight.substr(dot + 1);
-      slot.owner = setup_.stage;
-      for (size_t start = 0; dot != std::string::npos && start <= dot;) {
-        const size_t next = weight.find('.', start);
-        slot.owner = slot.owner.attr(weight.substr(start, next - start)).toModule();
-        start = next + 1;
-      }
-      slot.placeholder = slot.owner.attr(slot.attribute).toTensor();
-      bool found = false;
-      for (size_t i = 0; i < setup_.node.inputs.size(); ++i) {
-        const auto& input = setup_.node.inputs[i];
-        if (input.model_input && *input.model_input == tables[t].index_input) {
-          slot.input = i;
-          found = true;
-        }
-      }
-      if (!found) {
-        throw std::runtime_error("the stage takes no model input " +
-                                 std::to_string(tables[t].index_input) + " for " + weight);
-      }
-      table_slots_.push_back(std::move(slot));
+  if (setup_.node.role == config::Role::kWorker) {
+    if (setup_.node.parameter_server.hybrid()) {
+      rows_ = std::make_unique<EmbeddingRows>(setup_, port_);
+    } else {
+      servers_ = std::make_unique<ServerExchange>(setup_.node, setup_.job_id, port_);
     }
-    pending_row_ids_.resize(table_slots_.size());
-    pending_row_grads_.resize(table_slots_.size());
   }
   for (const auto& p : setup_.stage.parameters()) state_storages_.insert(p.storage().data());
   for (const auto& b : setup_.stage.buffers()) state_storages_.insert(b.storage().data());
@@ -92,31 +65,15 @@ at::Tensor StageWorker::sendable(const at::Tensor& output) const {
 
 StageWorker::~StageWorker() = default;
 
-void StageWorker::set_status(const std::function<void(WorkerStatus&)>& change) {
-  std::lock_guard<std::mutex> lock(status_mutex_);
-  change(status_);
-}
-
-WorkerStatus StageWorker::status() const {
-  std::lock_guard<std::mutex> lock(status_mutex_);
-  return status_;
-}
-
-void StageWorker::guarded(const std::function<void()>& body) {
-  if (stopped_) return;
-  try {
-    body();
-  } catch (const std::exception& e) {
-    // A device out of memory stops the job like any error, saying where: the daemon lives on
-    // and the memory goes back when the worker does.
-    if (auto tried = out_of_memory(e)) {
-      fail(transfers_.device().str() + " out of memory" +
+std::string StageWorker::failure_message(const std::exception& e) const {
+  // A device out of memory stops the job like any error, saying where: the daemon lives on
+  // and the memory goes back when the worker does.
+  if (auto tried = out_of_memory(e)) {
+    return transfers_.device().str() + " out of memory" +
            (doing_.empty() ? "" : " during " + doing_) +
-           (tried->empty() ? "" : " (" + *tried + ")"));
-      return;
-    }
-    fail(torch_support::torch_message(e));  // one line: a LibTorch error without its backtrace
+           (tried->empty() ? "" : " (" + *tried + ")");
   }
+  return torch_support::torch_message(e);  // one line: a LibTorch error without its backtrace
 }
 
 namespace {
@@ -129,20 +86,10 @@ std::string micro_batch_activity(const char* what, const MicroBatchTag& batch) {
 
 }  // namespace
 
-void StageWorker::fail(const std::string& why) {
-  if (stopped_) return;
-  stopped_ = true;
+void StageWorker::on_failure() {
   transfers_.drop();
   micro_.clear();
-  random_state_in_.clear();
-  set_status([&](WorkerStatus& s) {
-    s.state = WorkerStatus::State::kFailed;
-    s.error = why;
-  });
-  ProgressEventData event;
-  event.kind = EventKind::kFailed;
-  event.message = setup_.node.name + ": " + why;
-  port_.event(event);
+  random_.clear();
 }
 
 template <typename F>
@@ -166,9 +113,7 @@ void StageWorker::start() {
       // Every node starts from the job's seed, as the single-process run does: dropout in a
       // stage then draws what the whole model would have drawn there.
       torch::manual_seed(setup_.seed);
-      if (in_random_chain() && setup_.node.random_nodes.front() == setup_.node.node_id) {
-        random_state_in_[Key{false, 0, 0}] = training::random_state(setup_.device);
-      }
+      random_.start();
     }
     if (!feeder_) return;
     const uint64_t total = feeder_->start();
@@ -210,7 +155,7 @@ std::optional<uint64_t> StageWorker::hold(uint64_t target) {
       guarded([this] {
         if (held_) {
           begin_batch();
-        } else if (feeder_->asynchronous() && !finished_) {
+        } else if (feeder_->asynchronous() && !finished()) {
           feeder_->pump();
           progress();
         }
@@ -264,14 +209,7 @@ void StageWorker::receive(TransferMessage message) {
                                " while running job " + std::to_string(setup_.job_id));
     }
     if (message.kind == TransferKind::kRandomState) {
-      if (message.values.empty() || !message.values[0].second.isTensor() ||
-          message.values[0].second.toTensor().scalar_type() != at::kByte ||
-          message.batch.validate) {
-        throw std::runtime_error("a random state without a byte tensor from node " +
-                                 std::to_string(message.from_node));
-      }
-      random_state_in_[Key{false, message.batch.step, message.batch.index}] =
-          message.values[0].second.toTensor();
+      random_.take(message);
       progress();
       return;
     }
@@ -281,14 +219,9 @@ void StageWorker::receive(TransferMessage message) {
     switch (message.kind) {
       case TransferKind::kActivations:
         for (auto& [output, value] : message.values) {
-          auto slot = input_slot_.find({message.from_node, output});
-          if (slot == input_slot_.end()) {
-            throw std::runtime_error("node " + std::to_string(message.from_node) +
-                                     " sent output " + std::to_string(output) +
-                                     " which this stage does not take");
-          }
-          m.inputs[slot->second] = std::move(value);
-          m.have_input[slot->second] = true;
+          const size_t slot = input_slots_.of(message.from_node, output);
+          m.inputs[slot] = std::move(value);
+          m.have_input[slot] = true;
         }
         break;
       case TransferKind::kLabels:
@@ -300,11 +233,7 @@ void StageWorker::receive(TransferMessage message) {
         break;
       case TransferKind::kRandomState:
         break;  // handled above
-      case TransferKind::kPsGradients:
-      case TransferKind::kPsWeights:
-      case TransferKind::kPsLookup:
-      case TransferKind::kPsRows:
-      case TransferKind::kPredicted:
+      default:  // the parameter-server kinds, kPredicted
         throw std::runtime_error("node " + std::to_string(message.from_node) +
                                  " sent a message a training stage does not take");
       case TransferKind::kGradients:
@@ -329,41 +258,8 @@ bool StageWorker::ready_for_forward(const Micro& m) const {
   for (bool have : m.have_input) {
     if (!have) return false;
   }
-  if (in_random_chain() && !m.batch.validate &&
-      !random_state_in_.count(Key{false, m.batch.step, m.batch.index})) {
-    return false;
-  }
+  if (!random_.ready(m.batch)) return false;
   return !is_leaf() || m.labels.has_value();
-}
-
-// The random stream runs through the chain's nodes as through one process: micro-batch after
-// micro-batch, and within one, node after node (NodeMetadata::random_nodes).
-bool StageWorker::in_random_chain() const {
-  const auto& chain = setup_.node.random_nodes;
-  return chain.size() >= 2 &&
-         std::find(chain.begin(), chain.end(), setup_.node.node_id) != chain.end();
-}
-
-void StageWorker::pass_random_state(const MicroBatchTag& batch) {
-  const auto& chain = setup_.node.random_nodes;
-  auto self = std::find(chain.begin(), chain.end(), setup_.node.node_id);
-  MicroBatchTag next = batch;
-  int to = 0;
-  if (self + 1 != chain.end()) {
-    to = *(self + 1);
-  } else {
-    if (batch.last && batch.index + 1 == batch.count) return;  // the stream ends here
-    to = chain.front();
-    if (batch.index + 1 < batch.count) {
-      ++next.index;
-    } else {
-      ++next.step;
-      next.index = 0;
-    }
-  }
-  TransferMessage message = message_to(TransferKind::kRandomState, to, next);
-  message.values.emplace_back(0, training::random_state(setup_.device));
-  transfers_.send(std::move(message));
 }
 
 void StageWorker::advance(Key& cursor, const MicroBatchTag& batch) {
@@ -378,7 +274,7 @@ void StageWorker::advance(Key& cursor, const MicroBatchTag& batch) {
 // Runs every forward and backward that is ready, in micro-batch order.
 void StageWorker::progress() {
   bool moved = true;
-  while (moved && !stopped_) {
+  while (moved && !failed()) {
     moved = false;
     for (Key* cursor : {&next_forward_train_, &next_forward_validate_}) {
       auto it = micro_.find(*cursor);
@@ -411,7 +307,7 @@ void StageWorker::progress() {
     }
   }
   // Nothing else is ready: every transfer still on its way to the host goes out now.
-  if (!stopped_) transfers_.flush();
+  if (!failed()) transfers_.flush();
 }
 
 void StageWorker::forward(Micro& m) {
@@ -431,12 +327,8 @@ void StageWorker::forward(Micro& m) {
       }
     }
   }
-  const bool chained = train && in_random_chain();
-  if (chained) {
-    auto state = random_state_in_.find(Key{false, m.batch.step, m.batch.index});
-    training::set_random_state(setup_.device, state->second);
-    random_state_in_.erase(state);
-  }
+  const bool chained = train && random_.member();
+  if (chained) random_.enter(m.batch);
   if (train && asynchronous() && !is_leaf()) {
     // Its backward may come after an update: what it needs to run this forward again.
     m.version = stash_.version();
@@ -447,21 +339,29 @@ void StageWorker::forward(Micro& m) {
     }
     if (setup_.record_versions) m.checksum = stash_.checksum();
   }
-  if (hybrid_trainer()) look_up_rows(m, args, train);
+  EmbeddingRows::Lookup looked;
+  if (rows_) {
+    transfers_.flush();  // the lookup blocks
+    looked = rows_->look_up(m.batch, args, train);
+  }
   c10::IValue result;
   try {
     result = setup_.stage.forward(args);
   } catch (...) {
-    if (hybrid_trainer()) put_back_placeholders();
+    if (rows_) rows_->put_back_placeholders();
     throw;
   }
-  if (hybrid_trainer()) put_back_placeholders();  // the graph keeps the rows it used
+  if (rows_) rows_->put_back_placeholders();  // the graph keeps the rows it used
   m.forwarded = true;
-  if (chained) pass_random_state(m.batch);
+  if (auto next = chained ? random_.next(m.batch) : std::nullopt) {
+    TransferMessage message = message_to(TransferKind::kRandomState, next->first, next->second);
+    message.values.emplace_back(0, training::random_state(setup_.device));
+    transfers_.send(std::move(message));
+  }
 
   if (is_leaf()) {
     leaf_loss(m, result);
-    if (hybrid_trainer() && train) collect_row_gradients(m);
+    if (rows_ && train) rows_->collect_gradients(looked);
     return;
   }
 
@@ -558,11 +458,7 @@ void StageWorker::backward(Micro& m) {
 }
 
 TransferMessage StageWorker::message_to(TransferKind kind, int to, const MicroBatchTag& batch) const {
-  TransferMessage message;
-  message.kind = kind;
-  message.from_node = setup_.node.node_id;
-  message.to_node = to;
-  message.batch = batch;
+  TransferMessage message = wire::addressed(kind, setup_.node.node_id, to, batch);
   if (kind == TransferKind::kActivations) message.codec = setup_.compression.activations;
   if (kind == TransferKind::kGradients) message.codec = setup_.compression.gradients;
   return message;
@@ -594,15 +490,15 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   const bool data_parallel = setup_.cluster_count > 1;
   if (training::update_due(batches_done_, setup_.update_frequency, batch.last)) {
     boundary_valid_ = false;  // the parameters are about to change
-    if (parameter_server_worker()) {
-      exchange_with_servers(batch);
+    if (servers_) {
+      servers_->exchange(setup_.stage, updates_done_, batch);
     } else {
-      if (!setup_.shared_rings.empty()) sum_shared_gradients();
+      if (!setup_.shared_rings.empty()) rings_.sum_shared_gradients();
       if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
         reduce_across_clusters(RingTensors::kGradients);
       }
       timed([&] { update_weights([&] { setup_.optimizer->step(); }); });
-      if (hybrid_trainer()) push_row_gradients(batch);
+      if (rows_) rows_->push_gradients(updates_done_, batch);
     }
     setup_.optimizer->zero_grad();
     if (setup_.lr_schedule) setup_.lr_schedule->on_update();
@@ -632,7 +528,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   }
   if (batch.last) {
     training_done_ = true;
-    if (data_parallel && !parameter_server_worker()) reduce_across_clusters(RingTensors::kFinal);
+    if (data_parallel && !servers_) reduce_across_clusters(RingTensors::kFinal);
     save_stage();
   }
   if (feeder_) {
@@ -668,198 +564,9 @@ void StageWorker::update_weights(const std::function<void()>& change) {
   stash_.after_update();
 }
 
-// A parameter server's worker: the update is the servers'. Each gets the gradients of its shard
-// and this worker's buffers, and answers with the shard's weights after its update, which replace
-// this worker's (with the buffers too at the end of a synchronous job).
-void StageWorker::exchange_with_servers(const MicroBatchTag& batch) {
-  const auto& plan = setup_.node.parameter_server;
-  std::map<std::string, at::Tensor> parameters, buffers;
-  for (const auto& p : setup_.stage.named_parameters()) parameters.emplace(p.name, p.value);
-  for (const auto& b : setup_.stage.named_buffers()) buffers.emplace(b.name, b.value);
-  std::vector<TransferMessage> pushes;
-  for (const auto& server : plan.servers) {
-    TransferMessage push;
-    push.kind = TransferKind::kPsGradients;
-    push.from_node = setup_.node.node_id;
-    push.to_node = server.node;
-    push.batch.job_id = setup_.job_id;
-    push.batch.step = updates_done_;
-    push.batch.epoch = batch.epoch;
-    push.batch.last = batch.last;
-    push.batch.version = server_versions_[server.node];
-    for (size_t i = 0; i < server.tensors.size(); ++i) {
-      const auto& name = server.tensors[i];
-      if (auto p = parameters.find(name); p != parameters.end()) {
-        if (!p->second.requires_grad()) continue;
-        const at::Tensor& grad = p->second.grad();
-        // Zeros for a parameter the loss did not reach, as the reference does.
-        push.values.emplace_back(static_cast<uint32_t>(i),
-                                 grad.defined() ? grad : at::zeros_like(p->second));
-      } else if (auto b = buffers.find(name); b != buffers.end()) {
-        push.values.emplace_back(static_cast<uint32_t>(i), b->second);
-      } else {
-        throw std::runtime_error("the plan's shard of node_" + std::to_string(server.node) +
-                                 " names " + name + ", which this stage lacks");
-      }
-    }
-    pushes.push_back(std::move(push));
-  }
-  auto weights = port_.exchange_with_servers(std::move(pushes));
-  torch::NoGradGuard no_grad;
-  for (size_t s = 0; s < plan.servers.size() && s < weights.size(); ++s) {
-    const auto& server = plan.servers[s];
-    server_versions_[server.node] = weights[s].batch.version;
-    for (const auto& [index, value] : weights[s].values) {
-      if (index >= server.tensors.size() || !value.isTensor()) {
-        throw std::runtime_error("node_" + std::to_string(server.node) +
-                                 " answered with a tensor outside its shard");
-      }
-      const auto& name = server.tensors[index];
-      auto p = parameters.find(name);
-      at::Tensor target = p != parameters.end() ? p->second : buffers.at(name);
-      if (target.sizes() != value.toTensor().sizes()) {
-        throw std::runtime_error("node_" + std::to_string(server.node) + " answered " + name +
-                                 " with another shape");
-      }
-      target.copy_(value.toTensor());
-    }
-  }
-}
-
-void StageWorker::look_up_rows(Micro& m, std::vector<c10::IValue>& args, bool train) {
-  std::map<int, TransferMessage> lookups;  // by server
-  m.row_ids.assign(table_slots_.size(), at::Tensor());
-  m.rows.assign(table_slots_.size(), at::Tensor());
-  for (size_t t = 0; t < table_slots_.size(); ++t) {
-    const TableSlot& slot = table_slots_[t];
-    const auto& weight = setup_.node.parameter_server.sparse_tables[slot.index].weight;
-    if (!args[slot.input].isTensor()) throw std::runtime_error("the indices of " + weight + " are not a tensor");
-    const at::Tensor indices = args[slot.input].toTensor();
-    if (!at::isIntegralType(indices.scalar_type(), /*includeBool=*/false)) {
-      throw std::runtime_error("the indices of " + weight + " must be integers");
-    }
-    // Sorted unique ids; each index becomes its id's position among them.
-    auto [ids, inverse, counts] = at::_unique2(indices, /*sorted=*/true, /*return_inverse=*/true);
-    m.row_ids[t] = ids.to(at::kLong);
-    args[slot.input] = inverse.to(indices.scalar_type());
-    auto [it, fresh] = lookups.try_emplace(slot.server);
-    TransferMessage& lookup = it->second;
-    if (fresh) {
-      lookup.kind = TransferKind::kPsLookup;
-      lookup.from_node = setup_.node.node_id;
-      lookup.to_node = slot.server;
-      lookup.batch = m.batch;
-      lookup.batch.step = lookups_;
-    }
-    lookup.values.emplace_back(static_cast<uint32_t>(slot.index), m.row_ids[t]);
-  }
-  ++lookups_;
-  transfers_.flush();  // the lookup blocks
-  std::vector<TransferMessage> requests;
-  for (auto& [server, lookup] : lookups) requests.push_back(std::move(lookup));
-  for (auto& answer : port_.lookup_rows(std::move(requests))) {
-    for (auto& [index, value] : answer.values) {
-      size_t t = 0;
-      while (t < table_slots_.size() && table_slots_[t].index != index) ++t;
-      if (t == table_slots_.size() || table_slots_[t].server != answer.from_node ||
-          !value.isTensor() || m.rows[t].defined()) {
-        throw std::runtime_error("node_" + std::to_string(answer.from_node) +
-                                 " answered a lookup with rows it was not asked for");
-      }
-      at::Tensor rows = value.toTensor();
-      auto expected = table_slots_[t].placeholder.sizes().vec();
-      expected[0] = m.row_ids[t].size(0);
-      if (rows.sizes().vec() != expected) {
-        throw std::runtime_error("node_" + std::to_string(answer.from_node) +
-                                 " answered a lookup with rows of another shape");
-      }
-      rows = rows.to(setup_.device, table_slots_[t].placeholder.scalar_type()).detach();
-      if (train && table_slots_[t].placeholder.requires_grad()) rows.requires_grad_(true);
-      m.rows[t] = rows;
-      table_slots_[t].owner.setattr(table_slots_[t].attribute, rows);
-    }
-  }
-  for (size_t t = 0; t < table_slots_.size(); ++t) {
-    if (!m.rows[t].defined()) {
-      put_back_placeholders();
-      throw std::runtime_error("node_" + std::to_string(table_slots_[t].server) +
-                               " did not answer a lookup of every table it holds");
-    }
-  }
-}
-
-void StageWorker::put_back_placeholders() {
-  for (auto& slot : table_slots_) slot.owner.setattr(slot.attribute, slot.placeholder);
-}
-
-void StageWorker::collect_row_gradients(const Micro& m) {
-  for (size_t t = 0; t < table_slots_.size(); ++t) {
-    if (!m.rows[t].defined() || !m.rows[t].requires_grad()) continue;
-    at::Tensor grad = m.rows[t].grad();
-    if (!grad.defined()) grad = at::zeros_like(m.rows[t]);
-    if (grad.is_sparse()) grad = grad.to_dense();
-    pending_row_ids_[t].push_back(m.row_ids[t]);
-    pending_row_grads_[t].push_back(grad.detach());
-  }
-}
-
-// The row gradients of the update's lookups, summed per id, to the servers holding the tables;
-// waits until every server has applied this update (everybody's), so the next lookup sees it.
-void StageWorker::push_row_gradients(const MicroBatchTag& batch) {
-  std::map<int, TransferMessage> pushes;
-  for (size_t t = 0; t < table_slots_.size(); ++t) {
-    const TableSlot& slot = table_slots_[t];
-    auto [it, fresh] = pushes.try_emplace(slot.server);
-    TransferMessage& push = it->second;
-    if (fresh) {
-      push.kind = TransferKind::kPsGradients;
-      push.from_node = setup_.node.node_id;
-      push.to_node = slot.server;
-      push.batch.job_id = setup_.job_id;
-      push.batch.step = updates_done_;
-      push.batch.epoch = batch.epoch;
-      push.batch.last = batch.last;
-      push.codec = setup_.compression.gradients;
-    }
-    auto [ids, sum] = training::coalesce_rows(pending_row_ids_[t], pending_row_grads_[t]);
-    pending_row_ids_[t].clear();
-    pending_row_grads_[t].clear();
-    push.values.emplace_back(static_cast<uint32_t>(2 * slot.index), ids);
-    push.values.emplace_back(static_cast<uint32_t>(2 * slot.index + 1), sum);
-  }
-  std::vector<TransferMessage> list;
-  for (auto& [server, push] : pushes) list.push_back(std::move(push));
-  port_.exchange_with_servers(std::move(list));
-}
-
-// Averages over the clusters what `what` says (ring_work.h) with this node's copies in the other
-// clusters.
 void StageWorker::reduce_across_clusters(RingTensors what) {
-  if (setup_.node.rings.empty()) return;
-  auto work = cluster_ring_work(setup_.stage, setup_.node.rings, what,
-                                setup_.average_optim ? setup_.optimizer.get() : nullptr);
-  for (auto& w : work) {
-    w.codec = setup_.compression.rings;
-    w.stream = what == RingTensors::kGradients ? "gradients"
-               : what == RingTensors::kState   ? "state"
-                                               : "final";
-  }
-  torch::NoGradGuard no_grad;
-  const uint64_t round = reduce_round_++;
-  auto reduce = [&](std::vector<WorkerPort::RingWork>& on_host) {
-    port_.reduce_rings(round, on_host);
-  };
-  if (what == RingTensors::kGradients) return transfers_.reduce_on_host(work, reduce);
-  update_weights([&] { transfers_.reduce_on_host(work, reduce); });
-}
-
-// Each copy of a shared tensor gets the gradient of the whole model: the sum over its holders.
-void StageWorker::sum_shared_gradients() {
-  auto work = shared_gradient_work(setup_.stage, setup_.node, setup_.shared_rings);
-  torch::NoGradGuard no_grad;
-  const uint64_t round = shared_round_++;
-  transfers_.reduce_on_host(work, [&](std::vector<WorkerPort::RingWork>& on_host) {
-    port_.reduce_rings(round, on_host, /*average=*/false);
+  rings_.reduce_across_clusters(what, [this](const std::function<void()>& change) {
+    update_weights(change);
   });
 }
 
@@ -867,20 +574,17 @@ void StageWorker::save_stage() { torch_support::save_module_atomically(setup_.st
 
 // Finished nodes keep forwarding: the final validation round may still be on its way.
 void StageWorker::finish() {
-  if (stopped_ || finished_) return;
+  if (over()) return;
   transfers_.flush();  // the last transfers go before the node says it is done
-  finished_ = true;
   // `ravnest resume` of a finished job says so instead of training it again.
   if (setup_.checkpoints && !setup_.identity.empty()) {
     setup_.checkpoints->mark_finished(setup_.identity);
   }
-  set_status([&](WorkerStatus& s) { s.state = WorkerStatus::State::kFinished; });
   ProgressEventData event;
-  event.kind = EventKind::kFinished;
   event.epoch = current_epoch_;
   event.step = updates_done_;
   event.samples = feeder_ ? feeder_->samples_done() : 0;
-  port_.event(event);
+  report_finished(event);
 }
 
 }  // namespace ravnest::worker

@@ -5,9 +5,15 @@
 // along the chain of nodes that draw (NodeMetadata::random_nodes) and the reduces over shared
 // and cross-cluster rings before or after it.
 //
-// Its role-specific parts: the root's RootFeeder (root_feeder.h) reads the data and lets
-// micro-batches in; the leaf's LeafMetrics (leaf_metrics.h) keeps losses, losses.txt and the
-// step and validation events. Everything reaches the outside through the WorkerPort
+// Its role-specific parts, each made only when the node's role needs it: the root's RootFeeder
+// (root_feeder.h) reads the data and lets micro-batches in; the leaf's LeafMetrics
+// (leaf_metrics.h) keeps losses, losses.txt and the step and validation events; a
+// parameter-server worker's ServerExchange (ps/ps_exchange.h) makes its updates on the servers;
+// a hybrid trainer's EmbeddingRows (ps/embedding_rows.h) looks its tables' rows up for each
+// forward and pushes their gradients at each update. Every node's parts: its RandomChain
+// (random_chain.h) when its stage draws in the chain, its StageRings (stage_rings.h), its
+// WeightStash (weight_stash.h) under async. Its lifecycle (failing, finishing, status)
+// is WorkerBase's (worker_base.h); a finished stage goes on forwarding the final validation. Everything reaches the outside through the WorkerPort
 // (transfer.h): NodeService in a daemon, LocalPort (tests/support/local_port.h) in one process.
 // Transfers cross between the compute device and the host through its DeviceTransfers
 // (device_transfers.h): on a GPU, outgoing ones wait for their copies to the host while later
@@ -32,8 +38,11 @@
 
 #include "libs/worker/compute_device.h"
 #include "libs/worker/device_transfers.h"
-#include "libs/worker/job_worker.h"
+#include "libs/worker/worker_base.h"
+#include "libs/worker/pipeline/input_slots.h"
+#include "libs/worker/pipeline/random_chain.h"
 #include "libs/worker/pipeline/ring_work.h"
+#include "libs/worker/pipeline/stage_rings.h"
 #include "libs/worker/pipeline/root_feeder.h"
 #include "libs/worker/transfer.h"
 #include "libs/worker/pipeline/weight_stash.h"
@@ -42,23 +51,23 @@
 
 namespace ravnest::worker {
 
+class EmbeddingRows;
 class LeafMetrics;
+class ServerExchange;
 
-class StageWorker final : public JobWorker, private FeedTarget {
+class StageWorker final : public WorkerBase, private FeedTarget {
  public:
   StageWorker(WorkerSetup setup, WorkerPort& port);
   ~StageWorker() override;
 
   void start() override;  // the root begins injecting; others wait for transfers
   void receive(TransferMessage message) override;
-  void fail(const std::string& why) override;  // a peer or the node itself failed
   // The job is being stopped: writes the checkpoint of the last update boundary unless it is
   // written already (or the node stopped inside an update, or has no checkpoint store).
   void checkpoint_on_stop() override;
   // The root: RootFeeder::hold, and feeding goes on if the boundary moved past where it held.
   std::optional<uint64_t> hold(uint64_t target) override;
 
-  WorkerStatus status() const override;  // any thread
   const torch::jit::Module& stage() const { return setup_.stage; }
 
   // With WorkerSetup::record_versions (tests), one per training backward of a stage whose
@@ -98,46 +107,21 @@ class StageWorker final : public JobWorker, private FeedTarget {
     uint64_t version = 0;
     std::optional<at::Tensor> random_state;
     double checksum = 0;
-    // Hybrid: per sparse table, the ids looked up and the rows the forward ran on.
-    std::vector<at::Tensor> row_ids, rows;
-  };
-  // Hybrid: where a sparse table sits in the stage (its weight, an empty placeholder between
-  // forwards) and which input holds its indices.
-  struct TableSlot {
-    size_t index = 0;  // in the plan's sparse_tables
-    int server = 0;
-    torch::jit::Module owner;
-    std::string attribute;
-    at::Tensor placeholder;
-    size_t input = 0;
   };
 
   bool is_root() const { return setup_.node.position == 0; }
   bool is_leaf() const { return setup_.node.returns_model_output; }
   Micro& micro(const MicroBatchTag& batch);
-  void guarded(const std::function<void()>& body);
+  // WorkerBase: a failure drops what is in flight; a device out of memory says where.
+  void on_failure() override;
+  std::string failure_message(const std::exception& e) const override;
   void progress();
   bool ready_for_forward(const Micro& m) const;
-  bool in_random_chain() const;
   at::Tensor sendable(const at::Tensor& output) const;
-  void pass_random_state(const MicroBatchTag& batch);
   void forward(Micro& m);
   void backward(Micro& m);
   void backward_outputs(Micro& m);
   bool asynchronous() const { return setup_.schedule == config::PipelineSchedule::kAsync; }
-  bool parameter_server_worker() const {
-    return setup_.node.role == config::Role::kWorker && !setup_.node.parameter_server.hybrid();
-  }
-  bool hybrid_trainer() const {
-    return setup_.node.role == config::Role::kWorker && setup_.node.parameter_server.hybrid();
-  }
-  // Hybrid: the rows of each table that `args` index, put in the stage; the indices become row
-  // positions. Blocks until the servers answer.
-  void look_up_rows(Micro& m, std::vector<c10::IValue>& args, bool train);
-  void put_back_placeholders();
-  void collect_row_gradients(const Micro& m);
-  void push_row_gradients(const MicroBatchTag& batch);
-  void exchange_with_servers(const MicroBatchTag& batch);
   // Async: the forward of `m` again, on `module` (the weights it first ran on), for its backward.
   void recompute_forward(Micro& m, torch::jit::Module& module);
   // Changes the parameters in place (`change`): under async, a new version of the weights.
@@ -148,7 +132,7 @@ class StageWorker final : public JobWorker, private FeedTarget {
   TransferMessage message_to(TransferKind kind, int to, const MicroBatchTag& batch) const;
 
   // FeedTarget: the root's feeder lets micro-batches in here.
-  bool feeding_stopped() const override { return stopped_; }
+  bool feeding_stopped() const override { return failed(); }
   void enter(const MicroBatchTag& tag, const std::vector<at::Tensor>& inputs,
              const at::Tensor& labels) override;
   void run_ready() override { progress(); }
@@ -163,13 +147,9 @@ class StageWorker final : public JobWorker, private FeedTarget {
   void resume_from(const training::StageCheckpoint& checkpoint);
   void write_checkpoint();
   void save_stage();
-  void sum_shared_gradients();
-  void reduce_across_clusters(RingTensors what);
+  void reduce_across_clusters(RingTensors what);  // StageRings', changing weights as updates do
   void finish();
-  void set_status(const std::function<void(WorkerStatus&)>& change);
 
-  WorkerSetup setup_;
-  WorkerPort& port_;
   DeterministicAlgorithms deterministic_;  // [train] deterministic, for the worker's lifetime
   DeviceTransfers transfers_;
   // What the compute thread is doing, for an out-of-memory error: "forward of micro-batch 3
@@ -179,14 +159,10 @@ class StageWorker final : public JobWorker, private FeedTarget {
   Key next_forward_train_{false, 0, 0};
   Key next_forward_validate_{true, 0, 0};
   Key next_backward_{false, 0, 0};
-  std::map<std::pair<int, uint32_t>, size_t> input_slot_;  // (node, output) -> input index
-  std::map<Key, at::Tensor> random_state_in_;  // training micro-batch -> generator state to use
   std::set<const void*> state_storages_;       // memory of the stage's parameters and buffers
   uint32_t current_epoch_ = 0;
   uint64_t batches_done_ = 0;
   uint64_t updates_done_ = 0;
-  uint64_t reduce_round_ = 0;
-  uint64_t shared_round_ = 0;
   training::StageCheckpoint boundary_;  // buffers only in its state
   bool boundary_valid_ = false;
   size_t boundary_losses_ = 0;
@@ -198,23 +174,19 @@ class StageWorker final : public JobWorker, private FeedTarget {
   double busy_seconds_ = 0;
   template <typename F>
   void timed(F&& work);
-  bool stopped_ = false;   // failed: nothing more happens
-  bool held_ = false;      // the root's begin_batch() met its feeder's hold
-  bool finished_ = false;  // training done
+  bool held_ = false;  // the root's begin_batch() met its feeder's hold
 
   bool training_done_ = false;  // the last batch finished (the final validation may follow)
+  InputSlots input_slots_;
+  RandomChain random_;
+  StageRings rings_;
   WeightStash stash_;
-  std::map<int, uint64_t> server_versions_;  // parameter server node -> version of its weights
-  std::vector<TableSlot> table_slots_;        // hybrid trainer
-  uint64_t lookups_ = 0;
-  std::vector<std::vector<at::Tensor>> pending_row_ids_, pending_row_grads_;  // per table
   std::vector<BackwardRecord> backward_records_;
   size_t most_versions_kept_ = 0;
   std::unique_ptr<RootFeeder> feeder_;    // root only
   std::unique_ptr<LeafMetrics> metrics_;  // leaf only
-
-  mutable std::mutex status_mutex_;
-  WorkerStatus status_;
+  std::unique_ptr<ServerExchange> servers_;  // a parameter-server worker only
+  std::unique_ptr<EmbeddingRows> rows_;      // a hybrid trainer only
 };
 
 }  // namespace ravnest::worker

@@ -14,7 +14,7 @@ void StageWorker::resume_from(const training::StageCheckpoint& c) {
   if (setup_.lr_schedule) setup_.lr_schedule->restore(c.lr_steps);
   training::set_random_state(setup_.device, c.random_state);
   if (c.next_random_state.defined()) {
-    random_state_in_[Key{false, c.batches, 0}] = c.next_random_state;
+    random_.set_waiting(c.batches, 0, c.next_random_state);
   }
   current_epoch_ = c.epoch;
   batches_done_ = c.batches;
@@ -22,8 +22,8 @@ void StageWorker::resume_from(const training::StageCheckpoint& c) {
   next_forward_train_ = Key{false, c.batches, 0};
   next_backward_ = Key{false, c.batches, 0};
   updates_done_ = c.updates;
-  reduce_round_ = c.reduce_round;
-  shared_round_ = c.shared_round;
+  rings_.reduce_round = c.reduce_round;
+  rings_.shared_round = c.shared_round;
   mark_boundary();
   saved_updates_ = c.updates;
   set_status([&](WorkerStatus& s) {
@@ -45,11 +45,10 @@ void StageWorker::mark_boundary() {
   b.batches = batches_done_;
   b.epoch = current_epoch_;
   b.lr_steps = setup_.lr_schedule ? setup_.lr_schedule->steps() : 0;
-  b.reduce_round = reduce_round_;
-  b.shared_round = shared_round_;
+  b.reduce_round = rings_.reduce_round;
+  b.shared_round = rings_.shared_round;
   b.random_state = training::random_state(setup_.device);
-  auto next = random_state_in_.find(Key{false, batches_done_, 0});
-  b.next_random_state = next != random_state_in_.end() ? next->second : at::Tensor();
+  b.next_random_state = random_.waiting(batches_done_, 0);
   b.state.clear();
   for (const auto& buffer : setup_.stage.named_buffers()) {
     b.state.emplace_back(buffer.name, buffer.value.detach().clone());

@@ -11,7 +11,7 @@
 namespace ravnest::worker {
 
 EmbeddingServer::EmbeddingServer(WorkerSetup setup, WorkerPort& port)
-    : PsRole(std::move(setup), port) {
+    : WorkerBase(std::move(setup), port) {
   if (!setup_.sparse_optimizer) {
     throw std::runtime_error("sparse_optimizer: a hybrid plan's servers need [sparse_optimizer]");
   }
@@ -104,11 +104,9 @@ void check_ids(const at::Tensor& ids, int64_t rows, int from_node) {
 }  // namespace
 
 void EmbeddingServer::lookup(const TransferMessage& message) {
-  TransferMessage answer;
-  answer.kind = TransferKind::kPsRows;
-  answer.from_node = setup_.node.node_id;
-  answer.to_node = message.from_node;
-  answer.batch = message.batch;
+  // The answer carries the lookup's tag: the trainer waits for its lookup number.
+  TransferMessage answer =
+      wire::addressed(TransferKind::kPsRows, setup_.node.node_id, message.from_node, message.batch);
   torch::NoGradGuard no_grad;
   for (const auto& [index, value] : message.values) {
     Table& t = table(index, message.from_node);
@@ -121,15 +119,17 @@ void EmbeddingServer::lookup(const TransferMessage& message) {
 }
 
 void EmbeddingServer::take(int trainer, TransferMessage message) {
-  const uint64_t step = message.batch.step;
+  const uint64_t step = message.update();
   if (step < next_step_ || pending_[step].count(trainer)) {
     throw std::runtime_error("node " + std::to_string(message.from_node) +
                              " pushed update " + std::to_string(step) + " twice");
   }
   for (const auto& [index, value] : message.values) {
-    Table& t = table(index / 2, message.from_node);
+    Table& t = table(index / 2, message.from_node);  // wire::row_ids_value, row_sums_value
     if (!value.isTensor()) throw std::runtime_error("row gradients without a tensor");
-    if (index % 2 == 0) check_ids(value.toTensor(), t.weight.size(0), message.from_node);
+    if (index == wire::row_ids_value(t.index)) {
+      check_ids(value.toTensor(), t.weight.size(0), message.from_node);
+    }
   }
   if (message.batch.last) trainers_done_.insert(trainer);
   pending_[step].emplace(trainer, std::move(message));
@@ -140,11 +140,8 @@ void EmbeddingServer::take(int trainer, TransferMessage message) {
     pending_.erase(it);
     update(pushes);
     for (const auto& [index, push] : pushes) {
-      TransferMessage ack;
-      ack.kind = TransferKind::kPsWeights;
-      ack.from_node = setup_.node.node_id;
-      ack.to_node = push.from_node;
-      ack.batch = push.batch;
+      TransferMessage ack =
+          wire::addressed(TransferKind::kPsWeights, setup_.node.node_id, push.from_node, push.batch);
       ack.batch.version = next_step_ + 1;
       port_.send(std::move(ack));
     }
@@ -166,8 +163,8 @@ void EmbeddingServer::update(const std::map<int, TransferMessage>& pushes) {
     for (const auto& [trainer, push] : pushes) {  // in trainer order
       at::Tensor push_ids, push_grads;
       for (const auto& [index, value] : push.values) {
-        if (index / 2 != t.index) continue;
-        (index % 2 == 0 ? push_ids : push_grads) = value.toTensor();
+        if (index == wire::row_ids_value(t.index)) push_ids = value.toTensor();
+        if (index == wire::row_sums_value(t.index)) push_grads = value.toTensor();
       }
       if (!push_ids.defined() || !push_grads.defined()) continue;
       if (push_grads.dim() != t.weight.dim() || push_grads.size(0) != push_ids.size(0) ||

@@ -21,12 +21,12 @@
 #include <set>
 #include <vector>
 
-#include "libs/worker/ps_role.h"
+#include "libs/worker/worker_base.h"
 #include "libs/training/sparse_optimizer.h"
 
 namespace ravnest::worker {
 
-class EmbeddingServer final : public PsRole {
+class EmbeddingServer final : public WorkerBase {
  public:
   EmbeddingServer(WorkerSetup setup, WorkerPort& port);
 

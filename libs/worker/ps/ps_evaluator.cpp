@@ -9,7 +9,7 @@
 
 namespace ravnest::worker {
 
-PsEvaluator::PsEvaluator(WorkerSetup setup, WorkerPort& port) : PsRole(std::move(setup), port) {
+PsEvaluator::PsEvaluator(WorkerSetup setup, WorkerPort& port) : WorkerBase(std::move(setup), port) {
   std::map<std::string, at::Tensor> state;
   for (const auto& p : setup_.stage.named_parameters()) state.emplace(p.name, p.value);
   for (const auto& b : setup_.stage.named_buffers()) state.emplace(b.name, b.value);
@@ -49,7 +49,7 @@ void PsEvaluator::receive(TransferMessage message) {
       }
     }
     // Every server sends the same rounds (under async their versions may differ a little).
-    const uint64_t round = message.batch.step;
+    const uint64_t round = message.update();
     const bool last = message.batch.last;
     auto& shards = waiting_[round];
     shards[message.from_node] = std::move(message);

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "libs/worker/ps_role.h"
+#include "libs/worker/worker_base.h"
 
 namespace ravnest::worker {
 
-class PsEvaluator final : public PsRole {
+class PsEvaluator final : public WorkerBase {
  public:
   PsEvaluator(WorkerSetup setup, WorkerPort& port);
 

@@ -24,7 +24,7 @@ const config::PsServer& own_shard(const config::NodeMetadata& node) {
 }  // namespace
 
 ParameterServer::ParameterServer(WorkerSetup setup, WorkerPort& port)
-    : PsRole(std::move(setup), port) {
+    : WorkerBase(std::move(setup), port) {
   std::map<std::string, at::Tensor> parameters, buffers;
   for (const auto& p : setup_.stage.named_parameters()) parameters.emplace(p.name, p.value);
   for (const auto& b : setup_.stage.named_buffers()) buffers.emplace(b.name, b.value);
@@ -77,7 +77,7 @@ void ParameterServer::receive(TransferMessage message) {
 
 void ParameterServer::take(Push push) {
   const int worker = push.worker;
-  const uint64_t step = push.message.batch.step;
+  const uint64_t step = push.message.update();
   const bool last = push.message.batch.last;
   std::vector<at::Tensor> buffers(tensors_.size());
   for (const auto& [index, value] : push.message.values) {
@@ -192,12 +192,11 @@ void ParameterServer::answer(int worker, uint64_t step, bool with_buffers) {
 // To the evaluator, `step` is the evaluation's round (every server sends the same rounds), to a
 // worker the update answered.
 void ParameterServer::send_weights(int to_node, uint64_t step, bool last, bool with_buffers) {
-  TransferMessage message;
-  message.kind = TransferKind::kPsWeights;
-  message.from_node = setup_.node.node_id;
-  message.to_node = to_node;
-  message.batch.job_id = setup_.job_id;
-  message.batch.step = step;
+  MicroBatchTag tag;
+  tag.job_id = setup_.job_id;
+  TransferMessage message =
+      wire::addressed(TransferKind::kPsWeights, setup_.node.node_id, to_node, tag);
+  message.set_update(step);
   message.batch.version = version_;
   message.batch.epoch = epoch_;
   message.batch.last = last;

@@ -23,11 +23,11 @@
 #include <string>
 #include <vector>
 
-#include "libs/worker/ps_role.h"
+#include "libs/worker/worker_base.h"
 
 namespace ravnest::worker {
 
-class ParameterServer final : public PsRole {
+class ParameterServer final : public WorkerBase {
  public:
   // The evaluation round of the final weights (psWeights to the evaluator carry their round).
   static constexpr uint64_t kFinalRound = UINT64_MAX;

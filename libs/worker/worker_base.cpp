@@ -1,13 +1,11 @@
-#include "libs/worker/ps_role.h"
-
-#include <exception>
+#include "libs/worker/worker_base.h"
 
 namespace ravnest::worker {
 
-void PsRole::fail(const std::string& why) {
-  if (over_) return;
-  over_ = true;
+void WorkerBase::fail(const std::string& why) {
+  if (done()) return;
   failed_ = true;
+  on_failure();
   set_status([&](WorkerStatus& s) {
     s.state = WorkerStatus::State::kFailed;
     s.error = why;
@@ -18,31 +16,35 @@ void PsRole::fail(const std::string& why) {
   port_.event(event);
 }
 
-WorkerStatus PsRole::status() const {
+WorkerStatus WorkerBase::status() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return status_;
 }
 
-void PsRole::finish(uint64_t updates) {
-  if (over_) return;
-  over_ = true;
+void WorkerBase::report_finished(ProgressEventData event) {
+  if (over()) return;
+  finished_ = true;
   set_status([&](WorkerStatus& s) { s.state = WorkerStatus::State::kFinished; });
-  ProgressEventData event;
   event.kind = EventKind::kFinished;
-  event.step = updates;
   port_.event(event);
 }
 
-void PsRole::guarded(const std::function<void()>& body) {
-  if (over_) return;
+void WorkerBase::finish(uint64_t updates) {
+  ProgressEventData event;
+  event.step = updates;
+  report_finished(event);
+}
+
+void WorkerBase::guarded(const std::function<void()>& body) {
+  if (done()) return;
   try {
     body();
   } catch (const std::exception& e) {
-    fail(e.what());
+    fail(failure_message(e));
   }
 }
 
-void PsRole::set_status(const std::function<void(WorkerStatus&)>& change) {
+void WorkerBase::set_status(const std::function<void(WorkerStatus&)>& change) {
   std::lock_guard<std::mutex> lock(mutex_);
   change(status_);
 }

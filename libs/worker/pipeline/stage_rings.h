@@ -1,0 +1,42 @@
+// StageRings: a stage's reduces over its rings, numbered as every member numbers them: the sums
+// of shared tensors' gradients within the cluster (shared_rings, before every update) and the
+// averages across clusters (node.rings: gradients before an update, parameters and buffers after
+// one or at the end; ring_work.h says what each takes). The tensors cross between the compute
+// device and the host through the worker's DeviceTransfers; the rounds so far are what a
+// checkpoint keeps.
+//
+// Part of a StageWorker (stage_worker.h); compute thread only; blocks in WorkerPort::reduce_rings
+// and throws what it throws.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "libs/worker/device_transfers.h"
+#include "libs/worker/pipeline/ring_work.h"
+#include "libs/worker/worker_setup.h"
+
+namespace ravnest::worker {
+
+class StageRings {
+ public:
+  StageRings(const WorkerSetup& setup, WorkerPort& port, DeviceTransfers& transfers)
+      : setup_(setup), port_(port), transfers_(transfers) {}
+
+  // Each copy of a shared tensor gets the gradient of the whole model: the sum over its holders.
+  void sum_shared_gradients();
+  // Averages what `what` says with this node's copies in the other clusters. What changes the
+  // parameters (kState, kFinal) runs inside `change_weights` (under async: a new version).
+  void reduce_across_clusters(RingTensors what,
+                              const std::function<void(const std::function<void()>&)>& change_weights);
+
+  uint64_t reduce_round = 0;  // across clusters, so far
+  uint64_t shared_round = 0;  // within the cluster, so far
+
+ private:
+  const WorkerSetup& setup_;
+  WorkerPort& port_;
+  DeviceTransfers& transfers_;
+};
+
+}  // namespace ravnest::worker
