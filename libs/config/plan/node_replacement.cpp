@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "libs/config/plan/plan_layout.h"
+#include "libs/config/plan/node_metadata.h"
 
 namespace ravnest::config {
 
@@ -58,7 +59,7 @@ std::vector<int> replace_node(std::vector<NodeMetadata>& nodes, int old_id, cons
   auto old = std::find_if(nodes.begin(), nodes.end(),
                           [&](const NodeMetadata& n) { return n.node_id == old_id; });
   if (old == nodes.end()) {
-    throw std::runtime_error("node_" + std::to_string(old_id) + " is not in the plan");
+    throw std::runtime_error(node_name(old_id) + " is not in the plan");
   }
   for (const auto& n : nodes) {
     if (n.node_id == spare.id) {

@@ -10,6 +10,7 @@
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/file_stream.h"
 #include "libs/wire/tensor_stream.h"
+#include "libs/config/plan/node_metadata.h"
 
 namespace ravnest::daemon {
 
@@ -140,7 +141,7 @@ void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
       request.setSize(size);
       request.setSha256(sha);
       auto sink = request.send().getSink();
-      const std::string who = "node_" + std::to_string(keeper->node);
+      const std::string who = config::node_name(keeper->node);
       tasks_.add(wire::stream_file(sink, file)
                      .ignoreResult()
                      .catch_([who, updates](kj::Exception&& e) {

@@ -14,6 +14,7 @@
 #include "libs/base/printable.h"
 #include "libs/daemon/rings/ring_link.h"
 #include "libs/daemon/rings/shared_segments.h"
+#include "libs/config/plan/node_metadata.h"
 
 namespace ravnest::daemon {
 
@@ -156,12 +157,6 @@ class ParkedThread {
   std::thread thread_;  // last: starts once the rest exists
 };
 
-namespace {
-
-std::string node_name(int node) { return "node_" + std::to_string(node); }
-
-}  // namespace
-
 // One ring of the running job: its link, its algorithm, and (made when needed) its thread.
 class RingMember::Session {
  public:
@@ -196,7 +191,7 @@ class RingMember::Session {
   static RingPeerAddress peer(const config::RingMembership& ring, int position) {
     const int n = static_cast<int>(ring.peers.size());
     const auto& p = ring.peers[static_cast<size_t>(((position % n) + n) % n)];
-    return {node_name(p.node), p.address};
+    return {config::node_name(p.node), p.address};
   }
 
   std::vector<config::RingPeer> peers_;
