@@ -24,6 +24,7 @@
 #include "libs/base/config_error.h"
 #include "libs/config/job/job_plan_check.h"
 #include "libs/config/job/job_spec.h"
+#include "libs/config/plan/plan_file.h"
 #include "libs/config/plan/plan_layout.h"
 #include "libs/base/regular_file.h"
 #include "libs/base/sha256.h"
@@ -176,28 +177,14 @@ Plan load_plan(const std::string& dir) {
   plan.dir = dir;
   const config::PlanLayout layout(dir);
   const std::string plan_path = layout.plan_file();
-  nlohmann::json json;
+  config::PlanFile file;
   try {
-    json = nlohmann::json::parse(base::read_file(plan_path));
+    file = config::load_plan_file(plan_path);
   } catch (const std::exception& e) {
     throw std::runtime_error(plan_path + ": no readable plan (run `ravnest clusterize`): " +
                              e.what());
   }
-  for (const auto& cluster : json.at("clusters")) {
-    for (int id : cluster.at("nodes")) {
-      plan.nodes.push_back(config::load_node_metadata(layout.node_file(id)));
-    }
-  }
-  // A parameter-server plan's servers and evaluator belong to no cluster.
-  if (json.contains("parameter_server")) {
-    const auto& ps = json.at("parameter_server");
-    for (const auto& server : ps.at("servers")) {
-      plan.nodes.push_back(config::load_node_metadata(layout.node_file(server.at("node").get<int>())));
-    }
-    if (ps.contains("evaluator")) {
-      plan.nodes.push_back(config::load_node_metadata(layout.node_file(ps.at("evaluator").get<int>())));
-    }
-  }
+  for (int id : file.node_ids()) plan.nodes.push_back(config::load_node_metadata(layout.node_file(id)));
   return plan;
 }
 
