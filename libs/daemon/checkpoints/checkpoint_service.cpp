@@ -127,7 +127,7 @@ void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
     sha = base::sha256_file_hex(file.string());
     size = std::filesystem::file_size(file);
   } catch (const std::exception& e) {
-    spdlog::warn("no copy of the checkpoint for node_{}: {}", keeper->node, e.what());
+    spdlog::warn("no copy of the checkpoint for {}: {}", config::node_name(keeper->node), e.what());
     return;
   }
   const int cluster = self.cluster, position = self.position;

@@ -218,8 +218,8 @@ kj::Promise<void> RingMember::open_ring(OpenRingCall context, wire::StreamSlot s
          offer.getSlots(), offer.getSlotBytes()},
         refusal);
     if (shared == nullptr) {
-      spdlog::debug("ring {}: node_{} sends through the connection ({})", params.getRing(),
-                    params.getFromNode(), refusal);
+      spdlog::debug("ring {}: {} sends through the connection ({})", params.getRing(),
+                    config::node_name(params.getFromNode()), refusal);
     }
   }
   context.getResults().setSharedAccepted(shared != nullptr);
