@@ -10,6 +10,7 @@
 
 #include "apps/ravnest/dashboard_page.h"
 #include "apps/ravnest/dashboard_state.h"
+#include "libs/base/address.h"
 #include "libs/base/atomic_file.h"
 #include "libs/requester/job_identity.h"
 
@@ -38,20 +39,15 @@ const char* reason(int status) {
   }
 }
 
+// --listen: host:port (port 0 picks a free one), the host an IP address (no name is resolved).
 tcp::endpoint parse_listen(const std::string& listen) {
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos) throw std::runtime_error("--listen " + listen + ": must be host:port");
-  std::string host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  std::string why;
+  const auto parsed = base::Address::try_parse(listen, base::Address::PortRule::kZeroAllowed, &why);
+  if (!parsed) throw std::runtime_error("--listen " + listen + ": " + why);
   asio::error_code error;
-  const auto address = asio::ip::make_address(host, error);
+  const auto address = asio::ip::make_address(parsed->host(), error);
   if (error) throw std::runtime_error("--listen " + listen + ": not an IP address");
-  const std::string port = listen.substr(colon + 1);
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(port) > 65535) {
-    throw std::runtime_error("--listen " + listen + ": not a port");
-  }
-  return tcp::endpoint(address, static_cast<uint16_t>(std::stoi(port)));
+  return tcp::endpoint(address, parsed->port());
 }
 
 // What the page shows, gathered from the daemons; kept half a second (one poll per page).

@@ -14,4 +14,9 @@ namespace ravnest::base {
 std::string printable(std::string_view text,
                       size_t limit = std::numeric_limits<size_t>::max());
 
+// The same, for text shown between double quotes: '"' and '\\' are escaped too (\x22, \x5c), so
+// that the quotes around it are the only ones.
+std::string printable_quoted(std::string_view text,
+                             size_t limit = std::numeric_limits<size_t>::max());
+
 }  // namespace ravnest::base

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "libs/base/config_error.h"
+#include "libs/base/printable.h"
 
 namespace ravnest::base {
 namespace {
@@ -43,23 +44,8 @@ size_t utf8_length(const std::string& name, size_t i) {
   return length;
 }
 
-// At most 60 characters of the name, non-printable bytes escaped, for the message.
-std::string shown(const std::string& name) {
-  std::string out;
-  for (size_t i = 0; i < name.size() && i < 60; ++i) {
-    const unsigned char c = static_cast<unsigned char>(name[i]);
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  if (name.size() > 60) out += "...";
-  return out;
-}
+// At most 60 characters of the name, non-printable bytes and quotes escaped, for the message.
+std::string shown(const std::string& name) { return printable_quoted(name, 60); }
 
 // Empty when acceptable, else why not.
 std::string problem(const std::string& name) {

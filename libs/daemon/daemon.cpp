@@ -13,6 +13,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "libs/base/address.h"
 #include "libs/base/byte_size.h"
 #include "libs/base/secret.h"
 #include "libs/daemon/systemd_notify.h"
@@ -46,24 +47,11 @@ void open_log(const config::DaemonConfig& config) {
   spdlog::flush_on(spdlog::level::info);
 }
 
-// "host:port" or "[v6]:port" as (host, port); throws std::runtime_error naming it otherwise.
-std::pair<std::string, uint16_t> host_and_port(const std::string& listen) {
-  const auto colon = listen.rfind(':');
-  const auto fail = [&]() -> std::pair<std::string, uint16_t> {
-    throw std::runtime_error("cannot listen on " + listen + ": not host:port");
-  };
-  if (colon == std::string::npos || colon + 1 == listen.size()) return fail();
-  std::string host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  unsigned long port = 0;
-  for (char c : listen.substr(colon + 1)) {
-    if (c < '0' || c > '9' || port > 65535) return fail();
-    port = port * 10 + static_cast<unsigned long>(c - '0');
-  }
-  if (port > 65535) return fail();
-  return {host, static_cast<uint16_t>(port)};
+// "host:port" or "[v6]:port" (port 0: a free one); throws std::runtime_error naming it otherwise.
+base::Address listen_address(const std::string& listen) {
+  auto address = base::Address::try_parse(listen, base::Address::PortRule::kZeroAllowed);
+  if (!address) throw std::runtime_error("cannot listen on " + listen + ": not host:port");
+  return *address;
 }
 
 }  // namespace
@@ -165,8 +153,8 @@ int run_daemon(const config::DaemonConfig& config) {
   };
   kj::Own<wire::RpcServer> server;
   try {
-    const auto [host, listen_port] = host_and_port(listen);
-    server = kj::heap<wire::RpcServer>(gate, host, listen_port, options);
+    const auto address = listen_address(listen);
+    server = kj::heap<wire::RpcServer>(gate, address.host(), address.port(), options);
   } catch (const kj::Exception& e) {
     throw std::runtime_error("cannot listen on " + listen + ": " + wire::kj_reason(e));
   }

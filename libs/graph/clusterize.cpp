@@ -411,8 +411,8 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
     const auto& ps = *result.ps_plan;
     char line[256];
     for (const auto& server : ps.servers) {
-      std::snprintf(line, sizeof line, "server node_%d: %zu tensors, %s, exchange %.1f ms a step",
-                    server.node_id, server.tensors.size(),
+      std::snprintf(line, sizeof line, "server %s: %zu tensors, %s, exchange %.1f ms a step",
+                    config::node_name(server.node_id).c_str(), server.tensors.size(),
                     human_bytes(static_cast<double>(server.shard_bytes)).c_str(),
                     server.exchange_seconds * 1e3);
       log(line);

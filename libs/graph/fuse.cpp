@@ -23,6 +23,7 @@
 #include "libs/torch_support/torch_load_file.h"
 #include "libs/graph/stage_builder.h"
 #include "libs/torch_support/torch_errors.h"
+#include "libs/config/plan/node_metadata.h"
 
 namespace ravnest::graph {
 namespace fs = std::filesystem;
@@ -32,7 +33,7 @@ namespace {
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 std::string node_label(const config::NodeMetadata& meta) {
-  return meta.name.empty() ? "node_" + std::to_string(meta.node_id) : meta.name;
+  return meta.name.empty() ? config::node_name(meta.node_id) : meta.name;
 }
 
 std::string shape_text(const at::Tensor& t) {

@@ -111,31 +111,27 @@ config::ParameterServerPlan roles_of(const planner::PsPoolPlan& plan,
   return ps;
 }
 
-nlohmann::json role_plan_json(const planner::PsPoolPlan& plan, const PlanHeader& header,
-                              const std::string& mode) {
-  nlohmann::json plan_json = plan_json_common(header);
-  plan_json["mode"] = mode;
-  plan_json["samples_per_second"] = plan.samples_per_second;
-  plan_json["step_seconds"] = plan.step_seconds;
-  plan_json["clusters"] = nlohmann::json::array();
+// plan.json of a parameter-server plan ("mode": `mode`): one cluster per worker, no rings yet.
+config::PlanFile role_plan_file(const planner::PsPoolPlan& plan, const PlanHeader& header,
+                                const std::string& mode) {
+  config::PlanFile out = plan_file_header(header);
+  out.mode = mode;
+  out.samples_per_second = plan.samples_per_second;
+  out.step_seconds = plan.step_seconds;
   for (size_t w = 0; w < plan.workers.size(); ++w) {
-    plan_json["clusters"].push_back(
-        {{"id", w},
-         {"samples_per_second", plan.samples_per_second / static_cast<double>(plan.workers.size())},
-         {"nodes", {plan.workers[w].node_id}}});
+    out.clusters.push_back(
+        {static_cast<int>(w), plan.samples_per_second / static_cast<double>(plan.workers.size()),
+         {plan.workers[w].node_id}});
   }
-  plan_json["rings"] = nlohmann::json::array();
-  nlohmann::json servers = nlohmann::json::array();
+  config::PlanParameterServer ps;
   for (const auto& server : plan.servers) {
-    servers.push_back({{"node", server.node_id},
-                       {"tensors", server.tensors.size()},
-                       {"bytes", server.shard_bytes},
-                       {"exchange_seconds", server.exchange_seconds}});
+    ps.servers.push_back({server.node_id, server.tensors.size(), server.shard_bytes,
+                          server.exchange_seconds});
   }
-  plan_json["parameter_server"] = {{"servers", servers}};
-  if (plan.evaluator) plan_json["parameter_server"]["evaluator"] = *plan.evaluator;
-  plan_json["unplaced_nodes"] = plan.unplaced_nodes;
-  return plan_json;
+  ps.evaluator = plan.evaluator;
+  out.parameter_server = std::move(ps);
+  out.unplaced_nodes = plan.unplaced_nodes;
+  return out;
 }
 
 }  // namespace
@@ -148,7 +144,7 @@ std::vector<config::NodeMetadata> write_parameter_server_plan(
   auto nodes = write_role_nodes(model, plan, roles_of(plan, node_config), node_config, dir);
   write_node_files(nodes, dir);
   base::write_file_atomically(config::PlanLayout(dir).plan_file(),
-                                role_plan_json(plan, header, "parameter_server").dump(2) + "\n");
+                              config::to_json(role_plan_file(plan, header, "parameter_server")));
   return nodes;
 }
 
@@ -211,19 +207,11 @@ std::vector<config::NodeMetadata> write_hybrid_plan(
       if (trainer.node_id == meta.node_id) meta.rings = trainer.rings;
     }
   }
-  nlohmann::json plan_json = role_plan_json(plan, header, "hybrid");
-  for (const auto& ring : rings) {
-    plan_json["rings"].push_back(
-        {{"id", ring.id}, {"parameters", ring.parameters}, {"nodes", ring.nodes}});
-  }
-  nlohmann::json sparse = nlohmann::json::array();
-  for (const auto& t : ps.sparse_tables) {
-    sparse.push_back({{"weight", t.weight}, {"server", t.server}, {"index_input", t.index_input},
-                      {"shape", t.shape}});
-  }
-  plan_json["parameter_server"]["sparse_tables"] = sparse;
+  config::PlanFile plan_file = role_plan_file(plan, header, "hybrid");
+  plan_file.rings = rings;
+  plan_file.parameter_server->sparse_tables = ps.sparse_tables;
   write_node_files(nodes, dir);
-  base::write_file_atomically(layout.plan_file(), plan_json.dump(2) + "\n");
+  base::write_file_atomically(layout.plan_file(), config::to_json(plan_file));
   return nodes;
 }
 

@@ -8,8 +8,6 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
-
 #include "libs/base/atomic_file.h"
 #include "libs/config/plan/plan_layout.h"
 #include "libs/base/sha256.h"
@@ -178,12 +176,12 @@ std::vector<config::NodeMetadata> write_cluster_stages(
   return out;
 }
 
-std::vector<RingSummary> assign_rings(std::vector<config::NodeMetadata>& nodes) {
+std::vector<config::PlanRing> assign_rings(std::vector<config::NodeMetadata>& nodes) {
   std::vector<planner::HeldParameters> holders;
   for (const auto& meta : nodes) holders.push_back({meta.node_id, meta.cluster, meta.parameters});
   std::map<int, config::NodeMetadata*> by_id;
   for (auto& meta : nodes) by_id[meta.node_id] = &meta;
-  std::vector<RingSummary> summary;
+  std::vector<config::PlanRing> summary;
   for (const auto& ring : planner::form_rings(holders)) {
     summary.push_back({ring.id, ring.parameters, ring.nodes});
     std::vector<config::RingPeer> peers;
@@ -210,20 +208,19 @@ void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std:
   }
 }
 
-nlohmann::json plan_json_common(const PlanHeader& header) {
-  nlohmann::json out = {{"format", "ravnest.plan/1"},
-                        {"model", fs::absolute(header.model_path).string()},
-                        {"model_sha256", base::sha256_hex(base::read_file(header.model_path))},
-                        {"seed", header.seed},
-                        {"example_inputs", header.example_inputs}};
+config::PlanFile plan_file_header(const PlanHeader& header) {
+  config::PlanFile out;
+  out.model = fs::absolute(header.model_path).string();
+  out.model_sha256 = base::sha256_hex(base::read_file(header.model_path));
+  out.seed = header.seed;
+  out.example_inputs = header.example_inputs;
   const auto& p = header.planning;
   if (p.schedule || p.activations != config::WireCodec::kNone ||
       p.gradients != config::WireCodec::kNone) {
-    out["planning"] = {{"schedule", p.schedule ? config::to_string(*p.schedule) : "unmodelled"},
-                       {"micro_batches", p.micro_batches},
-                       {"max_in_flight", p.max_in_flight},
-                       {"activations", config::to_string(p.activations)},
-                       {"gradients", config::to_string(p.gradients)}};
+    out.planning = config::PlanPlanning{p.schedule ? config::to_string(*p.schedule) : "unmodelled",
+                                        p.micro_batches, p.max_in_flight,
+                                        config::to_string(p.activations),
+                                        config::to_string(p.gradients)};
   }
   return out;
 }
@@ -243,28 +240,21 @@ std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const plan
                                              const PlanHeader& header, const std::string& dir) {
   std::map<int, config::NodeConfig> node_config;
   for (const auto& node : pool) node_config[node.id] = node;
-  nlohmann::json plan_json = plan_json_common(header);
-  plan_json["samples_per_second"] = plan.samples_per_second;
-  plan_json["clusters"] = nlohmann::json::array();
-  plan_json["rings"] = nlohmann::json::array();
+  config::PlanFile plan_file = plan_file_header(header);
+  plan_file.samples_per_second = plan.samples_per_second;
   std::vector<config::NodeMetadata> nodes;
   for (const auto& cluster : plan.clusters) {
     auto cluster_nodes = write_cluster_stages(model, cluster, node_config, dir);
-    nlohmann::json cluster_json = {{"id", cluster.id},
-                                   {"samples_per_second", cluster.samples_per_second},
-                                   {"nodes", nlohmann::json::array()}};
-    for (const auto& meta : cluster_nodes) cluster_json["nodes"].push_back(meta.node_id);
-    plan_json["clusters"].push_back(cluster_json);
+    config::PlanCluster entry{cluster.id, cluster.samples_per_second, {}};
+    for (const auto& meta : cluster_nodes) entry.nodes.push_back(meta.node_id);
+    plan_file.clusters.push_back(std::move(entry));
     for (auto& meta : cluster_nodes) nodes.push_back(std::move(meta));
   }
   pin_certificates(nodes, node_config);
   for (auto& meta : nodes) meta.cluster_count = static_cast<int>(plan.clusters.size());
-  for (const auto& ring : assign_rings(nodes)) {
-    plan_json["rings"].push_back(
-        {{"id", ring.id}, {"parameters", ring.parameters}, {"nodes", ring.nodes}});
-  }
+  plan_file.rings = assign_rings(nodes);
   write_node_files(nodes, dir);
-  base::write_file_atomically(config::PlanLayout(dir).plan_file(), plan_json.dump(2) + "\n");
+  base::write_file_atomically(config::PlanLayout(dir).plan_file(), config::to_json(plan_file));
   return nodes;
 }
 

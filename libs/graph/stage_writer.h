@@ -7,9 +7,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "libs/config/plan/node_metadata.h"
+#include "libs/config/plan/plan_file.h"
 #include "libs/config/pool/node_pool.h"
 #include "libs/graph/model_graph.h"
 #include "libs/planner/cluster_plan.h"
@@ -21,12 +20,7 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     const std::map<int, config::NodeConfig>& nodes, const std::string& dir);
 
 // Ring membership for every node, from the parameters each holds; returns plan.json's rings.
-struct RingSummary {
-  int id;
-  std::vector<std::string> parameters;
-  std::vector<int> nodes;
-};
-std::vector<RingSummary> assign_rings(std::vector<config::NodeMetadata>& nodes);
+std::vector<config::PlanRing> assign_rings(std::vector<config::NodeMetadata>& nodes);
 
 // Writes DIR/nodes/node_<id>.json for each node, atomically.
 void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std::string& dir);
@@ -39,8 +33,9 @@ struct PlanHeader {
   std::vector<std::string> example_inputs;
   planner::PlanningOptions planning;  // written as "planning" when a schedule or codec was given
 };
-// plan.json's fields every plan has: format, model (absolute), model_sha256, seed, example_inputs.
-nlohmann::json plan_json_common(const PlanHeader& header);
+// plan.json's fields every plan has: format, model (absolute), model_sha256, seed, example_inputs,
+// and the planning options when a schedule or codec was given.
+config::PlanFile plan_file_header(const PlanHeader& header);
 
 // Each node's tls_fingerprints: the pool's pinned certificates of the given nodes.
 void pin_certificates(std::vector<config::NodeMetadata>& nodes,

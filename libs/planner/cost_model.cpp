@@ -6,6 +6,7 @@
 
 #include "libs/planner/cluster_plan.h"
 #include "libs/planner/planner_internal.h"
+#include "libs/config/plan/node_metadata.h"
 
 namespace ravnest::planner {
 namespace detail {
@@ -130,7 +131,7 @@ Prepared::Prepared(const ModelProfile& profile, int64_t stash_versions) {
 NodeModel NodeModel::of(const config::NodeConfig& node, double reference_gflops,
                         const PlanningOptions& options) {
   if (!(node.bandwidth_mbps > 0) || !(node.ram_gb > 0)) {
-    const std::string name = node.name.empty() ? "node_" + std::to_string(node.id) : node.name;
+    const std::string name = node.name.empty() ? config::node_name(node.id) : node.name;
     throw std::invalid_argument(name + ": ram and bandwidth must be positive");
   }
   NodeModel model;

@@ -13,6 +13,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "libs/wire/openssl_ptr.h"
+
 namespace ravnest::wire {
 
 namespace {
@@ -37,15 +39,11 @@ void require(int ok, const char* what) {
   if (ok <= 0) fail(what);
 }
 
-template <typename T, void (*Free)(T*)>
-struct Freer {
-  void operator()(T* p) const { Free(p); }
-};
-using Pkey = std::unique_ptr<EVP_PKEY, Freer<EVP_PKEY, EVP_PKEY_free>>;
-using PkeyCtx = std::unique_ptr<EVP_PKEY_CTX, Freer<EVP_PKEY_CTX, EVP_PKEY_CTX_free>>;
-using Cert = std::unique_ptr<X509, Freer<X509, X509_free>>;
-using Bio = std::unique_ptr<BIO, Freer<BIO, BIO_free_all>>;
-using Extension = std::unique_ptr<X509_EXTENSION, Freer<X509_EXTENSION, X509_EXTENSION_free>>;
+using Pkey = OpensslPtr<EVP_PKEY, EVP_PKEY_free>;
+using PkeyCtx = OpensslPtr<EVP_PKEY_CTX, EVP_PKEY_CTX_free>;
+using Cert = OpensslPtr<X509, X509_free>;
+using Bio = OpensslPtr<BIO, BIO_free_all>;
+using Extension = OpensslPtr<X509_EXTENSION, X509_EXTENSION_free>;
 
 const unsigned char* bytes(std::string_view s) {
   return reinterpret_cast<const unsigned char*>(s.data());

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "libs/base/address.h"
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/protocol_mismatch.h"
 #include "libs/wire/replay_stream.h"
@@ -130,9 +131,10 @@ std::string peer_address(kj::AsyncIoStream& stream) {
   return "unknown peer";
 }
 
+// The host of a peer_address(), which counts its connections; "unknown peer" stays itself.
 std::string peer_host(const std::string& address) {
-  const auto colon = address.rfind(':');
-  return colon == std::string::npos ? address : address.substr(0, colon);
+  const auto parsed = base::Address::try_parse(address, base::Address::PortRule::kZeroAllowed);
+  return parsed ? parsed->host() : address;
 }
 
 // ---- server -------------------------------------------------------------------------------------

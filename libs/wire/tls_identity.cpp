@@ -17,22 +17,20 @@
 #include <memory>
 #include <stdexcept>
 
+#include "libs/base/address.h"
 #include "libs/base/atomic_file.h"
 #include "libs/base/sha256.h"
+#include "libs/wire/openssl_ptr.h"
 
 namespace ravnest::wire {
 
 namespace {
 
-template <typename T, void (*Free)(T*)>
-struct SslFree {
-  void operator()(T* p) const { Free(p); }
-};
-using PemBio = std::unique_ptr<BIO, SslFree<BIO, BIO_free_all>>;
-using X509Cert = std::unique_ptr<X509, SslFree<X509, X509_free>>;
-using PrivateKey = std::unique_ptr<EVP_PKEY, SslFree<EVP_PKEY, EVP_PKEY_free>>;
-using ClientContext = std::unique_ptr<SSL_CTX, SslFree<SSL_CTX, SSL_CTX_free>>;
-using ClientSsl = std::unique_ptr<SSL, SslFree<SSL, SSL_free>>;
+using PemBio = OpensslPtr<BIO, BIO_free_all>;
+using X509Cert = OpensslPtr<X509, X509_free>;
+using PrivateKey = OpensslPtr<EVP_PKEY, EVP_PKEY_free>;
+using ClientContext = OpensslPtr<SSL_CTX, SSL_CTX_free>;
+using ClientSsl = OpensslPtr<SSL, SSL_free>;
 
 // OpenSSL's last error, short ("certificate verify failed"), and the queue emptied.
 std::string openssl_error() {
@@ -69,15 +67,10 @@ struct OwnedSocket {
 
 // A connected TCP socket, every send and receive (connect included) bounded by `timeout`.
 void connect_bounded(const std::string& address, double timeout_seconds, OwnedSocket& out) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    throw std::runtime_error("address \"" + address + "\" is not host:port");
-  }
-  std::string host = address.substr(0, colon);
-  const std::string port = address.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
+  const auto parsed = base::Address::try_parse(address);
+  if (!parsed) throw std::runtime_error("address \"" + address + "\" is not host:port");
+  const std::string& host = parsed->host();
+  const std::string port = std::to_string(parsed->port());
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* list = nullptr;

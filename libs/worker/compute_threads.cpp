@@ -6,15 +6,15 @@
 #include <set>
 #include <thread>
 
+#include "libs/base/address.h"
+
 namespace ravnest::worker {
 namespace {
 
+// The host of a node's "host:port" (IPv6 without brackets); the text itself if it is not one.
 std::string host_of(const std::string& address) {
-  if (!address.empty() && address.front() == '[') {  // [v6]:port
-    const auto close = address.find(']');
-    return close == std::string::npos ? address : address.substr(1, close - 1);
-  }
-  return address.substr(0, address.rfind(':'));
+  const auto parsed = base::Address::try_parse(address, base::Address::PortRule::kZeroAllowed);
+  return parsed ? parsed->host() : address;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <toml++/toml.h>
 
+#include "libs/base/address.h"
 #include "libs/base/atomic_file.h"
 #include "libs/base/byte_size.h"
 #include "libs/base/config_error.h"
@@ -76,31 +77,7 @@ void parse_limits(const toml::node& node, const std::string& origin, DaemonLimit
 }
 
 void check_listen(const std::string& listen, const std::string& origin) {
-  if (listen.empty()) return;
-  const auto colon = listen.rfind(':');
-  auto fail = [&](const std::string& why) {
-    throw base::ConfigError(origin + ": listen: \"" + base::printable(listen) + "\" " + why);
-  };
-  if (colon == std::string::npos) fail("must be host:port");
-  std::string host = listen.substr(0, colon);
-  const std::string port = listen.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);  // [::1]:8080
-  } else if (host.find(':') != std::string::npos) {
-    fail("must be host:port (write an IPv6 host in brackets, e.g. [::1]:8080)");
-  }
-  if (host.empty()) fail("has no host (use 0.0.0.0 to listen on every interface)");
-  for (unsigned char c : host) {
-    if (!(std::isalnum(c) || c == '.' || c == '-' || c == ':' || c == '_')) {
-      fail("has an invalid character in its host");
-    }
-  }
-  if (port.empty() || port.size() > 5 ||
-      !std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c); })) {
-    fail("must end in a port number");
-  }
-  const long value = std::stol(port);
-  if (value < 1 || value > 65535) fail("has a port outside 1-65535");
+  if (!listen.empty()) base::Address::parse(listen, origin + ": listen");
 }
 
 void check_values(const DaemonConfig& config, const std::string& origin, bool need_node) {

@@ -2,6 +2,7 @@
 
 #include "libs/base/config_error.h"
 #include "libs/base/printable.h"
+#include "libs/config/plan/node_metadata.h"
 
 namespace ravnest::config {
 
@@ -64,7 +65,7 @@ void check_job_for_plan(const JobSpec& job, const std::vector<NodeMetadata>& nod
     std::string held_by;
     for (size_t i = 0; i < holders.size(); ++i) {
       held_by += (i == 0 ? "" : i + 1 == holders.size() ? " and " : ", ") +
-                 std::string("node_") + std::to_string(holders[i]);
+                 node_name(holders[i]);
     }
     throw base::ConfigError(origin + ": train.schedule: \"async\" cannot train " + base::printable(name, 100) +
                       ", which " + held_by +

@@ -9,6 +9,7 @@
 #include "libs/base/atomic_file.h"
 #include "libs/base/config_error.h"
 #include "libs/base/json_error.h"
+#include "libs/base/json_reader.h"
 #include "libs/base/printable.h"
 #include "libs/config/pool/tls_fingerprint.h"
 
@@ -17,6 +18,7 @@ namespace {
 
 using ordered_json = nlohmann::ordered_json;
 using json = nlohmann::json;
+using base::JsonReader;
 
 ordered_json input_to_json(const StageInput& input) {
   ordered_json out;
@@ -59,131 +61,10 @@ ordered_json ring_to_json(const RingMembership& ring) {
   return out;
 }
 
-// Strict reading: every field named, every type checked, errors name origin and field path.
-class Reader {
- public:
-  explicit Reader(std::string origin) : origin_(std::move(origin)) {}
-
-  // Keys and values of the file appear in both: printable() keeps the message one line.
-  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
-    throw base::ConfigError(origin_ + ": " + base::printable(field, 200) + ": " + base::printable(problem, 300));
-  }
-
-  const json& member(const json& object, const std::string& path, const std::string& key) const {
-    const std::string field = join(path, key);
-    if (!object.is_object()) fail(path.empty() ? "(top level)" : path, "must be an object");
-    const auto it = object.find(key);
-    if (it == object.end()) fail(field, "is missing");
-    return *it;
-  }
-
-  std::string string(const json& object, const std::string& path, const std::string& key) const {
-    const json& v = member(object, path, key);
-    if (!v.is_string()) fail(join(path, key), "must be a string, got " + kind(v));
-    return v.get<std::string>();
-  }
-
-  int64_t int64(const json& v, const std::string& field) const {
-    if (!v.is_number_integer()) fail(field, "must be an integer, got " + kind(v));
-    if (v.is_number_unsigned() &&
-        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      fail(field, "is out of range");
-    }
-    return v.get<int64_t>();
-  }
-
-  int integer(const json& v, const std::string& field) const {
-    const int64_t x = int64(v, field);
-    if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max()) {
-      fail(field, "is out of range");
-    }
-    return static_cast<int>(x);
-  }
-
-  int integer(const json& object, const std::string& path, const std::string& key) const {
-    return integer(member(object, path, key), join(path, key));
-  }
-
-  int64_t int64(const json& object, const std::string& path, const std::string& key) const {
-    return int64(member(object, path, key), join(path, key));
-  }
-
-  double number(const json& object, const std::string& path, const std::string& key) const {
-    const json& v = member(object, path, key);
-    if (!v.is_number()) fail(join(path, key), "must be a number, got " + kind(v));
-    return v.get<double>();
-  }
-
-  bool boolean(const json& object, const std::string& path, const std::string& key) const {
-    const json& v = member(object, path, key);
-    if (!v.is_boolean()) fail(join(path, key), "must be true or false, got " + kind(v));
-    return v.get<bool>();
-  }
-
-  const json& array(const json& object, const std::string& path, const std::string& key) const {
-    const json& v = member(object, path, key);
-    if (!v.is_array()) fail(join(path, key), "must be an array, got " + kind(v));
-    return v;
-  }
-
-  const json& object(const json& object, const std::string& path, const std::string& key) const {
-    const json& v = member(object, path, key);
-    if (!v.is_object()) fail(join(path, key), "must be an object, got " + kind(v));
-    return v;
-  }
-
-  std::vector<int> int_list(const json& object, const std::string& path,
-                            const std::string& key) const {
-    const json& a = array(object, path, key);
-    std::vector<int> out;
-    for (size_t i = 0; i < a.size(); ++i) out.push_back(integer(a[i], index(join(path, key), i)));
-    return out;
-  }
-
-  std::vector<int> int_list(const json& a, const std::string& field) const {
-    if (!a.is_array()) fail(field, "must be an array, got " + kind(a));
-    std::vector<int> out;
-    for (size_t i = 0; i < a.size(); ++i) out.push_back(integer(a[i], index(field, i)));
-    return out;
-  }
-
-  std::vector<std::string> string_list(const json& object, const std::string& path,
-                                       const std::string& key) const {
-    const json& a = array(object, path, key);
-    std::vector<std::string> out;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!a[i].is_string()) fail(index(join(path, key), i), "must be a string, got " + kind(a[i]));
-      out.push_back(a[i].get<std::string>());
-    }
-    return out;
-  }
-
-  static std::string join(const std::string& path, const std::string& key) {
-    return path.empty() ? key : path + "." + key;
-  }
-  static std::string index(const std::string& path, size_t i) {
-    return path + "[" + std::to_string(i) + "]";
-  }
-  static std::string kind(const json& v) {
-    switch (v.type()) {
-      case json::value_t::null: return "null";
-      case json::value_t::object: return "an object";
-      case json::value_t::array: return "an array";
-      case json::value_t::string: return "a string";
-      case json::value_t::boolean: return "a boolean";
-      case json::value_t::number_float: return "a fractional number";
-      default: return "a number";
-    }
-  }
-
- private:
-  std::string origin_;
-};
-
 // The phases of node_metadata_from_json(), one per group of fields.
 
 // Format, who the node is, its place in its cluster, and its stage file.
-void read_identity(const Reader& r, const json& root, NodeMetadata* out) {
+void read_identity(const JsonReader& r, const json& root, NodeMetadata* out) {
   NodeMetadata& m = *out;
   m.format = r.string(root, "", "format");
   if (m.format != kNodeMetadataFormat) {
@@ -207,12 +88,12 @@ void read_identity(const Reader& r, const json& root, NodeMetadata* out) {
   m.stage_sha256 = r.string(root, "", "stage_sha256");
 }
 
-void read_inputs(const Reader& r, const json& root, NodeMetadata* m) {
+void read_inputs(const JsonReader& r, const json& root, NodeMetadata* m) {
   const json& inputs = r.array(root, "", "inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string path = Reader::index("inputs", i);
+    const std::string path = JsonReader::index("inputs", i);
     const json& in = inputs[i];
-    if (!in.is_object()) r.fail(path, "must be an object, got " + Reader::kind(in));
+    if (!in.is_object()) r.fail(path, "must be an object, got " + JsonReader::kind(in));
     StageInput input;
     input.value = r.string(in, path, "value");
     input.type = r.string(in, path, "type");
@@ -232,12 +113,12 @@ void read_inputs(const Reader& r, const json& root, NodeMetadata* m) {
   }
 }
 
-void read_outputs(const Reader& r, const json& root, NodeMetadata* m) {
+void read_outputs(const JsonReader& r, const json& root, NodeMetadata* m) {
   const json& outputs = r.array(root, "", "outputs");
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string path = Reader::index("outputs", i);
+    const std::string path = JsonReader::index("outputs", i);
     const json& o = outputs[i];
-    if (!o.is_object()) r.fail(path, "must be an object, got " + Reader::kind(o));
+    if (!o.is_object()) r.fail(path, "must be an object, got " + JsonReader::kind(o));
     StageOutput output;
     output.value = r.string(o, path, "value");
     output.type = r.string(o, path, "type");
@@ -247,7 +128,7 @@ void read_outputs(const Reader& r, const json& root, NodeMetadata* m) {
 }
 
 // The cluster around the node: pipeline, addresses, neighbours.
-void read_neighbourhood(const Reader& r, const json& root, NodeMetadata* m) {
+void read_neighbourhood(const JsonReader& r, const json& root, NodeMetadata* m) {
   m->returns_model_output = r.boolean(root, "", "returns_model_output");
   m->pipeline = r.int_list(root, "", "pipeline");
   const json& addresses = r.object(root, "", "addresses");
@@ -256,7 +137,7 @@ void read_neighbourhood(const Reader& r, const json& root, NodeMetadata* m) {
     if (id.empty() || id.size() > 9 || id.find_first_not_of("0123456789") != std::string::npos) {
       r.fail(path, "key must be a node id");  // at most 9 digits: std::stoi never overflows
     }
-    if (!address.is_string()) r.fail(path, "must be a string, got " + Reader::kind(address));
+    if (!address.is_string()) r.fail(path, "must be a string, got " + JsonReader::kind(address));
     m->addresses[std::stoi(id)] = address.get<std::string>();
   }
   m->forward_neighbours = r.int_list(root, "", "forward_neighbours");
@@ -264,7 +145,7 @@ void read_neighbourhood(const Reader& r, const json& root, NodeMetadata* m) {
 }
 
 // The parameters held, and which of them are shared or tied.
-void read_parameters(const Reader& r, const json& root, NodeMetadata* m) {
+void read_parameters(const JsonReader& r, const json& root, NodeMetadata* m) {
   m->parameters = r.string_list(root, "", "parameters");
   const json& shared = r.object(root, "", "shared_parameters");
   for (const auto& [name, holders] : shared.items()) {
@@ -273,19 +154,19 @@ void read_parameters(const Reader& r, const json& root, NodeMetadata* m) {
   const json& tied = r.object(root, "", "tied_parameters");
   for (const auto& [name, canonical] : tied.items()) {
     if (!canonical.is_string()) {
-      r.fail("tied_parameters." + name, "must be a string, got " + Reader::kind(canonical));
+      r.fail("tied_parameters." + name, "must be a string, got " + JsonReader::kind(canonical));
     }
     m->tied_parameters[name] = canonical.get<std::string>();
   }
 }
 
 // Absent in plans written before the random stream was chained: every node seeds alone.
-void read_random_nodes(const Reader& r, const json& root, NodeMetadata* m) {
+void read_random_nodes(const JsonReader& r, const json& root, NodeMetadata* m) {
   if (root.contains("random_nodes")) m->random_nodes = r.int_list(root, "", "random_nodes");
 }
 
 // Absent in plans without pinned certificates.
-void read_tls_fingerprints(const Reader& r, const json& root, NodeMetadata* m) {
+void read_tls_fingerprints(const JsonReader& r, const json& root, NodeMetadata* m) {
   if (!root.contains("tls_fingerprints")) return;
   const json& pins = r.object(root, "", "tls_fingerprints");
   for (const auto& [address, pin] : pins.items()) {
@@ -297,20 +178,20 @@ void read_tls_fingerprints(const Reader& r, const json& root, NodeMetadata* m) {
   }
 }
 
-void read_rings(const Reader& r, const json& root, NodeMetadata* m) {
+void read_rings(const JsonReader& r, const json& root, NodeMetadata* m) {
   const json& rings = r.array(root, "", "rings");
   for (size_t i = 0; i < rings.size(); ++i) {
-    const std::string path = Reader::index("rings", i);
+    const std::string path = JsonReader::index("rings", i);
     const json& g = rings[i];
-    if (!g.is_object()) r.fail(path, "must be an object, got " + Reader::kind(g));
+    if (!g.is_object()) r.fail(path, "must be an object, got " + JsonReader::kind(g));
     RingMembership ring;
     ring.id = r.integer(g, path, "id");
     ring.parameters = r.string_list(g, path, "parameters");
     const json& peers = r.array(g, path, "peers");
     for (size_t k = 0; k < peers.size(); ++k) {
-      const std::string peer_path = Reader::index(path + ".peers", k);
+      const std::string peer_path = JsonReader::index(path + ".peers", k);
       const json& p = peers[k];
-      if (!p.is_object()) r.fail(peer_path, "must be an object, got " + Reader::kind(p));
+      if (!p.is_object()) r.fail(peer_path, "must be an object, got " + JsonReader::kind(p));
       RingPeer peer;
       peer.node = r.integer(p, peer_path, "node");
       peer.cluster = r.integer(p, peer_path, "cluster");
@@ -336,11 +217,11 @@ void read_rings(const Reader& r, const json& root, NodeMetadata* m) {
 }
 
 // Absent in pipeline plans.
-void read_parameter_server(const Reader& r, const json& root, NodeMetadata* m) {
+void read_parameter_server(const JsonReader& r, const json& root, NodeMetadata* m) {
   if (!root.contains("parameter_server")) return;
   const json& ps = r.object(root, "", "parameter_server");
   auto peer = [&](const json& p, const std::string& path) {
-    if (!p.is_object()) r.fail(path, "must be an object, got " + Reader::kind(p));
+    if (!p.is_object()) r.fail(path, "must be an object, got " + JsonReader::kind(p));
     PsPeer out;
     out.node = r.integer(p, path, "node");
     out.address = r.string(p, path, "address");
@@ -349,14 +230,14 @@ void read_parameter_server(const Reader& r, const json& root, NodeMetadata* m) {
   ParameterServerPlan& plan = m->parameter_server;
   const json& servers = r.array(ps, "parameter_server", "servers");
   for (size_t i = 0; i < servers.size(); ++i) {
-    const std::string path = Reader::index("parameter_server.servers", i);
+    const std::string path = JsonReader::index("parameter_server.servers", i);
     const PsPeer p = peer(servers[i], path);
     plan.servers.push_back({p.node, p.address, r.string_list(servers[i], path, "tensors")});
   }
   if (plan.servers.empty()) r.fail("parameter_server.servers", "must not be empty");
   const json& workers = r.array(ps, "parameter_server", "workers");
   for (size_t i = 0; i < workers.size(); ++i) {
-    plan.workers.push_back(peer(workers[i], Reader::index("parameter_server.workers", i)));
+    plan.workers.push_back(peer(workers[i], JsonReader::index("parameter_server.workers", i)));
   }
   if (plan.workers.empty()) r.fail("parameter_server.workers", "must not be empty");
   if (ps.contains("evaluator")) {
@@ -365,15 +246,15 @@ void read_parameter_server(const Reader& r, const json& root, NodeMetadata* m) {
   if (ps.contains("sparse_tables")) {
     const json& tables = r.array(ps, "parameter_server", "sparse_tables");
     for (size_t i = 0; i < tables.size(); ++i) {
-      const std::string path = Reader::index("parameter_server.sparse_tables", i);
+      const std::string path = JsonReader::index("parameter_server.sparse_tables", i);
       SparseTable table;
       table.weight = r.string(tables[i], path, "weight");
       table.server = r.integer(tables[i], path, "server");
       table.index_input = r.integer(tables[i], path, "index_input");
       const json& shape = r.array(tables[i], path, "shape");
       for (size_t d = 0; d < shape.size(); ++d) {
-        table.shape.push_back(r.int64(shape[d], Reader::index(path + ".shape", d)));
-        if (table.shape.back() < 1) r.fail(Reader::index(path + ".shape", d), "must be >= 1");
+        table.shape.push_back(r.int64(shape[d], JsonReader::index(path + ".shape", d)));
+        if (table.shape.back() < 1) r.fail(JsonReader::index(path + ".shape", d), "must be >= 1");
       }
       if (table.shape.size() < 2) r.fail(path + ".shape", "must have at least 2 dimensions");
       if (table.index_input < 0) r.fail(path + ".index_input", "must be >= 0");
@@ -399,7 +280,7 @@ void read_parameter_server(const Reader& r, const json& root, NodeMetadata* m) {
   }
 }
 
-void read_estimates(const Reader& r, const json& root, NodeMetadata* m) {
+void read_estimates(const JsonReader& r, const json& root, NodeMetadata* m) {
   const json& estimates = r.object(root, "", "estimates");
   m->estimates.parameter_count = r.int64(estimates, "estimates", "parameter_count");
   m->estimates.parameter_bytes = r.int64(estimates, "estimates", "parameter_bytes");
@@ -427,6 +308,8 @@ void read_estimates(const Reader& r, const json& root, NodeMetadata* m) {
 }
 
 }  // namespace
+
+std::string node_name(int id) { return "node_" + std::to_string(id); }
 
 std::string role_name(Role role) {
   switch (role) {
@@ -567,8 +450,8 @@ NodeMetadata node_metadata_from_json(const std::string& text, const std::string&
     // parse_error, and out_of_range for a number beyond what a double holds (1e999)
     throw base::json_syntax_error(origin, error.what());
   }
-  const Reader r(origin);
-  if (!root.is_object()) r.fail("(top level)", "must be an object, got " + Reader::kind(root));
+  const JsonReader r(origin);
+  if (!root.is_object()) r.fail("(top level)", "must be an object, got " + JsonReader::kind(root));
 
   // In the order of the file, so that the first field in error is the one reported.
   NodeMetadata m;

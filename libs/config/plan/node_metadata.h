@@ -22,6 +22,9 @@ enum class Role { kRoot, kStem, kLeaf, kRootLeaf, kServer, kWorker, kEvaluator }
 std::string role_name(Role role);
 Role role_from_name(const std::string& name);  // throws ConfigError
 
+// "node_<id>": a node's name in logs, messages, file names and NodeMetadata::name; spelled here.
+std::string node_name(int id);
+
 // One input of the stage's forward(self, inputs...), in order.
 struct StageInput {
   std::string value;             // the value's name in the original graph (unique there)

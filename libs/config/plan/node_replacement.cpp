@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
 
+#include "libs/config/plan/plan_file.h"
 #include "libs/config/plan/plan_layout.h"
+#include "libs/config/plan/node_metadata.h"
 
 namespace ravnest::config {
 
@@ -58,7 +59,7 @@ std::vector<int> replace_node(std::vector<NodeMetadata>& nodes, int old_id, cons
   auto old = std::find_if(nodes.begin(), nodes.end(),
                           [&](const NodeMetadata& n) { return n.node_id == old_id; });
   if (old == nodes.end()) {
-    throw std::runtime_error("node_" + std::to_string(old_id) + " is not in the plan");
+    throw std::runtime_error(node_name(old_id) + " is not in the plan");
   }
   for (const auto& n : nodes) {
     if (n.node_id == spare.id) {
@@ -93,19 +94,13 @@ std::vector<int> replace_node(std::vector<NodeMetadata>& nodes, int old_id, cons
 }
 
 std::string replace_node_in_plan_json(const std::string& plan_json, int old_id, int new_id) {
-  auto json = nlohmann::json::parse(plan_json);
-  auto rename_in = [&](nlohmann::json& list) {
-    for (auto& v : list) {
-      if (v.is_number_integer() && v.get<int>() == old_id) v = new_id;
-    }
+  PlanFile plan = plan_file_from_json(plan_json, PlanLayout::kPlanFile);
+  auto rename_in = [&](std::vector<int>& nodes) {
+    std::replace(nodes.begin(), nodes.end(), old_id, new_id);
   };
-  for (auto& cluster : json.at("clusters")) rename_in(cluster.at("nodes"));
-  if (json.contains("rings")) {
-    for (auto& ring : json.at("rings")) {
-      if (ring.contains("nodes")) rename_in(ring.at("nodes"));
-    }
-  }
-  return json.dump(2) + "\n";
+  for (auto& cluster : plan.clusters) rename_in(cluster.nodes);
+  for (auto& ring : plan.rings) rename_in(ring.nodes);
+  return to_json(plan);
 }
 
 }  // namespace ravnest::config

@@ -2,14 +2,14 @@
 
 #include <filesystem>
 
+#include "libs/config/plan/node_metadata.h"
+
 namespace ravnest::config {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kNodePrefix = "node_";
-
-std::string node_name(int node_id) { return kNodePrefix + std::to_string(node_id); }
+constexpr const char* kNodePrefix = "node_";  // node_name()'s, to recognise its files
 
 }  // namespace
 

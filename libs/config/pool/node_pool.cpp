@@ -10,12 +10,14 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
+#include "libs/base/address.h"
 #include "libs/base/atomic_file.h"
 #include "libs/base/config_error.h"
 #include "libs/base/json_error.h"
 #include "libs/base/printable.h"
 #include "libs/config/pool/tls_fingerprint.h"
 #include "libs/base/toml_error.h"
+#include "libs/config/plan/node_metadata.h"
 
 namespace ravnest::config {
 namespace {
@@ -66,32 +68,6 @@ bool parse_node_id(const std::string& key, int* id) {
   return true;
 }
 
-// "host:port", "[v6]:port"; the port is 1..65535 in decimal.
-bool split_address(const std::string& address, std::string* host, int* port) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
-  std::string h = address.substr(0, colon);
-  const std::string p = address.substr(colon + 1);
-  if (p.size() > 5) return false;
-  for (char c : p) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-  }
-  const int number = std::stoi(p);
-  if (number < 1 || number > 65535) return false;
-  if (h.front() == '[') {
-    if (h.size() < 3 || h.back() != ']') return false;
-    h = h.substr(1, h.size() - 2);
-  } else if (h.find(':') != std::string::npos) {
-    return false;  // an IPv6 address needs brackets
-  }
-  for (char c : h) {
-    if (std::isspace(static_cast<unsigned char>(c)) || c == '/' || c == '[' || c == ']') return false;
-  }
-  *host = h;
-  *port = number;
-  return true;
-}
-
 double positive_number(const json& benchmarks, const std::string& field, const std::string& unit,
                        const std::string& where, bool required, bool* present) {
   *present = benchmarks.contains(field);
@@ -134,7 +110,7 @@ std::vector<NodeConfig> validate_pool(const json& root, const std::string& origi
     }
     NodeConfig config;
     config.id = id;
-    config.name = "node_" + std::to_string(id);
+    config.name = node_name(id);
 
     if (!node.contains("IP")) throw base::ConfigError(where + "IP is missing");
     const json& ip = node.at("IP");
@@ -142,10 +118,13 @@ std::vector<NodeConfig> validate_pool(const json& root, const std::string& origi
       throw base::ConfigError(where + "IP must be a string \"host:port\", got " + describe(ip));
     }
     config.address = ip.get<std::string>();
-    if (!split_address(config.address, &config.host, &config.port)) {
+    const auto address = base::Address::try_parse(config.address);
+    if (!address) {
       throw base::ConfigError(where + "IP \"" + base::printable(config.address, 80) +
                         "\" must be \"host:port\" with a port from 1 to 65535");
     }
+    config.host = address->host();
+    config.port = address->port();
     if (auto it = key_of_address.find(config.address); it != key_of_address.end()) {
       throw base::ConfigError(origin + ": nodes \"" + it->second + "\" and \"" + key +
                         "\" have the same IP \"" + base::printable(config.address, 80) + "\"");

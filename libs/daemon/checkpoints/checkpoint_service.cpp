@@ -10,6 +10,7 @@
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/file_stream.h"
 #include "libs/wire/tensor_stream.h"
+#include "libs/config/plan/node_metadata.h"
 
 namespace ravnest::daemon {
 
@@ -126,7 +127,7 @@ void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
     sha = base::sha256_file_hex(file.string());
     size = std::filesystem::file_size(file);
   } catch (const std::exception& e) {
-    spdlog::warn("no copy of the checkpoint for node_{}: {}", keeper->node, e.what());
+    spdlog::warn("no copy of the checkpoint for {}: {}", config::node_name(keeper->node), e.what());
     return;
   }
   const int cluster = self.cluster, position = self.position;
@@ -140,7 +141,7 @@ void CheckpointService::checkpoint_written(const config::NodeMetadata& self,
       request.setSize(size);
       request.setSha256(sha);
       auto sink = request.send().getSink();
-      const std::string who = "node_" + std::to_string(keeper->node);
+      const std::string who = config::node_name(keeper->node);
       tasks_.add(wire::stream_file(sink, file)
                      .ignoreResult()
                      .catch_([who, updates](kj::Exception&& e) {

@@ -16,6 +16,7 @@
 #include "libs/config/job/job_spec.h"
 #include "libs/daemon/rpc/thread_bridge.h"
 #include "libs/wire/kj_reason.h"
+#include "libs/config/plan/node_metadata.h"
 #include "libs/wire/node_report_codec.h"
 #include "libs/worker/compute_device.h"
 #include "libs/worker/compute_threads.h"
@@ -231,12 +232,12 @@ void JobControl::watch_memory(uint64_t job_id) {
 void JobControl::watch_peers(uint64_t job_id) {
   std::map<std::string, std::string> by_address;
   for (const auto& [id, address] : config::peer_addresses(metadata_)) {
-    if (id != metadata_.node_id) by_address.emplace(address, "node_" + std::to_string(id));
+    if (id != metadata_.node_id) by_address.emplace(address, config::node_name(id));
   }
   for (const auto& ring : metadata_.rings) {
     for (const auto& peer : ring.peers) {
       if (peer.node != metadata_.node_id) {
-        by_address.emplace(peer.address, "node_" + std::to_string(peer.node));
+        by_address.emplace(peer.address, config::node_name(peer.node));
       }
     }
   }

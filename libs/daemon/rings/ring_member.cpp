@@ -15,6 +15,7 @@
 #include "libs/daemon/rings/ring_link.h"
 #include "libs/daemon/rings/shared_segments.h"
 #include "libs/daemon/rpc/parked_thread.h"
+#include "libs/config/plan/node_metadata.h"
 
 namespace ravnest::daemon {
 
@@ -102,11 +103,6 @@ class RingSinkImpl final : public schema::RingSink::Server {
 
 }  // namespace
 
-namespace {
-
-std::string node_name(int node) { return "node_" + std::to_string(node); }
-
-}  // namespace
 
 // One ring of the running job: its link, its algorithm, and (made when needed) its thread.
 class RingMember::Session {
@@ -142,7 +138,7 @@ class RingMember::Session {
   static RingPeerAddress peer(const config::RingMembership& ring, int position) {
     const int n = static_cast<int>(ring.peers.size());
     const auto& p = ring.peers[static_cast<size_t>(((position % n) + n) % n)];
-    return {node_name(p.node), p.address};
+    return {config::node_name(p.node), p.address};
   }
 
   std::vector<config::RingPeer> peers_;
@@ -169,8 +165,8 @@ kj::Promise<void> RingMember::open_ring(OpenRingCall context, wire::StreamSlot s
          offer.getSlots(), offer.getSlotBytes()},
         refusal);
     if (shared == nullptr) {
-      spdlog::debug("ring {}: node_{} sends through the connection ({})", params.getRing(),
-                    params.getFromNode(), refusal);
+      spdlog::debug("ring {}: {} sends through the connection ({})", params.getRing(),
+                    config::node_name(params.getFromNode()), refusal);
     }
   }
   context.getResults().setSharedAccepted(shared != nullptr);

@@ -1,3 +1,4 @@
+#include "libs/config/plan/node_metadata.h"
 #include "libs/worker/ps/embedding_rows.h"
 
 #include <map>
@@ -81,14 +82,14 @@ EmbeddingRows::Lookup EmbeddingRows::look_up(const MicroBatchTag& batch,
       while (t < slots_.size() && slots_[t].index != index) ++t;
       if (t == slots_.size() || slots_[t].server != answer.from_node || !value.isTensor() ||
           m.rows[t].defined()) {
-        throw std::runtime_error("node_" + std::to_string(answer.from_node) +
+        throw std::runtime_error(config::node_name(answer.from_node) +
                                  " answered a lookup with rows it was not asked for");
       }
       at::Tensor rows = value.toTensor();
       auto expected = slots_[t].placeholder.sizes().vec();
       expected[0] = m.row_ids[t].size(0);
       if (rows.sizes().vec() != expected) {
-        throw std::runtime_error("node_" + std::to_string(answer.from_node) +
+        throw std::runtime_error(config::node_name(answer.from_node) +
                                  " answered a lookup with rows of another shape");
       }
       rows = rows.to(setup_.device, slots_[t].placeholder.scalar_type()).detach();
@@ -100,7 +101,7 @@ EmbeddingRows::Lookup EmbeddingRows::look_up(const MicroBatchTag& batch,
   for (size_t t = 0; t < slots_.size(); ++t) {
     if (!m.rows[t].defined()) {
       put_back_placeholders();
-      throw std::runtime_error("node_" + std::to_string(slots_[t].server) +
+      throw std::runtime_error(config::node_name(slots_[t].server) +
                                " did not answer a lookup of every table it holds");
     }
   }

@@ -1,3 +1,4 @@
+#include "libs/config/plan/node_metadata.h"
 #include "libs/worker/ps/ps_evaluator.h"
 
 #include <algorithm>
@@ -43,7 +44,7 @@ void PsEvaluator::receive(TransferMessage message) {
     for (const auto& [index, value] : message.values) {
       if (index >= tensors.size() || !value.isTensor() ||
           value.toTensor().sizes() != tensors[index].sizes()) {
-        throw std::runtime_error("node_" + std::to_string(message.from_node) +
+        throw std::runtime_error(config::node_name(message.from_node) +
                                  " sent a tensor that does not fit its shard's tensor " +
                                  std::to_string(index));
       }

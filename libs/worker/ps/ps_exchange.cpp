@@ -49,14 +49,14 @@ void ServerExchange::exchange(torch::jit::Module& stage, uint64_t update,
     server_versions_[server.node] = weights[s].batch.version;
     for (const auto& [index, value] : weights[s].values) {
       if (index >= server.tensors.size() || !value.isTensor()) {
-        throw std::runtime_error("node_" + std::to_string(server.node) +
+        throw std::runtime_error(config::node_name(server.node) +
                                  " answered with a tensor outside its shard");
       }
       const auto& name = server.tensors[index];
       auto p = parameters.find(name);
       at::Tensor target = p != parameters.end() ? p->second : buffers.at(name);
       if (target.sizes() != value.toTensor().sizes()) {
-        throw std::runtime_error("node_" + std::to_string(server.node) + " answered " + name +
+        throw std::runtime_error(config::node_name(server.node) + " answered " + name +
                                  " with another shape");
       }
       target.copy_(value.toTensor());

@@ -1,0 +1,141 @@
+#include "libs/requester/job_watch.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <stdexcept>
+
+#include "libs/base/clock.h"
+#include "libs/requester/requester_impl.h"
+
+namespace ravnest::requester {
+
+using base::now_seconds;
+
+void report(const Watch& watch) {
+  if (watch.active && watch.report) watch.report();
+}
+
+// One event a daemon sent, folded into the watch.
+void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
+  const auto& e = sent.event;
+  if (e.kind == wire::EventKind::kWarning) {
+    // The node goes on (memory near its budget, say): said, never taken for a failure.
+    if (on_log) on_log("warning: " + e.message);
+    return;
+  }
+  if (sent.cluster < 0) {
+    // A parameter server's evaluator: its score is every worker's model's.
+    if (e.kind == wire::EventKind::kValidation) {
+      for (auto& [cluster, p] : watch.progress) {
+        p.has_validation = true;
+        p.validation_loss = e.loss;
+        p.validation_accuracy = e.accuracy;
+      }
+      if (on_log) {
+        on_log("evaluator: the servers' weights after " + std::to_string(e.step) +
+               " updates: loss " + std::to_string(e.loss) + ", accuracy " +
+               std::to_string(e.accuracy));
+      }
+    } else if (e.kind == wire::EventKind::kFinished) {
+      watch.finished.insert(sent.node_id);
+    } else if (e.kind == wire::EventKind::kFailed && watch.failure.empty()) {
+      watch.failure = e.message;
+    }
+    return;
+  }
+  auto& p = watch.progress[sent.cluster];
+  switch (e.kind) {
+    case wire::EventKind::kStep:
+      p.loss = e.loss;
+      p.epoch = e.epoch;
+      break;
+    case wire::EventKind::kValidation:
+      p.has_validation = true;
+      p.validation_loss = e.loss;
+      p.validation_accuracy = e.accuracy;
+      if (on_log) {
+        on_log("cluster " + std::to_string(sent.cluster) + " validation: loss " +
+               std::to_string(e.loss) + ", accuracy " + std::to_string(e.accuracy));
+      }
+      break;
+    case wire::EventKind::kFinished:
+      watch.finished.insert(sent.node_id);
+      break;
+    case wire::EventKind::kFailed:
+      if (watch.failure.empty()) watch.failure = e.message;
+      break;
+    case wire::EventKind::kWarning:
+      break;  // said above
+  }
+}
+
+// Gives every node a listener for its progress events.
+void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log) {
+  for (const auto& meta : plan_.nodes) {
+    auto request = node(meta).subscribeRequest();
+    request.setListener(kj::heap<ProgressListenerImpl>(
+        [watch, on_log](const wire::NodeEvent& e) {
+          if (!watch->active) return;
+          apply_event(*watch, e, on_log);
+          report(*watch);
+        }));
+    await(request.send().ignoreResult(), meta, "subscribe");
+  }
+}
+
+// Events as they come, and every node's status twice a second, until every node finished. A
+// node that does not answer for `unresponsive_seconds`, fails, was stopped or moved on to
+// another job fails the job (the caller then stops it everywhere).
+void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
+                                       double unresponsive_seconds) {
+  auto& failure = watch.failure;
+  bool stopped = false;  // the failure is that somebody stopped the job
+  std::map<int, double> last_heard;
+  for (const auto& meta : plan_.nodes) last_heard[meta.node_id] = now_seconds();
+  while (true) {
+    timer().afterDelay(500 * kj::MILLISECONDS).wait(wait_scope());
+    if (interrupt_requested()) throw Interrupted();
+    for (const auto& meta : plan_.nodes) {
+      try {
+        const auto s = status_of(meta, 2);
+        last_heard[meta.node_id] = now_seconds();
+        if (!failure.empty()) continue;
+        if (s.job_id != job_id) {
+          failure = meta.name + " (" + meta.address + ") is no longer running the job" +
+                    (s.job_id ? " (it runs job " + std::to_string(s.job_id) + ")" : "");
+        } else if (s.state == wire::NodeState::kFailed) {
+          failure = meta.name + ": " + s.error;
+        } else if (s.state == wire::NodeState::kIdle || s.state == wire::NodeState::kReady) {
+          failure = "job " + std::to_string(job_id) + " was stopped (" + meta.name + ": " +
+                    (s.error.empty() ? std::string("stopped") : s.error) + ")";
+          stopped = true;
+        } else if (s.state == wire::NodeState::kFinished) {
+          watch.finished.insert(meta.node_id);
+        }
+        if (meta.position == 0 && meta.cluster >= 0) {
+          auto& p = watch.progress[meta.cluster];
+          p.batches = s.batches;
+          p.total_batches = s.total_batches;
+          p.samples_per_second = s.samples_per_second;
+          p.epoch = std::max(p.epoch, s.epoch);
+        }
+      } catch (const Interrupted&) {
+        throw;
+      } catch (const std::exception& e) {
+        const auto* call = dynamic_cast<const NodeCallError*>(&e);
+        const double silent = now_seconds() - last_heard[meta.node_id];
+        if (silent > unresponsive_seconds && failure.empty()) {
+          failure = meta.name + " (" + meta.address + ") stopped answering (" +
+                    (call ? call->reason : std::string(e.what())) + "; silent for " +
+                    std::to_string(static_cast<int>(silent)) + " s)";
+        }
+      }
+    }
+    report(watch);
+    if (!failure.empty()) throw std::runtime_error(stopped ? failure : "training failed: " + failure);
+    if (watch.finished.size() == plan_.nodes.size()) break;
+  }
+}
+
+}  // namespace ravnest::requester

@@ -1,0 +1,56 @@
+// Following a running job from the requester: the progress the daemons report (Watch), folded
+// in one event at a time (apply_event), through the listener each daemon calls back
+// (ProgressListenerImpl). Requester::Impl::subscribe and watch_until_done (job_watch.cpp) use
+// them; they live here so that the rest of a train (job_run.cpp) reads without them.
+//
+// Single-threaded like the Requester: listeners are called on its event loop.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "libs/requester/requester.h"
+#include "libs/wire/node_report.h"
+#include "libs/wire/node_report_codec.h"
+#include "schemas/ravnest.capnp.h"
+
+namespace ravnest::requester {
+
+using Log = std::function<void(const std::string&)>;
+
+// Progress, as the leaves and roots report it. Listeners may be called after train() returns
+// (the daemons hold them), so what they touch is shared and switched off at the end.
+struct Watch {
+  std::map<int, TrainProgress> progress;
+  std::set<int> finished;
+  std::string failure;
+  bool active = true;
+  std::function<void()> report;
+};
+
+// Calls watch.report while the watch is active.
+void report(const Watch& watch);
+
+// One event a daemon sent, folded into the watch.
+void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log);
+
+// A listener the daemons call back with progress events.
+class ProgressListenerImpl final : public schema::ProgressListener::Server {
+ public:
+  explicit ProgressListenerImpl(std::function<void(const wire::NodeEvent&)> on_event)
+      : on_event_(std::move(on_event)) {}
+
+ protected:
+  kj::Promise<void> event(EventContext context) override {
+    on_event_(wire::decode_event(context.getParams().getEvent()));
+    return kj::READY_NOW;
+  }
+
+ private:
+  std::function<void(const wire::NodeEvent&)> on_event_;
+};
+
+}  // namespace ravnest::requester

@@ -1,0 +1,187 @@
+// Requester::Impl: the connections to a plan's nodes and the calls over them, shared by the
+// requester's sources: requester.cpp (the façade, stopping), job_run.cpp (train, predict, attach
+// and their phases), job_watch.cpp (following a job) and node_calls.cpp (one call to one node).
+// Private to libs/requester: no other library includes it.
+//
+// Single-threaded: every call runs the KJ event loop of the calling thread (Requester's contract).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <kj/async-io.h>
+#include <kj/timer.h>
+
+#include "libs/requester/job_shipment.h"
+#include "libs/requester/job_watch.h"
+#include "libs/requester/requester.h"
+#include "libs/wire/file_stream.h"
+#include "libs/wire/kj_reason.h"
+#include "libs/wire/peer_links.h"
+#include "libs/wire/transport_security.h"
+#include "schemas/ravnest.capnp.h"
+
+namespace ravnest::requester {
+
+// A failed call to a node, one line naming it. `disconnected`: the node did not answer (no
+// connection, or no answer in time), as opposed to an answer refusing the call.
+class NodeCallError : public std::runtime_error {
+ public:
+  NodeCallError(const std::string& what, std::string reason, bool disconnected)
+      : std::runtime_error(what), reason(std::move(reason)), disconnected(disconnected) {}
+  std::string reason;  // without the node's name and the call
+  bool disconnected;
+};
+
+// TrainOptions::interrupted turned true while train() waited.
+struct Interrupted {};
+
+class Requester::Impl {
+ public:
+  Impl(Plan plan, const std::string& secret, bool insecure)
+      : plan_(std::move(plan)), links_(wire::make_transport_security(secret, insecure)) {
+    // The certificates the pool file pinned, which the plan's nodes must show: each node's own
+    // metadata says its own; addresses outside the plan (a spare) come from any node's.
+    std::map<std::string, std::string> pins;
+    for (const auto& node : plan_.nodes) {
+      auto own = node.tls_fingerprints.find(node.address);
+      if (own != node.tls_fingerprints.end()) pins[node.address] = own->second;
+    }
+    for (const auto& node : plan_.nodes) {
+      pins.insert(node.tls_fingerprints.begin(), node.tls_fingerprints.end());
+    }
+    links_.security()->set_pins(std::move(pins));
+  }
+
+  schema::Node::Client node(const config::NodeMetadata& meta) { return links_.node(meta.address); }
+
+  // Every connection runs on this thread's event loop.
+  kj::WaitScope& wait_scope() { return links_.wait_scope(); }
+  kj::Timer& timer() { return links_.timer(); }
+
+  bool interrupt_requested() const { return interrupted_ && interrupted_(); }
+  // Rejects once interrupt_requested(); never resolves otherwise.
+  kj::Promise<void> interruption() {
+    return timer().afterDelay(100 * kj::MILLISECONDS).then([this]() -> kj::Promise<void> {
+      if (interrupt_requested()) return kj::Promise<void>(KJ_EXCEPTION(FAILED, "interrupted"));
+      return interruption();
+    });
+  }
+
+  // Waits for `promise`, failing with a NodeCallError naming the node; a call that fails (or
+  // does not answer in time) drops the node's connection, so the next call connects anew. While
+  // an interruption is watched for, throws Interrupted once it is requested.
+  // With `progress` (the bytes a transfer moved so far), the time limit is on a transfer that
+  // stops moving, not on the whole of it: a stage of GB over a slow link takes what it takes.
+  template <typename T>
+  T await(kj::Promise<T>&& promise, const config::NodeMetadata& meta, const std::string& what,
+          double timeout_seconds = 120, std::function<uint64_t()> progress = {}) {
+    const auto limit = static_cast<uint64_t>(timeout_seconds * 1000) * kj::MILLISECONDS;
+    auto timeout = (progress ? stalled(limit, std::move(progress), ~uint64_t{0})
+                             : timer().afterDelay(limit))
+                       .then([]() -> T {
+                         kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
+                       });
+    kj::Promise<T> joined = links_.watch(meta.address, promise.exclusiveJoin(kj::mv(timeout)));
+    if (interrupted_) {
+      joined = joined.exclusiveJoin(interruption().then([]() -> T {
+        kj::throwFatalException(KJ_EXCEPTION(FAILED, "interrupted"));
+      }));
+    }
+    try {
+      return joined.wait(wait_scope());
+    } catch (const kj::Exception& e) {
+      if (interrupt_requested()) throw Interrupted();
+      const std::string reason = wire::kj_reason(e);
+      throw NodeCallError(meta.name + " (" + meta.address + "): " + what + ": " + reason, reason,
+                          e.getType() == kj::Exception::Type::DISCONNECTED);
+    }
+  }
+
+  // Resolves once `progress` stayed at one value for `limit`.
+  kj::Promise<void> stalled(kj::Duration limit, std::function<uint64_t()> progress, uint64_t last) {
+    return timer().afterDelay(limit).then(
+        [this, limit, progress = std::move(progress), last]() mutable -> kj::Promise<void> {
+          const uint64_t now = progress();
+          if (now == last) return kj::READY_NOW;
+          return stalled(limit, std::move(progress), now);
+        });
+  }
+
+  // Streams the file at `path` into the sink `call` returns (pushStage, pushFile,
+  // storeCheckpoint), a chunk at a time; fails like await(), naming the node and `what`.
+  template <typename Request>
+  wire::SentFile send_file(Request&& call, const std::string& path,
+                           const config::NodeMetadata& meta, const std::string& what) {
+    auto sent = std::make_shared<uint64_t>(0);
+    auto sink = call.send().getSink();
+    return await(wire::stream_file(sink, path, wire::kDefaultChunkBytes, sent.get())
+                     .attach(std::shared_ptr<uint64_t>(sent)),
+                 meta, what, 120, [sent]() { return *sent; });
+  }
+
+  // The node's status; fails like await().
+  wire::NodeStatusData status_of(const config::NodeMetadata& meta, double timeout_seconds) {
+    auto response = await(node(meta).statusRequest().send(), meta, "status", timeout_seconds);
+    return wire::decode_status(response.getStatus());
+  }
+
+  // The phases of Requester::train(), in order.
+  void check_nodes();
+  void ship_job_files(const std::vector<JobShipment>& shipments, const Log& log);
+  void load_job(const std::string& job_text, uint64_t job_id, const std::string& identity,
+                uint64_t resume_from, const std::vector<JobShipment>& shipments);
+  void subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log);
+  void start(uint64_t job_id);
+  void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds);
+  // The phases around them: `load` (when given), the listeners, `start` (when given), then
+  // following the job until it ends (unless detached). A failure or an interruption stops the
+  // job `result.job_id` on every node.
+  TrainResult run_job(TrainResult& result, const TrainOptions& options,
+                      const std::function<void()>& load, const std::function<void()>& start);
+
+  std::vector<std::string> stop_all(const std::string& reason, uint64_t job_id,
+                                    double timeout_seconds = 3);
+  // The first half of a stop every node agrees on (docs/faults.md#stopping): each cluster's root
+  // holds the job `job_id` (0: whatever runs) at an update boundary, the furthest of the nearest
+  // ones the roots can reach, and this waits until every node has made that many updates (or no
+  // longer trains), so that the stop that follows checkpoints every node at the same update.
+  // Returns the boundary, or nothing when no job runs, the plan has parameter servers, or a
+  // node does not answer or reach it within `timeout_seconds` (the stop then checkpoints each
+  // node at its own last update, as a stop after a failure does).
+  std::optional<uint64_t> hold_at_boundary(uint64_t job_id, double timeout_seconds);
+  // Every node reports the job `job_id` finished (any that does not answer: false).
+  bool finished_everywhere(uint64_t job_id);
+  // Where a resume of the job `identity` continues: the newest update after which every node
+  // holds a checkpoint that still matches its checksum, its own or, where its own is damaged or
+  // gone, the copy its keeper holds (`repairs`: to be stored on the node first); 0 (the job's
+  // start, which every node holds: its pushed stage) when there is none, `why_none` then saying
+  // which node has none. Throws when every node finished the job.
+  struct ResumePoint {
+    uint64_t updates = 0;
+    std::string why_none;
+    struct Repair {
+      config::NodeMetadata node, keeper;
+    };
+    std::vector<Repair> repairs;
+  };
+  ResumePoint resume_point(const std::string& identity, const std::string& job_path);
+  // The intact checkpoints `at` holds of the slot (cluster, position; -1: its own) and whether it
+  // finished the job.
+  std::vector<uint64_t> intact_checkpoints(const config::NodeMetadata& at,
+                                           const std::string& identity, int cluster,
+                                           int position, bool* finished = nullptr);
+
+  Plan plan_;
+  wire::PeerLinks links_;  // one connection per node, kept until a call over it fails
+  std::function<bool()> interrupted_;  // set while train() watches for an interruption
+};
+
+}  // namespace ravnest::requester
