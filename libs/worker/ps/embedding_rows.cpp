@@ -1,4 +1,3 @@
-#include "libs/config/plan/node_metadata.h"
 #include "libs/worker/ps/embedding_rows.h"
 
 #include <map>
@@ -6,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include "libs/config/plan/node_metadata.h"
 #include "libs/training/sparse_optimizer.h"
 
 namespace ravnest::worker {

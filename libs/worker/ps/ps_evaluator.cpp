@@ -1,4 +1,3 @@
-#include "libs/config/plan/node_metadata.h"
 #include "libs/worker/ps/ps_evaluator.h"
 
 #include <algorithm>
@@ -6,6 +5,7 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "libs/config/plan/node_metadata.h"
 #include "libs/training/evaluate.h"
 
 namespace ravnest::worker {
