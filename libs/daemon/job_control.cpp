@@ -389,8 +389,11 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
     job_id = job_id_;
     worker = worker_;
   }
-  if (metadata_.cluster_count != 1 || metadata_.pipeline.empty() ||
-      !metadata_.parameter_server.servers.empty()) {
+  // A parameter server applies each worker's gradients as they come: no update count is shared
+  // by every node, so there is no boundary to agree on (the requester's own stop has none either).
+  if (metadata_.pipeline.empty() || !metadata_.parameter_server.servers.empty()) return;
+  if (metadata_.cluster_count != 1) {
+    ask_requester_to_stop(job_id, worker, wait_scope, timer, timeout_seconds);
     return;
   }
   const double deadline = config::now_seconds() + timeout_seconds;
@@ -458,6 +461,54 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
     spdlog::warn("SIGTERM: the agreed stop did not complete: {}", wire::kj_reason(e));
   } catch (const std::exception& e) {
     spdlog::warn("SIGTERM: the agreed stop did not complete: {}", e.what());
+  }
+}
+
+void JobControl::ask_requester_to_stop(uint64_t job_id, const std::shared_ptr<JobWorker>& worker,
+                                       kj::WaitScope& wait_scope, kj::Timer& timer,
+                                       double timeout_seconds) {
+  const double deadline = config::now_seconds() + timeout_seconds;
+  const std::string fallback = "it stops as after a failure, and `ravnest resume` continues from "
+                               "the newest checkpoint every node holds";
+  if (listeners_.empty()) {
+    spdlog::warn("SIGTERM: no requester follows job {}, whose other clusters' roots this node "
+                 "does not know: {}", job_id, fallback);
+    return;
+  }
+  wire::ProgressEventData event;
+  event.kind = wire::EventKind::kStopping;
+  event.step = worker->status().updates;
+  event.message = store_.node_name() + " was stopped (SIGTERM)";
+  const wire::NodeEvent sent{metadata_.node_id, metadata_.cluster, event};
+  // Listeners of requesters that went away (or follow no longer) fail or stay silent: only an
+  // answer counts as somebody who may stop the job.
+  auto delivered = std::make_shared<size_t>(0);
+  kj::Vector<kj::Promise<void>> calls;
+  for (auto& listener : listeners_) {
+    auto request = listener.eventRequest();
+    wire::encode_event(sent, request.initEvent());
+    calls.add(request.send().ignoreResult().then([delivered]() { ++*delivered; },
+                                                 [](kj::Exception&&) {}));
+  }
+  kj::joinPromises(calls.releaseAsArray())
+      .exclusiveJoin(timer.afterDelay(
+          static_cast<uint64_t>(std::min(5.0, timeout_seconds) * 1000) * kj::MILLISECONDS))
+      .wait(wait_scope);
+  if (*delivered == 0) {
+    spdlog::warn("SIGTERM: no requester following job {} answered: {}", job_id, fallback);
+    return;
+  }
+  spdlog::info("SIGTERM: job {} spans {} clusters: the requester following it was asked to stop "
+               "it on every node after the same update", job_id, metadata_.cluster_count);
+  // The requester holds every root, waits for every node to reach the boundary, then stops the
+  // job everywhere, this node included: the stop writes this node's checkpoint of that update.
+  while (running(job_id)) {
+    if (config::now_seconds() > deadline) {
+      spdlog::warn("SIGTERM: the requester did not stop job {} within {} s: {}", job_id,
+                   timeout_seconds, fallback);
+      return;
+    }
+    timer.afterDelay(20 * kj::MILLISECONDS).wait(wait_scope);
   }
 }
 
@@ -726,6 +777,7 @@ void JobControl::publish(const wire::ProgressEventData& event) {
     case EventKind::kFinished: spdlog::info("job finished"); break;
     case EventKind::kFailed: spdlog::error("job failed: {}", event.message); break;
     case EventKind::kWarning: spdlog::warn("{}", why); break;
+    case EventKind::kStopping: spdlog::info("{}", why); break;
   }
   if (event.kind == EventKind::kFinished || event.kind == EventKind::kFailed) {
     uint64_t job_id;

@@ -62,6 +62,12 @@ class NodeCallError : public std::runtime_error {
 // TrainOptions::interrupted turned true while train() waited.
 struct Interrupted {};
 
+// A node's daemon got SIGTERM and asked for the stop every node agrees on (EventKind stopping);
+// `why` names the node.
+struct NodeStopping {
+  std::string why;
+};
+
 // The data is checked here, before anything is shipped: a bad file fails at the requester.
 void check_job_data(const config::JobSpec& job, const Log& log) {
   // Every file is a regular file before any is opened (a FIFO would block here).
@@ -90,6 +96,7 @@ struct Watch {
   std::map<int, TrainProgress> progress;
   std::set<int> finished;
   std::string failure;
+  std::string stopping;  // a node asked for the agreed stop (kStopping): which, and why
   bool active = true;
   std::function<void()> report;
 };
@@ -104,6 +111,11 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
   if (e.kind == wire::EventKind::kWarning) {
     // The node goes on (memory near its budget, say): said, never taken for a failure.
     if (on_log) on_log("warning: " + e.message);
+    return;
+  }
+  if (e.kind == wire::EventKind::kStopping) {
+    // Acted on by watch_until_done: the node waits for that stop before its daemon exits.
+    if (watch.stopping.empty()) watch.stopping = e.message;
     return;
   }
   if (sent.cluster < 0) {
@@ -148,7 +160,8 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
       if (watch.failure.empty()) watch.failure = e.message;
       break;
     case wire::EventKind::kWarning:
-      break;  // said above
+    case wire::EventKind::kStopping:
+      break;  // handled above
   }
 }
 
@@ -468,6 +481,7 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
   while (true) {
     timer().afterDelay(500 * kj::MILLISECONDS).wait(wait_scope());
     if (interrupt_requested()) throw Interrupted();
+    if (!watch.stopping.empty()) throw NodeStopping{watch.stopping};
     for (const auto& meta : plan_.nodes) {
       try {
         const auto s = status_of(meta, 2);
@@ -702,10 +716,14 @@ std::vector<std::string> Requester::Impl::stop_all(const std::string& reason, ui
   return failures;
 }
 
-TrainInterrupted::TrainInterrupted(uint64_t id, std::vector<std::string> failed)
-    : std::runtime_error("interrupted: job " + std::to_string(id) + " stopped"),
+TrainInterrupted::TrainInterrupted(uint64_t id, std::vector<std::string> failed,
+                                   std::string node_stopped, std::optional<uint64_t> after)
+    : std::runtime_error((node_stopped.empty() ? std::string("interrupted") : node_stopped) +
+                         ": job " + std::to_string(id) + " stopped"),
       job_id(id),
-      not_stopped(std::move(failed)) {}
+      not_stopped(std::move(failed)),
+      stopped_by(std::move(node_stopped)),
+      boundary(after) {}
 
 Requester::Requester(Plan plan, const std::string& secret, bool insecure)
     : impl_(std::make_unique<Impl>(std::move(plan), secret, insecure)) {}
@@ -939,12 +957,27 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
   } catch (const Interrupted&) {
     watch->active = false;
     // Every node stops after the same update, so that `ravnest resume` continues from there.
-    hold_at_boundary(result.job_id, 60);
+    const auto boundary = hold_at_boundary(result.job_id, 60);
     if (!finished_everywhere(result.job_id)) {
       throw TrainInterrupted(result.job_id,
-                             stop_all("the requester was interrupted", result.job_id));
+                             stop_all("the requester was interrupted", result.job_id), "",
+                             boundary);
     }
     // The interruption came after the last update: the job is done, not stopped.
+    result.seconds = now_seconds() - started;
+  } catch (const NodeStopping& stopping) {
+    watch->active = false;
+    // As for an interruption, within the 20 s the stopping daemon waits before it exits anyway
+    // (a hold that takes longer ends in a stop without agreement, as after a failure).
+    const auto boundary = hold_at_boundary(result.job_id, 12);
+    if (!finished_everywhere(result.job_id)) {
+      const std::string reason =
+          stopping.why + (boundary ? "; every node stopped after update " +
+                                         std::to_string(*boundary)
+                                   : std::string("; the nodes did not reach one update in time"));
+      throw TrainInterrupted(result.job_id, stop_all(reason, result.job_id), stopping.why,
+                             boundary);
+    }
     result.seconds = now_seconds() - started;
   } catch (const std::exception& e) {
     // Every node is told, so that none stays loaded or training (only this job is stopped).
