@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <ostream>
 #include <sstream>
+#include <streambuf>
 #include <unordered_map>
 #include <utility>
 
@@ -251,7 +253,38 @@ std::vector<at::Tensor> trained_values(const Original& original, const Gathered&
   return values;
 }
 
-// trained_state_dict.pt and model.pt, each atomically; paths into *result.
+// Hands what an std::ostream writes to an AtomicFileWriter. A failed write is kept (an ostream
+// swallows what its buffer throws) and rethrown by the caller, naming the file.
+class AtomicFileBuf final : public std::streambuf {
+ public:
+  explicit AtomicFileBuf(config::AtomicFileWriter& file) : file_(file) {}
+  const std::string& error() const { return error_; }
+
+ protected:
+  std::streamsize xsputn(const char* bytes, std::streamsize size) override {
+    if (!error_.empty()) return 0;
+    try {
+      file_.write(bytes, static_cast<size_t>(size));
+    } catch (const std::exception& e) {
+      error_ = e.what();
+      return 0;
+    }
+    return size;
+  }
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    const char byte = traits_type::to_char_type(c);
+    return xsputn(&byte, 1) == 1 ? c : traits_type::eof();
+  }
+
+ private:
+  config::AtomicFileWriter& file_;
+  std::string error_;
+};
+
+// trained_state_dict.pt and model.pt, each atomically; paths into *result. Both stream into
+// their files: a model of several GB is never serialized whole in memory (it was, twice, with
+// the stream's own growth on top: a 4.2 GB model's fuse needed more than 11 GB).
 void write_outputs(const std::string& out_dir, const c10::Dict<std::string, at::Tensor>& state,
                    torch::jit::Module& model, FuseResult* result) {
   std::error_code error;
@@ -260,16 +293,29 @@ void write_outputs(const std::string& out_dir, const c10::Dict<std::string, at::
   result->state_dict_path = (fs::path(out_dir) / kTrainedStateDictFile).string();
   result->model_path = (fs::path(out_dir) / kFusedModelFile).string();
 
-  const std::string pickled = graph::torch_load_file(c10::IValue(state));
-  std::ostringstream model_bytes;
   try {
-    model.save(model_bytes);
+    config::AtomicFileWriter file(result->state_dict_path);
+    graph::write_torch_load_file(c10::IValue(state), [&](const void* bytes, size_t size) {
+      file.write(bytes, size);
+    });
+    file.commit();
   } catch (const std::exception& e) {
-    throw FuseError(result->model_path + ": cannot save the model: " + graph::torch_message(e));
+    throw FuseError(std::string("fuse: ") + e.what());
   }
   try {
-    config::write_file_atomically(result->state_dict_path, pickled);
-    config::write_file_atomically(result->model_path, model_bytes.str());
+    config::AtomicFileWriter file(result->model_path);
+    AtomicFileBuf buffer(file);
+    std::ostream out(&buffer);
+    try {
+      model.save(out);
+    } catch (const std::exception& e) {
+      if (!buffer.error().empty()) throw std::runtime_error(buffer.error());
+      throw FuseError(result->model_path + ": cannot save the model: " + graph::torch_message(e));
+    }
+    if (!buffer.error().empty()) throw std::runtime_error(buffer.error());
+    file.commit();
+  } catch (const FuseError&) {
+    throw;
   } catch (const std::exception& e) {
     throw FuseError(std::string("fuse: ") + e.what());
   }
