@@ -510,6 +510,10 @@ void JobControl::ask_requester_to_stop(uint64_t job_id, const std::shared_ptr<Jo
     }
     timer.afterDelay(20 * kj::MILLISECONDS).wait(wait_scope);
   }
+  // The job is stopped here once the stop's work is done, a moment before its answer leaves.
+  while (stops_answering_ > 0 && config::now_seconds() < deadline) {
+    timer.afterDelay(20 * kj::MILLISECONDS).wait(wait_scope);
+  }
 }
 
 void JobControl::defer(std::function<void()> task) {
@@ -534,7 +538,10 @@ kj::Promise<void> JobControl::stop(StopCall context) {
   // Logged, kept in last_job.json and shown by `ravnest status`: one line, at most 1000 bytes.
   std::string reason = config::printable(std::string(params.getReason()), 1000);
   if (reason.empty()) reason = "no reason given";
-  return stop_job(params.getJobId(), reason);
+  // Counted until answered: a daemon shutting down waits for the answer to leave before its
+  // connections close (ask_requester_to_stop), else the requester hears "connection reset".
+  ++stops_answering_;
+  return stop_job(params.getJobId(), reason).attach(kj::defer([this]() { --stops_answering_; }));
 }
 
 kj::Promise<void> JobControl::hold(HoldCall context) {

@@ -150,6 +150,7 @@ class JobControl {
   PsMailbox ps_mailbox_;
   PsMailbox rows_mailbox_;
   std::vector<schema::ProgressListener::Client> listeners_;
+  int stops_answering_ = 0;  // stop() calls not yet answered; RPC thread
   config::NodeMetadata metadata_;  // of the stored stage
 
   mutable std::mutex mutex_;  // guards what the RPC thread reads of the job
