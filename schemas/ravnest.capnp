@@ -181,6 +181,13 @@ enum EventKind {
   failed @3;                 # the node failed; message says why
   warning @4;                # the node goes on, but says something is wrong (memory near its
                              # budget); message says what, naming the node
+  stopping @5;               # the node's daemon got SIGTERM while the job trains in a plan of
+                             # several clusters, whose other roots it does not know: it asks the
+                             # requester following the job to stop it on every node after the
+                             # same update (hold, then stop: docs/faults.md#stopping), and waits
+                             # for that stop at most 20 s before it exits anyway (the job then
+                             # stops as after a failure). step: the node's updates so far;
+                             # message names the node and why
 }
 
 struct ProgressEvent {

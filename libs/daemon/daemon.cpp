@@ -196,8 +196,9 @@ int run_daemon(const config::DaemonConfig& config) {
 
   shutdown.promise.wait(wait_scope);
   config::notify_stopping();
-  // A job that trains stops after the same update on every node of the cluster, as a stop from
-  // the requester does, so that `ravnest resume` continues from the checkpoints written there.
+  // A job that trains stops after the same update on every node, as a stop from the requester
+  // does (in a plan of several clusters, the requester following it stops it), so that
+  // `ravnest resume` continues from the checkpoints written there.
   service_ptr->job().stop_agreed_on_shutdown(wait_scope, io->timer(), 20);
   // Let the compute thread finish what it is doing (a stage being written), then drop the job.
   auto done = kj::newPromiseAndCrossThreadFulfiller<void>();

@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <ostream>
 #include <sstream>
+#include <streambuf>
 #include <unordered_map>
 #include <utility>
 
@@ -252,7 +254,38 @@ std::vector<at::Tensor> trained_values(const Original& original, const Gathered&
   return values;
 }
 
-// trained_state_dict.pt and model.pt, each atomically; paths into *result.
+// Hands what an std::ostream writes to an AtomicFileWriter. A failed write is kept (an ostream
+// swallows what its buffer throws) and rethrown by the caller, naming the file.
+class AtomicFileBuf final : public std::streambuf {
+ public:
+  explicit AtomicFileBuf(base::AtomicFileWriter& file) : file_(file) {}
+  const std::string& error() const { return error_; }
+
+ protected:
+  std::streamsize xsputn(const char* bytes, std::streamsize size) override {
+    if (!error_.empty()) return 0;
+    try {
+      file_.write(bytes, static_cast<size_t>(size));
+    } catch (const std::exception& e) {
+      error_ = e.what();
+      return 0;
+    }
+    return size;
+  }
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    const char byte = traits_type::to_char_type(c);
+    return xsputn(&byte, 1) == 1 ? c : traits_type::eof();
+  }
+
+ private:
+  base::AtomicFileWriter& file_;
+  std::string error_;
+};
+
+// trained_state_dict.pt and model.pt, each atomically; paths into *result. Both stream into
+// their files: a model of several GB is never serialized whole in memory (it was, twice, with
+// the stream's own growth on top: a 4.2 GB model's fuse needed more than 11 GB).
 void write_outputs(const std::string& out_dir, const c10::Dict<std::string, at::Tensor>& state,
                    torch::jit::Module& model, FuseResult* result) {
   std::error_code error;
@@ -261,16 +294,29 @@ void write_outputs(const std::string& out_dir, const c10::Dict<std::string, at::
   result->state_dict_path = (fs::path(out_dir) / kTrainedStateDictFile).string();
   result->model_path = (fs::path(out_dir) / kFusedModelFile).string();
 
-  const std::string pickled = torch_support::torch_load_file(c10::IValue(state));
-  std::ostringstream model_bytes;
   try {
-    model.save(model_bytes);
+    base::AtomicFileWriter file(result->state_dict_path);
+    torch_support::write_torch_load_file(c10::IValue(state), [&](const void* bytes, size_t size) {
+      file.write(bytes, size);
+    });
+    file.commit();
   } catch (const std::exception& e) {
-    throw FuseError(result->model_path + ": cannot save the model: " + torch_support::torch_message(e));
+    throw FuseError(std::string("fuse: ") + e.what());
   }
   try {
-    base::write_file_atomically(result->state_dict_path, pickled);
-    base::write_file_atomically(result->model_path, model_bytes.str());
+    base::AtomicFileWriter file(result->model_path);
+    AtomicFileBuf buffer(file);
+    std::ostream out(&buffer);
+    try {
+      model.save(out);
+    } catch (const std::exception& e) {
+      if (!buffer.error().empty()) throw std::runtime_error(buffer.error());
+      throw FuseError(result->model_path + ": cannot save the model: " + torch_support::torch_message(e));
+    }
+    if (!buffer.error().empty()) throw std::runtime_error(buffer.error());
+    file.commit();
+  } catch (const FuseError&) {
+    throw;
   } catch (const std::exception& e) {
     throw FuseError(std::string("fuse: ") + e.what());
   }

@@ -382,12 +382,27 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
   } catch (const Interrupted&) {
     watch->active = false;
     // Every node stops after the same update, so that `ravnest resume` continues from there.
-    hold_at_boundary(result.job_id, 60);
+    const auto boundary = hold_at_boundary(result.job_id, 60);
     if (!finished_everywhere(result.job_id)) {
       throw TrainInterrupted(result.job_id,
-                             stop_all("the requester was interrupted", result.job_id));
+                             stop_all("the requester was interrupted", result.job_id), "",
+                             boundary);
     }
     // The interruption came after the last update: the job is done, not stopped.
+    result.seconds = now_seconds() - started;
+  } catch (const NodeStopping& stopping) {
+    watch->active = false;
+    // As for an interruption, within the 20 s the stopping daemon waits before it exits anyway
+    // (a hold that takes longer ends in a stop without agreement, as after a failure).
+    const auto boundary = hold_at_boundary(result.job_id, 12);
+    if (!finished_everywhere(result.job_id)) {
+      const std::string reason =
+          stopping.why + (boundary ? "; every node stopped after update " +
+                                         std::to_string(*boundary)
+                                   : std::string("; the nodes did not reach one update in time"));
+      throw TrainInterrupted(result.job_id, stop_all(reason, result.job_id), stopping.why,
+                             boundary);
+    }
     result.seconds = now_seconds() - started;
   } catch (const std::exception& e) {
     // Every node is told, so that none stays loaded or training (only this job is stopped).

@@ -24,6 +24,11 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
     if (on_log) on_log("warning: " + e.message);
     return;
   }
+  if (e.kind == wire::EventKind::kStopping) {
+    // Acted on by watch_until_done: the node waits for that stop before its daemon exits.
+    if (watch.stopping.empty()) watch.stopping = e.message;
+    return;
+  }
   if (sent.cluster < 0) {
     // A parameter server's evaluator: its score is every worker's model's.
     if (e.kind == wire::EventKind::kValidation) {
@@ -66,7 +71,8 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
       if (watch.failure.empty()) watch.failure = e.message;
       break;
     case wire::EventKind::kWarning:
-      break;  // said above
+    case wire::EventKind::kStopping:
+      break;  // handled above
   }
 }
 
@@ -96,6 +102,7 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
   while (true) {
     timer().afterDelay(500 * kj::MILLISECONDS).wait(wait_scope());
     if (interrupt_requested()) throw Interrupted();
+    if (!watch.stopping.empty()) throw NodeStopping{watch.stopping};
     for (const auto& meta : plan_.nodes) {
       try {
         const auto s = status_of(meta, 2);

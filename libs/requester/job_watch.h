@@ -27,6 +27,7 @@ struct Watch {
   std::map<int, TrainProgress> progress;
   std::set<int> finished;
   std::string failure;
+  std::string stopping;  // a node asked for the agreed stop (kStopping): which, and why
   bool active = true;
   std::function<void()> report;
 };

@@ -147,10 +147,14 @@ std::vector<std::string> Requester::Impl::stop_all(const std::string& reason, ui
   return failures;
 }
 
-TrainInterrupted::TrainInterrupted(uint64_t id, std::vector<std::string> failed)
-    : std::runtime_error("interrupted: job " + std::to_string(id) + " stopped"),
+TrainInterrupted::TrainInterrupted(uint64_t id, std::vector<std::string> failed,
+                                   std::string node_stopped, std::optional<uint64_t> after)
+    : std::runtime_error((node_stopped.empty() ? std::string("interrupted") : node_stopped) +
+                         ": job " + std::to_string(id) + " stopped"),
       job_id(id),
-      not_stopped(std::move(failed)) {}
+      not_stopped(std::move(failed)),
+      stopped_by(std::move(node_stopped)),
+      boundary(after) {}
 
 Requester::Requester(Plan plan, const std::string& secret, bool insecure)
     : impl_(std::make_unique<Impl>(std::move(plan), secret, insecure)) {}

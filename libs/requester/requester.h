@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -64,13 +65,17 @@ struct TrainOptions {
   std::function<bool()> interrupted;
 };
 
-// train() was interrupted (TrainOptions::interrupted): the job was stopped on every node that
-// answered; `not_stopped` names the others, one line each.
+// train() was interrupted (TrainOptions::interrupted), or a node's daemon got SIGTERM and asked
+// for the stop every node agrees on (a plan of several clusters: docs/faults.md#stopping): the
+// job was stopped on every node that answered; `not_stopped` names the others, one line each.
 class TrainInterrupted : public std::runtime_error {
  public:
-  TrainInterrupted(uint64_t job_id, std::vector<std::string> not_stopped);
+  TrainInterrupted(uint64_t job_id, std::vector<std::string> not_stopped,
+                   std::string stopped_by = "", std::optional<uint64_t> boundary = {});
   uint64_t job_id;
   std::vector<std::string> not_stopped;
+  std::string stopped_by;  // "node_3 was stopped (SIGTERM)"; empty: the requester was interrupted
+  std::optional<uint64_t> boundary;  // the update every node stopped after, when they agreed
 };
 
 struct TrainResult {

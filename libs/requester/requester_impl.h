@@ -43,6 +43,12 @@ class NodeCallError : public std::runtime_error {
 // TrainOptions::interrupted turned true while train() waited.
 struct Interrupted {};
 
+// A node's daemon got SIGTERM and asked for the stop every node agrees on (EventKind stopping);
+// `why` names the node.
+struct NodeStopping {
+  std::string why;
+};
+
 class Requester::Impl {
  public:
   Impl(Plan plan, const std::string& secret, bool insecure)

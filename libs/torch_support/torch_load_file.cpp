@@ -6,8 +6,10 @@
 
 namespace ravnest::torch_support {
 
-std::string torch_load_file(const c10::IValue& value) {
-  // What torch::jit::pickle_save does, with tag_aggregates off.
+void write_torch_load_file(const c10::IValue& value,
+                           const std::function<void(const void*, size_t)>& write) {
+  // What torch::jit::pickle_save does, with tag_aggregates off. The pickle holds no tensor
+  // bytes (those follow it as records of their own), so it is small.
   std::string pickle;
   torch::jit::Pickler pickler(
       [&](const char* bytes, size_t size) { pickle.append(bytes, size); },
@@ -17,14 +19,20 @@ std::string torch_load_file(const c10::IValue& value) {
   pickler.pushIValue(value);
   pickler.stop();
 
-  std::string file;
   caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t size) {
-    file.append(static_cast<const char*>(bytes), size);
+    write(bytes, size);
     return size;
   });
   torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
                                      writer);
   writer.writeEndOfFile();
+}
+
+std::string torch_load_file(const c10::IValue& value) {
+  std::string file;
+  write_torch_load_file(value, [&](const void* bytes, size_t size) {
+    file.append(static_cast<const char*>(bytes), size);
+  });
   return file;
 }
 

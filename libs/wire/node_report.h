@@ -72,7 +72,9 @@ struct NodeStatusData {
 };
 
 // kWarning: the node goes on; the message says what is wrong (memory near its budget).
-enum class EventKind { kStep, kValidation, kFinished, kFailed, kWarning };
+// kStopping: the node's daemon is shutting down (SIGTERM) in a plan of several clusters and asks
+// the requester that follows the job for the stop every node agrees on (schemas: EventKind).
+enum class EventKind { kStep, kValidation, kFinished, kFailed, kWarning, kStopping };
 
 struct ProgressEventData {
   EventKind kind = EventKind::kStep;

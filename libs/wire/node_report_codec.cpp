@@ -11,6 +11,7 @@ schema::EventKind to_schema(EventKind kind) {
     case EventKind::kFinished: return schema::EventKind::FINISHED;
     case EventKind::kFailed: return schema::EventKind::FAILED;
     case EventKind::kWarning: return schema::EventKind::WARNING;
+    case EventKind::kStopping: return schema::EventKind::STOPPING;
   }
   return schema::EventKind::STEP;
 }
@@ -22,6 +23,7 @@ EventKind from_schema(schema::EventKind kind) {
     case schema::EventKind::FINISHED: return EventKind::kFinished;
     case schema::EventKind::FAILED: return EventKind::kFailed;
     case schema::EventKind::WARNING: return EventKind::kWarning;
+    case schema::EventKind::STOPPING: return EventKind::kStopping;
   }
   throw WireError("unknown event kind");
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <thread>
 #include <cstdlib>
 #include <random>
@@ -405,4 +406,129 @@ TEST_CASE("stop: accumulate_1f1b, update_frequency 3, 1F1B: the stop waits for a
           "[stop][faults]") {
   check_interrupted({2}, 4, "micro_batches = 2\nschedule = \"1f1b\"\nupdate_frequency = 3",
                     std::min(runs_wanted(), 2));
+}
+
+namespace {
+
+// Waits until node_0 of `cluster` trains a job and has made at least `updates` updates of it
+// (a finished job's count does not count).
+void wait_for_training(const test::LocalCluster& cluster, uint64_t updates) {
+  const auto plan = requester::load_plan(cluster.plan_dir());
+  requester::Requester requester(plan, base::read_secret(cluster.secret_file()));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto s = requester.status_of(plan.nodes[0]);
+    if (s.state == wire::NodeState::kTraining && s.updates >= updates) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  FAIL("no job reached " << updates << " updates");
+}
+
+// Two clusters of two stages (nodes 0-1 and 2-3, rings between them) that trained `train_keys`'
+// job whole: its fused weights and losses in `expected`.
+struct TwoClusters {
+  std::unique_ptr<test::LocalCluster> cluster;
+  Outcome expected;
+  fs::path job;
+};
+
+TwoClusters two_clusters_trained(const std::string& train_keys) {
+  TwoClusters t;
+  const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
+  t.cluster = std::make_unique<test::LocalCluster>(
+      test::digits_model(), std::vector<std::vector<size_t>>{cuts, cuts},
+      std::vector<std::string>{"32x1x8x8"});
+  auto& cluster = *t.cluster;
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  t.job = cluster.dir() / "job.toml";
+  test::write_text(t.job, job_text(3, train_keys));
+  auto whole = cluster.ravnest("train", t.job.string());
+  INFO(whole.out << whole.err);
+  REQUIRE(whole.exit_code == 0);
+  t.expected = cluster.fuse_all(2, 1, "whole");
+  return t;
+}
+
+// `ravnest resume` (node_3 started again first), then the fused weights of both clusters, the
+// losses and validation rounds are the whole job's, bit for bit; returns resume's output.
+std::string resume_equal(TwoClusters& t) {
+  auto& cluster = *t.cluster;
+  cluster.start(3);
+  auto resumed = cluster.ravnest("resume");
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  const Outcome got = cluster.fuse_all(2, 1, "resumed");
+  for (int c = 0; c < 2; ++c) {
+    std::string where;
+    const double diff = test::largest_difference(t.expected.clusters[c], got.clusters[c], &where);
+    INFO("cluster " << c << ": largest difference " << diff << " in " << where);
+    CHECK(diff == 0);
+  }
+  CHECK(got.losses == t.expected.losses);
+  CHECK(got.validation == t.expected.validation);
+  return resumed.out;
+}
+
+}  // namespace
+
+TEST_CASE("stop: clusters_sigterm, a daemon's SIGTERM with two clusters: the requester "
+          "following the job stops every node after the same update", "[stop][faults]") {
+  auto t = two_clusters_trained("micro_batches = 2");
+  auto& cluster = *t.cluster;
+  // `ravnest train` follows the job in the background; node_3 (cluster 1's leaf) gets SIGTERM.
+  auto following = std::async(std::launch::async,
+                              [&] { return cluster.ravnest("train", t.job.string(), 120); });
+  wait_for_training(cluster, 10);
+  cluster.kill(3, SIGTERM);
+  CHECK(cluster.wait_exit(3, 30) == 0);
+  const auto train = following.get();
+  INFO(train.out << train.err);
+  CHECK(train.exit_code == 130);
+  std::smatch m;
+  REQUIRE(std::regex_search(
+      train.err, m,
+      std::regex("ravnest: node_3 was stopped \\(SIGTERM\\): job [0-9]+ stopped on every node "
+                 "after update ([0-9]+); `ravnest resume` continues it from update \\1\n")));
+  CHECK(std::count(train.err.begin(), train.err.end(), '\n') == 1);
+  const uint64_t boundary = std::stoull(m[1]);
+  CHECK(boundary >= 10);
+  INFO(cluster.log(3));
+  CHECK(cluster.log(3).find("the requester following it was asked to stop it") !=
+        std::string::npos);
+  for (int node = 0; node < 4; ++node) {
+    INFO("node_" << node);
+    CHECK(updates_in(job_checkpoints(cluster, node)).back() == boundary);
+  }
+  const std::string resumed = resume_equal(t);
+  CHECK(resumed.find("resuming after update " + std::to_string(boundary)) != std::string::npos);
+}
+
+TEST_CASE("stop: clusters_unfollowed, a daemon's SIGTERM with two clusters and nobody "
+          "following: stopped as after a failure, resumed from an older checkpoint",
+          "[stop][faults]") {
+  auto t = two_clusters_trained("micro_batches = 2\nsave_every = 4");
+  auto& cluster = *t.cluster;
+  auto detached = cluster.ravnest("train", t.job.string() + " --detach");
+  INFO(detached.out << detached.err);
+  REQUIRE(detached.exit_code == 0);
+  wait_for_training(cluster, 10);
+  cluster.kill(3, SIGTERM);
+  CHECK(cluster.wait_exit(3, 30) == 0);
+  INFO(cluster.log(3));
+  CHECK(cluster.log(3).find("SIGTERM: no requester follows job") != std::string::npos);
+  const uint64_t own = updates_in(job_checkpoints(cluster, 3)).back();
+  std::ostringstream held;
+  for (int node = 0; node < 4; ++node) {
+    held << " node_" << node << ":";
+    for (uint64_t u : updates_in(job_checkpoints(cluster, node))) held << " " << u;
+  }
+  const std::string resumed = resume_equal(t);
+  std::smatch m;
+  REQUIRE(std::regex_search(resumed, m, std::regex("resuming after update ([0-9]+)")));
+  const uint64_t from = std::stoull(m[1]);
+  CHECK(from > 0);
+  CHECK(from <= own);
+  WARN("nobody following: resumed after update " << from << "; checkpoints before the resume:"
+                                                    << held.str());
 }

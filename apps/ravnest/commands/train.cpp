@@ -52,12 +52,23 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     result = attach ? requester.attach(options) : requester.train(job, options);
   } catch (const requester::TrainInterrupted& e) {
     if (tty && drawn) std::cout << "\033[" << drawn << "A\033[J" << std::flush;
-    const std::string signal = interrupt_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
-    std::string line = "ravnest: interrupted (" + signal + "): job " + std::to_string(e.job_id);
+    std::string line;
+    if (e.stopped_by.empty()) {
+      const std::string signal = interrupt_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
+      line = "ravnest: interrupted (" + signal + "): job " + std::to_string(e.job_id);
+    } else {
+      // A node's daemon was stopped and asked for this stop (a plan of several clusters).
+      line = "ravnest: " + e.stopped_by + ": job " + std::to_string(e.job_id);
+    }
     line += e.not_stopped.empty() ? " stopped on every node"
                                   : " stopped, except on " + joined(e.not_stopped);
-    line += "; `ravnest resume` continues it from its last checkpoint (`--detach` leaves a job "
-            "running)";
+    if (!e.stopped_by.empty() && e.boundary && e.not_stopped.empty()) {
+      line += " after update " + std::to_string(*e.boundary) +
+              "; `ravnest resume` continues it from update " + std::to_string(*e.boundary);
+    } else {
+      line += "; `ravnest resume` continues it from its last checkpoint";
+      if (e.stopped_by.empty()) line += " (`--detach` leaves a job running)";
+    }
     std::cerr << line << '\n';
     return 130;
   }

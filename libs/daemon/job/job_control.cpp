@@ -292,8 +292,11 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
     if (effective_state(nullptr) != NodeState::kTraining || !worker) return;
     job_id = job_id_;
   }
-  if (metadata_.cluster_count != 1 || metadata_.pipeline.empty() ||
-      !metadata_.parameter_server.servers.empty()) {
+  // A parameter server applies each worker's gradients as they come: no update count is shared
+  // by every node, so there is no boundary to agree on (the requester's own stop has none either).
+  if (metadata_.pipeline.empty() || !metadata_.parameter_server.servers.empty()) return;
+  if (metadata_.cluster_count != 1) {
+    ask_requester_to_stop(job_id, worker, wait_scope, timer, timeout_seconds);
     return;
   }
   const double deadline = base::now_seconds() + timeout_seconds;
@@ -364,6 +367,48 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
   }
 }
 
+void JobControl::ask_requester_to_stop(uint64_t job_id,
+                                       const std::shared_ptr<worker::JobWorker>& worker,
+                                       kj::WaitScope& wait_scope, kj::Timer& timer,
+                                       double timeout_seconds) {
+  const double deadline = base::now_seconds() + timeout_seconds;
+  const std::string fallback = "it stops as after a failure, and `ravnest resume` continues from "
+                               "the newest checkpoint every node holds";
+  if (!events_.has_listeners()) {
+    spdlog::warn("SIGTERM: no requester follows job {}, whose other clusters' roots this node "
+                 "does not know: {}", job_id, fallback);
+    return;
+  }
+  wire::ProgressEventData event;
+  event.kind = wire::EventKind::kStopping;
+  event.step = worker->status().updates;
+  event.message = store_.node_name() + " was stopped (SIGTERM)";
+  // Listeners of requesters that went away (or follow no longer) fail or stay silent: only an
+  // answer counts as somebody who may stop the job.
+  const size_t answered = events_.publish_and_wait(event, metadata_, wait_scope, timer,
+                                                   std::min(5.0, timeout_seconds));
+  if (answered == 0) {
+    spdlog::warn("SIGTERM: no requester following job {} answered: {}", job_id, fallback);
+    return;
+  }
+  spdlog::info("SIGTERM: job {} spans {} clusters: the requester following it was asked to stop "
+               "it on every node after the same update", job_id, metadata_.cluster_count);
+  // The requester holds every root, waits for every node to reach the boundary, then stops the
+  // job everywhere, this node included: the stop writes this node's checkpoint of that update.
+  while (running(job_id)) {
+    if (base::now_seconds() > deadline) {
+      spdlog::warn("SIGTERM: the requester did not stop job {} within {} s: {}", job_id,
+                   timeout_seconds, fallback);
+      return;
+    }
+    timer.afterDelay(20 * kj::MILLISECONDS).wait(wait_scope);
+  }
+  // The job is stopped here once the stop's work is done, a moment before its answer leaves.
+  while (stops_answering_ > 0 && base::now_seconds() < deadline) {
+    timer.afterDelay(20 * kj::MILLISECONDS).wait(wait_scope);
+  }
+}
+
 void JobControl::defer(std::function<void()> task) {
   const std::weak_ptr<worker::JobWorker> asking = inbox_.current();
   asio::post(compute_, [this, asking, task = std::move(task)]() {
@@ -379,7 +424,10 @@ kj::Promise<void> JobControl::stop(StopCall context) {
   // Logged, kept in last_job.json and shown by `ravnest status`: one line, at most 1000 bytes.
   std::string reason = base::printable(std::string(params.getReason()), 1000);
   if (reason.empty()) reason = "no reason given";
-  return stop_job(params.getJobId(), reason);
+  // Counted until answered: a daemon shutting down waits for the answer to leave before its
+  // connections close (ask_requester_to_stop), else the requester hears "connection reset".
+  ++stops_answering_;
+  return stop_job(params.getJobId(), reason).attach(kj::defer([this]() { --stops_answering_; }));
 }
 
 kj::Promise<void> JobControl::hold(HoldCall context) {

@@ -86,8 +86,12 @@ class JobControl {
   // stop every node agrees on (docs/faults.md#stopping), as far as this node reaches: its
   // cluster's root holds at the nearest update boundary, every node of the cluster reaches it
   // (at most `timeout_seconds`), and this node tells the others to stop, so that each checkpoints
-  // there and the requester following the job hears why. Only in a plan of one cluster: other
-  // clusters' roots are not known here, and their nodes stop as after a failure.
+  // there and the requester following the job hears why. In a plan of several clusters, whose
+  // other roots are not known here, the requester following the job (subscribe) is asked for
+  // that stop instead (EventKind stopping), and this returns once it stopped the job here. With
+  // no requester following, one that does not answer, or no stop within `timeout_seconds`, this
+  // returns having logged one line: the job then stops as after a failure. Nothing is agreed in
+  // a parameter-server plan, whose nodes share no update count.
   void stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& timer,
                                double timeout_seconds = 30);
   // Runs `task` later on the compute thread if the worker that asked is still the node's job
@@ -117,6 +121,9 @@ class JobControl {
   void watch_peers(uint64_t job_id);
   void watch_memory(uint64_t job_id);
   bool running(uint64_t job_id) const;  // `job_id` is this node's job and trains
+  // stop_agreed_on_shutdown in a plan of several clusters: the requester's part; RPC thread.
+  void ask_requester_to_stop(uint64_t job_id, const std::shared_ptr<worker::JobWorker>& worker,
+                             kj::WaitScope& wait_scope, kj::Timer& timer, double timeout_seconds);
   // What stop() does: `job_id` 0 stops whatever runs; RPC thread.
   kj::Promise<void> stop_job(uint64_t job_id, const std::string& reason);
 
@@ -131,6 +138,7 @@ class JobControl {
   worker::WorkerPort& port_;
   std::shared_ptr<store::CheckpointStore> checkpoints_;
   JobEvents events_;
+  int stops_answering_ = 0;  // stop() calls not yet answered; RPC thread
   PeerWatch peers_;
   MemoryWatch memory_;
   config::NodeMetadata metadata_;  // of the stored stage

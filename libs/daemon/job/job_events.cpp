@@ -1,5 +1,8 @@
 #include "libs/daemon/job/job_events.h"
 
+#include <memory>
+
+#include <kj/vector.h>
 #include <spdlog/spdlog.h>
 
 #include "libs/wire/node_report_codec.h"
@@ -34,6 +37,7 @@ void JobEvents::publish(const wire::ProgressEventData& event, const config::Node
     case wire::EventKind::kFinished: spdlog::info("job finished"); break;
     case wire::EventKind::kFailed: spdlog::error("job failed: {}", event.message); break;
     case wire::EventKind::kWarning: spdlog::warn("{}", why); break;
+    case wire::EventKind::kStopping: spdlog::info("{}", why); break;
   }
   if (event.kind == wire::EventKind::kFinished || event.kind == wire::EventKind::kFailed) {
     record(event.kind == wire::EventKind::kFinished ? store::LastJob::Outcome::kFinished
@@ -48,6 +52,26 @@ void JobEvents::publish(const wire::ProgressEventData& event, const config::Node
       // A requester that went away: the job goes on; `ravnest status` still reports.
     }));
   }
+}
+
+size_t JobEvents::publish_and_wait(const wire::ProgressEventData& event,
+                                   const config::NodeMetadata& self, kj::WaitScope& wait_scope,
+                                   kj::Timer& timer, double timeout_seconds) {
+  spdlog::info("{}", event.message);
+  const wire::NodeEvent sent{self.node_id, self.cluster, event};
+  auto answered = std::make_shared<size_t>(0);
+  kj::Vector<kj::Promise<void>> calls;
+  for (auto& listener : listeners_) {
+    auto request = listener.eventRequest();
+    wire::encode_event(sent, request.initEvent());
+    calls.add(request.send().ignoreResult().then([answered]() { ++*answered; },
+                                                 [](kj::Exception&&) {}));
+  }
+  kj::joinPromises(calls.releaseAsArray())
+      .exclusiveJoin(timer.afterDelay(static_cast<uint64_t>(timeout_seconds * 1000) *
+                                      kj::MILLISECONDS))
+      .wait(wait_scope);
+  return *answered;
 }
 
 }  // namespace ravnest::daemon
