@@ -1,5 +1,7 @@
-// Transfers as the runtime sees them: decoded values for one micro-batch between two nodes of a
-// cluster. schemas/ravnest.capnp (Transfer, MicroBatch) describes how they travel;
+// Transfers as the nodes see them: decoded values between two nodes, for one micro-batch of a
+// pipeline (activations, gradients, labels, random state, predictions done) or one exchange of a
+// parameter-server plan (gradients, weights, lookups, rows; these cross clusters).
+// schemas/ravnest.capnp (Transfer, MicroBatch) describes how they travel;
 // transfer_codec.h is the one place that copies them to and from it.
 #pragma once
 

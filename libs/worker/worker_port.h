@@ -1,8 +1,11 @@
-// WorkerPort: what a stage worker needs from its surroundings, so that the worker knows nothing of
-// capnp or threads. The daemon's NodeService implements it.
+// WorkerPort: what a job's worker needs from its surroundings, so that the worker knows nothing of
+// capnp or threads. The daemon's NodeService implements it; LocalPort (tests/support/local_port.h)
+// in one process.
 //
-// Implementations must not block for long: sends are queued and happen on the RPC thread; a
-// failed send comes back to the worker as a failure naming the peer.
+// Called on the worker's thread. send, event, defer and checkpoint_written issue and return at
+// once (sends are queued and happen on the RPC thread; a failed send comes back to the worker as
+// a failure naming the peer). reduce_rings, exchange_with_servers and lookup_rows block until
+// their peers answer, as each says.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // What a stage puts into its rings: for each ring, the stage's tensors of the ring's names, in
 // the ring's order. Every member lists the names in the same order and skips the same ones, so
-// the all-reduce lines the tensors up (see WorkerPort::reduce_rings, transfer.h).
+// the all-reduce lines the tensors up (see WorkerPort::reduce_rings, worker_port.h).
 //
 // The tensors are the stage's own (a parameter, a buffer, the memory of a gradient or of the
 // optimizer's state), so reducing them changes the stage in place.

@@ -14,7 +14,7 @@
 // (random_chain.h) when its stage draws in the chain, its StageRings (stage_rings.h), its
 // WeightStash (weight_stash.h) under async. Its lifecycle (failing, finishing, status)
 // is WorkerBase's (worker_base.h); a finished stage goes on forwarding the final validation. Everything reaches the outside through the WorkerPort
-// (transfer.h): NodeService in a daemon, LocalPort (tests/support/local_port.h) in one process.
+// (worker_port.h): NodeService in a daemon, LocalPort (tests/support/local_port.h) in one process.
 // Transfers cross between the compute device and the host through its DeviceTransfers
 // (device_transfers.h): on a GPU, outgoing ones wait for their copies to the host while later
 // micro-batches compute; they are handed to the port in order before each step when done, and
