@@ -3,9 +3,22 @@
 #include <limits>
 
 #include "libs/base/config_error.h"
+#include "libs/base/json_error.h"
 #include "libs/base/printable.h"
 
 namespace ravnest::base {
+
+JsonReader::json JsonReader::parse_object(const std::string& text) const {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number beyond what a double holds (1e999)
+    throw json_syntax_error(origin_, e.what());
+  }
+  if (!root.is_object()) fail("(top level)", "must be an object, got " + kind(root));
+  return root;
+}
 
 void JsonReader::fail(const std::string& field, const std::string& problem) const {
   throw ConfigError(origin_ + ": " + printable(field, 200) + ": " + printable(problem, 300));

@@ -20,6 +20,10 @@ class JsonReader {
 
   explicit JsonReader(std::string origin) : origin_(std::move(origin)) {}
 
+  // `text` parsed, which must be a JSON object at its top level; throws ConfigError naming the
+  // origin (a syntax error's place, or "(top level): must be an object").
+  json parse_object(const std::string& text) const;
+
   // Throws ConfigError "<origin>: <field>: <problem>".
   [[noreturn]] void fail(const std::string& field, const std::string& problem) const;
 

@@ -22,20 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// examples/hybrid/make_data.py's model and data, made once.
-const fs::path& hybrid_dir() {
-  static test::TempDir dir;
-  static const bool made = [] {
-    auto made = test::run_command(test::python() + " " + test::source_dir() +
-                                  "/examples/hybrid/make_data.py --out " + dir.path().string());
-    if (made.exit_code != 0) throw std::runtime_error("make_data.py failed: " + made.err);
-    return true;
-  }();
-  (void)made;
-  return dir.path();
-}
 
-std::string model() { return (hybrid_dir() / "hybrid.pt").string(); }
+std::string model() { return (test::hybrid_dir() / "hybrid.pt").string(); }
 
 void as_hybrid_plan(const test::LocalCluster& cluster) {
   graph::ClusterizeOptions options;
@@ -49,7 +37,7 @@ void as_hybrid_plan(const test::LocalCluster& cluster) {
 }
 
 std::string job_text(const std::string& sparse, const std::string& extra_train = "") {
-  const auto dir = hybrid_dir().string();
+  const auto dir = test::hybrid_dir().string();
   return "[train]\nepochs = 2\nbatch_size = 32\nmicro_batches = 2\nseed = 3\n"
          "reduce = \"gradients\"\n" + extra_train +
          "\n[data]\nformat = \"tensors\"\ntrain = \"" + dir + "/train.pt\"\nvalidation = \"" +

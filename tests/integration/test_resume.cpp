@@ -133,7 +133,10 @@ void check_resume(const std::vector<int>& stages, const std::string& optimizer, 
   const uint64_t from = std::stoull(match[1]);
   INFO("killed at about update " << reached << ", resumed after update " << from);
   CHECK(from >= kSaveEvery);
-  CHECK(from <= reached + 1);
+  // Not after a checkpoint the job had not made when it was killed: `reached` was read just
+  // before the kill, and on a loaded machine (2 cores, ctest -j2) the job has gone on for up to
+  // a few updates by then.
+  CHECK(from <= reached + 3);
 
   const Outcome got = cluster.fuse_all(clusters, leaf, "resumed");
   for (int c = 0; c < clusters; ++c) {

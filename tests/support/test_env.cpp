@@ -93,4 +93,16 @@ const fs::path& digits_dir() {
 
 std::string digits_model() { return (digits_dir() / "small_cnn.pt").string(); }
 
+const fs::path& hybrid_dir() {
+  static TempDir dir;
+  static const bool made = [] {
+    auto made = run_command(python() + " " + source_dir() + "/examples/hybrid/make_data.py --out " +
+                            dir.path().string());
+    if (made.exit_code != 0) throw std::runtime_error("make_data.py failed: " + made.err);
+    return true;
+  }();
+  (void)made;
+  return dir.path();
+}
+
 }  // namespace ravnest::test

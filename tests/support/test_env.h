@@ -40,6 +40,8 @@ void write_text(const std::filesystem::path& path, const std::string& text);
 // binary in a directory removed at exit: digits_train.csv, digits_val.csv, small_cnn.pt.
 const std::filesystem::path& digits_dir();
 std::string digits_model();
+// examples/hybrid/make_data.py's model (hybrid.pt) and data, made once per test binary likewise.
+const std::filesystem::path& hybrid_dir();
 std::string read_text(const std::filesystem::path& path);
 
 }  // namespace ravnest::test

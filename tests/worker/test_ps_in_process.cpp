@@ -40,21 +40,9 @@ std::string ps_job(const std::string& ps) {
          "\n[scheduler]\nname = \"step\"\nstep_size = 1\ngamma = 0.5\nper = \"epoch\"\n" + ps;
 }
 
-// examples/hybrid/make_data.py's model and data, made once.
-const fs::path& hybrid_dir() {
-  static test::TempDir dir;
-  static const bool made = [] {
-    auto made = test::run_command(test::python() + " " + test::source_dir() +
-                                  "/examples/hybrid/make_data.py --out " + dir.path().string());
-    if (made.exit_code != 0) throw std::runtime_error("make_data.py failed: " + made.err);
-    return true;
-  }();
-  (void)made;
-  return dir.path();
-}
 
 std::string hybrid_job(const std::string& sparse) {
-  const auto dir = hybrid_dir().string();
+  const auto dir = test::hybrid_dir().string();
   return "[train]\nepochs = 2\nbatch_size = 32\nmicro_batches = 2\nseed = 3\n"
          "reduce = \"gradients\"\n"
          "\n[data]\nformat = \"tensors\"\ntrain = \"" + dir + "/train.pt\"\nvalidation = \"" +
@@ -119,7 +107,7 @@ TEST_CASE("a hybrid in one process: synchronous equals one process with the tabl
   // Node 0 serves the table, nodes 1 and 2 train.
   test::InProcessPlan plan(3, [](const std::string& pool, const std::string& dir) {
     graph::ClusterizeOptions options;
-    options.model_path = (hybrid_dir() / "hybrid.pt").string();
+    options.model_path = (test::hybrid_dir() / "hybrid.pt").string();
     options.nodes_path = pool;
     options.example_inputs = {"16x8:int64:100"};
     options.out_dir = dir;
@@ -127,7 +115,7 @@ TEST_CASE("a hybrid in one process: synchronous equals one process with the tabl
     options.on_server = {"emb"};
     graph::clusterize(options, [](const std::string&) {});
   });
-  const std::string model = (hybrid_dir() / "hybrid.pt").string();
+  const std::string model = (test::hybrid_dir() / "hybrid.pt").string();
   for (const std::string sparse : {"\n[sparse_optimizer]\nname = \"sparse_adam\"\nlr = 0.05\n",
                                    "\n[sparse_optimizer]\nname = \"sgd\"\nlr = 0.5\n"}) {
     INFO(sparse);

@@ -8,7 +8,6 @@
 
 #include "libs/base/atomic_file.h"
 #include "libs/base/config_error.h"
-#include "libs/base/json_error.h"
 #include "libs/base/json_reader.h"
 #include "libs/base/printable.h"
 #include "libs/config/pool/tls_fingerprint.h"
@@ -443,15 +442,8 @@ std::string to_json(const NodeMetadata& m) {
 }
 
 NodeMetadata node_metadata_from_json(const std::string& text, const std::string& origin) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& error) {
-    // parse_error, and out_of_range for a number beyond what a double holds (1e999)
-    throw base::json_syntax_error(origin, error.what());
-  }
   const JsonReader r(origin);
-  if (!root.is_object()) r.fail("(top level)", "must be an object, got " + JsonReader::kind(root));
+  const json root = r.parse_object(text);
 
   // In the order of the file, so that the first field in error is the one reported.
   NodeMetadata m;

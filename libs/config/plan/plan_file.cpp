@@ -2,7 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "libs/base/json_error.h"
 #include "libs/base/json_reader.h"
 #include "libs/base/atomic_file.h"
 
@@ -169,14 +168,8 @@ std::string to_json(const PlanFile& plan) {
 }
 
 PlanFile plan_file_from_json(const std::string& text, const std::string& origin) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    throw base::json_syntax_error(origin, e.what());
-  }
   const JsonReader r(origin);
-  if (!root.is_object()) r.fail("(top level)", "must be an object, got " + JsonReader::kind(root));
+  const json root = r.parse_object(text);
   PlanFile plan;
   read_header(r, root, &plan);
   read_clusters_and_rings(r, root, &plan);
