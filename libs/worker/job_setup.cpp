@@ -6,6 +6,9 @@
 #include <sstream>
 #include <set>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
 #include <torch/csrc/jit/serialization/import.h>
 
@@ -28,17 +31,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A server: the optimizer and LR schedule of its shard's parameters. The evaluator: the
-// validation data and the loss.
-std::unique_ptr<WorkerSetup> make_ps_role_setup(std::unique_ptr<WorkerSetup> setup,
-                                                const store::NodeStore& store, const config::JobSpec& job) {
-  const auto& node = setup->node;
-  setup->trained_path = store.trained_path().string();
-  setup->epochs = static_cast<int>(job.train.epochs);
-  setup->batch_size = job.train.batch_size;
+// A server: the optimizer and LR schedule of its shard's parameters (a hybrid plan's: its
+// tables' optimizer). The evaluator: the validation data and the loss.
+JobSetup::RoleOptions make_ps_role_options(WorkerSetup& setup, const store::NodeStore& store,
+                                           const config::JobSpec& job) {
+  const auto& node = setup.node;
+  setup.trained_path = store.trained_path().string();
   if (node.role == config::Role::kServer && node.parameter_server.hybrid()) {
-    setup->sparse_optimizer = job.sparse_optimizer;  // EmbeddingServer checks it is there
-    return setup;
+    return EmbeddingServer::Options{job.sparse_optimizer};  // EmbeddingServer checks it is there
   }
   if (node.role == config::Role::kServer) {
     const config::PsServer* shard = nullptr;
@@ -47,24 +47,25 @@ std::unique_ptr<WorkerSetup> make_ps_role_setup(std::unique_ptr<WorkerSetup> set
     }
     if (!shard) throw std::runtime_error("this server holds no shard in the plan");
     std::map<std::string, at::Tensor> named;
-    for (const auto& p : setup->stage.named_parameters()) named.emplace(p.name, p.value);
+    for (const auto& p : setup.stage.named_parameters()) named.emplace(p.name, p.value);
     std::vector<at::Tensor> parameters;
     for (const auto& name : shard->tensors) {
       auto it = named.find(name);
       if (it != named.end()) parameters.push_back(it->second);
     }
-    setup->optimizer = training::make_optimizer(job.optimizer, parameters);
-    setup->lr_schedule = std::make_unique<training::LrSchedule>(*setup->optimizer, job.scheduler);
-    return setup;
+    setup.optimizer = training::make_optimizer(job.optimizer, parameters);
+    setup.lr_schedule = std::make_unique<training::LrSchedule>(*setup.optimizer, job.scheduler);
+    return ParameterServer::Options{job.ps};
   }
   if (job.data.validation.empty()) {
     throw std::runtime_error("data.validation: the evaluator needs the test data to score on");
   }
-  setup->has_validation = true;
-  setup->validation_data =
+  PsEvaluator::Options evaluator;
+  evaluator.validation_data =
       std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kValidation));
-  setup->loss = std::make_shared<training::Loss>(job.loss);
-  return setup;
+  evaluator.loss = std::make_shared<training::Loss>(job.loss);
+  evaluator.batch_size = job.train.batch_size;
+  return evaluator;
 }
 
 // The pushed stage, verified when it is used: its bytes must hash to the metadata's
@@ -95,65 +96,64 @@ torch::jit::Module load_pushed_stage(const store::NodeStore& store) {
 
 }  // namespace
 
-std::unique_ptr<WorkerSetup> make_worker_setup(const store::NodeStore& store, const config::JobSpec& job_in,
-                                               uint64_t job_id, c10::Device device) {
+std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
+                                            const config::JobSpec& job_in, uint64_t job_id,
+                                            c10::Device device) {
   const config::JobSpec& job = job_in;  // its paths are where this node finds them
-  auto setup = std::make_unique<WorkerSetup>();
-  setup->node = store.metadata();
-  const auto& node = setup->node;
+  auto made = std::make_unique<JobSetup>();
+  WorkerSetup& setup = made->common;
+  setup.node = store.metadata();
+  const auto& node = setup.node;
   // A prediction runs on what training made of the stage, when it made something.
   const bool trained = job.predict && std::filesystem::exists(store.trained_path());
-  setup->stage = trained ? torch_support::load_module(store.trained_path().string())
-                         : load_pushed_stage(store);
-  setup->job_id = job_id;
-  setup->ps = job.ps;
+  setup.stage = trained ? torch_support::load_module(store.trained_path().string())
+                        : load_pushed_stage(store);
+  setup.job_id = job_id;
   if (job.predict && (node.role == config::Role::kServer ||
                       node.role == config::Role::kEvaluator || !node.parameter_server.servers.empty())) {
     throw std::runtime_error("[predict]: a parameter-server plan predicts in one process: "
                              "ravnest fuse, then ravnest predict the fused model.pt");
   }
   if (node.role == config::Role::kServer || node.role == config::Role::kEvaluator) {
-    return make_ps_role_setup(std::move(setup), store, job);
+    made->role = make_ps_role_options(setup, store, job);
+    return made;
   }
   if (node.pipeline.empty()) throw std::runtime_error("the stored metadata names no pipeline");
-  setup->root_node = node.pipeline.front();
-  setup->leaf_node = node.pipeline.back();
+  setup.root_node = node.pipeline.front();
+  setup.leaf_node = node.pipeline.back();
   // Before the optimizer takes the parameters.
-  setup->device = device;
-  setup->stage.to(device);
+  setup.device = device;
+  setup.stage.to(device);
 
   // A hybrid trainer's tables are the servers' to optimize.
   std::set<std::string> tables;
   for (const auto& t : node.parameter_server.sparse_tables) tables.insert(t.weight);
   std::vector<at::Tensor> parameters;
-  for (const auto& p : setup->stage.named_parameters()) {
+  for (const auto& p : setup.stage.named_parameters()) {
     if (!tables.count(p.name)) parameters.push_back(p.value);
   }
-  setup->optimizer = training::make_optimizer(job.optimizer, parameters);
-  setup->lr_schedule = std::make_unique<training::LrSchedule>(*setup->optimizer, job.scheduler);
-  setup->update_frequency = job.train.update_frequency;
-  setup->schedule = job.train.schedule;
-  setup->max_in_flight = job.train.max_in_flight;
-  setup->seed = static_cast<uint64_t>(job.train.seed);
-  setup->save_every = static_cast<int>(job.train.save_every);
-  setup->trained_path = store.trained_path().string();
-  // A parameter server's workers leave validation to the evaluator; hybrid trainers validate.
-  setup->has_validation = !job.data.validation.empty() &&
-                          (node.role != config::Role::kWorker || node.parameter_server.hybrid());
-  setup->cluster_count = node.cluster_count;
-  setup->reduce = job.train.reduce;
-  setup->reduce_factor = job.train.reduce_factor;
-  setup->average_optim = job.train.average_optim;
-  setup->deterministic = job.train.deterministic;
-  setup->compression = job.compression;
-  setup->shared_rings = planner::shared_parameter_rings(node);
-  if (setup->schedule == config::PipelineSchedule::kAsync && !node.shared_parameters.empty()) {
+  setup.optimizer = training::make_optimizer(job.optimizer, parameters);
+  setup.lr_schedule = std::make_unique<training::LrSchedule>(*setup.optimizer, job.scheduler);
+  setup.update_frequency = job.train.update_frequency;
+  setup.schedule = job.train.schedule;
+  setup.max_in_flight = job.train.max_in_flight;
+  setup.seed = static_cast<uint64_t>(job.train.seed);
+  setup.save_every = static_cast<int>(job.train.save_every);
+  setup.trained_path = store.trained_path().string();
+  setup.cluster_count = node.cluster_count;
+  setup.reduce = job.train.reduce;
+  setup.reduce_factor = job.train.reduce_factor;
+  setup.average_optim = job.train.average_optim;
+  setup.deterministic = job.train.deterministic;
+  setup.compression = job.compression;
+  setup.shared_rings = planner::shared_parameter_rings(node);
+  if (setup.schedule == config::PipelineSchedule::kAsync && !node.shared_parameters.empty()) {
     // The holders would step on different versions of one tensor (docs/async.md).
     throw std::runtime_error("train.schedule: \"async\" cannot train " +
                              node.shared_parameters.begin()->first +
                              ", which several stages hold; use gpipe or 1f1b, or cut elsewhere");
   }
-  if (!setup->shared_rings.empty() && node.cluster_count > 1) {
+  if (!setup.shared_rings.empty() && node.cluster_count > 1) {
     // The plan's rings average one holder per cluster; the other holders would drift apart.
     throw std::runtime_error("this plan puts " + node.shared_parameters.begin()->first +
                              " on several nodes of a cluster, which training with several "
@@ -162,49 +162,77 @@ std::unique_ptr<WorkerSetup> make_worker_setup(const store::NodeStore& store, co
 
   if (job.predict) {
     // Every sample, in order, whatever the cluster: the data is what `ravnest predict` was given.
-    setup->predict = true;
-    setup->predictions_path = store.predictions_path().string();
-    setup->has_validation = false;
-  }
-  if (node.position == 0) {
-    setup->train_data =
-        std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kTrain));
-    if (node.cluster_count > 1 && !job.predict) {
-      setup->shard = data::shard_indices(setup->train_data->size(), node.cluster_count,
-                                         node.cluster, job.train.seed);
+    StagePredictor::Options predictor;
+    predictor.predictions_path = store.predictions_path().string();
+    if (node.position == 0) {
+      predictor.data =
+          std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kTrain));
+      predictor.batch_size = job.train.batch_size;
+      predictor.micro_batches = job.train.micro_batches;
     }
-    if (setup->has_validation) {
-      setup->validation_data =
+    // The leaf predicts without a loss, but the job's loss loads there as it does for training,
+    // so a job whose loss cannot load fails the same way in both.
+    if (node.returns_model_output) {
+      training::Loss check_loss(job.loss);
+    }
+    made->role = std::move(predictor);
+    return made;
+  }
+  StageWorker::Options options;
+  // A parameter server's workers leave validation to the evaluator; hybrid trainers validate.
+  const bool has_validation =
+      !job.data.validation.empty() &&
+      (node.role != config::Role::kWorker || node.parameter_server.hybrid());
+  if (node.position == 0) {
+    auto& root = options.root;
+    root.train_data =
+        std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kTrain));
+    if (node.cluster_count > 1) {
+      root.shard = data::shard_indices(root.train_data->size(), node.cluster_count, node.cluster,
+                                       job.train.seed);
+    }
+    if (has_validation) {
+      root.validation_data =
           std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kValidation));
     }
-    setup->epochs = static_cast<int>(job.train.epochs);
-    setup->batch_size = job.train.batch_size;
-    setup->micro_batches = job.train.micro_batches;
-    setup->shuffle = job.train.shuffle;
-    setup->drop_last = job.train.drop_last;
-    setup->max_batches = job.train.max_steps ? *job.train.max_steps : -1;
-    setup->val_freq = static_cast<int>(job.train.val_freq);
+    root.epochs = static_cast<int>(job.train.epochs);
+    root.batch_size = job.train.batch_size;
+    root.micro_batches = job.train.micro_batches;
+    root.shuffle = job.train.shuffle;
+    root.drop_last = job.train.drop_last;
+    root.max_batches = job.train.max_steps ? *job.train.max_steps : -1;
+    root.val_freq = static_cast<int>(job.train.val_freq);
   }
   if (node.returns_model_output) {
-    setup->loss = std::make_shared<training::Loss>(job.loss);
-    setup->losses_path = store.losses_path().string();  // emptied by LeafMetrics
+    options.leaf.loss = std::make_shared<training::Loss>(job.loss);
+    options.leaf.losses_path = store.losses_path().string();  // emptied by LeafMetrics
+    options.leaf.has_validation = has_validation;
   }
-  return setup;
+  made->role = std::move(options);
+  return made;
 }
 
-std::shared_ptr<JobWorker> make_job_worker(WorkerSetup setup, WorkerPort& port) {
-  if (setup.predict) return std::make_shared<StagePredictor>(std::move(setup), port);
-  switch (setup.node.role) {
-    case config::Role::kServer:
-      if (setup.node.parameter_server.hybrid()) {
-        return std::make_shared<EmbeddingServer>(std::move(setup), port);
-      }
-      return std::make_shared<ParameterServer>(std::move(setup), port);
-    case config::Role::kEvaluator:
-      return std::make_shared<PsEvaluator>(std::move(setup), port);
-    default:
-      return std::make_shared<StageWorker>(std::move(setup), port);
-  }
+std::shared_ptr<JobWorker> make_job_worker(JobSetup setup, WorkerPort& port) {
+  return std::visit(
+      [&](auto& options) -> std::shared_ptr<JobWorker> {
+        using Options = std::decay_t<decltype(options)>;
+        if constexpr (std::is_same_v<Options, StageWorker::Options>) {
+          return std::make_shared<StageWorker>(std::move(setup.common), std::move(options), port);
+        } else if constexpr (std::is_same_v<Options, StagePredictor::Options>) {
+          return std::make_shared<StagePredictor>(std::move(setup.common), std::move(options),
+                                                  port);
+        } else if constexpr (std::is_same_v<Options, ParameterServer::Options>) {
+          return std::make_shared<ParameterServer>(std::move(setup.common), std::move(options),
+                                                   port);
+        } else if constexpr (std::is_same_v<Options, EmbeddingServer::Options>) {
+          return std::make_shared<EmbeddingServer>(std::move(setup.common), std::move(options),
+                                                   port);
+        } else {
+          static_assert(std::is_same_v<Options, PsEvaluator::Options>);
+          return std::make_shared<PsEvaluator>(std::move(setup.common), std::move(options), port);
+        }
+      },
+      setup.role);
 }
 
 }  // namespace ravnest::worker

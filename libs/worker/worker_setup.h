@@ -1,7 +1,13 @@
-// WorkerSetup and WorkerStatus: what a StageWorker is given (made from the job by
+// WorkerSetup and WorkerStatus: what every job worker is given (made from the job by
 // make_worker_setup, job_setup.h) and what it reports (read from any thread through
-// StageWorker::status). Apart from stage_worker.h so that the worker's parts can read the setup
+// JobWorker::status). Apart from stage_worker.h so that the worker's parts can read the setup
 // without including the worker.
+//
+// WorkerSetup holds only what the roles share. Each role's own options are a struct its header
+// owns (RootFeeder::Options, LeafMetrics::Options, StageWorker::Options,
+// StagePredictor::Options, ParameterServer::Options, EmbeddingServer::Options,
+// PsEvaluator::Options): the role headers include this one, not the other way round, and
+// make_worker_setup hands a role its options beside the setup (JobSetup, job_setup.h).
 #pragma once
 
 #include <cstdint>
@@ -18,21 +24,13 @@
 #include "libs/training/checkpoint.h"
 #include "libs/training/lr_schedule.h"
 
-namespace ravnest::data {
-class Dataset;
-}
-
 namespace ravnest::store {
 class CheckpointStore;
 }
 
-namespace ravnest::training {
-class Loss;
-}
-
 namespace ravnest::worker {
 
-// Everything a worker needs, made from the job by the node (see job_setup.h).
+// What every worker needs, made from the job by the node (see job_setup.h).
 struct WorkerSetup {
   config::NodeMetadata node;
   int root_node = 0;  // of this cluster
@@ -42,10 +40,6 @@ struct WorkerSetup {
   // [train] deterministic: LibTorch's deterministic algorithms while the worker lives
   // (DeterministicAlgorithms, compute_device.h).
   bool deterministic = false;
-  // A prediction job (the job's [predict]): a StagePredictor runs instead of a StageWorker, the
-  // root reading train_data in order, the leaf writing predictions_path.
-  bool predict = false;
-  std::string predictions_path;
   uint64_t job_id = 0;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<training::LrSchedule> lr_schedule;
@@ -72,29 +66,6 @@ struct WorkerSetup {
   bool average_optim = false;
   // How activations, gradients and ring segments travel (the job's [compression]).
   config::CompressionSpec compression;
-  // Root only:
-  std::shared_ptr<data::Dataset> train_data;
-  std::vector<int64_t> shard;  // this cluster's samples; empty: all
-  std::shared_ptr<data::Dataset> validation_data;
-  int epochs = 1;
-  int64_t batch_size = 1;
-  int micro_batches = 1;
-  bool shuffle = true;
-  bool drop_last = false;
-  int64_t max_batches = -1;
-  int val_freq = 0;
-  // Leaf only:
-  std::shared_ptr<training::Loss> loss;
-  std::string losses_path;  // losses.txt: one loss per batch
-  bool has_validation = false;
-  // Parameter-server plans (node.parameter_server): how the servers combine gradients. A
-  // server's optimizer holds its shard's parameters only; the evaluator scores on
-  // validation_data with `loss`.
-  config::PsSpec ps;
-  // Hybrid plans' servers: the tables' optimizer (the job's [sparse_optimizer]).
-  std::optional<config::SparseOptimizerSpec> sparse_optimizer;
-  // Tests: record the weights each backward ran on (StageWorker::backward_records).
-  bool record_versions = false;
 };
 
 struct WorkerStatus {

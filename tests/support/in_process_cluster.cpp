@@ -52,7 +52,7 @@ InProcessCluster::InProcessCluster(const ModelFiles& files, const std::vector<si
 }
 
 InProcessCluster::Trained InProcessCluster::train(
-    const config::JobSpec& job, const std::function<void(worker::WorkerSetup&)>& tamper) {
+    const config::JobSpec& job, const std::function<void(worker::JobSetup&)>& tamper) {
   LocalPort port;
   for (const auto& store : stores_) {
     auto setup = worker::make_worker_setup(*store, job, /*job_id=*/1);

@@ -18,6 +18,7 @@
 #include "libs/config/job/job_spec.h"
 #include "libs/config/plan/node_metadata.h"
 #include "libs/store/node_store.h"
+#include "libs/worker/job_setup.h"
 #include "libs/worker/pipeline/stage_worker.h"
 #include "tests/support/test_env.h"
 #include "tests/support/zoo.h"
@@ -33,7 +34,7 @@ class InProcessCluster {
 
   // Every stage's trained tensors by state-dict name (a name held by several stages appears once
   // per holder), the leaf's batch losses, the ring rounds reduced, and each node's backward
-  // records (with WorkerSetup::record_versions) and most weight versions kept at once.
+  // records (with StageWorker::Options::record_versions) and most weight versions kept at once.
   struct Trained {
     std::multimap<std::string, at::Tensor> state;
     std::vector<double> losses;
@@ -43,7 +44,7 @@ class InProcessCluster {
   };
   // `tamper` may change a node's setup first.
   Trained train(const config::JobSpec& job,
-                const std::function<void(worker::WorkerSetup&)>& tamper = {});
+                const std::function<void(worker::JobSetup&)>& tamper = {});
 
  private:
   TempDir dir_;

@@ -89,10 +89,10 @@ struct LocalPort::Meeting {
 LocalPort::LocalPort() = default;
 LocalPort::~LocalPort() = default;
 
-worker::JobWorker& LocalPort::add(worker::WorkerSetup setup) {
-  const int id = setup.node.node_id;
+worker::JobWorker& LocalPort::add(worker::JobSetup setup) {
+  const int id = setup.common.node.node_id;
   if (nodes_.count(id)) throw std::invalid_argument("node " + std::to_string(id) + " twice");
-  auto node = std::make_unique<Node>(*this, id, setup.node);
+  auto node = std::make_unique<Node>(*this, id, setup.common.node);
   node->worker = worker::make_job_worker(std::move(setup), node->port);
   return *nodes_.emplace(id, std::move(node)).first->second->worker;
 }

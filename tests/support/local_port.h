@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "libs/worker/job_worker.h"
+#include "libs/worker/job_setup.h"
 #include "libs/worker/pipeline/stage_worker.h"
 
 namespace ravnest::test {
@@ -63,7 +64,7 @@ class LocalPort {
   LocalPort& operator=(const LocalPort&) = delete;
 
   // Makes the worker of setup.node (one per node id), as a daemon makes it.
-  worker::JobWorker& add(worker::WorkerSetup setup);
+  worker::JobWorker& add(worker::JobSetup setup);
   worker::JobWorker& worker(int node);
   // The worker of `node`, which must be a StageWorker.
   worker::StageWorker& stage_worker(int node);

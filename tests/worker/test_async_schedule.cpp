@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "libs/base/config_error.h"
@@ -96,7 +97,9 @@ TEST_CASE("async: every backward runs on its forward's weights; staleness is bou
     INFO("max_in_flight " << max_in_flight);
     const auto job = job_of(job_text(files, 4, "async", max_in_flight, "sgd"));
     const auto trained =
-        cluster.train(job, [](worker::WorkerSetup& setup) { setup.record_versions = true; });
+        cluster.train(job, [](worker::JobSetup& setup) {
+          std::get<worker::StageWorker::Options>(setup.role).record_versions = true;
+        });
     size_t stale = 0, records = 0;
     for (const auto& [node, list] : trained.records) {
       for (const auto& r : list) {

@@ -129,7 +129,8 @@ TEST_CASE("stage worker: wrong_update_frequency on one node is seen", "[stage_wo
   test::InProcessCluster cluster(files, test::LocalCluster::even_cuts(files.model, 2));
   const config::JobSpec job = config::parse_job(job_text(files, {2, "gpipe"}), "test job");
   const auto reference = training::train_reference(files.model, job);
-  const auto trained = cluster.train(job, [](worker::WorkerSetup& setup) {
+  const auto trained = cluster.train(job, [](worker::JobSetup& made) {
+    auto& setup = made.common;
     if (setup.node.position == 0) setup.update_frequency = 2;
   });
   const auto d = test::compare_state(trained.state, reference.state,
@@ -148,7 +149,8 @@ TEST_CASE("stage worker: out_of_memory names the node, the device and the step",
   const config::JobSpec job = config::parse_job(job_text(files, {2, "gpipe"}), "test job");
   std::string leaf;
   try {
-    cluster.train(job, [&](worker::WorkerSetup& setup) {
+    cluster.train(job, [&](worker::JobSetup& made) {
+      auto& setup = made.common;
       if (!setup.node.returns_model_output) return;
       leaf = setup.node.name;
       torch::jit::Module stage("OutOfMemoryStage");

@@ -146,7 +146,8 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   return on_compute(compute_, [this, text, job_id, identity, resume_from, shipped]() {
     rings_.end_job();
     auto job = store_.locate_shipped(config::parse_job(text, "job"), shipped);
-    auto setup = worker::make_worker_setup(store_, job, job_id, training::compute_device(device_));
+    auto made = worker::make_worker_setup(store_, job, job_id, training::compute_device(device_));
+    worker::WorkerSetup* setup = &made->common;  // the checkpoints every role shares
     for (const auto& [field, location] : shipped) setup->data += field + "\t" + location + "\n";
     if (!identity.empty()) {
       setup->checkpoints = checkpoints_;
@@ -160,7 +161,7 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
       }
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    pending_setup_ = std::shared_ptr<worker::WorkerSetup>(std::move(setup));
+    pending_setup_ = std::shared_ptr<worker::JobSetup>(std::move(made));
     inbox_.clear();
     job_id_ = job_id;
     state_ = NodeState::kReady;
@@ -178,7 +179,7 @@ kj::Promise<void> JobControl::start(StartCall context) {
   auto params = context.getParams();
   const uint64_t job_id = params.getJobId();
   return on_compute(compute_, [this, job_id]() {
-    std::shared_ptr<worker::WorkerSetup> setup;
+    std::shared_ptr<worker::JobSetup> setup;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (state_ != NodeState::kReady || job_id != job_id_ || !pending_setup_) {

@@ -50,6 +50,10 @@
 #include "libs/wire/transfer_message.h"
 #include "schemas/ravnest.capnp.h"
 
+namespace ravnest::worker {
+struct JobSetup;  // job_setup.h
+}
+
 namespace ravnest::daemon {
 
 class JobControl {
@@ -147,7 +151,7 @@ class JobControl {
   wire::NodeState state_ = wire::NodeState::kIdle;
   uint64_t job_id_ = 0;
   std::string error_;
-  std::shared_ptr<worker::WorkerSetup> pending_setup_;  // loaded, not started (compute thread)
+  std::shared_ptr<worker::JobSetup> pending_setup_;  // loaded, not started (compute thread)
 
   BackgroundTasks tasks_;  // last: cancelled before the state its tasks use
 };

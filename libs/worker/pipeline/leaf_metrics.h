@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -26,10 +27,22 @@
 
 #include "libs/worker/transfer.h"
 
+namespace ravnest::training {
+class Loss;
+}
+
 namespace ravnest::worker {
 
 class LeafMetrics {
  public:
+  // The leaf's options (the job's [loss] and [data] validation), made by make_worker_setup. The
+  // loss is the leaf worker's to compute with (StageWorker), the rest this class's.
+  struct Options {
+    std::shared_ptr<training::Loss> loss;
+    std::string losses_path;  // losses.txt: one loss per batch
+    bool has_validation = false;  // validation rounds follow: the leaf finishes after the last
+  };
+
   // `port` must outlive this; `losses_path` is rewritten (atomically) at most once a second and
   // after the last batch, starting with `losses_so_far` (a resumed job's). validation.txt starts
   // with `validation_so_far` (a resumed job's checkpoint's; without it, a resumed job goes on

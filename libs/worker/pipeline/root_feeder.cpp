@@ -8,24 +8,25 @@
 
 namespace ravnest::worker {
 
-RootFeeder::RootFeeder(const WorkerSetup& setup, FeedTarget& target)
+RootFeeder::RootFeeder(const WorkerSetup& setup, const Options& options, FeedTarget& target)
     : setup_(setup),
+      options_(options),
       target_(target),
       schedule_(setup.schedule, setup.node.cluster_size, setup.max_in_flight),
       // A resumed job's first batch, already here: a hold before start() holds there.
       next_step_(setup.resume ? setup.resume->batches : 0) {}
 
 int64_t RootFeeder::train_size() const {
-  return setup_.shard.empty() ? setup_.train_data->size()
-                              : static_cast<int64_t>(setup_.shard.size());
+  return options_.shard.empty() ? options_.train_data->size()
+                                : static_cast<int64_t>(options_.shard.size());
 }
 
 uint64_t RootFeeder::start() {
   started_at_ = base::now_seconds();
-  train_order_.emplace(train_size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
-                       setup_.shuffle, setup_.drop_last);
-  uint64_t total = static_cast<uint64_t>(train_order_->batches_per_epoch()) * setup_.epochs;
-  if (setup_.max_batches >= 0) total = std::min<uint64_t>(total, setup_.max_batches);
+  train_order_.emplace(train_size(), options_.batch_size, static_cast<int64_t>(setup_.seed),
+                       options_.shuffle, options_.drop_last);
+  uint64_t total = static_cast<uint64_t>(train_order_->batches_per_epoch()) * options_.epochs;
+  if (options_.max_batches >= 0) total = std::min<uint64_t>(total, options_.max_batches);
   if (total == 0) throw std::runtime_error("the training set yields no batch");
   std::lock_guard<std::mutex> lock(hold_mutex_);  // hold() reads it
   total_batches_ = total;
@@ -98,14 +99,14 @@ RootFeeder::Begin RootFeeder::load_batch() {
     current_batch_.epoch = epoch;
   }
   std::vector<int64_t> indices = epoch_batches_[batch_in_epoch_++];
-  if (!setup_.shard.empty()) {
-    for (auto& index : indices) index = setup_.shard[index];
+  if (!options_.shard.empty()) {
+    for (auto& index : indices) index = options_.shard[index];
   }
-  auto batch = setup_.train_data->get(indices);
+  auto batch = options_.train_data->get(indices);
   batch_inputs_ = std::move(batch.inputs);
   batch_labels_ = std::move(batch.labels);
   micro_ranges_ =
-      data::split_micro_batches(static_cast<int64_t>(indices.size()), setup_.micro_batches);
+      data::split_micro_batches(static_cast<int64_t>(indices.size()), options_.micro_batches);
   current_batch_.job_id = setup_.job_id;
   current_batch_.validate = false;
   current_batch_.step = step;
@@ -114,10 +115,10 @@ RootFeeder::Begin RootFeeder::load_batch() {
   current_batch_.last = step + 1 >= total_batches_;
   injected_ = 0;
   completed_ = 0;
-  if (schedule_.asynchronous() && setup_.validation_data) {
+  if (schedule_.asynchronous() && options_.validation_data) {
     holding_ = training::validation_follows(current_batch_.step, total_batches_,
                                   static_cast<uint64_t>(train_order_->batches_per_epoch()),
-                                  setup_.update_frequency, setup_.val_freq);
+                                  setup_.update_frequency, options_.val_freq);
   }
   return Begin::kStarted;
 }
@@ -166,15 +167,15 @@ void RootFeeder::inject_micro(MicroBatchTag tag, const std::vector<at::Tensor>& 
 }
 
 void RootFeeder::run_validation_round() {
-  if (!setup_.validation_data) return;
-  const auto& data = *setup_.validation_data;
-  data::BatchOrder order(data.size(), setup_.batch_size, static_cast<int64_t>(setup_.seed),
+  if (!options_.validation_data) return;
+  const auto& data = *options_.validation_data;
+  data::BatchOrder order(data.size(), options_.batch_size, static_cast<int64_t>(setup_.seed),
                          /*shuffle=*/false, /*drop_last=*/false);
   const auto batches = order.epoch(0);
   for (size_t b = 0; b < batches.size() && !target_.feeding_stopped(); ++b) {
     auto batch = data.get(batches[b]);
     auto ranges = data::split_micro_batches(static_cast<int64_t>(batches[b].size()),
-                                            setup_.micro_batches);
+                                            options_.micro_batches);
     MicroBatchTag tag;
     tag.job_id = setup_.job_id;
     tag.validate = true;

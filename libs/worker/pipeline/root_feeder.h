@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -29,6 +30,10 @@
 #include "libs/worker/worker_setup.h"
 #include "libs/data/batch_order.h"
 #include "libs/training/schedule.h"
+
+namespace ravnest::data {
+class Dataset;
+}
 
 namespace ravnest::worker {
 
@@ -48,8 +53,22 @@ class FeedTarget {
 
 class RootFeeder {
  public:
-  // `setup` (the root's) and `target` must outlive the feeder.
-  RootFeeder(const WorkerSetup& setup, FeedTarget& target);
+  // The root's options (the job's [data] and [train]), made by make_worker_setup.
+  struct Options {
+    std::shared_ptr<data::Dataset> train_data;
+    std::vector<int64_t> shard;  // this cluster's samples; empty: all
+    std::shared_ptr<data::Dataset> validation_data;  // none: no validation rounds
+    int epochs = 1;
+    int64_t batch_size = 1;
+    int micro_batches = 1;
+    bool shuffle = true;
+    bool drop_last = false;
+    int64_t max_batches = -1;  // -1: no cap
+    int val_freq = 0;  // validation every val_freq updates; 0: after every epoch
+  };
+
+  // `setup` (the root's), `options` and `target` must outlive the feeder.
+  RootFeeder(const WorkerSetup& setup, const Options& options, FeedTarget& target);
 
   // Makes the batch order; returns the batches training will run (at least one, or throws
   // std::runtime_error).
@@ -92,6 +111,7 @@ class RootFeeder {
                     const at::Tensor& labels, int64_t begin, int64_t end);
 
   const WorkerSetup& setup_;
+  const Options& options_;
   FeedTarget& target_;
   training::RootSchedule schedule_;
   std::optional<data::BatchOrder> train_order_;

@@ -19,13 +19,15 @@ namespace ravnest::worker {
 using wire::EventKind;
 using wire::ProgressEventData;
 
-StagePredictor::StagePredictor(WorkerSetup setup, WorkerPort& port)
-    : WorkerBase(std::move(setup), port, AfterFinish::kGoOn), input_slots_(setup_.node) {
+StagePredictor::StagePredictor(WorkerSetup setup, Options options, WorkerPort& port)
+    : WorkerBase(std::move(setup), port, AfterFinish::kGoOn),
+      options_(std::move(options)),
+      input_slots_(setup_.node) {
   setup_.stage.eval();
   // Enough to keep every stage busy while the outputs travel, few enough to bound what waits.
   window_ = std::max<size_t>(4, 2 * setup_.node.pipeline.size());
   // What an earlier prediction left must not pass for this one's.
-  if (is_leaf()) std::filesystem::remove(setup_.predictions_path);
+  if (is_leaf()) std::filesystem::remove(options_.predictions_path);
 }
 
 std::string StagePredictor::failure_message(const std::exception& e) const {
@@ -45,10 +47,10 @@ void StagePredictor::start() {
   started_at_ = base::now_seconds();
   guarded([&] {
     if (!is_root()) return;
-    if (!setup_.train_data || setup_.train_data->size() == 0) {
+    if (!options_.data || options_.data->size() == 0) {
       throw std::runtime_error("the data to predict on holds no sample");
     }
-    data::BatchOrder order(setup_.train_data->size(), setup_.batch_size, 0, /*shuffle=*/false,
+    data::BatchOrder order(options_.data->size(), options_.batch_size, 0, /*shuffle=*/false,
                            /*drop_last=*/false);
     batches_ = order.epoch(0);
     set_status([&](WorkerStatus& s) { s.total_batches = batches_.size(); });
@@ -59,10 +61,10 @@ void StagePredictor::start() {
 void StagePredictor::pump() {
   while (!failed() && in_flight_ < window_ && next_batch_ < batches_.size()) {
     if (next_micro_ == 0) {
-      auto batch = setup_.train_data->get(batches_[next_batch_]);
+      auto batch = options_.data->get(batches_[next_batch_]);
       batch_inputs_ = std::move(batch.inputs);
       ranges_ = data::split_micro_batches(static_cast<int64_t>(batches_[next_batch_].size()),
-                                          setup_.micro_batches);
+                                          options_.micro_batches);
     }
     MicroBatchTag tag;
     tag.job_id = setup_.job_id;
@@ -209,7 +211,7 @@ void StagePredictor::write_predictions() {
   in_order.reserve(outputs_.size());
   for (auto& [key, value] : outputs_) in_order.push_back(std::move(value));
   outputs_.clear();
-  base::write_file_atomically(setup_.predictions_path,
+  base::write_file_atomically(options_.predictions_path,
                                 training::predictions_file(training::join_predictions(in_order)));
 }
 

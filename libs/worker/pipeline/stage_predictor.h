@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -22,11 +23,24 @@
 #include "libs/worker/worker_base.h"
 #include "libs/worker/worker_port.h"
 
+namespace ravnest::data {
+class Dataset;
+}
+
 namespace ravnest::worker {
 
 class StagePredictor final : public WorkerBase {
  public:
-  StagePredictor(WorkerSetup setup, WorkerPort& port);
+  // A prediction job's options (the job's [predict]), made by make_worker_setup: the root
+  // reads `data`, the leaf writes `predictions_path`.
+  struct Options {
+    std::shared_ptr<data::Dataset> data;
+    int64_t batch_size = 1;
+    int micro_batches = 1;
+    std::string predictions_path;
+  };
+
+  StagePredictor(WorkerSetup setup, Options options, WorkerPort& port);
 
   void start() override;
   void receive(TransferMessage message) override;
@@ -55,6 +69,7 @@ class StagePredictor final : public WorkerBase {
   void write_predictions();
   void finish();
 
+  Options options_;
   InputSlots input_slots_;
   std::map<Key, Micro> waiting_;                            // inputs still missing
   // Micro-batches per step and how many this node is done with; the step that was last.

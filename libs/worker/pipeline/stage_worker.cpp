@@ -24,8 +24,9 @@
 
 namespace ravnest::worker {
 
-StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
+StageWorker::StageWorker(WorkerSetup setup, Options options, WorkerPort& port)
     : WorkerBase(std::move(setup), port, AfterFinish::kGoOn),
+      options_(std::move(options)),
       deterministic_(setup_.deterministic),
       transfers_(setup_.device,
                  [this](TransferMessage message) { port_.send(std::move(message)); }),
@@ -33,11 +34,13 @@ StageWorker::StageWorker(WorkerSetup setup, WorkerPort& port)
       random_(setup_.node, setup_.device),
       rings_(setup_, port_, transfers_),
       stash_(setup_.stage) {
-  if (is_root()) feeder_ = std::make_unique<RootFeeder>(setup_, static_cast<FeedTarget&>(*this));
+  if (is_root()) {
+    feeder_ = std::make_unique<RootFeeder>(setup_, options_.root, static_cast<FeedTarget&>(*this));
+  }
   if (is_leaf()) {
     std::optional<std::string> validation;
     if (setup_.resume && setup_.resume->has_validation) validation = setup_.resume->validation;
-    metrics_ = std::make_unique<LeafMetrics>(setup_.losses_path, port_,
+    metrics_ = std::make_unique<LeafMetrics>(options_.leaf.losses_path, port_,
                                              setup_.resume ? setup_.resume->losses : "",
                                              std::move(validation));
   }
@@ -122,8 +125,8 @@ void StageWorker::start() {
     // The validation round that followed the checkpoint's update is not in it (the leaf's
     // checkpoint was taken before the round's answers came): it runs again, on the same weights.
     if (setup_.resume && setup_.resume->batches > 0 &&
-        (training::validation_due(setup_.resume->updates, setup_.val_freq, false) ||
-         (setup_.val_freq <= 0 && feeder_->epoch_ends_with(setup_.resume->batches - 1)))) {
+        (training::validation_due(setup_.resume->updates, options_.root.val_freq, false) ||
+         (options_.root.val_freq <= 0 && feeder_->epoch_ends_with(setup_.resume->batches - 1)))) {
       feeder_->run_validation_round();
     }
     begin_batch();
@@ -337,7 +340,7 @@ void StageWorker::forward(Micro& m) {
     if (std::find(drawing.begin(), drawing.end(), setup_.node.node_id) != drawing.end()) {
       m.random_state = training::random_state(setup_.device);
     }
-    if (setup_.record_versions) m.checksum = stash_.checksum();
+    if (options_.record_versions) m.checksum = stash_.checksum();
   }
   EmbeddingRows::Lookup looked;
   if (rows_) {
@@ -384,7 +387,7 @@ void StageWorker::forward(Micro& m) {
 // The loss and its backward run at once: the leaf has no consumer to wait for.
 void StageWorker::leaf_loss(Micro& m, const c10::IValue& result) {
   const at::Tensor labels = *m.labels;
-  at::Tensor loss = (*setup_.loss)(result, labels);
+  at::Tensor loss = (*options_.leaf.loss)(result, labels);
   if (!m.batch.validate) {
     const double weight = training::micro_batch_loss_weight(m.batch.samples, m.batch.batch_samples,
                                                   setup_.update_frequency);
@@ -443,7 +446,7 @@ void StageWorker::backward(Micro& m) {
     const uint64_t current = stash_.version();
     stash_.with_version(m.version, [&](torch::jit::Module& module) {
       if (m.version != current) recompute_forward(m, module);
-      if (setup_.record_versions) {
+      if (options_.record_versions) {
         backward_records_.push_back({m.batch.step, m.batch.index, m.version, current, m.checksum,
                                      WeightStash::checksum(module)});
       }
@@ -532,13 +535,13 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     save_stage();
   }
   if (feeder_) {
-    if ((updated && training::validation_due(updates_done_, setup_.val_freq, false)) ||
-        (setup_.val_freq <= 0 && feeder_->epoch_ends_with(batch.step)) || batch.last) {
+    if ((updated && training::validation_due(updates_done_, options_.root.val_freq, false)) ||
+        (options_.root.val_freq <= 0 && feeder_->epoch_ends_with(batch.step)) || batch.last) {
       feeder_->run_validation_round();  // a one-node cluster finishes inside, at the last round
     }
   }
   if (batch.last) {
-    if (!(is_leaf() && setup_.has_validation)) finish();
+    if (!(is_leaf() && options_.leaf.has_validation)) finish();
     return;
   }
   if (feeder_ && feeder_->asynchronous()) {

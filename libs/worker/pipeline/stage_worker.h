@@ -40,6 +40,7 @@
 #include "libs/worker/device_transfers.h"
 #include "libs/worker/worker_base.h"
 #include "libs/worker/pipeline/input_slots.h"
+#include "libs/worker/pipeline/leaf_metrics.h"
 #include "libs/worker/pipeline/random_chain.h"
 #include "libs/worker/pipeline/ring_work.h"
 #include "libs/worker/pipeline/stage_rings.h"
@@ -52,12 +53,20 @@
 namespace ravnest::worker {
 
 class EmbeddingRows;
-class LeafMetrics;
 class ServerExchange;
 
 class StageWorker final : public WorkerBase, private FeedTarget {
  public:
-  StageWorker(WorkerSetup setup, WorkerPort& port);
+  // The pipeline roles' options, made by make_worker_setup: the root's and the leaf's are used
+  // only by a node of that role (a one-node cluster's both).
+  struct Options {
+    RootFeeder::Options root;
+    LeafMetrics::Options leaf;
+    // Tests: record the weights each backward ran on (backward_records).
+    bool record_versions = false;
+  };
+
+  StageWorker(WorkerSetup setup, Options options, WorkerPort& port);
   ~StageWorker() override;
 
   void start() override;  // the root begins injecting; others wait for transfers
@@ -70,7 +79,7 @@ class StageWorker final : public WorkerBase, private FeedTarget {
 
   const torch::jit::Module& stage() const { return setup_.stage; }
 
-  // With WorkerSetup::record_versions (tests), one per training backward of a stage whose
+  // With Options::record_versions (tests), one per training backward of a stage whose
   // forward and backward are apart (not the leaf): the weights it ran on.
   struct BackwardRecord {
     uint64_t step = 0;
@@ -150,6 +159,7 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   void reduce_across_clusters(RingTensors what);  // StageRings', changing weights as updates do
   void finish();
 
+  Options options_;
   DeterministicAlgorithms deterministic_;  // [train] deterministic, for the worker's lifetime
   DeviceTransfers transfers_;
   // What the compute thread is doing, for an out-of-memory error: "forward of micro-batch 3

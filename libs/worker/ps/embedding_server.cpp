@@ -10,9 +10,9 @@
 
 namespace ravnest::worker {
 
-EmbeddingServer::EmbeddingServer(WorkerSetup setup, WorkerPort& port)
-    : WorkerBase(std::move(setup), port) {
-  if (!setup_.sparse_optimizer) {
+EmbeddingServer::EmbeddingServer(WorkerSetup setup, Options options, WorkerPort& port)
+    : WorkerBase(std::move(setup), port), options_(std::move(options)) {
+  if (!options_.sparse_optimizer) {
     throw std::runtime_error("sparse_optimizer: a hybrid plan's servers need [sparse_optimizer]");
   }
   std::map<std::string, at::Tensor> parameters;
@@ -32,7 +32,7 @@ EmbeddingServer::EmbeddingServer(WorkerSetup setup, WorkerPort& port)
     table.index = t;
     table.weight = it->second;
     table.optimizer =
-        std::make_unique<training::SparseRowOptimizer>(it->second, *setup_.sparse_optimizer);
+        std::make_unique<training::SparseRowOptimizer>(it->second, *options_.sparse_optimizer);
     tables_.push_back(std::move(table));
   }
   if (tables_.empty()) throw std::runtime_error("this server holds no table of the plan");

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -28,12 +29,19 @@ namespace ravnest::worker {
 
 class EmbeddingServer final : public WorkerBase {
  public:
-  EmbeddingServer(WorkerSetup setup, WorkerPort& port);
+  // A hybrid plan's server's options, made by make_worker_setup: its tables' optimizer (the
+  // job's [sparse_optimizer]; the constructor throws without it).
+  struct Options {
+    std::optional<config::SparseOptimizerSpec> sparse_optimizer;
+  };
+
+  EmbeddingServer(WorkerSetup setup, Options options, WorkerPort& port);
 
   void start() override;
   void receive(TransferMessage message) override;
 
  private:
+  Options options_;
   struct Table {
     size_t index = 0;  // in the plan's sparse_tables
     at::Tensor weight;

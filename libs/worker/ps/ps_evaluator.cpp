@@ -10,7 +10,8 @@
 
 namespace ravnest::worker {
 
-PsEvaluator::PsEvaluator(WorkerSetup setup, WorkerPort& port) : WorkerBase(std::move(setup), port) {
+PsEvaluator::PsEvaluator(WorkerSetup setup, Options options, WorkerPort& port)
+    : WorkerBase(std::move(setup), port), options_(std::move(options)) {
   std::map<std::string, at::Tensor> state;
   for (const auto& p : setup_.stage.named_parameters()) state.emplace(p.name, p.value);
   for (const auto& b : setup_.stage.named_buffers()) state.emplace(b.name, b.value);
@@ -25,7 +26,7 @@ PsEvaluator::PsEvaluator(WorkerSetup setup, WorkerPort& port) : WorkerBase(std::
       tensors.push_back(it->second);
     }
   }
-  if (!setup_.validation_data || !setup_.loss) {
+  if (!options_.validation_data || !options_.loss) {
     throw std::runtime_error("the evaluator needs the job's validation data and loss");
   }
 }
@@ -71,7 +72,7 @@ void PsEvaluator::score(std::map<int, TransferMessage>& shards, bool last) {
     }
   }
   const training::Evaluation result =
-      evaluate(setup_.stage, *setup_.validation_data, *setup_.loss, setup_.batch_size);
+      evaluate(setup_.stage, *options_.validation_data, *options_.loss, options_.batch_size);
   set_status([&](WorkerStatus& s) {
     s.updates = version;
     s.last_loss = result.loss;

@@ -9,21 +9,39 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "libs/worker/worker_base.h"
 
+namespace ravnest::data {
+class Dataset;
+}
+
+namespace ravnest::training {
+class Loss;
+}
+
 namespace ravnest::worker {
 
 class PsEvaluator final : public WorkerBase {
  public:
-  PsEvaluator(WorkerSetup setup, WorkerPort& port);
+  // The evaluator's options, made by make_worker_setup: what it scores the servers' weights on
+  // (the job's validation data, with the job's loss, in batches of the job's batch_size).
+  struct Options {
+    std::shared_ptr<data::Dataset> validation_data;
+    std::shared_ptr<training::Loss> loss;
+    int64_t batch_size = 1;
+  };
+
+  PsEvaluator(WorkerSetup setup, Options options, WorkerPort& port);
 
   void start() override;
   void receive(TransferMessage message) override;
 
  private:
+  Options options_;
   void score(std::map<int, TransferMessage>& shards, bool last);
 
   std::map<int, std::vector<at::Tensor>> shard_tensors_;  // server node -> its tensors, in order

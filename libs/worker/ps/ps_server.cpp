@@ -23,8 +23,8 @@ const config::PsServer& own_shard(const config::NodeMetadata& node) {
 
 }  // namespace
 
-ParameterServer::ParameterServer(WorkerSetup setup, WorkerPort& port)
-    : WorkerBase(std::move(setup), port) {
+ParameterServer::ParameterServer(WorkerSetup setup, Options options, WorkerPort& port)
+    : WorkerBase(std::move(setup), port), options_(std::move(options)) {
   std::map<std::string, at::Tensor> parameters, buffers;
   for (const auto& p : setup_.stage.named_parameters()) parameters.emplace(p.name, p.value);
   for (const auto& b : setup_.stage.named_buffers()) buffers.emplace(b.name, b.value);
@@ -87,10 +87,10 @@ void ParameterServer::take(Push push) {
   if (last) workers_done_.insert(worker);
   const size_t workers = worker_of_node_.size();
 
-  switch (setup_.ps.mode) {
+  switch (options_.ps.mode) {
     case config::PsMode::kAsync: {
       const uint64_t staleness = version_ - std::min(version_, push.message.batch.version);
-      if (staleness > static_cast<uint64_t>(setup_.ps.max_staleness)) {
+      if (staleness > static_cast<uint64_t>(options_.ps.max_staleness)) {
         ++dropped_;
       } else {
         update({push});
@@ -106,9 +106,9 @@ void ParameterServer::take(Push push) {
       }
       auto& waiting = pending_[step];
       waiting.push_back(std::move(push));
-      const size_t needed = setup_.ps.mode == config::PsMode::kSync
+      const size_t needed = options_.ps.mode == config::PsMode::kSync
                                 ? workers
-                                : static_cast<size_t>(setup_.ps.backup);
+                                : static_cast<size_t>(options_.ps.backup);
       if (step != next_step_ || waiting.size() < needed) break;
       // Updates of fast workers may be waiting behind this one: make each in turn.
       while (true) {
@@ -119,7 +119,7 @@ void ParameterServer::take(Push push) {
         std::sort(used.begin(), used.end(),
                   [](const Push& a, const Push& b) { return a.worker < b.worker; });
         update(used);
-        const bool everyone_last = setup_.ps.mode == config::PsMode::kSync &&
+        const bool everyone_last = options_.ps.mode == config::PsMode::kSync &&
                                    workers_done_.size() == workers &&
                                    std::all_of(used.begin(), used.end(), [](const Push& p) {
                                      return p.message.batch.last;
@@ -217,7 +217,7 @@ void ParameterServer::evaluate_if_due(bool last) {
     send_weights(evaluator->node, kFinalRound, true, true);
     return;
   }
-  const int64_t every = setup_.ps.eval_freq;
+  const int64_t every = options_.ps.eval_freq;
   if (every <= 0 || version_ == 0 || version_ % static_cast<uint64_t>(every) != 0 ||
       version_ == last_evaluated_) {
     return;
@@ -229,13 +229,13 @@ void ParameterServer::evaluate_if_due(bool last) {
 
 void ParameterServer::finish_if_done() {
   if (workers_done_.size() < worker_of_node_.size()) return;
-  if (setup_.ps.mode != config::PsMode::kAsync && !pending_.empty()) return;
+  if (options_.ps.mode != config::PsMode::kAsync && !pending_.empty()) return;
   average_buffers();
   evaluate_if_due(true);
   torch_support::save_module_atomically(setup_.stage, setup_.trained_path);
   if (dropped_ > 0) {
     spdlog::info("parameter server: {} gradient pushes dropped ({})", dropped_,
-                 setup_.ps.mode == config::PsMode::kAsync ? "too stale" : "late");
+                 options_.ps.mode == config::PsMode::kAsync ? "too stale" : "late");
   }
   finish(version_);
 }

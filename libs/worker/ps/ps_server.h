@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "libs/config/job/job_spec.h"
 #include "libs/worker/worker_base.h"
 
 namespace ravnest::worker {
@@ -32,12 +33,19 @@ class ParameterServer final : public WorkerBase {
   // The evaluation round of the final weights (psWeights to the evaluator carry their round).
   static constexpr uint64_t kFinalRound = UINT64_MAX;
 
-  ParameterServer(WorkerSetup setup, WorkerPort& port);
+  // A server's options (the job's [ps]), made by make_worker_setup: how it combines the
+  // workers' gradients. Its shard's optimizer is WorkerSetup::optimizer.
+  struct Options {
+    config::PsSpec ps;
+  };
+
+  ParameterServer(WorkerSetup setup, Options options, WorkerPort& port);
 
   void start() override;
   void receive(TransferMessage message) override;
 
  private:
+  Options options_;
   struct Push {
     int worker = 0;  // index in the plan's workers
     TransferMessage message;
