@@ -88,15 +88,15 @@ struct Daemon {
   daemon::RingMailbox mailbox;
 };
 
-Daemon& daemon() {
+Daemon& fuzzed_daemon() {
   static Daemon d;
   return d;
 }
 
 // CheckpointService: a slot of -1 or this node's own is the node's own checkpoints.
 fs::path checkpoint_place(const std::string& identity, int cluster, int position) {
-  const auto dir = daemon().store.checkpoints_dir();
-  const auto& self = daemon().metadata;
+  const auto dir = fuzzed_daemon().store.checkpoints_dir();
+  const auto& self = fuzzed_daemon().metadata;
   if (cluster < 0 || (self.cluster == cluster && self.position == position)) {
     return store::checkpoint_file(dir, identity, 0).parent_path();
   }
@@ -104,7 +104,7 @@ fs::path checkpoint_place(const std::string& identity, int cluster, int position
 }
 
 void decode(Message which, capnp::MessageReader& message) {
-  Daemon& d = daemon();
+  Daemon& d = fuzzed_daemon();
   switch (which) {
     case kPushStage: {
       auto p = message.getRoot<Node::PushStageParams>();
@@ -241,7 +241,7 @@ void decode(Message which, capnp::MessageReader& message) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   spdlog::set_level(spdlog::level::off);
-  (void)daemon();
+  (void)fuzzed_daemon();
   return 0;
 }
 
@@ -261,7 +261,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // What a pushFile may have created stays within datasets/; drop it, so runs stay independent.
   std::error_code ignored;
-  for (const auto& entry : fs::directory_iterator(daemon().store.dataset_dir(), ignored)) {
+  for (const auto& entry : fs::directory_iterator(fuzzed_daemon().store.dataset_dir(), ignored)) {
     fs::remove_all(entry.path(), ignored);
   }
   return 0;
