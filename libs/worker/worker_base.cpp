@@ -1,5 +1,8 @@
 #include "libs/worker/worker_base.h"
 
+#include <stdexcept>
+#include <string>
+
 namespace ravnest::worker {
 
 void WorkerBase::fail(const std::string& why) {
@@ -47,6 +50,14 @@ void WorkerBase::guarded(const std::function<void()>& body) {
 void WorkerBase::set_status(const std::function<void(WorkerStatus&)>& change) {
   std::lock_guard<std::mutex> lock(mutex_);
   change(status_);
+}
+
+void WorkerBase::check_job(const TransferMessage& message) const {
+  if (message.batch.job_id != setup_.job_id) {
+    throw std::runtime_error("transfer for job " + std::to_string(message.batch.job_id) +
+                             " from node " + std::to_string(message.from_node) +
+                             " while running job " + std::to_string(setup_.job_id));
+  }
 }
 
 }  // namespace ravnest::worker

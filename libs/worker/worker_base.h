@@ -44,6 +44,9 @@ class WorkerBase : public JobWorker {
   // failure_message(e).
   void guarded(const std::function<void()>& body);
   void set_status(const std::function<void(WorkerStatus&)>& change);
+  // Throws std::runtime_error naming the sender when `message` belongs to another job than
+  // this worker's (a peer still running an earlier one).
+  void check_job(const TransferMessage& message) const;
 
   // The role drops what it holds in flight: called once, by fail(), before the event.
   virtual void on_failure() {}

@@ -115,11 +115,7 @@ StagePredictor::Micro& StagePredictor::micro(const MicroBatchTag& batch) {
 
 void StagePredictor::receive(TransferMessage message) {
   guarded([&] {
-    if (message.batch.job_id != setup_.job_id) {
-      throw std::runtime_error("transfer for job " + std::to_string(message.batch.job_id) +
-                               " from node " + std::to_string(message.from_node) +
-                               " while running job " + std::to_string(setup_.job_id));
-    }
+    check_job(message);
     if (message.kind == TransferKind::kPredicted && is_root()) {
       if (in_flight_ == 0) {
         throw std::runtime_error("node " + std::to_string(message.from_node) +

@@ -206,11 +206,7 @@ StageWorker::Micro& StageWorker::micro(const MicroBatchTag& batch) {
 
 void StageWorker::receive(TransferMessage message) {
   guarded([&] {
-    if (message.batch.job_id != setup_.job_id) {
-      throw std::runtime_error("transfer for job " + std::to_string(message.batch.job_id) +
-                               " from node " + std::to_string(message.from_node) +
-                               " while running job " + std::to_string(setup_.job_id));
-    }
+    check_job(message);
     if (message.kind == TransferKind::kRandomState) {
       random_.take(message);
       progress();
