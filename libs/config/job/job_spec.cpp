@@ -191,6 +191,18 @@ LossSpec parse_loss(const Section& s, const std::string& base_dir) {
   return l;
 }
 
+// The section's `betas` (Adam's and sparse Adam's), when given: two numbers, each in [0, 1).
+std::optional<std::pair<double, double>> parse_betas(const Section& s) {
+  const toml::array* betas = s.array("betas");
+  if (!betas) return std::nullopt;
+  if (betas->size() != 2) s.fail("betas", "must be two numbers [beta1, beta2], e.g. [0.9, 0.999]");
+  const double b1 = s.check_number("betas", *betas->get(0), 0, false, INFINITY);
+  const double b2 = s.check_number("betas", *betas->get(1), 0, false, INFINITY);
+  if (b1 >= 1 || b2 >= 1) s.fail("betas", "each must be in [0, 1), got [" + format_number(b1) + ", " +
+                                              format_number(b2) + "]");
+  return std::make_pair(b1, b2);
+}
+
 OptimizerSpec parse_optimizer(const Section& s) {
   s.check_known({"name", "lr", "momentum", "dampening", "nesterov", "weight_decay", "betas", "eps",
                  "amsgrad", "alpha", "centered", "lr_decay", "initial_accumulator_value"});
@@ -231,14 +243,7 @@ OptimizerSpec parse_optimizer(const Section& s) {
   if (auto v = s.boolean("centered")) o.centered = *v;
   if (auto v = s.number("lr_decay", 0)) o.lr_decay = *v;
   if (auto v = s.number("initial_accumulator_value", 0)) o.initial_accumulator_value = *v;
-  if (const toml::array* betas = s.array("betas")) {
-    if (betas->size() != 2) s.fail("betas", "must be two numbers [beta1, beta2], e.g. [0.9, 0.999]");
-    const double b1 = s.check_number("betas", *betas->get(0), 0, false, INFINITY);
-    const double b2 = s.check_number("betas", *betas->get(1), 0, false, INFINITY);
-    if (b1 >= 1 || b2 >= 1) s.fail("betas", "each must be in [0, 1), got [" + format_number(b1) + ", " +
-                                                format_number(b2) + "]");
-    o.betas = {b1, b2};
-  }
+  if (auto betas = parse_betas(s)) o.betas = *betas;
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
     s.fail("nesterov", "needs momentum > 0 and dampening = 0");
   }
@@ -373,14 +378,7 @@ SparseOptimizerSpec parse_sparse_optimizer(const Section& s) {
   if (auto v = s.number("eps", 0, true)) o.eps = *v;
   if (auto v = s.number("lr_decay", 0)) o.lr_decay = *v;
   if (auto v = s.number("initial_accumulator_value", 0)) o.initial_accumulator_value = *v;
-  if (const toml::array* betas = s.array("betas")) {
-    if (betas->size() != 2) s.fail("betas", "must be two numbers [beta1, beta2], e.g. [0.9, 0.999]");
-    const double b1 = s.check_number("betas", *betas->get(0), 0, false, INFINITY);
-    const double b2 = s.check_number("betas", *betas->get(1), 0, false, INFINITY);
-    if (b1 >= 1 || b2 >= 1) s.fail("betas", "each must be in [0, 1), got [" + format_number(b1) + ", " +
-                                                format_number(b2) + "]");
-    o.betas = {b1, b2};
-  }
+  if (auto betas = parse_betas(s)) o.betas = *betas;
   return o;
 }
 
