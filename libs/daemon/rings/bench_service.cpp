@@ -30,7 +30,9 @@ kj::Promise<void> BenchService::bench_all_reduce(BenchAllReduceCall context) {
   std::vector<std::string> peers;
   for (auto p : params.getPeers()) peers.push_back(p);
   auto seconds = std::make_shared<std::vector<double>>();
-  mailbox_.reset();
+  // The mailbox is reset when the benchmark ends, not when its call arrives: the members'
+  // calls arrive at once, and a peer that started first may already have left its first segment
+  // here, which a reset now would drop (the ring then waits for it for ever).
   return threads_.run([this, peers, position, bytes, repetitions, seconds]() {
            const size_t n = peers.size();
            RingLink link(rpc_, links_, traffic_, mailbox_, kBenchRing, -1,
@@ -59,7 +61,9 @@ kj::Promise<void> BenchService::bench_all_reduce(BenchAllReduceCall context) {
       .then([context, seconds]() mutable {
         auto out = context.getResults().initSeconds(seconds->size());
         for (size_t i = 0; i < seconds->size(); ++i) out.set(i, (*seconds)[i]);
-      });
+      })
+      // Done or failed: the next benchmark starts without this one's aborts or stale segments.
+      .attach(kj::defer([this]() { mailbox_.reset(); }));
 }
 
 kj::Promise<void> BenchService::finish() {

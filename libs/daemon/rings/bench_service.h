@@ -2,9 +2,9 @@
 // Each call runs one ring over the node's connections on a thread of its own, apart from the rings
 // of any plan, and answers with the seconds of each repetition after a warm-up.
 //
-// RPC thread only; the mailbox is reset at every call, so do not bench while a job reduces. The
-// benchmarks' threads belong to the service: finish() ends them, and destroying the service joins
-// them, so that none outlives what it uses.
+// RPC thread only; the mailbox is reset when each call ends, so do not bench while a job
+// reduces. The benchmarks' threads belong to the service: finish() ends them, and destroying the
+// service joins them, so that none outlives what it uses.
 #pragma once
 
 #include "libs/daemon/rpc/node_calls.h"
