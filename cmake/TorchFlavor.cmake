@@ -77,6 +77,28 @@ if(TORCH_INSTALL_PREFIX MATCHES "site-packages/torch$")
   endif()
 endif()
 
+# The wheel's libtorch exports its own copy of libstdc++'s std::filesystem (checked: 142
+# symbols in 2.15's libtorch_cpu.so; 2.11's libtorch.so on the GPU machine). The dynamic linker
+# binds a program's references in the order of its DT_NEEDED entries, and libstdc++.so.6 comes
+# last, so std::filesystem::remove_all resolved to torch 2.11's copy, which jumped to address 0:
+# every program that removed a folder crashed there (clusterize, the tests). libstdc++ is made
+# the first needed library of every program, so its own definitions win. (Debian's LibTorch
+# exports none: nothing to do for it.)
+# A compiler that links libstdc++ statically (the GPU machine's /opt/gcc/bin/g++) gives no such
+# order: the programs then took remove_all from libtorch whatever the flags, and crashed. It is
+# refused here, naming the way out, rather than at the first folder a program removes.
+if(TORCH_INSTALL_PREFIX MATCHES "site-packages/torch$")
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
+                  OUTPUT_VARIABLE _libstdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT IS_ABSOLUTE "${_libstdcxx}" OR NOT EXISTS "${_libstdcxx}")
+    message(FATAL_ERROR "ravnest: ${CMAKE_CXX_COMPILER} has no shared libstdc++ (libstdc++.so); "
+      "LibTorch ${Torch_VERSION} from a wheel exports its own std::filesystem, and programs linked "
+      "with a static libstdc++ call it and crash. Configure with a compiler whose libstdc++ is "
+      "shared, e.g. CXX=/usr/bin/g++ (docs/performance.md#gpu).")
+  endif()
+  add_link_options("LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
+endif()
+
 # libs/torch_support/torch_compat.h reads these; every torch target links ravnest_torch_compat through
 # ravnest_use_torch_pch.
 add_library(ravnest_torch_compat INTERFACE)
