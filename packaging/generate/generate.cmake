@@ -6,6 +6,8 @@
 # (gzip -n9). tests/integration/test_cli_docs.cpp checks every option is in both.
 set(RAVNEST_PYTHON3 /usr/bin/python3 CACHE FILEPATH
     "Python 3 that runs packaging/generate/ (the standard library only)")
+set(RAVNEST_PACKAGE_MAINTAINER "ravnest maintainers <maintainers@ravnest.invalid>" CACHE STRING
+    "The .deb's Maintainer and the changelog's signer: Name <address>")
 set(ravnest_generate_dir ${CMAKE_CURRENT_SOURCE_DIR}/generate)
 set(ravnest_generated ${CMAKE_CURRENT_BINARY_DIR}/generated)
 # The pages' date: SOURCE_DATE_EPOCH when set (reproducible builds), else the day of configure.
@@ -66,12 +68,12 @@ install(FILES ${ravnest_example_jobs} ${CMAKE_SOURCE_DIR}/configs/node_configs.j
 
 # Debian's copyright file (machine-readable) and the changelog, gzipped as lintian asks.
 install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/deb/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
+configure_file(${CMAKE_CURRENT_SOURCE_DIR}/deb/changelog.in ${ravnest_generated}/changelog @ONLY)
 add_custom_command(
   OUTPUT ${ravnest_generated}/changelog.gz
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${ravnest_generated}
-  COMMAND sh -c "gzip -n9 -c \"$1\" > \"$2\"" sh ${CMAKE_CURRENT_SOURCE_DIR}/deb/changelog
+  COMMAND sh -c "gzip -n9 -c \"$1\" > \"$2\"" sh ${ravnest_generated}/changelog
           ${ravnest_generated}/changelog.gz
-  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/deb/changelog
+  DEPENDS ${ravnest_generated}/changelog
   COMMENT "changelog.gz"
   VERBATIM)
 add_custom_target(ravnest_changelog ALL DEPENDS ${ravnest_generated}/changelog.gz)
