@@ -29,19 +29,40 @@ nlohmann::json dump_options(const std::string& program) {
   return nlohmann::json::parse(dumped.out);
 }
 
-// The words completion offers after `words` with the current word `cur`.
-std::string complete(const std::string& function, const std::vector<std::string>& words,
-                     const std::string& cur) {
-  std::string array;
-  for (const auto& word : words) array += "'" + word + "' ";
-  array += "'" + cur + "'";
-  auto result = test::run_command(
-      "bash -c 'source \"$0\" && COMP_WORDS=(" + array + ") && COMP_CWORD=" +
-      std::to_string(words.size()) + " && " + function + " && echo \" ${COMPREPLY[*]} \"' " +
-      (generated() / "ravnest.bash-completion").string());
+struct Completion {
+  std::string function;  // _ravnest or _ravnestd
+  std::vector<std::string> words;  // before the current one
+  std::string cur;
+};
+
+// What completion offers for each query (" word word "), all in one bash process: a bash per
+// query made this test take 20 s.
+std::vector<std::string> complete(const std::vector<Completion>& queries) {
+  test::TempDir dir;
+  std::string script = "source '" + (generated() / "ravnest.bash-completion").string() + "'\n";
+  for (const auto& query : queries) {
+    script += "COMP_WORDS=(";
+    for (const auto& word : query.words) script += "'" + word + "' ";
+    script += "'" + query.cur + "'); COMP_CWORD=" + std::to_string(query.words.size()) +
+              "; COMPREPLY=(); " + query.function + "; echo \" ${COMPREPLY[*]} \"\n";
+  }
+  test::write_text(dir / "complete.sh", script);
+  auto result = test::run_command("bash " + (dir / "complete.sh").string());
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
-  return result.out;
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  for (std::size_t end; (end = result.out.find('\n', start)) != std::string::npos;
+       start = end + 1) {
+    lines.push_back(result.out.substr(start, end - start));
+  }
+  REQUIRE(lines.size() == queries.size());
+  return lines;
+}
+
+std::string complete(const std::string& function, const std::vector<std::string>& words,
+                     const std::string& cur) {
+  return complete({{function, words, cur}}).front() + "\n";
 }
 
 std::string zcat(const fs::path& page) {
@@ -58,24 +79,45 @@ std::string roff(const std::string& name) {
   return out;
 }
 
-void check_command(const std::string& function, const nlohmann::json& command,
-                   std::vector<std::string> words, const std::string& man_text) {
-  const std::string offered = complete(function, words, "-");
-  for (const auto& option : command["options"]) {
-    for (const auto& name : option["names"]) {
-      const std::string n = name.get<std::string>();
-      INFO(function << " after '" << words.back() << "': " << n);
-      CHECK(offered.find(" " + n + " ") != std::string::npos);
-      CHECK(man_text.find("\\fB" + roff(n) + "\\fR") != std::string::npos);
-    }
-  }
+// Every command of `program` (the JSON of --dump-options) with the words that reach it.
+void walk(const std::string& function, const nlohmann::json& command,
+          const std::vector<std::string>& words,
+          std::vector<std::pair<const nlohmann::json*, std::vector<std::string>>>& out) {
+  out.emplace_back(&command, words);
   for (const auto& sub : command["subcommands"]) {
-    INFO(sub["name"]);
-    CHECK(complete(function, words, "").find(" " + sub["name"].get<std::string>() + " ") !=
-          std::string::npos);
     auto deeper = words;
     deeper.push_back(sub["name"].get<std::string>());
-    check_command(function, sub, deeper, man_text);
+    walk(function, sub, deeper, out);
+  }
+}
+
+// Completion after the command's words offers each of its options ("-") and subcommands (""),
+// and the man page names each option in bold.
+void check_command(const std::string& function, const nlohmann::json& command,
+                   const std::vector<std::string>& words, const std::string& man_text) {
+  std::vector<std::pair<const nlohmann::json*, std::vector<std::string>>> commands;
+  walk(function, command, words, commands);
+  std::vector<Completion> queries;
+  for (const auto& [json, reach] : commands) {
+    queries.push_back({function, reach, "-"});
+    queries.push_back({function, reach, ""});
+  }
+  const auto offered = complete(queries);
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    const auto& [json, reach] = commands[i];
+    for (const auto& option : (*json)["options"]) {
+      for (const auto& name : option["names"]) {
+        const std::string n = name.get<std::string>();
+        INFO(function << " after '" << reach.back() << "': " << n);
+        CHECK(offered[2 * i].find(" " + n + " ") != std::string::npos);
+        CHECK(man_text.find("\\fB" + roff(n) + "\\fR") != std::string::npos);
+      }
+    }
+    for (const auto& sub : (*json)["subcommands"]) {
+      INFO(function << " after '" << reach.back() << "': " << sub["name"]);
+      CHECK(offered[2 * i + 1].find(" " + sub["name"].get<std::string>() + " ") !=
+            std::string::npos);
+    }
   }
 }
 
