@@ -49,7 +49,8 @@ def function(name, program):
     all_valued = sorted({n for _, _, _, valued in commands for n in valued})
     dirs = [n for n in all_valued if n in DIRECTORIES]
     if dirs:
-        lines.append("    {}) COMPREPLY=($(compgen -d -- \"$cur\")); return ;;".format("|".join(dirs)))
+        lines.append("    {}) COMPREPLY=($(compgen -d -- \"$cur\")); return ;;".format(
+            "|".join(dirs)))
     for option in all_valued:
         if option in VALUES:
             lines.append("    {}) COMPREPLY=($(compgen -W \"{}\" -- \"$cur\")); return ;;".format(
@@ -88,7 +89,8 @@ def main():
     with open(ravnestd_json) as f:
         ravnestd = json.load(f)
     text = ("# bash completion for ravnest and ravnestd, generated from their `--dump-options` by\n"
-            "# packaging/generate/completion.py (installed in /usr/share/bash-completion/completions).\n"
+            "# packaging/generate/completion.py; installed in\n"
+            "# /usr/share/bash-completion/completions.\n"
             + function("ravnest", ravnest) + function("ravnestd", ravnestd)
             + "complete -F _ravnest ravnest\ncomplete -F _ravnestd ravnestd\n")
     with open(target + ".tmp", "w") as f:

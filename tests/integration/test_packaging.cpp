@@ -77,8 +77,9 @@ TEST_CASE("the .deb holds everything a provider installs", "[packaging]") {
   CHECK(man.out.find("ravnest\\-clusterize") != std::string::npos);
   // The copyright file is machine-readable (DEP-5).
   const auto copyright = test::read_text(root / "usr/share/doc/ravnest/copyright");
-  CHECK(copyright.rfind("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n",
-                        0) == 0);
+  const std::string dep5 =
+      "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/";
+  CHECK(copyright.rfind(dep5 + "\n", 0) == 0);
   CHECK(info.out.find("conffiles") != std::string::npos);
   auto completion = test::run_command(
       "bash -c 'source " + (root / "usr/share/bash-completion/completions/ravnest").string() +
