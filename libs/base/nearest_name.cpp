@@ -37,4 +37,9 @@ std::optional<std::string> nearest_name(const std::string& given,
   return best;
 }
 
+std::string did_you_mean(const std::string& given, const std::vector<std::string>& known) {
+  const auto nearest = nearest_name(given, known);
+  return nearest ? "; did you mean \"" + *nearest + "\"?" : std::string();
+}
+
 }  // namespace ravnest::base

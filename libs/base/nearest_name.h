@@ -19,4 +19,8 @@ std::size_t edit_distance(const std::string& a, const std::string& b);
 std::optional<std::string> nearest_name(const std::string& given,
                                         const std::vector<std::string>& known);
 
+// The end of an "unknown ..." message: `; did you mean "NAME"?` naming nearest_name, or "" when
+// no known name is near.
+std::string did_you_mean(const std::string& given, const std::vector<std::string>& known);
+
 }  // namespace ravnest::base
