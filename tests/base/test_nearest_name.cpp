@@ -30,3 +30,8 @@ TEST_CASE("nearest_name names a close known name and nothing for another word",
   // A tie goes to the first listed.
   CHECK(nearest_name("stap", {"stop", "step"}) == std::optional<std::string>("stop"));
 }
+
+TEST_CASE("did_you_mean ends a message with the nearest name or says nothing", "[nearest_name]") {
+  CHECK(did_you_mean("lsiten", {"node", "listen"}) == "; did you mean \"listen\"?");
+  CHECK(did_you_mean("idle", {"idle_seconds", "connections"}).empty());
+}
