@@ -72,6 +72,7 @@ def command_page(command, version, date, see_also):
         out += escape(sub["description"]) + ".\n"
         out += options_section(sub["options"], "OPTIONS OF " + escape(sub["name"]).upper())
     out += ".SH SEE ALSO\n" + see_also + "\n"
+    out += ".PP\nThe documentation: /usr/share/doc/ravnest/docs/.\n"
     return out
 
 
@@ -81,7 +82,10 @@ def program_page(program, title, section, version, date, summary, see_also, extr
     out += ".SH SYNOPSIS\n.B " + escape(title) + "\n"
     out += ("\\fICOMMAND\\fR [\\fIOPTIONS\\fR]\n" if program["subcommands"]
             else "[\\fIOPTIONS\\fR]\n")
-    out += ".SH DESCRIPTION\n" + escape(program["description"]) + ".\n" + extra
+    description = program["description"]
+    if description.startswith(title + ": "):  # CLI11's description names the program
+        description = description[len(title) + 2:]
+    out += ".SH DESCRIPTION\n" + escape(description[:1].upper() + description[1:]) + ".\n" + extra
     if program["subcommands"]:
         out += ".SH COMMANDS\nEach command has its own page, ravnest\\-\\fICOMMAND\\fR(1).\n"
         for command in program["subcommands"]:
