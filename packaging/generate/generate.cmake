@@ -29,10 +29,10 @@ set(ravnest_options_json ${ravnest_generated}/ravnest-options.json
 add_custom_command(
   OUTPUT ${ravnest_generated}/man.stamp
   COMMAND ${CMAKE_COMMAND} -E rm -rf ${ravnest_generated}/man
-  COMMAND ${RAVNEST_PYTHON3} ${ravnest_generate_dir}/cli_man.py ${ravnest_options_json}
+  COMMAND ${RAVNEST_PYTHON3} -B ${ravnest_generate_dir}/cli_man.py ${ravnest_options_json}
           ${ravnest_generated}/man ${PROJECT_VERSION} ${ravnest_man_date}
   COMMAND ${CMAKE_COMMAND} -E make_directory ${ravnest_generated}/man/man5
-  COMMAND ${RAVNEST_PYTHON3} ${ravnest_generate_dir}/md_man.py
+  COMMAND ${RAVNEST_PYTHON3} -B ${ravnest_generate_dir}/md_man.py
           ${CMAKE_SOURCE_DIR}/docs/job-file.md ${ravnest_generated}/man/man5/ravnest-job.5.gz
           ravnest-job 5 "the job file of ravnest train (TOML)" ${PROJECT_VERSION}
           ${ravnest_man_date}
@@ -44,7 +44,7 @@ add_custom_command(
   VERBATIM)
 add_custom_command(
   OUTPUT ${ravnest_generated}/ravnest.bash-completion
-  COMMAND ${RAVNEST_PYTHON3} ${ravnest_generate_dir}/completion.py ${ravnest_options_json}
+  COMMAND ${RAVNEST_PYTHON3} -B ${ravnest_generate_dir}/completion.py ${ravnest_options_json}
           ${ravnest_generated}/ravnest.bash-completion
   DEPENDS ${ravnest_options_json} ${ravnest_generate_dir}/completion.py
   COMMENT "bash completion of ravnest and ravnestd"
