@@ -1,11 +1,15 @@
 // ravnest: the requester's command line. Each subcommand lives in commands/<name>.cpp (its flags
 // and what it runs); this file lists them, parses, and gives every failure the same form: one
-// line "ravnest: error: ..." on stderr and exit code 1.
+// line "ravnest: error: ..." on stderr and exit code 1; an unknown subcommand or option is named
+// with the nearest known one (exit 2). The hidden `ravnest --dump-options` prints the command line
+// as JSON, from which the .deb's man pages and completion are made (packaging/generate/).
 #include <iostream>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "apps/cli_support/cli_description.h"
+#include "apps/cli_support/unknown_argument.h"
 #include "apps/ravnest/commands/commands.h"
 #include "libs/torch_support/torch_compat.h"
 #include "libs/torch_support/torch_errors.h"
@@ -33,9 +37,19 @@ int main(int argc, char** argv) {
   commands.push_back(cli::add_probe_memory(app));
   commands.push_back(cli::add_bench(app));
 
+  if (cli::wants_cli_description(argc, argv)) {
+    std::cout << cli::describe_cli(app).dump(2) << '\n';
+    return 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {
+      if (auto message = cli::unknown_argument_message("ravnest", app, argc, argv)) {
+        std::cerr << *message << '\n';
+        return cli::kUnknownArgumentExit;
+      }
+    }
     return app.exit(e);
   }
   try {

@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/cli_support/cli_description.h"
+#include "apps/cli_support/unknown_argument.h"
 #include "libs/torch_support/torch_compat.h"
 #include "libs/config/daemon/daemon_config.h"
 #include "libs/base/process_memory.h"
@@ -49,9 +51,19 @@ int main(int argc, char** argv) {
                "ring segments to daemons on this host go through the connection, not shared memory");
   app.add_flag("--insecure", flags.insecure,
                "plain TCP instead of TLS, for benchmarks only (the secret still never travels)");
+  if (ravnest::cli::wants_cli_description(argc, argv)) {  // for the man page and completion
+    std::cout << ravnest::cli::describe_cli(app).dump(2) << '\n';
+    return 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {
+      if (auto message = ravnest::cli::unknown_argument_message("ravnestd", app, argc, argv)) {
+        std::cerr << *message << '\n';
+        return ravnest::cli::kUnknownArgumentExit;
+      }
+    }
     return app.exit(e);
   }
   try {

@@ -111,7 +111,7 @@ TEST_CASE("daemon config: errors name the file and the field", "[config][daemon]
   CHECK(error_of([] { parse_daemon_config("lsiten = \"a:1\"", "d.toml"); }) ==
         "d.toml: unknown key \"lsiten\" (known keys: node, listen, data_dir, log_level, "
         "log_file, secret_file, tls_cert, tls_key, device, threads, shared_memory, memory_limit, "
-        "[limits])");
+        "[limits]); did you mean \"listen\"?");
   CHECK(error_of([] { parse_daemon_config("shared_memory = \"no\"", "d.toml"); }) ==
         "d.toml: shared_memory: must be true or false, got a string");
   CHECK(error_of([] { parse_daemon_config("device = \"gpu\"", "d.toml"); }) ==

@@ -301,7 +301,7 @@ TEST_CASE("every error names the file and the field") {
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[optimizer]\nname = \"adam\"\n", "job.toml: loss: missing table [loss]"},
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n", "job.toml: optimizer: missing table [optimizer]"},
       // [train]
-      {with("train", "epoch = 3"), "job.toml: train.epoch: unknown key (epochs, batch_size,"},
+      {with("train", "epoch = 3"), "job.toml: train.epoch: unknown key; did you mean \"epochs\"? (epochs, batch_size,"},
       {with("train", "epochs = 0"), "job.toml: train.epochs: must be >= 1, got 0"},
       {with("train", "epochs = \"3\""), "job.toml: train.epochs: must be an integer, got a string"},
       {with("train", "batch_size = 2.5"), "job.toml: train.batch_size: must be an integer, got a float"},
@@ -328,7 +328,7 @@ TEST_CASE("every error names the file and the field") {
       {"[data]\nformat = \"parquet\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adam\"\n",
        "job.toml: data.format: unknown data format 'parquet' (csv, mnist, cifar10, tensors)"},
       {with("data", "validation = \"\""), "job.toml: data.validation: must not be empty"},
-      {with("data", "valdation = \"v.csv\""), "job.toml: data.valdation: unknown key"},
+      {with("data", "valdation = \"v.csv\""), "job.toml: data.valdation: unknown key; did you mean \"validation\"? ("},
       {with("data", "input_shape = [1, 0, 8]"), "job.toml: data.input_shape: must hold positive integers"},
       {with("data", "input_shape = []"), "job.toml: data.input_shape: must not be empty"},
       {with("data", "input_shape = 64"), "job.toml: data.input_shape: must be an array, got an integer"},

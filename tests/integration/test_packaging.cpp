@@ -1,7 +1,8 @@
 // The .deb (packaging/CMakeLists.txt, CPack): it builds from this build tree, declares the Debian
 // libraries the binaries need, holds the programs, the unit, the sysusers file, the example
-// configuration, the docs, the man pages and the shell completion, and the unit it installs
-// passes `systemd-analyze verify` in the unpacked tree. No apt: the package is unpacked with
+// configuration, the docs, the examples, the copyright, the man pages and the shell completion;
+// the unit it installs passes `systemd-analyze verify` in the unpacked tree, and lintian finds no
+// error in the package. No apt: the package is unpacked with
 // `dpkg -x` (installing needs root and a Debian root to install into).
 #include <catch2/catch.hpp>
 
@@ -49,7 +50,13 @@ TEST_CASE("the .deb holds everything a provider installs", "[packaging]") {
        {"./usr/bin/ravnest", "./usr/bin/ravnestd", "./usr/lib/systemd/system/ravnestd.service",
         "./usr/lib/sysusers.d/ravnest.conf", "./etc/ravnest/ravnestd.toml.example",
         "./usr/share/doc/ravnest/docs/security.md", "./usr/share/doc/ravnest/docs/job-file.md",
-        "./usr/share/man/man1/ravnest.1", "./usr/share/man/man1/ravnestd.1",
+        "./usr/share/man/man1/ravnest.1.gz", "./usr/share/man/man1/ravnest-train.1.gz",
+        "./usr/share/man/man1/ravnest-replace.1.gz", "./usr/share/man/man5/ravnest-job.5.gz",
+        "./usr/share/man/man8/ravnestd.8.gz", "./usr/share/doc/ravnest/copyright",
+        "./usr/share/doc/ravnest/changelog.gz",
+        "./usr/share/doc/ravnest/examples/job_digits.toml",
+        "./usr/share/doc/ravnest/examples/node_configs.json",
+        "./usr/share/doc/ravnest/examples/ps/job.toml",
         "./usr/share/bash-completion/completions/ravnest",
         "./usr/share/bash-completion/completions/ravnestd"}) {
     INFO(path);
@@ -64,13 +71,31 @@ TEST_CASE("the .deb holds everything a provider installs", "[packaging]") {
   auto version = test::run_command((root / "usr/bin/ravnestd").string() + " --version");
   CHECK(version.exit_code == 0);
   CHECK(version.out.rfind("ravnestd " RAVNEST_VERSION " (commit ", 0) == 0);
-  const auto man = test::read_text(root / "usr/share/man/man1/ravnest.1");
-  CHECK(man.find(".TH RAVNEST \"1\"") != std::string::npos);
-  CHECK(man.find("clusterize") != std::string::npos);  // the subcommands, from --help
+  // Generated from --dump-options (packaging/generate/; test_cli_docs checks every option).
+  auto man = test::run_command("zcat " + (root / "usr/share/man/man1/ravnest.1.gz").string());
+  CHECK(man.out.find(".TH \"RAVNEST\" \"1\"") != std::string::npos);
+  CHECK(man.out.find("ravnest\\-clusterize") != std::string::npos);
+  // The copyright file is machine-readable (DEP-5).
+  const auto copyright = test::read_text(root / "usr/share/doc/ravnest/copyright");
+  const std::string dep5 =
+      "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/";
+  CHECK(copyright.rfind(dep5 + "\n", 0) == 0);
+  CHECK(info.out.find("conffiles") != std::string::npos);
   auto completion = test::run_command(
       "bash -c 'source " + (root / "usr/share/bash-completion/completions/ravnest").string() +
       " && COMP_WORDS=(ravnest lo) COMP_CWORD=1 && _ravnest && echo \"${COMPREPLY[*]}\"'");
   CHECK(completion.out == "losses\n");
+
+  // Debian's own checks: no error (warnings are listed in packaging/README.md).
+  if (have("lintian")) {
+    auto lint = test::run_command("lintian --no-cfg --fail-on error " + deb, 300);
+    INFO(lint.out << lint.err);
+    CHECK(lint.exit_code == 0);
+    CHECK(lint.out.find("\nE: ") == std::string::npos);
+    CHECK(lint.out.rfind("E: ", 0) != 0);
+  } else {
+    WARN("lintian is not installed (scripts/bootstrap installs it): the .deb is not linted");
+  }
 
   if (!have("systemd-analyze")) {
     WARN("systemd-analyze is not installed: the unit is not verified");

@@ -11,6 +11,7 @@
 #include "libs/base/atomic_file.h"
 #include "libs/base/byte_size.h"
 #include "libs/base/config_error.h"
+#include "libs/base/nearest_name.h"
 #include "libs/config/daemon/daemon_limits.h"
 #include "libs/base/printable.h"
 #include "libs/base/toml_error.h"
@@ -61,8 +62,11 @@ void parse_limits(const toml::node& node, const std::string& origin, DaemonLimit
     const auto* known = std::find_if(kDaemonLimitKeys.begin(), kDaemonLimitKeys.end(),
                                      [&](const DaemonLimitKey& k) { return k.name == name; });
     if (known == kDaemonLimitKeys.end()) {
+      std::vector<std::string> names;
+      for (const auto& key : kDaemonLimitKeys) names.emplace_back(key.name);
       throw base::ConfigError(origin + ": unknown key \"limits." + base::printable(name) +
-                        "\" (known keys of [limits]: " + limit_keys() + ")");
+                        "\" (known keys of [limits]: " + limit_keys() + ")" +
+                        base::did_you_mean(name, names));
     }
     const auto* integer = value.as_integer();
     const int64_t v = integer ? integer->get() : -1;
@@ -197,8 +201,11 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
       continue;
     }
     if (std::find(kKeys.begin(), kKeys.end(), name) == kKeys.end()) {
+      std::vector<std::string> known(kKeys.begin(), kKeys.end());
+      known.insert(known.end(), {"threads", "shared_memory", "memory_limit", "limits"});
       throw base::ConfigError(origin + ": unknown key \"" + base::printable(name) + "\" (known keys: " +
-                        known_keys() + ", threads, shared_memory, memory_limit, [limits])");
+                        known_keys() + ", threads, shared_memory, memory_limit, [limits])" +
+                        base::did_you_mean(name, known));
     }
     const auto* string = value.as_string();
     if (!string) {

@@ -16,6 +16,7 @@
 #include <toml++/toml.h>
 
 #include "libs/base/config_error.h"
+#include "libs/base/nearest_name.h"
 #include "libs/base/printable.h"
 #include "libs/config/job/ravnest_vocabulary.h"
 
@@ -79,7 +80,8 @@ class Section {
       if (std::find(known.begin(), known.end(), name) == known.end()) {
         // A Ravnest user's word gets its equivalent here rather than the list.
         if (auto equivalent = ravnest_equivalent(name)) fail(name, "unknown key; " + *equivalent);
-        fail(name, "unknown key (" + join(known) + ")");
+        // The suggestion before the list: a long list is cut at 300 characters.
+        fail(name, "unknown key" + base::did_you_mean(name, known) + " (" + join(known) + ")");
       }
     }
   }
