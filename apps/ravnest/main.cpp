@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   commands.push_back(cli::add_evaluate(app));
   commands.push_back(cli::add_probe_memory(app));
   commands.push_back(cli::add_bench(app));
+  commands.push_back(cli::add_local(app));
 
   try {
     app.parse(argc, argv);
