@@ -1,9 +1,12 @@
 // `ravnest local` (apps/ravnest/commands/local.cpp): its pure decisions, then the command end to
 // end (daemons that answer `ravnest status` with the secret found without a flag, stopped by
 // SIGINT), then the Python package (python/ravnest) running a Ravnest user's script on it.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,7 +32,14 @@ namespace {
 std::string ravnest_binary() { return test::binary_dir() + "/apps/ravnest/ravnest"; }
 
 bool accepts(int port) {
-  return test::run_command("exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port), 5).exit_code == 0;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
 }
 
 // `ravnest local ARGS` in the background, its stdout and stderr in files of `dir`.
@@ -84,7 +94,7 @@ struct LocalRun {
 
 }  // namespace
 
-TEST_CASE("local: pool file, refusal, gpus, secret text", "[local]") {
+TEST_CASE("local: pool: the file, refusal, gpus, secret text", "[local]") {
   const std::string pool = cli::local_pool_json({4001, 4002}, 8, 1000);
   const auto nodes = config::parse_node_pool(pool, "pool", false);
   REQUIRE(nodes.size() == 2);
@@ -116,7 +126,7 @@ TEST_CASE("local: pool file, refusal, gpus, secret text", "[local]") {
   CHECK(cli::base64("foobar") == "Zm9vYmFy");
 }
 
-TEST_CASE("local: two daemons, status with the secret found, stopped by SIGINT", "[local]") {
+TEST_CASE("local: daemons: two, status with the secret found, stopped by SIGINT", "[local]") {
   test::TempDir dir;
   LocalRun local(dir.path(), {"--nodes", "2", "--dir", dir.path().string()});
   REQUIRE(local.wait_ready(60));
@@ -148,6 +158,7 @@ TEST_CASE("local: two daemons, status with the secret found, stopped by SIGINT",
 
   // A second `ravnest local` there may replace its own pool file, never a user's.
   test::TempDir other;
+  fs::create_directories(other / "node_data");
   test::write_text(other / "node_data/node_configs.json", "{}\n");
   auto refused = test::run_command(ravnest_binary() + " local --nodes 1 --dir " +
                                    other.path().string(), 30);
@@ -161,11 +172,25 @@ TEST_CASE("local: two daemons, status with the secret found, stopped by SIGINT",
   CHECK(local.wait_exit(30) == 0);
   for (const auto& node : pool) CHECK_FALSE(accepts(node.port));
   CHECK(config::load_node_pool((node_data / "node_configs.json").string()).size() == 2);
+
+  // Again there (its own pool file is replaced), and its daemon killed: reported with its log,
+  // exit 1.
+  LocalRun again(dir.path(), {"--nodes", "1", "--dir", dir.path().string()});
+  REQUIRE(again.wait_ready(60));
+  CHECK(config::load_node_pool((node_data / "node_configs.json").string()).size() == 1);
+  const std::string children = test::read_text("/proc/" + std::to_string(again.pid) + "/task/" +
+                                               std::to_string(again.pid) + "/children");
+  const pid_t daemon = static_cast<pid_t>(std::atoi(children.c_str()));
+  REQUIRE(daemon > 0);
+  ::kill(daemon, SIGKILL);
+  CHECK(again.wait_exit(30) == 1);
+  const std::string err = test::read_text(again.err);
+  CHECK(err.rfind("ravnest: error: ravnestd node_0 exited", 0) == 0);
 }
 
 // A Ravnest user's script (tests/python/package_user.py) through python/ravnest: with Debian's
 // PyTorch, and with PyTorch 2.x where its venv exists.
-TEST_CASE("local: the python package trains a user's script", "[local][python]") {
+TEST_CASE("local: python: the package trains a user's script", "[local][python]") {
   const std::string script = test::source_dir() + "/tests/python/package_user.py";
   const std::string csv = (test::digits_dir() / "digits_train.csv").string();
   const std::string venv = std::string(std::getenv("HOME") ? std::getenv("HOME") : "") +
