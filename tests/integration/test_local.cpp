@@ -188,8 +188,9 @@ TEST_CASE("local: daemons: two, status with the secret found, stopped by SIGINT"
   CHECK(err.rfind("ravnest: error: ravnestd node_0 exited", 0) == 0);
 }
 
-// A Ravnest user's script (tests/python/package_user.py) through python/ravnest: with Debian's
-// PyTorch, and with PyTorch 2.x where its venv exists.
+// The package's pure parts (tests/python/package_recipe.py), then a Ravnest user's script
+// (tests/python/package_user.py) through python/ravnest: with Debian's PyTorch, and with
+// PyTorch 2.x where its venv exists.
 TEST_CASE("local: python: the package trains a user's script", "[local][python]") {
   const std::string script = test::source_dir() + "/tests/python/package_user.py";
   const std::string csv = (test::digits_dir() / "digits_train.csv").string();
@@ -199,6 +200,11 @@ TEST_CASE("local: python: the package trains a user's script", "[local][python]"
   if (fs::exists(venv)) pythons.push_back(venv);
   else WARN("no PyTorch 2.x venv at " << venv << ": the package is checked with Debian's only");
   for (const auto& python : pythons) {
+    auto recipe = test::run_command("PYTHONPATH=" + test::source_dir() + "/python " + python +
+                                        " " + test::source_dir() + "/tests/python/package_recipe.py",
+                                    120);
+    INFO(python << "\n" << recipe.out << recipe.err);
+    CHECK(recipe.exit_code == 0);
     test::TempDir work;
     auto run = test::run_command("PYTHONPATH=" + test::source_dir() + "/python " + python + " " +
                                      script + " " + csv + " " + (work / "user").string(),
