@@ -61,8 +61,8 @@ def run(args, stream=False, cwd=None):
             sys.stdout.flush()
         err = proc.stderr.read()
     except KeyboardInterrupt:
-        # ravnest train stops the job on every node at SIGINT; let it finish doing so.
-        proc.send_signal(2)
+        # Ctrl-C at a terminal reached the command too (one process group), which stops the job
+        # on every node: let it finish doing so (a second SIGINT would end it at once).
         proc.wait()
         raise
     if proc.wait() != 0:

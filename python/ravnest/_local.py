@@ -52,8 +52,10 @@ class local:
         print(self.line)
         return self
 
-    def _stop(self):
-        if self.proc.poll() is None:
+    def _stop(self, interrupted=False):
+        # Ctrl-C at a terminal reached `ravnest local` too (one process group): a second SIGINT
+        # would end it at once, before it stopped its daemons.
+        if self.proc.poll() is None and not interrupted:
             self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.wait(30)
@@ -61,6 +63,6 @@ class local:
                 self.proc.kill()
                 self.proc.wait()
 
-    def __exit__(self, *exc):
-        self._stop()
+    def __exit__(self, exc_type, exc, tb):
+        self._stop(interrupted=exc_type is KeyboardInterrupt)
         return False

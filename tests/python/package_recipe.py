@@ -14,9 +14,16 @@ import tempfile
 import torch
 
 import ravnest
-from ravnest._clusterize import clusterize_args
+from ravnest._clusterize import clusterize_args, script_or_trace
 from ravnest._recipe import loss_table, optimizer_table, scheduler_table
 from ravnest._trainer import _parse_evaluation, job_text
+
+
+def doubled(t):
+    try:
+        return t * 2
+    except RuntimeError:
+        return t
 
 
 def refused(call, needle):
@@ -79,6 +86,20 @@ def main():
         "[train]\nepochs = 2\nshuffle = false\n"
     assert _parse_evaluation("m.pt on v.pt: loss 0.5, accuracy 0.25 (64 samples)\n") == \
         {"loss": 0.5, "accuracy": 0.25, "samples": 64}
+    # A forward TorchScript cannot script (it calls code with try/except): traced, and said.
+    class Untyped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return doubled(self.fc(x))
+
+    model, x = Untyped(), torch.randn(4, 3)
+    traced = script_or_trace(model, (x,))
+    assert isinstance(traced, torch.jit.ScriptModule) and torch.equal(traced(x), model(x))
+    refused(lambda: script_or_trace(Untyped(), ()), "example_args")
+
     print("package_recipe: torch %s: the recipe's tables and refusals as expected" % torch.__version__)
     return 0
 
