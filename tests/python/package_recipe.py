@@ -16,6 +16,7 @@ import torch
 import ravnest
 from ravnest._clusterize import clusterize_args, script_or_trace
 from ravnest._recipe import loss_table, optimizer_table, scheduler_table
+from ravnest._data import collect
 from ravnest._trainer import _parse_evaluation, job_text
 
 
@@ -86,6 +87,23 @@ def main():
         "[train]\nepochs = 2\nshuffle = false\n"
     assert _parse_evaluation("m.pt on v.pt: loss 0.5, accuracy 0.25 (64 samples)\n") == \
         {"loss": 0.5, "accuracy": 0.25, "samples": 64}
+    # Data: a Dataset in index order; a DataLoader in the order its own generator gives, batches
+    # joined; two inputs a sample give a tuple of two tensors.
+    xs, ys = torch.randn(10, 3), torch.arange(10)
+    dataset = torch.utils.data.TensorDataset(xs, ys)
+    inputs, labels, facts = collect(dataset)
+    assert torch.equal(inputs, xs) and torch.equal(labels, ys) and facts is None
+    def loader():
+        return torch.utils.data.DataLoader(dataset, batch_size=4, shuffle=True,
+                                           generator=torch.Generator().manual_seed(3))
+    inputs, labels, facts = collect(loader())
+    order = torch.cat([y for _, y in loader()])
+    assert torch.equal(labels, order) and torch.equal(inputs, xs[order]), (labels, order)
+    assert facts == {"batch_size": 4, "drop_last": False}
+    pairs = [((xs[i], xs[i] * 2), ys[i]) for i in range(10)]
+    inputs, labels, _ = collect(torch.utils.data.DataLoader(pairs, batch_size=3))
+    assert isinstance(inputs, tuple) and torch.equal(inputs[1], xs * 2)
+
     # A forward TorchScript cannot script (it calls code with try/except): traced, and said.
     class Untyped(torch.nn.Module):
         def __init__(self):
