@@ -123,17 +123,19 @@ LocalDaemons::~LocalDaemons() {
 }
 
 std::string LocalDaemons::data_dir(size_t i) const {
+  if (per_node_dirs_) return (fs::path(dir_) / names_.at(i) / "data").string();
   return (fs::path(dir_) / ("data_" + std::to_string(i))).string();
 }
 
 std::string LocalDaemons::log_path(size_t i) const {
+  if (per_node_dirs_) return (fs::path(dir_) / names_.at(i) / "ravnestd.log").string();
   return (fs::path(dir_) / ("daemon_" + std::to_string(i) + ".log")).string();
 }
 
 void LocalDaemons::start(size_t i, double timeout_seconds) {
   std::vector<std::string> args = {ravnestd_,   "--node",       names_[i],    "--listen",
                                    address(i),  "--data-dir",   data_dir(i),  "--log-file",
-                                   log_path(i), "--log-level",  "debug"};
+                                   log_path(i), "--log-level",  log_level_};
   if (!secret_file_.empty()) {
     args.push_back("--secret-file");
     args.push_back(secret_file_);
@@ -146,6 +148,7 @@ void LocalDaemons::start(size_t i, double timeout_seconds) {
   if (auto extra = flags_.find(i); extra != flags_.end()) {
     args.insert(args.end(), extra->second.begin(), extra->second.end());
   }
+  if (per_node_dirs_) fs::create_directories(fs::path(log_path(i)).parent_path());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

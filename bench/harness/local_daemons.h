@@ -32,6 +32,11 @@ class LocalDaemons {
   std::string data_dir(size_t i) const;
   std::string log_path(size_t i) const;
 
+  // Daemon i keeps its data in `dir`/<name i>/data and its log in `dir`/<name i>/ravnestd.log
+  // (`ravnest local`'s layout) instead of `dir`/data_i and `dir`/daemon_i.log.
+  void set_per_node_dirs(bool per_node) { per_node_dirs_ = per_node; }
+  // Daemons started from now on log at this level (default "debug", for the tests).
+  void set_log_level(std::string level) { log_level_ = std::move(level); }
   // Daemons started from now on run with --insecure (plain TCP instead of TLS: benchmarks).
   void set_insecure(bool insecure) { insecure_ = insecure; }
   // Daemons started from now on read this configuration file (--config), e.g. its [limits].
@@ -60,6 +65,8 @@ class LocalDaemons {
   std::vector<int> ports_;
   std::vector<pid_t> pids_;
   bool insecure_ = false;
+  bool per_node_dirs_ = false;
+  std::string log_level_ = "debug";
   std::string config_file_;
   std::map<size_t, std::vector<std::string>> flags_;
   std::map<size_t, std::string> cgroup_procs_;

@@ -57,6 +57,7 @@ TEST_CASE("the .deb holds everything a provider installs", "[packaging]") {
         "./usr/share/doc/ravnest/examples/job_digits.toml",
         "./usr/share/doc/ravnest/examples/node_configs.json",
         "./usr/share/doc/ravnest/examples/ps/job.toml",
+        "./usr/lib/python3/dist-packages/ravnest/__init__.py",
         "./usr/share/bash-completion/completions/ravnest",
         "./usr/share/bash-completion/completions/ravnestd"}) {
     INFO(path);
@@ -83,7 +84,7 @@ TEST_CASE("the .deb holds everything a provider installs", "[packaging]") {
   CHECK(info.out.find("conffiles") != std::string::npos);
   auto completion = test::run_command(
       "bash -c 'source " + (root / "usr/share/bash-completion/completions/ravnest").string() +
-      " && COMP_WORDS=(ravnest lo) COMP_CWORD=1 && _ravnest && echo \"${COMPREPLY[*]}\"'");
+      " && COMP_WORDS=(ravnest los) COMP_CWORD=1 && _ravnest && echo \"${COMPREPLY[*]}\"'");
   CHECK(completion.out == "losses\n");
 
   // Debian's own checks: no error (warnings are listed in packaging/README.md).

@@ -21,5 +21,6 @@ Command add_dashboard(CLI::App& app);     // dashboard.cpp
 Command add_evaluate(CLI::App& app);      // evaluate.cpp
 Command add_probe_memory(CLI::App& app);  // probe_memory.cpp (hidden: clusterize's probe)
 Command add_bench(CLI::App& app);         // bench.cpp: bench allreduce
+Command add_local(CLI::App& app);         // local.cpp: N daemons on this machine
 
 }  // namespace ravnest::cli

@@ -1,17 +1,27 @@
 #include "apps/ravnest/commands/connection.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "libs/base/secret.h"
 
 namespace ravnest::cli {
 
+std::string default_secret_file(const std::string& plan_dir) {
+  for (const std::string& candidate : {plan_dir + "/secret", std::string("node_data/secret")}) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(candidate, ec)) return candidate;
+  }
+  return "";
+}
+
 std::string Connection::secret() const {
   std::string file = secret_file;
   if (file.empty()) {
     if (const char* env = std::getenv("RAVNEST_SECRET_FILE")) file = env;
   }
+  if (file.empty()) file = default_secret_file(plan_dir);
   return file.empty() ? std::string() : base::read_secret(file);
 }
 
@@ -31,7 +41,8 @@ void add_connection_options(CLI::App* cmd, Connection& c) {
   cmd->add_option("--plan", c.plan_dir, "plan directory written by clusterize")
       ->capture_default_str();
   cmd->add_option("--secret-file", c.secret_file,
-                  "file holding the daemons' shared secret (default: $RAVNEST_SECRET_FILE)");
+                  "file holding the daemons' shared secret (default: $RAVNEST_SECRET_FILE, else "
+                  "node_data/secret when it exists)");
   cmd->add_flag("--insecure", c.insecure,
                 "plain TCP instead of TLS, for benchmarks only (daemons started with --insecure)");
 }

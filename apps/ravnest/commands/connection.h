@@ -12,7 +12,7 @@ namespace ravnest::cli {
 
 struct Connection {
   std::string plan_dir = "node_data";
-  std::string secret_file;  // empty: $RAVNEST_SECRET_FILE, else no secret
+  std::string secret_file;  // empty: $RAVNEST_SECRET_FILE, else default_secret_file, else none
   bool insecure = false;    // plain TCP instead of TLS (benchmarks only)
 
   // The secret read from secret_file (or $RAVNEST_SECRET_FILE); throws naming the file.
@@ -23,6 +23,10 @@ struct Connection {
   // One line on stderr when insecure.
   void warn_if_insecure() const;
 };
+
+// The secret `ravnest local` wrote, found with no flag: <plan_dir>/secret, else node_data/secret
+// (relative to the working directory), when it is a regular file; else "".
+std::string default_secret_file(const std::string& plan_dir);
 
 // Adds --plan, --secret-file and --insecure to `cmd`, parsed into `c` (which must outlive the
 // parse).

@@ -1,0 +1,91 @@
+"""ravnest.clusterize: Ravnest's clusterize(model, example_args) over `ravnest clusterize`.
+
+The model is scripted (torch.jit.script); a model TorchScript cannot script is traced with
+example_args instead, which is said on stderr (a trace records one path through the code: the
+control flow that depends on the data is frozen). The file goes to WORK/model.pt, each example
+argument to WORK/example_<i>.pt, and `ravnest clusterize` cuts it into node_data/ and pushes the
+stages to the pool's daemons.
+"""
+
+import os
+import sys
+
+import torch
+
+from ._cli import RavnestError, run
+
+
+def script_or_trace(model, example_args):
+    """A ScriptModule of `model` in training mode: scripted, else traced with example_args."""
+    if isinstance(model, torch.jit.ScriptModule):
+        return model
+    try:
+        return torch.jit.script(model)
+    except Exception as scripting:  # TorchScript raises several kinds
+        if not example_args:
+            raise RavnestError("clusterize: TorchScript cannot script %s (%s); pass example_args "
+                               "to trace it instead" % (type(model).__name__,
+                                                       str(scripting).splitlines()[0]))
+        print("ravnest: %s is traced with example_args, TorchScript cannot script it (%s); "
+              "control flow that depends on the data is frozen as the example took it"
+              % (type(model).__name__, str(scripting).strip().splitlines()[0]), file=sys.stderr)
+        was_training = model.training
+        model.train()
+        traced = torch.jit.trace(model, tuple(example_args), check_trace=False)
+        model.train(was_training)
+        return traced
+
+
+def clusterize_args(model_path, example_paths, nodes, out, stages, clusters, verify, push,
+                    memory_probe, device):
+    """The argument list of `ravnest clusterize` (pure: tested without a binary)."""
+    args = ["clusterize", model_path, "--nodes", nodes, "--out", out]
+    if example_paths:
+        args += ["--example-input"] + list(example_paths)
+    if stages is not None:
+        args += ["--stages", int(stages)]
+    if clusters is not None:
+        args += ["--clusters", int(clusters)]
+    if verify:
+        args.append("--verify")
+    if not memory_probe:
+        args.append("--no-memory-probe")
+    if device is not None:
+        args += ["--device", device]
+    if push:
+        args.append("--push")
+    return args
+
+
+def clusterize(model, example_args=(), nodes="node_data/node_configs.json", stages=None,
+               clusters=None, verify=True, out="node_data", push=True, memory_probe=True,
+               device=None, work_dir=".ravnest"):
+    """Cuts `model` over the pool `nodes` into the plan directory `out` and, with push, stores
+    each stage on its daemon. stages/clusters ask for that layout (`--stages`/`--clusters`).
+    Returns the command's output (the plan's lines, as Ravnest prints Node(0, Cluster(1)))."""
+    if not isinstance(example_args, (tuple, list)):
+        example_args = (example_args,)
+    os.makedirs(work_dir, exist_ok=True)
+    scripted = script_or_trace(model, example_args)
+    model_path = os.path.join(work_dir, "model.pt")
+    scripted.save(model_path)
+    example_paths = []
+    for i, arg in enumerate(example_args):
+        if not isinstance(arg, torch.Tensor):
+            raise RavnestError("clusterize: example_args[%d] is a %s, not a tensor"
+                               % (i, type(arg).__name__))
+        path = os.path.join(work_dir, "example_%d.pt" % i)
+        torch.save(arg.detach().cpu().contiguous(), path)
+        example_paths.append(path)
+    args = clusterize_args(model_path, example_paths, nodes, out, stages, clusters, verify, push,
+                           memory_probe, device)
+    try:
+        text = run(args)
+    except RavnestError as e:
+        for flag in ("--stages", "--clusters"):
+            if flag in str(e) and ("not expected" in str(e) or "xtras" in str(e)):
+                raise RavnestError("clusterize: this ravnest does not take %s yet (%s)"
+                                   % (flag, e)) from None
+        raise
+    sys.stdout.write(text)
+    return text

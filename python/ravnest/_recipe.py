@@ -1,0 +1,156 @@
+"""The recipe as torch objects -> the job file's [optimizer], [scheduler] and [loss] tables.
+
+An optimizer is a torch.optim object (its class and param_groups give name and options), a class
+with optimizer_params (Ravnest's Node(optimizer=torch.optim.Adam, optimizer_params={...})), or a
+name. A scheduler likewise (an object, a class with lr_scheduler_params, or a name with params).
+What the job file cannot express is refused in one line naming it (docs/job-file.md).
+"""
+
+import os
+
+import torch
+
+from ._cli import RavnestError
+
+# torch class name -> (job name, {torch option: job key}) for the options the job file has.
+_OPTIMIZERS = {
+    "SGD": ("sgd", ["lr", "momentum", "dampening", "nesterov", "weight_decay"]),
+    "Adam": ("adam", ["lr", "betas", "eps", "weight_decay", "amsgrad"]),
+    "AdamW": ("adamw", ["lr", "betas", "eps", "weight_decay", "amsgrad"]),
+    "RMSprop": ("rmsprop", ["lr", "alpha", "eps", "weight_decay", "momentum", "centered"]),
+    "Adagrad": ("adagrad", ["lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"]),
+}
+# Options of PyTorch's optimizers that change how, not what, they compute, or that the job file
+# cannot hold when set (their defaults pass).
+_HOW_ONLY = {"foreach", "capturable", "differentiable", "fused", "params", "initial_lr"}
+_MUST_BE_DEFAULT = {"maximize": False, "decoupled_weight_decay": False}
+
+
+def _by_name(name, table):
+    for cls, (job_name, _) in table.items():
+        if name in (cls, job_name, cls.lower()):
+            return cls
+    return None
+
+
+def optimizer_table(optimizer, params=None):
+    """{"name": ..., options...} for [optimizer]."""
+    params = dict(params or {})
+    if isinstance(optimizer, torch.optim.Optimizer):
+        cls = type(optimizer).__name__
+        groups = optimizer.param_groups
+        first = {k: v for k, v in groups[0].items() if k != "params"}
+        for g in groups[1:]:
+            if {k: v for k, v in g.items() if k != "params"} != first:
+                raise RavnestError("optimizer: parameter groups with different options are not "
+                                   "expressible in a job file (one [optimizer] for the model)")
+        # A scheduler made on the optimizer changed lr; its initial_lr is the recipe's.
+        options = dict(first)
+        if "initial_lr" in options:
+            options["lr"] = options["initial_lr"]
+    else:
+        name = optimizer if isinstance(optimizer, str) else getattr(optimizer, "__name__", "")
+        cls = _by_name(name, _OPTIMIZERS)
+        if cls is None:
+            raise RavnestError("optimizer: %r is not one of %s" % (
+                optimizer, ", ".join(n for n, _ in _OPTIMIZERS.values())))
+        options = params
+    if cls not in _OPTIMIZERS:
+        raise RavnestError("optimizer: torch.optim.%s has no [optimizer] name (%s)" % (
+            cls, ", ".join(n for n, _ in _OPTIMIZERS.values())))
+    job_name, keys = _OPTIMIZERS[cls]
+    table = {"name": job_name}
+    for key, value in options.items():
+        if key in _HOW_ONLY:
+            continue
+        if key in _MUST_BE_DEFAULT:
+            if value != _MUST_BE_DEFAULT[key]:
+                raise RavnestError("optimizer: %s=%r is not expressible in a job file" % (key, value))
+            continue
+        if key not in keys:
+            raise RavnestError("optimizer: %s is not an option of %s in a job file (%s)" % (
+                key, job_name, ", ".join(keys)))
+        if isinstance(value, torch.Tensor):
+            value = value.item()
+        table[key] = list(value) if isinstance(value, tuple) else value
+    return table
+
+
+def scheduler_table(scheduler, params=None, per_epoch=True):
+    """{"name": ..., options..., "per": ...} for [scheduler], or None."""
+    if scheduler is None:
+        return None
+    params = dict(params or {})
+    if isinstance(scheduler, str):
+        table = {"name": scheduler}
+        table.update(params)
+    else:
+        obj = scheduler if not isinstance(scheduler, type) else None
+        cls = type(scheduler).__name__ if obj is not None else scheduler.__name__
+        get = (lambda k, d=None: getattr(obj, k, d)) if obj is not None else \
+              (lambda k, d=None: params.get(k, d))
+        if cls == "StepLR":
+            table = {"name": "step", "step_size": get("step_size"), "gamma": get("gamma", 0.1)}
+        elif cls == "MultiStepLR":
+            table = {"name": "multistep", "milestones": sorted(int(m) for m in get("milestones")),
+                     "gamma": get("gamma", 0.1)}
+        elif cls == "ExponentialLR":
+            table = {"name": "exponential", "gamma": get("gamma")}
+        elif cls == "CosineAnnealingLR":
+            table = {"name": "cosine", "t_max": get("T_max"), "eta_min": get("eta_min", 0)}
+        elif cls == "LinearLR":
+            end = get("end_factor", 1.0)
+            if end != 1.0:
+                raise RavnestError("lr_scheduler: LinearLR with end_factor %r is not expressible "
+                                   "(linear_warmup ends at 1.0)" % end)
+            table = {"name": "linear_warmup", "warmup_steps": get("total_iters", 5),
+                     "start_factor": get("start_factor", 1.0 / 3)}
+        else:
+            raise RavnestError("lr_scheduler: torch.optim.lr_scheduler.%s has no [scheduler] "
+                               "name (StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, "
+                               "LinearLR)" % cls)
+        missing = [k for k, v in table.items() if v is None]
+        if missing:
+            raise RavnestError("lr_scheduler: %s needs %s" % (cls, ", ".join(missing)))
+    table["per"] = "epoch" if per_epoch else "update"
+    return table
+
+
+_LOSSES = {"CrossEntropyLoss": "cross_entropy", "NLLLoss": "nll", "MSELoss": "mse",
+           "L1Loss": "l1", "BCEWithLogitsLoss": "bce_with_logits"}
+
+
+def _is_plain(criterion):
+    """Whether a known loss module has only the built-in's behaviour (mean, no weights)."""
+    if getattr(criterion, "reduction", "mean") != "mean":
+        return False
+    for attr in ("weight", "pos_weight"):
+        if getattr(criterion, attr, None) is not None:
+            return False
+    if getattr(criterion, "ignore_index", -100) != -100:
+        return False
+    return getattr(criterion, "label_smoothing", 0.0) == 0.0
+
+
+def loss_table(criterion, work_dir):
+    """[loss]: the built-in name of a known loss module, else the module scripted to a file."""
+    if isinstance(criterion, str):
+        return {"name": criterion}
+    if not isinstance(criterion, torch.nn.Module):
+        raise RavnestError("criterion: %r is not a torch.nn.Module (a loss function must be a "
+                           "module whose forward(outputs, labels) returns the mean loss)"
+                           % (criterion,))
+    name = _LOSSES.get(type(criterion).__name__)
+    if name is not None and _is_plain(criterion):
+        return {"name": name}
+    if getattr(criterion, "reduction", "mean") != "mean":
+        raise RavnestError("criterion: reduction=%r; a job's loss is the mean"
+                           % criterion.reduction)
+    try:
+        scripted = torch.jit.script(criterion)
+    except Exception as e:
+        raise RavnestError("criterion: TorchScript cannot script %s (%s)" % (
+            type(criterion).__name__, str(e).strip().splitlines()[0])) from None
+    path = os.path.abspath(os.path.join(work_dir, "loss.pt"))
+    scripted.save(path)
+    return {"name": "script", "path": path}

@@ -1,0 +1,211 @@
+"""Node and Trainer: Ravnest's run configuration, written as a job file for `ravnest train`.
+
+Ravnest configures each provider with Node(...) and runs Trainer(node, ...).train() on each;
+here the requester runs them once: Trainer writes WORK/job.toml, WORK/train.pt and WORK/val.pt
+(docs/job-file.md) and runs `ravnest train` on the plan's daemons, streaming its progress.
+"""
+
+import math
+import os
+import re
+import warnings
+
+import torch
+
+from ._cli import RavnestError, run
+from ._data import collect, write_tensors
+from ._recipe import loss_table, optimizer_table, scheduler_table
+
+
+class Node:
+    """Ravnest's Node arguments that shape the recipe (the rest is the daemon's: docs/
+    ravnest-vocabulary.md). name and model are accepted and unused: the plan places the model."""
+
+    def __init__(self, name=None, model=None, optimizer=None, optimizer_params=None,
+                 criterion=None, lr_scheduler=None, lr_scheduler_params=None,
+                 lr_step_on_epoch_change=True, update_frequency=1, reduce_factor=None,
+                 average_optim=False, compression=False, device=None, **ignored):
+        self.name = name
+        self.model = model
+        self.optimizer = optimizer
+        self.optimizer_params = optimizer_params or {}
+        self.criterion = criterion
+        self.lr_scheduler = lr_scheduler
+        self.lr_scheduler_params = lr_scheduler_params or {}
+        self.lr_step_on_epoch_change = lr_step_on_epoch_change
+        self.update_frequency = update_frequency
+        self.reduce_factor = reduce_factor
+        self.average_optim = average_optim
+        self.compression = compression
+
+
+def _toml_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise RavnestError("job: %r is not a finite number" % value)
+        return repr(value)
+    if isinstance(value, str):
+        return '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"')
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise RavnestError("job: cannot write %r in a job file" % (value,))
+
+
+def job_text(tables):
+    """TOML of {table: {key: value}} in the given order; None tables are left out."""
+    out = []
+    for name, table in tables.items():
+        if table is None:
+            continue
+        out.append("[%s]" % name)
+        out.extend("%s = %s" % (k, _toml_value(v)) for k, v in table.items())
+        out.append("")
+    return "\n".join(out)
+
+
+class Trainer:
+    """Trainer(node=Node(...) or the same arguments here, train_loader=..., val_loader=...,
+    epochs=..., ...).train(). Loaders may be DataLoaders or Datasets. batch_size defaults to the
+    loader's; step_size is Ravnest's micro-batch count per batch (`[train] micro_batches`)."""
+
+    def __init__(self, node=None, lr_scheduler=None, lr_scheduler_params=None, train_loader=None,
+                 val_loader=None, val_freq=0, save=False, epochs=1, batch_size=None, step_size=1,
+                 update_frequency=None, loss_fn=None, accuracy_fn=None, optimizer=None,
+                 optimizer_params=None, criterion=None, lr_step_on_epoch_change=None, seed=0,
+                 shuffle=None, max_steps=None, schedule=None, plan="node_data",
+                 work_dir=".ravnest"):
+        node = node or Node()
+        if train_loader is None:
+            raise RavnestError("Trainer: train_loader is required")
+        self.plan = plan
+        self.work_dir = work_dir
+        self.train_loader = train_loader
+        self.val_loader = val_loader
+        self.optimizer = optimizer if optimizer is not None else node.optimizer
+        self.optimizer_params = optimizer_params or node.optimizer_params
+        self.criterion = next(c for c in (loss_fn, criterion, node.criterion, "cross_entropy")
+                              if c is not None)
+        self.lr_scheduler = lr_scheduler if lr_scheduler is not None else node.lr_scheduler
+        self.lr_scheduler_params = lr_scheduler_params or node.lr_scheduler_params
+        self.per_epoch = (node.lr_step_on_epoch_change if lr_step_on_epoch_change is None
+                          else lr_step_on_epoch_change)
+        if self.optimizer is None:
+            raise RavnestError("Trainer: no optimizer (pass optimizer= or a Node with one)")
+        self.train_table = {"epochs": int(epochs), "micro_batches": int(step_size),
+                            "update_frequency": int(update_frequency or node.update_frequency),
+                            "seed": int(seed), "val_freq": int(val_freq)}
+        if batch_size is not None:
+            self.train_table["batch_size"] = int(batch_size)
+        if shuffle is not None:
+            self.train_table["shuffle"] = bool(shuffle)
+        if max_steps is not None:
+            self.train_table["max_steps"] = int(max_steps)
+        if schedule is not None:
+            self.train_table["schedule"] = schedule
+        if node.reduce_factor is not None:
+            self.train_table["reduce_factor"] = int(node.reduce_factor)
+        if node.average_optim:
+            self.train_table["average_optim"] = True
+        self.compression = ({"activations": "fp16", "gradients": "fp16"}
+                            if node.compression else None)
+        if accuracy_fn is not None:
+            warnings.warn("ravnest: accuracy_fn is not used: validation reports the argmax "
+                          "accuracy with integer labels (docs/job-file.md)")
+        self.job_path = None
+
+    def write_job(self):
+        """Writes WORK/train.pt (and val.pt) and WORK/job.toml; returns the job file's path."""
+        os.makedirs(self.work_dir, exist_ok=True)
+        work = os.path.abspath(self.work_dir)
+        train = dict(self.train_table)
+        inputs, labels, facts = collect(self.train_loader)
+        write_tensors(os.path.join(work, "train.pt"), inputs, labels)
+        if facts is not None:
+            # The file holds the loader's order: read it so, in the loader's batches.
+            train.setdefault("batch_size", int(facts["batch_size"]))
+            train["shuffle"] = False
+            if train["epochs"] > 1 and isinstance(self.train_loader.sampler,
+                                                   torch.utils.data.RandomSampler):
+                warnings.warn("ravnest: the DataLoader's first epoch order is used for every "
+                              "epoch; pass the Dataset to draw a new order each epoch")
+        data = {"format": "tensors", "train": os.path.join(work, "train.pt")}
+        if self.val_loader is not None:
+            v_inputs, v_labels, _ = collect(self.val_loader)
+            write_tensors(os.path.join(work, "val.pt"), v_inputs, v_labels)
+            data["validation"] = os.path.join(work, "val.pt")
+        tables = {"train": train, "data": data,
+                  "loss": loss_table(self.criterion, work),
+                  "optimizer": optimizer_table(self.optimizer, self.optimizer_params),
+                  "scheduler": scheduler_table(self.lr_scheduler, self.lr_scheduler_params,
+                                               self.per_epoch),
+                  "compression": self.compression}
+        self.job_path = os.path.join(work, "job.toml")
+        with open(self.job_path + ".tmp", "w") as f:
+            f.write(job_text(tables))
+        os.replace(self.job_path + ".tmp", self.job_path)
+        return self.job_path
+
+    def train(self):
+        """Runs the job on the plan's daemons (`ravnest train`), its progress on stdout."""
+        job = self.write_job()
+        return run(["train", job, "--plan", self.plan], stream=True)
+
+    def model_fusion(self, cluster_id=0, out=None):
+        return model_fusion(cluster_id, plan=self.plan,
+                            out=out or os.path.join(self.work_dir, "trained"))
+
+    def evaluate(self, cluster_id=0):
+        """Loss and accuracy of the trained model of `cluster_id` on the validation data (the
+        training data without a val_loader): `ravnest fuse`, then `ravnest evaluate`. Returns
+        {"loss": ..., "accuracy": ... (when there is one), "samples": ...}."""
+        if self.job_path is None:
+            self.write_job()
+        out = os.path.join(self.work_dir, "trained")
+        model_fusion(cluster_id, plan=self.plan, out=out)
+        args = ["evaluate", os.path.join(out, "model.pt"), self.job_path]
+        if self.val_loader is None:
+            args.append("--train-data")
+        text = run(args)
+        print(text.strip())
+        return _parse_evaluation(text)
+
+    def pred(self, data, cluster_id=0):
+        """The model's outputs for `data` (a tensor of inputs, a Dataset or a DataLoader) through
+        the daemons of `cluster_id` (`ravnest predict`)."""
+        if self.job_path is None:
+            self.write_job()
+        work = os.path.abspath(self.work_dir)
+        if isinstance(data, torch.Tensor):
+            inputs, labels = data, torch.zeros(data.shape[0], dtype=torch.int64)
+        elif isinstance(data, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in data):
+            inputs, labels = tuple(data), torch.zeros(data[0].shape[0], dtype=torch.int64)
+        else:
+            inputs, labels, _ = collect(data)
+        path = os.path.join(work, "predict_data.pt")
+        write_tensors(path, inputs, labels)
+        out = os.path.join(work, "predictions.pt")
+        run(["predict", self.plan, path, "--job", self.job_path, "--out", out,
+             "--cluster", cluster_id])
+        return torch.load(out)
+
+
+def _parse_evaluation(text):
+    """`ravnest evaluate`'s line "MODEL on DATA: loss L, accuracy A (N samples)" as a dict."""
+    result = {}
+    for key, value in re.findall(r"\b(loss|accuracy) ([-+0-9.eE]+|nan|inf)", text):
+        result[key] = float(value)
+    samples = re.search(r"\((\d+) samples\)", text)
+    if samples:
+        result["samples"] = int(samples.group(1))
+    return result
+
+
+def model_fusion(cluster_id=0, plan="node_data", out="trained"):
+    """The trained state dict of cluster `cluster_id` (`ravnest fuse`, then torch.load), as
+    Ravnest's model_fusion; out/model.pt is the fused TorchScript model."""
+    run(["fuse", "--cluster", cluster_id, "--plan", plan, "--out", out])
+    return torch.load(os.path.join(out, "trained_state_dict.pt"))

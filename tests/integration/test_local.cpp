@@ -1,0 +1,217 @@
+// `ravnest local` (apps/ravnest/commands/local.cpp): its pure decisions, then the command end to
+// end (daemons that answer `ravnest status` with the secret found without a flag, stopped by
+// SIGINT), then the Python package (python/ravnest) running a Ravnest user's script on it.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "apps/ravnest/local_pool.h"
+#include "libs/config/pool/node_pool.h"
+#include "tests/support/test_env.h"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+using namespace ravnest;
+
+namespace {
+
+std::string ravnest_binary() { return test::binary_dir() + "/apps/ravnest/ravnest"; }
+
+bool accepts(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// `ravnest local ARGS` in the background, its stdout and stderr in files of `dir`.
+struct LocalRun {
+  pid_t pid = -1;
+  fs::path out, err;
+  LocalRun(const fs::path& dir, std::vector<std::string> args) : out(dir / "local.out"), err(dir / "local.err") {
+    args.insert(args.begin(), {ravnest_binary(), "local"});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~LocalRun() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  // Waits for its one line; false when it exited or took longer than `seconds`.
+  bool wait_ready(double seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (test::read_text(out).find("Ctrl-C stops them") != std::string::npos) return true;
+      if (::waitpid(pid, nullptr, WNOHANG) == pid) {
+        pid = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+  // Its exit code, -1 when it runs after `seconds`.
+  int wait_exit(double seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("local: pool: the file, refusal, gpus, secret text", "[local]") {
+  const std::string pool = cli::local_pool_json({4001, 4002}, 8, 1000);
+  const auto nodes = config::parse_node_pool(pool, "pool", false);
+  REQUIRE(nodes.size() == 2);
+  CHECK(nodes[1].name == "node_1");
+  CHECK(nodes[1].address == "127.0.0.1:4002");
+  CHECK(nodes[0].ram_gb == 8);
+  CHECK(nodes[0].bandwidth_mbps == 1000);
+  CHECK(config::parse_node_pool(cli::local_pool_json({1}, 0.0001, 2.5), "p", false)[0].ram_gb ==
+        0.0001);
+
+  CHECK(cli::may_write_pool(std::nullopt, std::nullopt, false));
+  CHECK(cli::may_write_pool(std::string("a"), std::string("a"), false));
+  CHECK_FALSE(cli::may_write_pool(std::string("a"), std::nullopt, false));
+  CHECK_FALSE(cli::may_write_pool(std::string("a"), std::string("b"), false));
+  CHECK(cli::may_write_pool(std::string("a"), std::nullopt, true));
+
+  CHECK(cli::parse_gpu_list("") == std::vector<int>{});
+  CHECK(cli::parse_gpu_list("0,1,3") == std::vector<int>{0, 1, 3});
+  CHECK_THROWS_WITH(cli::parse_gpu_list("0,,1"), Catch::Contains("--gpus"));
+  CHECK_THROWS_WITH(cli::parse_gpu_list("-1"), Catch::Contains("--gpus"));
+  CHECK(cli::device_for_node(0, {}).empty());
+  CHECK(cli::device_for_node(3, {0, 1}) == "cuda:1");
+
+  // RFC 4648's test vectors.
+  CHECK(cli::base64("") == "");
+  CHECK(cli::base64("f") == "Zg==");
+  CHECK(cli::base64("fo") == "Zm8=");
+  CHECK(cli::base64("foo") == "Zm9v");
+  CHECK(cli::base64("foobar") == "Zm9vYmFy");
+}
+
+TEST_CASE("local: daemons: two, status with the secret found, stopped by SIGINT", "[local]") {
+  test::TempDir dir;
+  LocalRun local(dir.path(), {"--nodes", "2", "--dir", dir.path().string()});
+  REQUIRE(local.wait_ready(60));
+  INFO(test::read_text(local.out) << test::read_text(local.err));
+  const fs::path node_data = dir / "node_data";
+  const auto pool = config::load_node_pool((node_data / "node_configs.json").string());
+  REQUIRE(pool.size() == 2);
+  struct stat info {};
+  REQUIRE(::stat((node_data / "secret").c_str(), &info) == 0);
+  CHECK((info.st_mode & 0777) == 0600);
+  CHECK(test::read_text(node_data / "secret").size() == 45);  // 32 bytes in base64, a newline
+  CHECK(fs::exists(node_data / "local/node_1/ravnestd.log"));
+  for (const auto& node : pool) CHECK(accepts(node.port));
+
+  // Neither --secret-file nor $RAVNEST_SECRET_FILE: node_data/secret, from the working directory.
+  const std::string in_dir = "cd " + dir.path().string() + " && env -u RAVNEST_SECRET_FILE ";
+  auto clusterize = test::run_command(
+      in_dir + ravnest_binary() + " clusterize " + test::digits_model() +
+          " --nodes node_data/node_configs.json --out node_data --no-memory-probe "
+          "--example-input 8x1x8x8:float32 --push",
+      300);
+  INFO(clusterize.out << clusterize.err);
+  REQUIRE(clusterize.exit_code == 0);
+  auto status = test::run_command(in_dir + ravnest_binary() + " status", 60);
+  INFO(status.out << status.err);
+  CHECK(status.exit_code == 0);
+  CHECK(status.out.find("node_0") != std::string::npos);
+  CHECK(status.out.find("unreachable") == std::string::npos);
+
+  // A second `ravnest local` there may replace its own pool file, never a user's.
+  test::TempDir other;
+  fs::create_directories(other / "node_data");
+  test::write_text(other / "node_data/node_configs.json", "{}\n");
+  auto refused = test::run_command(ravnest_binary() + " local --nodes 1 --dir " +
+                                   other.path().string(), 30);
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.rfind("ravnest: error: ", 0) == 0);
+  CHECK(refused.err.find("node_configs.json") != std::string::npos);
+  CHECK(test::read_text(other / "node_data/node_configs.json") == "{}\n");
+  CHECK_FALSE(fs::exists(other / "node_data/secret"));
+
+  ::kill(local.pid, SIGINT);
+  CHECK(local.wait_exit(30) == 0);
+  for (const auto& node : pool) CHECK_FALSE(accepts(node.port));
+  CHECK(config::load_node_pool((node_data / "node_configs.json").string()).size() == 2);
+
+  // Again there (its own pool file is replaced), and its daemon killed: reported with its log,
+  // exit 1.
+  LocalRun again(dir.path(), {"--nodes", "1", "--dir", dir.path().string()});
+  REQUIRE(again.wait_ready(60));
+  CHECK(config::load_node_pool((node_data / "node_configs.json").string()).size() == 1);
+  const std::string children = test::read_text("/proc/" + std::to_string(again.pid) + "/task/" +
+                                               std::to_string(again.pid) + "/children");
+  const pid_t daemon = static_cast<pid_t>(std::atoi(children.c_str()));
+  REQUIRE(daemon > 0);
+  ::kill(daemon, SIGKILL);
+  CHECK(again.wait_exit(30) == 1);
+  const std::string err = test::read_text(again.err);
+  CHECK(err.rfind("ravnest: error: ravnestd node_0 exited", 0) == 0);
+}
+
+// The package's pure parts (tests/python/package_recipe.py), then a Ravnest user's script
+// (tests/python/package_user.py) through python/ravnest: with Debian's PyTorch, and with
+// PyTorch 2.x where its venv exists.
+TEST_CASE("local: python: the package trains a user's script", "[local][python]") {
+  const std::string script = test::source_dir() + "/tests/python/package_user.py";
+  const std::string csv = (test::digits_dir() / "digits_train.csv").string();
+  const std::string venv = std::string(std::getenv("HOME") ? std::getenv("HOME") : "") +
+                           "/.cache/ravnest/venv-torch2/bin/python";
+  std::vector<std::string> pythons = {test::python()};
+  if (fs::exists(venv)) pythons.push_back(venv);
+  else WARN("no PyTorch 2.x venv at " << venv << ": the package is checked with Debian's only");
+  for (const auto& python : pythons) {
+    auto recipe = test::run_command("PYTHONPATH=" + test::source_dir() + "/python " + python +
+                                        " " + test::source_dir() + "/tests/python/package_recipe.py",
+                                    120);
+    INFO(python << "\n" << recipe.out << recipe.err);
+    CHECK(recipe.exit_code == 0);
+    test::TempDir work;
+    auto run = test::run_command("PYTHONPATH=" + test::source_dir() + "/python " + python + " " +
+                                     script + " " + csv + " " + (work / "user").string(),
+                                 400);
+    INFO(python << "\n" << run.out << run.err);
+    CHECK(run.exit_code == 0);
+    CHECK(run.out.find("package_user: torch") != std::string::npos);
+    std::printf("%s\n", run.out.substr(run.out.find("package_user:")).c_str());
+  }
+}

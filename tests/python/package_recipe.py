@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""The Python package's pure parts (python/ravnest), without a daemon: torch objects -> job tables.
+
+Usage: package_recipe.py   (the package on PYTHONPATH; Debian's python3 or a torch 2.x venv)
+
+Each torch optimizer, scheduler and loss the job file can hold maps to its table with the values
+the object holds (the lr before a scheduler changed it); what it cannot hold is refused with a
+RavnestError naming it; clusterize's argument list carries --stages/--clusters when asked.
+"""
+
+import sys
+import tempfile
+
+import torch
+
+import ravnest
+from ravnest._clusterize import clusterize_args, script_or_trace
+from ravnest._recipe import loss_table, optimizer_table, scheduler_table
+from ravnest._data import collect
+from ravnest._trainer import _parse_evaluation, job_text
+
+
+def doubled(t):
+    try:
+        return t * 2
+    except RuntimeError:
+        return t
+
+
+def refused(call, needle):
+    try:
+        call()
+    except ravnest.RavnestError as e:
+        assert needle in str(e) and "\n" not in str(e), str(e)
+        return
+    raise AssertionError("not refused: " + needle)
+
+
+def main():
+    params = list(torch.nn.Linear(3, 2).parameters())
+    adam = torch.optim.Adam(params, lr=0.01, betas=(0.8, 0.99), weight_decay=0.1)
+    warmup = torch.optim.lr_scheduler.LinearLR(adam, start_factor=0.25, total_iters=4)
+    assert optimizer_table(adam) == {"name": "adam", "lr": 0.01, "betas": [0.8, 0.99],
+                                     "eps": 1e-8, "weight_decay": 0.1, "amsgrad": False}, \
+        optimizer_table(adam)
+    assert scheduler_table(warmup) == {"name": "linear_warmup", "warmup_steps": 4,
+                                       "start_factor": 0.25, "per": "epoch"}
+    sgd = torch.optim.SGD(params, lr=0.1, momentum=0.9, nesterov=True)
+    assert optimizer_table(sgd)["nesterov"] is True and optimizer_table(sgd)["name"] == "sgd"
+    assert optimizer_table(torch.optim.RMSprop, {"lr": 0.01})["name"] == "rmsprop"
+    assert optimizer_table("adamw", {"lr": 0.01}) == {"name": "adamw", "lr": 0.01}
+    step = torch.optim.lr_scheduler.StepLR(sgd, step_size=3, gamma=0.5)
+    assert scheduler_table(step, per_epoch=False) == {"name": "step", "step_size": 3,
+                                                      "gamma": 0.5, "per": "update"}
+    assert scheduler_table(torch.optim.lr_scheduler.MultiStepLR, {"milestones": [5, 2]}) == \
+        {"name": "multistep", "milestones": [2, 5], "gamma": 0.1, "per": "epoch"}
+    assert scheduler_table(torch.optim.lr_scheduler.CosineAnnealingLR, {"T_max": 10})["t_max"] == 10
+    assert loss_table(torch.nn.CrossEntropyLoss(), ".") == {"name": "cross_entropy"}
+    assert loss_table(torch.nn.MSELoss(), ".") == {"name": "mse"}
+    with tempfile.TemporaryDirectory() as work:
+        smoothed = loss_table(torch.nn.CrossEntropyLoss(label_smoothing=0.1), work)
+        assert smoothed["name"] == "script", smoothed
+        loaded = torch.jit.load(smoothed["path"])
+        out, labels = torch.randn(4, 3), torch.tensor([0, 2, 1, 1])
+        assert torch.equal(loaded(out, labels),
+                           torch.nn.CrossEntropyLoss(label_smoothing=0.1)(out, labels))
+
+    refused(lambda: optimizer_table(torch.optim.Adamax(params)), "Adamax")
+    refused(lambda: optimizer_table(torch.optim.SGD(params, lr=0.1, maximize=True)), "maximize")
+    refused(lambda: optimizer_table(torch.optim.SGD(
+        [{"params": params[:1], "lr": 0.1}, {"params": params[1:], "lr": 0.2}])), "groups")
+    refused(lambda: optimizer_table("adam", {"momentum": 0.9}), "momentum")
+    refused(lambda: scheduler_table(torch.optim.lr_scheduler.LambdaLR(sgd, lambda e: 1.0)),
+            "LambdaLR")
+    refused(lambda: scheduler_table(torch.optim.lr_scheduler.LinearLR(
+        sgd, start_factor=1.0, end_factor=0.5)), "end_factor")
+    refused(lambda: loss_table(lambda o, l: o.sum(), "."), "nn.Module")
+    refused(lambda: loss_table(torch.nn.L1Loss(reduction="sum"), "."), "reduction")
+
+    args = clusterize_args("m.pt", ["e.pt"], "pool.json", "node_data", 3, 1, True, True, False,
+                           None)
+    assert args[args.index("--stages") + 1] == 3 and args[args.index("--clusters") + 1] == 1
+    assert "--push" in args and "--verify" in args and "--no-memory-probe" in args
+    assert "--stages" not in clusterize_args("m.pt", [], "p", "o", None, None, False, False,
+                                             True, None)
+    assert job_text({"train": {"epochs": 2, "shuffle": False}, "scheduler": None}) == \
+        "[train]\nepochs = 2\nshuffle = false\n"
+    assert _parse_evaluation("m.pt on v.pt: loss 0.5, accuracy 0.25 (64 samples)\n") == \
+        {"loss": 0.5, "accuracy": 0.25, "samples": 64}
+    # Data: a Dataset in index order; a DataLoader in the order its own generator gives, batches
+    # joined; two inputs a sample give a tuple of two tensors.
+    xs, ys = torch.randn(10, 3), torch.arange(10)
+    dataset = torch.utils.data.TensorDataset(xs, ys)
+    inputs, labels, facts = collect(dataset)
+    assert torch.equal(inputs, xs) and torch.equal(labels, ys) and facts is None
+    def loader():
+        return torch.utils.data.DataLoader(dataset, batch_size=4, shuffle=True,
+                                           generator=torch.Generator().manual_seed(3))
+    inputs, labels, facts = collect(loader())
+    order = torch.cat([y for _, y in loader()])
+    assert torch.equal(labels, order) and torch.equal(inputs, xs[order]), (labels, order)
+    assert facts == {"batch_size": 4, "drop_last": False}
+    pairs = [((xs[i], xs[i] * 2), ys[i]) for i in range(10)]
+    inputs, labels, _ = collect(torch.utils.data.DataLoader(pairs, batch_size=3))
+    assert isinstance(inputs, tuple) and torch.equal(inputs[1], xs * 2)
+
+    # A forward TorchScript cannot script (it calls code with try/except): traced, and said.
+    class Untyped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return doubled(self.fc(x))
+
+    model, x = Untyped(), torch.randn(4, 3)
+    traced = script_or_trace(model, (x,))
+    assert isinstance(traced, torch.jit.ScriptModule) and torch.equal(traced(x), model(x))
+    refused(lambda: script_or_trace(Untyped(), ()), "example_args")
+
+    print("package_recipe: torch %s: the recipe's tables and refusals as expected" % torch.__version__)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
