@@ -200,6 +200,7 @@ struct ProgressEvent {
   accuracy @6 :Float64;      # validation only; NaN when the task has no classes
   samples @7 :UInt64;        # samples trained so far by this cluster
   message @8 :Text;
+  lr @9 :Float64;            # step only: the learning rate the batch trained with; NaN when unknown
 }
 
 interface ProgressListener {

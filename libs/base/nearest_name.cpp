@@ -1,6 +1,7 @@
 #include "libs/base/nearest_name.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace ravnest::base {
 
@@ -27,8 +28,14 @@ std::optional<std::string> nearest_name(const std::string& given,
   const std::size_t limit = std::max<std::size_t>(1, given.size() / 3);
   std::optional<std::string> best;
   std::size_t best_distance = limit + 1;
+  const auto lower = [](std::string text) {
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  };
+  const std::string given_lower = lower(given);
   for (const auto& name : known) {
-    const std::size_t distance = edit_distance(given, name);
+    if (name == given) continue;
+    const std::size_t distance = edit_distance(given_lower, lower(name));
     if (distance < best_distance) {
       best = name;
       best_distance = distance;

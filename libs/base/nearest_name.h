@@ -15,7 +15,9 @@ std::size_t edit_distance(const std::string& a, const std::string& b);
 
 // The known name with the fewest edits from `given`, if at most max(1, given.size() / 3) edits
 // (so "trian" -> "train", "--wiht" -> "--with", but "foo" names nothing); the first one listed
-// wins a tie. Case is compared as written.
+// wins a tie. Case is ignored ("AdamW" is 0 edits from "adamw"), and `given` itself, as written,
+// is never suggested. Used for commands and options (apps/cli_support), the job file's keys and
+// names, the daemon's configuration.
 std::optional<std::string> nearest_name(const std::string& given,
                                         const std::vector<std::string>& known);
 

@@ -21,6 +21,7 @@
 #include "libs/data/dataset.h"
 #include "libs/data/dataset_files.h"
 #include "libs/requester/job_identity.h"
+#include "libs/requester/metrics_files.h"
 #include "libs/requester/requester_impl.h"
 
 namespace ravnest::requester {
@@ -319,7 +320,8 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
                           impl_->start(result.job_id);
                           log("job " + std::to_string(result.job_id) + " started on " +
                               std::to_string(plan.nodes.size()) + " node(s)");
-                        });
+                        },
+                        job.predict ? 0 : job.train.update_frequency);
 }
 
 TrainResult Requester::attach(const TrainOptions& options) {
@@ -342,12 +344,19 @@ TrainResult Requester::attach(const TrainOptions& options) {
   if (options.log) options.log("attached to job " + std::to_string(result.job_id));
   TrainOptions follow = options;
   follow.detach = false;
-  return impl_->run_job(result, follow, nullptr, nullptr);
+  // The validation rounds' steps need the job's update_frequency: the plan remembers its last
+  // job file (a job started elsewhere may not be it; then steps are counted in updates).
+  int update_frequency = 1;
+  try {
+    update_frequency = config::load_job(last_job_path(impl_->plan_.dir)).train.update_frequency;
+  } catch (const std::exception&) {
+  }
+  return impl_->run_job(result, follow, nullptr, nullptr, update_frequency);
 }
 
 TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& options,
                                      const std::function<void()>& load,
-                                     const std::function<void()>& start) {
+                                     const std::function<void()>& start, int update_frequency) {
   struct Unwatch {
     Impl& impl;
     ~Unwatch() { impl.interrupted_ = nullptr; }
@@ -374,6 +383,23 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
       }
       options.on_progress(all);
     };
+    if (!options.detach && update_frequency > 0) {
+      result.metrics_dir = (std::filesystem::path(plan_.dir) / "metrics" /
+                            ("job_" + std::to_string(result.job_id)))
+                               .string();
+      auto files = std::make_shared<MetricsFiles>(result.metrics_dir, update_frequency);
+      watch->record = [files, log = options.log](const wire::NodeEvent& e) mutable {
+        if (!files) return;
+        try {
+          files->record(e, now_seconds());
+        } catch (const std::exception& error) {
+          // Metrics are a record, not the job: said once, and training goes on without them.
+          if (log) log(std::string("warning: ") + error.what() + "; no more metrics are written");
+          files.reset();
+        }
+      };
+      if (options.log) options.log("metrics (CSV, TensorBoard): " + result.metrics_dir);
+    }
     if (!options.detach) subscribe(watch, options.log);
     if (start) start();
     if (options.detach) return result;

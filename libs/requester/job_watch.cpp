@@ -83,6 +83,7 @@ void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& 
     request.setListener(kj::heap<ProgressListenerImpl>(
         [watch, on_log](const wire::NodeEvent& e) {
           if (!watch->active) return;
+          if (watch->record) watch->record(e);
           apply_event(*watch, e, on_log);
           report(*watch);
         }));

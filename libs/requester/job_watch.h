@@ -30,6 +30,7 @@ struct Watch {
   std::string stopping;  // a node asked for the agreed stop (kStopping): which, and why
   bool active = true;
   std::function<void()> report;
+  std::function<void(const wire::NodeEvent&)> record;  // each event as it comes (metrics files)
 };
 
 // Calls watch.report while the watch is active.

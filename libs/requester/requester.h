@@ -84,6 +84,9 @@ struct TrainResult {
   double seconds = 0;
   std::vector<TrainProgress> clusters;
   uint32_t epochs = 0;  // TrainProgress::epochs: the job's epochs unless max_steps cuts them
+  // Where the job's metrics files are (metrics_files.h: <plan dir>/metrics/job_<id>); empty when
+  // none were written (detached, a prediction).
+  std::string metrics_dir;
 };
 
 class Requester {

@@ -149,9 +149,11 @@ class Requester::Impl {
   void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds);
   // The phases around them: `load` (when given), the listeners, `start` (when given), then
   // following the job until it ends (unless detached). A failure or an interruption stops the
-  // job `result.job_id` on every node.
+  // job `result.job_id` on every node. With `update_frequency` > 0 (not a prediction), the
+  // events followed are recorded under <plan dir>/metrics/job_<id> (metrics_files.h).
   TrainResult run_job(TrainResult& result, const TrainOptions& options,
-                      const std::function<void()>& load, const std::function<void()>& start);
+                      const std::function<void()>& load, const std::function<void()>& start,
+                      int update_frequency = 0);
 
   std::vector<std::string> stop_all(const std::string& reason, uint64_t job_id,
                                     double timeout_seconds = 3);

@@ -2,6 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
 
 namespace ravnest::training {
 
@@ -9,6 +16,59 @@ LrSchedule::LrSchedule(torch::optim::Optimizer& optimizer, std::optional<config:
     : optimizer_(optimizer), spec_(std::move(spec)) {
   for (auto& group : optimizer_.param_groups()) base_lrs_.push_back(group.options().get_lr());
   apply();
+}
+
+namespace {
+
+// OneCycleLR.get_lr for one quantity: the phase holding step `t` and the annealed value between
+// its start and end, in the order of PyTorch's operations (the same doubles come out).
+// `initial`, `peak`, `low`: the lr's (or momentum's) values at the phases' ends as PyTorch names
+// them: phase 1 goes initial -> peak, then (three_phase) peak -> initial, and last -> low.
+double one_cycle_value(const config::SchedulerSpec& spec, int64_t t, double initial, double peak,
+                       double low) {
+  if (t > spec.total_steps) {
+    throw std::runtime_error("[scheduler] onecycle: stepped " + std::to_string(t) +
+                             " times, more than total_steps = " + std::to_string(spec.total_steps) +
+                             " (raise total_steps to the number of " +
+                             (spec.per == config::SchedulerPer::kUpdate ? "updates" : "epochs") + ")");
+  }
+  struct Phase {
+    double end_step, start, end;
+  };
+  const double total = static_cast<double>(spec.total_steps);
+  std::vector<Phase> phases;
+  if (spec.three_phase) {
+    phases = {{spec.pct_start * total - 1, initial, peak},
+              {2 * spec.pct_start * total - 2, peak, initial},
+              {total - 1, initial, low}};
+  } else {
+    phases = {{spec.pct_start * total - 1, initial, peak}, {total - 1, peak, low}};
+  }
+  double start_step = 0;
+  const double step = static_cast<double>(t);
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const Phase& phase = phases[i];
+    if (step <= phase.end_step || i + 1 == phases.size()) {
+      const double pct = (step - start_step) / (phase.end_step - start_step);
+      if (spec.anneal_strategy == config::AnnealStrategy::kLinear) {
+        return (phase.end - phase.start) * pct + phase.start;
+      }
+      const double cos_out = std::cos(M_PI * pct) + 1;
+      return phase.end + (phase.start - phase.end) / 2.0 * cos_out;
+    }
+    start_step = phase.end_step;
+  }
+  return low;  // unreachable: the last phase always answers
+}
+
+}  // namespace
+
+std::optional<double> LrSchedule::momentum_at(const config::SchedulerSpec& spec, int64_t t) {
+  if (spec.name != config::SchedulerName::kOneCycle || !spec.cycle_momentum) return std::nullopt;
+  // Momentum runs against the lr: max -> base while the lr rises, back to max as it falls (and,
+  // of three phases, the last stays at max): one_cycle_value's shape with initial = max,
+  // peak = base, low = max.
+  return one_cycle_value(spec, t, spec.max_momentum, spec.base_momentum, spec.max_momentum);
 }
 
 double LrSchedule::lr_at(const config::SchedulerSpec& spec, double base_lr, int64_t t) {
@@ -33,6 +93,20 @@ double LrSchedule::lr_at(const config::SchedulerSpec& spec, double base_lr, int6
                                                 static_cast<double>(std::min(spec.warmup_steps, t)) /
                                                 static_cast<double>(spec.warmup_steps));
     }
+    case SchedulerName::kWarmupCosine: {
+      if (t < spec.warmup_steps) {
+        config::SchedulerSpec warmup = spec;
+        warmup.name = SchedulerName::kLinearWarmup;
+        return lr_at(warmup, base_lr, t);
+      }
+      config::SchedulerSpec cosine = spec;
+      cosine.name = SchedulerName::kCosine;
+      return lr_at(cosine, base_lr, t - spec.warmup_steps);
+    }
+    case SchedulerName::kOneCycle: {
+      const double initial = spec.max_lr / spec.div_factor;
+      return one_cycle_value(spec, t, initial, spec.max_lr, initial / spec.final_div_factor);
+    }
   }
   return base_lr;
 }
@@ -40,8 +114,24 @@ double LrSchedule::lr_at(const config::SchedulerSpec& spec, double base_lr, int6
 void LrSchedule::apply() {
   if (!spec_) return;
   auto& groups = optimizer_.param_groups();
+  const std::optional<double> momentum = momentum_at(*spec_, steps_);
   for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) {
-    groups[i].options().set_lr(lr_at(*spec_, base_lrs_[i], steps_));
+    auto& options = groups[i].options();
+    options.set_lr(lr_at(*spec_, base_lrs_[i], steps_));
+    if (!momentum) continue;
+    if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&options)) {
+      sgd->momentum(*momentum);
+    } else if (auto* rmsprop = dynamic_cast<torch::optim::RMSpropOptions*>(&options)) {
+      rmsprop->momentum(*momentum);
+    } else if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&options)) {
+      adam->betas({*momentum, std::get<1>(adam->betas())});
+    } else if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {
+      adamw->betas({*momentum, std::get<1>(adamw->betas())});
+    } else {
+      // The job parser refuses cycle_momentum with adagrad; any other optimizer is a new one
+      // this switch has not learnt.
+      throw std::logic_error("LrSchedule: onecycle's cycle_momentum on an optimizer without momentum or betas");
+    }
   }
 }
 

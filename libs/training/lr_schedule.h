@@ -8,6 +8,17 @@
 //   linear_warmup  base * (start_factor + (1 - start_factor) * min(t, warmup_steps) / warmup_steps)
 //                                                       (LinearLR with end_factor 1, total_iters
 //                                                        = warmup_steps; constant afterwards)
+//   warmup_cosine  linear_warmup's lr for t < warmup_steps, then cosine's at t - warmup_steps
+//                  (SequentialLR([LinearLR(start_factor, total_iters=W), CosineAnnealingLR(t_max,
+//                  eta_min)], milestones=[W]): at the milestone SequentialLR restarts the cosine
+//                  at its step 0, i.e. base, so the warm-up's own last value is never used)
+//   onecycle       OneCycleLR's phases, each annealed (cos or linear) from its start to its end:
+//                  max_lr/div_factor -> max_lr over pct_start * total_steps - 1 steps, then down
+//                  to max_lr/div_factor/final_div_factor at total_steps - 1 (three_phase: back
+//                  to the start first). The optimizer's own lr is ignored, as PyTorch's does.
+//                  With cycle_momentum it also sets the momentum (sgd, rmsprop) or beta1 (adam,
+//                  adamw) from max_momentum to base_momentum and back; more than total_steps
+//                  steps is an error (std::runtime_error), as PyTorch's ValueError.
 // Steps are taken per optimizer update (per = "update") or per epoch (per = "epoch", Ravnest's
 // lr_step_on_epoch_change). Without a scheduler the lr stays the optimizer's.
 #pragma once
@@ -42,6 +53,8 @@ class LrSchedule {
 
   // The closed form above: the lr after `t` steps from `base_lr`.
   static double lr_at(const config::SchedulerSpec& spec, double base_lr, int64_t t);
+  // The momentum (or beta1) after `t` steps: only onecycle with cycle_momentum sets one.
+  static std::optional<double> momentum_at(const config::SchedulerSpec& spec, int64_t t);
 
  private:
   void apply();

@@ -4,6 +4,7 @@
 // the requester's public header includes this.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -84,6 +85,9 @@ struct ProgressEventData {
   double accuracy = 0;
   uint64_t samples = 0;
   std::string message;
+  // kStep: the learning rate the batch trained with (the leaf's optimizer's, which every stage's
+  // schedule shares); NaN where none is known (a parameter server's worker, an older node).
+  double lr = std::nan("");
 };
 
 // An event as it travels: with the node that sent it.

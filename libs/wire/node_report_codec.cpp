@@ -72,6 +72,7 @@ void encode_event(const NodeEvent& event, schema::ProgressEvent::Builder out) {
   out.setLoss(event.event.loss);
   out.setAccuracy(event.event.accuracy);
   out.setSamples(event.event.samples);
+  out.setLr(event.event.lr);
   out.setMessage(event.event.message);
 }
 
@@ -85,6 +86,8 @@ NodeEvent decode_event(schema::ProgressEvent::Reader event) {
   out.event.loss = event.getLoss();
   out.event.accuracy = event.getAccuracy();
   out.event.samples = event.getSamples();
+  // An older node does not send it (0 then): only a step event's lr means anything.
+  out.event.lr = event.getLr();
   out.event.message = event.getMessage();
   return out;
 }

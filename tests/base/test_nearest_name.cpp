@@ -29,6 +29,12 @@ TEST_CASE("nearest_name names a close known name and nothing for another word",
   CHECK_FALSE(nearest_name("x", {}).has_value());
   // A tie goes to the first listed.
   CHECK(nearest_name("stap", {"stop", "step"}) == std::optional<std::string>("stop"));
+  // A job file's keys and names: case ignored ("AdamW" is the key "adamw" written as its class),
+  // a word is not its own suggestion.
+  CHECK(nearest_name("epoch", {"batch_size", "epochs"}) == std::optional<std::string>("epochs"));
+  CHECK(nearest_name("AdamW", {"adam", "adamw"}) == std::optional<std::string>("adamw"));
+  CHECK_FALSE(nearest_name("pipedream", {"gpipe", "1f1b", "async"}));
+  CHECK_FALSE(nearest_name("epochs", {"epochs"}));
 }
 
 TEST_CASE("did_you_mean ends a message with the nearest name or says nothing", "[nearest_name]") {

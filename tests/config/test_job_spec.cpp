@@ -269,6 +269,30 @@ TEST_CASE("schedulers and their defaults") {
   CHECK(s.start_factor == Approx(1.0 / 3));
   s = sched("name = \"linear_warmup\"\nwarmup_steps = 10\nstart_factor = 0.1");
   CHECK(s.start_factor == 0.1);
+  s = sched("name = \"warmup_cosine\"\nwarmup_steps = 10\nt_max = 90\neta_min = 1e-4");
+  CHECK(s.name == SchedulerName::kWarmupCosine);
+  CHECK(s.warmup_steps == 10);
+  CHECK(s.t_max == 90);
+  CHECK(s.eta_min == 1e-4);
+  CHECK(s.start_factor == Approx(1.0 / 3));
+  // OneCycleLR's defaults.
+  s = sched("name = \"onecycle\"\nmax_lr = 0.1\ntotal_steps = 100");
+  CHECK(s.name == SchedulerName::kOneCycle);
+  CHECK(s.max_lr == 0.1);
+  CHECK(s.total_steps == 100);
+  CHECK(s.pct_start == 0.3);
+  CHECK(s.anneal_strategy == AnnealStrategy::kCos);
+  CHECK(s.div_factor == 25);
+  CHECK(s.final_div_factor == 1e4);
+  CHECK_FALSE(s.three_phase);
+  CHECK(s.cycle_momentum);
+  CHECK(s.base_momentum == 0.85);
+  CHECK(s.max_momentum == 0.95);
+  s = sched("name = \"onecycle\"\nmax_lr = 0.1\ntotal_steps = 100\nanneal_strategy = \"linear\"\n"
+            "three_phase = true\ncycle_momentum = false");
+  CHECK(s.anneal_strategy == AnnealStrategy::kLinear);
+  CHECK(s.three_phase);
+  CHECK_FALSE(s.cycle_momentum);
 }
 
 TEST_CASE("every error names the file and the field") {
@@ -295,13 +319,13 @@ TEST_CASE("every error names the file and the field") {
        "batch_size here"},
       {"[lr_scheduler]\nname = \"step\"\n" + kMinimal,
        "job.toml: lr_scheduler: unknown table; Ravnest's Node(lr_scheduler=...) is [scheduler] name"},
-      {kMinimal + "[trian]\nepochs = 3\n", "job.toml: trian: unknown table"},
+      {kMinimal + "[trian]\nepochs = 3\n", "job.toml: trian: unknown table; did you mean [train]? (the tables are"},
       {"train = 3\n" + kMinimal, "job.toml: train: must be a table [train], got an integer"},
       {"[loss]\nname = \"nll\"\n[optimizer]\nname = \"adam\"\n", "job.toml: data: missing table [data]"},
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[optimizer]\nname = \"adam\"\n", "job.toml: loss: missing table [loss]"},
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n", "job.toml: optimizer: missing table [optimizer]"},
       // [train]
-      {with("train", "epoch = 3"), "job.toml: train.epoch: unknown key; did you mean \"epochs\"? (epochs, batch_size,"},
+      {with("train", "epoch = 3"), "job.toml: train.epoch: unknown key; did you mean 'epochs'? (epochs, batch_size,"},
       {with("train", "epochs = 0"), "job.toml: train.epochs: must be >= 1, got 0"},
       {with("train", "epochs = \"3\""), "job.toml: train.epochs: must be an integer, got a string"},
       {with("train", "batch_size = 2.5"), "job.toml: train.batch_size: must be an integer, got a float"},
@@ -328,7 +352,7 @@ TEST_CASE("every error names the file and the field") {
       {"[data]\nformat = \"parquet\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adam\"\n",
        "job.toml: data.format: unknown data format 'parquet' (csv, mnist, cifar10, tensors)"},
       {with("data", "validation = \"\""), "job.toml: data.validation: must not be empty"},
-      {with("data", "valdation = \"v.csv\""), "job.toml: data.valdation: unknown key; did you mean \"validation\"? ("},
+      {with("data", "valdation = \"v.csv\""), "job.toml: data.valdation: unknown key; did you mean 'validation'? ("},
       {with("data", "input_shape = [1, 0, 8]"), "job.toml: data.input_shape: must hold positive integers"},
       {with("data", "input_shape = []"), "job.toml: data.input_shape: must not be empty"},
       {with("data", "input_shape = 64"), "job.toml: data.input_shape: must be an array, got an integer"},
@@ -349,7 +373,7 @@ TEST_CASE("every error names the file and the field") {
       {with("loss", "weight = 1"), "job.toml: loss.weight: unknown key (name, path, reduction)"},
       // [optimizer]
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adamw2\"\n",
-       "job.toml: optimizer.name: unknown optimizer 'adamw2' (sgd, adam, adamw, rmsprop, adagrad)"},
+       "job.toml: optimizer.name: unknown optimizer 'adamw2'; did you mean 'adamw'? (sgd, adam, adamw, rmsprop, adagrad)"},
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nlr = 0.1\n", "job.toml: optimizer.name: missing"},
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"sgd\"\n",
        "job.toml: optimizer.lr: missing: sgd has no default learning rate"},
@@ -371,7 +395,7 @@ TEST_CASE("every error names the file and the field") {
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adagrad\"\nmomentum = 0.1\n",
        "job.toml: optimizer.momentum: not an option of adagrad"},
       // [scheduler]
-      {with("scheduler", "step_size = 3"), "job.toml: scheduler.name: missing (step, multistep, exponential, cosine, linear_warmup)"},
+      {with("scheduler", "step_size = 3"), "job.toml: scheduler.name: missing (step, multistep, exponential, cosine, linear_warmup, warmup_cosine, onecycle)"},
       {with("scheduler", "name = \"plateau\""), "job.toml: scheduler.name: unknown scheduler 'plateau'"},
       {with("scheduler", "name = \"step\""), "job.toml: scheduler.step_size: missing: step needs"},
       {with("scheduler", "name = \"step\"\nstep_size = 0"), "job.toml: scheduler.step_size: must be >= 1, got 0"},
@@ -388,6 +412,46 @@ TEST_CASE("every error names the file and the field") {
       {with("scheduler", "name = \"linear_warmup\""), "job.toml: scheduler.warmup_steps: missing"},
       {with("scheduler", "name = \"linear_warmup\"\nwarmup_steps = 5\nstart_factor = 0"), "job.toml: scheduler.start_factor: must be > 0, got 0"},
       {with("scheduler", "name = \"linear_warmup\"\nwarmup_steps = 5\nstart_factor = 1.5"), "job.toml: scheduler.start_factor: must be <= 1, got 1.5"},
+      {with("scheduler", "name = \"warmup_cosine\"\nwarmup_steps = 5"), "job.toml: scheduler.t_max: missing: warmup_cosine needs"},
+      {with("scheduler", "name = \"warmup_cosine\"\nt_max = 5"), "job.toml: scheduler.warmup_steps: missing"},
+      {with("scheduler", "name = \"warmup_cosine\"\nt_max = 5\nwarmup_steps = 2\ngamma = 0.1"),
+       "job.toml: scheduler.gamma: not an option of warmup_cosine (name, per, warmup_steps, start_factor, t_max, eta_min)"},
+      {with("scheduler", "name = \"onecycle\"\ntotal_steps = 10"), "job.toml: scheduler.max_lr: missing: onecycle needs the peak"},
+      {with("scheduler", "name = \"onecycle\"\nmax_lr = 0.1"), "job.toml: scheduler.total_steps: missing"},
+      {with("scheduler", "name = \"onecycle\"\nmax_lr = 0\ntotal_steps = 10"), "job.toml: scheduler.max_lr: must be > 0, got 0"},
+      {with("scheduler", "name = \"onecycle\"\nmax_lr = 0.1\ntotal_steps = 10\npct_start = 1.5"),
+       "job.toml: scheduler.pct_start: must be <= 1, got 1.5"},
+      {with("scheduler", "name = \"onecycle\"\nmax_lr = 0.1\ntotal_steps = 10\npct_start = 0.1"),
+       "job.toml: scheduler.pct_start: pct_start * total_steps = 1 leaves a phase of the cycle empty"},
+      {with("scheduler", "name = \"onecycle\"\nmax_lr = 0.1\ntotal_steps = 10\nanneal_strategy = \"cosine\""),
+       "job.toml: scheduler.anneal_strategy: unknown anneal strategy 'cosine' (cos, linear)"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adagrad\"\n"
+       "[scheduler]\nname = \"onecycle\"\nmax_lr = 0.1\ntotal_steps = 10\n",
+       "job.toml: scheduler.cycle_momentum: adagrad has no momentum to cycle: set cycle_momentum = false"},
+      // Other trainers' names: the equivalent here; a typo: the nearest known key.
+      {"train_micro_batch_size_per_gpu = 4\n" + kMinimal,
+       "job.toml: train_micro_batch_size_per_gpu: unknown key; DeepSpeed's train_micro_batch_size_per_gpu is "
+       "[train] batch_size / micro_batches"},
+      {"[fp16]\nenabled = true\n" + kMinimal, "job.toml: fp16: unknown table; DeepSpeed's and HF Trainer's fp16 is "
+                                                "[train] autocast = \"fp16\" here (docs/job-file.md#other-trainers)"},
+      {with("train", "gradient_accumulation_steps = 4"),
+       "job.toml: train.gradient_accumulation_steps: unknown key; DeepSpeed's and HF Trainer's "
+       "gradient_accumulation_steps is [train] update_frequency here"},
+      {with("train", "gradient_clipping = 1.0"), "job.toml: train.gradient_clipping: unknown key; DeepSpeed's gradient_clipping is [train] grad_clip_norm"},
+      {with("train", "max_grad_norm = 1.0"), "job.toml: train.max_grad_norm: unknown key; HF Trainer's max_grad_norm is [train] grad_clip_norm"},
+      {with("train", "num_train_epochs = 3"), "job.toml: train.num_train_epochs: unknown key; HF Trainer's num_train_epochs is [train] epochs"},
+      {with("train", "warmup_steps = 3"), "job.toml: train.warmup_steps: unknown key; HF Trainer's warmup_steps is [scheduler] warmup_steps"},
+      {with("optimizer", "params = { lr = 0.1 }"),
+       "job.toml: optimizer.params: unknown key; DeepSpeed's params is the keys of the table itself (optimizer.params.lr is [optimizer] lr"},
+      {with("optimizer", "type = \"AdamW\""), "job.toml: optimizer.type: unknown key; DeepSpeed's type is name"},
+      {with("scheduler", "name = \"WarmupCosineLR\""),
+       "job.toml: scheduler.name: unknown scheduler 'WarmupCosineLR'; DeepSpeed's WarmupCosineLR is [scheduler] name = \"warmup_cosine\""},
+      {with("scheduler", "name = \"OneCycleLR\""), "job.toml: scheduler.name: unknown scheduler 'OneCycleLR'; PyTorch's OneCycleLR is [scheduler] name = \"onecycle\""},
+      {with("scheduler", "name = \"warmup_cosin\""), "job.toml: scheduler.name: unknown scheduler 'warmup_cosin'; did you mean 'warmup_cosine'?"},
+      {with("scheduler", "name = \"cosine\"\ntmax = 5"), "job.toml: scheduler.tmax: unknown key; did you mean 't_max'?"},
+      {with("data", "fromat = \"csv\""), "job.toml: data.fromat: unknown key; did you mean 'format'?"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"AdamW\"\n",
+       "job.toml: optimizer.name: unknown optimizer 'AdamW'; did you mean 'adamw'?"},
   };
   for (const auto& c : cases) {
     const std::string message = error_of(c.text);

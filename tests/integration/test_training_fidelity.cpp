@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "libs/torch_support/torch_compat.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/randomness.h"
+#include "libs/training/lr_schedule.h"
 #include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
@@ -186,6 +188,76 @@ TEST_CASE("fidelity: every_cut of small models, two micro-batches", "[fidelity]"
   // parameters, wherever the cut falls; branchy: data-dependent control flow.
   for (const char* name : {"traced_inplace", "dropout_twice", "frozen_parts", "branchy"}) {
     check_every_cut(name);
+  }
+}
+
+TEST_CASE("fidelity: schedules warmup_cosine and onecycle over 2 stages equal PyTorch; the metrics "
+          "files hold each batch's lr", "[fidelity]") {
+  // onecycle cycles Adam's beta1 too, warmup_cosine is SequentialLR: both per update, 8 updates
+  // (16 samples in batches of 4, 2 epochs).
+  const std::vector<std::string> schedules = {
+      "[optimizer]\nname = \"adam\"\nlr = 0.01\n[scheduler]\nname = \"onecycle\"\nmax_lr = 0.02\n"
+      "total_steps = 8\nper = \"update\"\n",
+      "[optimizer]\nname = \"sgd\"\nlr = 0.05\nmomentum = 0.9\n[scheduler]\nname = \"warmup_cosine\"\n"
+      "warmup_steps = 3\nstart_factor = 0.2\nt_max = 5\neta_min = 0.001\nper = \"update\"\n"};
+  const test::ModelFiles files = test::model_files("traced_inplace");
+  const auto initial = training::state_of(torch::jit::load(files.model));
+  test::LocalCluster cluster(files.model, {test::LocalCluster::even_cuts(files.model, 2)},
+                             files.example_inputs);
+  cluster.start_all();
+  auto push = cluster.ravnest("push");
+  INFO(push.out << push.err);
+  REQUIRE(push.exit_code == 0);
+  for (size_t i = 0; i < schedules.size(); ++i) {
+    INFO(schedules[i]);
+    const auto job_path = cluster.dir() / ("schedule_job_" + std::to_string(i) + ".toml");
+    const auto out_dir = cluster.dir() / ("schedule_trained_" + std::to_string(i));
+    test::write_text(job_path, "[train]\nepochs = 2\nbatch_size = 4\nmicro_batches = 2\nschedule = \"1f1b\"\n"
+                               "seed = 11\n\n[data]\nformat = \"tensors\"\ntrain = \"" + files.train_file +
+                               "\"\n\n[loss]\nname = \"" + files.loss + "\"\n" + schedules[i]);
+    const auto metrics_before = fs::exists(cluster.plan_dir() + "/metrics")
+                                    ? std::distance(fs::directory_iterator(cluster.plan_dir() + "/metrics"),
+                                                    fs::directory_iterator{})
+                                    : 0;
+    REQUIRE_NOTHROW(cluster.train_and_fuse(job_path.string(), out_dir.string()));
+    const auto trained = test::load_state_dict(out_dir / "trained_state_dict.pt");
+    const auto python_out = out_dir / "python_state_dict.pt";
+    auto python = test::run_command(test::python() + " " + test::source_dir() +
+                                    "/tests/python/reference_train.py " + job_path.string() + " " +
+                                    files.model + " " + python_out.string());
+    INFO(python.out << python.err);
+    REQUIRE(python.exit_code == 0);
+    const auto p = test::compare_state({trained.begin(), trained.end()},
+                                       test::load_state_dict(python_out), initial);
+    INFO("against PyTorch in Python: largest difference " << p.worst << " in " << p.name);
+    CHECK(p.worst <= 1e-5);
+    CHECK(p.moved > 1e-3);
+
+    // The requester wrote this job's metrics: one row per batch with the lr it trained with.
+    std::vector<fs::path> jobs;
+    for (const auto& e : fs::directory_iterator(cluster.plan_dir() + "/metrics")) jobs.push_back(e.path());
+    REQUIRE(static_cast<long>(jobs.size()) == metrics_before + 1);
+    std::sort(jobs.begin(), jobs.end(), [](const fs::path& a, const fs::path& b) {
+      return fs::last_write_time(a) < fs::last_write_time(b);
+    });
+    const std::string csv = test::read_text(jobs.back() / "cluster_0" / "metrics.csv");
+    const auto job = config::load_job(job_path.string());
+    std::istringstream lines(csv);
+    std::string line;
+    std::getline(lines, line);
+    CHECK(line == "wall_time,step,epoch,loss,lr,val_loss,val_accuracy");
+    int rows = 0;
+    while (std::getline(lines, line)) {
+      std::vector<std::string> cells;
+      std::stringstream cell_stream(line);
+      for (std::string cell; std::getline(cell_stream, cell, ',');) cells.push_back(cell);
+      REQUIRE(cells.size() >= 5);
+      const int64_t step = std::stoll(cells[1]);
+      CHECK(step == rows + 1);
+      CHECK(std::stod(cells[4]) == training::LrSchedule::lr_at(*job.scheduler, job.optimizer.lr, rows));
+      ++rows;
+    }
+    CHECK(rows == 8);
   }
 }
 

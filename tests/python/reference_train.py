@@ -124,6 +124,16 @@ def make_scheduler(spec: dict, opt):
     if name == "linear_warmup":
         return s.LinearLR(opt, start_factor=spec.get("start_factor", 1.0 / 3), end_factor=1.0,
                           total_iters=spec["warmup_steps"]), per
+    if name == "warmup_cosine":
+        w = spec["warmup_steps"]
+        parts = [s.LinearLR(opt, start_factor=spec.get("start_factor", 1.0 / 3), total_iters=w),
+                 s.CosineAnnealingLR(opt, T_max=spec["t_max"], eta_min=spec.get("eta_min", 0.0))]
+        return s.SequentialLR(opt, parts, milestones=[w]), per
+    if name == "onecycle":
+        keys = ["pct_start", "anneal_strategy", "div_factor", "final_div_factor", "three_phase",
+                "cycle_momentum", "base_momentum", "max_momentum"]
+        return s.OneCycleLR(opt, max_lr=spec["max_lr"], total_steps=spec["total_steps"],
+                            **{k: spec[k] for k in keys if k in spec}), per
     raise ValueError(name)
 
 

@@ -19,6 +19,7 @@
 #include "libs/base/nearest_name.h"
 #include "libs/base/printable.h"
 #include "libs/config/job/ravnest_vocabulary.h"
+#include "libs/config/job/trainer_vocabulary.h"
 
 namespace ravnest::config::job_section {
 
@@ -43,6 +44,17 @@ inline const char* type_name(const toml::node& node) {
     case toml::node_type::date_time: return "a date-time";
     default: return "nothing";
   }
+}
+
+// Why `key` is not among `known`: Ravnest's or another trainer's word gets its equivalent here,
+// a typo the nearest known key, anything else the list.
+inline std::string unknown_key_text(const std::string& key, const std::vector<std::string>& known) {
+  if (auto equivalent = ravnest_equivalent(key)) return "unknown key; " + *equivalent;
+  if (auto equivalent = trainer_equivalent(key)) return "unknown key; " + *equivalent;
+  if (auto near = base::nearest_name(key, known)) {
+    return "unknown key; did you mean " + in_quotes(*near) + "? (" + join(known) + ")";
+  }
+  return "unknown key (" + join(known) + ")";
 }
 
 inline std::string format_number(double value) {
@@ -78,10 +90,7 @@ class Section {
     for (const auto& [key, value] : *table_) {
       const std::string name(key.str());
       if (std::find(known.begin(), known.end(), name) == known.end()) {
-        // A Ravnest user's word gets its equivalent here rather than the list.
-        if (auto equivalent = ravnest_equivalent(name)) fail(name, "unknown key; " + *equivalent);
-        // The suggestion before the list: a long list is cut at 300 characters.
-        fail(name, "unknown key" + base::did_you_mean(name, known) + " (" + join(known) + ")");
+        fail(name, unknown_key_text(name, known));
       }
     }
   }
@@ -174,6 +183,13 @@ Enum choose(const Section& section, const std::string& key, const std::string& v
   for (const auto& [name, choice] : choices) {
     if (name == value) return choice;
     names.push_back(name);
+  }
+  if (auto equivalent = trainer_equivalent(value)) {
+    section.fail(key, "unknown " + what + " " + in_quotes(value) + "; " + *equivalent);
+  }
+  if (auto near = base::nearest_name(value, names)) {
+    section.fail(key, "unknown " + what + " " + in_quotes(value) + "; did you mean " + in_quotes(*near) +
+                          "? (" + join(names) + ")");
   }
   section.fail(key, "unknown " + what + " " + in_quotes(value) + " (" + join(names) + ")");
 }

@@ -59,7 +59,14 @@ const std::vector<std::pair<std::string, SchedulerName>>& scheduler_names() {
       {"multistep", SchedulerName::kMultiStep},
       {"exponential", SchedulerName::kExponential},
       {"cosine", SchedulerName::kCosine},
-      {"linear_warmup", SchedulerName::kLinearWarmup}};
+      {"linear_warmup", SchedulerName::kLinearWarmup},
+      {"warmup_cosine", SchedulerName::kWarmupCosine},
+      {"onecycle", SchedulerName::kOneCycle}};
+  return names;
+}
+const std::vector<std::pair<std::string, AnnealStrategy>>& anneal_names() {
+  static const std::vector<std::pair<std::string, AnnealStrategy>> names = {
+      {"cos", AnnealStrategy::kCos}, {"linear", AnnealStrategy::kLinear}};
   return names;
 }
 const std::vector<std::pair<std::string, SchedulerPer>>& per_names() {
@@ -252,10 +259,13 @@ OptimizerSpec parse_optimizer(const Section& s) {
 
 SchedulerSpec parse_scheduler(const Section& s) {
   s.check_known({"name", "per", "step_size", "gamma", "milestones", "t_max", "eta_min", "warmup_steps",
-                 "start_factor"});
+                 "start_factor", "max_lr", "total_steps", "pct_start", "anneal_strategy", "div_factor",
+                 "final_div_factor", "three_phase", "cycle_momentum", "base_momentum", "max_momentum"});
   SchedulerSpec c;
   auto name = s.string("name");
-  if (!name) s.fail("name", "missing (step, multistep, exponential, cosine, linear_warmup)");
+  if (!name) {
+    s.fail("name", "missing (step, multistep, exponential, cosine, linear_warmup, warmup_cosine, onecycle)");
+  }
   c.name = choose(s, "name", *name, scheduler_names(), "scheduler");
   if (auto v = s.string("per")) c.per = choose(s, "per", *v, per_names(), "value");
   auto require = [&](const char* key, const char* what) {
@@ -282,6 +292,18 @@ SchedulerSpec parse_scheduler(const Section& s) {
       s.check_applicable({"name", "per", "warmup_steps", "start_factor"}, *name);
       require("warmup_steps", "the number of warm-up steps");
       break;
+    case SchedulerName::kWarmupCosine:
+      s.check_applicable({"name", "per", "warmup_steps", "start_factor", "t_max", "eta_min"}, *name);
+      require("warmup_steps", "the number of warm-up steps");
+      require("t_max", "the number of steps to anneal over after the warm-up");
+      break;
+    case SchedulerName::kOneCycle:
+      s.check_applicable({"name", "per", "max_lr", "total_steps", "pct_start", "anneal_strategy",
+                          "div_factor", "final_div_factor", "three_phase", "cycle_momentum",
+                          "base_momentum", "max_momentum"}, *name);
+      require("max_lr", "the peak learning rate");
+      require("total_steps", "the number of steps in the cycle");
+      break;
   }
   if (auto v = s.integer("step_size", 1)) c.step_size = *v;
   if (auto v = s.number("gamma", 0, true)) c.gamma = *v;
@@ -289,6 +311,29 @@ SchedulerSpec parse_scheduler(const Section& s) {
   if (auto v = s.number("eta_min", 0)) c.eta_min = *v;
   if (auto v = s.integer("warmup_steps", 1)) c.warmup_steps = *v;
   if (auto v = s.number("start_factor", 0, true, 1.0)) c.start_factor = *v;
+  if (auto v = s.number("max_lr", 0, true)) c.max_lr = *v;
+  if (auto v = s.integer("total_steps", 1)) c.total_steps = *v;
+  if (auto v = s.number("pct_start", 0, false, 1.0)) c.pct_start = *v;
+  if (auto v = s.string("anneal_strategy")) {
+    c.anneal_strategy = choose(s, "anneal_strategy", *v, anneal_names(), "anneal strategy");
+  }
+  if (auto v = s.number("div_factor", 0, true)) c.div_factor = *v;
+  if (auto v = s.number("final_div_factor", 0, true)) c.final_div_factor = *v;
+  if (auto v = s.boolean("three_phase")) c.three_phase = *v;
+  if (auto v = s.boolean("cycle_momentum")) c.cycle_momentum = *v;
+  if (auto v = s.number("base_momentum", 0)) c.base_momentum = *v;
+  if (auto v = s.number("max_momentum", 0)) c.max_momentum = *v;
+  if (c.name == SchedulerName::kOneCycle) {
+    // PyTorch divides by each phase's length: a phase of length 0 is a ZeroDivisionError there
+    // (pct_start * total_steps = 1, or pct_start = 1), refused here before anything runs.
+    const double t = static_cast<double>(c.total_steps), p = c.pct_start;
+    const bool empty_phase = c.three_phase ? (p * t == 1 || t + 1 - 2 * p * t == 0)
+                                           : (p * t == 1 || p == 1);
+    if (empty_phase) {
+      s.fail("pct_start", "pct_start * total_steps = " + format_number(p * t) +
+                              " leaves a phase of the cycle empty (PyTorch divides by zero there)");
+    }
+  }
   if (const toml::array* milestones = s.array("milestones")) {
     if (milestones->empty()) s.fail("milestones", "must not be empty");
     for (const auto& item : *milestones) {
@@ -417,12 +462,16 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
   for (const auto& [key, value] : root) {
     const std::string name(key.str());
     if (std::find(kTables.begin(), kTables.end(), name) == kTables.end()) {
-      if (auto equivalent = ravnest_equivalent(name)) {
+      std::optional<std::string> equivalent = ravnest_equivalent(name);
+      if (!equivalent) equivalent = trainer_equivalent(name);
+      if (equivalent) {
         throw base::ConfigError(origin + ": " + base::printable(name, 100) + ": unknown " +
                           (value.is_table() ? "table; " : "key; ") + *equivalent);
       }
+      const auto near = base::nearest_name(name, kTables);
       throw base::ConfigError(origin + ": " + base::printable(name, 100) + ": unknown " +
                         (value.is_table() ? "table" : "key") +
+                        (near ? "; did you mean [" + *near + "]?" : std::string()) +
                         " (the tables are [train], [data], [loss], [optimizer], [scheduler], "
                         "[compression], [ps], [sparse_optimizer], [predict])");
     }
@@ -447,6 +496,11 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
   job.loss = parse_loss(section("loss"), job.base_dir);
   job.optimizer = parse_optimizer(section("optimizer"));
   if (root.get_as<toml::table>("scheduler")) job.scheduler = parse_scheduler(section("scheduler"));
+  if (job.scheduler && job.scheduler->name == SchedulerName::kOneCycle && job.scheduler->cycle_momentum &&
+      job.optimizer.name == OptimizerName::kAdagrad) {
+    // As PyTorch's OneCycleLR refuses it: adagrad has neither momentum nor betas to cycle.
+    section("scheduler").fail("cycle_momentum", "adagrad has no momentum to cycle: set cycle_momentum = false");
+  }
   job.compression = parse_compression(section("compression"));
   if (root.get_as<toml::table>("ps")) job.ps = parse_ps(section("ps"));
   if (root.get_as<toml::table>("sparse_optimizer")) {
@@ -511,5 +565,6 @@ const char* to_string(LossName value) { return name_of(value, loss_names()); }
 const char* to_string(OptimizerName value) { return name_of(value, optimizer_names()); }
 const char* to_string(SchedulerName value) { return name_of(value, scheduler_names()); }
 const char* to_string(SchedulerPer value) { return name_of(value, per_names()); }
+const char* to_string(AnnealStrategy value) { return name_of(value, anneal_names()); }
 
 }  // namespace ravnest::config

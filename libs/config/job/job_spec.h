@@ -111,7 +111,8 @@ struct OptimizerSpec {
   double initial_accumulator_value = 0;   // adagrad
 };
 
-enum class SchedulerName { kStep, kMultiStep, kExponential, kCosine, kLinearWarmup };
+enum class SchedulerName { kStep, kMultiStep, kExponential, kCosine, kLinearWarmup, kWarmupCosine, kOneCycle };
+enum class AnnealStrategy { kCos, kLinear };
 enum class SchedulerPer { kUpdate, kEpoch };
 
 struct SchedulerSpec {
@@ -120,10 +121,22 @@ struct SchedulerSpec {
   int64_t step_size = 0;                    // step
   double gamma = 0.1;                       // step, multistep, exponential
   std::vector<int64_t> milestones;          // multistep, sorted
-  int64_t t_max = 0;                        // cosine
-  double eta_min = 0;                       // cosine
-  int64_t warmup_steps = 0;                 // linear_warmup
-  double start_factor = 1.0 / 3.0;          // linear_warmup
+  int64_t t_max = 0;                        // cosine, warmup_cosine (counted after the warm-up)
+  double eta_min = 0;                       // cosine, warmup_cosine
+  int64_t warmup_steps = 0;                 // linear_warmup, warmup_cosine
+  double start_factor = 1.0 / 3.0;          // linear_warmup, warmup_cosine
+  // onecycle: torch.optim.lr_scheduler.OneCycleLR's arguments and defaults. The optimizer's own
+  // lr is not used (the cycle starts at max_lr / div_factor), as in PyTorch.
+  double max_lr = 0;
+  int64_t total_steps = 0;
+  double pct_start = 0.3;
+  AnnealStrategy anneal_strategy = AnnealStrategy::kCos;
+  double div_factor = 25;
+  double final_div_factor = 1e4;
+  bool three_phase = false;
+  bool cycle_momentum = true;               // sgd/rmsprop momentum, adam/adamw beta1
+  double base_momentum = 0.85;
+  double max_momentum = 0.95;
 };
 
 struct JobSpec {
@@ -165,5 +178,6 @@ const char* to_string(LossName value);
 const char* to_string(OptimizerName value);
 const char* to_string(SchedulerName value);
 const char* to_string(SchedulerPer value);
+const char* to_string(AnnealStrategy value);
 
 }  // namespace ravnest::config

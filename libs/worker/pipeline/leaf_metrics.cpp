@@ -37,7 +37,7 @@ void LeafMetrics::add_training(const MicroBatchTag& batch, double loss) {
   batch_loss_ += loss * (static_cast<double>(batch.samples) / batch.batch_samples);
 }
 
-void LeafMetrics::batch_finished(const MicroBatchTag& batch, uint64_t batches_done) {
+void LeafMetrics::batch_finished(const MicroBatchTag& batch, uint64_t batches_done, double lr) {
   // As `std::ostream << double` writes it (6 significant digits), one line per batch. The whole
   // file is rewritten: a reader never sees half a line, and a link placed at its name is
   // replaced, not followed.
@@ -51,6 +51,7 @@ void LeafMetrics::batch_finished(const MicroBatchTag& batch, uint64_t batches_do
   event.step = batch.step;
   event.loss = batch_loss_;
   event.samples = batches_done;
+  event.lr = lr;
   port_.event(event);
 }
 

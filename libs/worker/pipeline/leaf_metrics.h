@@ -17,6 +17,7 @@
 // Not thread-safe; lives on the worker's compute thread.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -52,8 +53,9 @@ class LeafMetrics {
 
   // A training micro-batch's mean loss.
   void add_training(const MicroBatchTag& batch, double loss);
-  // A training batch is done: its loss goes to losses.txt and out as a step event.
-  void batch_finished(const MicroBatchTag& batch, uint64_t batches_done);
+  // A training batch is done: its loss goes to losses.txt and out as a step event, with `lr`,
+  // the learning rate it trained with.
+  void batch_finished(const MicroBatchTag& batch, uint64_t batches_done, double lr = std::nan(""));
   double batch_loss() const { return batch_loss_; }
   const std::string& losses() const { return losses_; }  // losses.txt as written
   void flush();  // writes losses.txt now (a stopped job's)

@@ -485,6 +485,8 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     if (setup_.lr_schedule) setup_.lr_schedule->on_epoch_end();
     ++current_epoch_;
   }
+  // The lr this batch trains with, before its update moves the schedule on (metrics files).
+  const double lr = setup_.lr_schedule && setup_.optimizer ? setup_.lr_schedule->lr() : std::nan("");
   bool updated = false;
   const bool data_parallel = setup_.cluster_count > 1;
   if (training::update_due(batches_done_, setup_.update_frequency, batch.last)) {
@@ -518,7 +520,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     s.busy_seconds = busy_seconds_;
     s.running_seconds = base::now_seconds() - started_at_;
   });
-  if (metrics_) metrics_->batch_finished(batch, batches_done_);
+  if (metrics_) metrics_->batch_finished(batch, batches_done_, lr);
   if (updated && !batch.last) {
     // An update boundary: what a checkpoint holds, now or when the job is stopped before the
     // next one. The last batch needs none: the job is done.
