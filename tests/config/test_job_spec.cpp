@@ -706,3 +706,39 @@ TEST_CASE("a job file over the size one message carries is refused, naming the f
               "in one message)");
   }
 }
+
+TEST_CASE("train: gradient clipping and autocast") {
+  const JobSpec defaults = parse_job(kMinimal, "job.toml");
+  CHECK_FALSE(defaults.train.grad_clip_norm);
+  CHECK_FALSE(defaults.train.grad_clip_value);
+  CHECK(defaults.train.grad_clip_norm_type == 2.0);
+  CHECK(defaults.train.autocast == Autocast::kOff);
+
+  const JobSpec set = parse_job(with("train", "grad_clip_norm = 0.5\ngrad_clip_norm_type = 1\n"
+                                              "grad_clip_value = 2\nautocast = \"bf16\""),
+                                "job.toml");
+  CHECK(*set.train.grad_clip_norm == 0.5);
+  CHECK(set.train.grad_clip_norm_type == 1.0);
+  CHECK(*set.train.grad_clip_value == 2.0);
+  CHECK(set.train.autocast == Autocast::kBf16);
+  CHECK(std::isinf(parse_job(with("train", "grad_clip_norm = 1\ngrad_clip_norm_type = \"inf\""),
+                             "job.toml")
+                       .train.grad_clip_norm_type));
+  CHECK(parse_job(with("train", "autocast = \"fp16\""), "job.toml").train.autocast ==
+        Autocast::kFp16);
+
+  CHECK(contains(error_of(with("train", "grad_clip_norm = 0")), "train.grad_clip_norm: must be > 0"));
+  CHECK(contains(error_of(with("train", "grad_clip_norm_type = 2")),
+                 "train.grad_clip_norm_type: only with grad_clip_norm"));
+  CHECK(contains(error_of(with("train", "grad_clip_norm = 1\ngrad_clip_norm_type = \"max\"")),
+                 "must be a number > 0 or 'inf', got 'max'"));
+  CHECK(contains(error_of(with("train", "autocast = \"fp8\"")),
+                 "train.autocast: unknown autocast dtype 'fp8' (off, bf16, fp16)"));
+  CHECK(contains(error_of(with("train", "schedule = \"async\"\ngrad_clip_norm = 1")),
+                 "train.grad_clip_norm: only with schedule = \"gpipe\" or \"1f1b\""));
+  CHECK(contains(error_of(with("train", "schedule = \"async\"\nautocast = \"fp16\"")),
+                 "train.autocast: \"fp16\" only with schedule"));
+  // bf16 needs no scaler: the asynchronous schedule takes it.
+  CHECK(parse_job(with("train", "schedule = \"async\"\nautocast = \"bf16\""), "job.toml")
+            .train.autocast == Autocast::kBf16);
+}
