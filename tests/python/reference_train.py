@@ -35,6 +35,7 @@ buffers by state-dict name) with torch.save, and with --losses the per-batch los
 """
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -222,6 +223,12 @@ def main() -> int:
     clip_norm = t.get("grad_clip_norm")
     clip_type = float(t.get("grad_clip_norm_type", 2.0))
     clip_value = t.get("grad_clip_value")
+    # As the daemons clip: a norm per gradient, then the norm of the stacked norms. PyTorch 2.x
+    # on a GPU would take the per-gradient norms with _foreach_norm by default, another kernel.
+    clip_options = {}
+    if (args.deterministic and device.type != "cpu"
+            and "foreach" in inspect.signature(torch.nn.utils.clip_grad_norm_).parameters):
+        clip_options["foreach"] = False
 
     def update():
         if scaler is not None:
@@ -229,7 +236,7 @@ def main() -> int:
         if clip_value is not None:
             torch.nn.utils.clip_grad_value_(params, clip_value)
         if clip_norm is not None:
-            torch.nn.utils.clip_grad_norm_(params, clip_norm, clip_type)
+            torch.nn.utils.clip_grad_norm_(params, clip_norm, clip_type, **clip_options)
         if scaler is not None:
             scaler.step(opt)
             scaler.update()
