@@ -555,6 +555,17 @@ TEST_CASE("check_job_for_plan: [ps] against the plan", "[config][job][ps]") {
   CHECK(contains(refusal(kMinimal, {worker}),
                  "job.toml: data.validation: the plan's evaluator (node_3) scores the model on it"));
   CHECK(refusal(with("data", "validation = \"val.csv\""), {worker}).empty());
+  // The servers step the shards: nobody holds the whole update to clip or to skip.
+  const std::string validated = with("data", "validation = \"val.csv\"");
+  auto with_train = [&](const std::string& extra) { return validated + "[train]\n" + extra + "\n"; };
+  CHECK(refusal(with_train("grad_clip_norm = 1"), {worker}) ==
+        "job.toml: train.grad_clip_norm: not with a parameter-server plan (its servers step the "
+        "shards)");
+  CHECK(contains(refusal(with_train("grad_clip_value = 1"), {worker}), "train.grad_clip_value: not"));
+  CHECK(contains(refusal(with_train("autocast = \"fp16\""), {worker}),
+                 "job.toml: train.autocast: \"fp16\" (its loss scaler) not with a parameter-server plan"));
+  CHECK(refusal(with_train("autocast = \"bf16\""), {worker}).empty());
+  CHECK(refusal(with_train("grad_clip_norm = 1\nautocast = \"fp16\""), {stage}).empty());
 }
 
 TEST_CASE("[sparse_optimizer]: how a hybrid plan's servers step their tables",
