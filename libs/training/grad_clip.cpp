@@ -1,7 +1,7 @@
 #include "libs/training/grad_clip.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/utils.h>  // torch::NoGradGuard
 
 namespace ravnest::training {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/utils.h>  // torch::NoGradGuard
 
 namespace ravnest::training {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/utils.h>  // torch::NoGradGuard
 
 #include "libs/planner/rings.h"
 #include "libs/training/grad_clip.h"
