@@ -103,4 +103,27 @@ std::vector<config::RingMembership> shared_parameter_rings(const config::NodeMet
   return rings;
 }
 
+config::RingMembership cluster_stage_ring(const config::NodeMetadata& node) {
+  config::RingMembership ring;
+  uint32_t hash = 2166136261u;  // FNV-1a over the members, as the shared rings'
+  for (int id : node.pipeline) {
+    for (int shift = 0; shift < 32; shift += 8) {
+      hash = (hash ^ ((static_cast<uint32_t>(id) >> shift) & 0xffu)) * 16777619u;
+    }
+  }
+  ring.id = static_cast<int>((1u << 29) | (hash & ((1u << 29) - 1)));
+  for (size_t k = 0; k < node.pipeline.size(); ++k) {
+    auto address = node.addresses.find(node.pipeline[k]);
+    ring.peers.push_back({node.pipeline[k], node.cluster,
+                          address == node.addresses.end() ? std::string() : address->second});
+    if (node.pipeline[k] == node.node_id) ring.position = static_cast<int>(k);
+  }
+  const size_t n = node.pipeline.size();
+  if (n > 0) {
+    ring.next_node = node.pipeline[(ring.position + 1) % n];
+    ring.prev_node = node.pipeline[(ring.position + n - 1) % n];
+  }
+  return ring;
+}
+
 }  // namespace ravnest::planner

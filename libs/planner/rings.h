@@ -34,4 +34,10 @@ std::vector<Ring> form_rings(const std::vector<HeldParameters>& holders);
 // from the plan's rings, derived from the holders so that every holder computes the same.
 std::vector<config::RingMembership> shared_parameter_rings(const config::NodeMetadata& node);
 
+// Every stage of `node`'s cluster, in pipeline order: the ring over which they exchange what the
+// update of the whole model needs (gradient norms, the loss scaler's inf/nan). Its id is a hash
+// of the members with bit 29 set, apart from the cross-cluster rings (small ids) and the shared
+// ones (bit 30).
+config::RingMembership cluster_stage_ring(const config::NodeMetadata& node);
+
 }  // namespace ravnest::planner

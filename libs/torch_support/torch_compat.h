@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include <ATen/autocast_mode.h>
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
 
@@ -50,6 +51,39 @@ inline void* optimizer_state_key(const at::Tensor& parameter) {
 #else
 inline std::string optimizer_state_key(const at::Tensor& parameter) {
   return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+}
+#endif
+
+// Autocast on this thread for one device type (kCPU or kCUDA): 1.13 has a switch and a dtype a
+// device type (set_cpu_enabled, set_autocast_gpu_dtype...), 2.x one pair taking the device type.
+#if TORCH_VERSION_MAJOR >= 2
+inline bool autocast_enabled(c10::DeviceType device) {
+  return at::autocast::is_autocast_enabled(device);
+}
+inline at::ScalarType autocast_dtype(c10::DeviceType device) {
+  return at::autocast::get_autocast_dtype(device);
+}
+inline void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dtype) {
+  at::autocast::set_autocast_dtype(device, dtype);
+  at::autocast::set_autocast_enabled(device, enabled);
+}
+#else
+inline bool autocast_enabled(c10::DeviceType device) {
+  return device == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled()
+                                        : at::autocast::is_enabled();
+}
+inline at::ScalarType autocast_dtype(c10::DeviceType device) {
+  return device == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype()
+                                        : at::autocast::get_autocast_gpu_dtype();
+}
+inline void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dtype) {
+  if (device == c10::DeviceType::CPU) {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(enabled);
+  } else {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(enabled);
+  }
 }
 #endif
 

@@ -17,6 +17,7 @@
 #include "libs/data/dataset.h"
 #include "libs/torch_support/eager_numerics.h"
 #include "libs/torch_support/torch_errors.h"
+#include "libs/training/grad_clip.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
 #include "libs/training/optimizer.h"
@@ -25,6 +26,26 @@
 
 namespace ravnest::training {
 using base::now_seconds;
+
+namespace {
+
+// The gradients an optimizer steps, in its order (the model's, as PyTorch's parameters()).
+std::vector<at::Tensor> optimizer_gradients(torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor> grads;
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) grads.push_back(p.grad());
+  }
+  return grads;
+}
+
+// [train] grad_clip_value, then grad_clip_norm, on the whole model (no autocast here: the
+// reference trainer runs float32; autocast is compared with PyTorch itself).
+void clip_as_job_says(const config::TrainSpec& t, const std::vector<at::Tensor>& grads) {
+  if (t.grad_clip_value) clip_gradients_by_value(grads, *t.grad_clip_value);
+  if (t.grad_clip_norm) clip_grad_norm(grads, *t.grad_clip_norm, t.grad_clip_norm_type);
+}
+
+}  // namespace
 
 std::map<std::string, at::Tensor> state_of(const torch::jit::Module& module) {
   std::map<std::string, at::Tensor> state;
@@ -107,6 +128,7 @@ ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpe
       bool validated = false;
       if (pending == t.update_frequency || last) {
         result.update_lrs.push_back(schedule.lr());
+        clip_as_job_says(t, optimizer_gradients(*optimizer));
         optimizer->step();
         optimizer->zero_grad();
         schedule.on_update();
@@ -281,6 +303,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
           }));
         }
         for (auto& copy : copies) {
+          clip_as_job_says(t, optimizer_gradients(*copy.optimizer));
           copy.optimizer->step();
           copy.optimizer->zero_grad();
           copy.schedule->on_update();

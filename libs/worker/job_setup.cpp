@@ -1,5 +1,7 @@
 #include "libs/worker/job_setup.h"
 
+#include "libs/torch_support/torch_compat.h"
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -146,6 +148,17 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
   setup.average_optim = job.train.average_optim;
   setup.deterministic = job.train.deterministic;
   setup.compression = job.compression;
+  setup.grad_clip_norm = job.train.grad_clip_norm;
+  setup.grad_clip_norm_type = job.train.grad_clip_norm_type;
+  setup.grad_clip_value = job.train.grad_clip_value;
+  setup.autocast = job.train.autocast;
+  if (setup.autocast == config::Autocast::kFp16 && device.is_cpu() &&
+      torch_support::kTorchMajor < 2) {
+    // 1.13's CPU autocast knows bfloat16 only: it would warn and run float32.
+    throw std::runtime_error("train.autocast: \"fp16\" on the CPU needs LibTorch 2.x (this node "
+                             "runs " + std::string(torch_support::kTorchVersion) +
+                             "); use \"bf16\" or a CUDA device");
+  }
   setup.shared_rings = planner::shared_parameter_rings(node);
   if (setup.schedule == config::PipelineSchedule::kAsync && !node.shared_parameters.empty()) {
     // The holders would step on different versions of one tensor (docs/async.md).

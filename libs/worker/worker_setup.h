@@ -66,6 +66,12 @@ struct WorkerSetup {
   bool average_optim = false;
   // How activations, gradients and ring segments travel (the job's [compression]).
   config::CompressionSpec compression;
+  // [train] grad_clip_norm, grad_clip_norm_type, grad_clip_value and autocast
+  // (pipeline/update_gradients.h; the forward's precision: torch_support/autocast_scope.h).
+  std::optional<double> grad_clip_norm;
+  double grad_clip_norm_type = 2.0;
+  std::optional<double> grad_clip_value;
+  config::Autocast autocast = config::Autocast::kOff;
 };
 
 struct WorkerStatus {

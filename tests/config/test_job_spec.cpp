@@ -619,6 +619,17 @@ TEST_CASE("check_job_for_plan: [ps] against the plan", "[config][job][ps]") {
   CHECK(contains(refusal(kMinimal, {worker}),
                  "job.toml: data.validation: the plan's evaluator (node_3) scores the model on it"));
   CHECK(refusal(with("data", "validation = \"val.csv\""), {worker}).empty());
+  // The servers step the shards: nobody holds the whole update to clip or to skip.
+  const std::string validated = with("data", "validation = \"val.csv\"");
+  auto with_train = [&](const std::string& extra) { return validated + "[train]\n" + extra + "\n"; };
+  CHECK(refusal(with_train("grad_clip_norm = 1"), {worker}) ==
+        "job.toml: train.grad_clip_norm: not with a parameter-server plan (its servers step the "
+        "shards)");
+  CHECK(contains(refusal(with_train("grad_clip_value = 1"), {worker}), "train.grad_clip_value: not"));
+  CHECK(contains(refusal(with_train("autocast = \"fp16\""), {worker}),
+                 "job.toml: train.autocast: \"fp16\" (its loss scaler) not with a parameter-server plan"));
+  CHECK(refusal(with_train("autocast = \"bf16\""), {worker}).empty());
+  CHECK(refusal(with_train("grad_clip_norm = 1\nautocast = \"fp16\""), {stage}).empty());
 }
 
 TEST_CASE("[sparse_optimizer]: how a hybrid plan's servers step their tables",
@@ -769,4 +780,42 @@ TEST_CASE("a job file over the size one message carries is refused, naming the f
               " bytes or more, more than the 128 KiB a job file may be (it travels to every node "
               "in one message)");
   }
+}
+
+TEST_CASE("train: gradient clipping and autocast") {
+  const JobSpec defaults = parse_job(kMinimal, "job.toml");
+  CHECK_FALSE(defaults.train.grad_clip_norm);
+  CHECK_FALSE(defaults.train.grad_clip_value);
+  CHECK(defaults.train.grad_clip_norm_type == 2.0);
+  CHECK(defaults.train.autocast == Autocast::kOff);
+
+  const JobSpec set = parse_job(with("train", "grad_clip_norm = 0.5\ngrad_clip_norm_type = 1\n"
+                                              "grad_clip_value = 2\nautocast = \"bf16\""),
+                                "job.toml");
+  CHECK(*set.train.grad_clip_norm == 0.5);
+  CHECK(set.train.grad_clip_norm_type == 1.0);
+  CHECK(*set.train.grad_clip_value == 2.0);
+  CHECK(set.train.autocast == Autocast::kBf16);
+  CHECK(std::isinf(parse_job(with("train", "grad_clip_norm = 1\ngrad_clip_norm_type = \"inf\""),
+                             "job.toml")
+                       .train.grad_clip_norm_type));
+  CHECK(parse_job(with("train", "autocast = \"fp16\""), "job.toml").train.autocast ==
+        Autocast::kFp16);
+
+  CHECK(contains(error_of(with("train", "grad_clip_norm = 0")), "train.grad_clip_norm: must be > 0"));
+  CHECK(contains(error_of(with("train", "grad_clip_norm_type = 2")),
+                 "train.grad_clip_norm_type: only with grad_clip_norm"));
+  const std::string norm_type_error =
+      error_of(with("train", "grad_clip_norm = 1\ngrad_clip_norm_type = \"max\""));
+  INFO(norm_type_error);
+  CHECK(contains(norm_type_error, "train.grad_clip_norm_type: must be a number > 0 or 'inf', got 'max'"));
+  CHECK(contains(error_of(with("train", "autocast = \"fp8\"")),
+                 "train.autocast: unknown autocast dtype 'fp8' (off, bf16, fp16)"));
+  CHECK(contains(error_of(with("train", "schedule = \"async\"\ngrad_clip_norm = 1")),
+                 "train.grad_clip_norm: only with schedule = \"gpipe\" or \"1f1b\""));
+  CHECK(contains(error_of(with("train", "schedule = \"async\"\nautocast = \"fp16\"")),
+                 "train.autocast: \"fp16\" only with schedule"));
+  // bf16 needs no scaler: the asynchronous schedule takes it.
+  CHECK(parse_job(with("train", "schedule = \"async\"\nautocast = \"bf16\""), "job.toml")
+            .train.autocast == Autocast::kBf16);
 }

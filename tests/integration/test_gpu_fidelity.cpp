@@ -276,7 +276,65 @@ void check_on_gpu(const GpuCase& c) {
   if (c.cpu_checked) CHECK(relative <= kCpuGpuTolerance);
 }
 
+// [train] autocast on the GPU (fp16 with its loss scaler, bf16), with clipping by norm across the
+// 3 stages, SGD: against PyTorch on the same GPU under torch.autocast("cuda", dtype) with a
+// GradScaler (fp16) and clip_grad_norm_ (reference_train.py). Both sides run the same kernels on
+// the same half-precision numbers, so the limit stays kSameGpuTolerance; fp16's first steps
+// overflow at the scale of 2^16 on both sides and are skipped alike (the scaler backs off).
+void check_autocast_on_gpu(const std::string& model) {
+  if (!gpu_present()) return;
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
+  ::setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+  const test::ModelFiles files = test::model_files(model);
+  const auto initial = training::state_of(torch::jit::load(files.model));
+  test::LocalCluster cluster(files.model, {test::LocalCluster::even_cuts(files.model, 3)},
+                             files.example_inputs);
+  const std::string device = test_device();
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    cluster.set_daemon_flags(node, {"--device", device});
+  }
+  cluster.start_all();
+  auto push = cluster.ravnest("push");
+  INFO(push.out << push.err);
+  REQUIRE(push.exit_code == 0);
+  for (const std::string dtype : {"fp16", "bf16"}) {
+    if (dtype == "fp16" && device == "cpu" && torch_support::kTorchMajor < 2) {
+      WARN("fp16 skipped on the CPU: LibTorch 1.13's CPU autocast has no float16");
+      continue;
+    }
+    INFO(model << " over 3 stages on " << device << ", autocast " << dtype
+               << ", grad_clip_norm 1.0, SGD");
+    const GpuCase c{model, 8, 2, "1f1b"};
+    std::string text = job_text(files, c, "sgd", true);
+    text.insert(text.find("[train]\n") + 8,
+                "autocast = \"" + dtype + "\"\ngrad_clip_norm = 1.0\n");
+    const auto job_path = cluster.dir() / ("job_" + dtype + ".toml");
+    test::write_text(job_path, text);
+    const auto out_dir = cluster.dir() / ("trained_" + dtype);
+    REQUIRE_NOTHROW(cluster.train_and_fuse(job_path.string(), out_dir.string()));
+    const auto state = test::load_state_dict(out_dir / "trained_state_dict.pt");
+    const auto python_out = cluster.dir() / ("python_" + dtype + ".pt");
+    auto python = test::run_command(test::python() + " " + test::source_dir() +
+                                    "/tests/python/reference_train.py " + job_path.string() +
+                                    " " + files.model + " " + python_out.string() +
+                                    " --device " + device + " --deterministic");
+    INFO(python.out << python.err);
+    REQUIRE(python.exit_code == 0);
+    const auto q = test::compare_state({state.begin(), state.end()},
+                                       test::load_state_dict(python_out), initial);
+    MEASURED(model << ", autocast " << dtype << " + clipping: GPU pipeline against PyTorch on "
+                   << "the GPU: largest difference " << q.worst << " in " << q.name << " (limit "
+                   << kSameGpuTolerance << "); training moved weights by " << q.moved);
+    CHECK(q.worst <= kSameGpuTolerance);
+    CHECK(q.moved > 1e-4);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("gpu fidelity: autocast fp16 (loss scaler) and bf16 with clipping, 3 stages", "[gpu]") {
+  check_autocast_on_gpu("traced_inplace");
+}
 
 TEST_CASE("gpu fidelity: cnn (traced_inplace: convolutions, in-place ReLU, max pooling)",
           "[gpu]") {

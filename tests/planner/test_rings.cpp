@@ -163,3 +163,32 @@ TEST_CASE("shared parameters get one summing ring per set of holders", "[rings][
   CHECK(rings_b[1].next_node == 4);
 }
 
+
+TEST_CASE("the cluster's stages form one ring, the same on every stage", "[rings][cluster]") {
+  ravnest::config::NodeMetadata a;
+  a.node_id = 5;
+  a.cluster = 1;
+  a.pipeline = {3, 5, 8};
+  a.addresses = {{3, "h:3"}, {5, "h:5"}, {8, "h:8"}};
+  ravnest::config::NodeMetadata b = a;
+  b.node_id = 8;
+  const auto ring_a = ravnest::planner::cluster_stage_ring(a);
+  const auto ring_b = ravnest::planner::cluster_stage_ring(b);
+  CHECK(ring_a.id == ring_b.id);
+  // Apart from the plan's cross-cluster rings (small ids) and the shared ones (bit 30).
+  CHECK((ring_a.id & (1 << 29)) != 0);
+  CHECK((ring_a.id & (1 << 30)) == 0);
+  REQUIRE(ring_a.peers.size() == 3);
+  CHECK(ring_a.peers[0].node == 3);
+  CHECK(ring_a.peers[2].address == "h:8");
+  CHECK(ring_a.position == 1);
+  CHECK(ring_a.next_node == 8);
+  CHECK(ring_a.prev_node == 3);
+  CHECK(ring_b.position == 2);
+  CHECK(ring_b.next_node == 3);
+  // Another cluster's stages make another ring.
+  ravnest::config::NodeMetadata c = a;
+  c.pipeline = {4, 6, 9};
+  c.node_id = 6;
+  CHECK(ravnest::planner::cluster_stage_ring(c).id != ring_a.id);
+}

@@ -24,6 +24,9 @@ The C++ reference trainer (libs/training/reference_trainer.h) must produce the s
     the last partial unless drop_last;
   - each batch cut into micro-batches like torch.tensor_split; each micro-batch's mean loss
     times samples / batch_samples / update_frequency, backward;
+  - [train] autocast = "bf16"/"fp16": the forward and the loss under torch.autocast(device,
+    dtype); fp16 scales the loss with a GradScaler (unscaled before clipping, the step skipped on
+    inf/nan); grad_clip_value then grad_clip_norm (grad_clip_norm_type) clip before the step;
   - optimizer.step() + zero_grad() after every update_frequency batches (counted across epochs)
     and after the last batch; the scheduler (torch.optim.lr_scheduler) steps after each update
     (per = "update") or at each epoch's end (per = "epoch").
@@ -32,6 +35,7 @@ buffers by state-dict name) with torch.save, and with --losses the per-batch los
 """
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -221,6 +225,34 @@ def main() -> int:
     sched, per = make_scheduler(job.get("scheduler"), opt)
     opt.zero_grad()
 
+    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(t.get("autocast", "off"))
+    scaler = None
+    if amp == torch.float16:
+        scaler = (torch.amp.GradScaler(device.type) if hasattr(torch.amp, "GradScaler")
+                  else torch.cuda.amp.GradScaler())
+    clip_norm = t.get("grad_clip_norm")
+    clip_type = float(t.get("grad_clip_norm_type", 2.0))
+    clip_value = t.get("grad_clip_value")
+    # As the daemons clip: a norm per gradient, then the norm of the stacked norms. PyTorch 2.x
+    # on a GPU would take the per-gradient norms with _foreach_norm by default, another kernel.
+    clip_options = {}
+    if (args.deterministic and device.type != "cpu"
+            and "foreach" in inspect.signature(torch.nn.utils.clip_grad_norm_).parameters):
+        clip_options["foreach"] = False
+
+    def update():
+        if scaler is not None:
+            scaler.unscale_(opt)
+        if clip_value is not None:
+            torch.nn.utils.clip_grad_value_(params, clip_value)
+        if clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, clip_norm, clip_type, **clip_options)
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+
     per_epoch = n // batch_size if drop_last else (n + batch_size - 1) // batch_size
     total = per_epoch * epochs
     if "max_steps" in t:
@@ -254,9 +286,12 @@ def main() -> int:
             bn = idx.shape[0]
             parts = []
             for s, e in tensor_split_ranges(bn, micro):
-                out = model(*[x[s:e] for x in bx])
-                weighted = loss_fn(job["loss"]["name"], out, by[s:e]) * ((e - s) / bn / uf)
-                weighted.backward()
+                with torch.autocast(device.type, dtype=amp or torch.bfloat16,
+                                    enabled=amp is not None):
+                    out = model(*[x[s:e] for x in bx])
+                    loss = loss_fn(job["loss"]["name"], out, by[s:e])
+                weighted = loss * ((e - s) / bn / uf)
+                (scaler.scale(weighted) if scaler is not None else weighted).backward()
                 parts.append(weighted.detach())
             # Read once per batch: on a GPU each .item() waits for the device.
             batch_loss = 0.0
@@ -270,7 +305,7 @@ def main() -> int:
                 first_done, first_samples = time.perf_counter(), samples
             pending += 1
             if pending == uf or done == total:
-                opt.step()
+                update()
                 opt.zero_grad()
                 pending = 0
                 if sched is not None and per == "update":

@@ -21,6 +21,16 @@ void check_parameter_server(const JobSpec& job, const std::vector<NodeMetadata>&
     }
     return;
   }
+  // The servers step the shards: no worker holds the whole update to clip or to skip.
+  if (job.train.grad_clip_norm || job.train.grad_clip_value) {
+    throw base::ConfigError(origin + ": train.grad_clip_" +
+                            (job.train.grad_clip_norm ? "norm" : "value") +
+                            ": not with a parameter-server plan (its servers step the shards)");
+  }
+  if (job.train.autocast == Autocast::kFp16) {
+    throw base::ConfigError(origin + ": train.autocast: \"fp16\" (its loss scaler) not with a "
+                            "parameter-server plan; \"bf16\" needs none");
+  }
   if (job.ps.mode == PsMode::kBackup &&
       static_cast<size_t>(job.ps.backup) > plan->workers.size()) {
     throw base::ConfigError(origin + ": ps.backup: " + std::to_string(job.ps.backup) +

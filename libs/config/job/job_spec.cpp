@@ -93,10 +93,45 @@ std::optional<JobPath> path_field(const Section& section, const std::string& key
 
 // ------------------------------------------------------------------------------- sections
 
+// grad_clip_* and autocast: what the update does to the gradients, and the forward's precision.
+void parse_train_knobs(const Section& s, TrainSpec& t) {
+  const bool asynchronous = t.schedule == PipelineSchedule::kAsync;
+  if (auto v = s.number("grad_clip_norm", 0, /*exclusive=*/true)) t.grad_clip_norm = *v;
+  if (s.has("grad_clip_norm_type")) {
+    if (!t.grad_clip_norm) s.fail("grad_clip_norm_type", "only with grad_clip_norm");
+    const toml::node* text = s.node("grad_clip_norm_type");
+    if (text && text->is_string()) {
+      if (text->as_string()->get() != "inf") {
+        s.fail("grad_clip_norm_type", "must be a number > 0 or 'inf', got " +
+                                          in_quotes(base::printable(text->as_string()->get(), 40)));
+      }
+      t.grad_clip_norm_type = INFINITY;
+    } else {
+      t.grad_clip_norm_type = *s.number("grad_clip_norm_type", 0, /*exclusive=*/true);
+    }
+  }
+  if (auto v = s.number("grad_clip_value", 0, /*exclusive=*/true)) t.grad_clip_value = *v;
+  if (auto v = s.string("autocast")) {
+    static const std::vector<std::pair<std::string, Autocast>> names = {
+        {"off", Autocast::kOff}, {"bf16", Autocast::kBf16}, {"fp16", Autocast::kFp16}};
+    t.autocast = choose(s, "autocast", *v, names, "autocast dtype");
+  }
+  // The asynchronous schedule updates each stage on its own time: there is no one gradient of
+  // the whole model to take the norm of, nor one step for every stage to skip.
+  if (asynchronous && t.grad_clip_norm) {
+    s.fail("grad_clip_norm", "only with schedule = \"gpipe\" or \"1f1b\" (async stages update apart)");
+  }
+  if (asynchronous && t.autocast == Autocast::kFp16) {
+    s.fail("autocast", "\"fp16\" only with schedule = \"gpipe\" or \"1f1b\" (its loss scaler "
+                       "skips a step on every stage at once)");
+  }
+}
+
 TrainSpec parse_train(const Section& s) {
   s.check_known({"epochs", "batch_size", "micro_batches", "update_frequency", "seed", "shuffle",
                  "max_steps", "val_freq", "schedule", "save_every", "drop_last", "reduce",
-                 "reduce_factor", "average_optim", "max_in_flight", "deterministic"});
+                 "reduce_factor", "average_optim", "max_in_flight", "deterministic", "grad_clip_norm",
+                 "grad_clip_norm_type", "grad_clip_value", "autocast"});
   TrainSpec t;
   if (auto v = s.integer("epochs", 1)) t.epochs = *v;
   // Bounded on its own, so that a huge value is named here rather than by what it overflows
@@ -121,6 +156,7 @@ TrainSpec parse_train(const Section& s) {
   if (auto v = s.integer("reduce_factor", 1)) t.reduce_factor = *v;
   if (auto v = s.boolean("average_optim")) t.average_optim = *v;
   if (auto v = s.boolean("deterministic")) t.deterministic = *v;
+  parse_train_knobs(s, t);
   if (t.micro_batches > t.batch_size) {
     s.fail("micro_batches", "must be <= batch_size (" + std::to_string(t.batch_size) + "), got " +
                                 std::to_string(t.micro_batches));

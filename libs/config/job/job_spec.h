@@ -40,6 +40,10 @@ enum class ReduceMode { kParameters, kGradients };
 // and small enough that nothing computed from it (offsets, times update_frequency) overflows.
 constexpr int64_t kMaxBatchSize = 2147483647;
 
+// [train] autocast: the stages' forward (and the leaf's loss) under torch.autocast with this
+// dtype; fp16 also scales the loss as torch.cuda.amp.GradScaler does (docs/job-file.md).
+enum class Autocast { kOff, kBf16, kFp16 };
+
 struct TrainSpec {
   int64_t epochs = 1;
   int64_t batch_size = 64;          // 1 <= batch_size <= kMaxBatchSize
@@ -65,6 +69,13 @@ struct TrainSpec {
   // torch.use_deterministic_algorithms(True); false, PyTorch's default, lets GPUs pick faster
   // nondeterministic kernels (atomics in some backward passes).
   bool deterministic = false;
+  // Gradient clipping over the whole model, as torch.nn.utils.clip_grad_norm_ (by norm, of type
+  // grad_clip_norm_type: > 0, infinity for the largest |g|) and clip_grad_value_ (by value,
+  // applied first); synchronous schedules only (docs/exactness.md#gradient-clipping).
+  std::optional<double> grad_clip_norm;  // > 0
+  double grad_clip_norm_type = 2.0;
+  std::optional<double> grad_clip_value;  // > 0
+  Autocast autocast = Autocast::kOff;
 };
 
 enum class DataFormat { kCsv, kMnist, kCifar10, kTensors };

@@ -33,7 +33,8 @@ StageWorker::StageWorker(WorkerSetup setup, Options options, WorkerPort& port)
       input_slots_(setup_.node),
       random_(setup_.node, setup_.device),
       rings_(setup_, port_, transfers_),
-      stash_(setup_.stage) {
+      stash_(setup_.stage),
+      gradients_(setup_, port_) {
   if (is_root()) {
     feeder_ = std::make_unique<RootFeeder>(setup_, options_.root, static_cast<FeedTarget&>(*this));
   }
@@ -345,6 +346,7 @@ void StageWorker::forward(Micro& m) {
   }
   c10::IValue result;
   try {
+    auto precision = autocast();
     result = setup_.stage.forward(args);
   } catch (...) {
     if (rows_) rows_->put_back_placeholders();
@@ -383,11 +385,18 @@ void StageWorker::forward(Micro& m) {
 // The loss and its backward run at once: the leaf has no consumer to wait for.
 void StageWorker::leaf_loss(Micro& m, const c10::IValue& result) {
   const at::Tensor labels = *m.labels;
-  at::Tensor loss = (*options_.leaf.loss)(result, labels);
+  at::Tensor loss;
+  {
+    auto precision = autocast();
+    loss = (*options_.leaf.loss)(result, labels);
+  }
   if (!m.batch.validate) {
     const double weight = training::micro_batch_loss_weight(m.batch.samples, m.batch.batch_samples,
                                                   setup_.update_frequency);
-    (loss * weight).backward();
+    at::Tensor weighted = loss * weight;
+    // fp16: GradScaler.scale(loss); every stage's gradients are unscaled before the update.
+    if (gradients_.loss_scale() != 1.0) weighted = weighted * gradients_.loss_scale();
+    weighted.backward();
     metrics_->add_training(m.batch, loss.item<double>());
   } else if (metrics_->add_validation(m.batch, loss.item<double>(), result, labels,
                                       updates_done_) &&
@@ -416,7 +425,11 @@ void StageWorker::recompute_forward(Micro& m, torch::jit::Module& module) {
     training::set_random_state(setup_.device, *m.random_state);
   }
   module.train(true);
-  c10::IValue result = module.forward(args);
+  c10::IValue result;
+  {
+    auto precision = autocast();
+    result = module.forward(args);
+  }
   // The stream goes on as if never redrawn.
   if (generator) training::set_random_state(setup_.device, *generator);
   const auto& items = result.toTupleRef().elements();
@@ -498,7 +511,10 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
       if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
         reduce_across_clusters(RingTensors::kGradients);
       }
-      timed([&] { update_weights([&] { setup_.optimizer->step(); }); });
+      // Unscaled and clipped as the whole model's would be; skipped on every stage at once.
+      const bool step = gradients_.prepare();
+      if (step) timed([&] { update_weights([&] { setup_.optimizer->step(); }); });
+      gradients_.after_step(step);
       if (rows_) rows_->push_gradients(updates_done_, batch);
     }
     setup_.optimizer->zero_grad();
@@ -550,6 +566,12 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   }
   // The next batch starts from the event loop, not from inside this one's call chain.
   if (feeder_) port_.defer([this] { guarded([this] { begin_batch(); }); });
+}
+
+torch_support::AutocastScope StageWorker::autocast() const {
+  return torch_support::AutocastScope(
+      setup_.device.type(), setup_.autocast != config::Autocast::kOff,
+      setup_.autocast == config::Autocast::kFp16 ? at::kHalf : at::kBFloat16);
 }
 
 void StageWorker::update_weights(const std::function<void()>& change) {

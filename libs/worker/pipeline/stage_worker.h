@@ -44,10 +44,12 @@
 #include "libs/worker/pipeline/random_chain.h"
 #include "libs/worker/pipeline/ring_work.h"
 #include "libs/worker/pipeline/stage_rings.h"
+#include "libs/worker/pipeline/update_gradients.h"
 #include "libs/worker/pipeline/root_feeder.h"
 #include "libs/worker/transfer.h"
 #include "libs/worker/pipeline/weight_stash.h"
 #include "libs/worker/worker_setup.h"
+#include "libs/torch_support/autocast_scope.h"
 #include "libs/training/checkpoint.h"
 
 namespace ravnest::worker {
@@ -147,6 +149,9 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   void run_ready() override { progress(); }
   void begin_batch();
   void leaf_loss(Micro& m, const c10::IValue& result);
+  // [train] autocast: what the forward (and the leaf's loss) runs under; backwards run outside,
+  // as PyTorch's recipe has them.
+  torch_support::AutocastScope autocast() const;
 
   // Keeps the last update boundary as its checkpoint holds it (boundary_), but for what does not
   // change until the next update begins, which clears boundary_valid_: the parameters and the
@@ -191,6 +196,7 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   RandomChain random_;
   StageRings rings_;
   WeightStash stash_;
+  UpdateGradients gradients_;  // [train] grad_clip_* and fp16's loss scale
   std::vector<BackwardRecord> backward_records_;
   size_t most_versions_kept_ = 0;
   std::unique_ptr<RootFeeder> feeder_;    // root only
