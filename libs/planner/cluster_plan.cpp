@@ -176,7 +176,12 @@ PoolPlan plan_pool_with(const ModelProfile& profile, const std::vector<config::N
                         const PlanningOptions& planning) {
   validate_profile(profile);
   const bool async = planning.schedule == config::PipelineSchedule::kAsync;
+  if (planning.stages < 0 || planning.clusters < 0) {
+    throw std::invalid_argument("plan_pool: stages and clusters must be 0 (the planner's choice) "
+                                "or positive");
+  }
   auto search_pool = [&](const PlanningOptions& settled) {
+    if (settled.stages > 0 || settled.clusters > 0) return plan_layout(profile, pool, settled);
     if (pool.size() > options.whole_pool_max_nodes) {
       return plan_large_pool(profile, pool, seed, options, settled);
     }

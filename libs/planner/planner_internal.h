@@ -161,6 +161,12 @@ struct SearchOptions {
   double reference_gflops = 0;
 };
 
+// plan_pool() when planning.stages or planning.clusters asks for a layout (layout.cpp). Throws
+// PoolTooSmall, one line naming the layout's need and the largest node, when the pool cannot
+// hold it.
+PoolPlan plan_layout(const ModelProfile& profile, const std::vector<config::NodeConfig>& pool,
+                     const PlanningOptions& planning);
+
 // Plans a pool larger than whole_pool_max_nodes: its nodes fall into classes (equal in the cost
 // model, or within a ratio of 2^(1/4) of each other in RAM, bandwidth and gflops, each class read
 // as its weakest figures), a sample of sample_nodes nodes in the classes'

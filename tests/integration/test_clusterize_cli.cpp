@@ -454,3 +454,26 @@ TEST_CASE("both binaries say their version and the commit they were built from",
     CHECK(result.out.find(RAVNEST_COMMIT ", LibTorch ") != std::string::npos);
   }
 }
+
+TEST_CASE("clusterize --stages and --clusters lay out the plan as asked", "[cli][layout]") {
+  test::TempDir dir;
+  const auto pool = (dir / "pool.json").string();
+  test::write_text(pool, kPool3);
+  const auto out = dir / "out";
+  const std::string base = model("small_cnn") + " --nodes " + pool +
+                           " --example-input 4x1x8x8 --no-memory-probe --out " + out.string() + " ";
+  auto three = clusterize(base + "--stages 3");
+  INFO(three.out << three.err);
+  REQUIRE(three.exit_code == 0);
+  CHECK(three.out.find("1 cluster(s), 3 node(s)") != std::string::npos);
+  auto copies = clusterize(base + "--clusters 3");
+  INFO(copies.out << copies.err);
+  REQUIRE(copies.exit_code == 0);
+  CHECK(copies.out.find("3 cluster(s), 3 node(s)") != std::string::npos);
+  const std::string plan = test::read_text(out / "plan.json");
+  expect_clear_error(clusterize(base + "--stages 3 --clusters 2"),
+                     "2 clusters of 3 stages need 6 nodes; the pool has 3");
+  expect_clear_error(clusterize(base + "--mode ps --stages 2"),
+                     "--stages and --clusters lay out pipelines, not --mode ps");
+  CHECK(test::read_text(out / "plan.json") == plan);
+}

@@ -130,6 +130,12 @@ Command add_clusterize(CLI::App& app) {
   cmd->add_option("--max-in-flight", o.planning.max_in_flight,
                   "with --schedule async: micro-batches in flight (0: the stages)")
       ->capture_default_str();
+  cmd->add_option("--stages", o.planning.stages,
+                  "every cluster this many stages (the planner still picks the nodes and cuts)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--clusters", o.planning.clusters,
+                  "this many clusters (copies of the model trained data-parallel)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--compression", c->flags.compression,
                   "plan for activations and gradients sent as none, fp16, bf16 or int8");
   cmd->add_flag("--push", c->push, "push the stages to the daemons afterwards");
