@@ -432,7 +432,9 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   if (!result.plan.unplaced_nodes.empty()) {
     std::string names;
     for (int id : result.plan.unplaced_nodes) names += " node_" + std::to_string(id);
-    log("left out (too little memory):" + names);
+    const bool layout = options.planning.stages > 0 || options.planning.clusters > 0;
+    log(std::string(layout ? "left out (the layout asked for needs no more nodes):"
+                           : "left out (too little memory):") + names);
   }
   return result;
 }
