@@ -1,7 +1,7 @@
 // bench_planner: plan_pool() on simulated pools (bench/planner/simulated_pool.h), timed, side by
 // side with the search as it was before issue 26 (every pool searched whole) where that finishes.
 //   bench_planner [--sizes 16,128,1000,10000] [--seed S] [--old-max N] [--continuous]
-//                 [--write-pool SIZE FILE]
+//                 [--stages K] [--clusters C] [--write-pool SIZE FILE]
 // One line per pool size and algorithm: nodes, algorithm, seconds, clusters, samples/s.
 #include <chrono>
 #include <cstdio>
@@ -19,11 +19,13 @@ using namespace ravnest;
 
 namespace {
 
+planner::PlanningOptions layout;  // --stages, --clusters
+
 void run(const char* name, const planner::ModelProfile& profile,
          const std::vector<config::NodeConfig>& pool, uint64_t seed,
          const planner::detail::SearchOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const auto plan = planner::detail::plan_pool_with(profile, pool, seed, options);
+  const auto plan = planner::detail::plan_pool_with(profile, pool, seed, options, layout);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("%6zu  %-8s %8.2f s  %5zu clusters  %10.1f samples/s  %zu unplaced\n", pool.size(),
@@ -56,6 +58,10 @@ int main(int argc, char** argv) {
       seed = std::stoull(next());
     } else if (arg == "--old-max") {
       old_max = std::stoul(next());
+    } else if (arg == "--stages") {
+      layout.stages = std::stoi(next());
+    } else if (arg == "--clusters") {
+      layout.clusters = std::stoi(next());
     } else if (arg == "--continuous") {
       spec.continuous = true;
     } else if (arg == "--write-pool") {

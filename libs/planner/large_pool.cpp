@@ -166,7 +166,7 @@ PoolPlan plan_large_pool(const ModelProfile& profile, const std::vector<NodeConf
     }
   }
 
-  // The nodes left over: planned whole when few, else the same way again.
+  // The nodes left over: planned whole when no more than a sample, else the same way again.
   std::vector<NodeConfig> leftovers;
   for (size_t c = 0; c < classes.size(); ++c) {
     for (size_t k = next[c]; k < classes[c].members.size(); ++k) {
@@ -177,7 +177,9 @@ PoolPlan plan_large_pool(const ModelProfile& profile, const std::vector<NodeConf
   if (!leftovers.empty()) {
     PoolPlan rest;
     try {
-      if (leftovers.size() > options.whole_pool_max_nodes && !plan.clusters.empty()) {
+      // More than a sample's worth: the same way again (each round places at least the
+      // sample's clusters), which keeps a pool of many classes from a long whole search.
+      if (leftovers.size() > options.sample_nodes && !plan.clusters.empty()) {
         rest = plan_large_pool(profile, leftovers, seed, whole, planning);
       } else {
         Search search(profile, leftovers, seed, whole, planning);

@@ -16,7 +16,7 @@ namespace {
 using config::NodeConfig;
 
 constexpr int kSwapPasses = 4;
-constexpr size_t kSwapMaxNodes = 400;  // larger layouts keep the snake's choice
+constexpr size_t kSwapMaxNodes = 96;  // larger layouts keep the snake's choice
 
 struct Layout {
   const ModelProfile& profile;
