@@ -226,7 +226,9 @@ void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std:
   const config::PlanLayout layout(dir);
   fs::create_directories(layout.nodes_dir());
   for (const auto& meta : nodes) {
-    base::write_file_atomically(layout.node_file(meta.node_id), config::to_json(meta));
+    // Into a staging directory synced and renamed as a whole (clusterize.cpp): a fsync each
+    // made 1,000 node files take 15 s.
+    base::write_file_unsynced(layout.node_file(meta.node_id), config::to_json(meta));
   }
 }
 
