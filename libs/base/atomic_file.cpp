@@ -97,6 +97,32 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   writer.commit();
 }
 
+void write_file_unsynced(const std::string& path, const std::string& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(path + ": cannot write: " + error_text(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      throw std::runtime_error(path + ": cannot write: " + error_text(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) throw std::runtime_error(path + ": cannot write: " + error_text(errno));
+}
+
+void sync_filesystem_of(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(path + ": cannot open to sync: " + error_text(errno));
+  const int rc = ::syncfs(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw std::runtime_error(path + ": cannot sync: " + error_text(err));
+}
+
 std::string read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw ConfigError(path + ": cannot read: " + error_text(errno));

@@ -115,7 +115,9 @@ class StagingDirectory {
   config::PlanLayout layout() const { return config::PlanLayout(path_.string()); }
 
   // Moves nodes/, stages/ and plan.json into the output directory, replacing an older plan.
+  // Its files were written without a fsync each: one syncfs makes them durable first.
   void commit() {
+    base::sync_filesystem_of(path_.string());
     for (const char* sub : {config::PlanLayout::kNodesDir, config::PlanLayout::kStagesDir}) {
       fs::path final_path = out_ / sub;
       if (fs::exists(final_path)) fs::rename(final_path, path_ / (std::string("old.") + sub));
@@ -338,7 +340,7 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
             std::min(split ? m.host_baseline_bytes : m.baseline_bytes, peak);
         node.estimates.device_peak_memory_bytes = m.device_peak_bytes;
       }
-      base::write_file_atomically(staging.layout().node_file(node.node_id), config::to_json(node));
+      base::write_file_unsynced(staging.layout().node_file(node.node_id), config::to_json(node));
     }
   }
   result.times.cut = watch.lap();
@@ -432,7 +434,9 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   if (!result.plan.unplaced_nodes.empty()) {
     std::string names;
     for (int id : result.plan.unplaced_nodes) names += " node_" + std::to_string(id);
-    log("left out (too little memory):" + names);
+    const bool layout = options.planning.stages > 0 || options.planning.clusters > 0;
+    log(std::string(layout ? "left out (the layout asked for needs no more nodes):"
+                           : "left out (too little memory):") + names);
   }
   return result;
 }

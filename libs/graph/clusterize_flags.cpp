@@ -47,6 +47,12 @@ void apply_clusterize_flags(const ClusterizeFlags& flags, ClusterizeOptions& opt
   if ((!flags.schedule.empty() || !flags.compression.empty()) && flags.mode != "pipeline") {
     refuse("--schedule and --compression plan pipelines, not --mode " + flags.mode);
   }
+  if ((out.planning.stages != 0 || out.planning.clusters != 0) && flags.mode != "pipeline") {
+    refuse("--stages and --clusters lay out pipelines, not --mode " + flags.mode);
+  }
+  if (out.planning.stages < 0 || out.planning.clusters < 0) {
+    refuse("--stages and --clusters must be at least 1");
+  }
   if (out.planning.micro_batches < 1) refuse("--micro-batches must be at least 1");
   if (out.planning.max_in_flight < 0) refuse("--max-in-flight must be at least 0");
   if (out.planning.max_in_flight > 0 &&

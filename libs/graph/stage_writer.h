@@ -15,14 +15,32 @@
 
 namespace ravnest::graph {
 
+// A stage file already written, for the clusters cut at the same units (issue 26: a 10,000-node
+// plan of repeated clusters writes each distinct stage once). Keyed by the stage's units and what
+// it receives, sends and holds; the file is named after the first node that got it.
+struct WrittenStage {
+  std::string stage_file;  // relative to the plan directory
+  std::string stage_sha256;
+  std::vector<std::string> parameters;          // state_names, in the model's state order
+  std::vector<std::string> trained_parameters;  // named_parameters
+  int64_t parameter_count = 0;
+  bool draws_random_numbers = false;
+};
+using WrittenStages = std::map<std::string, WrittenStage>;
+
+// Cuts and saves one cluster's stages under `dir`, and returns their metadata (not yet written).
+// With `written`, a stage equal to one written before (in any cluster) is not cut again: its node
+// metadata names the same stage_file, and `written` learns the new ones.
 std::vector<config::NodeMetadata> write_cluster_stages(
     const ModelGraph& model, const planner::ClusterPlan& cluster,
-    const std::map<int, config::NodeConfig>& nodes, const std::string& dir);
+    const std::map<int, config::NodeConfig>& nodes, const std::string& dir,
+    WrittenStages* written = nullptr);
 
 // Ring membership for every node, from the parameters each holds; returns plan.json's rings.
 std::vector<config::PlanRing> assign_rings(std::vector<config::NodeMetadata>& nodes);
 
-// Writes DIR/nodes/node_<id>.json for each node, atomically.
+// Writes DIR/nodes/node_<id>.json for each node, without a fsync each: DIR is a staging
+// directory that its writer syncs once and moves into place whole (clusterize.cpp).
 void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std::string& dir);
 
 // A whole plan into DIR: stages/, nodes/ and plan.json (docs/node-metadata.md#plan), rings

@@ -47,7 +47,8 @@ Search::Search(const ModelProfile& profile, const std::vector<NodeConfig>& pool,
                                   " appears twice in the pool");
     }
   }
-  reference_gflops_ = reference_gflops_of(nodes_);
+  reference_gflops_ =
+      options_.reference_gflops > 0 ? options_.reference_gflops : reference_gflops_of(nodes_);
   for (const auto& node : nodes_) models_.push_back(NodeModel::of(node, reference_gflops_, planning_));
   // Nodes equal in the cost model are interchangeable: sets are evaluated by kind.
   for (size_t i = 0; i < models_.size(); ++i) {
@@ -175,25 +176,34 @@ PoolPlan plan_pool_with(const ModelProfile& profile, const std::vector<config::N
                         const PlanningOptions& planning) {
   validate_profile(profile);
   const bool async = planning.schedule == config::PipelineSchedule::kAsync;
-  if (!async || planning.max_in_flight > 0) {
-    Search search(profile, pool, seed, options, planning);
-    return search.run();
+  if (planning.stages < 0 || planning.clusters < 0) {
+    throw std::invalid_argument("plan_pool: stages and clusters must be 0 (the planner's choice) "
+                                "or positive");
   }
+  auto search_pool = [&](const PlanningOptions& settled) {
+    if (settled.stages > 0 || settled.clusters > 0) return plan_layout(profile, pool, settled);
+    if (pool.size() > options.whole_pool_max_nodes) {
+      return plan_large_pool(profile, pool, seed, options, settled);
+    }
+    Search search(profile, pool, seed, options, settled);
+    return search.run();
+  };
+  if (!async || planning.max_in_flight > 0) return search_pool(planning);
   // max_in_flight 0 is the cluster's stages, which the plan decides: plan with the longest
   // cluster's stash for every cluster until the longest cluster stops changing.
   PlanningOptions settled = planning;
   settled.max_in_flight = 1;
   PoolPlan plan;
   for (int round = 0; round < 4; ++round) {
-    Search search(profile, pool, seed, options, settled);
-    plan = search.run();
+    plan = search_pool(settled);
     size_t longest = 1;
     for (const auto& cluster : plan.clusters) longest = std::max(longest, cluster.stages.size());
     if (static_cast<int>(longest) <= settled.max_in_flight) break;
     settled.max_in_flight = static_cast<int>(longest);
   }
   // Each stage's figures with its own cluster's stash.
-  const double reference = reference_gflops_of(pool);
+  const double reference =
+      options.reference_gflops > 0 ? options.reference_gflops : reference_gflops_of(pool);
   std::map<int, NodeConfig> by_id;
   for (const auto& node : pool) by_id[node.id] = node;
   for (auto& cluster : plan.clusters) {

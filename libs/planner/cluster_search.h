@@ -7,6 +7,8 @@
 //   constructions.cpp   starting divisions: filling clusters in a sequence, minimal clusters
 //   local_search.cpp    improve(): best-improvement moves from a starting division
 //   exact_search.cpp    exact_division(): pools of few kinds of node, divided exactly
+// and beside the search: large_pool.cpp (pools over 128 nodes, from a sample of their classes)
+// and layout.cpp (the stages and clusters a user asked for).
 // A Search is used once, by one thread.
 #pragma once
 

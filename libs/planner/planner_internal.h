@@ -153,7 +153,30 @@ class Partitioner {
 struct SearchOptions {
   bool exact_small_pools = true;  // divide pools of few node kinds exactly
   int random_restarts = 4;        // local search restarts from random constructions
+  // Larger pools are planned from a sample of their node classes whose clusters are repeated
+  // (docs/planner.md#large-pools); SIZE_MAX searches every pool whole, as before issue 26.
+  size_t whole_pool_max_nodes = 128;
+  size_t sample_nodes = 48;       // the sample's size
+  // > 0: the compute reference instead of the pool's mean gflops (a sample keeps its pool's).
+  double reference_gflops = 0;
 };
+
+// plan_pool() when planning.stages or planning.clusters asks for a layout (layout.cpp). Throws
+// PoolTooSmall, one line naming the layout's need and the largest node, when the pool cannot
+// hold it.
+PoolPlan plan_layout(const ModelProfile& profile, const std::vector<config::NodeConfig>& pool,
+                     const PlanningOptions& planning);
+
+// Plans a pool larger than whole_pool_max_nodes: its nodes fall into classes (equal in the cost
+// model, or within a ratio of 2^(1/4) of each other in RAM, bandwidth and gflops, each class read
+// as its weakest figures), a sample of sample_nodes nodes in the classes'
+// proportions is searched whole, and its clusters are repeated, cut at the same units, with the
+// pool's own nodes of the same classes for as long as they last; the nodes left over are planned
+// whole (or the same way again) and the few that form no cluster join the cluster that loses
+// least by taking them. large_pool.cpp.
+PoolPlan plan_large_pool(const ModelProfile& profile, const std::vector<config::NodeConfig>& pool,
+                         uint64_t seed, const SearchOptions& options,
+                         const PlanningOptions& planning);
 PoolPlan plan_pool_with(const ModelProfile& profile, const std::vector<config::NodeConfig>& pool,
                         uint64_t seed, const SearchOptions& options,
                         const PlanningOptions& planning = {});

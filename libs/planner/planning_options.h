@@ -26,6 +26,11 @@ struct PlanningOptions {
   // What a daemon holds with no stage at all (measured by clusterize's probe): every stage's
   // memory includes it once (docs/planner.md#memory).
   int64_t stage_baseline_bytes = 0;
+  // A layout the user asked for (`clusterize --stages K --clusters C`, or a [plan] block): every
+  // cluster `stages` stages, `clusters` clusters; 0 leaves it to the planner, which still
+  // chooses the nodes and the cuts (docs/planner.md#layout-on-request).
+  int stages = 0;
+  int clusters = 0;
 };
 
 // Bytes on the wire per byte of float32: 1, 0.5 (fp16, bf16), (1 + 4/256) / 4 (int8: a byte a

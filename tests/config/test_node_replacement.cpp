@@ -171,3 +171,12 @@ TEST_CASE("the old node's pinned certificate goes, the spare's comes, to every n
   // Every node's metadata changed, so every node is pushed anew.
   CHECK(changed.size() == nodes.size());
 }
+
+TEST_CASE("a stage file other nodes share stays where it is for the spare", "[replace]") {
+  auto nodes = two_clusters();
+  // The two clusters cut alike: the second's nodes name the first's files (issue 26).
+  for (auto& n : nodes) n.stage_file = "stages/node_" + std::to_string(n.position) + ".pt";
+  replace_node(nodes, 1, spare(7));
+  CHECK(by_id(nodes, 7).stage_file == "stages/node_1.pt");
+  CHECK(by_id(nodes, 4).stage_file == "stages/node_1.pt");
+}

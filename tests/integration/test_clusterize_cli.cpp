@@ -454,3 +454,45 @@ TEST_CASE("both binaries say their version and the commit they were built from",
     CHECK(result.out.find(RAVNEST_COMMIT ", LibTorch ") != std::string::npos);
   }
 }
+
+TEST_CASE("clusterize --stages and --clusters lay out the plan as asked", "[cli][layout]") {
+  test::TempDir dir;
+  const auto pool = (dir / "pool.json").string();
+  test::write_text(pool, kPool3);
+  const auto out = dir / "out";
+  const std::string base = model("small_cnn") + " --nodes " + pool +
+                           " --example-input 4x1x8x8 --no-memory-probe --out " + out.string() + " ";
+  auto three = clusterize(base + "--stages 3");
+  INFO(three.out << three.err);
+  REQUIRE(three.exit_code == 0);
+  CHECK(three.out.find("1 cluster(s), 3 node(s)") != std::string::npos);
+  auto copies = clusterize(base + "--clusters 3 --verify");
+  INFO(copies.out << copies.err);
+  REQUIRE(copies.exit_code == 0);
+  CHECK(copies.out.find("3 cluster(s), 3 node(s)") != std::string::npos);
+  // Three clusters cut alike share one stage file (issue 26: stages written once).
+  size_t stage_files = 0;
+  for (const auto& entry : fs::directory_iterator(out / "stages")) stage_files += entry.is_regular_file();
+  CHECK(stage_files == 1);
+  for (int id = 0; id < 3; ++id) {
+    const auto meta = config::load_node_metadata((out / "nodes" / ("node_" + std::to_string(id) + ".json")).string());
+    CHECK(meta.stage_file == "stages/node_0.pt");
+  }
+  // The same from a [plan] block; the flags win over the file.
+  const auto plan_toml = (dir / "layout.toml").string();
+  test::write_text(plan_toml, "[plan]\nstages = 3\n");
+  auto from_file = clusterize(base + "--plan-file " + plan_toml);
+  INFO(from_file.out << from_file.err);
+  REQUIRE(from_file.exit_code == 0);
+  CHECK(from_file.out.find("1 cluster(s), 3 node(s)") != std::string::npos);
+  auto flag_wins = clusterize(base + "--plan-file " + plan_toml + " --stages 1");
+  INFO(flag_wins.out << flag_wins.err);
+  REQUIRE(flag_wins.exit_code == 0);
+  CHECK(flag_wins.out.find("3 cluster(s), 3 node(s)") != std::string::npos);
+  const std::string plan = test::read_text(out / "plan.json");
+  expect_clear_error(clusterize(base + "--stages 3 --clusters 2"),
+                     "2 clusters of 3 stages need 6 nodes; the pool has 3");
+  expect_clear_error(clusterize(base + "--mode ps --stages 2"),
+                     "--stages and --clusters lay out pipelines, not --mode ps");
+  CHECK(test::read_text(out / "plan.json") == plan);
+}

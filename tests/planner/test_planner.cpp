@@ -666,3 +666,104 @@ TEST_CASE("plan_pool handles 16 nodes and 1000 units (time printed; bench/ measu
   check_plan_is_valid(p, pool, plan);
   CHECK(plan.clusters.size() >= 3);
 }
+
+// Issue 26: large pools are planned from a sample of their classes, repeated. On a pool made of
+// m copies of a small pool whose best plan is known, with the small pool as the sample, the
+// repeated plan must make m times the small pool's best.
+TEST_CASE("a large pool made of copies plans as well as its copies, exactly planned",
+          "[planner][plan][large]") {
+  std::mt19937_64 rng(2626);
+  int checked = 0;
+  for (int round = 0; round < 12; ++round) {
+    const ModelProfile p = random_profile(rng, 6 + rng() % 6, 0.8);
+    const std::vector<NodeConfig> base = random_small_pool(rng, p);
+    const double best = exhaustive_best(p, base);
+    if (best < 0) continue;
+    const size_t copies = 3 + rng() % 3;
+    std::vector<NodeConfig> pool;
+    for (size_t c = 0; c < copies; ++c) {
+      for (NodeConfig n : base) {
+        n.id = static_cast<int>(pool.size());
+        n.name = "node_" + std::to_string(n.id);
+        pool.push_back(n);
+      }
+    }
+    detail::SearchOptions options;
+    options.whole_pool_max_nodes = base.size();
+    options.sample_nodes = base.size();
+    const PoolPlan plan = detail::plan_pool_with(p, pool, 1, options);
+    INFO("round " << round << ": " << plan_text(plan));
+    check_plan_is_valid(p, pool, plan);
+    CHECK(plan.unplaced_nodes.empty());
+    CHECK(plan.samples_per_second >= static_cast<double>(copies) * best * (1 - 1e-6));
+    ++checked;
+  }
+  CHECK(checked >= 6);
+}
+
+TEST_CASE("a layout on request: every cluster K stages, C clusters, or both",
+          "[planner][plan][layout]") {
+  const ModelProfile p = uniform_profile(24, 0.01, 1'000'000, 100'000, 50'000);
+  const double need = whole_model_memory(p) / 1e9;
+  std::vector<NodeConfig> pool;
+  for (int i = 0; i < 13; ++i) pool.push_back(node(i, need * (i % 2 ? 1.5 : 0.6), 50 + 10 * i));
+  PlanningOptions stages;
+  stages.stages = 3;
+  const PoolPlan by_stages = plan_pool(p, pool, 1, stages);
+  check_plan_is_valid(p, pool, by_stages);
+  REQUIRE(by_stages.clusters.size() == 4);  // 13 nodes hold 4 clusters of 3
+  for (const auto& c : by_stages.clusters) CHECK(c.stages.size() == 3);
+  CHECK(by_stages.unplaced_nodes.size() == 1);
+
+  PlanningOptions clusters;
+  clusters.clusters = 2;
+  const PoolPlan by_clusters = plan_pool(p, pool, 1, clusters);
+  check_plan_is_valid(p, pool, by_clusters);
+  REQUIRE(by_clusters.clusters.size() == 2);
+  CHECK(by_clusters.unplaced_nodes.empty());
+
+  PlanningOptions both;
+  both.stages = 2;
+  both.clusters = 3;
+  const PoolPlan by_both = plan_pool(p, pool, 1, both);
+  check_plan_is_valid(p, pool, by_both);
+  REQUIRE(by_both.clusters.size() == 3);
+  for (const auto& c : by_both.clusters) CHECK(c.stages.size() == 2);
+  // Every 2-stage cluster needs a large node (two small ones hold 1.2 of the model less the
+  // margins): the search must have given each one.
+  for (const auto& c : by_both.clusters) {
+    bool large = false;
+    for (const auto& s : c.stages) large = large || s.node_id % 2 == 1;
+    CHECK(large);
+  }
+}
+
+TEST_CASE("a layout the pool cannot hold is refused in one line naming the need and the "
+          "largest node", "[planner][plan][layout]") {
+  const ModelProfile p = uniform_profile(24, 0.01, 1'000'000, 100'000, 50'000);
+  const double need = whole_model_memory(p) / 1e9;
+  std::vector<NodeConfig> pool;
+  for (int i = 0; i < 6; ++i) pool.push_back(node(i, need * 0.3));
+  PlanningOptions two;
+  two.stages = 2;
+  try {
+    plan_pool(p, pool, 1, two);
+    FAIL("a 2-stage layout on nodes of 0.3 of the model was planned");
+  } catch (const PoolTooSmall& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("the pool cannot hold 1 cluster of 2 stages") == 0);
+    CHECK(what.find("a node over 2 stages; the largest node, node_0, has") != std::string::npos);
+    CHECK(what.find('\n') == std::string::npos);
+  }
+  PlanningOptions many;
+  many.stages = 4;
+  many.clusters = 2;
+  CHECK_THROWS_WITH(plan_pool(p, pool, 1, many),
+                    "2 clusters of 4 stages need 8 nodes; the pool has 6");
+  PlanningOptions deep;
+  deep.stages = 30;
+  CHECK_THROWS_WITH(plan_pool(p, pool, 1, deep),
+                    "the model can be cut into at most 24 stages (where its graph allows a cut), "
+                    "not 30");
+}

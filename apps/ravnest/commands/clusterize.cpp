@@ -8,6 +8,7 @@
 #include "apps/ravnest/commands/connection.h"
 #include "apps/ravnest/commands/console.h"
 #include "apps/ravnest/memory_probe_process.h"
+#include "libs/config/plan/layout_request.h"
 #include "libs/graph/clusterize.h"
 #include "libs/graph/clusterize_flags.h"
 #include "libs/training/training_device.h"
@@ -21,6 +22,7 @@ struct ClusterizeCommand {
   Connection connection;
   bool push = false;
   bool no_memory_probe = false;
+  std::string plan_file;  // --plan-file: a [plan] block
   CLI::Option* servers = nullptr;
   CLI::Option* evaluator = nullptr;
   CLI::Option* on_server = nullptr;
@@ -30,6 +32,12 @@ struct ClusterizeCommand {
 };
 
 int ClusterizeCommand::run() {
+  if (!plan_file.empty()) {
+    // The command line wins over the file, field by field.
+    const auto layout = config::load_layout_request(plan_file);
+    if (options.planning.stages == 0) options.planning.stages = layout.stages;
+    if (options.planning.clusters == 0) options.planning.clusters = layout.clusters;
+  }
   flags.servers_given = servers->count() > 0;
   flags.evaluator_given = evaluator->count() > 0;
   flags.on_server_given = on_server->count() > 0;
@@ -130,6 +138,15 @@ Command add_clusterize(CLI::App& app) {
   cmd->add_option("--max-in-flight", o.planning.max_in_flight,
                   "with --schedule async: micro-batches in flight (0: the stages)")
       ->capture_default_str();
+  cmd->add_option("--stages", o.planning.stages,
+                  "every cluster this many stages (the planner still picks the nodes and cuts)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--clusters", o.planning.clusters,
+                  "this many clusters (copies of the model trained data-parallel)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--plan-file", c->plan_file,
+                  "a TOML file whose [plan] block sets stages = K and/or clusters = C (the "
+                  "flags win)");
   cmd->add_option("--compression", c->flags.compression,
                   "plan for activations and gradients sent as none, fp16, bf16 or int8");
   cmd->add_flag("--push", c->push, "push the stages to the daemons afterwards");

@@ -76,7 +76,12 @@ std::vector<int> replace_node(std::vector<NodeMetadata>& nodes, int old_id, cons
   old->node_id = spare.id;
   old->name = spare.name;
   old->address = spare.address;
-  old->stage_file = PlanLayout::stage_file(spare.id);
+  // A stage file other nodes share (clusters cut alike) stays where it is; the node's own
+  // moves to the spare's name.
+  const bool shared = std::count_if(nodes.begin(), nodes.end(), [&](const NodeMetadata& n) {
+                        return n.stage_file == old->stage_file;
+                      }) > 1;
+  if (!shared) old->stage_file = PlanLayout::stage_file(spare.id);
   std::vector<int> changed{spare.id};
   for (auto& node : nodes) {
     bool renamed = rename(node, old_id, spare.id, spare.address);
