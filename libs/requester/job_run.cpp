@@ -342,6 +342,8 @@ TrainResult Requester::attach(const TrainOptions& options) {
   if (options.log) options.log("attached to job " + std::to_string(result.job_id));
   TrainOptions follow = options;
   follow.detach = false;
+  // Whoever attached only watches: Ctrl-C leaves the job to its nodes (and to `ravnest stop`).
+  follow.interrupt_detaches = true;
   return impl_->run_job(result, follow, nullptr, nullptr);
 }
 
@@ -381,6 +383,11 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
     result.seconds = now_seconds() - started;
   } catch (const Interrupted&) {
     watch->active = false;
+    if (options.interrupt_detaches) {
+      result.detached = true;
+      result.seconds = now_seconds() - started;
+      return result;
+    }
     // Every node stops after the same update, so that `ravnest resume` continues from there.
     const auto boundary = hold_at_boundary(result.job_id, 60);
     if (!finished_everywhere(result.job_id)) {
