@@ -109,8 +109,8 @@ TEST_CASE("synchronous parameter servers equal one process on the workers' avera
   INFO(losses.out << losses.err);
   CHECK(losses.exit_code == 0);
   CHECK(losses.out.find("\n-1 ") == std::string::npos);
-  CHECK(std::regex_search(losses.out, std::regex("\nevaluator validation after 4 updates \(epoch "
-                                                 "1\): loss [0-9.]+ accuracy [0-9.]+\n")));
+  CHECK(std::regex_search(losses.out, std::regex("\nevaluator validation after 4 updates \\(epoch "
+                                                 "1\\): loss [0-9.]+ accuracy [0-9.]+\n")));
   // Predictions are the fused model's, in one process: said in one line.
   auto predict = cluster.ravnest(
       "predict", cluster.plan_dir() + " " + (test::digits_dir() / "digits_val.csv").string());
