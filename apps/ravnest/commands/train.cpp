@@ -132,7 +132,14 @@ void add_progress_option(CLI::App* cmd, TrainCommand& t) {
   cmd->add_option("--progress-every", t.progress_every,
                   "when stdout is not a terminal, a progress record per cluster every SECONDS "
                   "(default: $RAVNEST_PROGRESS_SECONDS, else 10; 0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check([](const std::string& value) {
+        try {
+          size_t used = 0;
+          if (std::stod(value, &used) >= 0 && used == value.size()) return std::string();
+        } catch (const std::exception&) {
+        }
+        return std::string("must be a number of seconds, 0 or more");
+      });
 }
 
 }  // namespace
