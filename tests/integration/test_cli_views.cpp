@@ -174,6 +174,7 @@ TEST_CASE("dashboard state: plan, nodes, thinned curves, no NaN in JSON", "[cli]
   CHECK(state["nodes"][0]["loss"].is_null());  // not the leaf
   CHECK(state["nodes"][1]["error"] == "node_1 (127.0.0.1:801) stopped answering");
   const auto& curve = state["clusters"][0];
+  CHECK(curve["label"] == "cluster 0");  // the page's name for it ("evaluator" for a PS's)
   CHECK(curve["batches"] == 5000);
   CHECK(curve["losses"].size() <= 101);
   CHECK(curve["losses"][0][0] == 1);
