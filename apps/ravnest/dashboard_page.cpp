@@ -137,7 +137,7 @@ function drawCurves(state) {
           cx: sx(Math.min(maxX, v.updates * perUpdate)), cy: sy(Math.min(maxY, v.loss)),
           fill: "#fff", stroke: colour, "stroke-width": 2}));
     }
-    const key = svgEl("text", {x: W - 120, y: 20 + 14 * i, fill: colour}); key.textContent = "cluster " + c.id;
+    const key = svgEl("text", {x: W - 120, y: 20 + 14 * i, fill: colour}); key.textContent = c.label;
     key.setAttribute("style", "fill:" + colour); svg.appendChild(key);
   });
   box.appendChild(svg);
@@ -147,7 +147,7 @@ function drawCurves(state) {
   for (const c of state.clusters) {
     const last = c.validation.length ? c.validation[c.validation.length - 1] : null;
     const tr = el("tr", {});
-    tr.appendChild(el("td", {}, "cluster " + c.id));
+    tr.appendChild(el("td", {}, c.label));
     tr.appendChild(el("td", {}, String(c.batches)));
     tr.appendChild(el("td", {class: "last-loss", "data-cluster": c.id}, fixed(c.last_loss, 4)));
     tr.appendChild(el("td", {class: "validation-loss", "data-cluster": c.id}, last ? fixed(last.loss, 4) : "-"));

@@ -64,11 +64,15 @@ class StateSource {
     const auto reports = requester_.status();
     std::vector<LossHistory> histories;
     for (const auto& r : reports) {
+      // As `ravnest losses`: a parameter server's servers compute no loss, its evaluator only
+      // validates.
       if (!r.reachable || !r.node.returns_model_output) continue;
+      if (r.node.role == config::Role::kServer) continue;
       try {
         const auto fetched = requester_.fetch_losses(r.node.node_id);
         histories.push_back(
             parse_loss_history(r.node.cluster, fetched.losses, fetched.validation, r.node.name));
+        if (r.node.role == config::Role::kEvaluator) histories.back().name = "evaluator";
       } catch (const std::exception&) {
         // A leaf that cannot say: its curve is missing, its node card says why.
       }

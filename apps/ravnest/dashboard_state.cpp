@@ -98,6 +98,7 @@ nlohmann::json dashboard_state(const requester::Plan& plan, const std::vector<re
                         {"accuracy", number(v.accuracy)}});
     }
     curves.push_back({{"id", h.cluster},
+                      {"label", h.label()},
                       {"batches", n},
                       {"last_loss", n ? number(h.losses.back()) : nullptr},
                       {"losses", points},

@@ -84,6 +84,7 @@ std::string loss_table(const std::vector<LossHistory>& clusters) {
                 "last", "lowest", "last-10 mean");
   out += line;
   for (const auto& h : clusters) {
+    if (h.losses.empty() && !h.validation.empty()) continue;  // an evaluator: its rounds below
     if (h.losses.empty()) {
       std::snprintf(line, sizeof line, "%-8d %8d %10s %10s %10s %12s\n", h.cluster, 0, "-", "-", "-",
                     "-");
@@ -100,13 +101,14 @@ std::string loss_table(const std::vector<LossHistory>& clusters) {
   for (const auto& h : clusters) {
     for (const auto& r : h.validation) {
       if (std::isnan(r.accuracy)) {
-        std::snprintf(line, sizeof line, "cluster %d validation after %llu updates (epoch %u): loss %.4f\n",
-                      h.cluster, static_cast<unsigned long long>(r.updates), r.epoch + 1, r.loss);
+        std::snprintf(line, sizeof line, "%s validation after %llu updates (epoch %u): loss %.4f\n",
+                      h.label().c_str(), static_cast<unsigned long long>(r.updates), r.epoch + 1,
+                      r.loss);
       } else {
         std::snprintf(line, sizeof line,
-                      "cluster %d validation after %llu updates (epoch %u): loss %.4f accuracy %.4f\n",
-                      h.cluster, static_cast<unsigned long long>(r.updates), r.epoch + 1, r.loss,
-                      r.accuracy);
+                      "%s validation after %llu updates (epoch %u): loss %.4f accuracy %.4f\n",
+                      h.label().c_str(), static_cast<unsigned long long>(r.updates), r.epoch + 1,
+                      r.loss, r.accuracy);
       }
       out += line;
     }
@@ -184,7 +186,8 @@ std::string loss_svg(const std::vector<LossHistory>& clusters, const std::string
     // A round after u updates ran after the batch that made the u-th update; with gradient
     // accumulation that is an estimate along the same axis (batches per update from the totals).
     const double per_update =
-        h.validation.empty() || h.validation.back().updates == 0
+        // (An evaluator has no batches of its own: an update stands for a batch.)
+        h.validation.empty() || h.validation.back().updates == 0 || h.losses.empty()
             ? 1.0
             : static_cast<double>(h.losses.size()) / static_cast<double>(h.validation.back().updates);
     for (const auto& r : h.validation) {
@@ -192,7 +195,7 @@ std::string loss_svg(const std::vector<LossHistory>& clusters, const std::string
       const double batch = std::max(0.0, r.updates * per_update - 1);
       svg << "<circle class=\"validation\" data-cluster=\"" << h.cluster << "\" cx=\"" << at(x_of(batch))
           << "\" cy=\"" << at(y_of(r.loss)) << "\" r=\"4\" fill=\"white\" stroke=\"" << colour
-          << "\" stroke-width=\"2\"><title>cluster " << h.cluster << ", validation after "
+          << "\" stroke-width=\"2\"><title>" << escape(h.label()) << ", validation after "
           << r.updates << " updates: loss " << fmt(r.loss);
       if (!std::isnan(r.accuracy)) svg << ", accuracy " << fmt(r.accuracy);
       svg << "</title></circle>\n";
@@ -200,7 +203,7 @@ std::string loss_svg(const std::vector<LossHistory>& clusters, const std::string
     const double ly = top + 16 + 18 * c;
     svg << "<line x1=\"" << left + plot_w - 170 << "\" y1=\"" << ly << "\" x2=\"" << left + plot_w - 145
         << "\" y2=\"" << ly << "\" stroke=\"" << colour << "\" stroke-width=\"2\"/>\n"
-        << "<text x=\"" << left + plot_w - 140 << "\" y=\"" << ly + 4 << "\">cluster " << h.cluster
+        << "<text x=\"" << left + plot_w - 140 << "\" y=\"" << ly + 4 << "\">" << escape(h.label())
         << " (o validation)</text>\n";
   }
   svg << "</svg>\n";

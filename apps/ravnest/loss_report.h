@@ -11,6 +11,8 @@ namespace ravnest::cli {
 
 struct LossHistory {
   int cluster = 0;
+  std::string name;  // how the table and the plot call it; empty: "cluster <cluster>"
+  std::string label() const { return name.empty() ? "cluster " + std::to_string(cluster) : name; }
   std::vector<double> losses;  // per batch, in order
   struct Round {
     uint64_t updates = 0;
@@ -26,8 +28,9 @@ struct LossHistory {
 LossHistory parse_loss_history(int cluster, const std::string& losses,
                                const std::string& validation, const std::string& what);
 
-// Per cluster: batches, first, last, lowest loss and the mean of the last 10; then every
-// validation round.
+// Per cluster: batches, first, last, lowest loss and the mean of the last 10 (no row for a
+// history of validation rounds only: a parameter server's evaluator); then every validation
+// round.
 std::string loss_table(const std::vector<LossHistory>& clusters);
 
 // An SVG document: training loss per batch for each cluster, validation losses as dots on the

@@ -11,6 +11,7 @@
 #include "apps/cli_support/cli_description.h"
 #include "apps/cli_support/unknown_argument.h"
 #include "apps/ravnest/commands/commands.h"
+#include "apps/ravnest/commands/connection.h"
 #include "libs/torch_support/torch_compat.h"
 #include "libs/torch_support/torch_errors.h"
 #include "ravnest_version.h"
@@ -59,7 +60,9 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     // One line: a LibTorch error without its backtrace, any other message folded.
-    std::cerr << "ravnest: error: " << torch_support::torch_message(e) << '\n';
+    // A refusal without a secret given says that the secret is missing, not wrong.
+    std::cerr << "ravnest: error: " << cli::explain_refusal(torch_support::torch_message(e))
+              << '\n';
     return 1;
   }
   return 0;

@@ -351,6 +351,8 @@ TrainResult Requester::attach(const TrainOptions& options) {
     update_frequency = config::load_job(last_job_path(impl_->plan_.dir)).train.update_frequency;
   } catch (const std::exception&) {
   }
+  // Whoever attached only watches: Ctrl-C leaves the job to its nodes (and to `ravnest stop`).
+  follow.interrupt_detaches = true;
   return impl_->run_job(result, follow, nullptr, nullptr, update_frequency);
 }
 
@@ -407,6 +409,11 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
     result.seconds = now_seconds() - started;
   } catch (const Interrupted&) {
     watch->active = false;
+    if (options.interrupt_detaches) {
+      result.detached = true;
+      result.seconds = now_seconds() - started;
+      return result;
+    }
     // Every node stops after the same update, so that `ravnest resume` continues from there.
     const auto boundary = hold_at_boundary(result.job_id, 60);
     if (!finished_everywhere(result.job_id)) {

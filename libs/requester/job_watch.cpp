@@ -12,6 +12,12 @@ namespace ravnest::requester {
 
 using base::now_seconds;
 
+std::string epoch_words(uint32_t epoch, uint32_t epochs) {
+  std::string words = "epoch " + std::to_string(epoch + 1);
+  if (epochs > 0) words += "/" + std::to_string(epochs);
+  return words;
+}
+
 void report(const Watch& watch) {
   if (watch.active && watch.report) watch.report();
 }
@@ -38,9 +44,10 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
         p.validation_accuracy = e.accuracy;
       }
       if (on_log) {
-        on_log("evaluator: the servers' weights after " + std::to_string(e.step) +
-               " updates: loss " + std::to_string(e.loss) + ", accuracy " +
-               std::to_string(e.accuracy));
+        const uint32_t epochs = watch.progress.empty() ? 0 : watch.progress.begin()->second.epochs;
+        on_log("evaluator: the servers' weights after " + std::to_string(e.step) + " updates, " +
+               epoch_words(e.epoch, epochs) + ": loss " + std::to_string(e.loss) +
+               ", accuracy " + std::to_string(e.accuracy));
       }
     } else if (e.kind == wire::EventKind::kFinished) {
       watch.finished.insert(sent.node_id);
@@ -61,7 +68,8 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
       p.validation_accuracy = e.accuracy;
       if (on_log) {
         on_log("cluster " + std::to_string(sent.cluster) + " validation: loss " +
-               std::to_string(e.loss) + ", accuracy " + std::to_string(e.accuracy));
+               std::to_string(e.loss) + ", accuracy " + std::to_string(e.accuracy) + " (" +
+               epoch_words(e.epoch, p.epochs) + ")");
       }
       break;
     case wire::EventKind::kFinished:

@@ -33,6 +33,10 @@ struct Watch {
   std::function<void(const wire::NodeEvent&)> record;  // each event as it comes (metrics files)
 };
 
+// "epoch 3/10" (an event's 0-based epoch; "epoch 3" when the job's epochs are unknown, 0): how
+// validation lines say when they ran.
+std::string epoch_words(uint32_t epoch, uint32_t epochs);
+
 // Calls watch.report while the watch is active.
 void report(const Watch& watch);
 

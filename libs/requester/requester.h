@@ -61,8 +61,10 @@ struct TrainOptions {
   std::function<void(const std::vector<TrainProgress>&)> on_progress;  // per cluster
   std::function<void(const std::string&)> log;
   // Polled about ten times a second (e.g. a flag a SIGINT handler sets): once true, train()
-  // stops the job everywhere and throws TrainInterrupted.
+  // stops the job everywhere and throws TrainInterrupted; with interrupt_detaches (attach()
+  // sets it) it leaves the job running and returns with TrainResult::detached instead.
   std::function<bool()> interrupted;
+  bool interrupt_detaches = false;
 };
 
 // train() was interrupted (TrainOptions::interrupted), or a node's daemon got SIGTERM and asked
@@ -87,6 +89,7 @@ struct TrainResult {
   // Where the job's metrics files are (metrics_files.h: <plan dir>/metrics/job_<id>); empty when
   // none were written (detached, a prediction).
   std::string metrics_dir;
+  bool detached = false;  // attach() was interrupted: the job goes on, nobody follows it
 };
 
 class Requester {
@@ -112,7 +115,8 @@ class Requester {
   uint64_t fetch_predictions(int node_id, const std::string& path);
   // Follows the job that runs on the plan's nodes (started by another requester, or by one that
   // was detached or lost its connection) as train() does, until it ends. Throws when no job, or
-  // more than one, runs.
+  // more than one, runs. An interruption (TrainOptions::interrupted) detaches: the job goes on
+  // and attach() returns with `detached` set; stopping a job is stop_all()'s (`ravnest stop`).
   TrainResult attach(const TrainOptions& options);
   std::vector<NodeReport> status();
   // Stops `job_id` (0: whatever runs) on every node, after the same update on each: the roots

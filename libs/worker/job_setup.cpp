@@ -67,6 +67,7 @@ JobSetup::RoleOptions make_ps_role_options(WorkerSetup& setup, const store::Node
       std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kValidation));
   evaluator.loss = std::make_shared<training::Loss>(job.loss);
   evaluator.batch_size = job.train.batch_size;
+  evaluator.validation_path = store.validation_path().string();
   return evaluator;
 }
 

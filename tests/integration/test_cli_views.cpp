@@ -48,6 +48,28 @@ TEST_CASE("progress line: the epoch's batches when epochs divide the run", "[cli
   CHECK(starting == "cluster 3 starting [            ]");
 }
 
+TEST_CASE("progress record: one line per cluster for a pipe or a file", "[cli][progress]") {
+  requester::TrainProgress p;
+  p.cluster = 1;
+  p.epochs = 2;
+  p.total_batches = 24;
+  p.batches = 13;
+  p.loss = 0.25;
+  p.samples_per_second = 1520.4;
+  p.elapsed_seconds = 62;
+  CHECK(progress_record(p) ==
+        "cluster 1 epoch 2/2 batch 1/12 loss 0.2500 1520 samples/s elapsed 1:02");
+  p.has_validation = true;
+  p.validation_loss = 0.5;
+  p.validation_accuracy = 0.875;
+  p.epochs = 0;  // unknown (attach): the run's batches
+  p.epoch = 1;
+  CHECK(progress_record(p) == "cluster 1 epoch 2 batch 13/24 loss 0.2500 val_loss 0.5000 "
+                              "val_acc 0.8750 1520 samples/s elapsed 1:02");
+  p.total_batches = 0;
+  CHECK(progress_record(p) == "cluster 1 starting");
+}
+
 TEST_CASE("status: a node's memory against its budget", "[cli][memory]") {
   ravnest::wire::NodeStatusData s;
   CHECK(cli::memory_line(s).empty());  // a daemon that reports no budget
@@ -84,6 +106,18 @@ TEST_CASE("loss report: table, SVG and malformed files", "[cli][losses]") {
   CHECK(svg.find("data-cluster=\"0\"") != std::string::npos);
   CHECK(svg.find("<polyline class=\"training\" data-cluster=\"1\"") == std::string::npos);  // no losses
   CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
+
+  // A parameter server's evaluator: rounds only, named, no empty row of its own.
+  auto evaluator = parse_loss_history(-1, "", "4 0 0.9 0.6\n8 1 0.6 0.7\n", "node_2");
+  evaluator.name = "evaluator";
+  const auto with_evaluator = loss_table({a, evaluator});
+  INFO(with_evaluator);
+  CHECK(with_evaluator.find("-1 ") == std::string::npos);
+  CHECK(with_evaluator.find("evaluator validation after 8 updates (epoch 2): loss 0.6000 "
+                            "accuracy 0.7000\n") != std::string::npos);
+  const auto evaluator_svg = loss_svg({a, evaluator}, "ps");
+  CHECK(evaluator_svg.find("evaluator (o validation)") != std::string::npos);
+  CHECK(evaluator_svg.find("<title>evaluator, validation after 8 updates") != std::string::npos);
 
   auto error = [](const std::string& losses, const std::string& validation) {
     try {
@@ -140,6 +174,7 @@ TEST_CASE("dashboard state: plan, nodes, thinned curves, no NaN in JSON", "[cli]
   CHECK(state["nodes"][0]["loss"].is_null());  // not the leaf
   CHECK(state["nodes"][1]["error"] == "node_1 (127.0.0.1:801) stopped answering");
   const auto& curve = state["clusters"][0];
+  CHECK(curve["label"] == "cluster 0");  // the page's name for it ("evaluator" for a PS's)
   CHECK(curve["batches"] == 5000);
   CHECK(curve["losses"].size() <= 101);
   CHECK(curve["losses"][0][0] == 1);

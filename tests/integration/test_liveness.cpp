@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <regex>
 #include <thread>
 
 #include "libs/base/secret.h"
@@ -159,4 +160,54 @@ TEST_CASE("a requester killed mid-job leaves it running, and train --attach find
   auto fused = cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string());
   INFO(fused.out << fused.err);
   CHECK(fused.exit_code == 0);
+}
+
+TEST_CASE("train --attach: Ctrl-C detaches and the job goes on; piped, progress records",
+          "[requester][cli]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  // About ten seconds here, validated every epoch.
+  std::string job = long_job();
+  job.replace(job.find("epochs = 500"), 12, "epochs = 30");
+  job.replace(job.find("\nlabel_column"), 0,
+              "\nvalidation = \"" + (test::digits_dir() / "digits_val.csv").string() + "\"");
+  test::write_text(cluster.dir() / "job.toml", job);
+  auto started = cluster.ravnest("train", (cluster.dir() / "job.toml").string() + " --detach");
+  INFO(started.out << started.err);
+  REQUIRE(started.exit_code == 0);
+
+  // Attached with stdout in a file: a record per cluster every second; SIGINT once one came.
+  const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";
+  const std::string flags =
+      " --plan " + cluster.plan_dir() + " --secret-file " + cluster.secret_file();
+  const auto out = (cluster.dir() / "attach.out").string();
+  auto attached = test::run_command(
+      ravnest + " train --attach --progress-every 1" + flags + " >" + out + " 2>&1 & p=$!; " +
+          "for i in $(seq 300); do grep -q 'batch [0-9]*/' " + out +
+          " && break; sleep 0.1; done; kill -INT $p; wait $p; echo rc=$?; cat " + out,
+      120);
+  INFO(attached.out << attached.err);
+  CHECK(attached.out.find("rc=0") != std::string::npos);
+  CHECK(std::regex_search(attached.out,
+                          std::regex("cluster 0 epoch [0-9]+ batch [0-9]+/[0-9]+ loss [0-9.]+ "
+                                     "(val_loss [0-9.]+ val_acc [0-9.]+ )?[0-9]+ samples/s "
+                                     "elapsed [0-9:]+\n")));
+  CHECK(std::regex_search(attached.out,
+                          std::regex("ravnest: detached from job [0-9]+; it goes on: `ravnest "
+                                     "stop` stops it, `ravnest train --attach` follows it again")));
+  CHECK(attached.out.find("stopped") == std::string::npos);
+
+  // Not stopped: it trains on, and attached again it runs to its end.
+  auto status = cluster.ravnest("status");
+  INFO(status.out);
+  CHECK(std::regex_search(status.out, std::regex("node_1 .* training")));
+  auto again = cluster.ravnest("train", "--attach");
+  INFO(again.out << again.err);
+  CHECK(again.exit_code == 0);
+  CHECK(again.out.find("training finished in") != std::string::npos);
+  // Every validation line says its epoch.
+  CHECK(std::regex_search(again.out, std::regex("cluster 0 validation: loss [0-9.]+, accuracy "
+                                                "[0-9.]+ \\(epoch [0-9]+\\)\n")));
 }

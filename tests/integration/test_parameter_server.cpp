@@ -103,6 +103,21 @@ TEST_CASE("synchronous parameter servers equal one process on the workers' avera
   CHECK(std::regex_search(status.out, std::regex("node_0 .* server +finished")));
   CHECK(std::regex_search(status.out, std::regex("node_3 .* worker +finished")));
   CHECK(std::regex_search(status.out, std::regex("node_2 .* evaluator +finished")));
+
+  // Issue 25: the workers' curves and the evaluator's rounds, no empty row for the servers.
+  auto losses = cluster.ravnest("losses");
+  INFO(losses.out << losses.err);
+  CHECK(losses.exit_code == 0);
+  CHECK(losses.out.find("\n-1 ") == std::string::npos);
+  CHECK(std::regex_search(losses.out, std::regex("\nevaluator validation after 4 updates \\(epoch "
+                                                 "1\\): loss [0-9.]+ accuracy [0-9.]+\n")));
+  // Predictions are the fused model's, in one process: said in one line.
+  auto predict = cluster.ravnest(
+      "predict", cluster.plan_dir() + " " + (test::digits_dir() / "digits_val.csv").string());
+  INFO(predict.out << predict.err);
+  CHECK(predict.exit_code != 0);
+  CHECK(predict.err.find("is a parameter-server plan: its daemons train, they do not predict. "
+                         "`ravnest fuse` writes") != std::string::npos);
 }
 
 // Backup workers and asynchronous updates are not exact: they must train, drop what their rule

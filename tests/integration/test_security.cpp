@@ -292,7 +292,26 @@ TEST_CASE("security: gate: only the gate is offered; wrong, replayed and forged 
   CHECK(refused.exit_code != 0);
   CHECK(count_of(refused.err, "\n") == (insecure ? 2u : 1u));  // --insecure warns first
   CHECK(contains(refused.err, "node_0 (" + address + "): push stage: refused: wrong secret"));
+  CHECK_FALSE(contains(refused.err, "missing"));
   CHECK_FALSE(fs::exists(cluster->data_dir(0) / "stage.pt"));
+
+  // Issue 25: no secret at all is reported as missing, naming where ravnest looked; a secret
+  // file that is not there names the file and the flag that named it.
+  const std::string status = test::binary_dir() + "/apps/ravnest/ravnest status --plan " +
+                             cluster->plan_dir() + (insecure ? " --insecure" : "");
+  auto none = test::run_command("env -u RAVNEST_SECRET_FILE " + status, 60);
+  INFO(none.out << none.err);
+  CHECK(none.exit_code != 0);
+  CHECK(contains(none.out, "secret missing: neither --secret-file nor $RAVNEST_SECRET_FILE "
+                           "names a file, and the daemons want one (node_0 (" + address));
+  const auto nowhere = (cluster->dir() / "no-such-secret").string();
+  auto absent = test::run_command(status + " --secret-file " + nowhere, 60);
+  INFO(absent.out << absent.err);
+  CHECK(absent.exit_code != 0);
+  CHECK(contains(absent.err, "ravnest: error: secret missing: " + nowhere +
+                                 " (named by --secret-file) does not exist\n"));
+  absent = test::run_command("RAVNEST_SECRET_FILE=" + nowhere + " " + status, 60);
+  CHECK(contains(absent.err, "(named by $RAVNEST_SECRET_FILE) does not exist"));
 
   // Issue 28: the other end of --insecure said "unreachable: Peer disconnected". It says which
   // side speaks what (libs/wire/protocol_mismatch.h); the daemon's line is counted below.
@@ -356,12 +375,12 @@ TEST_CASE("security: gate: only the gate is offered; wrong, replayed and forged 
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const std::string log = cluster->log(0);
   INFO(log);
-  // The wrong secret (TLS handshake or gate), the status on the other side of --insecure, the
-  // client that called the gate as a Node and left without opening it, the reused challenge, the
-  // replay: one line each.
-  CHECK(count_of(log, "refused 127.0.0.1:") == 5);
+  // The wrong secret (TLS handshake or gate), the missing one (the daemon sees a wrong one), the
+  // status on the other side of --insecure, the client that called the gate as a Node and left
+  // without opening it, the reused challenge, the replay: one line each.
+  CHECK(count_of(log, "refused 127.0.0.1:") == 6);
   CHECK(count_of(log, insecure ? "speaks TLS, this daemon plain TCP" : "speaks plain TCP, this daemon TLS") == 1);
-  CHECK(count_of(log, "wrong secret") == 2);
+  CHECK(count_of(log, "wrong secret") == 3);
   CHECK(count_of(log, "closed before authentication after ") == 1);
   CHECK(cluster->running(0));
 }

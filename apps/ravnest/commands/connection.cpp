@@ -1,12 +1,24 @@
 #include "apps/ravnest/commands/connection.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
+#include "libs/base/config_error.h"
 #include "libs/base/secret.h"
 
 namespace ravnest::cli {
+
+namespace {
+
+// Set by Connection::secret() when no file was named: why the daemons' refusal reads "wrong
+// secret" (see explain_refusal).
+std::string g_no_secret;
+
+}  // namespace
 
 std::string default_secret_file(const std::string& plan_dir) {
   for (const std::string& candidate : {plan_dir + "/secret", std::string("node_data/secret")}) {
@@ -18,11 +30,37 @@ std::string default_secret_file(const std::string& plan_dir) {
 
 std::string Connection::secret() const {
   std::string file = secret_file;
+  std::string named_by = "--secret-file";
   if (file.empty()) {
     if (const char* env = std::getenv("RAVNEST_SECRET_FILE")) file = env;
+    named_by = "$RAVNEST_SECRET_FILE";
   }
-  if (file.empty()) file = default_secret_file(plan_dir);
-  return file.empty() ? std::string() : base::read_secret(file);
+  if (file.empty()) {
+    file = default_secret_file(plan_dir);
+    named_by = "no flag: the file `ravnest local` writes";
+  }
+  if (file.empty()) {
+    // Daemons started without a secret take requesters without one; the others refuse them.
+    g_no_secret = "secret missing: neither --secret-file nor $RAVNEST_SECRET_FILE names a file, "
+                  "and there is no " + plan_dir + "/secret";
+    return std::string();
+  }
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0 && errno == ENOENT) {
+    throw base::ConfigError("secret missing: " + file + " (named by " + named_by +
+                            ") does not exist");
+  }
+  try {
+    return base::read_secret(file);
+  } catch (const base::ConfigError& e) {
+    throw base::ConfigError(std::string("secret missing: ") + e.what() + " (named by " +
+                            named_by + ")");
+  }
+}
+
+std::string explain_refusal(const std::string& error) {
+  if (g_no_secret.empty() || error.find("wrong secret") == std::string::npos) return error;
+  return g_no_secret + ", and the daemons want one (" + error + ")";
 }
 
 requester::Requester Connection::open() const {

@@ -15,7 +15,9 @@ struct Connection {
   std::string secret_file;  // empty: $RAVNEST_SECRET_FILE, else default_secret_file, else none
   bool insecure = false;    // plain TCP instead of TLS (benchmarks only)
 
-  // The secret read from secret_file (or $RAVNEST_SECRET_FILE); throws naming the file.
+  // The secret read from secret_file (or $RAVNEST_SECRET_FILE); empty when neither names a file
+  // (daemons without a secret take that). Throws "secret missing: ..." naming the file and
+  // where it was named when it does not exist or cannot be read.
   std::string secret() const;
   // A requester for the plan of plan_dir (warns on stderr when insecure). Throws naming the plan
   // file or the secret file.
@@ -27,6 +29,10 @@ struct Connection {
 // The secret `ravnest local` wrote, found with no flag: <plan_dir>/secret, else node_data/secret
 // (relative to the working directory), when it is a regular file; else "".
 std::string default_secret_file(const std::string& plan_dir);
+// A daemon's refusal ("refused: wrong secret") as the user should read it: when secret() found
+// no file named, "secret missing: neither --secret-file nor ..., and the daemons want one (...)";
+// else `error` as it is.
+std::string explain_refusal(const std::string& error);
 
 // Adds --plan, --secret-file and --insecure to `cmd`, parsed into `c` (which must outlive the
 // parse).

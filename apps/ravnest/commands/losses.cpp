@@ -1,5 +1,6 @@
 // ravnest losses [--cluster N] [--plot F.svg]: each cluster's losses and validation rounds of the
-// last job, from whoever computes the loss (each cluster's leaf, each parameter-server worker).
+// last job, from whoever computes the loss (each cluster's leaf, each parameter-server worker) and
+// the rounds of a parameter-server plan's evaluator.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -28,12 +29,17 @@ int run_losses(const Connection& c, std::optional<int> cluster, const std::strin
   std::vector<LossHistory> histories;
   bool found = false;
   for (const auto& node : plan.nodes) {
-    if (!node.returns_model_output || (cluster && node.cluster != *cluster)) continue;
+    // A parameter server's servers hold the whole model but compute no loss; its evaluator
+    // only scores (validation rounds, no training losses) and belongs to no cluster.
+    const bool evaluator = node.role == config::Role::kEvaluator;
+    if (!node.returns_model_output || node.role == config::Role::kServer) continue;
+    if (cluster && (evaluator || node.cluster != *cluster)) continue;
     found = true;
     const auto fetched = requester.fetch_losses(node.node_id);
     // Workers of a parameter-server plan each compute losses: one curve per cluster id.
     histories.push_back(
         parse_loss_history(node.cluster, fetched.losses, fetched.validation, node.name));
+    if (evaluator) histories.back().name = "evaluator";
   }
   if (!found) {
     throw std::invalid_argument(cluster ? "--cluster " + std::to_string(*cluster) +

@@ -26,6 +26,15 @@ namespace {
 int predict_through_plan(const Connection& c, const std::string& text,
                          const std::string& job_path, const std::string& out, int cluster) {
   auto plan = requester::load_plan(c.plan_dir);
+  for (const auto& node : plan.nodes) {
+    // Its model is the servers', which no pipeline of daemons runs forward: it predicts here.
+    if (node.role == config::Role::kServer) {
+      throw std::runtime_error(
+          c.plan_dir + " is a parameter-server plan: its daemons train, they do not predict. "
+          "`ravnest fuse` writes the servers' model to trained/model.pt, then `ravnest predict "
+          "trained/model.pt DATA` predicts in this process (docs/parameter-server.md)");
+    }
+  }
   const auto ids = plan.cluster_ids();
   if (std::find(ids.begin(), ids.end(), cluster) == ids.end()) {
     throw std::runtime_error("--cluster " + std::to_string(cluster) + ": no such cluster in " +

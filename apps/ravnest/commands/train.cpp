@@ -1,10 +1,14 @@
 // ravnest train JOB (or --attach, --resume) and ravnest resume [JOB]: run a job on the plan's
-// daemons and follow it until it ends; Ctrl-C stops it on every node at one update boundary.
+// daemons and follow it until it ends. Ctrl-C stops a job this command started on every node at
+// one update boundary; `train --attach` only watches, so there Ctrl-C detaches and the job goes on.
+// On a terminal the clusters' progress is a bar redrawn in place; piped or in a file, a record per
+// cluster every --progress-every seconds.
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -19,13 +23,30 @@
 namespace ravnest::cli {
 namespace {
 
+constexpr double kDefaultProgressSeconds = 10;
+
+// --progress-every when given, else $RAVNEST_PROGRESS_SECONDS, else 10; 0 turns records off.
+double progress_seconds(double flag) {
+  if (flag >= 0) return flag;
+  const char* env = std::getenv("RAVNEST_PROGRESS_SECONDS");
+  if (!env || !*env) return kDefaultProgressSeconds;
+  char* end = nullptr;
+  const double seconds = std::strtod(env, &end);
+  if (*end != '\0' || !(seconds >= 0)) {
+    throw std::runtime_error(std::string("$RAVNEST_PROGRESS_SECONDS: \"") + env +
+                             "\" is not a number of seconds (0 or more)");
+  }
+  return seconds;
+}
+
 int run_train(const Connection& c, const std::string& job, bool detach, bool resume,
-              bool attach) {
+              bool attach, double record_seconds) {
   auto requester = c.open();
   requester::TrainOptions options;
   options.detach = detach;
   options.resume = resume;
-  // Ctrl-C or SIGTERM stops the job on every node instead of leaving it running unwatched.
+  // Ctrl-C or SIGTERM stops the job on every node instead of leaving it running unwatched (or,
+  // attached, stops following it: Requester::attach).
   catch_interrupts();
   options.interrupted = interrupted;
   const bool tty = ::isatty(STDOUT_FILENO);
@@ -37,9 +58,20 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
   };
   // Redrawn at most ten times a second: events come with every batch of every cluster.
   auto last_drawn = std::chrono::steady_clock::time_point{};
+  // Not on a terminal (a pipe, a log file): a record per cluster every record_seconds, the
+  // first one record_seconds after the start.
+  auto last_record = std::chrono::steady_clock::now();
   options.on_progress = [&](const std::vector<requester::TrainProgress>& clusters) {
-    if (!tty) return;
     const auto now = std::chrono::steady_clock::now();
+    if (!tty) {
+      if (record_seconds <= 0 ||
+          now - last_record < std::chrono::duration<double>(record_seconds)) {
+        return;
+      }
+      last_record = now;
+      for (const auto& p : clusters) say(progress_record(p));
+      return;
+    }
     if (drawn && now - last_drawn < std::chrono::milliseconds(100)) return;
     last_drawn = now;
     if (drawn) std::cout << "\033[" << drawn << "A";
@@ -72,6 +104,13 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     std::cerr << line << '\n';
     return 130;
   }
+  if (result.detached) {
+    if (tty && drawn) std::cout << "\033[" << drawn << "A\033[J" << std::flush;
+    std::cerr << "ravnest: detached from job " << result.job_id
+              << "; it goes on: `ravnest stop` stops it, `ravnest train --attach` follows it "
+                 "again\n";
+    return 0;
+  }
   if (detach) {
     say("job " + std::to_string(result.job_id) + " runs detached; `ravnest status` shows it");
     return 0;
@@ -86,7 +125,22 @@ struct TrainCommand {
   Connection connection;
   std::string job;
   bool detach = false, resume = false, attach = false;
+  double progress_every = -1;  // not given
 };
+
+void add_progress_option(CLI::App* cmd, TrainCommand& t) {
+  cmd->add_option("--progress-every", t.progress_every,
+                  "when stdout is not a terminal, a progress record per cluster every SECONDS "
+                  "(default: $RAVNEST_PROGRESS_SECONDS, else 10; 0: none)")
+      ->check([](const std::string& value) {
+        try {
+          size_t used = 0;
+          if (std::stod(value, &used) >= 0 && used == value.size()) return std::string();
+        } catch (const std::exception&) {
+        }
+        return std::string("must be a number of seconds, 0 or more");
+      });
+}
 
 }  // namespace
 
@@ -96,9 +150,11 @@ std::vector<Command> add_train_and_resume(CLI::App& app) {
   train->add_option("job", t->job, "job file (TOML), see docs/job-file.md");
   train->add_flag("--detach", t->detach, "start the job and return; `ravnest status` follows it");
   train->add_flag("--attach", t->attach,
-                  "follow the job that runs on the plan's nodes instead of starting one");
+                  "follow the job that runs on the plan's nodes instead of starting one (Ctrl-C "
+                  "then detaches; `ravnest stop` stops the job)");
   train->add_flag("--resume", t->resume,
                   "continue from the newest checkpoint every node holds (docs/faults.md)");
+  add_progress_option(train, *t);
   add_connection_options(train, t->connection);
 
   auto r = std::make_shared<TrainCommand>();
@@ -106,6 +162,7 @@ std::vector<Command> add_train_and_resume(CLI::App& app) {
       "resume", "Continue the plan's last job (or JOB) from the newest checkpoint every node holds");
   resume->add_option("job", r->job, "job file (default: the last one trained)");
   resume->add_flag("--detach", r->detach, "start the job and return; `ravnest status` follows it");
+  add_progress_option(resume, *r);
   add_connection_options(resume, r->connection);
 
   return {{train,
@@ -118,12 +175,14 @@ std::vector<Command> add_train_and_resume(CLI::App& app) {
                throw std::runtime_error("ravnest train: --attach follows a running job; it takes "
                                         "no --detach or --resume");
              }
-             return run_train(t->connection, t->job, t->detach, t->resume, t->attach);
+             return run_train(t->connection, t->job, t->detach, t->resume, t->attach,
+                              progress_seconds(t->progress_every));
            }},
           {resume, [r] {
              const std::string job =
                  r->job.empty() ? requester::last_job_path(r->connection.plan_dir) : r->job;
-             return run_train(r->connection, job, r->detach, /*resume=*/true, /*attach=*/false);
+             return run_train(r->connection, job, r->detach, /*resume=*/true, /*attach=*/false,
+                              progress_seconds(r->progress_every));
            }}};
 }
 

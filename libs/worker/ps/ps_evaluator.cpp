@@ -1,10 +1,12 @@
 #include "libs/worker/ps/ps_evaluator.h"
 
 #include <algorithm>
+#include <sstream>
 #include <stdexcept>
 
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "libs/base/atomic_file.h"
 #include "libs/config/plan/node_metadata.h"
 #include "libs/training/evaluate.h"
 
@@ -32,6 +34,8 @@ PsEvaluator::PsEvaluator(WorkerSetup setup, Options options, WorkerPort& port)
 }
 
 void PsEvaluator::start() {
+  // The last job's rounds are not this one's.
+  if (!options_.validation_path.empty()) base::write_file_atomically(options_.validation_path, "");
   set_status([](WorkerStatus& s) { s.state = WorkerStatus::State::kRunning; });
 }
 
@@ -85,6 +89,12 @@ void PsEvaluator::score(std::map<int, TransferMessage>& shards, bool last) {
   event.accuracy = result.accuracy;
   event.samples = static_cast<uint64_t>(result.samples);
   port_.event(event);
+  std::ostringstream line;
+  line << version << ' ' << event.epoch << ' ' << event.loss << ' ' << event.accuracy << '\n';
+  validation_ += line.str();
+  if (!options_.validation_path.empty()) {
+    base::write_file_atomically(options_.validation_path, validation_);
+  }
   if (last) finish(version);
 }
 

@@ -2,7 +2,8 @@
 // send it their shards' weights every eval_freq updates and at the end (psWeights); once every
 // server's shard of a version is there it loads them into its copy of the model, scores it on the
 // job's validation data (eval mode, no autograd) and sends a validation event, which the
-// requester shows for every worker. After the last version it finishes.
+// requester shows for every worker, and writes to validation.txt. After the last version it
+// finishes.
 //
 // Compute thread only (status() from any thread).
 #pragma once
@@ -33,6 +34,10 @@ class PsEvaluator final : public WorkerBase {
     std::shared_ptr<data::Dataset> validation_data;
     std::shared_ptr<training::Loss> loss;
     int64_t batch_size = 1;
+    // validation.txt of the node's store: every round as "updates epoch loss accuracy" (as a
+    // leaf's, leaf_metrics.h), replaced whole after each, emptied at the start; for `ravnest
+    // losses`. Empty: not written.
+    std::string validation_path;
   };
 
   PsEvaluator(WorkerSetup setup, Options options, WorkerPort& port);
@@ -46,6 +51,7 @@ class PsEvaluator final : public WorkerBase {
 
   std::map<int, std::vector<at::Tensor>> shard_tensors_;  // server node -> its tensors, in order
   std::map<uint64_t, std::map<int, TransferMessage>> waiting_;  // round -> server -> weights
+  std::string validation_;  // validation.txt as written
 };
 
 }  // namespace ravnest::worker
