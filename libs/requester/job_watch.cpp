@@ -1,6 +1,7 @@
 #include "libs/requester/job_watch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -14,6 +15,11 @@ using base::now_seconds;
 
 void report(const Watch& watch) {
   if (watch.active && watch.report) watch.report();
+}
+
+// ", accuracy X" for a validation line, nothing when the task has none (NaN): never "nan".
+static std::string accuracy_words(double accuracy) {
+  return std::isnan(accuracy) ? "" : ", accuracy " + std::to_string(accuracy);
 }
 
 // One event a daemon sent, folded into the watch.
@@ -39,8 +45,7 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
       }
       if (on_log) {
         on_log("evaluator: the servers' weights after " + std::to_string(e.step) +
-               " updates: loss " + std::to_string(e.loss) + ", accuracy " +
-               std::to_string(e.accuracy));
+               " updates: loss " + std::to_string(e.loss) + accuracy_words(e.accuracy));
       }
     } else if (e.kind == wire::EventKind::kFinished) {
       watch.finished.insert(sent.node_id);
@@ -61,7 +66,7 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
       p.validation_accuracy = e.accuracy;
       if (on_log) {
         on_log("cluster " + std::to_string(sent.cluster) + " validation: loss " +
-               std::to_string(e.loss) + ", accuracy " + std::to_string(e.accuracy));
+               std::to_string(e.loss) + accuracy_words(e.accuracy));
       }
       break;
     case wire::EventKind::kFinished:

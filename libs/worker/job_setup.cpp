@@ -202,6 +202,7 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
     root.drop_last = job.train.drop_last;
     root.max_batches = job.train.max_steps ? *job.train.max_steps : -1;
     root.val_freq = static_cast<int>(job.train.val_freq);
+    root.loss = job.loss;
   }
   if (node.returns_model_output) {
     options.leaf.loss = std::make_shared<training::Loss>(job.loss);

@@ -109,6 +109,11 @@ TEST_CASE("stage worker: small_cnn (BatchNorm, dropout)", "[stage_worker]") {
   check_model("small_cnn", {2, 3}, {{1, "gpipe"}});
 }
 
+TEST_CASE("stage worker: char_lm ([N, T, V] logits; padding: micro-batches weigh their tokens)",
+          "[stage_worker]") {
+  check_model("char_lm", {2, 3}, {{1, "gpipe"}, {3, "1f1b"}});
+}
+
 TEST_CASE("stage worker: dropout_twice (the random state travels)", "[stage_worker]") {
   check_model("dropout_twice", {2, 3}, kAllConfigs, 2);
 }
