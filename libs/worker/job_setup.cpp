@@ -165,8 +165,8 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
     StagePredictor::Options predictor;
     predictor.predictions_path = store.predictions_path().string();
     if (node.position == 0) {
-      predictor.data =
-          std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kTrain));
+      predictor.data = std::make_shared<data::Dataset>(
+          data::load_dataset(job.data, data::Split::kTrain, data::Labels::kOptional));
       predictor.batch_size = job.train.batch_size;
       predictor.micro_batches = job.train.micro_batches;
     }
