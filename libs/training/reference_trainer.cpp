@@ -104,6 +104,9 @@ ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpe
       const data::Batch batch = train.get(batches[b]);
       const int64_t n = batch.size();
       double batch_loss = 0;
+      // With ignored labels the micro-batches weigh the labels that count (loss.h).
+      const int64_t batch_counted = counted_labels(batch.labels, loss.spec());
+      const bool by_labels = weigh_by_labels(batch_counted, batch.labels.numel());
       for (const auto& [begin, end] : data::split_micro_batches(n, t.micro_batches)) {
         const data::Batch micro = batch.slice(begin, end);
         std::vector<c10::IValue> inputs(micro.inputs.begin(), micro.inputs.end());
@@ -116,9 +119,14 @@ ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpe
           throw std::runtime_error("training batch " + std::to_string(result.batches + 1) + ": " +
                                    torch_support::torch_message(e));
         }
-        const at::Tensor weighted = value * micro_batch_loss_weight(end - begin, n, t.update_frequency);
+        const int64_t counted = by_labels ? counted_labels(micro.labels, loss.spec()) : -1;
+        const double weight =
+            !by_labels  ? micro_batch_loss_weight(end - begin, n, t.update_frequency)
+            : counted   ? micro_batch_loss_weight(counted, batch_counted, t.update_frequency)
+                        : 0;  // every label ignored: a mean of 0/0 that adds nothing
+        const at::Tensor weighted = value * weight;
         weighted.backward();
-        batch_loss += weighted.item<double>();
+        if (weight > 0) batch_loss += weighted.item<double>();
       }
       result.batch_losses.push_back(batch_loss * t.update_frequency);
       result.samples += n;

@@ -179,8 +179,8 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
     StagePredictor::Options predictor;
     predictor.predictions_path = store.predictions_path().string();
     if (node.position == 0) {
-      predictor.data =
-          std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kTrain));
+      predictor.data = std::make_shared<data::Dataset>(
+          data::load_dataset(job.data, data::Split::kTrain, data::Labels::kOptional));
       predictor.batch_size = job.train.batch_size;
       predictor.micro_batches = job.train.micro_batches;
     }
@@ -216,6 +216,7 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
     root.drop_last = job.train.drop_last;
     root.max_batches = job.train.max_steps ? *job.train.max_steps : -1;
     root.val_freq = static_cast<int>(job.train.val_freq);
+    root.loss = job.loss;
   }
   if (node.returns_model_output) {
     options.leaf.loss = std::make_shared<training::Loss>(job.loss);

@@ -409,6 +409,7 @@ torch.save(x, d + "/tensor.pt")
 torch.save((x, "y"), d + "/strlabels.pt")
 torch.save((x[:0], y[:0]), d + "/empty.pt")
 torch.save((x, torch.tensor([0, 1, 5, 1])), d + "/range.pt")
+torch.save(((x, torch.arange(4)),), d + "/inputs_only.pt")
 open(d + "/junk.pt", "w").write("junk")
 )");
   const auto run = test::run_command(test::python() + " " + script.string() + " " + dir.path().string());
@@ -441,6 +442,45 @@ open(d + "/junk.pt", "w").write("junk")
   spec.train = {"range.pt", p + "/range.pt"};
   spec.num_classes = 3;
   CHECK(error_of([&] { data::load_dataset(spec, Split::kTrain); }) == p + "/range.pt: sample 3: label 5 is out of range [0, 3)");
+
+  // To predict on (labels optional): the inputs alone, as a tensor or a tuple (inputs,).
+  const Dataset bare = data::read_tensors(p + "/tensor.pt", /*labels_optional=*/true);
+  CHECK(bare.size() == 4);
+  CHECK(at::equal(bare.get({2}).inputs[0], at::tensor({6.f, 7.f, 8.f}).reshape({1, 3})));
+  const Dataset only = data::read_tensors(p + "/inputs_only.pt", true);
+  CHECK(only.size() == 4);
+  CHECK(only.get({1}).inputs.size() == 2);
+  CHECK(at::equal(data::read_tensors(p + "/tuple.pt", true).labels(), at::tensor({0, 1, 0, 1}, at::kLong)));
+  CHECK(contains(error_of([&] { data::read_tensors(p + "/three.pt", true); }), "expected (inputs, labels)"));
+  spec.train = {"tensor.pt", p + "/tensor.pt"};
+  CHECK(data::load_dataset(spec, Split::kTrain, data::Labels::kOptional).size() == 4);
+  CHECK(contains(error_of([&] { data::load_dataset(spec, Split::kTrain); }), "holds a Tensor"));
+}
+
+TEST_CASE("CSV to predict on: without the label column, by name or by input_shape") {
+  test::TempDir dir;
+  write_bytes(dir / "named.csv", "a,b,c\n1,2,3\n4,5,6\n");
+  write_bytes(dir / "plain.csv", "1,2,3\n4,5,6\n");
+  data::CsvOptions options;
+  options.label_column = "label";
+  options.labels_optional = true;
+  Dataset d = data::read_csv((dir / "named.csv").string(), options);
+  CHECK(d.size() == 2);
+  CHECK(at::equal(d.raw_inputs()[0], at::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}).reshape({2, 3})));
+  options.labels_optional = false;
+  CHECK(contains(error_of([&] { data::read_csv((dir / "named.csv").string(), options); }),
+                 "no column named 'label'"));
+  // By index: every column a feature of input_shape means no label column.
+  options = {};
+  options.header = false;
+  options.input_shape = {3};
+  options.labels_optional = true;
+  d = data::read_csv((dir / "plain.csv").string(), options);
+  CHECK(d.size() == 2);
+  CHECK(d.raw_inputs()[0].sizes() == at::IntArrayRef({2, 3}));
+  options.input_shape = {2};  // two features and the label, as for training
+  d = data::read_csv((dir / "plain.csv").string(), options);
+  CHECK(at::equal(d.labels(), at::tensor({3, 6}, at::kLong)));
 }
 
 TEST_CASE("BatchOrder: reproducible, per-epoch permutations, partial last batch, drop_last") {

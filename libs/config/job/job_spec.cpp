@@ -212,7 +212,7 @@ DataSpec parse_data(const Section& s, const std::string& base_dir) {
 }
 
 LossSpec parse_loss(const Section& s, const std::string& base_dir) {
-  s.check_known({"name", "path", "reduction"});
+  s.check_known({"name", "path", "reduction", "ignore_index", "class_dim"});
   LossSpec l;
   auto name = s.string("name");
   if (!name) s.fail("name", "missing (cross_entropy, nll, mse, l1, bce_with_logits, script)");
@@ -230,6 +230,16 @@ LossSpec parse_loss(const Section& s, const std::string& base_dir) {
                           "share of the batch), got " + in_quotes(*v));
     }
     l.reduction = *v;
+  }
+  const bool classes = l.name == LossName::kCrossEntropy || l.name == LossName::kNll;
+  if (auto v = s.integer("ignore_index", INT64_MIN)) {
+    if (!classes) s.fail("ignore_index", "only for name = \"cross_entropy\" or \"nll\"");
+    l.ignore_index = *v;
+  }
+  if (auto v = s.integer("class_dim", -1, 1)) {
+    if (!classes) s.fail("class_dim", "only for name = \"cross_entropy\" or \"nll\"");
+    if (*v == 0) s.fail("class_dim", "must be 1 (PyTorch's [N, C, ...]) or -1 (the last, [N, ..., C])");
+    l.class_dim = static_cast<int>(*v);
   }
   return l;
 }

@@ -5,6 +5,7 @@
 
 #include "libs/base/clock.h"
 #include "libs/data/dataset.h"
+#include "libs/training/loss.h"
 
 namespace ravnest::worker {
 
@@ -112,6 +113,10 @@ RootFeeder::Begin RootFeeder::load_batch() {
   current_batch_.step = step;
   current_batch_.count = static_cast<uint32_t>(micro_ranges_.size());
   current_batch_.batch_samples = static_cast<uint32_t>(indices.size());
+  // With ignored labels the micro-batches weigh the labels that count (loss.h).
+  const int64_t counted = training::counted_labels(batch_labels_, options_.loss);
+  current_batch_.batch_counted =
+      training::weigh_by_labels(counted, batch_labels_.numel()) ? static_cast<uint64_t>(counted) : 0;
   current_batch_.last = step + 1 >= total_batches_;
   injected_ = 0;
   completed_ = 0;

@@ -28,6 +28,7 @@
 
 #include "libs/worker/transfer.h"
 #include "libs/worker/worker_setup.h"
+#include "libs/config/job/job_spec.h"
 #include "libs/data/batch_order.h"
 #include "libs/training/schedule.h"
 
@@ -65,6 +66,7 @@ class RootFeeder {
     bool drop_last = false;
     int64_t max_batches = -1;  // -1: no cap
     int val_freq = 0;  // validation every val_freq updates; 0: after every epoch
+    config::LossSpec loss;  // the job's [loss]: which labels count (MicroBatchTag::batch_counted)
   };
 
   // `setup` (the root's), `options` and `target` must outlive the feeder.
