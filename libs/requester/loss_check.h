@@ -5,7 +5,8 @@
 //
 // Runs the stages of the plan's first cluster here, in eval mode and without autograd, on the
 // first sample of the training data (StageChain, the check behind clusterize --verify), so it
-// holds one cluster's weights in this process for a moment. Calling thread; blocks for one
+// holds one cluster's weights in this process for a moment; skipped (logged) when those stage
+// files are more than a quarter of this machine's memory. Calling thread; blocks for one
 // forward.
 #pragma once
 
