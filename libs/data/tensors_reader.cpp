@@ -218,6 +218,26 @@ std::vector<at::Tensor> tensors_of(const c10::IValue& value, const std::string& 
 
 }  // namespace
 
+std::vector<at::Tensor> detail::read_saved_tensors(const std::string& path) {
+  const std::string bytes = read_maybe_gzip(path);
+  c10::IValue value;
+  std::set<const void*> storages;
+  try {
+    value = load(path, bytes, storages);
+  } catch (const std::exception& e) {
+    if (std::string(e.what()).rfind(path + ": ", 0) == 0) throw;  // ours, already one line
+    fail(path, "not a file saved with torch.save that LibTorch can read (" +
+                   torch_support::torch_message(e) + ")");
+  }
+  std::vector<at::Tensor> out = tensors_of(value, path);
+  for (auto& t : out) {
+    const std::string why = check_within_storage(t, storages);
+    if (!why.empty()) fail(path, "holds " + why + " (a malformed file)");
+    t = t.detach().contiguous();
+  }
+  return out;
+}
+
 Dataset read_tensors(const std::string& path) {
   const std::string bytes = read_maybe_gzip(path);
   c10::IValue value;
