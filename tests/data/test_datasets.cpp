@@ -538,7 +538,7 @@ TEST_CASE("micro-batches: contiguous, sizes differ by at most one, like torch.te
   }
 }
 
-TEST_CASE("[data] order: each epoch's order from a torch.save file, checked; a cluster's part") {
+TEST_CASE("data.order: each epoch's order from a torch.save file, checked; a cluster's part") {
   test::TempDir dir;
   const auto script = dir / "orders.py";
   test::write_text(script, R"(

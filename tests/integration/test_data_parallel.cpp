@@ -250,7 +250,7 @@ TEST_CASE("clusters cut at different points average gradients (Adam)", "[data-pa
 // [data] order: each epoch's order comes from the file (as the Python package writes a shuffling
 // DataLoader's), every cluster trains its contiguous part of it, into the second epoch; a file
 // with a repeated index is refused at the requester in one line naming data.order.
-TEST_CASE("[data] order: two clusters train each epoch's part of the order file",
+TEST_CASE("data.order: two clusters train each epoch's part of the order file",
           "[data-parallel][exact]") {
   test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"});
   const std::string csv = (test::digits_dir() / "digits_train.csv").string();
