@@ -229,7 +229,25 @@ std::vector<at::Tensor> detail::read_saved_tensors(const std::string& path) {
     fail(path, "not a file saved with torch.save that LibTorch can read (" +
                    torch_support::torch_message(e) + ")");
   }
-  std::vector<at::Tensor> out = tensors_of(value, path);
+  // Not tensors_of: its words are a dataset's ("the inputs are ...").
+  std::vector<at::Tensor> out;
+  std::vector<c10::IValue> items;
+  if (value.isTensor()) {
+    items.push_back(value);
+  } else if (value.isTuple()) {
+    for (const auto& item : value.toTupleRef().elements()) items.push_back(item);
+  } else if (value.isList()) {
+    for (const auto& item : value.toListRef()) items.push_back(item);
+  } else {
+    fail(path, "holds a " + kind_of(value) + ", expected a tensor or a list of tensors");
+  }
+  for (const auto& item : items) {
+    if (!item.isTensor()) {
+      fail(path, "holds a list of " + kind_of(item) + ", expected a list of tensors");
+    }
+    out.push_back(item.toTensor());
+  }
+  if (out.empty()) fail(path, "holds an empty list, expected tensors");
   for (auto& t : out) {
     const std::string why = check_within_storage(t, storages);
     if (!why.empty()) fail(path, "holds " + why + " (a malformed file)");
