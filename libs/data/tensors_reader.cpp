@@ -218,6 +218,44 @@ std::vector<at::Tensor> tensors_of(const c10::IValue& value, const std::string& 
 
 }  // namespace
 
+std::vector<at::Tensor> detail::read_saved_tensors(const std::string& path) {
+  const std::string bytes = read_maybe_gzip(path);
+  c10::IValue value;
+  std::set<const void*> storages;
+  try {
+    value = load(path, bytes, storages);
+  } catch (const std::exception& e) {
+    if (std::string(e.what()).rfind(path + ": ", 0) == 0) throw;  // ours, already one line
+    fail(path, "not a file saved with torch.save that LibTorch can read (" +
+                   torch_support::torch_message(e) + ")");
+  }
+  // Not tensors_of: its words are a dataset's ("the inputs are ...").
+  std::vector<at::Tensor> out;
+  std::vector<c10::IValue> items;
+  if (value.isTensor()) {
+    items.push_back(value);
+  } else if (value.isTuple()) {
+    for (const auto& item : value.toTupleRef().elements()) items.push_back(item);
+  } else if (value.isList()) {
+    for (const auto& item : value.toListRef()) items.push_back(item);
+  } else {
+    fail(path, "holds a " + kind_of(value) + ", expected a tensor or a list of tensors");
+  }
+  for (const auto& item : items) {
+    if (!item.isTensor()) {
+      fail(path, "holds a list of " + kind_of(item) + ", expected a list of tensors");
+    }
+    out.push_back(item.toTensor());
+  }
+  if (out.empty()) fail(path, "holds an empty list, expected tensors");
+  for (auto& t : out) {
+    const std::string why = check_within_storage(t, storages);
+    if (!why.empty()) fail(path, "holds " + why + " (a malformed file)");
+    t = t.detach().contiguous();
+  }
+  return out;
+}
+
 Dataset read_tensors(const std::string& path, bool labels_optional) {
   const std::string bytes = read_maybe_gzip(path);
   c10::IValue value;

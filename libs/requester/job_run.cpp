@@ -21,6 +21,7 @@
 #include "libs/data/dataset.h"
 #include "libs/data/dataset_files.h"
 #include "libs/requester/loss_check.h"
+#include "libs/data/epoch_orders.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/metrics_files.h"
 #include "libs/requester/requester_impl.h"
@@ -50,6 +51,17 @@ void check_job_data(const config::JobSpec& job, const Log& log, const Plan& plan
                                        job.predict ? data::Labels::kOptional : data::Labels::kRequired);
   log(std::string(job.predict ? "data to predict on: " : "training data: ") + job.data.train.raw + " (" + std::to_string(train_data.size()) +
       " samples)");
+  if (!job.predict && !job.data.order.empty()) {
+    const std::string kind = base::not_regular_file(job.data.order.resolved);
+    if (!kind.empty()) {
+      throw base::ConfigError("data.order: " + job.data.order.resolved + " is " + kind +
+                              ", not a regular file");
+    }
+    const auto orders =
+        data::read_epoch_orders(job.data.order.resolved, train_data.size(), job.train.epochs);
+    log("sample order: " + job.data.order.raw + " (" + std::to_string(orders.size()) +
+        " epochs)");
+  }
   // The loss on the model's output, before the data travels (loss_check.h).
   if (!job.predict) check_loss_on_first_sample(plan, job, train_data, job_path, log);
   if (!job.data.validation.empty()) {

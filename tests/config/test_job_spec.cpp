@@ -532,6 +532,11 @@ TEST_CASE("job_paths_for: the root reads the data, the leaf a script loss", "[co
   CHECK(fields(stem).empty());
   CHECK(fields(leaf) == "loss.path=loss.pt ");
   CHECK(fields(alone) == "data.train=train.csv data.validation=val.csv loss.path=loss.pt ");
+  // [data] order ships with the training data, to the root only.
+  job = parse_job(with("data", "order = \"order.pt\""), "job.toml");
+  CHECK(job.data.order.raw == "order.pt");
+  CHECK(fields(root) == "data.train=train.csv data.order=order.pt ");
+  CHECK(fields(leaf).empty());
 }
 
 TEST_CASE("[compression]: a codec per kind of tensor, none by default", "[config][job][compression]") {

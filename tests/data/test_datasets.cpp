@@ -19,6 +19,7 @@
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
 #include "libs/data/dataset_files.h"
+#include "libs/data/epoch_orders.h"
 #include "tests/support/test_env.h"
 
 using namespace ravnest;
@@ -575,4 +576,60 @@ TEST_CASE("micro-batches: contiguous, sizes differ by at most one, like torch.te
       CHECK(start == n);
     }
   }
+}
+
+TEST_CASE("data.order: each epoch's order from a torch.save file, checked; a cluster's part") {
+  test::TempDir dir;
+  const auto script = dir / "orders.py";
+  test::write_text(script, R"(
+import sys, torch
+d = sys.argv[1]
+torch.save(torch.tensor([[3, 1, 4, 0, 2], [0, 1, 2, 3, 4]]), d + "/tensor.pt")
+torch.save([torch.tensor([4, 3, 2, 1, 0]), torch.tensor([1, 0, 3, 2, 4], dtype=torch.int32)], d + "/list.pt")
+torch.save(torch.tensor([[3, 1, 4, 0]]), d + "/short.pt")
+torch.save(torch.tensor([[3, 1, 5, 0, 2]]), d + "/range.pt")
+torch.save(torch.tensor([[3, 1, 3, 0, 2]]), d + "/repeat.pt")
+torch.save(torch.tensor([[3., 1, 4, 0, 2]]), d + "/float.pt")
+torch.save(torch.zeros(2, 5, 1, dtype=torch.int64), d + "/rank3.pt")
+torch.save("order", d + "/string.pt")
+)");
+  const auto run = test::run_command(test::python() + " " + script.string() + " " + dir.path().string());
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const std::string p = dir.path().string();
+  const auto tensor = data::read_epoch_orders(p + "/tensor.pt", 5, 2);
+  CHECK(tensor == std::vector<std::vector<int64_t>>{{3, 1, 4, 0, 2}, {0, 1, 2, 3, 4}});
+  const auto list = data::read_epoch_orders(p + "/list.pt", 5, 1);  // more rows than epochs: kept
+  CHECK(list == std::vector<std::vector<int64_t>>{{4, 3, 2, 1, 0}, {1, 0, 3, 2, 4}});
+
+  // The batches are the rows cut in batch_size, epoch by epoch; drop_last drops each row's tail.
+  data::BatchOrder order(tensor, 2, /*drop_last=*/true);
+  CHECK(order.batches_per_epoch() == 2);
+  CHECK(order.epoch(0) == std::vector<std::vector<int64_t>>{{3, 1}, {4, 0}});
+  CHECK(order.epoch(1) == std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}});
+  CHECK_THROWS_AS(order.epoch(2), std::out_of_range);
+  // Two clusters: the contiguous halves of each epoch's order, the remainder left out.
+  CHECK(data::cluster_part(tensor, 2, 1) == std::vector<std::vector<int64_t>>{{4, 0}, {2, 3}});
+  CHECK(data::cluster_part(tensor, 2, 0) == std::vector<std::vector<int64_t>>{{3, 1}, {0, 1}});
+
+  const std::string o = "data.order: " + p;
+  CHECK(error_of([&] { data::read_epoch_orders(p + "/tensor.pt", 5, 3); }) ==
+        o + "/tensor.pt: holds 2 epoch orders, the job trains 3 epochs");
+  CHECK(error_of([&] { data::read_epoch_orders(p + "/tensor.pt", 6, 1); }) ==
+        o + "/tensor.pt: epoch 0 orders 5 samples, the training data has 6 (each epoch must "
+            "order every sample once)");
+  CHECK(error_of([&] { data::read_epoch_orders(p + "/short.pt", 5, 1); }) ==
+        o + "/short.pt: epoch 0 orders 4 samples, the training data has 5 (each epoch must "
+            "order every sample once)");
+  CHECK(error_of([&] { data::read_epoch_orders(p + "/range.pt", 5, 1); }) ==
+        o + "/range.pt: epoch 0, position 2: index 5 is out of range [0, 5)");
+  CHECK(error_of([&] { data::read_epoch_orders(p + "/repeat.pt", 5, 1); }) ==
+        o + "/repeat.pt: epoch 0, position 2: index 3 is repeated (each epoch orders every "
+            "sample once)");
+  CHECK(contains(error_of([&] { data::read_epoch_orders(p + "/float.pt", 5, 1); }),
+                 o + "/float.pt: epoch 0: indices of dtype Float, expected an integer tensor"));
+  CHECK(contains(error_of([&] { data::read_epoch_orders(p + "/rank3.pt", 5, 1); }),
+                 o + "/rank3.pt: holds a tensor [2, 5, 1], expected [epochs, n]"));
+  CHECK(error_of([&] { data::read_epoch_orders(p + "/string.pt", 5, 1); }) ==
+        o + "/string.pt: holds a String, expected a tensor or a list of tensors");
 }

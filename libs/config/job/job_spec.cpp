@@ -166,7 +166,7 @@ TrainSpec parse_train(const Section& s) {
 
 DataSpec parse_data(const Section& s, const std::string& base_dir) {
   s.check_known({"format", "train", "validation", "label_column", "header", "input_shape", "scale",
-                 "num_classes"});
+                 "num_classes", "order"});
   DataSpec d;
   auto format = s.string("format");
   if (!format) s.fail("format", "missing (csv, mnist, cifar10, tensors)");
@@ -175,6 +175,7 @@ DataSpec parse_data(const Section& s, const std::string& base_dir) {
   if (!train) s.fail("train", "missing: the training data's path");
   d.train = *train;
   if (auto v = path_field(s, "validation", base_dir)) d.validation = *v;
+  if (auto v = path_field(s, "order", base_dir)) d.order = *v;
 
   if (d.format != DataFormat::kCsv) {
     for (const char* key : {"label_column", "header", "input_shape", "scale"}) {

@@ -84,6 +84,8 @@ struct DataSpec {
   DataFormat format = DataFormat::kCsv;
   JobPath train;
   JobPath validation;               // empty: no validation
+  JobPath order;                    // each epoch's sample order (data/epoch_orders.h); empty:
+                                    // [train] shuffle and seed draw it
   // csv only
   std::string label_column;         // by name (needs header); empty: label_index is used
   int64_t label_index = -1;         // 0-based column index, negative counts from the end

@@ -24,8 +24,12 @@ int64_t RootFeeder::train_size() const {
 
 uint64_t RootFeeder::start() {
   started_at_ = base::now_seconds();
-  train_order_.emplace(train_size(), options_.batch_size, static_cast<int64_t>(setup_.seed),
-                       options_.shuffle, options_.drop_last);
+  if (!options_.epoch_orders.empty()) {
+    train_order_.emplace(options_.epoch_orders, options_.batch_size, options_.drop_last);
+  } else {
+    train_order_.emplace(train_size(), options_.batch_size, static_cast<int64_t>(setup_.seed),
+                         options_.shuffle, options_.drop_last);
+  }
   uint64_t total = static_cast<uint64_t>(train_order_->batches_per_epoch()) * options_.epochs;
   if (options_.max_batches >= 0) total = std::min<uint64_t>(total, options_.max_batches);
   if (total == 0) throw std::runtime_error("the training set yields no batch");

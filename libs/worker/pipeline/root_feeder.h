@@ -58,6 +58,9 @@ class RootFeeder {
   struct Options {
     std::shared_ptr<data::Dataset> train_data;
     std::vector<int64_t> shard;  // this cluster's samples; empty: all
+    // [data] order: each epoch's samples (dataset indices, this cluster's part), in place of
+    // the seeded permutation of the shard; empty: that permutation.
+    std::vector<std::vector<int64_t>> epoch_orders;
     std::shared_ptr<data::Dataset> validation_data;  // none: no validation rounds
     int epochs = 1;
     int64_t batch_size = 1;
