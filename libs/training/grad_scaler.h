@@ -1,5 +1,6 @@
-// GradScaler: the dynamic loss scale of fp16 autocast, as torch.cuda.amp.GradScaler keeps it
-// (init_scale 2^16, growth_factor 2, backoff_factor 0.5, growth_interval 2000). The loss is
+// GradScaler: the dynamic loss scale of fp16 autocast, as torch.amp.GradScaler keeps it (by
+// default init_scale 2^16, growth_factor 2, backoff_factor 0.5, growth_interval 2000; the job's
+// [train] scaler_* keys set them). The loss is
 // multiplied by scale() before its backward; unscale() multiplies the gradients by
 // 1/scale (as a float, exactly as _amp_foreach_non_finite_check_and_unscale_) and says whether
 // any was inf or nan; after the update, update(found_inf) backs the scale off (found: the step
