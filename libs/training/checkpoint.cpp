@@ -155,6 +155,10 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
     archive.write("losses", bytes_tensor(c.losses), /*is_buffer=*/true);
     archive.write("validation", bytes_tensor(c.validation), /*is_buffer=*/true);
     archive.write("data", bytes_tensor(c.data), /*is_buffer=*/true);
+    if (c.has_loss_scale) {
+      archive.write("loss_scale", c10::IValue(c.loss_scale));
+      archive.write("loss_scale_growth_tracker", c10::IValue(c.loss_scale_growth_tracker));
+    }
     archive.write("optimizer", bytes_tensor(c.optimizer), /*is_buffer=*/true);
     c10::List<std::string> names;
     for (size_t i = 0; i < c.state.size(); ++i) {
@@ -319,6 +323,11 @@ StageCheckpoint load_checkpoint(const std::string& path) {
     c.has_validation = archive.try_read("validation", bytes, /*is_buffer=*/true);
     if (c.has_validation) c.validation = tensor_bytes(bytes);
     if (archive.try_read("data", bytes, /*is_buffer=*/true)) c.data = tensor_bytes(bytes);
+    if (archive.try_read("loss_scale", value)) {
+      c.has_loss_scale = true;
+      c.loss_scale = value.toDouble();
+      c.loss_scale_growth_tracker = read_int(archive, "loss_scale_growth_tracker");
+    }
     archive.read("optimizer", bytes, /*is_buffer=*/true);
     c.optimizer = tensor_bytes(bytes);
     bytes = at::Tensor();  // not held beside its copy while the state is read

@@ -43,6 +43,12 @@ struct StageCheckpoint {
   // the bundle naming the files' SHA-256; a resume on other data is refused. Absent from files
   // written before it was kept: empty.
   std::string data;
+  // fp16's loss scaler (GradScaler::scale, growth_tracker) after the update, so that a resumed
+  // job skips and grows where the uninterrupted one does. Absent (`has_loss_scale` false) without
+  // fp16 and from files written before it was kept: the scaler then starts afresh.
+  bool has_loss_scale = false;
+  double loss_scale = 0;
+  int64_t loss_scale_growth_tracker = 0;
   std::vector<std::pair<std::string, at::Tensor>> state;  // parameters, then buffers, by name
   std::string optimizer;  // torch::optim::Optimizer::save, serialized
 };

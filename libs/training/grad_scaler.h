@@ -1,5 +1,6 @@
-// GradScaler: the dynamic loss scale of fp16 autocast, as torch.cuda.amp.GradScaler keeps it
-// (init_scale 2^16, growth_factor 2, backoff_factor 0.5, growth_interval 2000). The loss is
+// GradScaler: the dynamic loss scale of fp16 autocast, as torch.amp.GradScaler keeps it (by
+// default init_scale 2^16, growth_factor 2, backoff_factor 0.5, growth_interval 2000; the job's
+// [train] scaler_* keys set them). The loss is
 // multiplied by scale() before its backward; unscale() multiplies the gradients by
 // 1/scale (as a float, exactly as _amp_foreach_non_finite_check_and_unscale_) and says whether
 // any was inf or nan; after the update, update(found_inf) backs the scale off (found: the step
@@ -25,7 +26,9 @@ class GradScaler {
     int64_t growth_interval = 2000;
   };
   GradScaler() : GradScaler(Options{}) {}
-  explicit GradScaler(Options options) : options_(options), scale_(options.init_scale) {}
+  // The scale starts at init_scale rounded to a float, as PyTorch's float32 tensor holds it.
+  explicit GradScaler(Options options)
+      : options_(options), scale_(static_cast<float>(options.init_scale)) {}
 
   // The scale, a float32 value as PyTorch keeps it.
   double scale() const { return scale_; }
@@ -34,6 +37,12 @@ class GradScaler {
   bool unscale(const std::vector<at::Tensor>& grads) const;
   // After the step (taken or skipped): _amp_update_scale_'s rule.
   void update(bool found_inf);
+  // Where a checkpoint left them (as GradScaler.load_state_dict): a resumed job goes on with the
+  // same scale and the same count towards its next growth.
+  void restore(double scale, int64_t growth_tracker) {
+    scale_ = static_cast<float>(scale);
+    growth_tracker_ = growth_tracker;
+  }
 
  private:
   Options options_;

@@ -154,6 +154,7 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
   setup.grad_clip_norm_type = job.train.grad_clip_norm_type;
   setup.grad_clip_value = job.train.grad_clip_value;
   setup.autocast = job.train.autocast;
+  setup.scaler = job.train.scaler;
   if (setup.autocast == config::Autocast::kFp16 && device.is_cpu() &&
       torch_support::kTorchMajor < 2) {
     // 1.13's CPU autocast knows bfloat16 only: it would warn and run float32.

@@ -72,6 +72,7 @@ struct WorkerSetup {
   double grad_clip_norm_type = 2.0;
   std::optional<double> grad_clip_value;
   config::Autocast autocast = config::Autocast::kOff;
+  config::LossScalerSpec scaler;  // [train] scaler_*: fp16's loss scale
 };
 
 struct WorkerStatus {

@@ -838,3 +838,39 @@ TEST_CASE("train: gradient clipping and autocast") {
   CHECK(parse_job(with("train", "schedule = \"async\"\nautocast = \"bf16\""), "job.toml")
             .train.autocast == Autocast::kBf16);
 }
+
+TEST_CASE("train: the fp16 loss scaler's arguments (GradScaler's, under their names)") {
+  // torch.amp.GradScaler's defaults.
+  const auto defaults = parse_job(with("train", "autocast = \"fp16\""), "job.toml").train.scaler;
+  CHECK(defaults.init_scale == 65536.0);
+  CHECK(defaults.growth_factor == 2.0);
+  CHECK(defaults.backoff_factor == 0.5);
+  CHECK(defaults.growth_interval == 2000);
+  const auto set = parse_job(with("train", "autocast = \"fp16\"\nscaler_init_scale = 1099511627776\n"
+                                           "scaler_growth_factor = 4\nscaler_backoff_factor = 0.25\n"
+                                           "scaler_growth_interval = 3"),
+                             "job.toml")
+                       .train.scaler;
+  CHECK(set.init_scale == 1099511627776.0);
+  CHECK(set.growth_factor == 4.0);
+  CHECK(set.backoff_factor == 0.25);
+  CHECK(set.growth_interval == 3);
+
+  CHECK(contains(error_of(with("train", "autocast = \"bf16\"\nscaler_init_scale = 1024")),
+                 "train.scaler_init_scale: only with autocast = \"fp16\""));
+  CHECK(contains(error_of(with("train", "scaler_growth_interval = 10")),
+                 "train.scaler_growth_interval: only with autocast = \"fp16\""));
+  const std::string fp16 = "autocast = \"fp16\"\n";
+  CHECK(contains(error_of(with("train", fp16 + "scaler_init_scale = 0")),
+                 "train.scaler_init_scale: must be > 0"));
+  CHECK(contains(error_of(with("train", fp16 + "scaler_init_scale = 1e39")),
+                 "train.scaler_init_scale: must be <="));
+  CHECK(contains(error_of(with("train", fp16 + "scaler_growth_factor = 1")),
+                 "train.scaler_growth_factor: must be > 1"));
+  CHECK(contains(error_of(with("train", fp16 + "scaler_backoff_factor = 1")),
+                 "train.scaler_backoff_factor: must be < 1"));
+  CHECK(contains(error_of(with("train", fp16 + "scaler_backoff_factor = 0")),
+                 "train.scaler_backoff_factor: must be > 0"));
+  CHECK(contains(error_of(with("train", fp16 + "scaler_growth_interval = 0")),
+                 "train.scaler_growth_interval: must be"));
+}

@@ -279,8 +279,11 @@ void check_on_gpu(const GpuCase& c) {
 // [train] autocast on the GPU (fp16 with its loss scaler, bf16), with clipping by norm across the
 // 3 stages, SGD: against PyTorch on the same GPU under torch.autocast("cuda", dtype) with a
 // GradScaler (fp16) and clip_grad_norm_ (reference_train.py). Both sides run the same kernels on
-// the same half-precision numbers, so the limit stays kSameGpuTolerance; fp16's first steps
-// overflow at the scale of 2^16 on both sides and are skipped alike (the scaler backs off).
+// the same half-precision numbers, so the limit stays kSameGpuTolerance. Whether a gradient
+// overflows at GradScaler's default 2^16 depends on the model: fp16 starts at 2^40 instead (the
+// logits' gradient times 2^40 is far above fp16's 65504), so that its first updates overflow and
+// are skipped on every stage, the scale backing off by 2^-12 to 2^28 and 2^16 (checked on
+// PyTorch's side: its scale after each update); a stage that stepped on an inf would end in nan.
 void check_autocast_on_gpu(const std::string& model) {
   if (!gpu_present()) return;
   ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
@@ -306,20 +309,31 @@ void check_autocast_on_gpu(const std::string& model) {
                << ", grad_clip_norm 1.0, SGD");
     const GpuCase c{model, 8, 2, "1f1b"};
     std::string text = job_text(files, c, "sgd", true);
+    const std::string scaler = dtype == "fp16" ? "scaler_init_scale = 1099511627776\n"
+                                                 "scaler_backoff_factor = 0.000244140625\n"
+                                               : "";
     text.insert(text.find("[train]\n") + 8,
-                "autocast = \"" + dtype + "\"\ngrad_clip_norm = 1.0\n");
+                "autocast = \"" + dtype + "\"\ngrad_clip_norm = 1.0\n" + scaler);
     const auto job_path = cluster.dir() / ("job_" + dtype + ".toml");
     test::write_text(job_path, text);
     const auto out_dir = cluster.dir() / ("trained_" + dtype);
     REQUIRE_NOTHROW(cluster.train_and_fuse(job_path.string(), out_dir.string()));
     const auto state = test::load_state_dict(out_dir / "trained_state_dict.pt");
     const auto python_out = cluster.dir() / ("python_" + dtype + ".pt");
+    const auto scales_out = cluster.dir() / ("scales_" + dtype + ".json");
     auto python = test::run_command(test::python() + " " + test::source_dir() +
                                     "/tests/python/reference_train.py " + job_path.string() +
                                     " " + files.model + " " + python_out.string() +
-                                    " --device " + device + " --deterministic");
+                                    " --device " + device + " --deterministic --scales " +
+                                    scales_out.string());
     INFO(python.out << python.err);
     REQUIRE(python.exit_code == 0);
+    if (dtype == "fp16") {
+      // PyTorch skipped the first two updates: 2^40 -> 2^28 -> 2^16.
+      const std::string scales = test::read_text(scales_out);
+      INFO("PyTorch's scale after each update: " << scales);
+      CHECK(scales.rfind("[268435456.0, 65536.0", 0) == 0);
+    }
     const auto q = test::compare_state({state.begin(), state.end()},
                                        test::load_state_dict(python_out), initial);
     MEASURED(model << ", autocast " << dtype << " + clipping: GPU pipeline against PyTorch on "

@@ -2,7 +2,7 @@
 """Train a TorchScript model from a ravnest job file in plain PyTorch, independently of the C++.
 
 Usage: reference_train.py JOB.toml MODEL.pt OUT_STATE.pt [--max-batches N] [--losses OUT.json]
-                          [--device DEV] [--deterministic] [--timing OUT.json]
+                          [--device DEV] [--deterministic] [--timing OUT.json] [--scales OUT.json]
 
 --device cuda:0 trains on that GPU (the model, the data and the optimizer's state there; the
 batch order still comes from a CPU generator, dropout from the device's). --deterministic:
@@ -31,7 +31,9 @@ The C++ reference trainer (libs/training/reference_trainer.h) must produce the s
     and after the last batch; the scheduler (torch.optim.lr_scheduler) steps after each update
     (per = "update") or at each epoch's end (per = "epoch").
 Supports data.format "csv" and "tensors". Writes a plain dict of the final state (parameters and
-buffers by state-dict name) with torch.save, and with --losses the per-batch losses as JSON.
+buffers by state-dict name) with torch.save, with --losses the per-batch losses as JSON, and with
+--scales (fp16) the GradScaler's scale after each update as JSON (a step skipped on an inf shows
+as a backoff).
 """
 
 import argparse
@@ -203,6 +205,7 @@ def main() -> int:
     ap.add_argument("out")
     ap.add_argument("--max-batches", type=int, default=-1)
     ap.add_argument("--losses", default="")
+    ap.add_argument("--scales", default="")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--timing", default="")
@@ -251,8 +254,13 @@ def main() -> int:
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(t.get("autocast", "off"))
     scaler = None
     if amp == torch.float16:
-        scaler = (torch.amp.GradScaler(device.type) if hasattr(torch.amp, "GradScaler")
-                  else torch.cuda.amp.GradScaler())
+        # [train] scaler_*: GradScaler's own arguments under their names.
+        scaler_args = {k: t["scaler_" + k] for k in
+                       ("init_scale", "growth_factor", "backoff_factor", "growth_interval")
+                       if "scaler_" + k in t}
+        scaler = (torch.amp.GradScaler(device.type, **scaler_args)
+                  if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler(**scaler_args))
+    scales = []
     clip_norm = t.get("grad_clip_norm")
     clip_type = float(t.get("grad_clip_norm_type", 2.0))
     clip_value = t.get("grad_clip_value")
@@ -273,6 +281,7 @@ def main() -> int:
         if scaler is not None:
             scaler.step(opt)
             scaler.update()
+            scales.append(scaler.get_scale())
         else:
             opt.step()
 
@@ -352,6 +361,9 @@ def main() -> int:
     if args.losses:
         with open(args.losses, "w") as f:
             json.dump(losses, f)
+    if args.scales:
+        with open(args.scales, "w") as f:
+            json.dump(scales, f)
     if args.timing:
         with open(args.timing, "w") as f:
             rest = started + seconds - first_done

@@ -143,6 +143,22 @@ TEST_CASE("intact lists the checkpoints whose bytes still match; validation and 
   CHECK_FALSE(store.finished(kIdentity));
 }
 
+TEST_CASE("fp16's loss scale travels in the checkpoint; absent, it says so", "[checkpoint]") {
+  test::TempDir dir;
+  CheckpointStore store(dir.path());
+  StageCheckpoint c = sample(4);
+  c.has_loss_scale = true;
+  c.loss_scale = 268435456.0;  // 2^28
+  c.loss_scale_growth_tracker = 3;
+  store.write(c);
+  store.write(sample(8));  // no fp16
+  const StageCheckpoint with = store.read(kIdentity, 4, 0, 2);
+  CHECK(with.has_loss_scale);
+  CHECK(with.loss_scale == 268435456.0);
+  CHECK(with.loss_scale_growth_tracker == 3);
+  CHECK_FALSE(store.read(kIdentity, 8, 0, 2).has_loss_scale);
+}
+
 TEST_CASE("the store keeps the newest three and lists complete files only", "[checkpoint]") {
   test::TempDir dir;
   {

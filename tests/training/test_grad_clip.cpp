@@ -120,4 +120,15 @@ TEST_CASE("the loss scaler: an inf skips and backs off, a clean interval grows")
   growing.update(false);
   CHECK(growing.scale() == 131072.0);
   CHECK(growing.growth_tracker() == 0);
+
+  // Restored from a checkpoint: one more clean update completes the interval there too.
+  training::GradScaler resumed(fast);
+  resumed.restore(1024.0, 2);
+  CHECK(resumed.scale() == 1024.0);
+  resumed.update(false);
+  CHECK(resumed.scale() == 2048.0);
+  // A huge first scale, rounded to a float as PyTorch's float32 tensor holds it.
+  training::GradScaler::Options huge;
+  huge.init_scale = 1099511627776.0 + 1.0;  // 2^40 + 1 is no float
+  CHECK(training::GradScaler(huge).scale() == 1099511627776.0);
 }

@@ -1,6 +1,7 @@
 #include "libs/config/job/job_spec.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <climits>
 #include <cmath>
 #include <filesystem>
@@ -116,6 +117,20 @@ void parse_train_knobs(const Section& s, TrainSpec& t) {
         {"off", Autocast::kOff}, {"bf16", Autocast::kBf16}, {"fp16", Autocast::kFp16}};
     t.autocast = choose(s, "autocast", *v, names, "autocast dtype");
   }
+  for (const char* key : {"scaler_init_scale", "scaler_growth_factor", "scaler_backoff_factor",
+                          "scaler_growth_interval"}) {
+    if (s.has(key) && t.autocast != Autocast::kFp16) s.fail(key, "only with autocast = \"fp16\"");
+  }
+  // PyTorch keeps the scale as a float32 tensor: a larger one would be inf from the start.
+  if (auto v = s.number("scaler_init_scale", 0, /*exclusive=*/true, FLT_MAX)) {
+    t.scaler.init_scale = *v;
+  }
+  if (auto v = s.number("scaler_growth_factor", 1, /*exclusive=*/true)) t.scaler.growth_factor = *v;
+  if (auto v = s.number("scaler_backoff_factor", 0, /*exclusive=*/true, 1)) {
+    if (*v == 1) s.fail("scaler_backoff_factor", "must be < 1, got 1");
+    t.scaler.backoff_factor = *v;
+  }
+  if (auto v = s.integer("scaler_growth_interval", 1)) t.scaler.growth_interval = *v;
   // The asynchronous schedule updates each stage on its own time: there is no one gradient of
   // the whole model to take the norm of, nor one step for every stage to skip.
   if (asynchronous && t.grad_clip_norm) {
@@ -131,7 +146,8 @@ TrainSpec parse_train(const Section& s) {
   s.check_known({"epochs", "batch_size", "micro_batches", "update_frequency", "seed", "shuffle",
                  "max_steps", "val_freq", "schedule", "save_every", "drop_last", "reduce",
                  "reduce_factor", "average_optim", "max_in_flight", "deterministic", "grad_clip_norm",
-                 "grad_clip_norm_type", "grad_clip_value", "autocast"});
+                 "grad_clip_norm_type", "grad_clip_value", "autocast", "scaler_init_scale",
+                 "scaler_growth_factor", "scaler_backoff_factor", "scaler_growth_interval"});
   TrainSpec t;
   if (auto v = s.integer("epochs", 1)) t.epochs = *v;
   // Bounded on its own, so that a huge value is named here rather than by what it overflows

@@ -44,6 +44,15 @@ constexpr int64_t kMaxBatchSize = 2147483647;
 // dtype; fp16 also scales the loss as torch.cuda.amp.GradScaler does (docs/job-file.md).
 enum class Autocast { kOff, kBf16, kFp16 };
 
+// [train] scaler_*: the dynamic loss scale of autocast = "fp16", torch.amp.GradScaler's
+// arguments under their names (init_scale, growth_factor, backoff_factor, growth_interval).
+struct LossScalerSpec {
+  double init_scale = 65536.0;  // > 0, at most float32's largest (PyTorch keeps it as a float)
+  double growth_factor = 2.0;   // > 1
+  double backoff_factor = 0.5;  // in (0, 1)
+  int64_t growth_interval = 2000;  // >= 1
+};
+
 struct TrainSpec {
   int64_t epochs = 1;
   int64_t batch_size = 64;          // 1 <= batch_size <= kMaxBatchSize
@@ -76,6 +85,7 @@ struct TrainSpec {
   double grad_clip_norm_type = 2.0;
   std::optional<double> grad_clip_value;  // > 0
   Autocast autocast = Autocast::kOff;
+  LossScalerSpec scaler;  // only set with autocast = "fp16"
 };
 
 enum class DataFormat { kCsv, kMnist, kCifar10, kTensors };

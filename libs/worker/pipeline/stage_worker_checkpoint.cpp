@@ -24,6 +24,9 @@ void StageWorker::resume_from(const training::StageCheckpoint& c) {
   updates_done_ = c.updates;
   rings_.reduce_round = c.reduce_round;
   rings_.shared_round = c.shared_round;
+  if (c.has_loss_scale && gradients_.scaler()) {
+    gradients_.scaler()->restore(c.loss_scale, c.loss_scale_growth_tracker);
+  }
   mark_boundary();
   saved_updates_ = c.updates;
   set_status([&](WorkerStatus& s) {
@@ -47,6 +50,11 @@ void StageWorker::mark_boundary() {
   b.lr_steps = setup_.lr_schedule ? setup_.lr_schedule->steps() : 0;
   b.reduce_round = rings_.reduce_round;
   b.shared_round = rings_.shared_round;
+  b.has_loss_scale = gradients_.scaler() != nullptr;
+  if (b.has_loss_scale) {
+    b.loss_scale = gradients_.scaler()->scale();
+    b.loss_scale_growth_tracker = gradients_.scaler()->growth_tracker();
+  }
   b.random_state = training::random_state(setup_.device);
   b.next_random_state = random_.waiting(batches_done_, 0);
   b.state.clear();

@@ -15,7 +15,14 @@ namespace ravnest::worker {
 
 UpdateGradients::UpdateGradients(const WorkerSetup& setup, WorkerPort& port)
     : setup_(setup), port_(port), ring_(planner::cluster_stage_ring(setup.node)) {
-  if (setup_.autocast == config::Autocast::kFp16) scaler_.emplace();
+  if (setup_.autocast == config::Autocast::kFp16) {
+    training::GradScaler::Options options;
+    options.init_scale = setup_.scaler.init_scale;
+    options.growth_factor = setup_.scaler.growth_factor;
+    options.backoff_factor = setup_.scaler.backoff_factor;
+    options.growth_interval = setup_.scaler.growth_interval;
+    scaler_.emplace(options);
+  }
 }
 
 std::vector<at::Tensor> UpdateGradients::gradients() const {

@@ -42,6 +42,8 @@ class UpdateGradients {
   bool prepare();
   // After the step (taken or skipped): the scaler's update.
   void after_step(bool stepped);
+  // fp16's scaler, for checkpoints (null without fp16).
+  training::GradScaler* scaler() { return scaler_ ? &*scaler_ : nullptr; }
 
  private:
   std::vector<at::Tensor> gradients() const;
