@@ -64,6 +64,17 @@ TEST_CASE("clusterize writes a plan that verifies", "[cli]") {
   CHECK(result.out.find("verify: largest absolute difference") != std::string::npos);
   CHECK(result.out.find("verify cluster 0 over 2 micro-batches: largest absolute difference") !=
         std::string::npos);
+  // Piped, clusterize says when each phase starts and ends (issue 26), in order.
+  size_t at = 0;
+  for (const char* line : {"clusterize: load started", "clusterize: profile done in",
+                           "clusterize: memory probes done in", "clusterize: plan done in",
+                           "clusterize: cut done in", "clusterize: save done in",
+                           "clusterize: verify started", "clusterize: verify done in"}) {
+    INFO(line);
+    at = result.out.find(line, at);
+    CHECK(at != std::string::npos);
+  }
+  CHECK(result.out.find("\033[") == std::string::npos);  // no terminal codes in a file
   CHECK(fs::exists(dir / "out/plan.json"));
   for (int id = 0; id < 3; ++id) {
     auto meta = config::load_node_metadata(
