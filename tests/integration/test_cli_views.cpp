@@ -86,6 +86,8 @@ TEST_CASE("clusterize progress: a live line and records per phase", "[cli][progr
   // A phase that cannot count its work: no bar, no estimate.
   graph::ClusterizeProgress cut{"cut", 0, 0, false};
   CHECK(clusterize_live_line(cut, 65, 10) == "clusterize: cut 1:05 elapsed");
+  CHECK(clusterize_record(cut, 0) == "clusterize: cut started");
+  CHECK(clusterize_record(cut, 10) == "clusterize: cut, 0:10 elapsed");  // a quiet phase's tick
   cut.finished = true;
   CHECK(clusterize_record(cut, 1.24) == "clusterize: cut done in 1.2 s");
   graph::ClusterizeProgress probes{"memory probes", 3, 0, false};
