@@ -110,6 +110,16 @@ TEST_CASE("pool change: a removed node's stage goes to the spare that fits best"
   CHECK_FALSE(d.spare);
   CHECK(d.largest_spare_bytes == 2.5e9);
 
+  // On a GPU plan a spare offers the smaller of its RAM and its GPU's memory: node 5's 1 GB card
+  // leaves node 4.
+  auto gpu_plan = plan;
+  for (auto& n : gpu_plan) n.estimates.node_gpu_memory_bytes = 8000000000;
+  removed[3].gpu_memory_gb = 8;  // node 4
+  removed[4].gpu_memory_gb = 1;  // node 5
+  d = decide_removed(gpu_plan, removed, 0, 1.0);
+  REQUIRE(d.spare);
+  CHECK(*d.spare == 4);
+
   // The measured peak x the margin wins over the formula.
   auto measured = stage(7, 0, 0, 9e9);
   measured.estimates.peak_memory_bytes = 1000;

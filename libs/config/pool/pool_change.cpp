@@ -12,6 +12,10 @@ double stage_need_bytes(const NodeMetadata& node, double margin) {
   return e.memory_bytes;
 }
 
+double offered_bytes(const NodeConfig& node, bool on_gpu) {
+  return on_gpu ? std::min(node.ram_bytes(), node.gpu_memory_bytes()) : node.ram_bytes();
+}
+
 std::vector<NodeConfig> spares(const std::vector<NodeMetadata>& plan_nodes,
                                const std::vector<NodeConfig>& pool) {
   std::set<int> used;
@@ -39,6 +43,7 @@ AddedNodeDecision decide_added(const std::vector<NodeMetadata>& plan_nodes,
     std::stable_sort(by_need.begin(), by_need.end(), [&](const NodeMetadata* a, const NodeMetadata* b) {
       return stage_need_bytes(*a, margin) > stage_need_bytes(*b, margin);
     });
+    const bool on_gpu = stages.front()->estimates.node_gpu_memory_bytes > 0;
     std::vector<bool> taken(free.size(), false);
     std::map<int, int> spare_of;  // position -> spare id
     bool fits = true;
@@ -46,8 +51,10 @@ AddedNodeDecision decide_added(const std::vector<NodeMetadata>& plan_nodes,
       const double need = stage_need_bytes(*stage, margin);
       int best = -1;
       for (size_t i = 0; i < free.size(); ++i) {
-        if (taken[i] || free[i].ram_bytes() < need) continue;
-        if (best < 0 || free[i].ram_gb < free[best].ram_gb) best = static_cast<int>(i);
+        if (taken[i] || offered_bytes(free[i], on_gpu) < need) continue;
+        if (best < 0 || offered_bytes(free[i], on_gpu) < offered_bytes(free[best], on_gpu)) {
+          best = static_cast<int>(i);
+        }
       }
       if (best < 0) {
         fits = false;
@@ -76,10 +83,14 @@ RemovedNodeDecision decide_removed(const std::vector<NodeMetadata>& plan_nodes,
   decision.need_bytes = stage_need_bytes(*removed, margin);
   const auto free = spares(plan_nodes, pool_after);
   const NodeConfig* best = nullptr;
+  // A plan for a GPU recorded the card each node declared: a spare offers the smaller of its RAM
+  // and its GPU's memory, as clusterize planned (docs/planner.md#memory-on-a-gpu).
+  const bool on_gpu = removed->estimates.node_gpu_memory_bytes > 0;
   for (const auto& spare : free) {
     if (spare.id == removed_id) continue;
-    decision.largest_spare_bytes = std::max(decision.largest_spare_bytes, spare.ram_bytes());
-    if (spare.ram_bytes() < decision.need_bytes) continue;
+    const double offered = offered_bytes(spare, on_gpu);
+    decision.largest_spare_bytes = std::max(decision.largest_spare_bytes, offered);
+    if (offered < decision.need_bytes) continue;
     if (!best || spare.bandwidth_mbps > best->bandwidth_mbps) best = &spare;
   }
   if (best) decision.spare = best->id;

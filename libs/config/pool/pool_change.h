@@ -6,7 +6,8 @@
 // (pool nodes the plan does not use) could hold one more copy of an existing cluster's stages, so
 // that the user knows a --replan would gain a cluster. A node removed that the plan does not use
 // changes nothing; one the plan uses is replaced by the spare that best takes its stage (enough
-// memory for it, then the most bandwidth, then the lowest id): its cluster keeps its cut, the
+// memory for it, on a GPU plan the smaller of RAM and GPU memory; then the most bandwidth, then
+// the lowest id): its cluster keeps its cut, the
 // other clusters' stages stay as they are. With no spare that fits, the plan needs --replan.
 #pragma once
 
@@ -22,6 +23,9 @@ namespace ravnest::config {
 // Bytes a node needs to take this stage: its measured peak x the planner's margin, else the
 // cost model's estimate (which has the margin in it).
 double stage_need_bytes(const NodeMetadata& node, double margin);
+
+// What a node offers a stage: its RAM, or on a GPU plan the smaller of its RAM and its GPU's.
+double offered_bytes(const NodeConfig& node, bool on_gpu);
 
 // Pool nodes the plan does not use, by id.
 std::vector<NodeConfig> spares(const std::vector<NodeMetadata>& plan_nodes,
