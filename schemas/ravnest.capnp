@@ -76,6 +76,8 @@ struct MicroBatch {
   last @8 :Bool;             # the last batch of the phase (end of training or of validation)
   version @9 :UInt64;        # parameter server: the version of the weights a gradient was
                              # computed on, or of the weights sent
+  batchCounted @10 :UInt64;  # labels of the whole batch the loss counts, when some are ignored
+                             # ([loss] ignore_index); 0: the samples weigh the micro-batches
 }
 
 enum TransferKind {

@@ -71,7 +71,8 @@ LossHistory parse_loss_history(int cluster, const std::string& losses,
     r.updates = static_cast<uint64_t>(number(updates, where));
     r.epoch = static_cast<uint32_t>(number(epoch, where));
     r.loss = number(loss, where);
-    r.accuracy = number(accuracy, where);
+    // "-": no accuracy (not a classification); "nan" from leaves before 0.x wrote the same.
+    r.accuracy = accuracy == "-" ? std::nan("") : number(accuracy, where);
     h.validation.push_back(r);
   }
   return h;

@@ -26,6 +26,17 @@ BatchOrder::BatchOrder(int64_t dataset_size, int64_t batch_size, int64_t seed, b
   }
 }
 
+BatchOrder::BatchOrder(std::vector<std::vector<int64_t>> orders, int64_t batch_size, bool drop_last)
+    : BatchOrder(orders.empty() ? 0 : static_cast<int64_t>(orders[0].size()), batch_size, 0,
+                 /*shuffle=*/false, drop_last) {
+  for (const auto& order : orders) {
+    if (order.size() != orders[0].size()) {
+      throw std::invalid_argument("BatchOrder: the epochs' orders differ in size");
+    }
+  }
+  orders_ = std::move(orders);
+}
+
 uint64_t BatchOrder::epoch_seed(int64_t seed, int64_t epoch) {
   uint64_t z = static_cast<uint64_t>(seed) + static_cast<uint64_t>(epoch + 1) * 0x9E3779B97F4A7C15ULL;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -34,6 +45,13 @@ uint64_t BatchOrder::epoch_seed(int64_t seed, int64_t epoch) {
 }
 
 std::vector<int64_t> BatchOrder::epoch_order(int64_t epoch) const {
+  if (!orders_.empty()) {
+    if (epoch < 0 || epoch >= static_cast<int64_t>(orders_.size())) {
+      throw std::out_of_range("data.order holds " + std::to_string(orders_.size()) +
+                              " epoch orders; epoch " + std::to_string(epoch) + " has none");
+    }
+    return orders_[static_cast<size_t>(epoch)];
+  }
   std::vector<int64_t> order(static_cast<size_t>(dataset_size_));
   if (!shuffle_) {
     for (int64_t i = 0; i < dataset_size_; ++i) order[static_cast<size_t>(i)] = i;

@@ -18,6 +18,9 @@ class BatchOrder {
   // Throws std::invalid_argument when dataset_size < 0, batch_size < 1, or no batch at all
   // results (an empty dataset, or drop_last with fewer samples than batch_size).
   BatchOrder(int64_t dataset_size, int64_t batch_size, int64_t seed, bool shuffle, bool drop_last);
+  // Explicit orders ([data] order, epoch_orders.h): epoch e's order is orders[e], all of one
+  // size (the dataset's, or a cluster's part); an epoch beyond them throws std::out_of_range.
+  BatchOrder(std::vector<std::vector<int64_t>> orders, int64_t batch_size, bool drop_last);
 
   int64_t dataset_size() const { return dataset_size_; }
   int64_t batch_size() const { return batch_size_; }
@@ -43,6 +46,7 @@ class BatchOrder {
   bool shuffle_;
   bool drop_last_;
   int64_t batches_per_epoch_;
+  std::vector<std::vector<int64_t>> orders_;  // explicit; empty: the seeded rule
 };
 
 // A batch of `batch_samples` samples cut into `micro_batches` contiguous parts as

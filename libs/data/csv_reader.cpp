@@ -76,12 +76,25 @@ struct CsvRows {
   std::vector<double> labels;
   std::vector<int64_t> label_lines;  // the line each label came from, for messages
   bool integral_labels = true;
+  int64_t count = 0;  // rows (with or without a label)
 };
 
 // The label column among `ncols`, by name (in the header) or by index.
 int64_t resolve_label_column(const std::string& path, const std::vector<std::string>& names,
                              size_t ncols, const CsvOptions& options) {
   int64_t label_col = -1;
+  if (options.labels_optional) {
+    // A file to predict on may lack the label column: its name is not in the header, or every
+    // column is a feature of input_shape.
+    if (!options.label_column.empty() &&
+        std::find(names.begin(), names.end(), options.label_column) == names.end()) {
+      return -1;
+    }
+    if (options.label_column.empty() && !options.input_shape.empty() &&
+        product(options.input_shape) == static_cast<int64_t>(ncols)) {
+      return -1;
+    }
+  }
   if (!options.label_column.empty()) {
     auto it = std::find(names.begin(), names.end(), options.label_column);
     if (it == names.end()) {
@@ -168,6 +181,7 @@ CsvRows parse_rows(const std::string& path, const std::string& text, const CsvOp
         rows.features.push_back(static_cast<float>(value));
       }
     }
+    ++rows.count;
   }
   return rows;
 }
@@ -188,8 +202,8 @@ void check_label_classes(const std::string& path, const CsvRows& rows, int64_t n
 
 // [rows, input_shape...] float32, scaled.
 at::Tensor feature_tensor(const std::string& path, CsvRows& rows, const CsvOptions& options) {
-  const auto count = static_cast<int64_t>(rows.labels.size());
-  const int64_t per_row = static_cast<int64_t>(rows.columns) - 1;
+  const auto count = rows.count;
+  const int64_t per_row = static_cast<int64_t>(rows.columns) - (rows.label_col >= 0 ? 1 : 0);
   std::vector<int64_t> shape =
       options.input_shape.empty() ? std::vector<int64_t>{per_row} : options.input_shape;
   const int64_t values = product(shape);
@@ -218,6 +232,7 @@ at::Tensor feature_tensor(const std::string& path, CsvRows& rows, const CsvOptio
 // int64 when every label is an integer, else float32.
 at::Tensor label_tensor(CsvRows& rows) {
   const auto count = static_cast<int64_t>(rows.labels.size());
+  if (rows.label_col < 0) return at::zeros({rows.count}, at::kLong);  // none: read and ignored
   if (rows.integral_labels) {
     at::Tensor y = at::empty({count}, at::TensorOptions().dtype(at::kLong));
     int64_t* out = y.data_ptr<int64_t>();
@@ -232,7 +247,7 @@ at::Tensor label_tensor(CsvRows& rows) {
 
 Dataset read_csv(const std::string& path, const CsvOptions& options) {
   CsvRows rows = parse_rows(path, read_maybe_gzip(path), options);
-  if (rows.labels.empty()) fail(path, "empty dataset (no data rows)");
+  if (rows.count == 0) fail(path, "empty dataset (no data rows)");
   check_label_classes(path, rows, options.num_classes);
   at::Tensor x = feature_tensor(path, rows, options);
   return Dataset({x}, label_tensor(rows), path);

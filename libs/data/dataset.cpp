@@ -153,7 +153,7 @@ std::string read_maybe_gzip(const std::string& path) {
 
 // --------------------------------------------------------------------------- load_dataset
 
-Dataset load_dataset(const config::DataSpec& spec, Split split) {
+Dataset load_dataset(const config::DataSpec& spec, Split split, Labels labels) {
   const config::JobPath& where = split == Split::kTrain ? spec.train : spec.validation;
   if (where.empty()) {
     throw base::ConfigError(std::string("data.") + (split == Split::kTrain ? "train" : "validation") +
@@ -170,6 +170,7 @@ Dataset load_dataset(const config::DataSpec& spec, Split split) {
       options.input_shape = spec.input_shape;
       options.scale = spec.scale;
       options.num_classes = num_classes;
+      options.labels_optional = labels == Labels::kOptional;
       return read_csv(path, options);
     }
     case config::DataFormat::kMnist: {
@@ -185,7 +186,7 @@ Dataset load_dataset(const config::DataSpec& spec, Split split) {
       return d;
     }
     case config::DataFormat::kTensors: {
-      Dataset d = read_tensors(path);
+      Dataset d = read_tensors(path, labels == Labels::kOptional);
       check_label_range(d.labels(), num_classes, d.origin(),
                         [](int64_t i) { return "sample " + std::to_string(i + 1); });
       return d;

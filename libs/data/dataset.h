@@ -58,7 +58,11 @@ enum class Split { kTrain, kValidation };
 
 // The job's training data (data.train) or validation data (data.validation, which must be set),
 // read with the reader of data.format; labels checked against data.num_classes when set.
-Dataset load_dataset(const config::DataSpec& spec, Split split);
+// `labels` kOptional (prediction): data files without labels are read too (read_csv's
+// CsvOptions::labels_optional, read_tensors'); their labels are zeros, one per sample.
+enum class Labels { kRequired, kOptional };
+Dataset load_dataset(const config::DataSpec& spec, Split split,
+                     Labels labels = Labels::kRequired);
 
 // --- the readers, for direct use (paths as given; errors name them) ---
 
@@ -69,6 +73,9 @@ struct CsvOptions {
   std::vector<int64_t> input_shape;  // per sample; empty: [features]
   double scale = 1.0;
   int64_t num_classes = 0;           // > 0: labels must be integers in [0, num_classes)
+  // Prediction: a file without the label column is read too (the label named is not in the
+  // header, or, by index, every column is a feature of input_shape); its labels are zeros.
+  bool labels_optional = false;
 };
 // Comma-separated numbers, gzip or plain (detected from the content). Features become float32
 // (parsed as double, rounded to float, then multiplied by `scale` as a float32 tensor op);
@@ -86,8 +93,9 @@ Dataset read_mnist(const std::string& path, Split split);
 Dataset read_cifar10(const std::string& path, Split split);
 
 // A file written by torch.save holding a tuple (inputs, labels) or a dict {"inputs": ...,
-// "labels": ...}; inputs are a tensor or a tuple of tensors (one per model input).
-Dataset read_tensors(const std::string& path);
+// "labels": ...}; inputs are a tensor or a tuple of tensors (one per model input). With
+// `labels_optional` (prediction) also the inputs alone: a tensor, or a tuple (inputs,).
+Dataset read_tensors(const std::string& path, bool labels_optional = false);
 
 // The bytes of a file, gunzipped when it is gzip (checked by content, not by name). The file must
 // be a regular file: a FIFO or a device is refused ("<path>: is a FIFO, not a regular file")

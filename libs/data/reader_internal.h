@@ -30,4 +30,9 @@ std::pair<std::string, std::string> mnist_files(const std::string& path, Split s
 // The batch files read_cifar10 opens, in order.
 std::vector<std::string> cifar10_files(const std::string& path, Split split);
 
+// A torch.save file holding a tensor, or a tuple or list of tensors, read as safely as
+// read_tensors reads one (tensors_reader.cpp): each contiguous, within its storage. Errors name
+// the path ("PATH: holds a String, expected a tensor or a list of tensors").
+std::vector<at::Tensor> read_saved_tensors(const std::string& path);
+
 }  // namespace ravnest::data::detail

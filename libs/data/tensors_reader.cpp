@@ -218,7 +218,45 @@ std::vector<at::Tensor> tensors_of(const c10::IValue& value, const std::string& 
 
 }  // namespace
 
-Dataset read_tensors(const std::string& path) {
+std::vector<at::Tensor> detail::read_saved_tensors(const std::string& path) {
+  const std::string bytes = read_maybe_gzip(path);
+  c10::IValue value;
+  std::set<const void*> storages;
+  try {
+    value = load(path, bytes, storages);
+  } catch (const std::exception& e) {
+    if (std::string(e.what()).rfind(path + ": ", 0) == 0) throw;  // ours, already one line
+    fail(path, "not a file saved with torch.save that LibTorch can read (" +
+                   torch_support::torch_message(e) + ")");
+  }
+  // Not tensors_of: its words are a dataset's ("the inputs are ...").
+  std::vector<at::Tensor> out;
+  std::vector<c10::IValue> items;
+  if (value.isTensor()) {
+    items.push_back(value);
+  } else if (value.isTuple()) {
+    for (const auto& item : value.toTupleRef().elements()) items.push_back(item);
+  } else if (value.isList()) {
+    for (const auto& item : value.toListRef()) items.push_back(item);
+  } else {
+    fail(path, "holds a " + kind_of(value) + ", expected a tensor or a list of tensors");
+  }
+  for (const auto& item : items) {
+    if (!item.isTensor()) {
+      fail(path, "holds a list of " + kind_of(item) + ", expected a list of tensors");
+    }
+    out.push_back(item.toTensor());
+  }
+  if (out.empty()) fail(path, "holds an empty list, expected tensors");
+  for (auto& t : out) {
+    const std::string why = check_within_storage(t, storages);
+    if (!why.empty()) fail(path, "holds " + why + " (a malformed file)");
+    t = t.detach().contiguous();
+  }
+  return out;
+}
+
+Dataset read_tensors(const std::string& path, bool labels_optional) {
   const std::string bytes = read_maybe_gzip(path);
   c10::IValue value;
   std::set<const void*> storages;
@@ -238,11 +276,15 @@ Dataset read_tensors(const std::string& path) {
     } else {
       for (const auto& item : value.toListRef()) items.push_back(item);
     }
-    if (items.size() != 2) {
-      fail(path, "holds a tuple of " + std::to_string(items.size()) + " items, expected (inputs, labels)");
+    if (items.size() == 1 && labels_optional) {
+      inputs = items[0];  // (inputs,): to predict on
+    } else {
+      if (items.size() != 2) {
+        fail(path, "holds a tuple of " + std::to_string(items.size()) + " items, expected (inputs, labels)");
+      }
+      inputs = items[0];
+      labels = items[1];
     }
-    inputs = items[0];
-    labels = items[1];
   } else if (value.isGenericDict()) {
     for (const auto& entry : value.toGenericDict()) {
       if (!entry.key().isString()) fail(path, "the dict's keys must be \"inputs\" and \"labels\"");
@@ -256,13 +298,19 @@ Dataset read_tensors(const std::string& path) {
       }
     }
     if (inputs.isNone()) fail(path, "the dict has no \"inputs\"");
-    if (labels.isNone()) fail(path, "the dict has no \"labels\"");
+    if (labels.isNone() && !labels_optional) fail(path, "the dict has no \"labels\"");
+  } else if (value.isTensor() && labels_optional) {
+    inputs = value;  // the inputs alone, to predict on
   } else {
     fail(path, "holds a " + kind_of(value) + ", expected a tuple (inputs, labels) or a dict "
                "{\"inputs\": ..., \"labels\": ...}");
   }
-  if (!labels.isTensor()) fail(path, "the labels are a " + kind_of(labels) + ", expected a tensor");
   std::vector<at::Tensor> x = tensors_of(inputs, path);
+  if (labels.isNone() && labels_optional && !x.empty() && x[0].dim() > 0) {
+    labels = at::zeros({x[0].size(0)}, at::kLong);  // none: read and ignored
+    storages.insert(labels.toTensor().storage().unsafeGetStorageImpl());
+  }
+  if (!labels.isTensor()) fail(path, "the labels are a " + kind_of(labels) + ", expected a tensor");
   const std::string why = check_within_storage(labels.toTensor(), storages);
   if (!why.empty()) fail(path, "the labels are " + why + " (a malformed file)");
   for (size_t i = 0; i < x.size(); ++i) {

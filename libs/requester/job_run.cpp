@@ -20,6 +20,8 @@
 #include "libs/config/plan/plan_layout.h"
 #include "libs/data/dataset.h"
 #include "libs/data/dataset_files.h"
+#include "libs/requester/loss_check.h"
+#include "libs/data/epoch_orders.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/metrics_files.h"
 #include "libs/requester/requester_impl.h"
@@ -33,7 +35,8 @@ namespace {
 using base::now_seconds;
 
 // The data is checked here, before anything is shipped: a bad file fails at the requester.
-void check_job_data(const config::JobSpec& job, const Log& log) {
+void check_job_data(const config::JobSpec& job, const Log& log, const Plan& plan,
+                    const std::string& job_path) {
   // Every file is a regular file before any is opened (a FIFO would block here).
   data::dataset_files(job.data, data::Split::kTrain);
   if (!job.data.validation.empty()) data::dataset_files(job.data, data::Split::kValidation);
@@ -44,9 +47,23 @@ void check_job_data(const config::JobSpec& job, const Log& log) {
                                 ", not a regular file");
     }
   }
-  auto train_data = data::load_dataset(job.data, data::Split::kTrain);
+  auto train_data = data::load_dataset(job.data, data::Split::kTrain,
+                                       job.predict ? data::Labels::kOptional : data::Labels::kRequired);
   log(std::string(job.predict ? "data to predict on: " : "training data: ") + job.data.train.raw + " (" + std::to_string(train_data.size()) +
       " samples)");
+  if (!job.predict && !job.data.order.empty()) {
+    const std::string kind = base::not_regular_file(job.data.order.resolved);
+    if (!kind.empty()) {
+      throw base::ConfigError("data.order: " + job.data.order.resolved + " is " + kind +
+                              ", not a regular file");
+    }
+    const auto orders =
+        data::read_epoch_orders(job.data.order.resolved, train_data.size(), job.train.epochs);
+    log("sample order: " + job.data.order.raw + " (" + std::to_string(orders.size()) +
+        " epochs)");
+  }
+  // The loss on the model's output, before the data travels (loss_check.h).
+  if (!job.predict) check_loss_on_first_sample(plan, job, train_data, job_path, log);
   if (!job.data.validation.empty()) {
     auto validation = data::load_dataset(job.data, data::Split::kValidation);
     log("validation data: " + job.data.validation.raw + " (" +
@@ -260,7 +277,7 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
     if (options.log) options.log(line);
   };
   config::check_job_for_plan(job, impl_->plan_.nodes, job_path);
-  check_job_data(job, log);
+  check_job_data(job, log, impl_->plan_, job_path);
 
   TrainResult result;
   result.job_id = std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);

@@ -1,6 +1,7 @@
 #include "libs/requester/job_watch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -20,6 +21,11 @@ std::string epoch_words(uint32_t epoch, uint32_t epochs) {
 
 void report(const Watch& watch) {
   if (watch.active && watch.report) watch.report();
+}
+
+// ", accuracy X" for a validation line, nothing when the task has none (NaN): never "nan".
+static std::string accuracy_words(double accuracy) {
+  return std::isnan(accuracy) ? "" : ", accuracy " + std::to_string(accuracy);
 }
 
 // One event a daemon sent, folded into the watch.
@@ -47,7 +53,7 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
         const uint32_t epochs = watch.progress.empty() ? 0 : watch.progress.begin()->second.epochs;
         on_log("evaluator: the servers' weights after " + std::to_string(e.step) + " updates, " +
                epoch_words(e.epoch, epochs) + ": loss " + std::to_string(e.loss) +
-               ", accuracy " + std::to_string(e.accuracy));
+               accuracy_words(e.accuracy));
       }
     } else if (e.kind == wire::EventKind::kFinished) {
       watch.finished.insert(sent.node_id);
@@ -68,7 +74,7 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
       p.validation_accuracy = e.accuracy;
       if (on_log) {
         on_log("cluster " + std::to_string(sent.cluster) + " validation: loss " +
-               std::to_string(e.loss) + ", accuracy " + std::to_string(e.accuracy) + " (" +
+               std::to_string(e.loss) + accuracy_words(e.accuracy) + " (" +
                epoch_words(e.epoch, p.epochs) + ")");
       }
       break;

@@ -196,6 +196,7 @@ config::JobSpec NodeStore::locate_shipped(const config::JobSpec& job,
   const std::map<std::string, config::JobPath*> fields = {
       {"data.train", &out.data.train},
       {"data.validation", &out.data.validation},
+      {"data.order", &out.data.order},
       {"loss.path", &out.loss.path}};
   // Nothing the requester's machine names is ever opened here: a path this node does not read
   // points nowhere.

@@ -12,22 +12,29 @@
 
 namespace ravnest::training {
 
-double count_correct(const c10::IValue& model_output, const at::Tensor& labels) {
+Correct count_correct(const c10::IValue& model_output, const at::Tensor& labels,
+                      const config::LossSpec& spec) {
   at::Tensor output;
   try {
     output = Loss::primary_output(model_output);
   } catch (const std::exception&) {
-    return -1;
+    return {};
   }
-  // Labels: the output's shape without its class dimension 1.
-  if (output.dim() < 2 || labels.dim() != output.dim() - 1 || output.size(0) != labels.size(0) ||
-      labels.sizes().slice(1) != output.sizes().slice(2)) {
-    return -1;
+  if (output.dim() < 2 || at::isFloatingType(labels.scalar_type()) ||
+      labels.scalar_type() == at::kBool || labels.is_complex()) {
+    return {};
   }
-  if (at::isFloatingType(labels.scalar_type()) || labels.scalar_type() == at::kBool) return -1;
-  const int64_t right = output.argmax(1).eq(labels.to(at::kLong)).sum().item<int64_t>();
-  const int64_t positions = c10::multiply_integers(labels.sizes().slice(1));  // 1 for [N]
-  return static_cast<double>(right) / static_cast<double>(std::max<int64_t>(positions, 1));
+  // Labels: the output's shape without its class dimension.
+  const int64_t dim = class_dimension(output, labels, spec);
+  std::vector<int64_t> expected = output.sizes().vec();
+  expected.erase(expected.begin() + dim);
+  if (labels.sizes().vec() != expected) return {};
+  const at::Tensor target = labels.to(at::kLong);
+  const at::Tensor counts = target.ne(spec.ignore_index);
+  Correct result;
+  result.right = output.argmax(dim).eq(target).logical_and(counts).sum().item<int64_t>();
+  result.asked = counts.sum().item<int64_t>();
+  return result;
 }
 
 Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, const Loss& loss,
@@ -39,7 +46,9 @@ Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, co
   at::NoGradGuard no_grad;
   Evaluation result;
   double loss_sum = 0;
-  double correct = 0;
+  double units = 0;  // samples, or the labels that count (counted_labels)
+  int64_t right = 0;
+  int64_t asked = 0;
   bool classes = true;
   try {
     for (int64_t start = 0; start < dataset.size(); start += batch_size) {
@@ -47,10 +56,14 @@ Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, co
       data::Batch batch = dataset.get_range(start, count);
       std::vector<c10::IValue> inputs(batch.inputs.begin(), batch.inputs.end());
       const c10::IValue output = module.forward(inputs);
-      loss_sum += loss(output, batch.labels).item<double>() * static_cast<double>(count);
-      const double right = count_correct(output, batch.labels);
-      if (right < 0) classes = false;
-      else correct += right;
+      const int64_t counted = counted_labels(batch.labels, loss.spec());
+      const double weight = static_cast<double>(counted >= 0 ? counted : count);
+      if (weight > 0) loss_sum += loss(output, batch.labels).item<double>() * weight;
+      units += weight;
+      const Correct correct = count_correct(output, batch.labels, loss.spec());
+      if (correct.asked < 0) classes = false;
+      right += correct.right;
+      asked += std::max<int64_t>(correct.asked, 0);
       result.samples += count;
     }
   } catch (...) {
@@ -58,9 +71,10 @@ Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, co
     throw;
   }
   module.train(was_training);
-  result.loss = result.samples ? loss_sum / static_cast<double>(result.samples) : std::nan("");
-  result.accuracy = classes && result.samples ? correct / static_cast<double>(result.samples)
-                                              : std::nan("");
+  result.loss = units > 0 ? loss_sum / units : std::nan("");
+  result.accuracy = classes && asked > 0
+                        ? static_cast<double>(right) / static_cast<double>(asked)
+                        : std::nan("");
   return result;
 }
 

@@ -2,6 +2,7 @@
 #include "libs/training/loss.h"
 
 #include <stdexcept>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/api/module.h>
@@ -32,6 +33,30 @@ double micro_batch_loss_weight(int64_t samples, int64_t batch_samples, int updat
   }
   return static_cast<double>(samples) / static_cast<double>(batch_samples) /
          static_cast<double>(update_frequency);
+}
+
+int64_t class_dimension(const at::Tensor& output, const at::Tensor& labels,
+                        const config::LossSpec& spec) {
+  if (output.dim() < 3) return 1;
+  if (spec.class_dim == 1) return 1;
+  if (spec.class_dim == -1) return output.dim() - 1;
+  const bool integers = !at::isFloatingType(labels.scalar_type()) && !labels.is_complex();
+  if (!integers || labels.dim() != output.dim() - 1) return 1;
+  const bool last = labels.sizes() == output.sizes().slice(0, output.dim() - 1);
+  std::vector<int64_t> without_1 = output.sizes().vec();
+  without_1.erase(without_1.begin() + 1);
+  const bool first = labels.sizes().vec() == without_1;
+  // Both read ([N, A, A] against [N, A]; [N, A, A, A] against [N, A, A]): a 3-D output is taken
+  // for a language model's logits, a larger one for an image's classes ([N, C, H, W]).
+  if (last && first) return output.dim() == 3 ? 2 : 1;
+  return last ? output.dim() - 1 : 1;
+}
+
+int64_t counted_labels(const at::Tensor& labels, const config::LossSpec& spec) {
+  using config::LossName;
+  if (spec.name != LossName::kCrossEntropy && spec.name != LossName::kNll) return -1;
+  if (at::isFloatingType(labels.scalar_type()) || labels.scalar_type() == at::kBool) return -1;
+  return labels.ne(spec.ignore_index).sum().item<int64_t>();
 }
 
 Loss::Loss(const config::LossSpec& spec) : spec_(spec) {
@@ -93,14 +118,29 @@ at::Tensor Loss::operator()(const c10::IValue& model_output, const at::Tensor& l
   }
   try {
     switch (spec_.name) {
-      case LossName::kCrossEntropy: {
-        if (labels.is_floating_point() && labels.sizes() == output.sizes()) {
-          return at::cross_entropy_loss(output, labels.to(output.scalar_type()));
+      case LossName::kCrossEntropy:
+      case LossName::kNll: {
+        const int64_t dim = class_dimension(output, labels, spec_);
+        const bool probabilities = spec_.name == LossName::kCrossEntropy &&
+                                   labels.is_floating_point() && labels.sizes() == output.sizes();
+        at::Tensor scores = output;
+        at::Tensor target = probabilities ? labels.to(output.scalar_type()) : labels.to(at::kLong);
+        if (dim != 1) {
+          // Classes last: read as PyTorch's users write it for a language model,
+          // F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1)).
+          const int64_t classes = output.size(dim);
+          scores = output.reshape({-1, classes});
+          target = probabilities ? target.reshape({-1, classes}) : target.reshape({-1});
+          if (!probabilities && target.size(0) != scores.size(0)) {
+            fail(spec_, "the labels " + shape_of(labels) + " are not the output " +
+                            shape_of(output) + " without its class dimension (the last)");
+          }
         }
-        return at::cross_entropy_loss(output, labels.to(at::kLong));
+        if (spec_.name == LossName::kNll) {
+          return at::nll_loss_nd(scores, target, {}, at::Reduction::Mean, spec_.ignore_index);
+        }
+        return at::cross_entropy_loss(scores, target, {}, at::Reduction::Mean, spec_.ignore_index);
       }
-      case LossName::kNll:
-        return at::nll_loss_nd(output, labels.to(at::kLong));
       case LossName::kMse:
       case LossName::kL1:
       case LossName::kBceWithLogits: {
@@ -121,6 +161,22 @@ at::Tensor Loss::operator()(const c10::IValue& model_output, const at::Tensor& l
     fail(spec_, torch_support::torch_message(e) + " (output " + shape_of(output) + ", labels " + shape_of(labels) + ")");
   }
   throw std::logic_error("Loss: unknown loss");
+}
+
+void Loss::check(const c10::IValue& model_output, const at::Tensor& labels) const {
+  try {
+    (void)(*this)(model_output, labels);
+  } catch (const std::exception& e) {
+    std::string shapes;
+    try {
+      shapes = " (output " + shape_of(primary_output(model_output)) + ", labels " +
+               shape_of(labels) + ")";
+    } catch (const std::exception&) {
+    }
+    const std::string what = e.what();
+    throw std::runtime_error("[loss] " + what +
+                             (what.find("(output ") == std::string::npos ? shapes : ""));
+  }
 }
 
 }  // namespace ravnest::training

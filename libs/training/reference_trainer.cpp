@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -14,6 +15,7 @@
 
 #include "libs/base/clock.h"
 #include "libs/data/batch_order.h"
+#include "libs/data/epoch_orders.h"
 #include "libs/data/dataset.h"
 #include "libs/torch_support/eager_numerics.h"
 #include "libs/torch_support/torch_errors.h"
@@ -79,7 +81,12 @@ ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpe
   LrSchedule schedule(*optimizer, job.scheduler);
   optimizer->zero_grad();
 
-  data::BatchOrder order(train.size(), t.batch_size, t.seed, t.shuffle, t.drop_last);
+  data::BatchOrder order =
+      job.data.order.empty()
+          ? data::BatchOrder(train.size(), t.batch_size, t.seed, t.shuffle, t.drop_last)
+          : data::BatchOrder(data::read_epoch_orders(job.data.order.resolved, train.size(),
+                                                     t.epochs),
+                             t.batch_size, t.drop_last);
   int64_t total = order.batches_per_epoch() * t.epochs;
   if (t.max_steps) total = std::min(total, *t.max_steps);
   if (max_batches >= 0) total = std::min(total, max_batches);
@@ -104,6 +111,9 @@ ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpe
       const data::Batch batch = train.get(batches[b]);
       const int64_t n = batch.size();
       double batch_loss = 0;
+      // With ignored labels the micro-batches weigh the labels that count (loss.h).
+      const int64_t batch_counted = counted_labels(batch.labels, loss.spec());
+      const bool by_labels = weigh_by_labels(batch_counted, batch.labels.numel());
       for (const auto& [begin, end] : data::split_micro_batches(n, t.micro_batches)) {
         const data::Batch micro = batch.slice(begin, end);
         std::vector<c10::IValue> inputs(micro.inputs.begin(), micro.inputs.end());
@@ -116,9 +126,14 @@ ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpe
           throw std::runtime_error("training batch " + std::to_string(result.batches + 1) + ": " +
                                    torch_support::torch_message(e));
         }
-        const at::Tensor weighted = value * micro_batch_loss_weight(end - begin, n, t.update_frequency);
+        const int64_t counted = by_labels ? counted_labels(micro.labels, loss.spec()) : -1;
+        const double weight =
+            !by_labels  ? micro_batch_loss_weight(end - begin, n, t.update_frequency)
+            : counted   ? micro_batch_loss_weight(counted, batch_counted, t.update_frequency)
+                        : 0;  // every label ignored: a mean of 0/0 that adds nothing
+        const at::Tensor weighted = value * weight;
         weighted.backward();
-        batch_loss += weighted.item<double>();
+        if (weight > 0) batch_loss += weighted.item<double>();
       }
       result.batch_losses.push_back(batch_loss * t.update_frequency);
       result.samples += n;
@@ -197,6 +212,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
     std::unique_ptr<torch::optim::Optimizer> optimizer;
     std::unique_ptr<LrSchedule> schedule;
     std::vector<int64_t> shard;
+    std::optional<data::BatchOrder> own_order;  // [data] order: this cluster's part of it
     at::Tensor rng_state;
     std::vector<at::Tensor> tables;  // in the order of `tables`
   };
@@ -226,7 +242,17 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
     copy.optimizer = make_optimizer(job.optimizer, all);
     copy.schedule = std::make_unique<LrSchedule>(*copy.optimizer, job.scheduler);
     copy.optimizer->zero_grad();
-    copy.shard = data::shard_indices(train.size(), clusters, c, t.seed);
+    if (!job.data.order.empty()) {
+      // The daemons' rule (job_setup.cpp): each epoch's order dealt into contiguous parts.
+      copy.own_order.emplace(
+          data::cluster_part(data::read_epoch_orders(job.data.order.resolved, train.size(),
+                                                     t.epochs),
+                             clusters, c),
+          t.batch_size, t.drop_last);
+      copy.shard.resize(copy.own_order->dataset_size());
+    } else {
+      copy.shard = data::shard_indices(train.size(), clusters, c, t.seed);
+    }
     at::manual_seed(static_cast<uint64_t>(t.seed));
     copy.rng_state = generator.get_state();
   }
@@ -262,12 +288,21 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
   for (int64_t epoch = 0; epoch < t.epochs && result.batches < total; ++epoch) {
     ++result.epochs_started;
     const auto batches = order.epoch(epoch);
+    std::vector<std::vector<std::vector<int64_t>>> own_batches;  // [data] order: per copy
+    for (const auto& copy : copies) {
+      if (copy.own_order) own_batches.push_back(copy.own_order->epoch(epoch));
+    }
     for (size_t b = 0; b < batches.size() && result.batches < total; ++b) {
       double batch_loss = 0;
-      for (auto& copy : copies) {
+      for (size_t c = 0; c < copies.size(); ++c) {
+        auto& copy = copies[c];
         generator.set_state(copy.rng_state);
         std::vector<int64_t> indices = batches[b];
-        for (auto& index : indices) index = copy.shard[index];
+        if (copy.own_order) {
+          indices = own_batches[c][b];  // dataset indices already
+        } else {
+          for (auto& index : indices) index = copy.shard[index];
+        }
         const data::Batch batch = train.get(indices);
         const int64_t n = batch.size();
         for (const auto& [begin, end] : data::split_micro_batches(n, t.micro_batches)) {

@@ -49,6 +49,7 @@ void encode_batch(const MicroBatchTag& batch, schema::MicroBatch::Builder out) {
   out.setEpoch(batch.epoch);
   out.setLast(batch.last);
   out.setVersion(batch.version);
+  out.setBatchCounted(batch.batch_counted);
 }
 
 MicroBatchTag decode_batch(schema::MicroBatch::Reader batch) {
@@ -63,6 +64,7 @@ MicroBatchTag decode_batch(schema::MicroBatch::Reader batch) {
   out.epoch = batch.getEpoch();
   out.last = batch.getLast();
   out.version = batch.getVersion();
+  out.batch_counted = batch.getBatchCounted();
   return out;
 }
 

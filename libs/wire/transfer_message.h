@@ -27,6 +27,9 @@ struct MicroBatchTag {
   uint32_t epoch = 0;
   bool last = false;   // last batch of training, or of a validation round
   uint64_t version = 0;  // parameter server: the weights' version (ps kinds only)
+  // Training: the labels of the whole batch the loss counts when some are ignored ([loss]
+  // ignore_index, training::weigh_by_labels); 0: each micro-batch weighs its samples.
+  uint64_t batch_counted = 0;
 };
 
 // kPsGradients, kPsWeights: between parameter servers and their workers and evaluator;

@@ -17,6 +17,7 @@
 #include "libs/base/sha256.h"
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
+#include "libs/data/epoch_orders.h"
 #include "libs/worker/ps/embedding_server.h"
 #include "libs/worker/ps/ps_evaluator.h"
 #include "libs/worker/ps/ps_server.h"
@@ -179,8 +180,8 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
     StagePredictor::Options predictor;
     predictor.predictions_path = store.predictions_path().string();
     if (node.position == 0) {
-      predictor.data =
-          std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kTrain));
+      predictor.data = std::make_shared<data::Dataset>(
+          data::load_dataset(job.data, data::Split::kTrain, data::Labels::kOptional));
       predictor.batch_size = job.train.batch_size;
       predictor.micro_batches = job.train.micro_batches;
     }
@@ -201,7 +202,16 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
     auto& root = options.root;
     root.train_data =
         std::make_shared<data::Dataset>(data::load_dataset(job.data, data::Split::kTrain));
-    if (node.cluster_count > 1) {
+    if (!job.data.order.empty()) {
+      // The shipped file, checked again here: the dataset indices of each epoch, this
+      // cluster's part of them (no shard: the order names the samples itself).
+      root.epoch_orders = data::read_epoch_orders(job.data.order.resolved,
+                                                  root.train_data->size(), job.train.epochs);
+      if (node.cluster_count > 1) {
+        root.epoch_orders =
+            data::cluster_part(root.epoch_orders, node.cluster_count, node.cluster);
+      }
+    } else if (node.cluster_count > 1) {
       root.shard = data::shard_indices(root.train_data->size(), node.cluster_count, node.cluster,
                                        job.train.seed);
     }
@@ -216,6 +226,7 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
     root.drop_last = job.train.drop_last;
     root.max_batches = job.train.max_steps ? *job.train.max_steps : -1;
     root.val_freq = static_cast<int>(job.train.val_freq);
+    root.loss = job.loss;
   }
   if (node.returns_model_output) {
     options.leaf.loss = std::make_shared<training::Loss>(job.loss);

@@ -79,13 +79,6 @@ def clusterize(model, example_args=(), nodes="node_data/node_configs.json", stag
         example_paths.append(path)
     args = clusterize_args(model_path, example_paths, nodes, out, stages, clusters, verify, push,
                            memory_probe, device)
-    try:
-        text = run(args)
-    except RavnestError as e:
-        for flag in ("--stages", "--clusters"):
-            if flag in str(e) and ("not expected" in str(e) or "xtras" in str(e)):
-                raise RavnestError("clusterize: this ravnest does not take %s yet (%s)"
-                                   % (flag, e)) from None
-        raise
+    text = run(args)
     sys.stdout.write(text)
     return text

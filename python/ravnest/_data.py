@@ -1,8 +1,9 @@
 """Datasets and DataLoaders -> the job file's tensors format (docs/job-file.md#formats).
 
-A DataLoader is iterated once, with its own sampler and generator, so that the file holds the
-samples in the order the user's loader gives them; the job then reads it in that order
-(shuffle = false) in the loader's batches. A Dataset is read in index order. Inputs and labels are
+A shuffling DataLoader gives the dataset in index order and each epoch's order as the user's loop
+would draw it ([data] order, epoch_orders); any other DataLoader is iterated once, with its own
+sampler and generator, so that the file holds the samples in the order the loader gives them; the
+job then reads it in that order (shuffle = false) in the loader's batches. A Dataset is read in index order. Inputs and labels are
 saved as the tuple (inputs, labels) that LibTorch reads; a sample whose input is a tuple or list
 gives a tuple of input tensors (a model with several inputs).
 """
@@ -59,6 +60,54 @@ def collect(data):
         inputs = _cat(xs, "inputs")
     labels = _cat(ys, "labels")
     return inputs, labels, facts
+
+
+def _draws_seed(loader, epoch):
+    """Whether iter(loader) draws its base seed from loader.generator in this epoch: always, but
+    persistent workers make their iterator once (_BaseDataLoaderIter._reset draws none)."""
+    return epoch == 0 or not (loader.persistent_workers and loader.num_workers > 0)
+
+
+def epoch_orders(loader, epochs):
+    """Each epoch's sample order as the user's loop `for epoch ...: for batch in loader` draws
+    it, as an int64 tensor [epochs, len(dataset)], advancing the loader's generator as PyTorch
+    does: each iter(loader) makes the batch sampler's iterator, draws the iterator's base seed
+    from loader.generator, then the sampler draws its permutation. None when the loader reads in
+    index order (SequentialSampler) or its batches are not a permutation of the dataset cut in
+    batch_size (a sampler with replacement or over a subset, a batch sampler of its own, an
+    IterableDataset): then the first epoch's order is written as the data."""
+    if isinstance(loader.dataset, torch.utils.data.IterableDataset):
+        return None
+    if isinstance(loader.sampler, torch.utils.data.SequentialSampler):
+        return None
+    if loader.batch_sampler is None or not loader.batch_size:
+        return None
+    n, size = len(loader.dataset), int(loader.batch_size)
+    rows = []
+    for epoch in range(epochs):
+        batches = iter(loader.batch_sampler)
+        if _draws_seed(loader, epoch):
+            torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
+        batches = [list(b) for b in batches]
+        order = [int(i) for b in batches for i in b]
+        if any(len(b) != size for b in batches[:-1]) or len(set(order)) != len(order):
+            return None
+        missing = sorted(set(range(n)) - set(order))
+        # drop_last: BatchSampler left out the order's last n % batch_size samples; the job
+        # drops them again (drop_last = true), so any order of them does.
+        if missing and not (loader.drop_last and len(missing) < size):
+            return None
+        if len(order) + len(missing) != n:
+            return None
+        rows.append(order + missing)
+    return torch.tensor(rows, dtype=torch.int64)
+
+
+def index_order(loader):
+    """A DataLoader over loader's dataset in index order, in its batches and with its collate_fn
+    (the samples are the loader's; only their order differs)."""
+    return torch.utils.data.DataLoader(loader.dataset, batch_size=loader.batch_size,
+                                       shuffle=False, collate_fn=loader.collate_fn)
 
 
 def write_tensors(path, inputs, labels):

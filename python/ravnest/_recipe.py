@@ -154,3 +154,30 @@ def loss_table(criterion, work_dir):
     path = os.path.abspath(os.path.join(work_dir, "loss.pt"))
     scripted.save(path)
     return {"name": "script", "path": path}
+
+
+def accuracy_is_argmax(accuracy_fn):
+    """Whether Ravnest's accuracy_fn(outputs, labels) is the accuracy of the argmax over the
+    class dimension (as a fraction, or in percent), which validation reports built in; probed on
+    random logits of a few shapes. Refused in one line otherwise: the job cannot run Python."""
+    generator = torch.Generator().manual_seed(0)
+    for n, classes in ((40, 10), (17, 3), (64, 2)):
+        outputs = torch.randn(n, classes, generator=generator)
+        labels = torch.randint(0, classes, (n,), generator=generator)
+        # A known share right: the first n // 3 labels are the argmax.
+        labels[:n // 3] = outputs[:n // 3].argmax(1)
+        expected = (outputs.argmax(1) == labels).double().mean().item()
+        try:
+            value = accuracy_fn(outputs.clone(), labels.clone())
+            value = float(value.item() if isinstance(value, torch.Tensor) else value)
+        except Exception as e:  # the user's function may raise anything
+            raise RavnestError("Trainer: accuracy_fn fails on logits [%d, %d] and integer labels "
+                               "(%s); validation computes the argmax accuracy built in, pass "
+                               "accuracy_fn=None" % (n, classes,
+                                                     str(e).strip().splitlines()[0])) from None
+        if not any(abs(value - scale * expected) <= 1e-6 * scale for scale in (1.0, 100.0)):
+            raise RavnestError("Trainer: accuracy_fn gives %.6g on logits [%d, %d] where the "
+                               "argmax accuracy is %.6g; only that accuracy is computed "
+                               "(validation's, docs/job-file.md): pass accuracy_fn=None"
+                               % (value, n, classes, expected))
+    return True

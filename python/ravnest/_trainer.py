@@ -13,8 +13,8 @@ import warnings
 import torch
 
 from ._cli import RavnestError, run
-from ._data import collect, write_tensors
-from ._recipe import loss_table, optimizer_table, scheduler_table
+from ._data import collect, epoch_orders, index_order, write_tensors
+from ._recipe import accuracy_is_argmax, loss_table, optimizer_table, scheduler_table
 
 
 class Node:
@@ -113,8 +113,8 @@ class Trainer:
         self.compression = ({"activations": "fp16", "gradients": "fp16"}
                             if node.compression else None)
         if accuracy_fn is not None:
-            warnings.warn("ravnest: accuracy_fn is not used: validation reports the argmax "
-                          "accuracy with integer labels (docs/job-file.md)")
+            # The common one is validation's own accuracy; any other is refused here.
+            accuracy_is_argmax(accuracy_fn)
         self.job_path = None
 
     def write_job(self):
@@ -122,17 +122,29 @@ class Trainer:
         os.makedirs(self.work_dir, exist_ok=True)
         work = os.path.abspath(self.work_dir)
         train = dict(self.train_table)
-        inputs, labels, facts = collect(self.train_loader)
+        loader = self.train_loader
+        orders = None
+        if isinstance(loader, torch.utils.data.DataLoader):
+            orders = epoch_orders(loader, train["epochs"])
+        data = {"format": "tensors", "train": os.path.join(work, "train.pt")}
+        if orders is not None:
+            # The dataset in index order, each epoch's order beside it: the user's batches.
+            inputs, labels, facts = collect(index_order(loader))
+            torch.save(orders, os.path.join(work, "order.pt"))
+            data["order"] = os.path.join(work, "order.pt")
+            train["drop_last"] = bool(loader.drop_last)
+        else:
+            inputs, labels, facts = collect(loader)
+            if (facts is not None and train["epochs"] > 1 and
+                    not isinstance(loader.sampler, torch.utils.data.SequentialSampler)):
+                warnings.warn("ravnest: the DataLoader's first epoch order is used for every "
+                              "epoch (its sampler does not order the whole dataset once per "
+                              "epoch)")
         write_tensors(os.path.join(work, "train.pt"), inputs, labels)
         if facts is not None:
-            # The file holds the loader's order: read it so, in the loader's batches.
+            # The file holds the loader's samples: read them in order, in the loader's batches.
             train.setdefault("batch_size", int(facts["batch_size"]))
             train["shuffle"] = False
-            if train["epochs"] > 1 and isinstance(self.train_loader.sampler,
-                                                   torch.utils.data.RandomSampler):
-                warnings.warn("ravnest: the DataLoader's first epoch order is used for every "
-                              "epoch; pass the Dataset to draw a new order each epoch")
-        data = {"format": "tensors", "train": os.path.join(work, "train.pt")}
         if self.val_loader is not None:
             v_inputs, v_labels, _ = collect(self.val_loader)
             write_tensors(os.path.join(work, "val.pt"), v_inputs, v_labels)

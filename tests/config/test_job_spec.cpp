@@ -86,6 +86,13 @@ TEST_CASE("a minimal job gets the documented defaults") {
   CHECK_FALSE(job.data.num_classes);
   CHECK(job.loss.name == LossName::kCrossEntropy);
   CHECK(job.loss.reduction == "mean");
+  CHECK(job.loss.ignore_index == -100);  // PyTorch's default
+  CHECK(job.loss.class_dim == 0);        // the rule (docs/job-file.md [loss])
+  {
+    const JobSpec lm = parse_job(with("loss", "ignore_index = 0\nclass_dim = -1"), "job.toml");
+    CHECK(lm.loss.ignore_index == 0);
+    CHECK(lm.loss.class_dim == -1);
+  }
   CHECK(job.optimizer.name == OptimizerName::kAdam);
   CHECK(job.optimizer.lr == 1e-3);
   CHECK(job.optimizer.betas == std::make_pair(0.9, 0.999));
@@ -370,7 +377,14 @@ TEST_CASE("every error names the file and the field") {
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"script\"\n[optimizer]\nname = \"adam\"\n", "job.toml: loss.path: missing"},
       {with("loss", "path = \"l.pt\""), "job.toml: loss.path: only for name = \"script\""},
       {with("loss", "reduction = \"sum\""), "job.toml: loss.reduction: only \"mean\" is supported"},
-      {with("loss", "weight = 1"), "job.toml: loss.weight: unknown key (name, path, reduction)"},
+      {with("loss", "weight = 1"), "job.toml: loss.weight: unknown key (name, path, reduction, ignore_index, class_dim)"},
+      {with("loss", "ignore_index = 1.5"), "job.toml: loss.ignore_index: must be an integer, got a float"},
+      {with("loss", "class_dim = 0"), "job.toml: loss.class_dim: must be 1 (PyTorch's [N, C, ...]) or -1"},
+      {with("loss", "class_dim = 2"), "job.toml: loss.class_dim: "},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"mse\"\nignore_index = 0\n[optimizer]\nname = \"adam\"\n",
+       "job.toml: loss.ignore_index: only for name = \"cross_entropy\" or \"nll\""},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"l1\"\nclass_dim = -1\n[optimizer]\nname = \"adam\"\n",
+       "job.toml: loss.class_dim: only for name = \"cross_entropy\" or \"nll\""},
       // [optimizer]
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adamw2\"\n",
        "job.toml: optimizer.name: unknown optimizer 'adamw2'; did you mean 'adamw'? (sgd, adam, adamw, rmsprop, adagrad)"},
@@ -518,6 +532,11 @@ TEST_CASE("job_paths_for: the root reads the data, the leaf a script loss", "[co
   CHECK(fields(stem).empty());
   CHECK(fields(leaf) == "loss.path=loss.pt ");
   CHECK(fields(alone) == "data.train=train.csv data.validation=val.csv loss.path=loss.pt ");
+  // [data] order ships with the training data, to the root only.
+  job = parse_job(with("data", "order = \"order.pt\""), "job.toml");
+  CHECK(job.data.order.raw == "order.pt");
+  CHECK(fields(root) == "data.train=train.csv data.order=order.pt ");
+  CHECK(fields(leaf).empty());
 }
 
 TEST_CASE("[compression]: a codec per kind of tensor, none by default", "[config][job][compression]") {

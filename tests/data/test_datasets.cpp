@@ -19,6 +19,7 @@
 #include "libs/data/batch_order.h"
 #include "libs/data/dataset.h"
 #include "libs/data/dataset_files.h"
+#include "libs/data/epoch_orders.h"
 #include "tests/support/test_env.h"
 
 using namespace ravnest;
@@ -409,6 +410,7 @@ torch.save(x, d + "/tensor.pt")
 torch.save((x, "y"), d + "/strlabels.pt")
 torch.save((x[:0], y[:0]), d + "/empty.pt")
 torch.save((x, torch.tensor([0, 1, 5, 1])), d + "/range.pt")
+torch.save(((x, torch.arange(4)),), d + "/inputs_only.pt")
 open(d + "/junk.pt", "w").write("junk")
 )");
   const auto run = test::run_command(test::python() + " " + script.string() + " " + dir.path().string());
@@ -441,6 +443,45 @@ open(d + "/junk.pt", "w").write("junk")
   spec.train = {"range.pt", p + "/range.pt"};
   spec.num_classes = 3;
   CHECK(error_of([&] { data::load_dataset(spec, Split::kTrain); }) == p + "/range.pt: sample 3: label 5 is out of range [0, 3)");
+
+  // To predict on (labels optional): the inputs alone, as a tensor or a tuple (inputs,).
+  const Dataset bare = data::read_tensors(p + "/tensor.pt", /*labels_optional=*/true);
+  CHECK(bare.size() == 4);
+  CHECK(at::equal(bare.get({2}).inputs[0], at::tensor({6.f, 7.f, 8.f}).reshape({1, 3})));
+  const Dataset only = data::read_tensors(p + "/inputs_only.pt", true);
+  CHECK(only.size() == 4);
+  CHECK(only.get({1}).inputs.size() == 2);
+  CHECK(at::equal(data::read_tensors(p + "/tuple.pt", true).labels(), at::tensor({0, 1, 0, 1}, at::kLong)));
+  CHECK(contains(error_of([&] { data::read_tensors(p + "/three.pt", true); }), "expected (inputs, labels)"));
+  spec.train = {"tensor.pt", p + "/tensor.pt"};
+  CHECK(data::load_dataset(spec, Split::kTrain, data::Labels::kOptional).size() == 4);
+  CHECK(contains(error_of([&] { data::load_dataset(spec, Split::kTrain); }), "holds a Tensor"));
+}
+
+TEST_CASE("CSV to predict on: without the label column, by name or by input_shape") {
+  test::TempDir dir;
+  write_bytes(dir / "named.csv", "a,b,c\n1,2,3\n4,5,6\n");
+  write_bytes(dir / "plain.csv", "1,2,3\n4,5,6\n");
+  data::CsvOptions options;
+  options.label_column = "label";
+  options.labels_optional = true;
+  Dataset d = data::read_csv((dir / "named.csv").string(), options);
+  CHECK(d.size() == 2);
+  CHECK(at::equal(d.raw_inputs()[0], at::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}).reshape({2, 3})));
+  options.labels_optional = false;
+  CHECK(contains(error_of([&] { data::read_csv((dir / "named.csv").string(), options); }),
+                 "no column named 'label'"));
+  // By index: every column a feature of input_shape means no label column.
+  options = {};
+  options.header = false;
+  options.input_shape = {3};
+  options.labels_optional = true;
+  d = data::read_csv((dir / "plain.csv").string(), options);
+  CHECK(d.size() == 2);
+  CHECK(d.raw_inputs()[0].sizes() == at::IntArrayRef({2, 3}));
+  options.input_shape = {2};  // two features and the label, as for training
+  d = data::read_csv((dir / "plain.csv").string(), options);
+  CHECK(at::equal(d.labels(), at::tensor({3, 6}, at::kLong)));
 }
 
 TEST_CASE("BatchOrder: reproducible, per-epoch permutations, partial last batch, drop_last") {
@@ -535,4 +576,60 @@ TEST_CASE("micro-batches: contiguous, sizes differ by at most one, like torch.te
       CHECK(start == n);
     }
   }
+}
+
+TEST_CASE("data.order: each epoch's order from a torch.save file, checked; a cluster's part") {
+  test::TempDir dir;
+  const auto script = dir / "orders.py";
+  test::write_text(script, R"(
+import sys, torch
+d = sys.argv[1]
+torch.save(torch.tensor([[3, 1, 4, 0, 2], [0, 1, 2, 3, 4]]), d + "/tensor.pt")
+torch.save([torch.tensor([4, 3, 2, 1, 0]), torch.tensor([1, 0, 3, 2, 4], dtype=torch.int32)], d + "/list.pt")
+torch.save(torch.tensor([[3, 1, 4, 0]]), d + "/short.pt")
+torch.save(torch.tensor([[3, 1, 5, 0, 2]]), d + "/range.pt")
+torch.save(torch.tensor([[3, 1, 3, 0, 2]]), d + "/repeat.pt")
+torch.save(torch.tensor([[3., 1, 4, 0, 2]]), d + "/float.pt")
+torch.save(torch.zeros(2, 5, 1, dtype=torch.int64), d + "/rank3.pt")
+torch.save("order", d + "/string.pt")
+)");
+  const auto run = test::run_command(test::python() + " " + script.string() + " " + dir.path().string());
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const std::string p = dir.path().string();
+  const auto tensor = data::read_epoch_orders(p + "/tensor.pt", 5, 2);
+  CHECK(tensor == std::vector<std::vector<int64_t>>{{3, 1, 4, 0, 2}, {0, 1, 2, 3, 4}});
+  const auto list = data::read_epoch_orders(p + "/list.pt", 5, 1);  // more rows than epochs: kept
+  CHECK(list == std::vector<std::vector<int64_t>>{{4, 3, 2, 1, 0}, {1, 0, 3, 2, 4}});
+
+  // The batches are the rows cut in batch_size, epoch by epoch; drop_last drops each row's tail.
+  data::BatchOrder order(tensor, 2, /*drop_last=*/true);
+  CHECK(order.batches_per_epoch() == 2);
+  CHECK(order.epoch(0) == std::vector<std::vector<int64_t>>{{3, 1}, {4, 0}});
+  CHECK(order.epoch(1) == std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}});
+  CHECK_THROWS_AS(order.epoch(2), std::out_of_range);
+  // Two clusters: the contiguous halves of each epoch's order, the remainder left out.
+  CHECK(data::cluster_part(tensor, 2, 1) == std::vector<std::vector<int64_t>>{{4, 0}, {2, 3}});
+  CHECK(data::cluster_part(tensor, 2, 0) == std::vector<std::vector<int64_t>>{{3, 1}, {0, 1}});
+
+  const std::string o = "data.order: " + p;
+  CHECK(error_of([&] { data::read_epoch_orders(p + "/tensor.pt", 5, 3); }) ==
+        o + "/tensor.pt: holds 2 epoch orders, the job trains 3 epochs");
+  CHECK(error_of([&] { data::read_epoch_orders(p + "/tensor.pt", 6, 1); }) ==
+        o + "/tensor.pt: epoch 0 orders 5 samples, the training data has 6 (each epoch must "
+            "order every sample once)");
+  CHECK(error_of([&] { data::read_epoch_orders(p + "/short.pt", 5, 1); }) ==
+        o + "/short.pt: epoch 0 orders 4 samples, the training data has 5 (each epoch must "
+            "order every sample once)");
+  CHECK(error_of([&] { data::read_epoch_orders(p + "/range.pt", 5, 1); }) ==
+        o + "/range.pt: epoch 0, position 2: index 5 is out of range [0, 5)");
+  CHECK(error_of([&] { data::read_epoch_orders(p + "/repeat.pt", 5, 1); }) ==
+        o + "/repeat.pt: epoch 0, position 2: index 3 is repeated (each epoch orders every "
+            "sample once)");
+  CHECK(contains(error_of([&] { data::read_epoch_orders(p + "/float.pt", 5, 1); }),
+                 o + "/float.pt: epoch 0: indices of dtype Float, expected an integer tensor"));
+  CHECK(contains(error_of([&] { data::read_epoch_orders(p + "/rank3.pt", 5, 1); }),
+                 o + "/rank3.pt: holds a tensor [2, 5, 1], expected [epochs, n]"));
+  CHECK(error_of([&] { data::read_epoch_orders(p + "/string.pt", 5, 1); }) ==
+        o + "/string.pt: holds a String, expected a tensor or a list of tensors");
 }

@@ -107,9 +107,13 @@ TEST_CASE("status: a node's memory against its budget", "[cli][memory]") {
 }
 
 TEST_CASE("loss report: table, SVG and malformed files", "[cli][losses]") {
-  auto a = cli::parse_loss_history(0, "2.5\n1.5\n\n0.5\n", "3 0 0.7 0.8\n6 1 0.4 nan\n", "node_2");
+  // "-": no accuracy (a regression), as the leaf writes it; "nan" as older leaves did.
+  auto a = cli::parse_loss_history(0, "2.5\n1.5\n\n0.5\n", "3 0 0.7 0.8\n6 1 0.4 nan\n9 1 0.3 -\n",
+                                   "node_2");
   REQUIRE(a.losses.size() == 3);
-  REQUIRE(a.validation.size() == 2);
+  REQUIRE(a.validation.size() == 3);
+  CHECK(std::isnan(a.validation[2].accuracy));
+  CHECK(cli::loss_table({a}).find("nan") == std::string::npos);
   CHECK(a.validation[1].updates == 6);
   CHECK(a.validation[1].epoch == 1);
   CHECK(std::isnan(a.validation[1].accuracy));

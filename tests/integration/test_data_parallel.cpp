@@ -247,6 +247,57 @@ TEST_CASE("clusters cut at different points average gradients (Adam)", "[data-pa
   CHECK(check.exit_code == 0);
 }
 
+// [data] order: each epoch's order comes from the file (as the Python package writes a shuffling
+// DataLoader's), every cluster trains its contiguous part of it, into the second epoch; a file
+// with a repeated index is refused at the requester in one line naming data.order.
+TEST_CASE("data.order: two clusters train each epoch's part of the order file",
+          "[data-parallel][exact]") {
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"});
+  const std::string csv = (test::digits_dir() / "digits_train.csv").string();
+  const auto script = cluster.dir() / "orders.py";
+  test::write_text(script, R"(
+import sys, torch
+n = sum(1 for _ in open(sys.argv[1])) - 1
+g = torch.Generator().manual_seed(11)
+orders = torch.stack([torch.randperm(n, generator=g) for _ in range(2)])
+torch.save(orders, sys.argv[2] + "/order.pt")
+orders[1, 5] = orders[1, 4]
+torch.save(orders, sys.argv[2] + "/repeated.pt")
+print(n)
+)");
+  auto made = test::run_command(test::python() + " " + script.string() + " " + csv + " " +
+                                cluster.dir().string());
+  INFO(made.out << made.err);
+  REQUIRE(made.exit_code == 0);
+  const int64_t n = std::stoll(made.out);
+  const int64_t per_epoch = (n / 2 + 31) / 32;  // each cluster's batches of 32
+  const int max_steps = static_cast<int>(per_epoch) + 3;  // into the second epoch
+  const std::string job = job_text("name = \"sgd\"\nlr = 0.05\nmomentum = 0.9",
+                                   "reduce = \"gradients\"", 2, max_steps);
+  const std::string order_line = "format = \"csv\"\norder = \"";
+  std::string bad = job;
+  bad.replace(bad.find("format = \"csv\""), 14,
+              order_line + (cluster.dir() / "repeated.pt").string() + "\"");
+  std::string good = job;
+  good.replace(good.find("format = \"csv\""), 14,
+               order_line + (cluster.dir() / "order.pt").string() + "\"");
+  train_and_compare(cluster, 2, good, max_steps);
+  // Not the seeded rule's batches: without the file the weights differ.
+  auto seeded = training::train_reference_clusters(
+      test::digits_model(), config::parse_job(job, (cluster.dir() / "job.toml").string()), 2,
+      max_steps);
+  auto ordered = test::load_state_dict(cluster.dir() / "trained_0" / "trained_state_dict.pt");
+  std::string where;
+  CHECK(test::largest_difference(seeded.state, ordered, &where) > 1e-4);
+  test::write_text(cluster.dir() / "bad.toml", bad);
+  auto refused = cluster.ravnest("train", (cluster.dir() / "bad.toml").string());
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("data.order: " + (cluster.dir() / "repeated.pt").string() +
+                         ": epoch 1, position 5: index ") != std::string::npos);
+  CHECK(refused.err.find("is repeated") != std::string::npos);
+}
+
 TEST_CASE("parameter averaging every few updates with Adam state averaged",
           "[data-parallel][exact]") {
   const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);

@@ -382,6 +382,18 @@ TEST_CASE("predict through the pipeline equals the fused model in PyTorch", "[da
   CHECK(untrained.exit_code != 0);
   CHECK(untrained.err.find("no job was trained with the plan") != std::string::npos);
 
+  // A loss that does not take the model's output against the labels: one line at the requester,
+  // naming [loss] and both shapes, before anything is shipped (docs/job-file.md [loss]).
+  std::string mse = job_text("name = \"adam\"\nlr = 0.003", 1, 12, 1, "1f1b", false);
+  mse.replace(mse.find("cross_entropy"), 13, "mse");
+  test::write_text(dir / "mse.toml", mse);
+  auto refused = cluster.ravnest("train", (dir / "mse.toml").string());
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("mse.toml: [loss] loss mse: ") != std::string::npos);
+  CHECK(refused.err.find("[1, 10]") != std::string::npos);
+  CHECK(!std::filesystem::exists(cluster.data_dir(2) / "losses.txt"));
+
   test::write_text(dir / "job.toml", job_text("name = \"adam\"\nlr = 0.003", 1, 12, 1, "1f1b", true));
   auto train = cluster.ravnest("train", (dir / "job.toml").string());
   INFO(train.out << train.err);
@@ -409,6 +421,30 @@ TEST_CASE("predict through the pipeline equals the fused model in PyTorch", "[da
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
   CHECK(check.out.rfind("ok ", 0) == 0);
+
+  // Without labels: the same file less its label column (the last) predicts the same, through
+  // the daemons and in one process.
+  {
+    std::istringstream lines(test::read_text(val));
+    std::string line, unlabeled;
+    while (std::getline(lines, line)) unlabeled += line.substr(0, line.rfind(',')) + "\n";
+    test::write_text(dir / "unlabeled.csv", unlabeled);
+  }
+  auto piped_bare = cluster.ravnest("predict", cluster.plan_dir() + " " +
+                                                   (dir / "unlabeled.csv").string() +
+                                                   " --batch-size 20 --out " +
+                                                   (dir / "piped_bare.pt").string());
+  INFO(piped_bare.out << piped_bare.err);
+  REQUIRE(piped_bare.exit_code == 0);
+  CHECK(test::read_text(dir / "piped_bare.pt") == test::read_text(dir / "piped.pt"));
+  auto local_bare = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest predict " +
+                                      (dir / "trained/model.pt").string() + " " +
+                                      (dir / "unlabeled.csv").string() + " --job " +
+                                      (dir / "job.toml").string() + " --out " +
+                                      (dir / "local_bare.pt").string());
+  INFO(local_bare.out << local_bare.err);
+  REQUIRE(local_bare.exit_code == 0);
+  CHECK(test::read_text(dir / "local_bare.pt") == test::read_text(dir / "local.pt"));
 
   // Training's results are untouched: the leaf's losses, the trained stages (fuse again, the
   // last job on every node counts as finished), and the next training job starts as before.

@@ -177,6 +177,17 @@ class CausalLM(nn.Module):
         return self.head(self.ln(x)[:, -1])  # next token after the sequence: N x vocab
 
 
+class CharLM(CausalLM):
+    """A character-level language model as Hugging Face's write theirs: logits for every
+    position, N x T x vocab, trained with cross_entropy against N x T next characters."""
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.tok(tokens) + self.pos
+        for block in self.blocks:
+            x = block(x, self.mask)
+        return self.head(self.ln(x))
+
+
 class InplaceCNN(nn.Module):
     """Convolutions with ReLU(inplace=True) and max pooling; exported with torch.jit.trace. Its
     first activations are large enough (16 x 32 x 32 floats a sample) that a batch of 8 streams
@@ -434,6 +445,12 @@ def build_causal_lm() -> Built:
     return model, _script(model), [torch.randint(0, 40, (4, 8), generator=_gen())]
 
 
+def build_char_lm() -> Built:
+    """CharLM small enough for CI: 2 blocks, width 32, 16 characters, a vocabulary of 30."""
+    model = CharLM(vocab=30, d=32, length=16, layers=2)
+    return model, _script(model), [torch.randint(0, 30, (4, 16), generator=_gen())]
+
+
 def build_gpt_mini() -> Built:
     """CausalLM at a GPT-like scale: 3.2M parameters (vocabulary 2048, width 256, 4 blocks,
     32 tokens), so that a stage trained with Adam holds tens of MB and a daemon's memory is more
@@ -517,6 +534,7 @@ MODELS: Dict[str, Callable[[], Built]] = {
     "reused": build_reused,
     "causal_lm": build_causal_lm,
     "gpt_mini": build_gpt_mini,
+    "char_lm": build_char_lm,
     "traced_inplace": build_traced_inplace,
     "dropout_twice": build_dropout_twice,
     "two_in_tuple_out": build_two_in_tuple_out,
@@ -578,9 +596,11 @@ def flatten_outputs(out) -> List[torch.Tensor]:
 
 
 TRAIN_SAMPLES = 16
+# Models whose output is N x T x vocab: trained on the next characters, N x T, with padding.
+LANGUAGE_MODELS = {"char_lm"}
 
 
-def training_set(sm: torch.jit.ScriptModule, inputs: List[torch.Tensor]):
+def training_set(sm: torch.jit.ScriptModule, inputs: List[torch.Tensor], language_model: bool = False):
     """A small training set for the training-fidelity tests, in the "tensors" format: inputs like
     the example's (integer inputs within the example's range), and labels for cross_entropy when
     the model's (first) output is N x C, else regression targets of that output's shape for mse."""
@@ -597,6 +617,18 @@ def training_set(sm: torch.jit.ScriptModule, inputs: List[torch.Tensor]):
         out = sm(*[d[:2] for d in data])
         first = flatten_outputs(out)[0]
         sm.train()
+    if language_model:
+        # The next character at every position (a random one after the last), and padding
+        # (cross_entropy's ignore_index, -100) at the end of three samples in four: the
+        # micro-batches then hold different counts of labels that count.
+        tokens = data[0]
+        labels = torch.cat([tokens[:, 1:], torch.randint(0, first.shape[-1], (TRAIN_SAMPLES, 1),
+                                                        generator=g)], 1)
+        for i in range(TRAIN_SAMPLES):
+            pad = (i % 4) * 3
+            if pad:
+                labels[i, -pad:] = -100
+        return (tokens, labels), "cross_entropy"
     if first.dim() >= 2 and first.shape[1] > 1 and (first.dim() == 2 or isinstance(out, dict)):
         # Classes in dimension 1: one label per sample, or per pixel (a segmentation dict).
         loss = "cross_entropy"
@@ -642,7 +674,7 @@ def export(name: str, out: str, force: bool) -> str:
     atomic(files["model"], lambda p: sm.save(p))
     atomic(files["inputs"], lambda p: torch.save(tuple(inputs), p))  # LibTorch cannot unpickle a one-element list
     atomic(files["state_dict"], lambda p: torch.save(sd, p))
-    train, loss = training_set(sm, inputs)
+    train, loss = training_set(sm, inputs, language_model=name in LANGUAGE_MODELS)
     atomic(files["train"], lambda p: torch.save(train, p))
     t1 = time.time()
     n_out = verify(name, files, keys)

@@ -16,7 +16,7 @@ import torch
 import ravnest
 from ravnest._clusterize import clusterize_args, script_or_trace
 from ravnest._recipe import loss_table, optimizer_table, scheduler_table
-from ravnest._data import collect
+from ravnest._data import collect, epoch_orders
 from ravnest._trainer import _parse_evaluation, job_text
 
 
@@ -100,6 +100,47 @@ def main():
     order = torch.cat([y for _, y in loader()])
     assert torch.equal(labels, order) and torch.equal(inputs, xs[order]), (labels, order)
     assert facts == {"batch_size": 4, "drop_last": False}
+    # Each epoch's order as the user's loop draws it (its generator advanced as PyTorch does),
+    # drop_last's left-out samples at each order's end; none for an order that is not a shuffle.
+    for drop_last in (False, True):
+        def shuffled():
+            return torch.utils.data.DataLoader(dataset, batch_size=4, shuffle=True,
+                                               drop_last=drop_last,
+                                               generator=torch.Generator().manual_seed(3))
+        orders = epoch_orders(shuffled(), 3)
+        assert orders.shape == (3, 10) and orders.dtype == torch.int64, orders
+        user = shuffled()
+        for epoch in range(3):
+            seen = torch.cat([y for _, y in user])
+            assert torch.equal(orders[epoch, :len(seen)], seen), (epoch, orders, seen)
+            assert sorted(orders[epoch].tolist()) == list(range(10)), orders
+        assert not torch.equal(orders[0], orders[1])
+    assert epoch_orders(torch.utils.data.DataLoader(dataset, batch_size=4), 2) is None
+    replacement = torch.utils.data.RandomSampler(dataset, replacement=True,
+                                                 generator=torch.Generator().manual_seed(1))
+    assert epoch_orders(torch.utils.data.DataLoader(dataset, batch_size=4,
+                                                    sampler=replacement), 2) is None
+    # accuracy_fn: the argmax accuracy (a fraction or in percent, Ravnest's argument order) is
+    # validation's own; any other, or one that fails, is refused in one line.
+    def fraction(outputs, labels):
+        return (outputs.argmax(dim=1) == labels).float().mean()
+
+    def percent(outputs, labels):
+        return (torch.max(outputs, 1)[1] == labels).sum().item() * 100.0 / len(labels)
+
+    def top2(outputs, labels):
+        return (outputs.topk(2, 1)[1] == labels[:, None]).any(1).float().mean()
+
+    def swapped(labels, outputs):
+        return (outputs.argmax(1) == labels).float().mean()
+
+    node = ravnest.Node(optimizer="sgd")
+    for good in (fraction, percent):
+        ravnest.Trainer(node=node, train_loader=dataset, accuracy_fn=good)
+    refused(lambda: ravnest.Trainer(node=node, train_loader=dataset, accuracy_fn=top2),
+            "accuracy_fn gives")
+    refused(lambda: ravnest.Trainer(node=node, train_loader=dataset, accuracy_fn=swapped),
+            "accuracy_fn fails")
     pairs = [((xs[i], xs[i] * 2), ys[i]) for i in range(10)]
     inputs, labels, _ = collect(torch.utils.data.DataLoader(pairs, batch_size=3))
     assert isinstance(inputs, tuple) and torch.equal(inputs[1], xs * 2)

@@ -5,11 +5,12 @@ Usage: package_user.py DIGITS_TRAIN_CSV WORK_DIR   (the package on PYTHONPATH; $
 $RAVNEST_BINARY_DIR names the binary; run with /usr/bin/python3 or a torch 2.x venv)
 
 The user's part is what a Ravnest script holds: a model class, a DataLoader with its own
-generator, an optimizer, a criterion, clusterize(model, example_args), a Trainer, train(),
-model_fusion(). It runs on three daemons of `ravnest.local` cut in three stages (nodes of
-140 kB each, so no two layers fit one), then checks that the fused state dict loads strictly
-into the user's class and equals the same script trained in one process with plain PyTorch;
-that pred() equals the fused model's forward; and prints the figures.
+generator (shuffling: a new order each epoch), an optimizer, a criterion,
+clusterize(model, example_args, stages=3), a Trainer of two epochs, train(), model_fusion(). It
+runs on three daemons of `ravnest.local` cut in three stages, then checks that the fused state
+dict loads strictly into the user's class and equals the same script's two epochs trained in one
+process with plain PyTorch (so every epoch's batches were the user's); that pred() equals the
+fused model's forward; and prints the figures.
 """
 
 import copy
@@ -23,6 +24,7 @@ import torch.nn as nn
 
 import ravnest
 
+EPOCHS = 2  # a shuffling DataLoader: each epoch's order is its own ([data] order)
 
 class Net(nn.Module):
     def __init__(self):
@@ -66,14 +68,15 @@ def main():
     train_loader, val_loader = loaders(x, y)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
-    with ravnest.local(nodes=3, ram=0.00014):
-        ravnest.clusterize(model, example_args=(x[:32],), memory_probe=False)
+    with ravnest.local(nodes=3):
+        ravnest.clusterize(model, example_args=(x[:32],), stages=3, memory_probe=False)
         with open("node_data/plan.json") as f:
             clusters = json.load(f)["clusters"]
         stages = len(clusters[0]["nodes"]) if len(clusters) == 1 else -len(clusters)
         assert stages == 3, "expected 3 stages, the plan has %d" % stages
         trainer = ravnest.Trainer(node=ravnest.Node(optimizer=optimizer, criterion=criterion),
-                                  train_loader=train_loader, val_loader=val_loader, epochs=1)
+                                  train_loader=train_loader, val_loader=val_loader,
+                                  epochs=EPOCHS)
         trainer.train()
         state_dict = ravnest.model_fusion(cluster_id=0)
         predictions = trainer.pred(x[192:256])
@@ -85,22 +88,25 @@ def main():
     # The same script in one process.
     train_loader, _ = loaders(x, y)
     optimizer = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
-    for xb, yb in train_loader:
-        loss = criterion(reference(xb), yb)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
+    for _ in range(EPOCHS):
+        for xb, yb in train_loader:
+            loss = criterion(reference(xb), yb)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
     worst = max((fused.state_dict()[k] - v).abs().max().item()
                 for k, v in reference.state_dict().items())
     fused.eval()
     with torch.no_grad():
         pred_diff = (predictions - fused(x[192:256])).abs().max().item()
-    print("package_user: torch %s, 3 stages, fused vs one process: max |diff| %.3g over %d "
+    print("package_user: torch %s, 3 stages, %d epochs, fused vs one process: max |diff| %.3g over %d "
           "tensors; pred() vs fused forward %.3g; evaluate %s" % (
-              torch.__version__, worst, len(state_dict), pred_diff, evaluation))
+              torch.__version__, EPOCHS, worst, len(state_dict), pred_diff, evaluation))
     # Debian's PyTorch runs LibTorch's kernels: the same weights; 2.x may differ in the last bits.
     tolerance = 0 if torch.__version__.startswith("1.13") else 1e-5
     assert worst <= tolerance, "fused weights differ from PyTorch's by %g" % worst
+    with open(".ravnest/job.toml") as f:
+        assert "order = " in f.read(), "the job has no [data] order"
     assert pred_diff <= 1e-6, "pred() differs from the fused model by %g" % pred_diff
     assert "loss" in evaluation and "accuracy" in evaluation, evaluation
     return 0

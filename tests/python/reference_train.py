@@ -141,15 +141,38 @@ def make_scheduler(spec: dict, opt):
     raise ValueError(name)
 
 
-def loss_fn(name: str, out, y):
+def classes_last(out, y, spec: dict) -> bool:
+    """A language model's logits [N, T, V] against [N, T] labels (docs/job-file.md [loss])."""
+    if out.dim() < 3 or y.is_floating_point():
+        return False
+    if spec.get("class_dim") is not None:
+        return spec["class_dim"] == -1
+    last = tuple(y.shape) == tuple(out.shape[:-1])
+    first = tuple(y.shape) == tuple(out.shape[:1]) + tuple(out.shape[2:])
+    return last and (out.dim() == 3 or not first)
+
+
+def counted(y, spec: dict):
+    """The labels a cross_entropy or nll mean counts; None for other losses."""
+    if spec["name"] not in ("cross_entropy", "nll") or y.is_floating_point():
+        return None
+    return int((y != spec.get("ignore_index", -100)).sum())
+
+
+def loss_fn(spec, out, y):
+    name = spec if isinstance(spec, str) else spec["name"]
+    spec = {"name": name} if isinstance(spec, str) else spec
     if isinstance(out, (tuple, list)):
         out = out[0]
     elif isinstance(out, dict):
         out = next(iter(out.values()))
-    if name == "cross_entropy":
-        return F.cross_entropy(out, y.long())
-    if name == "nll":
-        return F.nll_loss(out, y.long())
+    if name in ("cross_entropy", "nll"):
+        ignore = spec.get("ignore_index", -100)
+        if classes_last(out, y, spec):
+            # As a PyTorch user writes a language model's loss.
+            out, y = out.reshape(-1, out.shape[-1]), y.reshape(-1)
+        f = F.cross_entropy if name == "cross_entropy" else F.nll_loss
+        return f(out, y.long(), ignore_index=ignore)
     y = y.to(out.dtype)
     if y.dim() + 1 == out.dim() and out.shape[-1] == 1:
         y = y.unsqueeze(-1)
@@ -285,14 +308,23 @@ def main() -> int:
             by = y.index_select(0, idx)
             bn = idx.shape[0]
             parts = []
+            # With ignored labels in the batch, a micro-batch weighs the labels that count.
+            batch_counted = counted(by, job["loss"])
+            by_labels = batch_counted is not None and batch_counted != by.numel()
             for s, e in tensor_split_ranges(bn, micro):
                 with torch.autocast(device.type, dtype=amp or torch.bfloat16,
                                     enabled=amp is not None):
                     out = model(*[x[s:e] for x in bx])
-                    loss = loss_fn(job["loss"]["name"], out, by[s:e])
-                weighted = loss * ((e - s) / bn / uf)
+                    if by_labels:
+                        c = counted(by[s:e], job["loss"])
+                        weight = c / batch_counted / uf if c else 0.0
+                    else:
+                        weight = (e - s) / bn / uf
+                    loss = loss_fn(job["loss"], out, by[s:e])
+                weighted = loss * weight
                 (scaler.scale(weighted) if scaler is not None else weighted).backward()
-                parts.append(weighted.detach())
+                if weight > 0:
+                    parts.append(weighted.detach())
             # Read once per batch: on a GPU each .item() waits for the device.
             batch_loss = 0.0
             for part in parts:

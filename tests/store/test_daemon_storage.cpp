@@ -215,11 +215,11 @@ TEST_CASE("losses.txt is replaced, never written through a symlink", "[daemon][s
   wire::MicroBatchTag batch;
   batch.samples = batch.batch_samples = 4;
   batch.count = 1;
-  metrics.add_training(batch, 0.5);
+  metrics.add_training(batch, 0.5, 1.0);
   metrics.batch_finished(batch, 1);
   batch.step = 1;
   batch.last = true;
-  metrics.add_training(batch, 0.25);
+  metrics.add_training(batch, 0.25, 1.0);
   metrics.batch_finished(batch, 2);
   CHECK(test::read_text(dir / "losses.txt") == "0.5\n0.25\n");
   CHECK(test::read_text(dir / "outside.txt") == "precious\n");

@@ -72,6 +72,7 @@ InProcessCluster::Trained InProcessCluster::train(
   }
   for (const auto& e : port.events()) {
     if (e.data.kind == worker::EventKind::kStep) out.losses.push_back(e.data.loss);
+    if (e.data.kind == worker::EventKind::kValidation) out.validations.push_back(e.data);
   }
   return out;
 }

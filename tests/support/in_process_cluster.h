@@ -38,6 +38,7 @@ class InProcessCluster {
   struct Trained {
     std::multimap<std::string, at::Tensor> state;
     std::vector<double> losses;
+    std::vector<worker::ProgressEventData> validations;  // the leaf's validation rounds
     size_t rings = 0;
     std::map<int, std::vector<worker::StageWorker::BackwardRecord>> records;
     std::map<int, size_t> most_versions_kept;

@@ -444,23 +444,99 @@ TEST_CASE("evaluate: mean loss and accuracy in eval mode; the module's mode is r
   const double accuracy = out.argmax(1).eq(all.labels).sum().item<double>() / static_cast<double>(val.size());
   CHECK(e.accuracy == accuracy);
   CHECK(e.loss == Approx(at::cross_entropy_loss(out, all.labels).item<double>()).epsilon(1e-5));
-  CHECK(training::count_correct(out, all.labels.to(at::kFloat)) == -1);
-  CHECK(training::count_correct(out.reshape({-1}), all.labels) == -1);
+  const config::LossSpec ce = loss_spec(config::LossName::kCrossEntropy);
+  CHECK(training::count_correct(out, all.labels.to(at::kFloat), ce).asked == -1);
+  CHECK(training::count_correct(out.reshape({-1}), all.labels, ce).asked == -1);
 
-  // Labels per position (segmentation [N, C, H, W] against [N, H, W]): each sample counts the
-  // share of its positions that are right.
+  // Labels per position (segmentation [N, C, H, W] against [N, H, W]): every position counts.
   const at::Tensor pixels = at::zeros({2, 3, 2, 2});
   pixels.select(1, 1).fill_(1.0);  // class 1 everywhere
   const at::Tensor truth = at::tensor({1, 1, 1, 0, 1, 1, 1, 1}, at::kLong).view({2, 2, 2});
-  CHECK(training::count_correct(pixels, truth) == Approx(1.75));
-  CHECK(training::count_correct(pixels, truth.view({2, 4})) == -1);          // positions differ
-  CHECK(training::count_correct(pixels, truth.to(at::kFloat)) == -1);        // not classes
+  CHECK(training::count_correct(pixels, truth, ce).right == 7);
+  CHECK(training::count_correct(pixels, truth, ce).asked == 8);
+  CHECK(training::count_correct(pixels, truth.view({2, 4}), ce).asked == -1);  // positions differ
+  CHECK(training::count_correct(pixels, truth.to(at::kFloat), ce).asked == -1);  // not classes
+  // Ignored positions (ignore_index) are not asked.
+  CHECK(training::count_correct(pixels, truth.masked_fill(truth.eq(0), -100), ce).asked == 7);
+  CHECK(training::count_correct(pixels, truth.masked_fill(truth.eq(0), -100), ce).right == 7);
 
   // Regression labels: no accuracy.
   const data::Dataset reg({all.inputs[0]}, at::zeros({val.size(), 10}), "reg");
   const auto r = training::evaluate(model, reg, Loss(loss_spec(config::LossName::kMse)), 100);
   CHECK(std::isnan(r.accuracy));
   CHECK(r.loss > 0);
+}
+
+TEST_CASE("cross_entropy, nll and accuracy of a language model's logits [N, T, V]") {
+  // Classes last against [N, T] labels: as F.cross_entropy(logits.reshape(-1, V),
+  // labels.reshape(-1)), a mean over the labels not ignored (-100, PyTorch's default).
+  const at::Tensor logits = at::randn({3, 4, 5}, at::TensorOptions().dtype(at::kDouble));
+  at::Tensor labels = at::randint(0, 5, {3, 4}, at::kLong);
+  labels[0][3] = -100;
+  labels[2][1] = -100;
+  double expected = 0;
+  int counted = 0;
+  int right = 0;
+  for (int64_t n = 0; n < 3; ++n) {
+    for (int64_t t = 0; t < 4; ++t) {
+      const int64_t y = labels[n][t].item<int64_t>();
+      if (y == -100) continue;
+      const at::Tensor row = logits[n][t];
+      expected += row.logsumexp(0).item<double>() - row[y].item<double>();
+      right += row.argmax().item<int64_t>() == y;
+      ++counted;
+    }
+  }
+  expected /= counted;
+  const config::LossSpec ce = loss_spec(config::LossName::kCrossEntropy);
+  CHECK(Loss(ce)(logits, labels).item<double>() == Approx(expected).epsilon(1e-12));
+  CHECK(Loss(loss_spec(config::LossName::kNll))(logits.log_softmax(-1), labels).item<double>() ==
+        Approx(expected).epsilon(1e-12));
+  CHECK(training::counted_labels(labels, ce) == counted);
+  CHECK(training::counted_labels(labels.to(at::kFloat), ce) == -1);
+  CHECK(training::counted_labels(labels, loss_spec(config::LossName::kMse)) == -1);
+  const training::Correct c = training::count_correct(logits, labels, ce);
+  CHECK(c.right == right);
+  CHECK(c.asked == counted);
+
+  // PyTorch's own [N, V, T] still reads as PyTorch reads it.
+  CHECK(Loss(ce)(logits.transpose(1, 2).contiguous(), labels).item<double>() ==
+        Approx(expected).epsilon(1e-12));
+  CHECK(training::count_correct(logits.transpose(1, 2), labels, ce).right == right);
+  // Another ignore_index; class_dim chooses where both would read ([N, A, A] against [N, A]).
+  config::LossSpec other = ce;
+  other.ignore_index = 7;
+  CHECK(training::counted_labels(labels, other) == 12);
+  const at::Tensor square = at::randn({2, 3, 3});
+  const at::Tensor three = at::randint(0, 3, {2, 3}, at::kLong);
+  CHECK(training::class_dimension(square, three, ce) == 2);
+  other.class_dim = 1;
+  CHECK(training::class_dimension(square, three, other) == 1);
+  CHECK(training::class_dimension(at::randn({2, 3, 3, 3}), at::randint(0, 3, {2, 3, 3}), ce) == 1);
+  // A shape that reads neither way: one line naming both shapes.
+  CHECK_THROWS_WITH(Loss(ce).check(logits, at::zeros({3, 7}, at::kLong)),
+                    Catch::Contains("[loss]") && Catch::Contains("[3, 4, 5]") &&
+                        Catch::Contains("[3, 7]"));
+}
+
+TEST_CASE("evaluate: a language model's token accuracy, a number; a regression's, none") {
+  torch::jit::Module model = torch::jit::load(test::models_dir() + "/char_lm.pt");
+  data::Dataset train = data::read_tensors(test::models_dir() + "/char_lm.train.pt");
+  const training::Evaluation e =
+      training::evaluate(model, train, Loss(loss_spec(config::LossName::kCrossEntropy)), 5);
+  REQUIRE(std::isfinite(e.accuracy));
+  model.eval();
+  at::NoGradGuard no_grad;
+  const auto all = train.get_range(0, train.size());
+  const at::Tensor logits = model.forward({all.inputs[0]}).toTensor();
+  const at::Tensor counted = all.labels.ne(-100);
+  const double accuracy = logits.argmax(-1).eq(all.labels).logical_and(counted).sum().item<double>() /
+                          counted.sum().item<double>();
+  CHECK(e.accuracy == Approx(accuracy).epsilon(1e-12));
+  // The mean over every token that counts, whatever the batches: one cross_entropy of them all.
+  const double loss = at::cross_entropy_loss(logits.reshape({-1, 30}), all.labels.reshape({-1}))
+                          .item<double>();
+  CHECK(e.loss == Approx(loss).epsilon(1e-5));
 }
 
 // ------------------------------------------------------------------------- reference trainer
@@ -633,6 +709,20 @@ torch.save({"inputs": tokens, "labels": targets}, sys.argv[1] + "/tied_data.pt")
   CHECK(d.max_difference < 1e-5);
   // The tied weight is one tensor: both names hold the same values.
   CHECK(at::equal(result.state.at("embedding.weight"), result.state.at("decoder.weight")));
+}
+
+TEST_CASE("reference trainer equals PyTorch in Python: char_lm [N, T, V] with padding") {
+  // Micro-batches of 3, 3 and 2 samples whose padding differs: each weighs its tokens that
+  // count, so that a batch's gradient is that of one cross_entropy over the batch's tokens.
+  test::TempDir dir;
+  const std::string job =
+      "[train]\nepochs = 2\nbatch_size = 8\nmicro_batches = 3\nupdate_frequency = 2\nseed = 4\n"
+      "[data]\nformat = \"tensors\"\ntrain = \"" + test::models_dir() + "/char_lm.train.pt\"\n"
+      "[loss]\nname = \"cross_entropy\"\n"
+      "[optimizer]\nname = \"adam\"\nlr = 0.01\n";
+  const Compared d = train_both(dir, test::models_dir() + "/char_lm.pt", job);
+  INFO("worst: " << d.worst << " differs by " << d.max_difference);
+  CHECK(d.max_difference < 1e-5);
 }
 
 TEST_CASE("the digits job (configs/job_digits.toml) reaches 95% validation accuracy") {

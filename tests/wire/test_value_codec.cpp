@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 
+#include "libs/wire/transfer_codec.h"
 #include "tests/wire/wire_test_util.h"
 
 using namespace ravnest::wire;
@@ -74,6 +75,27 @@ struct OneTensor {
 };
 
 }  // namespace
+
+TEST_CASE("a micro-batch's tag round-trips, the batch's counted labels included", "[wire][codec]") {
+  MicroBatchTag tag;
+  tag.job_id = 7;
+  tag.step = 3;
+  tag.index = 1;
+  tag.count = 3;
+  tag.samples = 3;
+  tag.batch_samples = 8;
+  tag.epoch = 2;
+  tag.last = true;
+  tag.batch_counted = 97;  // [loss] ignore_index: the batch's labels that count
+  capnp::MallocMessageBuilder builder;
+  encode_batch(tag, builder.initRoot<schema::MicroBatch>());
+  RoundTrip rt(builder);
+  const MicroBatchTag back = decode_batch(rt.reader.getRoot<schema::MicroBatch>());
+  CHECK(back.batch_counted == 97);
+  CHECK(back.batch_samples == 8);
+  CHECK(back.samples == 3);
+  CHECK(back.last);
+}
 
 TEST_CASE("every non-tensor value kind round-trips", "[wire][codec]") {
   std::vector<IndexedIValue> values = {

@@ -109,6 +109,32 @@ TEST_CASE("stage worker: small_cnn (BatchNorm, dropout)", "[stage_worker]") {
   check_model("small_cnn", {2, 3}, {{1, "gpipe"}});
 }
 
+TEST_CASE("stage worker: char_lm ([N, T, V] logits; padding: micro-batches weigh their tokens)",
+          "[stage_worker]") {
+  check_model("char_lm", {2, 3}, {{1, "gpipe"}, {3, "1f1b"}});
+}
+
+TEST_CASE("stage worker: char_lm validation: token accuracy a number, equal to one process",
+          "[stage_worker]") {
+  const test::ModelFiles files = test::model_files("char_lm");
+  test::InProcessCluster cluster(files, test::LocalCluster::even_cuts(files.model, 3));
+  // Validation on the training file (padded labels) after every epoch, micro-batches of 3, 3, 2.
+  std::string text = job_text(files, {3, "1f1b"});
+  text.replace(text.find("\n\n[loss]"), 0, "\nvalidation = \"" + files.train_file + "\"");
+  const config::JobSpec job = config::parse_job(text, "test job");
+  const auto reference = training::train_reference(files.model, job);
+  const auto trained = cluster.train(job);
+  REQUIRE(trained.validations.size() == reference.validations.size());
+  REQUIRE(!trained.validations.empty());
+  for (size_t i = 0; i < trained.validations.size(); ++i) {
+    const auto& got = trained.validations[i];
+    const auto& expected = reference.validations[i].result;
+    REQUIRE(std::isfinite(got.accuracy));
+    CHECK(got.accuracy == Approx(expected.accuracy).margin(1e-12));
+    CHECK(std::abs(got.loss - expected.loss) <= 1e-5);
+  }
+}
+
 TEST_CASE("stage worker: dropout_twice (the random state travels)", "[stage_worker]") {
   check_model("dropout_twice", {2, 3}, kAllConfigs, 2);
 }

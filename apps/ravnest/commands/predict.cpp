@@ -90,7 +90,7 @@ int PredictCommand::run() {
       *batch_given ? std::optional<int64_t>(batch_size) : std::nullopt);
   if (through_plan) return predict_through_plan(c, text, job, out, cluster);
   const auto spec = config::parse_job(text, job);
-  const auto dataset = data::load_dataset(spec.data, data::Split::kTrain);
+  const auto dataset = data::load_dataset(spec.data, data::Split::kTrain, data::Labels::kOptional);
   torch::jit::Module model = torch_support::load_module(target);
   const std::string bytes = training::predictions_file(
       training::predict_in_process(model, dataset, spec.train.batch_size));

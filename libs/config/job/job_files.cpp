@@ -9,7 +9,10 @@ std::vector<NodeJobPath> job_paths_for(const JobSpec& job, const NodeMetadata& m
   if (metadata.role == Role::kServer) return paths;
   const bool evaluator = metadata.role == Role::kEvaluator;
   const bool validates = metadata.role != Role::kWorker || metadata.parameter_server.hybrid();
-  if (metadata.position == 0 && !evaluator) paths.push_back({"data.train", job.data.train});
+  if (metadata.position == 0 && !evaluator) {
+    paths.push_back({"data.train", job.data.train});
+    if (!job.data.order.empty()) paths.push_back({"data.order", job.data.order});
+  }
   if ((metadata.position == 0 && validates) || evaluator) {
     if (!job.data.validation.empty()) paths.push_back({"data.validation", job.data.validation});
   }

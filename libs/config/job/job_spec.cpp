@@ -166,7 +166,7 @@ TrainSpec parse_train(const Section& s) {
 
 DataSpec parse_data(const Section& s, const std::string& base_dir) {
   s.check_known({"format", "train", "validation", "label_column", "header", "input_shape", "scale",
-                 "num_classes"});
+                 "num_classes", "order"});
   DataSpec d;
   auto format = s.string("format");
   if (!format) s.fail("format", "missing (csv, mnist, cifar10, tensors)");
@@ -175,6 +175,7 @@ DataSpec parse_data(const Section& s, const std::string& base_dir) {
   if (!train) s.fail("train", "missing: the training data's path");
   d.train = *train;
   if (auto v = path_field(s, "validation", base_dir)) d.validation = *v;
+  if (auto v = path_field(s, "order", base_dir)) d.order = *v;
 
   if (d.format != DataFormat::kCsv) {
     for (const char* key : {"label_column", "header", "input_shape", "scale"}) {
@@ -212,7 +213,7 @@ DataSpec parse_data(const Section& s, const std::string& base_dir) {
 }
 
 LossSpec parse_loss(const Section& s, const std::string& base_dir) {
-  s.check_known({"name", "path", "reduction"});
+  s.check_known({"name", "path", "reduction", "ignore_index", "class_dim"});
   LossSpec l;
   auto name = s.string("name");
   if (!name) s.fail("name", "missing (cross_entropy, nll, mse, l1, bce_with_logits, script)");
@@ -230,6 +231,16 @@ LossSpec parse_loss(const Section& s, const std::string& base_dir) {
                           "share of the batch), got " + in_quotes(*v));
     }
     l.reduction = *v;
+  }
+  const bool classes = l.name == LossName::kCrossEntropy || l.name == LossName::kNll;
+  if (auto v = s.integer("ignore_index", INT64_MIN)) {
+    if (!classes) s.fail("ignore_index", "only for name = \"cross_entropy\" or \"nll\"");
+    l.ignore_index = *v;
+  }
+  if (auto v = s.integer("class_dim", -1, 1)) {
+    if (!classes) s.fail("class_dim", "only for name = \"cross_entropy\" or \"nll\"");
+    if (*v == 0) s.fail("class_dim", "must be 1 (PyTorch's [N, C, ...]) or -1 (the last, [N, ..., C])");
+    l.class_dim = static_cast<int>(*v);
   }
   return l;
 }

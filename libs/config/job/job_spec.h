@@ -84,6 +84,8 @@ struct DataSpec {
   DataFormat format = DataFormat::kCsv;
   JobPath train;
   JobPath validation;               // empty: no validation
+  JobPath order;                    // each epoch's sample order (data/epoch_orders.h); empty:
+                                    // [train] shuffle and seed draw it
   // csv only
   std::string label_column;         // by name (needs header); empty: label_index is used
   int64_t label_index = -1;         // 0-based column index, negative counts from the end
@@ -100,6 +102,12 @@ struct LossSpec {
   LossName name = LossName::kCrossEntropy;
   JobPath path;                     // kScript: the TorchScript loss module
   std::string reduction = "mean";   // only "mean" (the micro-batch weighting assumes it)
+  // cross_entropy, nll: labels equal to this count for nothing (PyTorch's default -100: padding).
+  int64_t ignore_index = -100;
+  // cross_entropy, nll: where the classes are in an output of 3 or more dimensions. 0: the rule
+  // of docs/job-file.md [loss] (the last when the labels are the output's shape without its last
+  // dimension, else dimension 1); 1: PyTorch's [N, C, d1...]; -1: the last, [N, d1..., C].
+  int class_dim = 0;
 };
 
 enum class OptimizerName { kSgd, kAdam, kAdamW, kRmsprop, kAdagrad };

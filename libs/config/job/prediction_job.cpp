@@ -20,6 +20,7 @@ std::string prediction_job_text(const std::string& job_toml, const std::string& 
   auto* data = root.get_as<toml::table>("data");
   data->insert_or_assign("train", data_path);
   data->erase("validation");
+  data->erase("order");  // the training epochs' order: the data to predict on is read in order
   auto* train = root.get_as<toml::table>("train");
   if (!train) {
     root.insert_or_assign("train", toml::table{});

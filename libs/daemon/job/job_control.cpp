@@ -101,6 +101,7 @@ void check_same_data(const training::StageCheckpoint& from, const std::map<std::
   const auto then = data_lines(from.data);
   const std::map<std::string, std::string> raw = {{"data.train", job.data.train.raw},
                                                   {"data.validation", job.data.validation.raw},
+                                                  {"data.order", job.data.order.raw},
                                                   {"loss.path", job.loss.path.raw}};
   for (const auto& [field, location] : then) {
     auto now = shipped.find(field);

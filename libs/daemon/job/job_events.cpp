@@ -1,5 +1,6 @@
 #include "libs/daemon/job/job_events.h"
 
+#include <cmath>
 #include <memory>
 
 #include <kj/vector.h>
@@ -31,8 +32,13 @@ void JobEvents::publish(const wire::ProgressEventData& event, const config::Node
   switch (event.kind) {
     case wire::EventKind::kStep: spdlog::debug("step {} loss {:.6f}", event.step, event.loss); break;
     case wire::EventKind::kValidation:
-      spdlog::info("validation after update {}: loss {:.6f} accuracy {:.4f}", event.step,
-                   event.loss, event.accuracy);
+      // No accuracy (regression): none printed, never "nan".
+      if (std::isnan(event.accuracy)) {
+        spdlog::info("validation after update {}: loss {:.6f}", event.step, event.loss);
+      } else {
+        spdlog::info("validation after update {}: loss {:.6f} accuracy {:.4f}", event.step,
+                     event.loss, event.accuracy);
+      }
       break;
     case wire::EventKind::kFinished: spdlog::info("job finished"); break;
     case wire::EventKind::kFailed: spdlog::error("job failed: {}", event.message); break;

@@ -32,9 +32,9 @@ LeafMetrics::LeafMetrics(std::string losses_path, WorkerPort& port, std::string 
   flush();
 }
 
-void LeafMetrics::add_training(const MicroBatchTag& batch, double loss) {
+void LeafMetrics::add_training(const MicroBatchTag& batch, double loss, double share) {
   if (batch.index == 0) batch_loss_ = 0;
-  batch_loss_ += loss * (static_cast<double>(batch.samples) / batch.batch_samples);
+  batch_loss_ += loss * share;
 }
 
 void LeafMetrics::batch_finished(const MicroBatchTag& batch, uint64_t batches_done, double lr) {
@@ -60,32 +60,37 @@ void LeafMetrics::flush() {
   losses_written_at_ = base::now_seconds();
 }
 
-bool LeafMetrics::add_validation(const MicroBatchTag& batch, double loss,
+bool LeafMetrics::add_validation(const MicroBatchTag& batch, double loss, int64_t weight,
                                  const c10::IValue& output, const at::Tensor& labels,
-                                 uint64_t updates_done) {
-  validation_loss_sum_ += loss * batch.samples;
-  const double correct = training::count_correct(output, labels);
-  if (correct < 0) validation_has_classes_ = false;
-  else validation_correct_ += correct;
-  validation_samples_ += batch.samples;
+                                 const config::LossSpec& spec, uint64_t updates_done) {
+  if (weight > 0) validation_loss_sum_ += loss * static_cast<double>(weight);
+  validation_weight_ += weight;
+  const training::Correct correct = training::count_correct(output, labels, spec);
+  if (correct.asked < 0) validation_has_classes_ = false;
+  validation_right_ += correct.right;
+  validation_asked_ += std::max<int64_t>(correct.asked, 0);
   if (batch.index + 1 != batch.count || !batch.last) return false;
 
   ProgressEventData event;
   event.kind = EventKind::kValidation;
   event.epoch = batch.epoch;
   event.step = updates_done;
-  event.loss = validation_samples_ ? validation_loss_sum_ / validation_samples_ : 0;
-  event.accuracy = validation_has_classes_ && validation_samples_
-                       ? validation_correct_ / validation_samples_
+  event.loss = validation_weight_ ? validation_loss_sum_ / static_cast<double>(validation_weight_) : 0;
+  event.accuracy = validation_has_classes_ && validation_asked_
+                       ? static_cast<double>(validation_right_) / static_cast<double>(validation_asked_)
                        : std::nan("");
   port_.event(event);
   std::ostringstream line;
-  line << updates_done << ' ' << batch.epoch << ' ' << event.loss << ' ' << event.accuracy << '\n';
+  line << updates_done << ' ' << batch.epoch << ' ' << event.loss << ' ';
+  if (std::isnan(event.accuracy)) line << '-';  // no classes: no accuracy, never "nan"
+  else line << event.accuracy;
+  line << '\n';
   validation_ += line.str();
   if (!validation_path_.empty()) base::write_file_atomically(validation_path_, validation_);
   validation_loss_sum_ = 0;
-  validation_correct_ = 0;
-  validation_samples_ = 0;
+  validation_weight_ = 0;
+  validation_right_ = 0;
+  validation_asked_ = 0;
   validation_has_classes_ = true;
   return true;
 }

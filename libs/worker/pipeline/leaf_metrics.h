@@ -10,7 +10,7 @@
 // (a full disk) fails the job with one line naming the file.
 //
 // Each validation round is also a line of validation.txt beside losses.txt ("updates epoch loss
-// accuracy", accuracy "nan" when the task has no classes), rewritten the same way after each
+// accuracy", accuracy "-" when the task has no classes), rewritten the same way after each
 // round; `ravnest losses` fetches both.
 //
 // The loss itself, and its backward, are the worker's: this only keeps the numbers.
@@ -26,6 +26,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include "libs/config/job/job_spec.h"
 #include "libs/worker/transfer.h"
 
 namespace ravnest::training {
@@ -51,8 +52,9 @@ class LeafMetrics {
   LeafMetrics(std::string losses_path, WorkerPort& port, std::string losses_so_far = {},
               std::optional<std::string> validation_so_far = std::nullopt);
 
-  // A training micro-batch's mean loss.
-  void add_training(const MicroBatchTag& batch, double loss);
+  // A training micro-batch's mean loss and its share of the batch (its samples', or with ignored
+  // labels its counted labels' share, loss.h).
+  void add_training(const MicroBatchTag& batch, double loss, double share);
   // A training batch is done: its loss goes to losses.txt and out as a step event, with `lr`,
   // the learning rate it trained with.
   void batch_finished(const MicroBatchTag& batch, uint64_t batches_done, double lr = std::nan(""));
@@ -60,10 +62,13 @@ class LeafMetrics {
   const std::string& losses() const { return losses_; }  // losses.txt as written
   void flush();  // writes losses.txt now (a stopped job's)
 
-  // A validation micro-batch's mean loss and what the model answered. True when it closed the
-  // round: the validation event (at `updates_done` updates) went out.
-  bool add_validation(const MicroBatchTag& batch, double loss, const c10::IValue& output,
-                      const at::Tensor& labels, uint64_t updates_done);
+  // A validation micro-batch's mean loss over its `weight` (its samples, or the labels that count:
+  // training::counted_labels) and what the model answered. True when it closed the round: the
+  // validation event (at `updates_done` updates) went out, with an accuracy only where there
+  // is one (training::count_correct; NaN for none, written "-" in validation.txt).
+  bool add_validation(const MicroBatchTag& batch, double loss, int64_t weight,
+                      const c10::IValue& output, const at::Tensor& labels,
+                      const config::LossSpec& spec, uint64_t updates_done);
 
   const std::string& validation() const { return validation_; }  // validation.txt as written
 
@@ -76,8 +81,9 @@ class LeafMetrics {
   WorkerPort& port_;
   double batch_loss_ = 0;
   double validation_loss_sum_ = 0;
-  double validation_correct_ = 0;  // samples right (count_correct)
-  int64_t validation_samples_ = 0;
+  int64_t validation_weight_ = 0;   // samples, or labels that count
+  int64_t validation_right_ = 0;    // answers right (count_correct)
+  int64_t validation_asked_ = 0;
   bool validation_has_classes_ = true;
 };
 

@@ -5,6 +5,7 @@
 
 #include "libs/base/clock.h"
 #include "libs/data/dataset.h"
+#include "libs/training/loss.h"
 
 namespace ravnest::worker {
 
@@ -23,8 +24,12 @@ int64_t RootFeeder::train_size() const {
 
 uint64_t RootFeeder::start() {
   started_at_ = base::now_seconds();
-  train_order_.emplace(train_size(), options_.batch_size, static_cast<int64_t>(setup_.seed),
-                       options_.shuffle, options_.drop_last);
+  if (!options_.epoch_orders.empty()) {
+    train_order_.emplace(options_.epoch_orders, options_.batch_size, options_.drop_last);
+  } else {
+    train_order_.emplace(train_size(), options_.batch_size, static_cast<int64_t>(setup_.seed),
+                         options_.shuffle, options_.drop_last);
+  }
   uint64_t total = static_cast<uint64_t>(train_order_->batches_per_epoch()) * options_.epochs;
   if (options_.max_batches >= 0) total = std::min<uint64_t>(total, options_.max_batches);
   if (total == 0) throw std::runtime_error("the training set yields no batch");
@@ -112,6 +117,10 @@ RootFeeder::Begin RootFeeder::load_batch() {
   current_batch_.step = step;
   current_batch_.count = static_cast<uint32_t>(micro_ranges_.size());
   current_batch_.batch_samples = static_cast<uint32_t>(indices.size());
+  // With ignored labels the micro-batches weigh the labels that count (loss.h).
+  const int64_t counted = training::counted_labels(batch_labels_, options_.loss);
+  current_batch_.batch_counted =
+      training::weigh_by_labels(counted, batch_labels_.numel()) ? static_cast<uint64_t>(counted) : 0;
   current_batch_.last = step + 1 >= total_batches_;
   injected_ = 0;
   completed_ = 0;

@@ -28,6 +28,7 @@
 
 #include "libs/worker/transfer.h"
 #include "libs/worker/worker_setup.h"
+#include "libs/config/job/job_spec.h"
 #include "libs/data/batch_order.h"
 #include "libs/training/schedule.h"
 
@@ -57,6 +58,9 @@ class RootFeeder {
   struct Options {
     std::shared_ptr<data::Dataset> train_data;
     std::vector<int64_t> shard;  // this cluster's samples; empty: all
+    // [data] order: each epoch's samples (dataset indices, this cluster's part), in place of
+    // the seeded permutation of the shard; empty: that permutation.
+    std::vector<std::vector<int64_t>> epoch_orders;
     std::shared_ptr<data::Dataset> validation_data;  // none: no validation rounds
     int epochs = 1;
     int64_t batch_size = 1;
@@ -65,6 +69,7 @@ class RootFeeder {
     bool drop_last = false;
     int64_t max_batches = -1;  // -1: no cap
     int val_freq = 0;  // validation every val_freq updates; 0: after every epoch
+    config::LossSpec loss;  // the job's [loss]: which labels count (MicroBatchTag::batch_counted)
   };
 
   // `setup` (the root's), `options` and `target` must outlive the feeder.

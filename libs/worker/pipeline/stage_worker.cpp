@@ -385,22 +385,46 @@ void StageWorker::forward(Micro& m) {
 // The loss and its backward run at once: the leaf has no consumer to wait for.
 void StageWorker::leaf_loss(Micro& m, const c10::IValue& result) {
   const at::Tensor labels = *m.labels;
-  at::Tensor loss;
-  {
-    auto precision = autocast();
-    loss = (*options_.leaf.loss)(result, labels);
-  }
+  const training::Loss& loss_of = *options_.leaf.loss;
   if (!m.batch.validate) {
-    const double weight = training::micro_batch_loss_weight(m.batch.samples, m.batch.batch_samples,
-                                                  setup_.update_frequency);
+    // With ignored labels in the batch, the micro-batch weighs the labels that count (loss.h);
+    // one whose labels are all ignored adds nothing (its mean is 0/0; its backward, weighted 0,
+    // still sends the zero gradients upstream that the pipeline waits for).
+    double share = static_cast<double>(m.batch.samples) / m.batch.batch_samples;
+    int64_t counted = -1;
+    if (m.batch.batch_counted) {
+      counted = training::counted_labels(labels, loss_of.spec());
+      share = static_cast<double>(counted) / static_cast<double>(m.batch.batch_counted);
+    }
+    at::Tensor loss;
+    {
+      auto precision = autocast();
+      loss = loss_of(result, labels);
+    }
+    double weight = 0;
+    if (counted > 0) {
+      weight = training::micro_batch_loss_weight(
+          counted, static_cast<int64_t>(m.batch.batch_counted), setup_.update_frequency);
+    } else if (counted < 0) {
+      weight = training::micro_batch_loss_weight(m.batch.samples, m.batch.batch_samples,
+                                                 setup_.update_frequency);
+    }
     at::Tensor weighted = loss * weight;
     // fp16: GradScaler.scale(loss); every stage's gradients are unscaled before the update.
     if (gradients_.loss_scale() != 1.0) weighted = weighted * gradients_.loss_scale();
     weighted.backward();
-    metrics_->add_training(m.batch, loss.item<double>());
-  } else if (metrics_->add_validation(m.batch, loss.item<double>(), result, labels,
-                                      updates_done_) &&
-             training_done_) {
+    metrics_->add_training(m.batch, counted == 0 ? 0 : loss.item<double>(), share);
+    return;
+  }
+  const int64_t counted = training::counted_labels(labels, loss_of.spec());
+  double loss = 0;
+  if (counted != 0) {
+    auto precision = autocast();
+    loss = loss_of(result, labels).item<double>();
+  }
+  if (metrics_->add_validation(m.batch, loss, counted >= 0 ? counted : m.batch.samples, result,
+                               labels, loss_of.spec(), updates_done_) &&
+      training_done_) {
     finish();
   }
 }
