@@ -80,6 +80,32 @@ MemoryProbe probe_on(const std::string& device, bool on_gpu, MemoryProbe probe) 
   };
 }
 
+// Tells options.progress, when set, of one phase at a time (clusterize_progress.h).
+class PhaseReporter {
+ public:
+  explicit PhaseReporter(const ClusterizeProgressFn& progress) : progress_(progress) {}
+  void start(const std::string& phase, uint64_t total = 0) {
+    current_ = {phase, 0, total, false};
+    tell();
+  }
+  void advance(uint64_t done) {
+    current_.done = done;
+    tell();
+  }
+  void finish() {
+    current_.finished = true;
+    if (current_.total && current_.done < current_.total) current_.done = current_.total;
+    tell();
+  }
+
+ private:
+  void tell() const {
+    if (progress_) progress_(current_);
+  }
+  const ClusterizeProgressFn& progress_;
+  ClusterizeProgress current_;
+};
+
 class Stopwatch {
  public:
   double lap() {
@@ -225,6 +251,8 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
                             const std::function<void(const std::string&)>& log) {
   ClusterizeResult result;
   Stopwatch watch;
+  PhaseReporter phase(options.progress);
+  phase.start("load");
 
   const auto pool = config::load_node_pool(options.nodes_path);
   const bool on_gpu = planned_on_gpu(options.device);
@@ -236,16 +264,20 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   const auto inputs = make_example_inputs(options.example_inputs, options.seed);
   check_forward_inputs(*model, inputs.size());
   result.times.load = watch.lap();
+  phase.finish();
   log("model " + options.model_path + ": " + std::to_string(model->units().size()) +
       " units, " + std::to_string(pool.size()) + " nodes in " + options.nodes_path);
 
+  phase.start("profile");
   auto measured = profile_model(*model, inputs);
   result.times.profile = watch.lap();
+  phase.finish();
 
   PlanHeader header{options.model_path, options.seed, options.example_inputs, options.planning};
   StagingDirectory staging(options.out_dir);
   std::map<int, StageMemory> measured_memory;
   std::vector<SparseTableUse> tables;
+  phase.start("plan");
   if (options.mode == PlanMode::kParameterServer) {
     const auto state = state_tensors_for_servers(*model);
     result.ps_plan = planner::plan_parameter_servers(measured.profile, state, pool,
@@ -265,18 +297,29 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   } else {
     if (options.memory_probe) {
       MeasuredPlan planned;
+      // The probes are most of a measured plan's time (each trains a stage in a child process);
+      // how many rounds they take is not known beforehand.
+      PhaseReporter probes(options.progress);
+      uint64_t probed = 0;
+      MemoryProbe counted = [&, probe = probe_on(options.device, on_gpu, options.memory_probe)](
+                                const StageProbe& request) {
+        if (probed == 0) probes.start("memory probes");
+        StageMemory memory = probe(request);
+        probes.advance(++probed);
+        return memory;
+      };
       try {
         planned = plan_with_measured_memory(
             *model, measured.profile, inputs,
             memory_pool(pool, on_gpu, options.nodes_path, options.device), header,
-            probe_on(options.device, on_gpu, options.memory_probe),
-            (staging.path() / "probes").string(), log);
+            counted, (staging.path() / "probes").string(), log);
       } catch (const planner::PoolTooSmall& e) {
         if (!on_gpu) throw;
         throw planner::PoolTooSmall(std::string(e.what()) +
                                     " (on a GPU a node's RAM here is the smaller of its ram and "
                                     "its gpu_memory)");
       }
+      if (probed) probes.finish();
       result.plan = std::move(planned.plan);
       header.planning = planned.planning;
       measured_memory = std::move(planned.by_node);
@@ -303,6 +346,8 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
     }
   }
   result.times.plan = watch.lap();
+  phase.finish();
+  phase.start("cut");
 
   if (result.ps_plan) {
     result.nodes = options.mode == PlanMode::kHybrid
@@ -322,6 +367,10 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
     result.plan.unplaced_nodes = result.ps_plan->unplaced_nodes;
   } else {
     result.nodes = write_plan(*model, result.plan, pool, header, staging.path().string());
+    result.times.cut = watch.lap();
+    phase.finish();
+    phase.start("save", result.nodes.size());
+    uint64_t saved = 0;
     for (auto& node : result.nodes) {
       for (const auto& entry : pool) {
         if (entry.id != node.node_id) continue;
@@ -341,12 +390,20 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
         node.estimates.device_peak_memory_bytes = m.device_peak_bytes;
       }
       base::write_file_unsynced(staging.layout().node_file(node.node_id), config::to_json(node));
+      phase.advance(++saved);
     }
+    result.times.save = watch.lap();
   }
-  result.times.cut = watch.lap();
+  if (result.ps_plan) {
+    // The parameter-server writers cut and save in one call.
+    result.times.cut = watch.lap();
+  }
+  phase.finish();
 
   if (options.verify) {
     result.verify_max_diff = 0;
+    uint64_t compared = 0;
+    phase.start("verify", 2 * result.plan.clusters.size());
     // Once on the whole batch, then over two micro-batches in the GPipe order of the daemons,
     // which catches a stage overwriting what an earlier micro-batch's backward still needs.
     const int64_t batch_samples = inputs.empty() || inputs[0].dim() == 0 ? 0 : inputs[0].size(0);
@@ -356,6 +413,7 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
         chain_nodes.push_back(config::load_node_metadata(staging.layout().node_file(stage.node_id)));
       }
       for (int micro_batches : {1, 2}) {
+        if (micro_batches == 2) phase.advance(++compared);
         const std::string what = "cluster " + std::to_string(cluster.id) +
                                  (micro_batches == 1 ? std::string()
                                                      : " over " + std::to_string(micro_batches) +
@@ -403,11 +461,16 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
                                    "); nothing written");
         }
       }
+      compared = 2 * (&cluster - result.plan.clusters.data() + 1);
+      phase.advance(compared);
     }
     result.times.verify = watch.lap();
+    phase.finish();
   }
 
+  // Moving the plan into place is the last of saving it.
   staging.commit();
+  result.times.save += watch.lap();
   for (const auto& line : describe_plan(result.nodes)) log(line);
   if (result.ps_plan) {
     const auto& ps = *result.ps_plan;

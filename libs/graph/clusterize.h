@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "libs/config/plan/node_metadata.h"
+#include "libs/graph/clusterize_progress.h"
 #include "libs/graph/stage_memory.h"
 #include "libs/planner/cluster_plan.h"
 #include "libs/planner/ps_plan.h"
@@ -45,6 +46,8 @@ struct ClusterizeOptions {
   // takes a stage whose larger peak, host or card, x the margin fits the smaller of its ram and
   // its gpu_memory (docs/planner.md#memory-on-a-gpu).
   std::string device = "cpu";
+  // Told each phase's start, advance and end (clusterize_progress.h); empty: nobody listens.
+  ClusterizeProgressFn progress;
 };
 
 struct PhaseTimes {

@@ -40,6 +40,43 @@ std::string last_job_identity(const Plan& plan) {
 
 }  // namespace
 
+void write_replacement(const std::string& plan_dir, const std::vector<config::NodeMetadata>& nodes,
+                       const std::vector<int>& changed, const config::NodeMetadata& old,
+                       int spare_id) {
+  const config::PlanLayout layout(plan_dir);
+  const config::NodeMetadata& spare_meta = *std::find_if(
+      nodes.begin(), nodes.end(), [&](const auto& m) { return m.node_id == spare_id; });
+  const std::string stage = layout.resolve(old.stage_file);
+  // The plan directory: new files first, plan.json (what names the nodes) last, then the old
+  // node's files go.
+  if (layout.resolve(spare_meta.stage_file) != stage) {
+    // Copied through a temporary file and renamed, as every file of the plan is written.
+    const std::string target = layout.resolve(spare_meta.stage_file);
+    const std::string temp = target + ".tmp." + std::to_string(::getpid());
+    try {
+      fs::copy_file(stage, temp, fs::copy_options::overwrite_existing);
+      fs::rename(temp, target);
+    } catch (const fs::filesystem_error& e) {
+      std::error_code ignored;
+      fs::remove(temp, ignored);
+      throw std::runtime_error(target + ": cannot write: " + e.code().message());
+    }
+  }
+  for (int id : changed) {
+    const auto& meta = *std::find_if(nodes.begin(), nodes.end(),
+                                     [&](const auto& m) { return m.node_id == id; });
+    base::write_file_atomically(layout.node_file(id), config::to_json(meta));
+  }
+  base::write_file_atomically(
+      layout.plan_file(), config::replace_node_in_plan_json(base::read_file(layout.plan_file()),
+                                                            old.node_id, spare_id));
+  std::error_code ignored;
+  fs::remove(layout.node_file(old.node_id), ignored);
+  if (layout.resolve(old.stage_file) != layout.resolve(spare_meta.stage_file)) {
+    fs::remove(layout.resolve(old.stage_file), ignored);
+  }
+}
+
 Replacement replace_node(const std::string& plan_dir, const std::string& secret,
                          const std::string& old_name, const config::NodeConfig& spare,
                          const std::function<void(const std::string&)>& log, bool insecure) {
@@ -157,34 +194,7 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
         result.checkpoint_from + " to " + spare.name);
   }
 
-  // The plan directory: new files first, plan.json (what names the nodes) last, then the old
-  // node's files go.
-  if (layout.resolve(spare_meta.stage_file) != stage) {
-    // Copied through a temporary file and renamed, as every file of the plan is written.
-    const std::string target = layout.resolve(spare_meta.stage_file);
-    const std::string temp = target + ".tmp." + std::to_string(::getpid());
-    try {
-      fs::copy_file(stage, temp, fs::copy_options::overwrite_existing);
-      fs::rename(temp, target);
-    } catch (const fs::filesystem_error& e) {
-      std::error_code ignored;
-      fs::remove(temp, ignored);
-      throw std::runtime_error(target + ": cannot write: " + e.code().message());
-    }
-  }
-  for (int id : changed) {
-    const auto& meta = *std::find_if(nodes.begin(), nodes.end(),
-                                     [&](const auto& m) { return m.node_id == id; });
-    base::write_file_atomically(layout.node_file(id), config::to_json(meta));
-  }
-  base::write_file_atomically(
-      layout.plan_file(), config::replace_node_in_plan_json(base::read_file(layout.plan_file()),
-                                                            old.node_id, spare.id));
-  std::error_code ignored;
-  fs::remove(layout.node_file(old.node_id), ignored);
-  if (layout.resolve(old.stage_file) != layout.resolve(spare_meta.stage_file)) {
-    fs::remove(layout.resolve(old.stage_file), ignored);
-  }
+  write_replacement(plan_dir, nodes, changed, old, spare.id);
   log("the plan " + plan_dir + " names " + spare.name + " in " + old.name + "'s place");
 
   // Every other node whose metadata changed gets it, with its unchanged stage.

@@ -15,7 +15,9 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "libs/config/plan/node_metadata.h"
 #include "libs/config/pool/node_pool.h"
 
 namespace ravnest::requester {
@@ -26,6 +28,14 @@ struct Replacement {
   std::optional<uint64_t> checkpoint;  // the update moved to the spare, if any
   std::string checkpoint_from;         // the node it came from
 };
+
+// The plan directory with the spare in OLD's slot, no daemon asked: `nodes` as
+// config::replace_node left them and the ids it returned. The spare's stage file first (a copy of
+// OLD's, unless shared), then the changed node files, plan.json last, then OLD's own files go;
+// every file atomically. Also `ravnest pool remove` (docs/planner.md#pools-that-change).
+void write_replacement(const std::string& plan_dir, const std::vector<config::NodeMetadata>& nodes,
+                       const std::vector<int>& changed, const config::NodeMetadata& old,
+                       int spare_id);
 
 Replacement replace_node(const std::string& plan_dir, const std::string& secret,
                          const std::string& old_name, const config::NodeConfig& spare,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "apps/ravnest/clusterize_progress_view.h"
 #include "apps/ravnest/dashboard_state.h"
 #include "apps/ravnest/loss_report.h"
 #include "apps/ravnest/memory_view.h"
@@ -68,6 +69,29 @@ TEST_CASE("progress record: one line per cluster for a pipe or a file", "[cli][p
                               "val_acc 0.8750 1520 samples/s elapsed 1:02");
   p.total_batches = 0;
   CHECK(progress_record(p) == "cluster 1 starting");
+}
+
+TEST_CASE("clusterize progress: a live line and records per phase", "[cli][progress]") {
+  graph::ClusterizeProgress p{"verify", 0, 6, false};
+  CHECK(clusterize_live_line(p, 3, 10) == "clusterize: verify [          ] 0/6 0:03 elapsed");
+  CHECK(clusterize_record(p, 0) == "clusterize: verify started");
+  p.done = 2;
+  // Two of six in 12 s: four more at the same rate.
+  CHECK(clusterize_live_line(p, 12, 10) ==
+        "clusterize: verify [===>      ] 2/6 0:12 elapsed, about 0:24 left");
+  CHECK(clusterize_record(p, 12) == "clusterize: verify 2/6, 0:12 elapsed, about 0:24 left");
+  p.done = 6;
+  p.finished = true;
+  CHECK(clusterize_record(p, 30.04) == "clusterize: verify done in 30.0 s (6/6)");
+  // A phase that cannot count its work: no bar, no estimate.
+  graph::ClusterizeProgress cut{"cut", 0, 0, false};
+  CHECK(clusterize_live_line(cut, 65, 10) == "clusterize: cut 1:05 elapsed");
+  CHECK(clusterize_record(cut, 0) == "clusterize: cut started");
+  CHECK(clusterize_record(cut, 10) == "clusterize: cut, 0:10 elapsed");  // a quiet phase's tick
+  cut.finished = true;
+  CHECK(clusterize_record(cut, 1.24) == "clusterize: cut done in 1.2 s");
+  graph::ClusterizeProgress probes{"memory probes", 3, 0, false};
+  CHECK(clusterize_live_line(probes, 5, 10) == "clusterize: memory probes 3 0:05 elapsed");
 }
 
 TEST_CASE("status: a node's memory against its budget", "[cli][memory]") {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "libs/config/plan/node_metadata.h"
+#include "libs/config/pool/node_pool.h"
 #include "ravnest_version.h"
 #include "tests/support/test_env.h"
 
@@ -64,6 +65,17 @@ TEST_CASE("clusterize writes a plan that verifies", "[cli]") {
   CHECK(result.out.find("verify: largest absolute difference") != std::string::npos);
   CHECK(result.out.find("verify cluster 0 over 2 micro-batches: largest absolute difference") !=
         std::string::npos);
+  // Piped, clusterize says when each phase starts and ends (issue 26), in order.
+  size_t at = 0;
+  for (const char* line : {"clusterize: load started", "clusterize: profile done in",
+                           "clusterize: memory probes done in", "clusterize: plan done in",
+                           "clusterize: cut done in", "clusterize: save done in",
+                           "clusterize: verify started", "clusterize: verify done in"}) {
+    INFO(line);
+    at = result.out.find(line, at);
+    CHECK(at != std::string::npos);
+  }
+  CHECK(result.out.find("\033[") == std::string::npos);  // no terminal codes in a file
   CHECK(fs::exists(dir / "out/plan.json"));
   for (int id = 0; id < 3; ++id) {
     auto meta = config::load_node_metadata(
@@ -495,4 +507,82 @@ TEST_CASE("clusterize --stages and --clusters lay out the plan as asked", "[cli]
   expect_clear_error(clusterize(base + "--mode ps --stages 2"),
                      "--stages and --clusters lay out pipelines, not --mode ps");
   CHECK(test::read_text(out / "plan.json") == plan);
+}
+
+TEST_CASE("pool add and remove replan only the cluster a removed node was in", "[cli][pool]") {
+  // Issue 26: two clusters of one stage each and a spare; a node added is a spare (nothing of
+  // the plan changes), a planned node removed is replaced by the best spare, and every stage file
+  // and the other cluster's node (but for its ring peers) stay byte for byte.
+  test::TempDir dir;
+  const std::string pool = (dir / "pool.json").string();
+  const std::string out = (dir / "out").string();
+  test::write_text(pool, kPool3);
+  auto made = clusterize(model("small_cnn") + " --nodes " + pool + " --no-memory-probe " +
+                         "--example-input 4x1x8x8:float32 --stages 1 --clusters 2 --out " + out);
+  INFO(made.out << made.err);
+  REQUIRE(made.exit_code == 0);
+  auto files = [&] {
+    std::map<std::string, std::string> bytes;
+    for (const auto& entry : fs::recursive_directory_iterator(out)) {
+      if (entry.is_regular_file()) bytes[fs::relative(entry.path(), out).string()] =
+          test::read_text(entry.path());
+    }
+    return bytes;
+  };
+  const auto before = files();
+  auto pool_cmd = [&](const std::string& args) {
+    return test::run_command(ravnest_binary() + " pool " + args + " --nodes " + pool +
+                             " --plan " + out);
+  };
+  auto added = pool_cmd("add node_3 --ip 127.0.0.1:18083 --ram 8 --bandwidth 1000");
+  INFO(added.out << added.err);
+  REQUIRE(added.exit_code == 0);
+  CHECK(added.out.find("node_3 is a spare") != std::string::npos);
+  CHECK(files() == before);
+  CHECK(config::load_node_pool(pool).size() == 4);
+
+  // One line each, nothing written.
+  expect_clear_error(pool_cmd("add node_3 --ip 127.0.0.1:18090 --ram 8 --bandwidth 10"),
+                     "node_3 is already in the pool");
+  expect_clear_error(pool_cmd("add node_4 --ip 127.0.0.1:18083 --ram 8 --bandwidth 10"),
+                     "the address 127.0.0.1:18083 is node_3's");
+  expect_clear_error(pool_cmd("add node_4 --ip 127.0.0.1:18084 --ram 0 --bandwidth 10"),
+                     "--ram (GB) must be a positive number");
+  expect_clear_error(pool_cmd("remove node_9"), "node_9 is not in the pool");
+  CHECK(config::load_node_pool(pool).size() == 4);
+
+  const auto plan_nodes = [&] {
+    std::map<int, config::NodeMetadata> by_id;
+    for (const auto& entry : fs::directory_iterator(fs::path(out) / "nodes")) {
+      auto meta = config::load_node_metadata(entry.path().string());
+      by_id[meta.node_id] = meta;
+    }
+    return by_id;
+  };
+  const auto planned = plan_nodes();
+  REQUIRE(planned.size() == 2);
+  const int gone = planned.begin()->first;
+  const int kept = std::next(planned.begin())->first;
+  auto removed = pool_cmd("remove node_" + std::to_string(gone));
+  INFO(removed.out << removed.err);
+  REQUIRE(removed.exit_code == 0);
+  // node_3 has the most bandwidth of the spares.
+  CHECK(removed.out.find("node_3 takes its stage") != std::string::npos);
+  const auto after = plan_nodes();
+  CHECK(after.count(gone) == 0);
+  REQUIRE(after.count(3) == 1);
+  CHECK(after.at(3).cluster == planned.at(gone).cluster);
+  CHECK(after.at(3).address == "127.0.0.1:18083");
+  auto without_rings = [](config::NodeMetadata meta) {
+    meta.rings.clear();
+    return config::to_json(meta);
+  };
+  CHECK(without_rings(after.at(kept)) == without_rings(planned.at(kept)));
+  const auto now = files();
+  for (const auto& [path, bytes] : before) {
+    if (path.rfind("stages/", 0) != 0 || !now.count(path)) continue;
+    INFO(path);
+    CHECK(now.at(path) == bytes);
+  }
+  CHECK(config::load_node_pool(pool).size() == 3);
 }

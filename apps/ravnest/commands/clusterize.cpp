@@ -7,6 +7,7 @@
 #include "apps/ravnest/commands/commands.h"
 #include "apps/ravnest/commands/connection.h"
 #include "apps/ravnest/commands/console.h"
+#include "apps/ravnest/clusterize_progress_view.h"
 #include "apps/ravnest/memory_probe_process.h"
 #include "libs/config/plan/layout_request.h"
 #include "libs/graph/clusterize.h"
@@ -54,7 +55,18 @@ int ClusterizeCommand::run() {
     }
     options.memory_probe = process_memory_probe();
   }
-  report(graph::clusterize(options, say));
+  // Each phase as it goes: a live line on a terminal, a line a phase otherwise.
+  ClusterizeProgressView view;
+  options.progress = [&view](const graph::ClusterizeProgress& p) { view.on_progress(p); };
+  graph::ClusterizeResult result;
+  try {
+    result = graph::clusterize(options, [&view](const std::string& line) { view.say(line); });
+  } catch (...) {
+    view.clear();  // the error line starts a line of its own
+    throw;
+  }
+  view.clear();
+  report(result);
   if (push) connection.open().push(say);
   return 0;
 }

@@ -16,6 +16,7 @@
 #include "apps/ravnest/commands/commands.h"
 #include "apps/ravnest/commands/connection.h"
 #include "apps/ravnest/commands/console.h"
+#include "apps/ravnest/live_lines.h"
 #include "apps/ravnest/progress_view.h"
 #include "apps/ravnest/traffic_view.h"
 #include "libs/requester/job_identity.h"
@@ -49,15 +50,9 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
   // attached, stops following it: Requester::attach).
   catch_interrupts();
   options.interrupted = interrupted;
-  const bool tty = ::isatty(STDOUT_FILENO);
-  size_t drawn = 0;
-  options.log = [&](const std::string& line) {
-    if (tty && drawn) std::cout << "\033[" << drawn << "A\033[J";
-    drawn = 0;
-    say(line);
-  };
-  // Redrawn at most ten times a second: events come with every batch of every cluster.
-  auto last_drawn = std::chrono::steady_clock::time_point{};
+  LiveLines live;
+  const bool tty = live.tty();
+  options.log = [&](const std::string& line) { live.say(line); };
   // Not on a terminal (a pipe, a log file): a record per cluster every record_seconds, the
   // first one record_seconds after the start.
   auto last_record = std::chrono::steady_clock::now();
@@ -72,18 +67,16 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
       for (const auto& p : clusters) say(progress_record(p));
       return;
     }
-    if (drawn && now - last_drawn < std::chrono::milliseconds(100)) return;
-    last_drawn = now;
-    if (drawn) std::cout << "\033[" << drawn << "A";
-    for (const auto& p : clusters) std::cout << "\033[2K" << progress_line(p) << '\n';
-    drawn = clusters.size();
-    std::cout << std::flush;
+    // Redrawn at most ten times a second: events come with every batch of every cluster.
+    std::vector<std::string> lines;
+    for (const auto& p : clusters) lines.push_back(progress_line(p));
+    live.draw(lines);
   };
   requester::TrainResult result;
   try {
     result = attach ? requester.attach(options) : requester.train(job, options);
   } catch (const requester::TrainInterrupted& e) {
-    if (tty && drawn) std::cout << "\033[" << drawn << "A\033[J" << std::flush;
+    live.clear();
     std::string line;
     if (e.stopped_by.empty()) {
       const std::string signal = interrupt_signal() == SIGTERM ? "SIGTERM" : "SIGINT";
@@ -105,7 +98,7 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     return 130;
   }
   if (result.detached) {
-    if (tty && drawn) std::cout << "\033[" << drawn << "A\033[J" << std::flush;
+    live.clear();
     std::cerr << "ravnest: detached from job " << result.job_id
               << "; it goes on: `ravnest stop` stops it, `ravnest train --attach` follows it "
                  "again\n";

@@ -1,0 +1,174 @@
+// ravnest pool add NAME --ip HOST:PORT --ram GB --bandwidth MBPS [--gpu-memory GB] and
+// ravnest pool remove NAME: change node_data/node_configs.json (JSON or TOML, written
+// atomically) and, when a plan exists, replan only what the change touches
+// (libs/config/pool/pool_change.h, docs/planner.md#pools-that-change); --replan plans anew.
+// No daemon is asked: `ravnest push` sends what changed.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+#include "apps/ravnest/commands/commands.h"
+#include "apps/ravnest/commands/console.h"
+#include "apps/ravnest/memory_probe_process.h"
+#include "libs/base/atomic_file.h"
+#include "libs/config/plan/node_replacement.h"
+#include "libs/config/plan/plan_file.h"
+#include "libs/config/plan/plan_layout.h"
+#include "libs/config/pool/pool_change.h"
+#include "libs/config/pool/pool_edit.h"
+#include "libs/graph/clusterize.h"
+#include "libs/planner/cluster_plan.h"
+#include "libs/requester/replacement.h"
+#include "libs/requester/requester.h"
+
+namespace ravnest::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_toml(const std::string& path) { return fs::path(path).extension() == ".toml"; }
+
+struct PoolCommand {
+  std::string nodes_path = "node_data/node_configs.json";
+  std::string plan_dir = "node_data";
+  std::string name;
+  config::NewPoolNode node;
+  double gpu_memory_gb = 0;
+  bool replan = false;
+  bool no_memory_probe = false;
+  CLI::Option* gpu_memory = nullptr;
+
+  bool has_plan() const { return fs::exists(config::PlanLayout(plan_dir).plan_file()); }
+  int add();
+  int remove();
+  void full_replan() const;
+};
+
+int PoolCommand::add() {
+  node.id = config::pool_node_id(name);
+  if (gpu_memory->count()) node.gpu_memory_gb = gpu_memory_gb;
+  const std::string text = base::read_file(nodes_path);
+  const std::string changed = config::add_pool_node(text, is_toml(nodes_path), nodes_path, node);
+  base::write_file_atomically(nodes_path, changed);
+  say("added node_" + std::to_string(node.id) + " (" + node.address + ") to " + nodes_path);
+  if (!has_plan()) return 0;
+  if (replan) {
+    full_replan();
+    return 0;
+  }
+  const auto plan = requester::load_plan(plan_dir);
+  const auto pool = config::parse_node_pool(changed, nodes_path, is_toml(nodes_path));
+  const auto decision = config::decide_added(plan.nodes, pool, planner::memory_margin());
+  std::string line = "the plan " + plan_dir + " is unchanged: node_" + std::to_string(node.id) +
+                     " is a spare (`ravnest replace` or `ravnest pool remove` can use it)";
+  if (decision.like_cluster) {
+    std::string ids;
+    for (int id : decision.could_form) ids += (ids.empty() ? "" : ", ") + config::node_name(id);
+    line += "; the spares " + ids + " could hold another cluster cut like cluster " +
+            std::to_string(*decision.like_cluster) + ": `ravnest pool add ... --replan` or "
+            "`ravnest clusterize` plans it";
+  }
+  say(line);
+  return 0;
+}
+
+int PoolCommand::remove() {
+  const int id = config::pool_node_id(name);
+  const std::string text = base::read_file(nodes_path);
+  const std::string changed = config::remove_pool_node(text, is_toml(nodes_path), nodes_path, id);
+  const std::string removed = config::node_name(id);
+  if (!has_plan() || replan) {
+    base::write_file_atomically(nodes_path, changed);
+    say("removed " + removed + " from " + nodes_path);
+    if (replan) full_replan();
+    return 0;
+  }
+  const auto plan = requester::load_plan(plan_dir);
+  const auto pool = config::parse_node_pool(changed, nodes_path, is_toml(nodes_path));
+  const auto decision = config::decide_removed(plan.nodes, pool, id, planner::memory_margin());
+  if (!decision.in_plan) {
+    base::write_file_atomically(nodes_path, changed);
+    say("removed " + removed + " from " + nodes_path + "; the plan " + plan_dir +
+        " did not use it and is unchanged");
+    return 0;
+  }
+  if (!decision.spare) {
+    // Nothing written: the pool and the plan stay as they were.
+    char need[160];
+    std::snprintf(need, sizeof need, "%.2f GB; the largest spare has %.2f GB",
+                  decision.need_bytes / 1e9, decision.largest_spare_bytes / 1e9);
+    throw std::runtime_error(removed + " holds a stage of cluster " +
+                             std::to_string(decision.cluster) + " and no spare can take it (it "
+                             "needs " + need + "): `ravnest pool remove " + name +
+                             " --replan` plans the pool anew");
+  }
+  config::NodeConfig spare;
+  for (const auto& entry : pool) {
+    if (entry.id == *decision.spare) spare = entry;
+  }
+  std::vector<config::NodeMetadata> nodes = plan.nodes;
+  const config::NodeMetadata old = *std::find_if(
+      nodes.begin(), nodes.end(), [&](const config::NodeMetadata& n) { return n.node_id == id; });
+  const auto touched = config::replace_node(nodes, id, spare);
+  // The plan first (it still names only pool nodes after), then the pool without the node.
+  requester::write_replacement(plan_dir, nodes, touched, old, spare.id);
+  base::write_file_atomically(nodes_path, changed);
+  std::string names;
+  for (int t : touched) names += (names.empty() ? "" : ", ") + config::node_name(t);
+  say("removed " + removed + " from " + nodes_path + "; " + spare.name + " takes its stage in "
+      "cluster " + std::to_string(decision.cluster) + " (node files rewritten: " + names +
+      "); `ravnest push` sends them");
+  return 0;
+}
+
+// clusterize again with what plan.json recorded: the model, seed and example inputs.
+void PoolCommand::full_replan() const {
+  const auto recorded = config::load_plan_file(config::PlanLayout(plan_dir).plan_file());
+  if (!recorded.mode.empty()) {
+    throw std::runtime_error("--replan: the plan in " + plan_dir + " is a " + recorded.mode +
+                             " plan; run `ravnest clusterize --mode ...` again");
+  }
+  graph::ClusterizeOptions options;
+  options.model_path = recorded.model;
+  options.seed = recorded.seed;
+  options.example_inputs = recorded.example_inputs;
+  options.nodes_path = nodes_path;
+  options.out_dir = plan_dir;
+  if (!no_memory_probe) options.memory_probe = process_memory_probe();
+  const auto result = graph::clusterize(options, [](const std::string&) {});
+  say("replanned " + plan_dir + ": " + std::to_string(result.plan.clusters.size()) +
+      " cluster(s), " + std::to_string(result.nodes.size()) + " node(s); `ravnest push` sends "
+      "them");
+}
+
+}  // namespace
+
+Command add_pool(CLI::App& app) {
+  auto c = std::make_shared<PoolCommand>();
+  auto* cmd = app.add_subcommand("pool", "Add a node to the pool or remove one, and replan only "
+                                         "what the change touches");
+  cmd->require_subcommand(1);
+  auto* add = cmd->add_subcommand("add", "Add a node to node_configs.json; it becomes a spare");
+  auto* remove = cmd->add_subcommand(
+      "remove", "Remove a node from node_configs.json; a spare takes its stage in the plan");
+  for (auto* sub : {add, remove}) {
+    sub->add_option("name", c->name, "the node, N or node_N")->required();
+    sub->add_option("--nodes", c->nodes_path, "node pool, Ravnest's node_configs.json or TOML")
+        ->capture_default_str();
+    sub->add_option("--plan", c->plan_dir, "plan directory written by clusterize")->capture_default_str();
+    sub->add_flag("--replan", c->replan,
+                  "plan the whole pool anew with the plan's model and example inputs");
+    sub->add_flag("--no-memory-probe", c->no_memory_probe,
+                  "with --replan: plan memory with the formula alone");
+  }
+  add->add_option("--ip", c->node.address, "the node's daemon, HOST:PORT")->required();
+  add->add_option("--ram", c->node.ram_gb, "its memory in GB")->required();
+  add->add_option("--bandwidth", c->node.bandwidth_mbps, "its bandwidth in Mbps")->required();
+  c->gpu_memory = add->add_option("--gpu-memory", c->gpu_memory_gb, "its GPU's memory in GB");
+  return {cmd, [c, add] { return add->parsed() ? c->add() : c->remove(); }};
+}
+
+}  // namespace ravnest::cli
