@@ -216,9 +216,9 @@ TEST_CASE("clusters cut at different points average gradients (Adam)", "[data-pa
     auto meta = config::load_node_metadata(cluster.plan_dir() + "/nodes/node_" +
                                            std::to_string(node) + ".json");
     for (const auto& ring : meta.rings) {
-      for (const auto& peer : ring.peers) {
+      for (const config::RingPeer* peer : {&ring.next, &ring.prev}) {
         auto other = config::load_node_metadata(cluster.plan_dir() + "/nodes/node_" +
-                                                std::to_string(peer.node) + ".json");
+                                                std::to_string(peer->node) + ".json");
         if (other.position != meta.position) crossing = true;
       }
     }
