@@ -20,17 +20,19 @@ if [ "$1" = "--write-plan" ]; then
   work=$(mktemp -d /tmp/ravnest_plan_bench_XXXXXX)
   trap 'rm -rf "$work"' EXIT
   "$build/bench/bench_planner" --seed "$seed" --write-pool "$nodes" "$work/pool.json"
-  /usr/bin/time -f '%e %M' -o "$work/time" "$build/apps/ravnest/ravnest" clusterize "$model" \
+  /usr/bin/time -f '%e %M %U %S' -o "$work/time" "$build/apps/ravnest/ravnest" clusterize "$model" \
     --nodes "$work/pool.json" --example-input "$input" --seed "$seed" --no-memory-probe \
     --out "$work/plan" > "$work/log" 2>&1 || { tail -5 "$work/log" >&2; exit 1; }
-  read -r seconds rss_kb < "$work/time"
+  read -r seconds rss_kb user sys < "$work/time"
   bytes=$(du -sb "$work/plan" | cut -f1)
   node_files=$(ls "$work/plan/nodes" | wc -l)
   largest=$(ls -lS "$work/plan/nodes" | awk 'NR == 2 { print $5 }')
   stages=$(ls "$work/plan/stages" | wc -l)
-  echo "nodes $nodes: clusterize $seconds s, peak RSS $((rss_kb / 1024)) MB," \
+  echo "nodes $nodes: clusterize $seconds s (cpu $user s user, $sys s system)," \
+       "peak RSS $((rss_kb / 1024)) MB," \
        "plan directory $bytes bytes ($node_files node files, the largest $largest bytes;" \
        "$stages stage files)"
+  grep '^phases:' "$work/log" || true
   exit 0
 fi
 exec "$build/bench/bench_planner" "$@"
