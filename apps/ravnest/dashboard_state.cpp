@@ -28,7 +28,7 @@ nlohmann::json dashboard_state(const requester::Plan& plan, const std::vector<re
       nodes.push_back({{"name", node.name}, {"id", node.node_id}, {"position", node.position},
                        {"role", config::role_name(node.role)}, {"address", node.address}});
       for (const auto& ring : node.rings) {
-        for (const auto& peer : ring.peers) rings[ring.id].insert(peer.node);
+        rings[ring.id].insert(node.node_id);  // every member lists its own rings
       }
     }
     clusters.push_back({{"id", id}, {"nodes", nodes}});

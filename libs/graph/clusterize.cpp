@@ -195,8 +195,7 @@ std::vector<std::string> describe_plan(const std::vector<config::NodeMetadata>& 
     for (const auto& ring : node->rings) {
       const std::string first = ring.parameters.empty() ? "" : ring.parameters.front();
       ring_ids += (ring_ids.empty() ? "" : ", ") + std::to_string(ring.id) + ": '" + first + "'";
-      auto next = by_id.find(ring.next_node);
-      const std::string address = next != by_id.end() ? next->second->address : "?";
+      const std::string& address = ring.next.address;
       address_to_param += (address_to_param.empty() ? "" : ", ") + ("'" + address + "': '") +
                           first + "'";
     }

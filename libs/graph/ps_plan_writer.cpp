@@ -14,6 +14,7 @@
 #include "libs/base/sha256.h"
 #include "libs/torch_support/module_file.h"
 #include "libs/graph/stage_builder.h"
+#include "libs/planner/rings.h"
 
 namespace ravnest::graph {
 
@@ -201,7 +202,7 @@ std::vector<config::NodeMetadata> write_hybrid_plan(
     trainers.push_back(meta);
   }
   // The dense part is averaged over rings between the trainers, as between clusters.
-  const auto rings = assign_rings(trainers);
+  const auto rings = planner::assign_rings(trainers);
   for (auto& meta : nodes) {
     for (const auto& trainer : trainers) {
       if (trainer.node_id == meta.node_id) meta.rings = trainer.rings;

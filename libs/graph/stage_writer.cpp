@@ -198,30 +198,6 @@ std::vector<config::NodeMetadata> write_cluster_stages(
   return out;
 }
 
-std::vector<config::PlanRing> assign_rings(std::vector<config::NodeMetadata>& nodes) {
-  std::vector<planner::HeldParameters> holders;
-  for (const auto& meta : nodes) holders.push_back({meta.node_id, meta.cluster, meta.parameters});
-  std::map<int, config::NodeMetadata*> by_id;
-  for (auto& meta : nodes) by_id[meta.node_id] = &meta;
-  std::vector<config::PlanRing> summary;
-  for (const auto& ring : planner::form_rings(holders)) {
-    summary.push_back({ring.id, ring.parameters, ring.nodes});
-    std::vector<config::RingPeer> peers;
-    for (int id : ring.nodes) peers.push_back({id, by_id.at(id)->cluster, by_id.at(id)->address});
-    for (size_t k = 0; k < ring.nodes.size(); ++k) {
-      config::RingMembership membership;
-      membership.id = ring.id;
-      membership.parameters = ring.parameters;
-      membership.peers = peers;
-      membership.position = static_cast<int>(k);
-      membership.next_node = ring.nodes[(k + 1) % ring.nodes.size()];
-      membership.prev_node = ring.nodes[(k + ring.nodes.size() - 1) % ring.nodes.size()];
-      by_id.at(ring.nodes[k])->rings.push_back(std::move(membership));
-    }
-  }
-  return summary;
-}
-
 void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std::string& dir) {
   const config::PlanLayout layout(dir);
   fs::create_directories(layout.nodes_dir());
@@ -277,7 +253,7 @@ std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const plan
   }
   pin_certificates(nodes, node_config);
   for (auto& meta : nodes) meta.cluster_count = static_cast<int>(plan.clusters.size());
-  plan_file.rings = assign_rings(nodes);
+  plan_file.rings = planner::assign_rings(nodes);
   write_node_files(nodes, dir);
   base::write_file_atomically(config::PlanLayout(dir).plan_file(), config::to_json(plan_file));
   return nodes;

@@ -36,9 +36,6 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     const std::map<int, config::NodeConfig>& nodes, const std::string& dir,
     WrittenStages* written = nullptr);
 
-// Ring membership for every node, from the parameters each holds; returns plan.json's rings.
-std::vector<config::PlanRing> assign_rings(std::vector<config::NodeMetadata>& nodes);
-
 // Writes DIR/nodes/node_<id>.json for each node, without a fsync each: DIR is a staging
 // directory that its writer syncs once and moves into place whole (clusterize.cpp).
 void write_node_files(const std::vector<config::NodeMetadata>& nodes, const std::string& dir);

@@ -65,6 +65,59 @@ std::vector<Ring> form_rings(const std::vector<HeldParameters>& holders) {
   return rings;
 }
 
+std::vector<config::PlanRing> assign_rings(std::vector<config::NodeMetadata>& nodes) {
+  std::vector<planner::HeldParameters> holders;
+  for (const auto& meta : nodes) holders.push_back({meta.node_id, meta.cluster, meta.parameters});
+  std::map<int, config::NodeMetadata*> by_id;
+  for (auto& meta : nodes) by_id[meta.node_id] = &meta;
+  std::vector<config::PlanRing> summary;
+  for (const auto& ring : form_rings(holders)) {
+    summary.push_back({ring.id, ring.parameters, ring.nodes});
+    // Each member holds only its neighbours: O(1) per member, not O(clusters) (a copy of every
+    // member in each node's ring made 10,000 single-node clusters take gigabytes).
+    auto peer = [&](size_t k) {
+      const auto& meta = *by_id.at(ring.nodes[k % ring.nodes.size()]);
+      return config::RingPeer{meta.node_id, meta.cluster, meta.address};
+    };
+    const size_t n = ring.nodes.size();
+    for (size_t k = 0; k < n; ++k) {
+      config::RingMembership membership;
+      membership.id = ring.id;
+      membership.parameters = ring.parameters;
+      membership.size = static_cast<int>(n);
+      membership.position = static_cast<int>(k);
+      membership.next = peer(k + 1);
+      membership.prev = peer(k + n - 1);
+      by_id.at(ring.nodes[k])->rings.push_back(std::move(membership));
+    }
+  }
+  return summary;
+}
+
+namespace {
+
+// This node's place among `members` (nodes of its own cluster, in ring order) and its two
+// neighbours, with their addresses from the cluster's.
+void place_in_ring(const config::NodeMetadata& node, const std::vector<int>& members,
+                   config::RingMembership* ring) {
+  const size_t n = members.size();
+  ring->size = static_cast<int>(n);
+  for (size_t k = 0; k < n; ++k) {
+    if (members[k] == node.node_id) ring->position = static_cast<int>(k);
+  }
+  if (n == 0) return;
+  auto peer = [&](size_t k) {
+    const int id = members[k % n];
+    auto address = node.addresses.find(id);
+    return config::RingPeer{id, node.cluster,
+                            address == node.addresses.end() ? std::string() : address->second};
+  };
+  ring->next = peer(static_cast<size_t>(ring->position) + 1);
+  ring->prev = peer(static_cast<size_t>(ring->position) + n - 1);
+}
+
+}  // namespace
+
 std::vector<config::RingMembership> shared_parameter_rings(const config::NodeMetadata& node) {
   auto canonical = [&](const std::string& name) {
     auto it = node.tied_parameters.find(name);
@@ -89,15 +142,7 @@ std::vector<config::RingMembership> shared_parameter_rings(const config::NodeMet
     }
     ring.id = static_cast<int>((1u << 30) | (hash & ((1u << 30) - 1)));
     ring.parameters.assign(names.begin(), names.end());
-    for (size_t k = 0; k < holders.size(); ++k) {
-      auto address = node.addresses.find(holders[k]);
-      ring.peers.push_back({holders[k], node.cluster,
-                            address == node.addresses.end() ? std::string() : address->second});
-      if (holders[k] == node.node_id) ring.position = static_cast<int>(k);
-    }
-    const size_t n = holders.size();
-    ring.next_node = holders[(ring.position + 1) % n];
-    ring.prev_node = holders[(ring.position + n - 1) % n];
+    place_in_ring(node, holders, &ring);
     rings.push_back(std::move(ring));
   }
   return rings;
@@ -112,17 +157,7 @@ config::RingMembership cluster_stage_ring(const config::NodeMetadata& node) {
     }
   }
   ring.id = static_cast<int>((1u << 29) | (hash & ((1u << 29) - 1)));
-  for (size_t k = 0; k < node.pipeline.size(); ++k) {
-    auto address = node.addresses.find(node.pipeline[k]);
-    ring.peers.push_back({node.pipeline[k], node.cluster,
-                          address == node.addresses.end() ? std::string() : address->second});
-    if (node.pipeline[k] == node.node_id) ring.position = static_cast<int>(k);
-  }
-  const size_t n = node.pipeline.size();
-  if (n > 0) {
-    ring.next_node = node.pipeline[(ring.position + 1) % n];
-    ring.prev_node = node.pipeline[(ring.position + n - 1) % n];
-  }
+  place_in_ring(node, node.pipeline, &ring);
   return ring;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "libs/config/plan/node_metadata.h"
+#include "libs/config/plan/plan_file.h"
 
 namespace ravnest::planner {
 
@@ -26,6 +27,12 @@ struct Ring {
 // `holders` lists every node of every cluster (pipeline order within a cluster). A name held by
 // several nodes of one cluster is reduced by the first of them.
 std::vector<Ring> form_rings(const std::vector<HeldParameters>& holders);
+
+// Ring membership for every node of `nodes` (every cluster's), from the parameters each holds;
+// returns plan.json's rings (every member, in cluster order). Each node's own membership holds
+// only the ring's size, its position and its two neighbours: the same size whatever the number
+// of clusters, so that a plan of thousands of clusters writes bounded node files.
+std::vector<config::PlanRing> assign_rings(std::vector<config::NodeMetadata>& nodes);
 
 // Rings inside one cluster for the tensors it holds on several nodes (a module used in two
 // stages, tied weights): their gradients are summed over these rings before every update, so

@@ -27,10 +27,23 @@ int daemons_sharing_host(const config::NodeMetadata& metadata) {
     if (host_of(address) == own) nodes.insert(node);
   };
   for (const auto& [node, address] : config::peer_addresses(metadata)) count(node, address);
+  const int in_cluster = static_cast<int>(nodes.size());
+  // A node knows only its rings' neighbours (docs/node-metadata.md#rings). When every one of
+  // them shares this host, the other clusters are taken to run here too, as this one does (a
+  // plan of one machine: `ravnest local`, the tests).
+  bool rings_here = false, rings_elsewhere = false;
   for (const auto& ring : metadata.rings) {
-    for (const auto& peer : ring.peers) count(peer.node, peer.address);
+    for (const config::RingPeer* peer : {&ring.next, &ring.prev}) {
+      if (peer->node == metadata.node_id) continue;
+      count(peer->node, peer->address);
+      (host_of(peer->address) == own ? rings_here : rings_elsewhere) = true;
+    }
   }
-  return static_cast<int>(nodes.size());
+  int sharing = static_cast<int>(nodes.size());
+  if (rings_here && !rings_elsewhere) {
+    sharing = std::max(sharing, in_cluster * std::max(1, metadata.cluster_count));
+  }
+  return sharing;
 }
 
 int compute_threads(int configured, int cores, int sharing) {

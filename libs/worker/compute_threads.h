@@ -2,7 +2,8 @@
 // parallelism): the daemon config's `threads`, or, when it is 0 (the default), the machine's
 // cores divided among the plan's daemons that share this host, so that several daemons on one
 // machine do not oversubscribe it. Which daemons share a host is read from the job's metadata
-// (the nodes whose addresses this daemon knows: its cluster, its rings, its parameter servers).
+// (the nodes whose addresses this daemon knows: its cluster, its rings' neighbours, its parameter
+// servers; when all those neighbours share this host, every cluster is taken to).
 #pragma once
 
 #include <string>

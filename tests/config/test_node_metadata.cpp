@@ -69,10 +69,10 @@ NodeMetadata full_metadata() {
   RingMembership ring;
   ring.id = 2;
   ring.parameters = {"layer2.weight", "layer2.bias"};
-  ring.peers = {{1, 0, "10.1.2.1:8081"}, {4, 1, "10.1.2.3:8084"}, {9, 2, "10.1.2.9:8089"}};
+  ring.size = 3;
   ring.position = 1;
-  ring.next_node = 9;
-  ring.prev_node = 1;
+  ring.next = {9, 2, "10.1.2.9:8089"};
+  ring.prev = {1, 0, "10.1.2.1:8081"};
   RingMembership ring2 = ring;
   ring2.id = 3;
   ring2.parameters = {"embed.weight", "bn.running_mean"};
@@ -131,15 +131,13 @@ void require_equal(const NodeMetadata& a, const NodeMetadata& b) {
   for (size_t i = 0; i < a.rings.size(); ++i) {
     CHECK(a.rings[i].id == b.rings[i].id);
     CHECK(a.rings[i].parameters == b.rings[i].parameters);
-    REQUIRE(a.rings[i].peers.size() == b.rings[i].peers.size());
-    for (size_t k = 0; k < a.rings[i].peers.size(); ++k) {
-      CHECK(a.rings[i].peers[k].node == b.rings[i].peers[k].node);
-      CHECK(a.rings[i].peers[k].cluster == b.rings[i].peers[k].cluster);
-      CHECK(a.rings[i].peers[k].address == b.rings[i].peers[k].address);
-    }
+    CHECK(a.rings[i].size == b.rings[i].size);
     CHECK(a.rings[i].position == b.rings[i].position);
-    CHECK(a.rings[i].next_node == b.rings[i].next_node);
-    CHECK(a.rings[i].prev_node == b.rings[i].prev_node);
+    for (auto peer : {&RingMembership::next, &RingMembership::prev}) {
+      CHECK((a.rings[i].*peer).node == (b.rings[i].*peer).node);
+      CHECK((a.rings[i].*peer).cluster == (b.rings[i].*peer).cluster);
+      CHECK((a.rings[i].*peer).address == (b.rings[i].*peer).address);
+    }
   }
   CHECK(a.estimates.parameter_count == b.estimates.parameter_count);
   CHECK(a.estimates.parameter_bytes == b.estimates.parameter_bytes);
@@ -286,9 +284,11 @@ TEST_CASE("strict reading names the origin and the field", "[metadata][errors]")
   CHECK(error_of(edit(good, "\"layer2.bias\",\n    \"embed", "7,\n    \"embed")) ==
         "nodes/node_4.json: parameters[1]: must be a string, got a number");
   CHECK(error_of(edit(good, "\"address\": \"10.1.2.9:8089\"", "\"addr\": \"10.1.2.9:8089\"")) ==
-        "nodes/node_4.json: rings[0].peers[2].address: is missing");
-  CHECK(error_of(edit(good, "\"next_node\": 9", "\"next_node\": null")) ==
-        "nodes/node_4.json: rings[0].next_node: must be an integer, got null");
+        "nodes/node_4.json: rings[0].next.address: is missing");
+  CHECK(error_of(edit(good, "\"size\": 3", "\"size\": null")) ==
+        "nodes/node_4.json: rings[0].size: must be an integer, got null");
+  CHECK(error_of(edit(good, "\"size\": 3", "\"size\": 1")) ==
+        "nodes/node_4.json: rings[0].position: must be below size (0 to 0), got 1");
   CHECK(error_of(edit(good, "\"z.tied\": [", "\"z.tied\": [\"x\", ")) ==
         "nodes/node_4.json: shared_parameters.z.tied[0]: must be an integer, got a string");
   CHECK(error_of(edit(good, "\"head.weight\": \"embed.weight\"", "\"head.weight\": 3")) ==
@@ -444,4 +444,33 @@ TEST_CASE("a hybrid plan's sparse tables round-trip and are checked", "[metadata
   NodeMetadata scored = m;
   scored.parameter_server.evaluator = PsPeer{4, "h:4"};
   CHECK(contains(error_of(to_json(scored)), "a hybrid plan has no evaluator"));
+}
+
+TEST_CASE("rings of plans written before: every member listed, read down to the neighbours",
+          "[metadata][rings]") {
+  std::string text = to_json(full_metadata());
+  // This version's ring, as earlier versions wrote it: every member, in cluster order.
+  const std::string now = text.substr(text.find("\"size\": 3"),
+                                      text.find("\"next_node\"") - text.find("\"size\": 3"));
+  const std::string before =
+      "\"peers\": [{\"node\": 1, \"cluster\": 0, \"address\": \"10.1.2.1:8081\"}, "
+      "{\"node\": 4, \"cluster\": 1, \"address\": \"10.1.2.3:8084\"}, "
+      "{\"node\": 9, \"cluster\": 2, \"address\": \"10.1.2.9:8089\"}], \"position\": 1, ";
+  text = edit(text, now, before);
+  REQUIRE(text.find("\"peers\"") != std::string::npos);
+  const auto old = node_metadata_from_json(text, "old.json");
+  const auto& ring = old.rings.at(0);
+  CHECK(ring.size == 3);
+  CHECK(ring.position == 1);
+  CHECK(ring.next.node == 9);
+  CHECK(ring.next.cluster == 2);
+  CHECK(ring.next.address == "10.1.2.9:8089");
+  CHECK(ring.prev.node == 1);
+  CHECK(ring.prev.address == "10.1.2.1:8081");
+  // Written again, it is this version's file.
+  CHECK(to_json(old) == to_json(full_metadata()));
+  // The old checks still hold: this node at `position`.
+  CHECK(error_of(edit(text, "\"position\": 1, ", "\"position\": 2, ")) ==
+        "nodes/node_4.json: rings[0].position: must be the index of this node (node_id 4) in "
+        "peers");
 }

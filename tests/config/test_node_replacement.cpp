@@ -51,10 +51,11 @@ std::vector<NodeMetadata> two_clusters() {
       if (p > 0) {
         RingMembership ring;
         ring.id = p;
-        ring.peers = {{p, 0, address_of(p)}, {3 + p, 3, address_of(3 + p)}};
+        ring.size = 2;
         ring.position = c;
-        ring.next_node = c == 0 ? 3 + p : p;
-        ring.prev_node = ring.next_node;
+        const int other = c == 0 ? 3 + p : p;
+        ring.next = {other, c == 0 ? 3 : 0, address_of(other)};
+        ring.prev = ring.next;
         n.rings.push_back(ring);
       }
       nodes.push_back(n);
@@ -94,8 +95,8 @@ TEST_CASE("a spare takes the slot whole and every mention of the old node", "[re
   CHECK(s.pipeline == std::vector<int>{0, 7, 2});
   CHECK(s.addresses.count(1) == 0);
   CHECK(s.addresses.at(7) == address_of(7));
-  CHECK(s.rings.at(0).peers.at(0).node == 7);
-  CHECK(s.rings.at(0).peers.at(0).address == address_of(7));
+  CHECK(s.rings.at(0).position == 0);  // its place in the ring, beside the same neighbour
+  CHECK(s.rings.at(0).next.node == 4);
   CHECK(s.random_nodes == std::vector<int>{0, 7});
 
   const auto& root = by_id(nodes, 0);
@@ -106,11 +107,12 @@ TEST_CASE("a spare takes the slot whole and every mention of the old node", "[re
   CHECK(*leaf.inputs.at(0).from_node == 7);
   CHECK(leaf.backward_neighbours == std::vector<int>{7});
   const auto& peer = by_id(nodes, 4);
-  CHECK(peer.rings.at(0).next_node == 7);
-  CHECK(peer.rings.at(0).prev_node == 7);
-  CHECK(peer.rings.at(0).peers.at(0).address == address_of(7));
+  CHECK(peer.rings.at(0).next.node == 7);
+  CHECK(peer.rings.at(0).prev.node == 7);
+  CHECK(peer.rings.at(0).next.address == address_of(7));
+  CHECK(peer.rings.at(0).prev.address == address_of(7));
   // The other cluster's root and leaf never named node 1.
-  CHECK(by_id(nodes, 5).rings.at(0).peers.at(0).node == 2);
+  CHECK(by_id(nodes, 5).rings.at(0).next.node == 2);
 }
 
 TEST_CASE("replace_node refuses what cannot be a replacement", "[replace]") {
@@ -146,9 +148,10 @@ TEST_CASE("the keeper is the next stage of the cluster, else the next ring membe
   alone.pipeline = {3};
   alone.addresses[3] = address_of(3);
   RingMembership ring;
-  ring.peers = {{0, 0, address_of(0)}, {3, 3, address_of(3)}};
+  ring.size = 2;
   ring.position = 1;
-  ring.next_node = 0;
+  ring.next = {0, 0, address_of(0)};
+  ring.prev = ring.next;
   alone.rings.push_back(ring);
   CHECK(checkpoint_keeper(alone)->node == 0);
   alone.rings.clear();

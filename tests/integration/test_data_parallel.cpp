@@ -216,9 +216,9 @@ TEST_CASE("clusters cut at different points average gradients (Adam)", "[data-pa
     auto meta = config::load_node_metadata(cluster.plan_dir() + "/nodes/node_" +
                                            std::to_string(node) + ".json");
     for (const auto& ring : meta.rings) {
-      for (const auto& peer : ring.peers) {
+      for (const config::RingPeer* peer : {&ring.next, &ring.prev}) {
         auto other = config::load_node_metadata(cluster.plan_dir() + "/nodes/node_" +
-                                                std::to_string(peer.node) + ".json");
+                                                std::to_string(peer->node) + ".json");
         if (other.position != meta.position) crossing = true;
       }
     }
@@ -334,6 +334,42 @@ TEST_CASE("a peer killed mid-reduce is named and nobody hangs", "[data-parallel]
   CHECK(seconds < 10);  // from the kill to the named failure
   // Its ring partner learned who failed, and everybody still answers.
   CHECK(cluster.log(0).find("node_2") != std::string::npos);
+  auto status = cluster.ravnest("status");
+  INFO(status.out);
+  std::smatch match;
+  for (const char* node : {"node_0", "node_1", "node_3"}) {
+    CHECK(std::regex_search(status.out, match, std::regex(std::string(node) + " .* idle")));
+  }
+}
+
+// A node knows only its rings' neighbours (docs/node-metadata.md#rings): in a ring of four
+// one-node clusters, node 0's neighbours are nodes 1 and 3, so it learns of node 2's death from
+// them (a failed reduce goes round the ring) or from the requester, and still nobody hangs.
+TEST_CASE("a ring member two hops away killed mid-reduce: nobody hangs", "[data-parallel][faults]") {
+  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}, {}}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto meta = config::load_node_metadata(cluster.plan_dir() + "/nodes/node_0.json");
+  REQUIRE(meta.rings.size() == 1);
+  REQUIRE(meta.rings[0].size == 4);
+  CHECK(meta.rings[0].next.node == 1);
+  CHECK(meta.rings[0].prev.node == 3);
+  test::write_text(cluster.dir() / "job.toml",
+                   job_text("name = \"sgd\"\nlr = 0.01", "reduce = \"parameters\"", 300, 0));
+  std::chrono::steady_clock::time_point killed_at;
+  auto killer = std::thread([&cluster, &killed_at] {
+    cluster.wait_for_batches(0, 2);
+    killed_at = std::chrono::steady_clock::now();
+    cluster.kill(2, SIGKILL);
+  });
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string(), 90);
+  const auto ended = std::chrono::steady_clock::now();
+  killer.join();
+  const double seconds = std::chrono::duration<double>(ended - killed_at).count();
+  INFO(train.out << train.err);
+  CHECK(train.exit_code != 0);
+  CHECK(train.err.find("node_2") != std::string::npos);
+  CHECK(seconds < 10);  // from the kill to the named failure
   auto status = cluster.ravnest("status");
   INFO(status.out);
   std::smatch match;

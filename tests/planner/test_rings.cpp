@@ -1,5 +1,7 @@
 // Rings: which nodes of different clusters average which parameters.
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -152,15 +154,15 @@ TEST_CASE("shared parameters get one summing ring per set of holders", "[rings][
   CHECK(rings_a[0].id != rings_a[1].id);
   // Holders {2, 4, 7}: the tied pair is one tensor, named by its canonical name.
   CHECK(rings_a[0].parameters == std::vector<std::string>{"embedding.weight"});
-  CHECK(rings_a[0].peers.size() == 3);
+  CHECK(rings_a[0].size == 3);
   CHECK(rings_a[0].position == 1);
-  CHECK(rings_a[0].next_node == 7);
-  CHECK(rings_a[0].prev_node == 2);
-  CHECK(rings_a[0].peers[2].address == "h:7");
+  CHECK(rings_a[0].next.node == 7);
+  CHECK(rings_a[0].prev.node == 2);
+  CHECK(rings_a[0].next.address == "h:7");
   // Holders {4, 7}.
   CHECK(rings_a[1].parameters == std::vector<std::string>{"shared.bias", "shared.weight"});
   CHECK(rings_b[1].position == 1);
-  CHECK(rings_b[1].next_node == 4);
+  CHECK(rings_b[1].next.node == 4);
 }
 
 
@@ -178,17 +180,85 @@ TEST_CASE("the cluster's stages form one ring, the same on every stage", "[rings
   // Apart from the plan's cross-cluster rings (small ids) and the shared ones (bit 30).
   CHECK((ring_a.id & (1 << 29)) != 0);
   CHECK((ring_a.id & (1 << 30)) == 0);
-  REQUIRE(ring_a.peers.size() == 3);
-  CHECK(ring_a.peers[0].node == 3);
-  CHECK(ring_a.peers[2].address == "h:8");
+  REQUIRE(ring_a.size == 3);
+  CHECK(ring_a.prev.node == 3);
+  CHECK(ring_a.next.address == "h:8");
   CHECK(ring_a.position == 1);
-  CHECK(ring_a.next_node == 8);
-  CHECK(ring_a.prev_node == 3);
+  CHECK(ring_a.next.node == 8);
+  CHECK(ring_a.prev.address == "h:3");
   CHECK(ring_b.position == 2);
-  CHECK(ring_b.next_node == 3);
+  CHECK(ring_b.next.node == 3);
   // Another cluster's stages make another ring.
   ravnest::config::NodeMetadata c = a;
   c.pipeline = {4, 6, 9};
   c.node_id = 6;
   CHECK(ravnest::planner::cluster_stage_ring(c).id != ring_a.id);
+}
+
+namespace {
+
+// `clusters` clusters of two stages: node 2c holds "a", node 2c+1 holds "b".
+std::vector<ravnest::config::NodeMetadata> two_stage_clusters(int clusters) {
+  std::vector<ravnest::config::NodeMetadata> nodes;
+  for (int c = 0; c < clusters; ++c) {
+    for (int p = 0; p < 2; ++p) {
+      ravnest::config::NodeMetadata m;
+      m.node_id = 2 * c + p;
+      m.name = "node_" + std::to_string(m.node_id);
+      m.address = "10.0." + std::to_string(m.node_id / 250) + "." +
+                  std::to_string(m.node_id % 250) + ":8080";
+      m.cluster = 2 * c;
+      m.position = p;
+      m.cluster_size = 2;
+      m.cluster_count = clusters;
+      m.parameters = {p == 0 ? "a" : "b"};
+      nodes.push_back(m);
+    }
+  }
+  return nodes;
+}
+
+size_t largest_node_file(const std::vector<ravnest::config::NodeMetadata>& nodes) {
+  size_t largest = 0;
+  for (const auto& m : nodes) largest = std::max(largest, ravnest::config::to_json(m).size());
+  return largest;
+}
+
+}  // namespace
+
+TEST_CASE("a node's rings name its neighbours only: node files do not grow with the clusters",
+          "[rings][scale]") {
+  auto few = two_stage_clusters(4);
+  auto many = two_stage_clusters(3000);
+  const auto few_rings = ravnest::planner::assign_rings(few);
+  const auto many_rings = ravnest::planner::assign_rings(many);
+  REQUIRE(many_rings.size() == 2);
+  REQUIRE(many_rings[0].nodes.size() == 3000);
+  // Listing every member would add ~50 bytes a cluster; a few digits more per id is all.
+  CHECK(largest_node_file(many) <= largest_node_file(few) + 64);
+  CHECK(largest_node_file(many) < 2000);
+
+  // The ring each node knows is plan.json's, member for member: walking `next` from its first
+  // member visits its nodes in cluster order, each at its position, and `prev` walks back.
+  std::map<int, const ravnest::config::NodeMetadata*> by_id;
+  for (const auto& m : many) by_id[m.node_id] = &m;
+  for (const auto& ring : many_rings) {
+    const int n = static_cast<int>(ring.nodes.size());
+    for (int k = 0; k < n; ++k) {
+      const auto& node = *by_id.at(ring.nodes[static_cast<size_t>(k)]);
+      REQUIRE(node.rings.size() == 1);
+      const auto& own = node.rings[0];
+      REQUIRE(own.id == ring.id);
+      CHECK(own.size == n);
+      CHECK(own.position == k);
+      CHECK(own.next.node == ring.nodes[static_cast<size_t>((k + 1) % n)]);
+      CHECK(own.prev.node == ring.nodes[static_cast<size_t>((k + n - 1) % n)]);
+      CHECK(own.next.address == by_id.at(own.next.node)->address);
+      CHECK(own.next.cluster == by_id.at(own.next.node)->cluster);
+    }
+  }
+  // And a node file read back holds the same ring.
+  const auto back = ravnest::config::node_metadata_from_json(ravnest::config::to_json(many[2]), "n");
+  CHECK(back.rings.at(0).next.node == many[2].rings.at(0).next.node);
+  CHECK(back.rings.at(0).prev.address == many[2].rings.at(0).prev.address);
 }

@@ -317,12 +317,12 @@ void LocalPort::reduce_rings(int node, uint64_t round, std::vector<WorkerPort::R
     auto& slot = meetings_[{ring.id, round}];
     if (!slot) {
       slot = std::make_unique<Meeting>();
-      slot->size = static_cast<int>(ring.peers.size());
+      slot->size = ring.size;
       slot->average = average;
       slot->compression = {item.codec, item.stream};
     }
     Meeting& meeting = *slot;
-    if (meeting.size != static_cast<int>(ring.peers.size()) || meeting.average != average ||
+    if (meeting.size != ring.size || meeting.average != average ||
         meeting.members.count(ring.position)) {
       throw std::runtime_error("ring " + std::to_string(ring.id) + " round " +
                                std::to_string(round) + ": node " + std::to_string(node) +

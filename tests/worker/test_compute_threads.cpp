@@ -35,9 +35,11 @@ TEST_CASE("compute threads: the plan's daemons on this host", "[daemon][threads]
   m.addresses[2] = "10.0.0.3:8080";   // another host
   m.addresses[3] = "10.0.0.22:8080";  // a host whose name starts the same
   CHECK(daemons_sharing_host(m) == 2);
-  // Ring peers in other clusters and parameter servers count too, each node once.
+  // Ring neighbours in other clusters and parameter servers count too, each node once.
   config::RingMembership ring;
-  ring.peers = {{1, 0, "10.0.0.2:8081"}, {5, 1, "10.0.0.2:8085"}, {6, 2, "10.0.0.4:8086"}};
+  ring.size = 3;
+  ring.next = {5, 1, "10.0.0.2:8085"};
+  ring.prev = {6, 2, "10.0.0.4:8086"};
   m.rings.push_back(ring);
   m.rings.push_back(ring);
   config::PsServer server;
@@ -45,6 +47,17 @@ TEST_CASE("compute threads: the plan's daemons on this host", "[daemon][threads]
   server.address = "10.0.0.2:8087";
   m.parameter_server.servers.push_back(server);
   CHECK(daemons_sharing_host(m) == 4);  // nodes 0, 1, 5, 7
+
+  // Every ring neighbour on this host: the plan's other clusters are here too (a local plan).
+  auto local = node(1, "127.0.0.1:8081");
+  local.addresses[0] = "127.0.0.1:8080";
+  local.cluster_count = 3;
+  config::RingMembership here;
+  here.size = 3;
+  here.next = {3, 1, "127.0.0.1:8083"};
+  here.prev = {5, 2, "127.0.0.1:8085"};
+  local.rings.push_back(here);
+  CHECK(daemons_sharing_host(local) == 6);  // 2 nodes a cluster, 3 clusters
 
   auto v6 = node(0, "[::1]:9000");
   v6.addresses[1] = "[::1]:9001";

@@ -14,11 +14,7 @@ std::optional<CheckpointKeeper> checkpoint_keeper(const NodeMetadata& node) {
     }
   }
   for (const auto& ring : node.rings) {
-    for (const auto& peer : ring.peers) {
-      if (peer.node == ring.next_node && peer.node != node.node_id) {
-        return CheckpointKeeper{peer.node, peer.address};
-      }
-    }
+    if (ring.next.node != node.node_id) return CheckpointKeeper{ring.next.node, ring.next.address};
   }
   return std::nullopt;
 }

@@ -41,22 +41,27 @@ ordered_json output_to_json(const StageOutput& output) {
   return out;
 }
 
+ordered_json peer_to_json(const RingPeer& peer) {
+  ordered_json p;
+  p["node"] = peer.node;
+  p["cluster"] = peer.cluster;
+  p["address"] = peer.address;
+  return p;
+}
+
+// Only the neighbours: a node's file stays the same size however many clusters the plan has
+// (docs/node-metadata.md#rings). next_node/prev_node repeat next.node/prev.node for readers of
+// earlier plans' fields.
 ordered_json ring_to_json(const RingMembership& ring) {
   ordered_json out;
   out["id"] = ring.id;
   out["parameters"] = ring.parameters;
-  ordered_json peers = ordered_json::array();
-  for (const auto& peer : ring.peers) {
-    ordered_json p;
-    p["node"] = peer.node;
-    p["cluster"] = peer.cluster;
-    p["address"] = peer.address;
-    peers.push_back(p);
-  }
-  out["peers"] = peers;
+  out["size"] = ring.size;
   out["position"] = ring.position;
-  out["next_node"] = ring.next_node;
-  out["prev_node"] = ring.prev_node;
+  out["next"] = peer_to_json(ring.next);
+  out["prev"] = peer_to_json(ring.prev);
+  out["next_node"] = ring.next.node;
+  out["prev_node"] = ring.prev.node;
   return out;
 }
 
@@ -177,6 +182,40 @@ void read_tls_fingerprints(const JsonReader& r, const json& root, NodeMetadata* 
   }
 }
 
+RingPeer read_ring_peer(const JsonReader& r, const json& p, const std::string& path) {
+  if (!p.is_object()) r.fail(path, "must be an object, got " + JsonReader::kind(p));
+  RingPeer peer;
+  peer.node = r.integer(p, path, "node");
+  peer.cluster = r.integer(p, path, "cluster");
+  peer.address = r.string(p, path, "address");
+  return peer;
+}
+
+// Plans written before ring files were bounded list every member in `peers`; the ring is the
+// same, read down to this node's neighbours.
+void read_ring_peers(const JsonReader& r, const json& g, const std::string& path, int self,
+                     RingMembership* ring) {
+  const json& peers = r.array(g, path, "peers");
+  if (peers.empty()) r.fail(path + ".peers", "must not be empty");
+  const int n = static_cast<int>(peers.size());
+  ring->size = n;
+  ring->position = r.integer(g, path, "position");
+  if (ring->position < 0 || ring->position >= n) {
+    r.fail(path + ".position", "must index peers (0 to " + std::to_string(n - 1) + "), got " +
+                                   std::to_string(ring->position));
+  }
+  auto at = [&](int k) {
+    return read_ring_peer(r, peers[static_cast<size_t>(k)], JsonReader::index(path + ".peers", k));
+  };
+  for (int k = 0; k < n; ++k) at(k);  // every member well formed, as before
+  if (at(ring->position).node != self) {
+    r.fail(path + ".position",
+           "must be the index of this node (node_id " + std::to_string(self) + ") in peers");
+  }
+  ring->next = at((ring->position + 1) % n);
+  ring->prev = at((ring->position + n - 1) % n);
+}
+
 void read_rings(const JsonReader& r, const json& root, NodeMetadata* m) {
   const json& rings = r.array(root, "", "rings");
   for (size_t i = 0; i < rings.size(); ++i) {
@@ -186,30 +225,25 @@ void read_rings(const JsonReader& r, const json& root, NodeMetadata* m) {
     RingMembership ring;
     ring.id = r.integer(g, path, "id");
     ring.parameters = r.string_list(g, path, "parameters");
-    const json& peers = r.array(g, path, "peers");
-    for (size_t k = 0; k < peers.size(); ++k) {
-      const std::string peer_path = JsonReader::index(path + ".peers", k);
-      const json& p = peers[k];
-      if (!p.is_object()) r.fail(peer_path, "must be an object, got " + JsonReader::kind(p));
-      RingPeer peer;
-      peer.node = r.integer(p, peer_path, "node");
-      peer.cluster = r.integer(p, peer_path, "cluster");
-      peer.address = r.string(p, peer_path, "address");
-      ring.peers.push_back(std::move(peer));
-    }
-    ring.position = r.integer(g, path, "position");
-    ring.next_node = r.integer(g, path, "next_node");
-    ring.prev_node = r.integer(g, path, "prev_node");
-    // The daemon's ring finds its neighbours around `position` (ring_member.cpp).
-    if (ring.peers.empty()) r.fail(path + ".peers", "must not be empty");
-    if (ring.position < 0 || static_cast<size_t>(ring.position) >= ring.peers.size()) {
-      r.fail(path + ".position", "must index peers (0 to " +
-                                     std::to_string(ring.peers.size() - 1) + "), got " +
-                                     std::to_string(ring.position));
-    }
-    if (ring.peers[static_cast<size_t>(ring.position)].node != m->node_id) {
-      r.fail(path + ".position", "must be the index of this node (node_id " +
-                                     std::to_string(m->node_id) + ") in peers");
+    if (g.contains("peers")) {
+      read_ring_peers(r, g, path, m->node_id, &ring);
+    } else {
+      ring.size = r.integer(g, path, "size");
+      if (ring.size < 1) {
+        r.fail(path + ".size", "must be at least 1, got " + std::to_string(ring.size));
+      }
+      ring.position = r.integer(g, path, "position");
+      // The daemon's ring runs the all-reduce from `position` among `size` (ring_member.cpp).
+      if (ring.position < 0 || ring.position >= ring.size) {
+        r.fail(path + ".position", "must be below size (0 to " + std::to_string(ring.size - 1) +
+                                       "), got " + std::to_string(ring.position));
+      }
+      ring.next = read_ring_peer(r, r.member(g, path, "next"), path + ".next");
+      ring.prev = read_ring_peer(r, r.member(g, path, "prev"), path + ".prev");
+      if (ring.size == 1 && (ring.next.node != m->node_id || ring.prev.node != m->node_id)) {
+        r.fail(path, "a ring of one member must have this node (node_id " +
+                         std::to_string(m->node_id) + ") as next and prev");
+      }
     }
     m->rings.push_back(std::move(ring));
   }

@@ -43,8 +43,10 @@ struct StageOutput {
 };
 
 // Parameters averaged across clusters: one ring per group of parameters held by the same
-// nodes. Peers are in cluster order and include this node; next/prev are this node's
-// neighbours in that order (cyclic).
+// nodes, one member per cluster, in cluster order. A node knows the ring's size, its own place
+// and its two neighbours (next and previous, cyclically): what the ring all-reduce needs, and
+// bounded whatever the number of clusters (a plan of 10,000 clusters would otherwise list
+// 10,000 members in every node's file). plan.json lists every ring's members in full.
 struct RingPeer {
   int node = 0;
   int cluster = 0;
@@ -53,10 +55,10 @@ struct RingPeer {
 struct RingMembership {
   int id = 0;
   std::vector<std::string> parameters;  // state-dict names, in the stage's order
-  std::vector<RingPeer> peers;
-  int position = 0;                     // index of this node in peers
-  int next_node = 0;
-  int prev_node = 0;
+  int size = 1;                         // members (one per cluster), this node included
+  int position = 0;                     // this node's index among them
+  RingPeer next;                        // the member at position + 1 (cyclic)
+  RingPeer prev;                        // the member at position - 1 (cyclic)
 };
 
 // A parameter-server plan, the same in every node's metadata: the servers, each with its shard of

@@ -40,15 +40,13 @@ bool rename(NodeMetadata& node, int from, int to, const std::string& address) {
   for (auto& [name, holders] : node.shared_parameters) ids(holders);
   ids(node.random_nodes);
   for (auto& ring : node.rings) {
-    for (auto& peer : ring.peers) {
-      if (peer.node == from) {
-        peer.node = to;
-        peer.address = address;
+    for (RingPeer* peer : {&ring.next, &ring.prev}) {
+      if (peer->node == from) {
+        peer->node = to;
+        peer->address = address;
         changed = true;
       }
     }
-    id(ring.next_node);
-    id(ring.prev_node);
   }
   return changed;
 }

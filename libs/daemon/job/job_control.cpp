@@ -229,17 +229,18 @@ void JobControl::watch_memory(uint64_t job_id) {
       });
 }
 
-// Every other node of the cluster and every ring member: the nodes whose silence would leave this
-// one waiting.
+// Every other node of the cluster and each ring's neighbours: the nodes whose silence would leave
+// this one waiting (a ring member further away that goes silent stalls a neighbour, whose watch
+// then fails its reduce and tells its own neighbours, around the ring).
 void JobControl::watch_peers(uint64_t job_id) {
   std::map<std::string, std::string> by_address;
   for (const auto& [id, address] : config::peer_addresses(metadata_)) {
     if (id != metadata_.node_id) by_address.emplace(address, config::node_name(id));
   }
   for (const auto& ring : metadata_.rings) {
-    for (const auto& peer : ring.peers) {
-      if (peer.node != metadata_.node_id) {
-        by_address.emplace(peer.address, config::node_name(peer.node));
+    for (const config::RingPeer* peer : {&ring.next, &ring.prev}) {
+      if (peer->node != metadata_.node_id) {
+        by_address.emplace(peer->address, config::node_name(peer->node));
       }
     }
   }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <set>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -110,22 +111,22 @@ class RingMember::Session {
   Session(RpcThread& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
           RingMailbox& mailbox, const config::RingMembership& ring, int self_node,
           bool shared_memory)
-      : peers_(ring.peers),
+      : size_(ring.size),
+        next_(ring.next),
+        prev_(ring.prev),
         link_(rpc, links, traffic, mailbox, static_cast<uint32_t>(ring.id),
-              self_node, peer(ring, ring.position + 1), peer(ring, ring.position - 1),
+              self_node, peer(ring.next), peer(ring.prev),
               daemon_ring_in_flight(), daemon_ring_shared_slot_bytes(shared_memory)),
-        reduce_(link_, ring.position, static_cast<int>(ring.peers.size()), daemon_ring_options()) {}
+        reduce_(link_, ring.position, ring.size, daemon_ring_options()) {}
 
   // The ring is the one this session was set up for (a job's metadata does not change, but a
   // caller must not be able to run a session over other members).
   bool serves(const config::RingMembership& ring) const {
-    if (ring.peers.size() != peers_.size() || ring.position != reduce_.position()) return false;
-    for (size_t i = 0; i < peers_.size(); ++i) {
-      if (ring.peers[i].node != peers_[i].node || ring.peers[i].address != peers_[i].address) {
-        return false;
-      }
-    }
-    return true;
+    auto same = [](const config::RingPeer& a, const config::RingPeer& b) {
+      return a.node == b.node && a.address == b.address;
+    };
+    return ring.size == size_ && ring.position == reduce_.position() && same(ring.next, next_) &&
+           same(ring.prev, prev_);
   }
 
   ring::RingAllReduce& reduce() { return reduce_; }
@@ -135,13 +136,13 @@ class RingMember::Session {
   }
 
  private:
-  static RingPeerAddress peer(const config::RingMembership& ring, int position) {
-    const int n = static_cast<int>(ring.peers.size());
-    const auto& p = ring.peers[static_cast<size_t>(((position % n) + n) % n)];
+  static RingPeerAddress peer(const config::RingPeer& p) {
     return {config::node_name(p.node), p.address};
   }
 
-  std::vector<config::RingPeer> peers_;
+  int size_;
+  config::RingPeer next_;
+  config::RingPeer prev_;
   RingLink link_;
   ring::RingAllReduce reduce_;                 // after link_, which it sends through
   std::unique_ptr<ParkedThread> thread_;  // joined before the algorithm goes
@@ -229,17 +230,21 @@ void RingMember::reduce_rings(uint64_t round, std::vector<worker::WorkerPort::Ri
   if (!first_error.empty()) throw std::runtime_error(first_error);
 }
 
-// Tells the ring's other members that this reduce cannot finish, so that none of them waits.
+// Tells the ring's neighbours that this reduce cannot finish, so that none of them waits. A node
+// knows only its neighbours (docs/node-metadata.md#rings): the abort is kept by each mailbox
+// until the next job, so each neighbour's reduce fails in turn and tells its own neighbours, and
+// the abort goes round the ring both ways.
 void RingMember::tell_members(const config::RingMembership& ring, const std::string& reason,
                               const config::NodeMetadata& self) {
   try {
     rpc_.call([&]() {
-      for (const auto& peer : ring.peers) {
-        if (peer.node == self.node_id) continue;
-        auto request = links_.node(peer.address).abortReduceRequest();
+      std::set<std::string> told;
+      for (const config::RingPeer* peer : {&ring.next, &ring.prev}) {
+        if (peer->node == self.node_id || !told.insert(peer->address).second) continue;
+        auto request = links_.node(peer->address).abortReduceRequest();
         request.setRing(static_cast<uint32_t>(ring.id));
         request.setReason(reason);
-        tasks_.add(links_.watch(peer.address, request.send().ignoreResult())
+        tasks_.add(links_.watch(peer->address, request.send().ignoreResult())
                        .catch_([](kj::Exception&&) {}));
       }
     });

@@ -50,7 +50,7 @@ std::vector<at::Tensor> UpdateGradients::gradients() const {
 }
 
 at::Tensor UpdateGradients::exchange(at::Tensor local) {
-  if (ring_.peers.size() < 2) return local;
+  if (ring_.size < 2) return local;
   std::vector<WorkerPort::RingWork> work(1);
   work[0].ring = &ring_;
   work[0].tensors.push_back(local);
@@ -64,8 +64,8 @@ bool UpdateGradients::prepare() {
   const std::vector<at::Tensor> grads = gradients();
   bool found_inf = scaler_ && scaler_->unscale(grads);
   if (setup_.grad_clip_value) training::clip_gradients_by_value(grads, *setup_.grad_clip_value);
-  const size_t stages = ring_.peers.size() < 2 ? 1 : ring_.peers.size();
-  const size_t self = ring_.peers.size() < 2 ? 0 : static_cast<size_t>(ring_.position);
+  const size_t stages = ring_.size < 2 ? 1 : static_cast<size_t>(ring_.size);
+  const size_t self = ring_.size < 2 ? 0 : static_cast<size_t>(ring_.position);
   std::vector<at::Tensor> norms;
   if (setup_.grad_clip_norm) norms = training::gradient_norms(grads, setup_.grad_clip_norm_type);
   if (setup_.grad_clip_norm && !norm_counts_) {
