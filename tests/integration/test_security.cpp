@@ -303,7 +303,8 @@ TEST_CASE("security: gate: only the gate is offered; wrong, replayed and forged 
   INFO(none.out << none.err);
   CHECK(none.exit_code != 0);
   CHECK(contains(none.out, "secret missing: neither --secret-file nor $RAVNEST_SECRET_FILE "
-                           "names a file, and the daemons want one (node_0 (" + address));
+                           "names a file, and there is no " + cluster->plan_dir() +
+                           "/secret, and the daemons want one (node_0 (" + address));
   const auto nowhere = (cluster->dir() / "no-such-secret").string();
   auto absent = test::run_command(status + " --secret-file " + nowhere, 60);
   INFO(absent.out << absent.err);
