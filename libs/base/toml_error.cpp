@@ -10,4 +10,13 @@ ConfigError toml_syntax_error(const std::string& origin, size_t line, size_t col
                      std::to_string(column) + ": " + printable(description, 200));
 }
 
+toml::table parse_toml(const std::string& text, const std::string& origin) {
+  try {
+    return toml::parse(text, origin);
+  } catch (const toml::parse_error& error) {
+    const auto& begin = error.source().begin;
+    throw toml_syntax_error(origin, begin.line, begin.column, error.description());
+  }
+}
+
 }  // namespace ravnest::base

@@ -152,13 +152,7 @@ bool is_log_level(const std::string& level) {
 }
 
 DaemonConfig parse_daemon_config(const std::string& text, const std::string& origin) {
-  toml::table table;
-  try {
-    table = toml::parse(text, origin);
-  } catch (const toml::parse_error& error) {
-    const auto& begin = error.source().begin;
-    throw base::toml_syntax_error(origin, begin.line, begin.column, error.description());
-  }
+  toml::table table = base::parse_toml(text, origin);
   DaemonConfig config;
   for (const auto& [key, value] : table) {
     const std::string name(key.str());

@@ -506,13 +506,7 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
   if (toml_text.size() > kMaxJobFileBytes) {
     refuse_job_size(origin, std::to_string(toml_text.size()) + " bytes");
   }
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, origin);
-  } catch (const toml::parse_error& error) {
-    const auto& begin = error.source().begin;
-    throw base::toml_syntax_error(origin, begin.line, begin.column, error.description());
-  }
+  toml::table root = base::parse_toml(toml_text, origin);
   JobSpec job;
   job.origin = origin;
   std::error_code ignored;

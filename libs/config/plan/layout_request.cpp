@@ -9,13 +9,7 @@
 namespace ravnest::config {
 
 LayoutRequest parse_layout_request(const std::string& text, const std::string& origin) {
-  toml::table table;
-  try {
-    table = toml::parse(text, origin);
-  } catch (const toml::parse_error& error) {
-    const auto& begin = error.source().begin;
-    throw base::toml_syntax_error(origin, begin.line, begin.column, error.description());
-  }
+  toml::table table = base::parse_toml(text, origin);
   LayoutRequest request;
   const toml::node* plan = table.get("plan");
   if (!plan) {

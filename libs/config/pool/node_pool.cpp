@@ -177,13 +177,7 @@ std::vector<NodeConfig> parse_node_pool(const std::string& text, const std::stri
                                         bool toml) {
   json root;
   if (toml) {
-    try {
-      const toml::table table = toml::parse(text, origin);
-      root = toml_to_json(table);
-    } catch (const toml::parse_error& error) {
-      const auto& begin = error.source().begin;
-      throw base::toml_syntax_error(origin, begin.line, begin.column, error.description());
-    }
+    root = toml_to_json(base::parse_toml(text, origin));
   } else {
     // A node id written twice would silently keep only the last node: refuse it.
     std::map<std::string, int> seen_keys;
