@@ -39,7 +39,8 @@ kj::Promise<void> BenchService::bench_all_reduce(BenchAllReduceCall context) {
                          {"peer " + std::to_string((position + 1) % n), peers[(position + 1) % n]},
                          {"peer " + std::to_string((position + n - 1) % n),
                           peers[(position + n - 1) % n]},
-                         daemon_ring_in_flight(), daemon_ring_shared_slot_bytes(shared_memory_));
+                         daemon_ring_in_flight(), daemon_ring_shared_slot_bytes(shared_memory_),
+                         daemon_ring_channels(insecure_));
            ring::RingAllReduce reduce(link, static_cast<int>(position), static_cast<int>(n),
                                 daemon_ring_options());
            std::vector<at::Tensor> tensors = {
