@@ -101,10 +101,9 @@ AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitio
       }
       daemons.set_hosts(namespaces, addresses);
     }
-    // Between hosts segments go through the connections: daemons in namespaces would still find
-    // each other's shared memory (/proc/PID/fd works across network namespaces) unless they
-    // refuse a peer in another one, so the hosts mode says so itself.
-    if (!setup.shared_memory || setup.hosts) {
+    // In the hosts mode the daemons refuse each other's shared memory themselves (a peer in
+    // another network namespace stands for another host), as the tests check.
+    if (!setup.shared_memory) {
       for (int i = 0; i < nodes; ++i) daemons.set_flags(i, {"--no-shared-memory"});
     }
     daemons.start_all();
