@@ -389,10 +389,11 @@ TEST_CASE("a ring member two hops away killed mid-reduce: nobody hangs", "[data-
 // chunks and segments of unequal lengths; both the shared-memory path and the connections.
 TEST_CASE("bench allreduce: the daemons' rings compute the exact average", "[data-parallel]") {
   const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";
-  // The hosts mode (test_data_parallel_hosts_*): the daemons in namespaces, plain and under the
-  // int8 codec (its average as close as int8 is: each daemon checks it).
+  // The hosts mode (test_data_parallel_hosts_*): the daemons in namespaces, unshaped, then on
+  // links shaped to 1 Gbit/s (whose bound the command measures) under the int8 codec (its
+  // average as close as int8 is: each daemon checks it).
   const auto variants = test::LocalCluster::hosts_mode_requested()
-                            ? std::vector<std::string>{" --hosts", " --hosts --codec int8"}
+                            ? std::vector<std::string>{" --hosts", " --rate 1gbit --codec int8"}
                             : std::vector<std::string>{"", " --no-shared-memory"};
   for (const std::string& flags : variants) {
     for (const char* size : {"1000004", "9MiB"}) {
@@ -403,6 +404,10 @@ TEST_CASE("bench allreduce: the daemons' rings compute the exact average", "[dat
       CHECK(run.exit_code == 0);
       CHECK(run.out.find("ravnest ring") != std::string::npos);
       CHECK(run.out.find("N=3") != std::string::npos);
+      if (flags.find("--rate") != std::string::npos) {
+        CHECK(run.out.find("link bound") != std::string::npos);
+        CHECK(run.out.find("ravnest/link bound bus bandwidth") != std::string::npos);
+      }
     }
   }
 }
