@@ -318,9 +318,11 @@ interface Node {
   abortReduce @11 (ring :UInt32, reason :Text) -> ();
     # A member of the ring failed: every blocked reduce on this ring fails with `reason`.
   benchAllReduce @12 (peers :List(Text), position :UInt32, bytes :UInt64,
-                      repetitions :UInt32) -> (seconds :List(Float64));
+                      repetitions :UInt32, codec :Text) -> (seconds :List(Float64));
     # `ravnest bench allreduce`: all-reduce `bytes` of float32 over an ad-hoc ring of daemons
     # (`peers` in ring order, this daemon at `position`), `repetitions` times after a warm-up.
+    # `codec`: "" or "none", else the [compression] rings codec its segments travel under
+    # ("fp16", "bf16", "int8"; docs/compression.md).
 
   # Checkpoints (docs/faults.md). A checkpoint belongs to a job `identity` and to a slot of the
   # plan (`cluster`, `position`), not to a node: a spare that takes a dead node's slot resumes

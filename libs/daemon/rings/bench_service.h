@@ -1,6 +1,7 @@
 // BenchService: Node.benchAllReduce, the all-reduce benchmark between daemons (`ravnest bench`).
 // Each call runs one ring over the node's connections on a thread of its own, apart from the rings
-// of any plan, and answers with the seconds of each repetition after a warm-up.
+// of any plan, and answers with the seconds of each repetition after a warm-up. With a codec its
+// segments travel as a job's `[compression] rings` do (RingCompression, error feedback).
 //
 // RPC thread only; the mailbox is reset when each call ends, so do not bench while a job
 // reduces. The benchmarks' threads belong to the service: finish() ends them, and destroying the
