@@ -207,6 +207,13 @@ void RingAllReduce::enqueue_send(const RingTag& tag, const void* data, size_t by
   cv_.notify_all();
 }
 
+std::vector<uint8_t>& RingAllReduce::next_encoded(size_t bytes) {
+  if (encoded_used_ == encoded_.size()) encoded_.emplace_back();
+  auto& buffer = encoded_[encoded_used_++];
+  buffer.resize(bytes);
+  return buffer;
+}
+
 void RingAllReduce::rethrow_send_error() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (send_error_) std::rethrow_exception(send_error_);
@@ -289,10 +296,26 @@ void RingAllReduce::reduce_buffer_compressed(uint64_t round, uint32_t group,
     return key + "/" + phase + "/" + std::to_string(chunk) + "/" + std::to_string(i);
   };
   auto encode = [&](const char* phase, int chunk, const Span& c, size_t i) -> std::vector<uint8_t>& {
-    encoded_.emplace_back();  // a deque: earlier segments stay where the sender reads them
-    encode_segment(feedback, residual_key(phase, chunk, i), dtype, seg_ptr(c, i), seg_elems(c, i),
-                   encoded_.back());
-    return encoded_.back();
+    auto& bytes = next_encoded(segment_wire_bytes(codec, seg_elems(c, i)));
+    if (dtype == at::kFloat) {
+      encode_floats(feedback, residual_key(phase, chunk, i),
+                    reinterpret_cast<const float*>(seg_ptr(c, i)), seg_elems(c, i), bytes.data());
+    } else {
+      encode_segment(feedback, residual_key(phase, chunk, i), dtype, seg_ptr(c, i),
+                     seg_elems(c, i), bytes);
+    }
+    return bytes;
+  };
+  // Decoded into the tensor's memory: added (`add`) or copied, as the float32 values decode.
+  auto decode = [&](const uint8_t* bytes, const Span& c, size_t i, bool add) {
+    const size_t elems = seg_elems(c, i);
+    if (dtype == at::kFloat) {
+      decode_floats(codec, bytes, elems, reinterpret_cast<float*>(seg_ptr(c, i)), add);
+    } else if (add) {
+      values(seg_ptr(c, i), elems).add_(decode_segment(codec, bytes, elems).to(dtype));
+    } else {
+      values(seg_ptr(c, i), elems).copy_(decode_segment(codec, bytes, elems));
+    }
   };
 
   // Reduce-scatter step 0: our own chunk.
@@ -313,11 +336,10 @@ void RingAllReduce::reduce_buffer_compressed(uint64_t round, uint32_t group,
       const size_t wire_bytes = segment_wire_bytes(codec, elems);
       if (scratch_.size() < wire_bytes) scratch_.resize(wire_bytes);
       transport_.recv(tag(static_cast<uint32_t>(s), i), scratch_.data(), wire_bytes);
-      at::Tensor dst = values(seg_ptr(c, i), elems);
-      dst.add_(decode_segment(codec, scratch_.data(), elems).to(dtype));
-      if (last && average) dst.div_(n);
+      decode(scratch_.data(), c, i, /*add=*/true);
+      if (last && average) values(seg_ptr(c, i), elems).div_(n);
       const auto& bytes = encode(last ? "ag" : "rs", chunk, c, i);
-      if (last) dst.copy_(decode_segment(codec, bytes.data(), elems));
+      if (last) decode(bytes.data(), c, i, /*add=*/false);
       enqueue_send(tag(static_cast<uint32_t>(s + 1), i), bytes.data(), bytes.size());
     }
   }
@@ -328,10 +350,9 @@ void RingAllReduce::reduce_buffer_compressed(uint64_t round, uint32_t group,
     for (size_t i = 0; i < segments(c); ++i) {
       rethrow_send_error();
       const size_t elems = seg_elems(c, i);
-      encoded_.emplace_back(segment_wire_bytes(codec, elems));
-      auto& bytes = encoded_.back();
+      auto& bytes = next_encoded(segment_wire_bytes(codec, elems));
       transport_.recv(tag(step, i), bytes.data(), bytes.size());
-      values(seg_ptr(c, i), elems).copy_(decode_segment(codec, bytes.data(), elems));
+      decode(bytes.data(), c, i, /*add=*/false);
       if (s < n - 2) enqueue_send(tag(step + 1, i), bytes.data(), bytes.size());
     }
   }
@@ -424,7 +445,7 @@ void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors, bool a
     drain_sends(/*cancel=*/false);
     rethrow_send_error();
     transport_.flush();
-    encoded_.clear();
+    encoded_used_ = 0;  // kept for the next run: no fresh pages per segment
   } catch (...) {
     drain_sends(/*cancel=*/true);  // the sender must not touch the buffers after we return
     try {
@@ -432,6 +453,7 @@ void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors, bool a
     } catch (...) {
     }
     encoded_.clear();
+    encoded_used_ = 0;
     // Residuals half updated by a run that failed would skew the next ones.
     if (feedback) feedback->clear();
     throw;

@@ -131,6 +131,10 @@ class RingAllReduce {
   // Compressed runs: the encoded segments sent (kept until the transport is flushed), and the
   // residuals by stream.
   std::deque<std::vector<uint8_t>> encoded_;
+  size_t encoded_used_ = 0;  // of encoded_ in this run; the rest are kept from earlier runs
+  // The next buffer of encoded_ for this run, `bytes` long (a deque: the earlier ones stay where
+  // the sender reads them).
+  std::vector<uint8_t>& next_encoded(size_t bytes);
   std::map<std::string, wire::ErrorFeedback> feedback_;
   std::vector<at::Tensor> flat_cache_;  // flattening buffers, reused across runs
 

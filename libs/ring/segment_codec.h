@@ -31,4 +31,15 @@ void encode_segment(wire::ErrorFeedback& feedback, const std::string& key, at::S
 // The `values` float32 values that `bytes` (segment_wire_bytes long) encode.
 at::Tensor decode_segment(wire::TensorCodec codec, const uint8_t* bytes, size_t values);
 
+// The same for float32 segments without a tensor: one pass, nothing allocated, and the same
+// bits as encode_segment/decode_segment (the same roundings: IEEE float arithmetic, round to
+// nearest even, as LibTorch's conversions). What the all-reduce runs per segment: at link speed
+// a tensor op per step cost more than the link (docs/compression.md#rings-rings).
+// `out` holds segment_wire_bytes(codec, values) bytes.
+void encode_floats(wire::ErrorFeedback& feedback, const std::string& key, const float* data,
+                   size_t values, uint8_t* out);
+// dst[i] += decoded[i] (`add`), or dst[i] = decoded[i].
+void decode_floats(wire::TensorCodec codec, const uint8_t* bytes, size_t values, float* dst,
+                   bool add);
+
 }  // namespace ravnest::ring

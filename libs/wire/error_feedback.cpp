@@ -14,6 +14,15 @@ CompressedTensor ErrorFeedback::encode(const std::string& key, const at::Tensor&
   return coded;
 }
 
+float* ErrorFeedback::residual_values(const std::string& key, size_t values) {
+  at::Tensor& r = residual_[key];
+  const auto n = static_cast<int64_t>(values);
+  if (!r.defined() || r.scalar_type() != at::kFloat || !r.is_contiguous() || r.numel() != n) {
+    r = at::zeros({n}, at::TensorOptions().dtype(at::kFloat));
+  }
+  return r.data_ptr<float>();
+}
+
 at::Tensor ErrorFeedback::residual(const std::string& key) const {
   auto it = residual_.find(key);
   return it == residual_.end() ? at::Tensor() : it->second;

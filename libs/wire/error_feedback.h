@@ -23,6 +23,10 @@ class ErrorFeedback {
   CompressedTensor encode(const std::string& key, const at::Tensor& tensor);
   // What is carried over for `key` (undefined before its first encode).
   at::Tensor residual(const std::string& key) const;
+  // The residual of `key` as `values` contiguous float32 values to update in place (zeros when
+  // there was none, or one of another size): for fused encoders that compute what encode()
+  // computes in one pass (ring::encode_segment).
+  float* residual_values(const std::string& key, size_t values);
   void clear() { residual_.clear(); }
 
  private:

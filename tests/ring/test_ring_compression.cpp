@@ -237,3 +237,33 @@ TEST_CASE("segment codec: sizes and a round trip", "[ring][compression]") {
   CHECK_THROWS_AS(encode_segment(feedback, "nan", at::kFloat, bad.data_ptr(), 300, bytes),
                   std::invalid_argument);
 }
+
+// The all-reduce encodes and decodes float32 segments with fused loops (encode_floats,
+// decode_floats): the same bits as the tensor path (ErrorFeedback::encode, decompress_tensor),
+// residuals included, over several runs so the residuals matter; blocks of zeros, a partial last
+// block, values far apart in size.
+TEST_CASE("segment codec: the fused float32 path gives the tensor path's bits",
+          "[ring][compression]") {
+  for (const TensorCodec codec : {TensorCodec::kFp16, TensorCodec::kBf16, TensorCodec::kInt8}) {
+    INFO(static_cast<int>(codec));
+    ravnest::wire::ErrorFeedback fused(codec), reference(codec);
+    for (int run = 0; run < 3; ++run) {
+      at::manual_seed(run);
+      at::Tensor x = at::randn({1003}) * at::pow(10.0, at::randint(-3, 4, {1003}).to(at::kFloat));
+      x.narrow(0, 256, 256).zero_();  // a block of zeros (int8: scale 0)
+      std::vector<uint8_t> bytes(segment_wire_bytes(codec, 1003));
+      ring::encode_floats(fused, "k", x.data_ptr<float>(), 1003, bytes.data());
+      const auto coded = reference.encode("k", x);
+      const at::Tensor want = ravnest::wire::decompress_tensor(coded);
+      std::vector<float> got(1003, 0.5f);
+      ring::decode_floats(codec, bytes.data(), 1003, got.data(), /*add=*/false);
+      const at::Tensor got_t = at::from_blob(got.data(), {1003}).clone();
+      CHECK(at::equal(got_t, want));
+      CHECK(at::equal(fused.residual("k"), reference.residual("k")));
+      CHECK(at::equal(ring::decode_segment(codec, bytes.data(), 1003), want));
+      std::vector<float> sum(1003, 1.25f);
+      ring::decode_floats(codec, bytes.data(), 1003, sum.data(), /*add=*/true);
+      CHECK(at::equal(at::from_blob(sum.data(), {1003}).clone(), want + 1.25f));
+    }
+  }
+}
