@@ -39,4 +39,43 @@ std::map<int, std::vector<config::RingMembership>> ring_views(
   return views;
 }
 
+std::vector<config::PlanRing> rings_of_nodes(const std::vector<config::NodeMetadata>& nodes) {
+  std::map<int, std::map<int, int>> by_ring;  // ring id -> position -> node
+  std::map<int, int> sizes;
+  for (const auto& node : nodes) {
+    for (const auto& ring : node.rings) {
+      sizes[ring.id] = ring.size;
+      if (!by_ring[ring.id].emplace(ring.position, node.node_id).second) {
+        throw std::invalid_argument("ring " + std::to_string(ring.id) + ": node_" +
+                                    std::to_string(node.node_id) + " and node_" +
+                                    std::to_string(by_ring[ring.id][ring.position]) +
+                                    " both at position " + std::to_string(ring.position));
+      }
+    }
+  }
+  std::vector<config::PlanRing> rings;
+  for (const auto& [id, members] : by_ring) {
+    config::PlanRing ring;
+    ring.id = id;
+    for (const auto& [position, node] : members) {
+      if (position != static_cast<int>(ring.nodes.size())) break;
+      ring.nodes.push_back(node);
+    }
+    if (static_cast<int>(ring.nodes.size()) != sizes[id]) {
+      throw std::invalid_argument("ring " + std::to_string(id) + ": " +
+                                  std::to_string(sizes[id]) + " members, but the node files place " +
+                                  std::to_string(members.size()) + " of them without a gap at " +
+                                  std::to_string(ring.nodes.size()));
+    }
+    rings.push_back(std::move(ring));
+  }
+  return rings;
+}
+
+std::map<int, RingMemberInfo> ring_members_of(const std::vector<config::NodeMetadata>& nodes) {
+  std::map<int, RingMemberInfo> members;
+  for (const auto& node : nodes) members[node.node_id] = {node.cluster, node.address};
+  return members;
+}
+
 }  // namespace ravnest::planner

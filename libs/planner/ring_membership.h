@@ -29,4 +29,10 @@ std::map<int, std::vector<config::RingMembership>> ring_views(
     const std::vector<config::PlanRing>& rings, const std::map<int, RingMemberInfo>& members,
     const std::set<int>& live_clusters);
 
+// plan.json's rings as the node files describe them (each node knows only its own place): every
+// ring id with its members in position order, and each node's cluster and address. Throws
+// std::invalid_argument when two nodes claim one position of a ring, or a ring has a gap.
+std::vector<config::PlanRing> rings_of_nodes(const std::vector<config::NodeMetadata>& nodes);
+std::map<int, RingMemberInfo> ring_members_of(const std::vector<config::NodeMetadata>& nodes);
+
 }  // namespace ravnest::planner

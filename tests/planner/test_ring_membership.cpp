@@ -122,3 +122,18 @@ TEST_CASE("a ring member missing from the plan's nodes, or two of one cluster, i
   CHECK_THROWS_WITH(ring_views(rings, members, {0, 1}),
                     Catch::Contains("node_2 is a second member of cluster 0"));
 }
+
+TEST_CASE("the plan's rings rebuilt from the node files alone", "[rings][membership]") {
+  auto nodes = two_stage_clusters(3);
+  const auto rings = ravnest::planner::assign_rings(nodes);
+  const auto rebuilt = ravnest::planner::rings_of_nodes(nodes);
+  REQUIRE(rebuilt.size() == rings.size());
+  for (size_t r = 0; r < rings.size(); ++r) {
+    CHECK(rebuilt[r].id == rings[r].id);
+    CHECK(rebuilt[r].nodes == rings[r].nodes);
+  }
+  auto broken = nodes;
+  broken[2].rings[0].position = 0;  // node 2 claims node 0's place
+  CHECK_THROWS_WITH(ravnest::planner::rings_of_nodes(broken),
+                    Catch::Contains("both at position 0"));
+}

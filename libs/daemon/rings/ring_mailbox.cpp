@@ -12,7 +12,7 @@ void RingMailbox::deposit_borrowed(const Key& key, const void* data, size_t size
   bool aborted;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    aborted = !all_aborted_.empty() || aborted_.count(key.ring);
+    aborted = !all_aborted_.empty() || ring_aborted(key) != nullptr;
     if (!aborted) segments_[key] = Segment{data, size, std::move(release)};
   }
   if (aborted) {
@@ -36,7 +36,7 @@ void RingMailbox::take_in_place(const Key& key, size_t bytes,
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     if (!all_aborted_.empty()) throw std::runtime_error(all_aborted_);
-    if (auto a = aborted_.find(key.ring); a != aborted_.end()) throw std::runtime_error(a->second);
+    if (const std::string* why = ring_aborted(key)) throw std::runtime_error(*why);
     auto it = segments_.find(key);
     if (it != segments_.end()) {
       Segment segment = std::move(it->second);
@@ -56,7 +56,7 @@ void RingMailbox::take_in_place(const Key& key, size_t bytes,
     }
     if (!arrived_.wait_for(lock, std::chrono::milliseconds(liveness_period_ms),
                            [&] { return segments_.count(key) || !all_aborted_.empty() ||
-                                        aborted_.count(key.ring); })) {
+                                        ring_aborted(key) != nullptr; })) {
       lock.unlock();
       check_alive();
       lock.lock();
@@ -74,13 +74,20 @@ void RingMailbox::release_all(std::unique_lock<std::mutex>& lock) {
   for (auto& release : releases) release();
 }
 
-void RingMailbox::abort(uint32_t ring, const std::string& reason) {
+const std::string* RingMailbox::ring_aborted(const Key& key) const {
+  auto a = aborted_.find(key.ring);
+  if (a == aborted_.end() || a->second.epoch < epoch_of(key.round)) return nullptr;
+  return &a->second.reason;
+}
+
+void RingMailbox::abort(uint32_t ring, const std::string& reason, uint64_t epoch) {
   std::vector<std::function<void()>> releases;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    aborted_.emplace(ring, reason);
+    auto [a, fresh] = aborted_.emplace(ring, Aborted{reason, epoch});
+    if (!fresh && a->second.epoch < epoch) a->second = Aborted{reason, epoch};
     for (auto it = segments_.begin(); it != segments_.end();) {
-      if (it->first.ring != ring) {
+      if (it->first.ring != ring || epoch_of(it->first.round) > epoch) {
         ++it;
         continue;
       }

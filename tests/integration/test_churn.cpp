@@ -1,0 +1,87 @@
+// Providers that come and go (docs/faults.md#providers-that-come-and-go): with
+// `ravnest train --drop-failed-clusters`, a cluster whose node is killed for good is dropped from
+// the rings at the next round and the others train on, averaging among themselves.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "libs/training/reference_trainer.h"
+#include "tests/support/digits.h"
+#include "tests/support/local_cluster.h"
+
+using namespace ravnest;
+
+namespace {
+
+std::string job_text(int max_steps) {
+  return "[train]\nepochs = 300\nbatch_size = 32\nmicro_batches = 2\nseed = 5\n"
+         "schedule = \"1f1b\"\nreduce = \"parameters\"\nmax_steps = " +
+         std::to_string(max_steps) +
+         "\n\n[data]\nformat = \"csv\"\ntrain = \"" +
+         (test::digits_dir() / "digits_train.csv").string() +
+         "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\n"
+         "num_classes = 10\n\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\n"
+         "name = \"sgd\"\nlr = 0.05\n";
+}
+
+}  // namespace
+
+TEST_CASE("churn: a cluster killed for good is dropped; the others train on together",
+          "[churn]") {
+  // Three one-node clusters: one ring of three members.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const int steps = 60;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  auto killer = std::thread([&cluster] {
+    cluster.wait_for_batches(0, 4);
+    cluster.kill(2, SIGKILL);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --drop-failed-clusters", 120);
+  killer.join();
+  INFO(train.out << train.err);
+  CHECK(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  CHECK(said.find("cluster 2 dropped (node_2") != std::string::npos);
+  CHECK(said.find("clusters 0, 1 go on without it") != std::string::npos);
+
+  // Both survivors trained to the end over the new membership, from the round it interrupted.
+  for (int node : {0, 1}) {
+    const std::string log = cluster.log(node);
+    INFO("node_" << node << ": " << log);
+    CHECK(log.find("ring membership epoch 1") != std::string::npos);
+    CHECK(log.find("job finished") != std::string::npos);
+  }
+  auto status = cluster.ravnest("status");
+  INFO(status.out);
+  std::smatch match;
+  for (const char* node : {"node_0", "node_1"}) {
+    CHECK(std::regex_search(status.out, match, std::regex(std::string(node) + " .* finished")));
+  }
+
+  // They averaged their parameters after every update, to the last one: the same weights, and
+  // not the untrained ones.
+  std::map<int, std::map<std::string, at::Tensor>> trained;
+  for (int c : {0, 1}) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse = cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " +
+                                            out.string() + " --allow-unfinished");
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
+  }
+  std::string where;
+  const double apart = test::largest_difference(trained[0], trained[1], &where);
+  INFO("clusters 0 and 1 differ by " << apart << " in " << where);
+  CHECK(apart <= 1e-6);
+  const double moved = test::largest_difference(
+      training::state_of(torch::jit::load(test::digits_model())), trained[0], &where);
+  CHECK(moved > 1e-3);
+}
