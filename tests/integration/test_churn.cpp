@@ -31,19 +31,16 @@ std::string job_text(int max_steps) {
          "name = \"sgd\"\nlr = 0.05\n";
 }
 
-}  // namespace
-
-TEST_CASE("churn: a cluster killed for good is dropped; the others train on together",
-          "[churn]") {
-  // Three one-node clusters: one ring of three members.
-  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"});
+// Kills `victim` (a node of cluster 2 of three) once cluster 0 trains, and checks that clusters 0
+// and 1 (nodes 0 .. 2 * per_cluster - 1) train on together to the end.
+void kill_and_check(test::LocalCluster& cluster, int per_cluster, int victim) {
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
   const int steps = 60;
   test::write_text(cluster.dir() / "job.toml", job_text(steps));
-  auto killer = std::thread([&cluster] {
+  auto killer = std::thread([&cluster, victim] {
     cluster.wait_for_batches(0, 4);
-    cluster.kill(2, SIGKILL);
+    cluster.kill(victim, SIGKILL);
   });
   auto train = cluster.ravnest(
       "train", (cluster.dir() / "job.toml").string() + " --drop-failed-clusters", 120);
@@ -51,11 +48,13 @@ TEST_CASE("churn: a cluster killed for good is dropped; the others train on toge
   INFO(train.out << train.err);
   CHECK(train.exit_code == 0);
   const std::string said = train.out + train.err;
-  CHECK(said.find("cluster 2 dropped (node_2") != std::string::npos);
+  CHECK(said.find("cluster 2 dropped (node_") != std::string::npos);
   CHECK(said.find("clusters 0, 1 go on without it") != std::string::npos);
 
   // Both survivors trained to the end over the new membership, from the round it interrupted.
-  for (int node : {0, 1}) {
+  std::vector<int> survivors;
+  for (int node = 0; node < 2 * per_cluster; ++node) survivors.push_back(node);
+  for (int node : survivors) {
     const std::string log = cluster.log(node);
     INFO("node_" << node << ": " << log);
     CHECK(log.find("ring membership epoch 1") != std::string::npos);
@@ -64,8 +63,9 @@ TEST_CASE("churn: a cluster killed for good is dropped; the others train on toge
   auto status = cluster.ravnest("status");
   INFO(status.out);
   std::smatch match;
-  for (const char* node : {"node_0", "node_1"}) {
-    CHECK(std::regex_search(status.out, match, std::regex(std::string(node) + " .* finished")));
+  for (int node : survivors) {
+    CHECK(std::regex_search(status.out, match,
+                            std::regex("node_" + std::to_string(node) + " .* finished")));
   }
 
   // They averaged their parameters after every update, to the last one: the same weights, and
@@ -91,7 +91,7 @@ TEST_CASE("churn: a cluster killed for good is dropped; the others train on toge
   // survivor logs that round), none after; the others reran that round among themselves.
   std::set<int64_t> interrupted;
   const std::regex failed_round("ring reduce of round ([0-9]+) failed over membership epoch 0");
-  for (int node : {0, 1}) {
+  for (int node : survivors) {
     const std::string log = cluster.log(node);
     for (auto it = std::sregex_iterator(log.begin(), log.end(), failed_round);
          it != std::sregex_iterator(); ++it) {
@@ -99,6 +99,15 @@ TEST_CASE("churn: a cluster killed for good is dropped; the others train on toge
     }
   }
   INFO("interrupted rounds: " << interrupted.size());
+  REQUIRE(!interrupted.empty());
+  if (per_cluster > 1) {
+    CHECK(interrupted.size() <= 2);  // one round per ring at most
+    // Clusters of several stages: each stage's ring drops cluster 2 at the round it interrupted,
+    // and a stage whose cluster-2 node was still alive (node 4 here) completes that round with
+    // it; its ring drops cluster 2 one round later, with no failure to log
+    // (docs/faults.md#providers-that-come-and-go). The reference has one drop round for all.
+    return;
+  }
   REQUIRE(interrupted.size() == 1);
   const int64_t round = *interrupted.begin();
   CHECK(round < steps);
@@ -113,4 +122,20 @@ TEST_CASE("churn: a cluster killed for good is dropped; the others train on toge
   auto kept = training::train_reference_clusters(
       test::digits_model(), config::load_job((cluster.dir() / "job.toml").string()), 3, steps);
   CHECK(test::largest_difference(kept.state, trained[0], &where) > 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("churn: a one-node cluster killed for good is dropped; the others train on together",
+          "[churn]") {
+  // Three one-node clusters: one ring of three members.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"});
+  kill_and_check(cluster, 1, 2);
+}
+
+TEST_CASE("churn: clusters of two stages: the leaf of cluster 2 killed, cluster 2 is dropped from "
+          "both rings", "[churn]") {
+  const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
+  test::LocalCluster cluster(test::digits_model(), {cuts, cuts, cuts}, {"32x1x8x8"});
+  kill_and_check(cluster, 2, 5);
 }
