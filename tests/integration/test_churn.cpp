@@ -74,7 +74,7 @@ void kill_and_check(test::LocalCluster& cluster, int per_cluster, int victim) {
   for (int c : {0, 1}) {
     const auto out = cluster.dir() / ("trained_" + std::to_string(c));
     auto fuse = cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " +
-                                            out.string() + " --allow-unfinished");
+                                            out.string());
     INFO(fuse.out << fuse.err);
     REQUIRE(fuse.exit_code == 0);
     trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
