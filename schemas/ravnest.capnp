@@ -315,8 +315,9 @@ interface Node {
     # sharedSegment calls (else only segment). With `channel` (and shared memory not accepted),
     # the sender offers a data channel; `channelAccepted` says the receiver now expects its
     # connection, over which the ring's segments then come instead of segment calls.
-  abortReduce @11 (ring :UInt32, reason :Text) -> ();
-    # A member of the ring failed: every blocked reduce on this ring fails with `reason`.
+  abortReduce @11 (ring :UInt32, reason :Text, epoch :UInt64) -> ();
+    # A member of the ring failed: every blocked reduce on this ring fails with `reason`, of
+    # membership `epoch` or an older one (setRings); a reduce of a newer membership goes on.
   benchAllReduce @12 (peers :List(Text), position :UInt32, bytes :UInt64,
                       repetitions :UInt32, codec :Text) -> (seconds :List(Float64));
     # `ravnest bench allreduce`: all-reduce `bytes` of float32 over an ad-hoc ring of daemons
@@ -357,6 +358,27 @@ interface Node {
     # (the end of the update whose batches are already in); else `target` updates, or the nearest
     # boundary if that is further. `updates`: the boundary it now holds at (the job's last update
     # when it ends before); `holds` false on a node that feeds no data or runs no such job.
+  setRings @18 (jobId :UInt64, epoch :UInt64, views :List(RingView)) -> ();
+    # Requester -> daemon, for a job of several clusters that the requester follows and whose
+    # failed clusters it drops (docs/faults.md#providers-that-come-and-go). Epoch 0 (no views):
+    # the requester coordinates this job's membership, so a failed cross-cluster reduce waits
+    # (bounded) for a new one instead of failing the job, and members of other clusters are not
+    # watched by PeerWatch. Epoch > 0: this node's rings from now on (`views` replace the node
+    # file's memberships, by ring id); an interrupted reduce is run again over them. Refused for
+    # another job, or an epoch not above the current one (a late message).
+}
+
+# A node's view of one of its rings (node-metadata.md#rings), as setRings sends it.
+struct RingView {
+  ring @0 :UInt32;
+  size @1 :UInt32;
+  position @2 :UInt32;
+  nextNode @3 :Int32;
+  nextCluster @4 :Int32;
+  nextAddress @5 :Text;
+  prevNode @6 :Int32;
+  prevCluster @7 :Int32;
+  prevAddress @8 :Text;
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -64,6 +64,10 @@ kj::Promise<void> NodeEndpoint::fetchPredictions(FetchPredictionsContext context
 kj::Promise<void> NodeEndpoint::hold(HoldContext context) {
   return forward("hold", [&] { return service_.job().hold(context); });
 }
+
+kj::Promise<void> NodeEndpoint::setRings(SetRingsContext context) {
+  return forward("setRings", [&] { return service_.job().set_rings(context); });
+}
 kj::Promise<void> NodeEndpoint::checkpoints(CheckpointsContext context) {
   return forward("checkpoints", [&] { return service_.checkpoints().checkpoints(context); });
 }

@@ -422,7 +422,14 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
     if (!options.detach) subscribe(watch, options.log);
     if (start) start();
     if (options.detach) return result;
-    watch_until_done(*watch, result.job_id, options.unresponsive_seconds);
+    if (options.drop_failed_clusters) {
+      watch->drop_failed_clusters = coordinate_rings(result.job_id);
+      if (options.log && !watch->drop_failed_clusters) {
+        options.log("warning: --drop-failed-clusters: the plan has one cluster; a failure "
+                    "stops the job");
+      }
+    }
+    watch_until_done(*watch, result.job_id, options.unresponsive_seconds, options.log);
     result.seconds = now_seconds() - started;
   } catch (const Interrupted&) {
     watch->active = false;
@@ -461,6 +468,7 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
     throw;
   }
   for (auto& [id, p] : watch->progress) result.clusters.push_back(p);
+  result.dropped_clusters = watch->dropped_lines;
   return result;
 }
 

@@ -62,6 +62,8 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
     }
     return;
   }
+  if (watch.dropped.count(sent.cluster)) return;  // a dropped cluster's last words
+  if (e.kind == wire::EventKind::kFailed && watch.drop_failed_clusters) return;  // polls decide
   auto& p = watch.progress[sent.cluster];
   switch (e.kind) {
     case wire::EventKind::kStep:
@@ -109,7 +111,7 @@ void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& 
 // node that does not answer for `unresponsive_seconds`, fails, was stopped or moved on to
 // another job fails the job (the caller then stops it everywhere).
 void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
-                                       double unresponsive_seconds) {
+                                       double unresponsive_seconds, const Log& log) {
   auto& failure = watch.failure;
   bool stopped = false;  // the failure is that somebody stopped the job
   std::map<int, double> last_heard;
@@ -119,15 +121,27 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
     if (interrupt_requested()) throw Interrupted();
     if (!watch.stopping.empty()) throw NodeStopping{watch.stopping};
     for (const auto& meta : plan_.nodes) {
+      if (watch.dropped.count(meta.cluster)) continue;
+      // A failure of this node: with drop_failed_clusters (and another cluster left), its
+      // cluster is dropped and the others go on; else the job fails.
+      auto failed = [&](const std::string& why) {
+        if (!failure.empty()) return;
+        if (watch.drop_failed_clusters && meta.cluster >= 0 &&
+            plan_.cluster_ids().size() - watch.dropped.size() > 1) {
+          drop_cluster(watch, job_id, meta.cluster, why, log);
+        } else {
+          failure = why;
+        }
+      };
       try {
         const auto s = status_of(meta, 2);
         last_heard[meta.node_id] = now_seconds();
         if (!failure.empty()) continue;
         if (s.job_id != job_id) {
-          failure = meta.name + " (" + meta.address + ") is no longer running the job" +
-                    (s.job_id ? " (it runs job " + std::to_string(s.job_id) + ")" : "");
+          failed(meta.name + " (" + meta.address + ") is no longer running the job" +
+                    (s.job_id ? " (it runs job " + std::to_string(s.job_id) + ")" : ""));
         } else if (s.state == wire::NodeState::kFailed) {
-          failure = meta.name + ": " + s.error;
+          failed(meta.name + ": " + s.error);
         } else if (s.state == wire::NodeState::kIdle || s.state == wire::NodeState::kReady) {
           failure = "job " + std::to_string(job_id) + " was stopped (" + meta.name + ": " +
                     (s.error.empty() ? std::string("stopped") : s.error) + ")";
@@ -148,15 +162,21 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
         const auto* call = dynamic_cast<const NodeCallError*>(&e);
         const double silent = now_seconds() - last_heard[meta.node_id];
         if (silent > unresponsive_seconds && failure.empty()) {
-          failure = meta.name + " (" + meta.address + ") stopped answering (" +
-                    (call ? call->reason : std::string(e.what())) + "; silent for " +
-                    std::to_string(static_cast<int>(silent)) + " s)";
+          failed(meta.name + " (" + meta.address + ") stopped answering (" +
+                 (call ? call->reason : std::string(e.what())) + "; silent for " +
+                 std::to_string(static_cast<int>(silent)) + " s)");
         }
       }
     }
     report(watch);
     if (!failure.empty()) throw std::runtime_error(stopped ? failure : "training failed: " + failure);
-    if (watch.finished.size() == plan_.nodes.size()) break;
+    size_t live_nodes = 0, live_finished = 0;
+    for (const auto& meta : plan_.nodes) {
+      if (watch.dropped.count(meta.cluster)) continue;
+      ++live_nodes;
+      live_finished += watch.finished.count(meta.node_id);
+    }
+    if (live_finished == live_nodes) break;
   }
 }
 

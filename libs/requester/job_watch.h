@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "libs/requester/requester.h"
 #include "libs/wire/node_report.h"
@@ -31,6 +32,12 @@ struct Watch {
   bool active = true;
   std::function<void()> report;
   std::function<void(const wire::NodeEvent&)> record;  // each event as it comes (metrics files)
+  // TrainOptions::drop_failed_clusters, once the nodes accepted it (setRings epoch 0): a node's
+  // failure drops its cluster (found by the status polls, so its failed event is not the job's).
+  bool drop_failed_clusters = false;
+  std::set<int> dropped;               // clusters dropped
+  std::vector<std::string> dropped_lines;  // why, one line each
+  uint64_t ring_epoch = 0;             // the membership last sent
 };
 
 // "epoch 3/10" (an event's 0-based epoch; "epoch 3" when the job's epochs are unknown, 0): how

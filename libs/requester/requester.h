@@ -65,6 +65,11 @@ struct TrainOptions {
   // sets it) it leaves the job running and returns with TrainResult::detached instead.
   std::function<bool()> interrupted;
   bool interrupt_detaches = false;
+  // A plan of several clusters, followed (not detached): a cluster whose node fails, stops
+  // answering or restarts is dropped (its nodes stopped, the rings' other members sent their new
+  // membership: Node.setRings) and the others go on; only a failure of the last cluster left
+  // fails the job (docs/faults.md#providers-that-come-and-go).
+  bool drop_failed_clusters = false;
 };
 
 // train() was interrupted (TrainOptions::interrupted), or a node's daemon got SIGTERM and asked
@@ -90,6 +95,8 @@ struct TrainResult {
   // none were written (detached, a prediction).
   std::string metrics_dir;
   bool detached = false;  // attach() was interrupted: the job goes on, nobody follows it
+  // drop_failed_clusters: one line per cluster dropped ("cluster 2 dropped: node_2 ...").
+  std::vector<std::string> dropped_clusters;
 };
 
 class Requester {

@@ -146,7 +146,16 @@ class Requester::Impl {
                 uint64_t resume_from, const std::vector<JobShipment>& shipments);
   void subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log);
   void start(uint64_t job_id);
-  void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds);
+  void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds,
+                        const Log& log = nullptr);
+  // TrainOptions::drop_failed_clusters (ring_coordination.cpp): tells every ring member that
+  // this requester coordinates the job's membership (setRings epoch 0); false when the plan has
+  // one cluster or no rings (nothing to drop). Throws like await() when a node refuses.
+  bool coordinate_rings(uint64_t job_id);
+  // Drops `cluster` (its node failed: `why`): stops its nodes, sends each member of the other
+  // clusters its rings without it (a new epoch), says so on `log`.
+  void drop_cluster(Watch& watch, uint64_t job_id, int cluster, const std::string& why,
+                    const Log& log);
   // The phases around them: `load` (when given), the listeners, `start` (when given), then
   // following the job until it ends (unless detached). A failure or an interruption stops the
   // job `result.job_id` on every node. With `update_frequency` > 0 (not a prediction), the

@@ -197,7 +197,14 @@ void average_across(const std::vector<std::vector<at::Tensor>>& per_copy) {
 
 ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
                                          int clusters, int64_t max_batches,
-                                         const std::vector<ReferenceTable>& tables) {
+                                         const std::vector<ReferenceTable>& tables,
+                                         const std::map<int, int64_t>& dropped) {
+  if (dropped.count(0) || (!dropped.empty() && (job.train.reduce != config::ReduceMode::kParameters ||
+                                                job.train.reduce_factor != 1 ||
+                                                job.train.update_frequency != 1))) {
+    throw std::invalid_argument("train_reference_clusters: a drop schedule needs reduce = "
+                                "\"parameters\" every update, and keeps cluster 0");
+  }
   if (!tables.empty() && !job.sparse_optimizer) {
     throw std::runtime_error(job.origin + ": sparse_optimizer: the tables need one");
   }
@@ -215,6 +222,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
     std::optional<data::BatchOrder> own_order;  // [data] order: this cluster's part of it
     at::Tensor rng_state;
     std::vector<at::Tensor> tables;  // in the order of `tables`
+    bool live = true;                // not dropped (`dropped`)
   };
   std::vector<Copy> copies(static_cast<size_t>(clusters));
   std::vector<std::unique_ptr<training::SparseRowOptimizer>> table_optimizers;
@@ -271,7 +279,9 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
   const double started = now_seconds();
   auto gather = [&](auto pick) {
     std::vector<std::vector<at::Tensor>> per_copy;
-    for (auto& copy : copies) per_copy.push_back(pick(copy));
+    for (auto& copy : copies) {
+      if (copy.live) per_copy.push_back(pick(copy));
+    }
     return per_copy;
   };
   auto state_tensors = [&](Copy& copy, bool with_optimizer) {
@@ -296,6 +306,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
       double batch_loss = 0;
       for (size_t c = 0; c < copies.size(); ++c) {
         auto& copy = copies[c];
+        if (!copy.live) continue;
         generator.set_state(copy.rng_state);
         std::vector<int64_t> indices = batches[b];
         if (copy.own_order) {
@@ -338,6 +349,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
           }));
         }
         for (auto& copy : copies) {
+          if (!copy.live) continue;
           clip_as_job_says(t, optimizer_gradients(*copy.optimizer));
           copy.optimizer->step();
           copy.optimizer->zero_grad();
@@ -362,12 +374,18 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
         }
         ++result.updates;
         pending = 0;
+        // A cluster dropped at this round (result.updates - 1) is no longer averaged.
+        for (const auto& [c, rounds] : dropped) {
+          if (rounds == result.updates - 1) copies.at(static_cast<size_t>(c)).live = false;
+        }
         if (t.reduce == config::ReduceMode::kParameters && result.updates % t.reduce_factor == 0) {
           average_across(gather([&](Copy& copy) { return state_tensors(copy, t.average_optim); }));
         }
       }
       if (b + 1 == batches.size()) {
-        for (auto& copy : copies) copy.schedule->on_epoch_end();
+        for (auto& copy : copies) {
+          if (copy.live) copy.schedule->on_epoch_end();
+        }
       }
     }
   }

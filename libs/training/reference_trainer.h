@@ -80,8 +80,14 @@ struct ReferenceTable {
   std::string weight;   // state-dict name, e.g. "emb.weight"
   int index_input = 0;  // the model input holding its indices
 };
+//
+// `dropped` (reduce = "parameters", reduce_factor 1: docs/faults.md#providers-that-come-and-go):
+// cluster -> the parameter-averaging rounds it took part in before it was dropped (rounds count
+// from 0, one after each update); from then on it neither trains nor averages, and the others
+// average among themselves. Copy 0 must not be dropped.
 ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
                                          int clusters, int64_t max_batches = -1,
-                                         const std::vector<ReferenceTable>& tables = {});
+                                         const std::vector<ReferenceTable>& tables = {},
+                                         const std::map<int, int64_t>& dropped = {});
 
 }  // namespace ravnest::training

@@ -16,6 +16,7 @@
 #include "libs/store/checkpoint_names.h"
 #include "libs/store/node_store.h"
 #include "libs/daemon/rings/ring_mailbox.h"
+#include "libs/daemon/rings/ring_views.h"
 #include "tests/support/test_env.h"
 
 using namespace ravnest;
@@ -119,6 +120,62 @@ TEST_CASE("daemon checks: an empty ring segment is taken without copying", "[dae
   unsigned char out[4];
   CHECK(error_of([&] { mailbox.take({1, 2, 3, 5}, out, 4, [] {}); }) ==
         "ring 1: segment of 8 bytes, expected 4");
+}
+
+TEST_CASE("daemon checks: an abort ends the reduces of its membership epoch and older ones",
+          "[daemon][churn]") {
+  using daemon::RingMailbox;
+  RingMailbox mailbox;
+  const uint64_t old_round = RingMailbox::epoch_round(7, 0);
+  const uint64_t new_round = RingMailbox::epoch_round(7, 1);
+  CHECK(RingMailbox::epoch_of(new_round) == 1);
+  CHECK(old_round != new_round);
+  // A segment of the rerun (epoch 1) arrives, then the late abort of the failed attempt.
+  const std::vector<unsigned char> bytes(4, 9);
+  mailbox.deposit_borrowed({1, new_round, 0, 0}, bytes.data(), bytes.size(), {});
+  mailbox.abort(1, "node_2: gone", 0);
+  unsigned char out[4] = {};
+  CHECK(error_of([&] { mailbox.take({1, old_round, 0, 0}, out, 4, [] {}); }) == "node_2: gone");
+  mailbox.take({1, new_round, 0, 0}, out, 4, [] {});  // the newer membership goes on
+  CHECK(out[0] == 9);
+  // An abort without an epoch (a stop, the benchmark) ends them all.
+  mailbox.abort(1, "stopped");
+  CHECK(error_of([&] { mailbox.take({1, new_round, 0, 1}, out, 4, [] {}); }) == "stopped");
+}
+
+TEST_CASE("daemon checks: ring views: stale epochs are refused; a reset forgets them",
+          "[daemon][churn]") {
+  daemon::RingViews views;
+  CHECK_FALSE(views.coordinated());
+  config::RingMembership file;
+  file.id = 3;
+  file.size = 3;
+  file.position = 2;
+  file.parameters = {"w"};
+  uint64_t epoch = 99;
+  CHECK(views.view(file, &epoch).size == 3);
+  CHECK(epoch == 0);
+  CHECK(views.set(0, {}).empty());
+  CHECK(views.coordinated());
+  config::RingMembership two;
+  two.id = 3;
+  two.size = 2;
+  two.position = 1;
+  CHECK(views.set(1, {{3, two}}).empty());
+  const auto seen = views.view(file, &epoch);
+  CHECK(epoch == 1);
+  CHECK(seen.size == 2);
+  CHECK(seen.position == 1);
+  CHECK(seen.parameters == std::vector<std::string>{"w"});  // the node's own, kept
+  CHECK(views.set(1, {{3, file}}) ==
+        "ring membership epoch 1 is not above this node's 1 (a late message)");
+  CHECK(views.view(file, nullptr).size == 2);
+  CHECK(views.wait_newer(0, std::chrono::milliseconds(1)));
+  CHECK_FALSE(views.wait_newer(1, std::chrono::milliseconds(1)));
+  views.reset();
+  CHECK_FALSE(views.coordinated());
+  CHECK(views.view(file, &epoch).size == 3);
+  CHECK(epoch == 0);
 }
 
 TEST_CASE("daemon checks: a benchmark request is bounded", "[daemon]") {

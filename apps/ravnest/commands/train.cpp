@@ -41,10 +41,11 @@ double progress_seconds(double flag) {
 }
 
 int run_train(const Connection& c, const std::string& job, bool detach, bool resume,
-              bool attach, double record_seconds) {
+              bool attach, double record_seconds, bool drop_failed_clusters = false) {
   auto requester = c.open();
   requester::TrainOptions options;
   options.detach = detach;
+  options.drop_failed_clusters = drop_failed_clusters;
   options.resume = resume;
   // Ctrl-C or SIGTERM stops the job on every node instead of leaving it running unwatched (or,
   // attached, stops following it: Requester::attach).
@@ -117,7 +118,7 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
 struct TrainCommand {
   Connection connection;
   std::string job;
-  bool detach = false, resume = false, attach = false;
+  bool detach = false, resume = false, attach = false, drop_failed_clusters = false;
   double progress_every = -1;  // not given
 };
 
@@ -147,6 +148,9 @@ std::vector<Command> add_train_and_resume(CLI::App& app) {
                   "then detaches; `ravnest stop` stops the job)");
   train->add_flag("--resume", t->resume,
                   "continue from the newest checkpoint every node holds (docs/faults.md)");
+  train->add_flag("--drop-failed-clusters", t->drop_failed_clusters,
+                  "a plan of several clusters: a cluster whose node fails is dropped from the "
+                  "rings and the others go on (docs/faults.md#providers-that-come-and-go)");
   add_progress_option(train, *t);
   add_connection_options(train, t->connection);
 
@@ -169,7 +173,7 @@ std::vector<Command> add_train_and_resume(CLI::App& app) {
                                         "no --detach or --resume");
              }
              return run_train(t->connection, t->job, t->detach, t->resume, t->attach,
-                              progress_seconds(t->progress_every));
+                              progress_seconds(t->progress_every), t->drop_failed_clusters);
            }},
           {resume, [r] {
              const std::string job =

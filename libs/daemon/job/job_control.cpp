@@ -6,6 +6,8 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
+#include <algorithm>
 #include <sstream>
 
 #include <asio/post.hpp>
@@ -141,6 +143,7 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   peers_.stop();
   events_.forget_listeners();
   rings_.mailbox().reset();
+  rings_.views().reset();
   inbox_.reset();
   links_.drop_all();  // and new connections: a peer may have restarted since the last job
   traffic_.reset();
@@ -245,7 +248,12 @@ void JobControl::watch_peers(uint64_t job_id) {
     }
   }
   std::vector<PeerWatch::Peer> peers;
-  for (const auto& [address, name] : by_address) peers.push_back({name, address});
+  const auto others = other_clusters_ring_peers();
+  for (const auto& [address, name] : by_address) {
+    // Members of other clusters are the requester's to drop when it coordinates the rings.
+    if (rings_.views().coordinated() && others.count(address)) continue;
+    peers.push_back({name, address});
+  }
   peers_.watch(
       job_id, std::move(peers), [this, job_id]() { return running(job_id); },
       [this](const std::string& why) {
@@ -257,6 +265,61 @@ void JobControl::watch_peers(uint64_t job_id) {
         // cut off): it stops as if told.
         tasks_.add(stop_job(job_id, reason));
       });
+}
+
+std::set<std::string> JobControl::other_clusters_ring_peers() const {
+  std::set<std::string> pipeline;
+  for (const auto& [id, address] : config::peer_addresses(metadata_)) pipeline.insert(address);
+  std::set<std::string> others;
+  for (const auto& ring : metadata_.rings) {
+    for (const config::RingPeer* peer : {&ring.next, &ring.prev}) {
+      if (peer->cluster != metadata_.cluster && !pipeline.count(peer->address)) {
+        others.insert(peer->address);
+      }
+    }
+  }
+  return others;
+}
+
+kj::Promise<void> JobControl::set_rings(SetRingsCall context) {
+  auto params = context.getParams();
+  const uint64_t job_id = params.getJobId();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto state = effective_state(nullptr);
+    if (job_id != job_id_ ||
+        (state != NodeState::kTraining && state != NodeState::kReady)) {
+      return KJ_EXCEPTION(FAILED, "setRings: job " + std::to_string(job_id) +
+                                      " is not loaded or running here (this node's job is " +
+                                      std::to_string(job_id_) + ")");
+    }
+  }
+  std::map<int, config::RingMembership> views;
+  for (auto v : params.getViews()) {
+    config::RingMembership view;
+    view.id = static_cast<int>(v.getRing());
+    view.size = static_cast<int>(v.getSize());
+    view.position = static_cast<int>(v.getPosition());
+    view.next = {v.getNextNode(), v.getNextCluster(), v.getNextAddress()};
+    view.prev = {v.getPrevNode(), v.getPrevCluster(), v.getPrevAddress()};
+    const bool known = std::any_of(metadata_.rings.begin(), metadata_.rings.end(),
+                                   [&](const config::RingMembership& r) { return r.id == view.id; });
+    if (!known || view.size < 1 || view.position < 0 || view.position >= view.size) {
+      return KJ_EXCEPTION(FAILED, "setRings: ring " + std::to_string(view.id) +
+                                      ": not one of this node's rings, or a position outside it");
+    }
+    views[view.id] = std::move(view);
+  }
+  const uint64_t epoch = params.getEpoch();
+  const std::string refused = rings_.views().set(epoch, views);
+  if (!refused.empty()) return KJ_EXCEPTION(FAILED, "setRings: " + refused);
+  if (epoch == 0) {
+    peers_.forget(other_clusters_ring_peers());
+    spdlog::info("job {}: the requester coordinates the rings' membership", job_id);
+  } else {
+    spdlog::info("job {}: ring membership epoch {} ({} rings)", job_id, epoch, views.size());
+  }
+  return kj::READY_NOW;
 }
 
 void JobControl::abandon_job() {

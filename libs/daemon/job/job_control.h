@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,9 @@ class JobControl {
   kj::Promise<void> load_job(LoadJobCall context);
   kj::Promise<void> start(StartCall context);
   kj::Promise<void> stop(StopCall context);
+  // The requester's ring membership for the running job (Node.setRings, ring_views.h). Refused,
+  // without harm, for another job or a stale epoch.
+  kj::Promise<void> set_rings(SetRingsCall context);
   // The root holds its job at an update boundary (JobWorker::hold); answered on the RPC thread,
   // never waiting for the compute thread, which may be blocked in a reduce that only another
   // cluster's progress to the boundary ends.
@@ -123,6 +127,9 @@ class JobControl {
  private:
   wire::NodeState effective_state(std::string* error) const;  // with mutex_ held
   void watch_peers(uint64_t job_id);
+  // The addresses of this node's ring neighbours in other clusters that are not also its
+  // pipeline peers.
+  std::set<std::string> other_clusters_ring_peers() const;
   void watch_memory(uint64_t job_id);
   bool running(uint64_t job_id) const;  // `job_id` is this node's job and trains
   // stop_agreed_on_shutdown in a plan of several clusters: the requester's part; RPC thread.

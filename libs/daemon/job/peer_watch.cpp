@@ -23,6 +23,17 @@ void PeerWatch::watch(uint64_t job_id, std::vector<Peer> peers, std::function<bo
   tasks_.add(canceler_.wrap(tick()).catch_([](kj::Exception&&) {}));
 }
 
+void PeerWatch::forget(const std::set<std::string>& addresses) {
+  // Not while a tick iterates peers_: ask() promises refer to elements by reference.
+  tasks_.add(kj::evalLater([this, addresses]() {
+    std::vector<Peer> kept;
+    for (auto& peer : peers_) {
+      if (!addresses.count(peer.address)) kept.push_back(std::move(peer));
+    }
+    peers_ = std::move(kept);
+  }));
+}
+
 void PeerWatch::report(const std::string& why) {
   if (failed_) return;
   failed_ = true;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ class PeerWatch {
              std::function<void(const std::string&)> fail,
              std::function<void(const std::string&)> stopped);
   void stop() { canceler_.cancel("no longer watched"); }
+  // No longer watches the peers at `addresses` (ring members of other clusters, once the
+  // requester coordinates the rings' membership: setRings).
+  void forget(const std::set<std::string>& addresses);
 
  private:
   kj::Promise<void> tick();

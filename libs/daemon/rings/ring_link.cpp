@@ -132,7 +132,7 @@ void RingLink::send(const ring::RingTag& tag, const void* data, size_t bytes) {
     if (out_ != nullptr) {
       try {
         out_->send({tag.round, tag.step, tag.segment, bytes}, data,
-                   [&]() { mailbox_.check_aborted(ring_); });
+                   [&]() { mailbox_.check_aborted(ring_, tag.round); });
       } catch (const std::exception& e) {
         drop_out_channel();
         throw ring::RingError("cannot send to " + next_.name + " (" + next_.address +
@@ -256,7 +256,7 @@ void RingLink::receive(
   if (channel == nullptr) return;  // it came as a message
   try {
     from_channel(*channel, [&]() {
-      mailbox_.check_aborted(ring_);
+      mailbox_.check_aborted(ring_, tag.round);
       check_prev_alive();
     });
   } catch (const ring::RingError&) {

@@ -13,7 +13,7 @@ void RingMailbox::deposit_borrowed(const Key& key, const void* data, size_t size
   bool aborted;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    aborted = !all_aborted_.empty() || aborted_.count(key.ring);
+    aborted = !all_aborted_.empty() || ring_aborted(key) != nullptr;
     if (!aborted) segments_[key] = Segment{data, size, std::move(release)};
   }
   if (aborted) {
@@ -43,10 +43,10 @@ std::shared_ptr<wire::DataChannel> RingMailbox::take_in_place_or_channel(
   return wait(key, bytes, use, check_alive, liveness_period_ms, true);
 }
 
-void RingMailbox::check_aborted(uint32_t ring) {
+void RingMailbox::check_aborted(uint32_t ring, uint64_t round) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!all_aborted_.empty()) throw std::runtime_error(all_aborted_);
-  if (auto a = aborted_.find(ring); a != aborted_.end()) throw std::runtime_error(a->second);
+  if (const std::string* why = ring_aborted({ring, round, 0, 0})) throw std::runtime_error(*why);
 }
 
 void RingMailbox::drop_channel(uint32_t ring, const wire::DataChannel* only) {
@@ -78,7 +78,7 @@ std::shared_ptr<wire::DataChannel> RingMailbox::wait(const Key& key, size_t byte
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     if (!all_aborted_.empty()) throw std::runtime_error(all_aborted_);
-    if (auto a = aborted_.find(key.ring); a != aborted_.end()) throw std::runtime_error(a->second);
+    if (const std::string* why = ring_aborted(key)) throw std::runtime_error(*why);
     if (or_channel) {
       if (auto c = channels_.find(key.ring); c != channels_.end()) return c->second;
     }
@@ -101,7 +101,7 @@ std::shared_ptr<wire::DataChannel> RingMailbox::wait(const Key& key, size_t byte
     }
     if (!arrived_.wait_for(lock, std::chrono::milliseconds(liveness_period_ms),
                            [&] { return segments_.count(key) || !all_aborted_.empty() ||
-                                        aborted_.count(key.ring) ||
+                                        ring_aborted(key) != nullptr ||
                                         (or_channel && channels_.count(key.ring)); })) {
       lock.unlock();
       check_alive();
@@ -123,18 +123,29 @@ void RingMailbox::release_all(std::unique_lock<std::mutex>& lock) {
   for (auto& release : releases) release();
 }
 
-void RingMailbox::abort(uint32_t ring, const std::string& reason) {
+const std::string* RingMailbox::ring_aborted(const Key& key) const {
+  auto a = aborted_.find(key.ring);
+  if (a == aborted_.end() || a->second.epoch < epoch_of(key.round)) return nullptr;
+  return &a->second.reason;
+}
+
+void RingMailbox::abort(uint32_t ring, const std::string& reason, uint64_t epoch) {
   std::vector<std::function<void()>> releases;
   std::shared_ptr<wire::DataChannel> channel;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    aborted_.emplace(ring, reason);
-    if (auto c = channels_.find(ring); c != channels_.end()) {
+    auto [a, fresh] = aborted_.emplace(ring, Aborted{reason, epoch});
+    if (!fresh && a->second.epoch < epoch) a->second = Aborted{reason, epoch};
+    // The ring's channel carried the aborted reduces: shut down, so that a reader blocked on it
+    // fails at once. Not for an abort of one membership epoch (setRings), which may arrive late,
+    // after the channel of a newer membership came: its readers see it within their idle check.
+    auto c = channels_.find(ring);
+    if (c != channels_.end() && epoch == (~uint64_t{0} >> kEpochShift)) {
       channel = std::move(c->second);
       channels_.erase(c);
     }
     for (auto it = segments_.begin(); it != segments_.end();) {
-      if (it->first.ring != ring) {
+      if (it->first.ring != ring || epoch_of(it->first.round) > epoch) {
         ++it;
         continue;
       }

@@ -53,9 +53,19 @@ class RingMailbox {
   std::shared_ptr<wire::DataChannel> take_in_place_or_channel(
       const Key& key, size_t bytes, const std::function<void(const void*)>& use,
       const std::function<void()>& check_alive, int liveness_period_ms = 1000);
-  // Throws std::runtime_error with the reason when `ring` (or every ring) was aborted.
-  void check_aborted(uint32_t ring);
-  void abort(uint32_t ring, const std::string& reason);  // this ring
+  // Throws std::runtime_error with the reason when `ring`'s reduce `round` (or every ring) was
+  // aborted.
+  void check_aborted(uint32_t ring, uint64_t round);
+  // Ring membership epochs (ring_views.h) live in a round's top bits, so that the segments of a
+  // reduce run again over a new membership never meet those of the attempt that failed.
+  static constexpr int kEpochShift = 40;
+  static uint64_t epoch_round(uint64_t round, uint64_t epoch) {
+    return round | (epoch << kEpochShift);
+  }
+  static uint64_t epoch_of(uint64_t round) { return round >> kEpochShift; }
+  // This ring's reduces of membership `epoch` or an older one (all of them by default, which
+  // also shuts its data channel down).
+  void abort(uint32_t ring, const std::string& reason, uint64_t epoch = ~uint64_t{0} >> kEpochShift);
   void abort_all(const std::string& reason);
   void reset();  // a new job: forget aborts and stale segments
 
@@ -73,7 +83,12 @@ class RingMailbox {
                                           const std::function<void()>& check_alive,
                                           int liveness_period_ms, bool or_channel);
   std::map<Key, Segment> segments_;
-  std::map<uint32_t, std::string> aborted_;
+  struct Aborted {
+    std::string reason;
+    uint64_t epoch = 0;  // reduces of this membership epoch and older ones
+  };
+  const std::string* ring_aborted(const Key& key) const;  // under mutex_
+  std::map<uint32_t, Aborted> aborted_;
   std::map<uint32_t, std::shared_ptr<wire::DataChannel>> channels_;
   std::string all_aborted_;
 };

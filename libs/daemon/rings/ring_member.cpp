@@ -1,6 +1,7 @@
 #include "libs/daemon/rings/ring_member.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
@@ -247,7 +248,8 @@ std::string RingMember::accept_channel(const std::string& token, int fd,
 kj::Promise<void> RingMember::abort_reduce(AbortReduceCall context) {
   auto params = context.getParams();
   // The reason ends the reduce's error, which is logged: one line, at most 1000 bytes.
-  mailbox_.abort(params.getRing(), base::printable(std::string(params.getReason()), 1000));
+  mailbox_.abort(params.getRing(), base::printable(std::string(params.getReason()), 1000),
+                 params.getEpoch());
   return kj::READY_NOW;
 }
 
@@ -270,10 +272,66 @@ RingMember::Session& RingMember::session_for(const config::RingMembership& ring,
 void RingMember::reduce_rings(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work,
                               bool average, const config::NodeMetadata& self) {
   if (work.empty()) return;
+  // Cross-cluster rings (the plan's, node file's `rings`) follow the requester's membership; a
+  // cluster's own rings (shared parameters, its stages) never change.
+  auto cross_cluster = [&](const config::RingMembership& ring) {
+    return std::any_of(self.rings.begin(), self.rings.end(),
+                       [&](const config::RingMembership& r) { return r.id == ring.id; });
+  };
+  const bool coordinated =
+      views_.coordinated() &&
+      std::any_of(work.begin(), work.end(), [&](const auto& w) { return cross_cluster(*w.ring); });
+  // What a reduce averages is overwritten in place: kept, so that a reduce a failed cluster
+  // interrupted runs again from the same values over the clusters left.
+  std::vector<std::vector<at::Tensor>> kept;
+  if (coordinated) {
+    for (const auto& w : work) {
+      kept.emplace_back();
+      for (const auto& t : w.tensors) kept.back().push_back(t.clone());
+    }
+  }
+  // Only the rings that failed run again: the others' members are done with this round.
+  std::vector<bool> pending(work.size(), true);
+  while (true) {
+    uint64_t epoch = 0;
+    std::vector<config::RingMembership> seen;
+    for (const auto& w : work) {
+      seen.push_back(cross_cluster(*w.ring) ? views_.view(*w.ring, &epoch) : *w.ring);
+    }
+    if (!coordinated) epoch = 0;
+    const std::string error = try_reduce(RingMailbox::epoch_round(round, epoch), work, seen,
+                                         pending, average, self, epoch);
+    if (error.empty()) return;
+    if (!coordinated) throw std::runtime_error(error);
+    spdlog::warn("ring reduce of round {} failed over membership epoch {} ({}); waiting up to "
+                 "{} s for the requester's new membership",
+                 round, epoch, error, kMembershipWaitSeconds);
+    if (!views_.wait_newer(epoch, std::chrono::seconds(kMembershipWaitSeconds))) {
+      throw std::runtime_error(error + " (no new ring membership came within " +
+                               std::to_string(kMembershipWaitSeconds) + " s)");
+    }
+    for (size_t w = 0; w < work.size(); ++w) {
+      if (!pending[w]) continue;
+      for (size_t t = 0; t < work[w].tensors.size(); ++t) work[w].tensors[t].copy_(kept[w][t]);
+    }
+    spdlog::info("ring reduce of round {} runs again over membership epoch {}", round,
+                 views_.epoch());
+  }
+}
+
+std::string RingMember::try_reduce(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work,
+                                   const std::vector<config::RingMembership>& seen,
+                                   std::vector<bool>& pending, bool average,
+                                   const config::NodeMetadata& self, uint64_t epoch) {
   std::vector<std::string> errors(work.size());
   std::vector<Session*> sessions;
-  for (const auto& w : work) sessions.push_back(&session_for(*w.ring, self));
+  for (const auto& ring : seen) {
+    // A ring of one member (the others dropped) has nothing to average with.
+    const size_t w = sessions.size();
+    sessions.push_back(pending[w] && ring.size > 1 ? &session_for(ring, self) : nullptr);
+  }
   auto run = [&](size_t w) {
+    if (sessions[w] == nullptr) return;
     try {
       sessions[w]->reduce().run(round, work[w].tensors, average,
                                 {work[w].codec, work[w].stream});
@@ -282,27 +340,35 @@ void RingMember::reduce_rings(uint64_t round, std::vector<worker::WorkerPort::Ri
     }
   };
   // The first ring runs on this thread, the others on their own, all at once.
-  for (size_t w = 1; w < work.size(); ++w) sessions[w]->thread().post([&run, w]() { run(w); });
+  std::vector<size_t> threaded;
+  for (size_t w = 1; w < work.size(); ++w) {
+    if (sessions[w] == nullptr) continue;
+    threaded.push_back(w);
+    sessions[w]->thread().post([&run, w]() { run(w); });
+  }
   run(0);
-  for (size_t w = 1; w < work.size(); ++w) sessions[w]->thread().wait();
+  for (size_t w : threaded) sessions[w]->thread().wait();
 
   std::string first_error;
   for (size_t w = 0; w < work.size(); ++w) {
-    if (errors[w].empty()) continue;
+    if (errors[w].empty()) {
+      pending[w] = false;
+      continue;
+    }
     // A failed ring starts again from a fresh link at its next reduce.
-    sessions_.erase(work[w].ring->id);
-    tell_members(*work[w].ring, self.name + ": " + errors[w], self);
+    sessions_.erase(seen[w].id);
+    tell_members(seen[w], self.name + ": " + errors[w], self, epoch);
     if (first_error.empty()) first_error = errors[w];
   }
-  if (!first_error.empty()) throw std::runtime_error(first_error);
+  return first_error;
 }
 
 // Tells the ring's neighbours that this reduce cannot finish, so that none of them waits. A node
 // knows only its neighbours (docs/node-metadata.md#rings): the abort is kept by each mailbox
-// until the next job, so each neighbour's reduce fails in turn and tells its own neighbours, and
-// the abort goes round the ring both ways.
+// until the next job (for reduces of membership `epoch` and older ones), so each neighbour's
+// reduce fails in turn and tells its own neighbours, and the abort goes round the ring both ways.
 void RingMember::tell_members(const config::RingMembership& ring, const std::string& reason,
-                              const config::NodeMetadata& self) {
+                              const config::NodeMetadata& self, uint64_t epoch) {
   try {
     rpc_.call([&]() {
       std::set<std::string> told;
@@ -311,6 +377,7 @@ void RingMember::tell_members(const config::RingMembership& ring, const std::str
         auto request = links_.node(peer->address).abortReduceRequest();
         request.setRing(static_cast<uint32_t>(ring.id));
         request.setReason(reason);
+        request.setEpoch(epoch);
         tasks_.add(links_.watch(peer->address, request.send().ignoreResult())
                        .catch_([](kj::Exception&&) {}));
       }

@@ -25,6 +25,7 @@
 #include "libs/daemon/rpc/node_calls.h"
 #include "libs/daemon/rings/ring_link.h"
 #include "libs/daemon/rings/ring_mailbox.h"
+#include "libs/daemon/rings/ring_views.h"
 #include "libs/daemon/rpc/rpc_thread.h"
 #include "libs/worker/worker_port.h"
 #include "libs/ring/ring_allreduce.h"
@@ -66,7 +67,16 @@ class RingMember {
   // else why not. Owns `fd` either way.
   std::string accept_channel(const std::string& token, int fd, const std::string& peer);
 
-  // WorkerPort::reduce_rings for the node `self`.
+  // How long a failed cross-cluster reduce of a coordinated job waits for the requester's new
+  // membership before it fails the job (the requester names a dead node after 6 s of silence).
+  static constexpr int kMembershipWaitSeconds = 30;
+
+  // The job's ring membership (setRings), reset with the mailbox by a new job.
+  RingViews& views() { return views_; }
+
+  // WorkerPort::reduce_rings for the node `self`. In a job whose membership the requester
+  // coordinates (ring_views.h), a failed cross-cluster reduce waits for a new membership and
+  // runs again, from the values it started from, over the clusters left.
   void reduce_rings(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work, bool average,
                     const config::NodeMetadata& self);
   // Lets the job's rings go (their links, threads and buffers). Compute thread.
@@ -76,8 +86,14 @@ class RingMember {
  private:
   class Session;
   Session& session_for(const config::RingMembership& ring, const config::NodeMetadata& self);
+  // One attempt over the memberships `seen` (one per work item) of the items still `pending`
+  // (those that succeed are no longer); returns the first error, or "".
+  std::string try_reduce(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work,
+                         const std::vector<config::RingMembership>& seen,
+                         std::vector<bool>& pending, bool average,
+                         const config::NodeMetadata& self, uint64_t epoch);
   void tell_members(const config::RingMembership& ring, const std::string& reason,
-                    const config::NodeMetadata& self);
+                    const config::NodeMetadata& self, uint64_t epoch);
 
   wire::PeerLinks& links_;
   wire::WireTraffic& traffic_;
@@ -93,6 +109,7 @@ class RingMember {
   };
   std::map<std::string, OfferedChannel> offered_channels_;
   RingMailbox mailbox_;
+  RingViews views_;
   std::map<int, std::unique_ptr<Session>> sessions_;  // by ring id; compute thread only
   BackgroundTasks tasks_;  // last: cancelled before what its tasks use
 };

@@ -37,6 +37,8 @@ using AbortReduceCall =
 using BenchAllReduceCall =
     capnp::CallContext<schema::Node::BenchAllReduceParams, schema::Node::BenchAllReduceResults>;
 using HoldCall = capnp::CallContext<schema::Node::HoldParams, schema::Node::HoldResults>;
+using SetRingsCall =
+    capnp::CallContext<schema::Node::SetRingsParams, schema::Node::SetRingsResults>;
 using CheckpointsCall =
     capnp::CallContext<schema::Node::CheckpointsParams, schema::Node::CheckpointsResults>;
 using StoreCheckpointCall = capnp::CallContext<schema::Node::StoreCheckpointParams,

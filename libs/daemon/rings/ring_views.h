@@ -1,0 +1,43 @@
+// RingViews: the running job's ring membership when the requester that follows it drops failed
+// clusters (Node.setRings; docs/faults.md#providers-that-come-and-go). Until a new membership
+// comes, a node's rings are its node file's; each setRings of a higher epoch replaces them, by
+// ring id. `coordinated` (setRings epoch 0) says that a requester will send one when a cluster
+// fails, so a failed cross-cluster reduce waits for it (wait_newer) instead of failing the job.
+//
+// set() on the RPC thread, the rest on the compute thread and the rings' threads: one mutex.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "libs/config/plan/node_metadata.h"
+
+namespace ravnest::daemon {
+
+class RingViews {
+ public:
+  // A new job: the node file's rings, no coordinator.
+  void reset();
+  // Epoch 0: the requester coordinates (no views). Else `views` replace those of their ring ids.
+  // Returns why it refused (an epoch not above the current one), or "".
+  std::string set(uint64_t epoch, const std::map<int, config::RingMembership>& views);
+  bool coordinated() const;
+  uint64_t epoch() const;
+  // `ring` as this node now sees it (its parameters kept), and the epoch that view belongs to.
+  config::RingMembership view(const config::RingMembership& ring, uint64_t* epoch) const;
+  // Blocks until an epoch above `epoch` was set (true) or `timeout` passed (false).
+  bool wait_newer(uint64_t epoch, std::chrono::milliseconds timeout) const;
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  bool coordinated_ = false;
+  uint64_t epoch_ = 0;
+  std::map<int, config::RingMembership> views_;  // by ring id; without parameters
+};
+
+}  // namespace ravnest::daemon

@@ -1,0 +1,38 @@
+// Ring membership when clusters come and go (docs/faults.md#providers-that-come-and-go): from
+// plan.json's rings (every member, in cluster order) and the clusters that still train, each
+// surviving member's new view of its ring: size, position and two neighbours, the members of the
+// dropped clusters removed and the order of the others kept. A pure function, so that the
+// requester that follows a job computes the same views whatever the order the failures arrive in.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "libs/config/plan/node_metadata.h"
+#include "libs/config/plan/plan_file.h"
+
+namespace ravnest::planner {
+
+struct RingMemberInfo {
+  int cluster = 0;
+  std::string address;  // "host:port"
+};
+
+// For every node of a live cluster that is a member of one of `rings`: its views, one per ring
+// it belongs to, in the order of `rings` (`parameters` left empty: a node keeps its own). A ring
+// left with one member has size 1 (its reduce leaves the tensors as they are). Throws
+// std::invalid_argument naming the ring and node when a member is missing from `members`, or
+// when a ring has two members of one cluster.
+std::map<int, std::vector<config::RingMembership>> ring_views(
+    const std::vector<config::PlanRing>& rings, const std::map<int, RingMemberInfo>& members,
+    const std::set<int>& live_clusters);
+
+// plan.json's rings as the node files describe them (each node knows only its own place): every
+// ring id with its members in position order, and each node's cluster and address. Throws
+// std::invalid_argument when two nodes claim one position of a ring, or a ring has a gap.
+std::vector<config::PlanRing> rings_of_nodes(const std::vector<config::NodeMetadata>& nodes);
+std::map<int, RingMemberInfo> ring_members_of(const std::vector<config::NodeMetadata>& nodes);
+
+}  // namespace ravnest::planner

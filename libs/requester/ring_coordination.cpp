@@ -1,0 +1,89 @@
+// The requester that follows a job of several clusters coordinates its rings' membership
+// (TrainOptions::drop_failed_clusters, docs/faults.md#providers-that-come-and-go): it tells each
+// ring member so (setRings epoch 0), and when a node fails it drops the node's cluster: stops its
+// nodes and sends every member of the other clusters its rings without it (the next epoch).
+#include <set>
+#include <string>
+
+#include "libs/planner/ring_membership.h"
+#include "libs/requester/requester_impl.h"
+
+namespace ravnest::requester {
+
+bool Requester::Impl::coordinate_rings(uint64_t job_id) {
+  if (plan_.cluster_ids().size() < 2) return false;
+  bool any = false;
+  for (const auto& meta : plan_.nodes) {
+    if (meta.rings.empty()) continue;
+    auto request = node(meta).setRingsRequest();
+    request.setJobId(job_id);
+    request.setEpoch(0);
+    await(request.send().ignoreResult(), meta, "setRings", 10);
+    any = true;
+  }
+  return any;
+}
+
+void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
+                                   const std::string& why, const Log& log) {
+  watch.dropped.insert(cluster);
+  std::set<int> live;
+  std::string live_words;
+  for (int id : plan_.cluster_ids()) {
+    if (watch.dropped.count(id)) continue;
+    live.insert(id);
+    live_words += (live_words.empty() ? "" : ", ") + std::to_string(id);
+  }
+  const std::string line = "cluster " + std::to_string(cluster) + " dropped (" + why +
+                           "); clusters " + live_words +
+                           " go on without it, and its shard of the data is no longer trained";
+  watch.dropped_lines.push_back(line);
+  if (log) log("warning: " + line);
+  // Its nodes stop the job (the one that failed already did, or is gone): none stays in a ring.
+  for (const auto& meta : plan_.cluster(cluster)) {
+    try {
+      auto request = node(meta).stopRequest();
+      request.setReason("cluster " + std::to_string(cluster) + " was dropped: " + why);
+      request.setJobId(job_id);
+      await(request.send().ignoreResult(), meta, "stop", 2);
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::exception&) {
+      // Dead or cut off: it cannot rejoin the rings (their members no longer name it).
+    }
+  }
+  const auto views = planner::ring_views(planner::rings_of_nodes(plan_.nodes),
+                                         planner::ring_members_of(plan_.nodes), live);
+  const uint64_t epoch = ++watch.ring_epoch;
+  for (const auto& meta : plan_.nodes) {
+    auto it = views.find(meta.node_id);
+    if (it == views.end() || !live.count(meta.cluster)) continue;
+    auto request = node(meta).setRingsRequest();
+    request.setJobId(job_id);
+    request.setEpoch(epoch);
+    auto list = request.initViews(static_cast<unsigned>(it->second.size()));
+    for (unsigned i = 0; i < list.size(); ++i) {
+      const auto& v = it->second[i];
+      auto out = list[i];
+      out.setRing(static_cast<uint32_t>(v.id));
+      out.setSize(static_cast<uint32_t>(v.size));
+      out.setPosition(static_cast<uint32_t>(v.position));
+      out.setNextNode(v.next.node);
+      out.setNextCluster(v.next.cluster);
+      out.setNextAddress(v.next.address);
+      out.setPrevNode(v.prev.node);
+      out.setPrevCluster(v.prev.cluster);
+      out.setPrevAddress(v.prev.address);
+    }
+    try {
+      await(request.send().ignoreResult(), meta, "setRings", 5);
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Its own failure, if it failed, is found by the next status poll (and drops its cluster).
+      if (log) log(std::string("warning: ") + e.what());
+    }
+  }
+}
+
+}  // namespace ravnest::requester

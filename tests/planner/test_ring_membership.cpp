@@ -1,0 +1,139 @@
+// Ring membership when clusters are dropped or come back (libs/planner/ring_membership.h).
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "libs/planner/ring_membership.h"
+#include "libs/planner/rings.h"
+
+using ravnest::planner::ring_views;
+using ravnest::planner::RingMemberInfo;
+
+namespace {
+
+// `clusters` clusters of two stages each: node 2c+p holds parameter "a" (p=0) or "b" (p=1).
+std::vector<ravnest::config::NodeMetadata> two_stage_clusters(int clusters) {
+  std::vector<ravnest::config::NodeMetadata> nodes;
+  for (int c = 0; c < clusters; ++c) {
+    for (int p = 0; p < 2; ++p) {
+      ravnest::config::NodeMetadata m;
+      m.node_id = 2 * c + p;
+      m.name = "node_" + std::to_string(m.node_id);
+      m.address = "127.0.0.1:" + std::to_string(9000 + m.node_id);
+      m.cluster = c;
+      m.position = p;
+      m.cluster_size = 2;
+      m.cluster_count = clusters;
+      m.parameters = {p == 0 ? "a" : "b"};
+      nodes.push_back(m);
+    }
+  }
+  return nodes;
+}
+
+std::map<int, RingMemberInfo> members_of(const std::vector<ravnest::config::NodeMetadata>& nodes) {
+  std::map<int, RingMemberInfo> members;
+  for (const auto& m : nodes) members[m.node_id] = {m.cluster, m.address};
+  return members;
+}
+
+}  // namespace
+
+TEST_CASE("with every cluster live, each node's view is the one its node file holds",
+          "[rings][membership]") {
+  auto nodes = two_stage_clusters(4);
+  const auto rings = ravnest::planner::assign_rings(nodes);
+  const auto views = ring_views(rings, members_of(nodes), {0, 1, 2, 3});
+  REQUIRE(views.size() == nodes.size());
+  for (const auto& m : nodes) {
+    const auto& got = views.at(m.node_id);
+    REQUIRE(got.size() == m.rings.size());
+    for (size_t r = 0; r < got.size(); ++r) {
+      CHECK(got[r].id == m.rings[r].id);
+      CHECK(got[r].size == m.rings[r].size);
+      CHECK(got[r].position == m.rings[r].position);
+      CHECK(got[r].next.node == m.rings[r].next.node);
+      CHECK(got[r].next.address == m.rings[r].next.address);
+      CHECK(got[r].next.cluster == m.rings[r].next.cluster);
+      CHECK(got[r].prev.node == m.rings[r].prev.node);
+      CHECK(got[r].parameters.empty());
+    }
+  }
+}
+
+TEST_CASE("a dropped cluster leaves the rings; the others keep their order",
+          "[rings][membership]") {
+  auto nodes = two_stage_clusters(4);
+  const auto rings = ravnest::planner::assign_rings(nodes);
+  // Cluster 2 (nodes 4 and 5) dropped: rings {0,2,6} and {1,3,7}.
+  const auto views = ring_views(rings, members_of(nodes), {0, 1, 3});
+  CHECK(views.count(4) == 0);
+  CHECK(views.count(5) == 0);
+  REQUIRE(views.size() == 6);
+  const auto& v2 = views.at(2).at(0);  // cluster 1's first stage
+  CHECK(v2.size == 3);
+  CHECK(v2.position == 1);
+  CHECK(v2.prev.node == 0);
+  CHECK(v2.next.node == 6);  // skips node 4
+  const auto& v6 = views.at(6).at(0);
+  CHECK(v6.position == 2);
+  CHECK(v6.next.node == 0);
+  CHECK(v6.prev.node == 2);
+  const auto& v7 = views.at(7).at(0);
+  CHECK(v7.id == views.at(1).at(0).id);
+  CHECK(v7.prev.node == 3);
+  CHECK(v7.next.node == 1);
+  CHECK(v7.next.cluster == 0);
+
+  // Back again (after ravnest replace): the plan's own views.
+  const auto all = ring_views(rings, members_of(nodes), {0, 1, 2, 3});
+  CHECK(all.at(2).at(0).next.node == 4);
+  CHECK(all.at(4).at(0).position == 2);
+  CHECK(all.at(4).at(0).size == 4);
+}
+
+TEST_CASE("one live cluster: rings of one member, whose neighbours are itself",
+          "[rings][membership]") {
+  auto nodes = two_stage_clusters(3);
+  const auto rings = ravnest::planner::assign_rings(nodes);
+  const auto views = ring_views(rings, members_of(nodes), {1});
+  REQUIRE(views.size() == 2);
+  const auto& v = views.at(3).at(0);
+  CHECK(v.size == 1);
+  CHECK(v.position == 0);
+  CHECK(v.next.node == 3);
+  CHECK(v.prev.node == 3);
+  CHECK(ring_views(rings, members_of(nodes), {}).empty());
+}
+
+TEST_CASE("a ring member missing from the plan's nodes, or two of one cluster, is refused",
+          "[rings][membership]") {
+  auto nodes = two_stage_clusters(2);
+  const auto rings = ravnest::planner::assign_rings(nodes);
+  auto members = members_of(nodes);
+  members.erase(3);
+  CHECK_THROWS_WITH(ring_views(rings, members, {0, 1}),
+                    Catch::Contains("node_3 is not in the plan's nodes"));
+  members = members_of(nodes);
+  members[2].cluster = 0;
+  CHECK_THROWS_WITH(ring_views(rings, members, {0, 1}),
+                    Catch::Contains("node_2 is a second member of cluster 0"));
+}
+
+TEST_CASE("the plan's rings rebuilt from the node files alone", "[rings][membership]") {
+  auto nodes = two_stage_clusters(3);
+  const auto rings = ravnest::planner::assign_rings(nodes);
+  const auto rebuilt = ravnest::planner::rings_of_nodes(nodes);
+  REQUIRE(rebuilt.size() == rings.size());
+  for (size_t r = 0; r < rings.size(); ++r) {
+    CHECK(rebuilt[r].id == rings[r].id);
+    CHECK(rebuilt[r].nodes == rings[r].nodes);
+  }
+  auto broken = nodes;
+  broken[2].rings[0].position = 0;  // node 2 claims node 0's place
+  CHECK_THROWS_WITH(ravnest::planner::rings_of_nodes(broken),
+                    Catch::Contains("both at position 0"));
+}
