@@ -898,6 +898,8 @@ TEST_CASE("[outer]: DiLoCo's outer optimizer, its keys, defaults and refusals") 
   CHECK(error_of(kMinimal + "[outer]\nlr = 0\nevery = 2\n").find("outer.lr: must be > 0") != std::string::npos);
   CHECK(error_of(kMinimal + "[outer]\nlr = 1\nmomentum = 1\nevery = 2\n").find("outer.momentum: must be < 1") !=
         std::string::npos);
+  CHECK(error_of(kMinimal + "[outer]\nlr = 1\nmomentum = 0\nevery = 2\n").find("outer.momentum: nesterov needs") !=
+        std::string::npos);
   CHECK(error_of(kMinimal + "[outer]\nlr = 1\n").find("outer.every: missing") != std::string::npos);
   CHECK(error_of(kMinimal + "[outer]\nlr = 1\nevery = 0\n").find("outer.every: must be >= 1") != std::string::npos);
   CHECK(error_of(kMinimal + "[outer]\nlr = 1\nevery = 2\nH = 2\n").find("outer.H: give H once") != std::string::npos);

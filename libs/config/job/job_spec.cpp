@@ -428,6 +428,9 @@ OuterSpec parse_outer(const Section& s, const TrainSpec& t, const Section& train
     if (*m == 1) s.fail("momentum", "must be < 1, got 1");
     o.momentum = *m;
   }
+  if (o.nesterov() && o.momentum == 0) {
+    s.fail("momentum", "nesterov needs momentum > 0 (as torch.optim.SGD does); name = \"sgd\" for none");
+  }
   int given = 0;
   for (const char* key : {"every", "H", "inner_steps"}) {
     if (auto v = s.integer(key, 1)) {
