@@ -4,6 +4,11 @@
 
 #include <ATen/ATen.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "libs/training/checkpoint.h"
 #include "libs/training/outer_optimizer.h"
 
 using namespace ravnest;
@@ -81,4 +86,24 @@ TEST_CASE("OuterOptimizer: deltas from theta_global, the step copied into the li
   outer.step(outer.deltas());
   resumed.step(resumed.deltas());
   CHECK(at::equal(live, other));
+}
+
+TEST_CASE("checkpoints keep theta_global and the outer momentum; files without them still load") {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("rnd_outer_ckpt_" + std::to_string(::getpid()) + ".pt");
+  training::StageCheckpoint c;
+  c.identity = "job";
+  c.random_state = at::zeros({4}, at::kByte);
+  c.state = {{"w", values({1, 2})}};
+  training::save_checkpoint(c, path.string());
+  CHECK(training::load_checkpoint(path.string()).outer.empty());
+  c.outer = {{"global.w", values({3, 4})}, {"momentum.w", values({0.5, -0.5})}};
+  training::save_checkpoint(c, path.string());
+  const auto back = training::load_checkpoint(path.string());
+  REQUIRE(back.outer.size() == 2);
+  CHECK(back.outer[0].first == "global.w");
+  CHECK(at::equal(back.outer[0].second, c.outer[0].second));
+  CHECK(back.outer[1].first == "momentum.w");
+  CHECK(at::equal(back.outer[1].second, c.outer[1].second));
+  std::filesystem::remove(path);
 }
