@@ -167,6 +167,15 @@ void save_checkpoint(const StageCheckpoint& c, const std::string& path) {
                     /*is_buffer=*/true);
     }
     archive.write("state_names", c10::IValue(names));
+    if (!c.outer.empty()) {
+      c10::List<std::string> outer_names;
+      for (size_t i = 0; i < c.outer.size(); ++i) {
+        outer_names.push_back(c.outer[i].first);
+        archive.write("outer_" + std::to_string(i), c.outer[i].second.to(c10::kCPU),
+                      /*is_buffer=*/true);
+      }
+      archive.write("outer_names", c10::IValue(outer_names));
+    }
     // Streamed to the file and hashed on the way: the archive is never whole in memory (it
     // was twice, as a stream's buffer and its copy: a checkpoint's write was a node's peak), and
     // its pages leave the page cache as they reach the disk (base::AtomicFileWriter).
@@ -337,6 +346,14 @@ StageCheckpoint load_checkpoint(const std::string& path) {
       at::Tensor t;
       archive.read("state_" + std::to_string(i), t, /*is_buffer=*/true);
       c.state.emplace_back(names.get(i).toStringRef(), t);
+    }
+    if (archive.try_read("outer_names", value)) {
+      const auto outer_names = value.toList();
+      for (size_t i = 0; i < outer_names.size(); ++i) {
+        at::Tensor t;
+        archive.read("outer_" + std::to_string(i), t, /*is_buffer=*/true);
+        c.outer.emplace_back(outer_names.get(i).toStringRef(), t);
+      }
     }
     return c;
   } catch (const std::exception& e) {

@@ -51,6 +51,9 @@ struct StageCheckpoint {
   int64_t loss_scale_growth_tracker = 0;
   std::vector<std::pair<std::string, at::Tensor>> state;  // parameters, then buffers, by name
   std::string optimizer;  // torch::optim::Optimizer::save, serialized
+  // [outer]: theta_global and the outer momentum (OuterOptimizer::state). Empty without [outer]
+  // and in files written before it was kept.
+  std::vector<std::pair<std::string, at::Tensor>> outer;
 };
 
 // The stage's parameters and buffers, copied (the stage goes on training).

@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "libs/training/sparse_optimizer.h"
+#include "libs/training/outer_optimizer.h"
 #include "libs/training/tensor_average.h"
 
 #include "libs/base/clock.h"
@@ -223,6 +224,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
     at::Tensor rng_state;
     std::vector<at::Tensor> tables;  // in the order of `tables`
     bool live = true;                // not dropped (`dropped`)
+    std::unique_ptr<OuterOptimizer> outer;  // [outer] only
   };
   std::vector<Copy> copies(static_cast<size_t>(clusters));
   std::vector<std::unique_ptr<training::SparseRowOptimizer>> table_optimizers;
@@ -247,6 +249,11 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
     }
     copy.parameters = unique_trainable(all);
     for (const auto& b : copy.module.buffers()) copy.buffers.push_back(b);
+    if (job.outer) {
+      std::vector<std::pair<std::string, at::Tensor>> live;
+      for (const auto& p : copy.parameters) live.emplace_back(std::to_string(live.size()), p);
+      copy.outer = std::make_unique<OuterOptimizer>(*job.outer, std::move(live));
+    }
     copy.optimizer = make_optimizer(job.optimizer, all);
     copy.schedule = std::make_unique<LrSchedule>(*copy.optimizer, job.scheduler);
     copy.optimizer->zero_grad();
@@ -378,7 +385,18 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
         for (const auto& [c, rounds] : dropped) {
           if (rounds == result.updates - 1) copies.at(static_cast<size_t>(c)).live = false;
         }
-        if (t.reduce == config::ReduceMode::kParameters && result.updates % t.reduce_factor == 0) {
+        if (job.outer) {
+          if (copies[0].outer->due(static_cast<uint64_t>(result.updates), last)) {
+            // DiLoCo: each live copy's theta_global - theta_local, averaged; buffers averaged too.
+            std::vector<std::vector<at::Tensor>> deltas = gather([](Copy& copy) { return copy.outer->deltas(); });
+            average_across(deltas);
+            average_across(gather([](Copy& copy) { return copy.buffers; }));
+            size_t k = 0;
+            for (auto& copy : copies) {
+              if (copy.live) copy.outer->step(deltas[k++]);
+            }
+          }
+        } else if (t.reduce == config::ReduceMode::kParameters && result.updates % t.reduce_factor == 0) {
           average_across(gather([&](Copy& copy) { return state_tensors(copy, t.average_optim); }));
         }
       }

@@ -70,7 +70,10 @@ std::map<std::string, at::Tensor> state_of(const torch::jit::Module& module);
 // (each seeded with train.seed, as every node is), averaging gradients before each update
 // (reduce = "gradients") or parameters, BatchNorm buffers and, with average_optim, optimizer state
 // every reduce_factor updates (reduce = "parameters"); parameters and buffers once more at the
-// end. Returns copy 0's state, which then equals every copy's.
+// end. With job.outer (DiLoCo, outer_optimizer.h), instead of parameter averaging: every
+// outer->every updates and after the last, each copy's theta_global - theta_local averaged over
+// the copies (buffers averaged too) and one outer step, the same on every copy. Returns copy 0's
+// state, which then equals every copy's.
 //
 // With `tables` (a hybrid plan's embedding tables: docs/parameter-server.md#hybrid), those
 // weights step apart, as the servers step them: with job.sparse_optimizer, once per update, on

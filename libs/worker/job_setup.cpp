@@ -148,6 +148,7 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
   setup.reduce = job.train.reduce;
   setup.reduce_factor = job.train.reduce_factor;
   setup.average_optim = job.train.average_optim;
+  setup.outer = job.outer;
   setup.deterministic = job.train.deterministic;
   setup.compression = job.compression;
   setup.grad_clip_norm = job.train.grad_clip_norm;

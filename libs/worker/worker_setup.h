@@ -64,6 +64,9 @@ struct WorkerSetup {
   config::ReduceMode reduce = config::ReduceMode::kParameters;
   int64_t reduce_factor = 1;
   bool average_optim = false;
+  // [outer]: DiLoCo's outer step every outer->every updates instead of parameter averaging
+  // (pipeline/outer_step.h).
+  std::optional<config::OuterSpec> outer;
   // How activations, gradients and ring segments travel (the job's [compression]).
   config::CompressionSpec compression;
   // [train] grad_clip_norm, grad_clip_norm_type, grad_clip_value and autocast

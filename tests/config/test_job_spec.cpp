@@ -775,7 +775,7 @@ step_size = 10
   CHECK(parse_job(kMinimal + "[predict]\n", "job.toml").predict);
   CHECK_FALSE(parse_job(kMinimal, "job.toml").predict);
   CHECK(contains(error_of(kMinimal + "[predict]\nout = \"x.pt\"\n"), "job.toml: predict.out: unknown key"));
-  CHECK(contains(error_of(kMinimal + "[predicts]\n"), "[sparse_optimizer], [predict])"));
+  CHECK(contains(error_of(kMinimal + "[predicts]\n"), "[sparse_optimizer], [predict], [outer])"));
 }
 
 TEST_CASE("a job file over the size one message carries is refused, naming the file and limit") {
@@ -873,4 +873,43 @@ TEST_CASE("train: the fp16 loss scaler's arguments (GradScaler's, under their na
                  "train.scaler_backoff_factor: must be > 0"));
   CHECK(contains(error_of(with("train", fp16 + "scaler_growth_interval = 0")),
                  "train.scaler_growth_interval: must be"));
+}
+
+TEST_CASE("[outer]: DiLoCo's outer optimizer, its keys, defaults and refusals") {
+  CHECK_FALSE(parse_job(kMinimal, "job.toml").outer);
+  const JobSpec job = parse_job(kMinimal + "[outer]\nlr = 0.7\nevery = 20\n", "job.toml");
+  REQUIRE(job.outer);
+  CHECK(job.outer->name == OuterName::kNesterov);
+  CHECK(job.outer->nesterov());
+  CHECK(job.outer->lr == 0.7);
+  CHECK(job.outer->momentum == 0.9);
+  CHECK(job.outer->every == 20);
+  // H and OpenDiLoCo's inner_steps are the same key; plain momentum as "sgd".
+  const JobSpec h = parse_job(kMinimal + "[outer]\nname = \"sgd\"\nlr = 1\nmomentum = 0\nH = 3\n", "job.toml");
+  CHECK(h.outer->name == OuterName::kSgd);
+  CHECK_FALSE(h.outer->nesterov());
+  CHECK(h.outer->momentum == 0);
+  CHECK(h.outer->every == 3);
+  CHECK(parse_job(kMinimal + "[outer]\nlr = 1\ninner_steps = 5\n", "job.toml").outer->every == 5);
+
+  CHECK(error_of(kMinimal + "[outer]\nname = \"nestrov\"\nlr = 1\nevery = 2\n").find(
+            "outer.name: unknown outer optimizer 'nestrov'; did you mean 'nesterov'?") != std::string::npos);
+  CHECK(error_of(kMinimal + "[outer]\nevery = 2\n").find("outer.lr: missing") != std::string::npos);
+  CHECK(error_of(kMinimal + "[outer]\nlr = 0\nevery = 2\n").find("outer.lr: must be > 0") != std::string::npos);
+  CHECK(error_of(kMinimal + "[outer]\nlr = 1\nmomentum = 1\nevery = 2\n").find("outer.momentum: must be < 1") !=
+        std::string::npos);
+  CHECK(error_of(kMinimal + "[outer]\nlr = 1\nmomentum = 0\nevery = 2\n").find("outer.momentum: nesterov needs") !=
+        std::string::npos);
+  CHECK(error_of(kMinimal + "[outer]\nlr = 1\n").find("outer.every: missing") != std::string::npos);
+  CHECK(error_of(kMinimal + "[outer]\nlr = 1\nevery = 0\n").find("outer.every: must be >= 1") != std::string::npos);
+  CHECK(error_of(kMinimal + "[outer]\nlr = 1\nevery = 2\nH = 2\n").find("outer.H: give H once") != std::string::npos);
+  CHECK(error_of(kMinimal + "[outer]\nlr = 1\nevery = 2\nbeta = 2\n").find("outer.beta: unknown key") !=
+        std::string::npos);
+  CHECK(error_of("[train]\nreduce = \"gradients\"\n" + kMinimal + "[outer]\nlr = 1\nevery = 2\n")
+            .find("outer.every: with train.reduce = \"gradients\"") != std::string::npos);
+  CHECK(error_of("[train]\nreduce_factor = 4\n" + kMinimal + "[outer]\nlr = 1\nevery = 2\n")
+            .find("outer.every: replaces train.reduce_factor") != std::string::npos);
+  CHECK(error_of("[train]\naverage_optim = true\n" + kMinimal + "[outer]\nlr = 1\nevery = 2\n")
+            .find("outer.every: with train.average_optim") != std::string::npos);
+  CHECK(error_of(kMinimal + "[outr]\nlr = 1\n").find("did you mean [outer]?") != std::string::npos);
 }

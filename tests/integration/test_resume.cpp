@@ -183,6 +183,12 @@ TEST_CASE("resume: reduce_gradients, every daemon killed", "[resume][faults]") {
                Kill::kAll, 0, "micro_batches = 2\nreduce = \"gradients\"");
 }
 
+// DiLoCo: checkpoints every 4 updates fall inside outer rounds of 5, so the resumed job needs
+// theta_global and the outer momentum from the checkpoint (docs/data-parallel.md#diloco).
+TEST_CASE("resume: diloco, outer steps every 5 updates, every daemon killed", "[resume][faults][diloco]") {
+  check_resume({2, 2}, "name = \"adam\"\nlr = 0.002\n\n[outer]\nlr = 0.7\nevery = 5", Kill::kAll, 0);
+}
+
 TEST_CASE("resume: replace_stem, a spare takes a killed stem's place and the job resumes", "[replace][faults]") {
   check_resume({3}, "name = \"adam\"\nlr = 0.002", Kill::kReplace, 1);
 }

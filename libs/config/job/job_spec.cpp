@@ -412,6 +412,46 @@ SchedulerSpec parse_scheduler(const Section& s) {
   return c;
 }
 
+// [outer] (outer_spec.h). Given [train], whose keys it must agree with.
+OuterSpec parse_outer(const Section& s, const TrainSpec& t, const Section& train) {
+  s.check_known({"name", "lr", "momentum", "every", "H", "inner_steps"});
+  OuterSpec o;
+  if (auto name = s.string("name")) {
+    static const std::vector<std::pair<std::string, OuterName>> names = {
+        {"nesterov", OuterName::kNesterov}, {"sgd", OuterName::kSgd}};
+    o.name = choose(s, "name", *name, names, "outer optimizer");
+  }
+  auto lr = s.number("lr", 0, /*exclusive=*/true);
+  if (!lr) s.fail("lr", "missing: the outer optimizer's learning rate (DiLoCo uses 0.7)");
+  o.lr = *lr;
+  if (auto m = s.number("momentum", 0, false, 1)) {
+    if (*m == 1) s.fail("momentum", "must be < 1, got 1");
+    o.momentum = *m;
+  }
+  if (o.nesterov() && o.momentum == 0) {
+    s.fail("momentum", "nesterov needs momentum > 0 (as torch.optim.SGD does); name = \"sgd\" for none");
+  }
+  int given = 0;
+  for (const char* key : {"every", "H", "inner_steps"}) {
+    if (auto v = s.integer(key, 1)) {
+      if (given++) s.fail(key, "give H once (every, H and inner_steps are the same key)");
+      o.every = *v;
+    }
+  }
+  if (!given) s.fail("every", "missing: the optimizer updates between outer steps (H), e.g. every = 50");
+  if (t.reduce == ReduceMode::kGradients) {
+    s.fail("every", "with train.reduce = \"gradients\" the clusters never drift apart: "
+                    "[outer] needs reduce = \"parameters\" (the default)");
+  }
+  if (train.has("reduce_factor")) {
+    s.fail("every", "replaces train.reduce_factor: give one of them");
+  }
+  if (t.average_optim) {
+    s.fail("every", "with train.average_optim: DiLoCo keeps each cluster's inner optimizer state its own");
+  }
+  return o;
+}
+
 CompressionSpec parse_compression(const Section& s) {
   s.check_known({"activations", "gradients", "rings"});
   CompressionSpec c;
@@ -515,7 +555,7 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
 
   static const std::vector<std::string> kTables = {"train",     "data",        "loss",
                                                    "optimizer", "scheduler", "compression",
-                                                   "ps",        "sparse_optimizer", "predict"};
+                                                   "ps",        "sparse_optimizer", "predict", "outer"};
   for (const auto& [key, value] : root) {
     const std::string name(key.str());
     if (std::find(kTables.begin(), kTables.end(), name) == kTables.end()) {
@@ -530,7 +570,7 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
                         (value.is_table() ? "table" : "key") +
                         (near ? "; did you mean [" + *near + "]?" : std::string()) +
                         " (the tables are [train], [data], [loss], [optimizer], [scheduler], "
-                        "[compression], [ps], [sparse_optimizer], [predict])");
+                        "[compression], [ps], [sparse_optimizer], [predict], [outer])");
     }
     if (!value.is_table()) {
       throw base::ConfigError(origin + ": " + name + ": must be a table [" + name + "], got " + type_name(value));
@@ -560,6 +600,10 @@ JobSpec parse_job(const std::string& toml_text, const std::string& origin) {
   }
   job.compression = parse_compression(section("compression"));
   if (root.get_as<toml::table>("ps")) job.ps = parse_ps(section("ps"));
+  if (root.get_as<toml::table>("outer")) {
+    job.outer = parse_outer(section("outer"), job.train, section("train"));
+    if (job.ps.present) section("outer").fail("every", "not with [ps]: a parameter server steps the model itself");
+  }
   if (root.get_as<toml::table>("sparse_optimizer")) {
     job.sparse_optimizer = parse_sparse_optimizer(section("sparse_optimizer"));
   }

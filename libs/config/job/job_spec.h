@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "libs/config/job/compression_spec.h"
+#include "libs/config/job/outer_spec.h"
 #include "libs/config/job/ps_spec.h"
 #include "libs/config/job/sparse_optimizer_spec.h"
 
@@ -177,6 +178,7 @@ struct JobSpec {
   OptimizerSpec optimizer;
   std::optional<SchedulerSpec> scheduler;
   CompressionSpec compression;  // [compression]; all "none" when absent
+  std::optional<OuterSpec> outer;  // [outer]: DiLoCo's outer optimizer (outer_spec.h)
   PsSpec ps;                    // [ps]; parameter-server plans only
   std::optional<SparseOptimizerSpec> sparse_optimizer;  // [sparse_optimizer]; hybrid plans only
   // [predict] (no keys): not training but the model's outputs for every sample of data.train,

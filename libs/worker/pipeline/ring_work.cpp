@@ -55,6 +55,27 @@ std::vector<WorkerPort::RingWork> cluster_ring_work(
   return work;
 }
 
+std::vector<WorkerPort::RingWork> outer_ring_work(
+    const torch::jit::Module& stage, const std::vector<config::RingMembership>& rings,
+    const std::map<std::string, at::Tensor>& deltas) {
+  std::map<std::string, at::Tensor> buffers;
+  for (const auto& b : stage.named_buffers()) buffers[b.name] = b.value;
+  std::vector<WorkerPort::RingWork> work;
+  for (const auto& ring : rings) {
+    WorkerPort::RingWork item;
+    item.ring = &ring;
+    for (const auto& name : ring.parameters) {
+      if (auto d = deltas.find(name); d != deltas.end()) {
+        item.tensors.push_back(d->second);
+      } else if (auto b = buffers.find(name); b != buffers.end()) {
+        item.tensors.push_back(b->second);
+      }
+    }
+    if (!item.tensors.empty()) work.push_back(std::move(item));
+  }
+  return work;
+}
+
 std::vector<WorkerPort::RingWork> shared_gradient_work(
     const torch::jit::Module& stage, const config::NodeMetadata& node,
     const std::vector<config::RingMembership>& shared_rings) {

@@ -6,6 +6,8 @@
 // optimizer's state), so reducing them changes the stage in place.
 #pragma once
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include <torch/csrc/jit/api/module.h>
@@ -22,6 +24,13 @@ enum class RingTensors { kGradients, kState, kFinal };
 std::vector<WorkerPort::RingWork> cluster_ring_work(
     const torch::jit::Module& stage, const std::vector<config::RingMembership>& rings,
     RingTensors what, torch::optim::Optimizer* optimizer);
+
+// [outer] (DiLoCo, outer_step.h): for each ring, the tensor `deltas` holds under each of the
+// ring's names (the outer gradients of trainable parameters), and the stage's buffers (averaged
+// at every outer step as at every parameter average); other names are skipped by every member.
+std::vector<WorkerPort::RingWork> outer_ring_work(
+    const torch::jit::Module& stage, const std::vector<config::RingMembership>& rings,
+    const std::map<std::string, at::Tensor>& deltas);
 
 // Within a cluster: the gradients of the tensors this stage shares with others (tied names by
 // the name they are tied to). Throws std::runtime_error for a shared name the stage lacks.

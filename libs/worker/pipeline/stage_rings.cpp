@@ -24,6 +24,20 @@ void StageRings::reduce_across_clusters(
   change_weights([&] { transfers_.reduce_on_host(work, reduce); });
 }
 
+void StageRings::average_across_clusters(std::vector<WorkerPort::RingWork>& work,
+                                         const char* stream) {
+  if (setup_.node.rings.empty()) return;
+  for (auto& w : work) {
+    w.codec = setup_.compression.rings;
+    w.stream = stream;
+  }
+  torch::NoGradGuard no_grad;
+  const uint64_t round = reduce_round++;
+  transfers_.reduce_on_host(work, [&](std::vector<WorkerPort::RingWork>& on_host) {
+    port_.reduce_rings(round, on_host);
+  });
+}
+
 void StageRings::sum_shared_gradients() {
   auto work = shared_gradient_work(setup_.stage, setup_.node, setup_.shared_rings);
   torch::NoGradGuard no_grad;

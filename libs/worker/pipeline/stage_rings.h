@@ -30,6 +30,12 @@ class StageRings {
   void reduce_across_clusters(RingTensors what,
                               const std::function<void(const std::function<void()>&)>& change_weights);
 
+  // Averages `work` (made by the caller, e.g. outer_ring_work) across clusters as one round of
+  // the same numbering, under `stream` (what error feedback keys its residuals by), inside
+
+  // The caller changes the weights with the result.
+  void average_across_clusters(std::vector<WorkerPort::RingWork>& work, const char* stream);
+
   uint64_t reduce_round = 0;  // across clusters, so far
   uint64_t shared_round = 0;  // within the cluster, so far
 

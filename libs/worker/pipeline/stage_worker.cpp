@@ -53,6 +53,7 @@ StageWorker::StageWorker(WorkerSetup setup, Options options, WorkerPort& port)
       servers_ = std::make_unique<ServerExchange>(setup_.node, setup_.job_id, port_);
     }
   }
+  if (setup_.outer && !servers_) outer_ = std::make_unique<OuterStep>(setup_, rings_);
   for (const auto& p : setup_.stage.parameters()) state_storages_.insert(p.storage().data());
   for (const auto& b : setup_.stage.buffers()) state_storages_.insert(b.storage().data());
 }
@@ -545,8 +546,12 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     if (setup_.lr_schedule) setup_.lr_schedule->on_update();
     ++updates_done_;
     updated = true;
-    if (data_parallel && setup_.reduce == config::ReduceMode::kParameters &&
-        updates_done_ % static_cast<uint64_t>(setup_.reduce_factor) == 0) {
+    if (outer_) {
+      if (outer_->due(updates_done_, batch.last)) {
+        outer_->run([this](const std::function<void()>& change) { update_weights(change); });
+      }
+    } else if (data_parallel && setup_.reduce == config::ReduceMode::kParameters &&
+               updates_done_ % static_cast<uint64_t>(setup_.reduce_factor) == 0) {
       reduce_across_clusters(RingTensors::kState);
     }
     if (setup_.save_every > 0 && updates_done_ % setup_.save_every == 0) save_stage();

@@ -40,6 +40,7 @@
 #include "libs/worker/device_transfers.h"
 #include "libs/worker/worker_base.h"
 #include "libs/worker/pipeline/input_slots.h"
+#include "libs/worker/pipeline/outer_step.h"
 #include "libs/worker/pipeline/leaf_metrics.h"
 #include "libs/worker/pipeline/random_chain.h"
 #include "libs/worker/pipeline/ring_work.h"
@@ -195,6 +196,7 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   InputSlots input_slots_;
   RandomChain random_;
   StageRings rings_;
+  std::unique_ptr<OuterStep> outer_;  // [outer] only
   WeightStash stash_;
   UpdateGradients gradients_;  // [train] grad_clip_* and fp16's loss scale
   std::vector<BackwardRecord> backward_records_;

@@ -22,6 +22,11 @@ void StageWorker::resume_from(const training::StageCheckpoint& c) {
   next_forward_train_ = Key{false, c.batches, 0};
   next_backward_ = Key{false, c.batches, 0};
   updates_done_ = c.updates;
+  if (outer_) {
+    // A checkpoint written before [outer] state was kept: the outer round starts afresh here.
+    outer_->optimizer().reset_to_live();
+    outer_->optimizer().restore(c.outer);
+  }
   rings_.reduce_round = c.reduce_round;
   rings_.shared_round = c.shared_round;
   if (c.has_loss_scale && gradients_.scaler()) {
@@ -81,6 +86,7 @@ void StageWorker::write_checkpoint() {
     c.has_validation = true;
   }
   c.optimizer = training::save_optimizer(*setup_.optimizer);
+  if (outer_) c.outer = outer_->optimizer().state();
   setup_.checkpoints->write(c);
   saved_updates_ = c.updates;
   port_.checkpoint_written(c.identity, c.updates);
