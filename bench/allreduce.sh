@@ -41,10 +41,10 @@ for run in $(seq "$runs"); do
       "$build/apps/ravnest/ravnest" bench allreduce --nodes "$nodes" --size "$size" \
           --reps "$reps" $insecure $shared "${hosts[@]}" "${codec[@]}" |
         awk -v run="$run" -v n="$nodes" -v size="$size" '
-          /^ravnest ring/ { ours = $13 } /^gloo/ { gloo = $12 }
+          /^ravnest ring/ { ours = $13 } $1 == "gloo" { gloo = $12 }
           /^link bound/ { for (i = 1; i < NF; ++i) if ($i == "=") bound = $(i + 1) }
           END { printf "%d %d %s %.4f %.4f %.2f %.4f %.2f\n", run, n, size, ours, gloo,
-                       ours / gloo, bound, bound > 0 ? ours / bound : 0 }' |
+                       ours / gloo, bound, (bound > 0 ? ours / bound : 0) }' |
         tee -a "$out"
     done
   done

@@ -18,7 +18,7 @@ namespace ravnest::cli {
 namespace {
 
 void print_figures(const bench::AllReduceFigures& f) {
-  std::printf("%-13s N=%d %8.1f MiB  median %8.4f s  algbw %7.3f GB/s  busbw %7.3f GB/s\n",
+  std::printf("%-13s N=%d %8.1f MiB  median %8.4f s  algbw %8.4f GB/s  busbw %8.4f GB/s\n",
               f.name.c_str(), f.nodes, f.bytes / 1048576.0, f.median_seconds(),
               f.algorithm_bandwidth() / 1e9, f.bus_bandwidth() / 1e9);
 }
