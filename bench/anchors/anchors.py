@@ -76,6 +76,61 @@ def stop(processes):
             p.wait()
 
 
+SINK = """
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+server = socket.create_server((host, int(port)))
+while True:  # a connection that sends nothing is the readiness probe's
+    connection, _ = server.accept()
+    got = 0
+    while True:
+        chunk = connection.recv(1 << 20)
+        if not chunk:
+            break
+        got += len(chunk)
+    if got:
+        connection.sendall(b"k")
+        break
+    connection.close()
+"""
+SOURCE = """
+import socket, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+total = int(sys.argv[2])
+block = b"\\0" * (1 << 20)
+connection = socket.create_connection((host, int(port)))
+started = time.time()
+sent = 0
+while sent < total:
+    connection.sendall(block)
+    sent += len(block)
+connection.shutdown(socket.SHUT_WR)
+connection.recv(1)
+print(sent / (time.time() - started))
+"""
+
+
+def run_raw_tcp(args, wan, size):
+    """Bytes/s of one plain TCP stream from node 0 to node 1 through the same path (node 0's
+    link, node 1's reach address, node 1's link): what one ring hop can carry, no TLS, no
+    framing. A ring member sends and receives one such stream at once, so its bus bandwidth is at
+    most about this."""
+    sink = subprocess.Popen(wan.exec_prefix(1) + ["/usr/bin/python3", "-c", SINK, wan.listen[1]],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 10
+        while not wan.listening(1):
+            if time.time() > deadline:
+                raise RuntimeError("raw TCP sink did not listen")
+            time.sleep(0.1)
+        out = subprocess.run(wan.exec_prefix(0) + ["/usr/bin/python3", "-c", SOURCE, wan.reach[1],
+                                                   str(size)],
+                             capture_output=True, text=True, timeout=args.timeout, check=True)
+        return float(out.stdout.strip())
+    finally:
+        stop([sink])
+
+
 def run_ours(args, wan, size):
     """Seconds per repetition of our ring among the namespaces (after its warm-up).
 
@@ -186,25 +241,27 @@ def main():
     args = ap.parse_args()
     rows = []
     version = "?"
-    print("%-3s %-8s %-14s %12s %12s %7s %14s" % (
-        "N", "size", "link", "ours GB/s", "hivemind GB/s", "ratio", "hm matchmk s"), flush=True)
+    print("%-3s %-8s %-14s %10s %12s %13s %7s %13s" % (
+        "N", "size", "link", "tcp GB/s", "ours GB/s", "hivemind GB/s", "ratio", "hm matchmk s"),
+        flush=True)
     for link in args.links.split(","):
         rate, delay = link.split("/")
         for nodes in [int(n) for n in args.nodes.split(",")]:
             with Wan(args, nodes, rate, delay) as wan:
+                raw = run_raw_tcp(args, wan, 16 << 20)
                 for size_text in args.sizes.split(","):
                     size = parse_size(size_text)
                     ours = run_ours(args, wan, size)
                     hm, matchmaking, version = run_hivemind(args, wan, size)
                     ours_bw = bus_bandwidth(nodes, size, statistics.median(ours))
                     hm_bw = bus_bandwidth(nodes, size, statistics.median(hm))
-                    row = {"nodes": nodes, "size": size_text, "link": link,
+                    row = {"nodes": nodes, "size": size_text, "link": link, "raw_tcp": raw,
                            "ours_seconds": ours, "hivemind_seconds": hm,
                            "hivemind_matchmaking_seconds": matchmaking,
                            "ours_busbw": ours_bw, "hivemind_busbw": hm_bw}
                     rows.append(row)
-                    print("%-3d %-8s %-14s %12.4f %12.4f %6.2fx %14.2f" % (
-                        nodes, size_text, link, ours_bw / 1e9, hm_bw / 1e9,
+                    print("%-3d %-8s %-14s %10.4f %12.4f %13.4f %6.2fx %13.2f" % (
+                        nodes, size_text, link, raw / 1e9, ours_bw / 1e9, hm_bw / 1e9,
                         ours_bw / max(hm_bw, 1e-12), statistics.median(matchmaking)), flush=True)
     print("hivemind %s; ours %s; median of %d rounds after a warm-up; bus bandwidth = bytes x "
           "2(N-1)/N / seconds" % (version, "plain TCP (--insecure)" if args.insecure else "TLS",
