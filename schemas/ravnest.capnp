@@ -233,6 +233,15 @@ struct SharedSegments {
   slotBytes @4 :UInt64;
 }
 
+# A ring's segments over a TCP connection of their own (libs/wire/data_channel.h): the sender
+# offers this in openRing, then connects to the receiver's daemon port and opens with a preface
+# that carries `token`. `key` (32 bytes, AES-256-GCM) seals every record; it is empty only
+# between daemons that both run --insecure.
+struct DataChannelOffer {
+  token @0 :Data;  # 32 random bytes, good for one connection
+  key @1 :Data;
+}
+
 # ---------------------------------------------------------------------------------------------
 # The files of a job: every file a reader opens for one of the job's paths forms a bundle, named
 # by a SHA-256 over its files' relative names and contents and stored on the daemon under
@@ -300,16 +309,20 @@ interface Node {
   # previous member of a ring opens one RingSink on this node and streams the ring's segments
   # into it; a sink of its own per ring, because a streaming call holds back every later call on
   # its object until the receiving all-reduce has taken the segment.
-  openRing @10 (ring :UInt32, fromNode :Int32, shared :SharedSegments)
-      -> (sink :RingSink, sharedAccepted :Bool);
+  openRing @10 (ring :UInt32, fromNode :Int32, shared :SharedSegments, channel :DataChannelOffer)
+      -> (sink :RingSink, sharedAccepted :Bool, channelAccepted :Bool);
     # With `shared`, the sender offers its memory; `sharedAccepted` says whether the sink takes
-    # sharedSegment calls (else only segment).
+    # sharedSegment calls (else only segment). With `channel` (and shared memory not accepted),
+    # the sender offers a data channel; `channelAccepted` says the receiver now expects its
+    # connection, over which the ring's segments then come instead of segment calls.
   abortReduce @11 (ring :UInt32, reason :Text) -> ();
     # A member of the ring failed: every blocked reduce on this ring fails with `reason`.
   benchAllReduce @12 (peers :List(Text), position :UInt32, bytes :UInt64,
-                      repetitions :UInt32) -> (seconds :List(Float64));
+                      repetitions :UInt32, codec :Text) -> (seconds :List(Float64));
     # `ravnest bench allreduce`: all-reduce `bytes` of float32 over an ad-hoc ring of daemons
     # (`peers` in ring order, this daemon at `position`), `repetitions` times after a warm-up.
+    # `codec`: "" or "none", else the [compression] rings codec its segments travel under
+    # ("fp16", "bf16", "int8"; docs/compression.md).
 
   # Checkpoints (docs/faults.md). A checkpoint belongs to a job `identity` and to a slot of the
   # plan (`cluster`, `position`), not to a node: a spare that takes a dead node's slot resumes

@@ -22,6 +22,7 @@
 #include <kj/async-io.h>
 
 #include "bench/harness/local_daemons.h"
+#include "bench/harness/namespace_hosts.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/transport_security.h"
 #include "schemas/ravnest.capnp.h"
@@ -61,8 +62,12 @@ uint64_t parse_size(const std::string& text) {
 }
 
 AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitions,
-                                        const std::string& ravnestd, bool insecure,
-                                        bool shared_memory) {
+                                        const std::string& ravnestd,
+                                        const AllReduceSetup& setup) {
+  const bool insecure = setup.insecure;
+  if (setup.hosts && setup.hosts->size() < static_cast<size_t>(nodes)) {
+    throw std::invalid_argument("the benchmark needs a host per node");
+  }
   const fs::path dir = fs::temp_directory_path() / ("ravnest-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   struct Cleanup {
@@ -82,12 +87,23 @@ AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitio
   for (int i = 0; i < nodes; ++i) names.push_back("bench_" + std::to_string(i));
   AllReduceFigures figures;
   figures.name = "ravnest ring";
+  if (!setup.codec.empty() && setup.codec != "none") figures.name += "/" + setup.codec;
   figures.nodes = nodes;
   figures.bytes = bytes;
   {
     LocalDaemons daemons(ravnestd, dir.string(), secret_file, names);
     daemons.set_insecure(insecure);
-    if (!shared_memory) {
+    if (setup.hosts) {
+      std::vector<std::string> namespaces, addresses;
+      for (int i = 0; i < nodes; ++i) {
+        namespaces.push_back(setup.hosts->namespace_of(i));
+        addresses.push_back(setup.hosts->address(i));
+      }
+      daemons.set_hosts(namespaces, addresses);
+    }
+    // In the hosts mode the daemons refuse each other's shared memory themselves (a peer in
+    // another network namespace stands for another host), as the tests check.
+    if (!setup.shared_memory) {
       for (int i = 0; i < nodes; ++i) daemons.set_flags(i, {"--no-shared-memory"});
     }
     daemons.start_all();
@@ -104,6 +120,7 @@ AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitio
       request.setPosition(i);
       request.setBytes(bytes);
       request.setRepetitions(repetitions);
+      request.setCodec(setup.codec);
       calls.add(request.send());
     }
     auto responses = kj::joinPromises(calls.releaseAsArray()).wait(wait_scope);
@@ -119,14 +136,19 @@ AllReduceFigures bench_daemon_allreduce(int nodes, uint64_t bytes, int repetitio
 }
 
 #if !RAVNEST_HARNESS_HAVE_GLOO
-AllReduceFigures bench_gloo_allreduce(int, uint64_t, int) {
+AllReduceFigures bench_gloo_allreduce(int, uint64_t, int, const NamespaceHosts*) {
   throw std::runtime_error(
       "the Gloo baseline was not built: Gloo's headers (gloo/algorithm.h, Debian's libgloo-dev) "
       "were missing when this LibTorch's build compiled it");
 }
 #else
-AllReduceFigures bench_gloo_allreduce(int nodes, uint64_t bytes, int repetitions) {
-  const uint16_t port = static_cast<uint16_t>(free_loopback_port());
+AllReduceFigures bench_gloo_allreduce(int nodes, uint64_t bytes, int repetitions,
+                                      const NamespaceHosts* hosts) {
+  if (hosts && hosts->size() < static_cast<size_t>(nodes)) {
+    throw std::invalid_argument("the Gloo baseline needs a host per rank");
+  }
+  // Each namespace has its ports to itself: rank 0's store takes a fixed one there.
+  const uint16_t port = static_cast<uint16_t>(hosts ? 29517 : free_loopback_port());
   std::vector<pid_t> children;
   std::vector<int> pipes;
   for (int rank = 0; rank < nodes; ++rank) {
@@ -138,15 +160,19 @@ AllReduceFigures bench_gloo_allreduce(int nodes, uint64_t bytes, int repetitions
       ::close(fds[0]);
       int code = 0;
       try {
+        // The child has one thread: entering the namespace moves all of it, before any socket.
+        if (hosts) enter_namespace(hosts->namespace_of(rank));
+        const std::string store_host = hosts ? hosts->address(0) : "127.0.0.1";
+        const std::string own_host = hosts ? hosts->address(rank) : "127.0.0.1";
         c10d::TCPStoreOptions options;
         options.port = port;
         options.isServer = rank == 0;
         options.numWorkers = nodes;
         options.timeout = std::chrono::seconds(60);
-        auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+        auto store = c10::make_intrusive<c10d::TCPStore>(store_host, options);
         auto gloo_options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(120));
         gloo_options->devices.push_back(
-            c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+            c10d::ProcessGroupGloo::createDeviceForHostname(own_host));
         c10d::ProcessGroupGloo group(store, rank, nodes, gloo_options);
         std::vector<at::Tensor> tensors = {
             at::full({static_cast<int64_t>(bytes / 4)}, float(rank + 1))};

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -39,11 +40,11 @@ int free_loopback_port() {
   return ntohs(addr.sin_port);
 }
 
-static bool accepts(int port) {
+static bool accepts(const std::string& host, int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
   addr.sin_port = htons(static_cast<uint16_t>(port));
   const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   ::close(fd);
@@ -51,24 +52,35 @@ static bool accepts(int port) {
 }
 
 
-// fork, join the cgroup, exec: what posix_spawn cannot do. Between fork and exec the child of a
-// process that may have other threads only makes async-signal-safe calls (open, write, dup2,
-// close, execve, _exit); everything it needs is prepared before the fork.
-static pid_t spawn_in_cgroup(const std::string& program, char* const* argv,
-                             const std::string& out_path, const std::string& procs_file) {
+// fork, join the cgroup and/or the network namespace, exec: what posix_spawn cannot do. Between
+// fork and exec the child of a process that may have other threads only makes async-signal-safe
+// calls (open, write, dup2, close, setns, execve, _exit); everything it needs is prepared before
+// the fork. `procs_file` empty: no cgroup; `netns_path` empty: this network namespace.
+static pid_t spawn_child(const std::string& program, char* const* argv,
+                         const std::string& out_path, const std::string& procs_file,
+                         const std::string& netns_path) {
   static const char kCannotJoin[] = "ravnestd: cannot join the cgroup of ";
+  static const char kCannotEnter[] = "ravnestd: cannot enter the network namespace ";
   static const char kCannotExec[] = "ravnestd: cannot execute ";
   const pid_t pid = ::fork();
   if (pid != 0) return pid;  // the parent, or -1
+  bool entered = true;
+  if (!netns_path.empty()) {
+    const int ns = ::open(netns_path.c_str(), O_RDONLY | O_CLOEXEC);
+    entered = ns >= 0 && ::setns(ns, CLONE_NEWNET) == 0;
+    if (ns >= 0) ::close(ns);
+  }
   char text[24];  // the pid in decimal, written from the end
   size_t n = 0;
   for (pid_t self = ::getpid(); self > 0; self /= 10) {
     text[sizeof text - 1 - n++] = static_cast<char>('0' + self % 10);
   }
-  const int cgroup = ::open(procs_file.c_str(), O_WRONLY | O_CLOEXEC);
-  const bool joined =
-      cgroup >= 0 && ::write(cgroup, text + sizeof text - n, n) == static_cast<ssize_t>(n);
-  if (cgroup >= 0) ::close(cgroup);
+  bool joined = true;
+  if (!procs_file.empty()) {
+    const int cgroup = ::open(procs_file.c_str(), O_WRONLY | O_CLOEXEC);
+    joined = cgroup >= 0 && ::write(cgroup, text + sizeof text - n, n) == static_cast<ssize_t>(n);
+    if (cgroup >= 0) ::close(cgroup);
+  }
   const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) ::_exit(127);
   ::dup2(out, 1);  // dup2's copies are not close-on-exec
@@ -77,6 +89,12 @@ static pid_t spawn_in_cgroup(const std::string& program, char* const* argv,
   if (!joined) {
     (void)!::write(2, kCannotJoin, sizeof kCannotJoin - 1);
     (void)!::write(2, procs_file.c_str(), procs_file.size());
+    (void)!::write(2, "\n", 1);
+    ::_exit(127);
+  }
+  if (!entered) {
+    (void)!::write(2, kCannotEnter, sizeof kCannotEnter - 1);
+    (void)!::write(2, netns_path.c_str(), netns_path.size());
     (void)!::write(2, "\n", 1);
     ::_exit(127);
   }
@@ -108,6 +126,16 @@ LocalDaemons::LocalDaemons(std::string ravnestd, std::string dir, std::string se
     if (port == 0) port = free_loopback_port();
   }
   pids_.assign(names_.size(), -1);
+}
+
+void LocalDaemons::set_hosts(std::vector<std::string> namespaces,
+                             std::vector<std::string> addresses, int port) {
+  if (namespaces.size() != size() || addresses.size() != size()) {
+    throw std::invalid_argument("LocalDaemons::set_hosts: one namespace and address per daemon");
+  }
+  namespaces_ = std::move(namespaces);
+  hosts_ = std::move(addresses);
+  for (auto& p : ports_) p = port;
 }
 
 LocalDaemons::~LocalDaemons() {
@@ -155,8 +183,10 @@ void LocalDaemons::start(size_t i, double timeout_seconds) {
   const std::string out = log_path(i) + ".out";
   pid_t pid = -1;
   const auto cgroup = cgroup_procs_.find(i);
-  if (cgroup != cgroup_procs_.end() && !cgroup->second.empty()) {
-    pid = spawn_in_cgroup(ravnestd_, argv.data(), out, cgroup->second);
+  const std::string procs_file = cgroup != cgroup_procs_.end() ? cgroup->second : std::string();
+  const std::string netns = namespaces_.empty() ? std::string() : "/run/netns/" + namespaces_[i];
+  if (!procs_file.empty() || !netns.empty()) {
+    pid = spawn_child(ravnestd_, argv.data(), out, procs_file, netns);
     if (pid < 0) throw std::runtime_error("cannot start " + ravnestd_ + ": fork failed");
   } else {
     posix_spawn_file_actions_t actions;
@@ -171,7 +201,7 @@ void LocalDaemons::start(size_t i, double timeout_seconds) {
   pids_[i] = pid;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int>(timeout_seconds * 1000));
-  while (!accepts(ports_[i])) {
+  while (!accepts(hosts_.empty() ? "127.0.0.1" : hosts_[i], ports_[i])) {
     if (!running(i)) {
       auto text_of = [](const std::string& path) {
         try {

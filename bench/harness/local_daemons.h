@@ -1,6 +1,8 @@
 // LocalDaemons: ravnestd processes on 127.0.0.1, for `ravnest bench` and the integration tests.
 // Each gets a free port, its own data directory and log under `dir`, and the shared secret file;
-// all are stopped on destruction (SIGTERM, then SIGKILL after a few seconds).
+// all are stopped on destruction (SIGTERM, then SIGKILL after a few seconds). In the hosts mode
+// (set_hosts) daemon i runs in network namespace i of a NamespaceHosts instead, listening on that
+// host's address and a fixed port, as a daemon on a machine of its own.
 #pragma once
 
 #include <sys/types.h>
@@ -28,7 +30,16 @@ class LocalDaemons {
 
   size_t size() const { return names_.size(); }
   int port(size_t i) const { return ports_.at(i); }
-  std::string address(size_t i) const { return "127.0.0.1:" + std::to_string(ports_.at(i)); }
+  std::string address(size_t i) const {
+    return (hosts_.empty() ? std::string("127.0.0.1") : hosts_.at(i)) + ":" +
+           std::to_string(ports_.at(i));
+  }
+  // The hosts mode: daemon i, started from now on, runs in network namespace `namespaces[i]`
+  // (the child enters it between fork and exec) and listens on `addresses[i]`:`port` (each
+  // namespace has its ports to itself, so one port serves all). Call before start().
+  void set_hosts(std::vector<std::string> namespaces, std::vector<std::string> addresses,
+                 int port = 18500);
+  bool hosts() const { return !hosts_.empty(); }
   std::string data_dir(size_t i) const;
   std::string log_path(size_t i) const;
 
@@ -64,6 +75,8 @@ class LocalDaemons {
   std::vector<std::string> names_;
   std::vector<int> ports_;
   std::vector<pid_t> pids_;
+  std::vector<std::string> namespaces_;  // the hosts mode: daemon i's network namespace
+  std::vector<std::string> hosts_;       // the hosts mode: daemon i's address
   bool insecure_ = false;
   bool per_node_dirs_ = false;
   std::string log_level_ = "debug";

@@ -143,6 +143,11 @@ int run_daemon(const config::DaemonConfig& config) {
   options.on_refused = [](const std::string& peer, const std::string& why) {
     spdlog::warn("refused {}: {}", peer, why);
   };
+  // A ring's data channel (wire/data_channel.h) belongs to the ring member that offered its token.
+  options.on_data_channel = [service_ptr](const std::string& token, int fd,
+                                          const std::string& peer) {
+    return service_ptr->ring().accept_channel(token, fd, peer);
+  };
   auto credentials = security->credentials();
   auto gate = [credentials, service_ptr](std::shared_ptr<wire::ConnectionTrust> trust) {
     const std::string peer = trust->peer;

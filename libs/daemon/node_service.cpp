@@ -25,7 +25,8 @@ NodeService::NodeService(store::NodeStore& store, std::shared_ptr<wire::Transpor
       limits_(limits),
       streams_(limits.streams_per_peer),
       links_(std::move(security)),
-      ring_(links_, traffic_, rpc_, shared_memory),
+      ring_(links_, traffic_, rpc_, shared_memory,
+            links_.security() != nullptr && links_.security()->insecure()),
       inbox_(compute),
       job_(store, compute, ring_, links_, traffic_, rpc_, inbox_, *this, threads, device, memory_limit),
       files_(store, job_, device),
@@ -36,7 +37,8 @@ NodeService::NodeService(store::NodeStore& store, std::shared_ptr<wire::Transpor
           },
           [this]() { return job_.busy(); }),
       transfer_(links_, traffic_, inbox_, transfer_limits(limits)),
-      bench_(links_, traffic_, ring_.mailbox(), rpc_, shared_memory) {}
+      bench_(links_, traffic_, ring_.mailbox(), rpc_, shared_memory,
+             links_.security() != nullptr && links_.security()->insecure()) {}
 
 NodeService::~NodeService() noexcept(false) = default;
 

@@ -243,9 +243,12 @@ void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType
       rethrow_send_error();
       const size_t elems = seg_elems(c, i);
       uint8_t* dst = seg_ptr(c, i);
-      // Added straight from the received message: no copy of the segment first.
-      transport_.recv_in_place(tag(static_cast<uint32_t>(s), i), elems * es,
-                               [&](const void* src) { k.add(dst, src, elems); });
+      // Added straight from the received message, or piece by piece as a socket delivers it:
+      // no copy of the segment first.
+      transport_.recv_pieces(tag(static_cast<uint32_t>(s), i), elems * es,
+                             [&](size_t offset, const void* src, size_t bytes) {
+                               k.add(dst + offset, src, bytes / es);
+                             });
       if (last && average) k.div(dst, elems, n);
       enqueue_send(tag(static_cast<uint32_t>(s + 1), i), dst, elems * es);
     }

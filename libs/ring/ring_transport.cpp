@@ -12,4 +12,9 @@ void RingTransport::recv_in_place(const RingTag& tag, size_t bytes,
   use(buffer.data());
 }
 
+void RingTransport::recv_pieces(const RingTag& tag, size_t bytes,
+                                const std::function<void(size_t, const void*, size_t)>& use) {
+  recv_in_place(tag, bytes, [&](const void* data) { use(0, data, bytes); });
+}
+
 }  // namespace ravnest::ring

@@ -61,6 +61,12 @@ class RingTransport {
   // `bytes` bytes that stay valid until it returns. By default: recv() into a buffer, then use.
   virtual void recv_in_place(const RingTag& tag, size_t bytes,
                              const std::function<void(const void*)>& use);
+  // The same, in consecutive pieces: `use(offset, piece, size)` with offsets from 0 and sizes
+  // that are multiples of 64 bytes (but the last), together exactly `bytes`. A transport that
+  // reads a socket (RingLink over a data channel) hands each piece over while it is still in the
+  // cache. By default: recv_in_place, one piece.
+  virtual void recv_pieces(const RingTag& tag, size_t bytes,
+                           const std::function<void(size_t, const void*, size_t)>& use);
 };
 
 }  // namespace ravnest::ring

@@ -19,6 +19,7 @@
 
 #include "libs/base/address.h"
 #include "libs/wire/kj_reason.h"
+#include "libs/wire/data_channel.h"
 #include "libs/wire/protocol_mismatch.h"
 #include "libs/wire/replay_stream.h"
 
@@ -342,10 +343,11 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> RpcServer::secure(
   auto first = kj::heapArray<kj::byte>(1);
   auto& s = *stream;
   auto read = s.tryRead(first.begin(), 1, 1);
-  return read.then([security = std::move(security), stream = kj::mv(stream),
+  return read.then([this, security = std::move(security), stream = kj::mv(stream),
                     first = kj::mv(first)](size_t n) mutable
                    -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
     if (n == 0) return kj_failure("closed at once", kj::Exception::Type::DISCONNECTED);
+    if (starts_data_channel(first[0])) return hand_over_channel(kj::mv(stream));
     const bool hello = starts_tls(first[0]);
     if (!security->insecure() && !hello) {
       return answer_and_refuse(kj::mv(stream), plain_abort_message(kDaemonSpeaksTls),
@@ -357,6 +359,39 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> RpcServer::secure(
                                "refused: speaks TLS, this daemon plain TCP (--insecure)");
     }
     return security->wrap_server(kj::heap<ReplayStream>(kj::mv(stream), kj::mv(first)));
+  });
+}
+
+kj::Promise<kj::Own<kj::AsyncIoStream>> RpcServer::hand_over_channel(
+    kj::Own<kj::AsyncIoStream> stream) {
+  // The first byte was the preface's; the rest of it and the token follow.
+  auto rest = kj::heapArray<kj::byte>(kChannelPrefaceBytes - 1);
+  auto& s = *stream;
+  auto read = s.read(rest.begin(), rest.size());
+  return read.then([this, stream = kj::mv(stream), rest = kj::mv(rest)]() mutable
+                   -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+    const std::string peer = peer_address(*stream);
+    const size_t magic = sizeof(kChannelPreface) - 1;
+    std::string refusal;
+    if (std::memcmp(rest.begin(), kChannelPreface + 1, magic) != 0) {
+      refusal = "refused: neither TLS, Cap'n Proto nor a data channel";
+    } else if (!options_.on_data_channel) {
+      refusal = "refused: a data channel, which this server does not take";
+    } else {
+      int fd = -1;
+      KJ_IF_MAYBE(own, stream->getFd()) { fd = ::dup(*own); }
+      if (fd < 0) {
+        refusal = "refused: a data channel without a socket";
+      } else {
+        // The token's holder owns the socket from here; the stream closes its own descriptor.
+        refusal = options_.on_data_channel(
+            std::string(reinterpret_cast<const char*>(rest.begin()) + magic, kChannelTokenBytes),
+            fd, peer);
+        if (!refusal.empty()) refusal = "refused: a data channel: " + refusal;
+      }
+    }
+    if (!refusal.empty()) refused(peer, without_refused(refusal));
+    return kj_failure("handed over", kj::Exception::Type::DISCONNECTED);
   });
 }
 

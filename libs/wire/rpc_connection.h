@@ -84,6 +84,11 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
     // host over its connection limit, the first refusal is reported, then how many followed
     // once it is under the limit again.
     std::function<void(const std::string&, const std::string&)> on_refused;
+    // A connection that opens with a data channel's preface (data_channel.h): (its token, its
+    // socket, the peer's address). The callee owns the descriptor from then on (closes it when
+    // it refuses) and returns "" when it expected the token, else why not (a refusal). Unset:
+    // such connections are refused. Runs on this thread.
+    std::function<std::string(const std::string&, int, const std::string&)> on_data_channel;
   };
   // What a connection is served: its trust is opened by the gate the factory hands out.
   using Bootstrap = std::function<capnp::Capability::Client(std::shared_ptr<ConnectionTrust>)>;
@@ -111,9 +116,13 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
   void release(const std::string& host);
   void serve(kj::Own<kj::AsyncIoStream> stream);
   // The connection under `security`: its first byte read to refuse, in the client's own protocol,
-  // a client that disagrees on --insecure (protocol_mismatch.h), then the TLS handshake.
-  static kj::Promise<kj::Own<kj::AsyncIoStream>> secure(std::shared_ptr<TransportSecurity> security,
-                                                        kj::Own<kj::AsyncIoStream> stream);
+  // a client that disagrees on --insecure (protocol_mismatch.h), then the TLS handshake. A data
+  // channel's preface instead hands the socket to options_.on_data_channel and ends here.
+  kj::Promise<kj::Own<kj::AsyncIoStream>> secure(std::shared_ptr<TransportSecurity> security,
+                                                 kj::Own<kj::AsyncIoStream> stream);
+  // The rest of a data channel's preface read, the socket handed over; always rejects
+  // (DISCONNECTED: nothing more to serve; a refusal is reported here).
+  kj::Promise<kj::Own<kj::AsyncIoStream>> hand_over_channel(kj::Own<kj::AsyncIoStream> stream);
   void refused(const std::string& peer, const std::string& why);
   void taskFailed(kj::Exception&& exception) override;
 

@@ -191,8 +191,9 @@ TEST_CASE("two clusters of two nodes average parameters (SGD, momentum averaged)
   const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
   test::LocalCluster cluster(test::digits_model(), {cuts, cuts}, {"32x1x8x8"});
   // The rings' segments through the connections, as between hosts (the other cases here go
-  // through shared memory, all daemons being on this host).
-  for (int node = 0; node < cluster.nodes(); ++node) {
+  // through shared memory, all daemons being on this host). In the hosts mode the daemons are
+  // apart, and refuse each other's shared memory by themselves.
+  for (int node = 0; node < cluster.nodes() && !cluster.hosts(); ++node) {
     cluster.set_daemon_flags(node, {"--no-shared-memory"});
   }
   train_and_compare(cluster, 2,
@@ -226,12 +227,17 @@ TEST_CASE("clusters cut at different points average gradients (Adam)", "[data-pa
   CHECK(crossing);
   train_and_compare(cluster, 2,
                     job_text("name = \"adam\"\nlr = 0.01", "reduce = \"gradients\"", 1, 12), 12);
-  // Every daemon runs on this host: each ring link took the next member's shared memory.
+  // Every daemon runs on this host: each ring link took the next member's shared memory. In the
+  // hosts mode (test_data_parallel_hosts_*) each runs in a namespace of its own: none did.
   int shared_links = 0;
   for (int node = 0; node < cluster.nodes(); ++node) {
     if (cluster.log(node).find("through shared memory") != std::string::npos) ++shared_links;
   }
-  CHECK(shared_links >= 4);
+  if (cluster.hosts()) {
+    CHECK(shared_links == 0);
+  } else {
+    CHECK(shared_links >= 4);
+  }
   // Either cluster predicts every sample, in order (no shard): cluster 1, two stages, here.
   const std::string val = (test::digits_dir() / "digits_val.csv").string();
   const auto out = cluster.dir() / "predicted_1.pt";
@@ -345,8 +351,11 @@ TEST_CASE("a peer killed mid-reduce is named and nobody hangs", "[data-parallel]
 // A node knows only its rings' neighbours (docs/node-metadata.md#rings): in a ring of four
 // one-node clusters, node 0's neighbours are nodes 1 and 3, so it learns of node 2's death from
 // them (a failed reduce goes round the ring) or from the requester, and still nobody hangs.
+// Without shared memory, as between hosts: the segments go over data channels, whose blocked
+// reads and writes must notice the death too.
 TEST_CASE("a ring member two hops away killed mid-reduce: nobody hangs", "[data-parallel][faults]") {
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}, {}}, {"32x1x8x8"});
+  for (int node = 0; node < 4; ++node) cluster.set_daemon_flags(node, {"--no-shared-memory"});
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
   const auto meta = config::load_node_metadata(cluster.plan_dir() + "/nodes/node_0.json");
@@ -370,6 +379,8 @@ TEST_CASE("a ring member two hops away killed mid-reduce: nobody hangs", "[data-
   CHECK(train.exit_code != 0);
   CHECK(train.err.find("node_2") != std::string::npos);
   CHECK(seconds < 10);  // from the kill to the named failure
+  CHECK(cluster.log(0).find("ring 0: segments to node_1 over a data channel (AES-256-GCM)") !=
+        std::string::npos);
   auto status = cluster.ravnest("status");
   INFO(status.out);
   std::smatch match;
@@ -380,17 +391,35 @@ TEST_CASE("a ring member two hops away killed mid-reduce: nobody hangs", "[data-
 
 // `ravnest bench allreduce` starts its own daemons; each one checks the average it computed (the
 // members start from 1, 2, ..., N), so a ring that sums wrongly fails the command. Odd sizes make
-// chunks and segments of unequal lengths; both the shared-memory path and the connections.
+// chunks and segments of unequal lengths; every path: shared memory, data channels sealed and
+// plain, and segments as RPC calls (RAVNEST_RING_CHANNELS=0).
 TEST_CASE("bench allreduce: the daemons' rings compute the exact average", "[data-parallel]") {
   const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";
-  for (const std::string flags : {"", " --no-shared-memory"}) {
+  // The hosts mode (test_data_parallel_hosts_*): the daemons in namespaces, unshaped (data
+  // channels sealed and plain), then on links shaped to 1 Gbit/s (whose bound the command
+  // measures) under the int8 codec (its average as close as int8 is: each daemon checks it).
+  const auto variants =
+      test::LocalCluster::hosts_mode_requested()
+          ? std::vector<std::string>{" --hosts", " --hosts --insecure",
+                                     " --rate 1gbit --codec int8"}
+          : std::vector<std::string>{"", " --no-shared-memory", " --no-shared-memory --insecure",
+                                     " --no-shared-memory --rpc"};
+  for (const std::string& flags : variants) {
     for (const char* size : {"1000004", "9MiB"}) {
-      auto run = test::run_command(ravnest + " bench allreduce --nodes 3 --size " + size +
-                                       " --reps 2 --no-gloo" + flags,
-                                   120);
+      const bool rpc = flags.find(" --rpc") != std::string::npos;
+      const std::string command = (rpc ? "env RAVNEST_RING_CHANNELS=0 " : "") + ravnest +
+                                  " bench allreduce --nodes 3 --size " + size +
+                                  " --reps 2 --no-gloo" +
+                                  (rpc ? flags.substr(0, flags.find(" --rpc")) : flags);
+      auto run = test::run_command(command, 120);
       INFO(size << flags << ": " << run.out << run.err);
       CHECK(run.exit_code == 0);
-      CHECK(run.out.find("ravnest ring  N=3") != std::string::npos);
+      CHECK(run.out.find("ravnest ring") != std::string::npos);
+      CHECK(run.out.find("N=3") != std::string::npos);
+      if (flags.find("--rate") != std::string::npos) {
+        CHECK(run.out.find("link bound") != std::string::npos);
+        CHECK(run.out.find("ravnest/link bound bus bandwidth") != std::string::npos);
+      }
     }
   }
 }

@@ -151,6 +151,8 @@ void check_resume(const std::vector<int>& stages, const std::string& optimizer, 
   // its checkpoint kept, and the root runs the round that followed the checkpoint's update again.
   CHECK(got.validation == expected.validation);
   CHECK(!expected.validation.empty());
+  // The hosts mode (test_resume_hosts_*): daemons in namespaces of their own, rings over TCP.
+  if (cluster.hosts()) CHECK(cluster.shared_memory_lines() == 0);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 
@@ -22,6 +23,12 @@ namespace ravnest::test {
 
 namespace fs = std::filesystem;
 
+namespace {
+const int kHostsPort = 18500;  // every host has its ports to itself
+// What ring_link.cpp logs when a ring's segments go through shared memory.
+const char kSharedMemoryLine[] = "segments through shared memory";
+}  // namespace
+
 std::vector<size_t> LocalCluster::even_cuts(const std::string& model_path, int stages) {
   auto model = graph::ModelGraph::load(model_path);
   std::vector<size_t> allowed;
@@ -38,6 +45,20 @@ LocalCluster::LocalCluster(const std::string& model_path,
                            const std::vector<std::string>& example_inputs, int spares)
     : model_path_(model_path) {
   auto model = graph::ModelGraph::load(model_path);
+  if (hosts_mode_requested()) {
+    size_t total = static_cast<size_t>(spares);
+    for (const auto& cuts : clusters) total += cuts.size() + 1;
+    hosts_ = std::make_unique<bench::NamespaceHosts>(bench::unique_hosts_name("rnt"),
+                                                     static_cast<int>(total));
+  }
+  // Node k's pool entry: a free loopback port, or host k's address and the hosts' fixed port.
+  auto pool_node = [&](int id) {
+    if (!hosts_) return loopback_node(id, bench::free_loopback_port());
+    auto node = loopback_node(id, kHostsPort);
+    node.host = hosts_->address(static_cast<size_t>(id));
+    node.address = node.host + ":" + std::to_string(node.port);
+    return node;
+  };
   planner::PoolPlan plan;
   std::vector<config::NodeConfig> pool;
   int next_id = 0;
@@ -45,7 +66,7 @@ LocalCluster::LocalCluster(const std::string& model_path,
     auto cluster = cluster_with_cuts(clusters[c], model->units().size(), next_id,
                                      static_cast<int>(c));
     for (const auto& stage : cluster.stages) {
-      pool.push_back(loopback_node(stage.node_id, bench::free_loopback_port()));
+      pool.push_back(pool_node(stage.node_id));
       ports_.push_back(pool.back().port);
     }
     next_id += static_cast<int>(cluster.stages.size());
@@ -53,7 +74,7 @@ LocalCluster::LocalCluster(const std::string& model_path,
   }
   graph::write_plan(*model, plan, pool, {model_path, 0, example_inputs}, plan_dir());
   for (int s = 0; s < spares; ++s) {
-    pool.push_back(loopback_node(next_id + s, bench::free_loopback_port()));
+    pool.push_back(pool_node(next_id + s));
     ports_.push_back(pool.back().port);
   }
   nlohmann::json pool_json = nlohmann::json::object();
@@ -74,6 +95,31 @@ LocalCluster::LocalCluster(const std::string& model_path,
   // multi-threaded reductions sum in an order that depends on the thread count, and weights are
   // compared bit for bit with one process.
   for (size_t i = 0; i < names.size(); ++i) daemons_->set_flags(i, {"--threads", "1"});
+  if (hosts_) {
+    std::vector<std::string> namespaces, addresses;
+    for (size_t i = 0; i < names.size(); ++i) {
+      namespaces.push_back(hosts_->namespace_of(i));
+      addresses.push_back(hosts_->address(i));
+    }
+    daemons_->set_hosts(namespaces, addresses, kHostsPort);
+  }
+}
+
+bool LocalCluster::hosts_mode_requested() {
+  const char* value = std::getenv("RAVNEST_TEST_HOSTS");
+  return value && std::string(value) == "1";
+}
+
+int LocalCluster::shared_memory_lines() const {
+  int lines = 0;
+  for (int node = 0; node < nodes(); ++node) {
+    const std::string text = log(node);
+    for (size_t at = text.find(kSharedMemoryLine); at != std::string::npos;
+         at = text.find(kSharedMemoryLine, at + 1)) {
+      ++lines;
+    }
+  }
+  return lines;
 }
 
 LocalCluster::~LocalCluster() = default;

@@ -2,6 +2,13 @@
 // model with chosen cut points (one cluster per entry of `clusters`), starts one daemon per node
 // on a free port with its own data directory and a shared secret, and always stops them: SIGTERM,
 // then SIGKILL after a few seconds. Every command it runs is bounded in time.
+//
+// The hosts mode (RAVNEST_TEST_HOSTS=1 in the environment, set by the ctest entries *_hosts):
+// each daemon runs in a network namespace of its own on one bridge (bench::NamespaceHosts, named
+// rnt<pid><letter>), listens on that host's address, and the pool says so: segments go over TCP
+// as between machines. The namespaces are torn down with the cluster (after its daemons). Where
+// namespaces cannot be made the constructor throws bench::HostsUnavailable (the ctest entries
+// check first, and report a skip: tests/integration/hosts_gate.sh).
 #pragma once
 
 #include <sys/types.h>
@@ -15,6 +22,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "bench/harness/local_daemons.h"
+#include "bench/harness/namespace_hosts.h"
 #include "tests/support/test_env.h"
 
 namespace ravnest::test {
@@ -36,6 +44,14 @@ class LocalCluster {
   std::string pool_file() const { return (dir_ / "node_configs.json").string(); }
   int nodes() const { return static_cast<int>(ports_.size()); }  // spares included
   int port(int node) const { return ports_.at(node); }
+  // Node's address as the pool gives it ("127.0.0.1:PORT", or its host's in the hosts mode).
+  std::string address(int node) const { return daemons_->address(node); }
+  bool hosts() const { return hosts_ != nullptr; }
+  // True when the environment asks for the hosts mode (RAVNEST_TEST_HOSTS=1).
+  static bool hosts_mode_requested();
+  // The daemons' logs' lines saying a ring's segments go through shared memory (ring_link.cpp):
+  // none may appear in the hosts mode, where only TCP joins the daemons.
+  int shared_memory_lines() const;
   std::filesystem::path data_dir(int node) const { return daemons_->data_dir(node); }
   std::string log(int node) const { return read_text(daemons_->log_path(node)); }
 
@@ -92,6 +108,7 @@ class LocalCluster {
   TempDir dir_;
   std::string model_path_;
   std::vector<int> ports_;
+  std::unique_ptr<bench::NamespaceHosts> hosts_;  // before daemons_: outlives them
   std::unique_ptr<bench::LocalDaemons> daemons_;
   bool insecure_ = false;
 };

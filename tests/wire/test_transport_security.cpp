@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -22,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <openssl/evp.h>
@@ -35,6 +37,7 @@
 #include <capnp/rpc.capnp.h>
 #include <capnp/serialize.h>
 
+#include "libs/wire/data_channel.h"
 #include "libs/wire/gate.h"
 #include "libs/wire/guarded_stream.h"
 #include "libs/wire/kj_reason.h"
@@ -435,7 +438,9 @@ TEST_CASE("limits before the gate: a malformed message is logged once, and a flo
       std::chrono::duration<double>(std::chrono::steady_clock::now() - flood_began).count();
   INFO("40 connections in " << flood_seconds << " s");
   // At most the burst of 20, then 2 a second (and the lines logged above).
-  CHECK(server.refusals.size() <= 2 + 20 + static_cast<size_t>(2 * flood_seconds) + 1);
+  // (+2: the bucket refills from the previous line's time, which the flood's clock does not
+  // see; on a loaded machine that was one line more.)
+  CHECK(server.refusals.size() <= 2 + 20 + static_cast<size_t>(std::ceil(2 * flood_seconds)) + 2);
   CHECK(server.refusals.size() < 2 + 40);
   server.turn(1500 * kj::MILLISECONDS);
   malformed();
@@ -970,4 +975,59 @@ TEST_CASE("pinned certificates: one outside its dates is refused with them, neve
                   0) == 0);
   CHECK(why.find("wrong secret") == std::string::npos);
   std::system(("rm -rf " + later.dir + " " + expired.dir + " " + valid.dir).c_str());
+}
+
+// A ring's data channel (data_channel.h) comes to the daemon's port beside TLS and Cap'n Proto:
+// the listener hands the socket of a known token to its holder, which then reads the sender's
+// frames; an unknown token, or a preface the listener does not take, is refused and closed.
+TEST_CASE("listener: a data channel's socket goes to its token's holder", "[wire][channel]") {
+  for (const bool insecure : {false, true}) {
+    const std::string token = random_bytes(kChannelTokenBytes);
+    const std::string key = insecure ? std::string() : random_bytes(kChannelKeyBytes);
+    std::unique_ptr<DataChannel> taken;
+    GatedServer server("gate secret", insecure, 10 * kj::SECONDS, [&](RpcServer::Options& o) {
+      o.on_data_channel = [&](const std::string& t, int fd, const std::string& peer) {
+        if (t != token) {
+          ::close(fd);
+          return std::string("an unknown token");
+        }
+        taken = std::make_unique<DataChannel>(fd, key, peer);
+        return std::string();
+      };
+    });
+    const std::string payload = "segment bytes";
+    std::string sent_error;
+    std::thread sender([&] {
+      sent_error = error_of([&] {
+        auto channel = DataChannel::connect(server.address(), token, key);
+        channel->send({1, 2, 3, payload.size()}, payload.data(), [] {});
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      });
+    });
+    for (int i = 0; i < 100 && taken == nullptr; ++i) server.turn(20 * kj::MILLISECONDS);
+    sender.join();
+    CHECK(sent_error == "no error");
+    REQUIRE(taken != nullptr);
+    std::string got(payload.size(), '\0');
+    taken->recv({1, 2, 3, payload.size()}, got.data(), [] {});
+    CHECK(got == payload);
+    CHECK(server.refusals.empty());
+
+    // A token nobody offered: refused, named, closed.
+    taken.reset();
+    std::string refused_error;
+    std::thread stranger([&] {
+      refused_error = error_of([&] {
+        auto channel = DataChannel::connect(server.address(), random_bytes(kChannelTokenBytes), key);
+        uint8_t byte = 0;
+        channel->recv({0, 0, 0, 1}, &byte, [] {});
+      });
+    });
+    for (int i = 0; i < 100 && server.refusals.empty(); ++i) server.turn(20 * kj::MILLISECONDS);
+    stranger.join();
+    CHECK(taken == nullptr);
+    REQUIRE(server.refusals.size() == 1);
+    CHECK(server.refusals[0].find("a data channel: an unknown token") != std::string::npos);
+    CHECK(refused_error.find("closed") != std::string::npos);
+  }
 }

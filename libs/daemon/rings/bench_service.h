@@ -1,6 +1,7 @@
 // BenchService: Node.benchAllReduce, the all-reduce benchmark between daemons (`ravnest bench`).
 // Each call runs one ring over the node's connections on a thread of its own, apart from the rings
-// of any plan, and answers with the seconds of each repetition after a warm-up.
+// of any plan, and answers with the seconds of each repetition after a warm-up. With a codec its
+// segments travel as a job's `[compression] rings` do (RingCompression, error feedback).
 //
 // RPC thread only; the mailbox is reset when each call ends, so do not bench while a job
 // reduces. The benchmarks' threads belong to the service: finish() ends them, and destroying the
@@ -23,9 +24,9 @@ class BenchService {
   // `shared_memory`: offer the next daemon shared memory when it runs on this host, as the
   // node's rings do.
   BenchService(wire::PeerLinks& links, wire::WireTraffic& traffic, RingMailbox& mailbox,
-               RpcThread& rpc, bool shared_memory)
+               RpcThread& rpc, bool shared_memory, bool insecure)
       : links_(links), traffic_(traffic), mailbox_(mailbox), rpc_(rpc),
-        shared_memory_(shared_memory) {}
+        shared_memory_(shared_memory), insecure_(insecure) {}
 
   kj::Promise<void> bench_all_reduce(BenchAllReduceCall context);
   // At shutdown, before the service goes: aborts the benchmarks in flight (their ring's
@@ -39,6 +40,7 @@ class BenchService {
   RingMailbox& mailbox_;
   RpcThread& rpc_;
   bool shared_memory_;
+  bool insecure_;  // the links' data channels plain (ring_member.h: daemon_ring_channels)
   OwnedThreads threads_;  // last: joined before what the benchmarks use goes
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include <capnp/orphan.h>
 #include <spdlog/spdlog.h>
@@ -14,7 +15,7 @@ namespace ravnest::daemon {
 RingLink::RingLink(RpcThread& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
                    RingMailbox& mailbox, uint32_t ring, int self_node,
                    RingPeerAddress next, RingPeerAddress prev, size_t in_flight,
-                   uint64_t shared_slot_bytes)
+                   uint64_t shared_slot_bytes, ChannelMode channels)
     : rpc_(rpc),
       links_(links),
       traffic_(traffic),
@@ -23,7 +24,8 @@ RingLink::RingLink(RpcThread& rpc, wire::PeerLinks& links, wire::WireTraffic& tr
       self_node_(self_node),
       next_(std::move(next)),
       prev_(std::move(prev)),
-      in_flight_limit_(std::max<size_t>(1, in_flight)) {
+      in_flight_limit_(std::max<size_t>(1, in_flight)),
+      channels_(channels) {
   if (shared_slot_bytes == 0) return;
   try {
     shared_ = std::make_unique<SharedSegmentsWriter>(static_cast<uint32_t>(in_flight_limit_),
@@ -46,8 +48,10 @@ RingLink::~RingLink() noexcept(false) {
 }
 
 void RingLink::open_sink() {
+  bool opened_now = false;
   rpc_.call([&]() -> kj::Promise<void> {
     if (sink_ != nullptr) return kj::READY_NOW;
+    opened_now = true;
     auto request = links_.node(next_.address).openRingRequest();
     request.setRing(ring_);
     request.setFromNode(self_node_);
@@ -61,14 +65,27 @@ void RingLink::open_sink() {
       shared.setSlots(offer.slots);
       shared.setSlotBytes(offer.slot_bytes);
     }
+    channel_accepted_ = false;
+    if (channels_ != ChannelMode::kOff) {
+      // Fresh for every open: a token opens one connection, a key seals one channel.
+      channel_token_ = wire::random_bytes(wire::kChannelTokenBytes);
+      channel_key_ = channels_ == ChannelMode::kSealed ? wire::random_bytes(wire::kChannelKeyBytes)
+                                                       : std::string();
+      auto channel = request.initChannel();
+      channel.setToken(capnp::Data::Reader(
+          reinterpret_cast<const kj::byte*>(channel_token_.data()), channel_token_.size()));
+      channel.setKey(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(channel_key_.data()),
+                                         channel_key_.size()));
+    }
     auto opened = request.send();
     sink_ = opened.getSink();  // pipelined: segments may follow before the answer
     shared_accepted_ = false;
-    if (shared_ == nullptr) return kj::READY_NOW;
+    if (shared_ == nullptr && channels_ == ChannelMode::kOff) return kj::READY_NOW;
     return links_
         .watch(next_.address,
                opened.then([this](capnp::Response<schema::Node::OpenRingResults>&& answer) {
-                 shared_accepted_ = answer.getSharedAccepted();
+                 shared_accepted_ = shared_ != nullptr && answer.getSharedAccepted();
+                 channel_accepted_ = !shared_accepted_ && answer.getChannelAccepted();
                  if (shared_accepted_) {
                    spdlog::info("ring {}: {} runs on this host: segments through shared memory",
                                 ring_, next_.name);
@@ -78,11 +95,53 @@ void RingLink::open_sink() {
           kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer for 10 s"));
         }));
   });
+  if (opened_now && channel_accepted_) connect_channel();
+}
+
+void RingLink::connect_channel() {
+  out_.reset();
+  try {
+    out_ = wire::DataChannel::connect(next_.address, channel_token_, channel_key_);
+    if (!channel_logged_) {
+      channel_logged_ = true;
+      spdlog::info("ring {}: segments to {} over a data channel ({})", ring_, next_.name,
+                   out_->sealed() ? "AES-256-GCM" : "plain, --insecure");
+    }
+  } catch (const std::exception& e) {
+    // The RPC path still works; the receiver takes segments from either.
+    spdlog::warn("ring {}: no data channel to {} ({}): segments go as RPC calls", ring_,
+                 next_.name, e.what());
+  }
+  channel_key_.assign(channel_key_.size(), '\0');
+}
+
+void RingLink::drop_out_channel() {
+  out_.reset();
+  try {
+    rpc_.call([&]() {
+      in_flight_.clear();
+      sink_ = nullptr;
+    });
+  } catch (const kj::Exception&) {
+  }
 }
 
 void RingLink::send(const ring::RingTag& tag, const void* data, size_t bytes) {
   try {
-    open_sink();
+    if (out_ == nullptr) open_sink();  // a channel, once connected, needs no RPC per segment
+    if (out_ != nullptr) {
+      try {
+        out_->send({tag.round, tag.step, tag.segment, bytes}, data,
+                   [&]() { mailbox_.check_aborted(ring_); });
+      } catch (const std::exception& e) {
+        drop_out_channel();
+        throw ring::RingError("cannot send to " + next_.name + " (" + next_.address +
+                                  ") in ring " + std::to_string(ring_) + ": " + e.what(),
+                              next_.name);
+      }
+      traffic_.sent(wire::TrafficKind::kRings, bytes);
+      return;
+    }
     const bool shared = shared_accepted_ && bytes <= shared_->offer().slot_bytes;
     // On entry fewer than in_flight_limit_ calls are unanswered (the previous send waited for
     // the oldest otherwise), so the call in_flight_limit_ before this one, the slot's previous
@@ -166,35 +225,77 @@ void RingLink::flush() {
   }
 }
 
-void RingLink::recv(const ring::RingTag& tag, void* data, size_t bytes) {
-  recv_in_place(tag, bytes, [&](const void* src) { if (bytes > 0) std::memcpy(data, src, bytes); });
+void RingLink::check_prev_alive() {
+  try {
+    rpc_.call([&]() -> kj::Promise<void> {
+      auto answer = links_.node(prev_.address).statusRequest().send().ignoreResult();
+      return links_.watch(prev_.address,
+                          answer.exclusiveJoin(rpc_.timer().afterDelay(3 * kj::SECONDS).then([]() {
+                            kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer for 3 s"));
+                          })));
+    });
+  } catch (const kj::Exception& e) {
+    throw ring::RingError(prev_.name + " (" + prev_.address + ") failed during the reduce of ring " +
+                              std::to_string(ring_) + ": " + wire::kj_reason(e),
+                          prev_.name);
+  }
 }
 
-void RingLink::recv_in_place(const ring::RingTag& tag, size_t bytes,
-                             const std::function<void(const void*)>& use) {
-  auto check_alive = [&]() {
-    try {
-      rpc_.call([&]() -> kj::Promise<void> {
-        auto answer = links_.node(prev_.address).statusRequest().send().ignoreResult();
-        return links_.watch(prev_.address,
-                            answer.exclusiveJoin(rpc_.timer().afterDelay(3 * kj::SECONDS).then([]() {
-                              kj::throwFatalException(
-                                  KJ_EXCEPTION(DISCONNECTED, "no answer for 3 s"));
-                            })));
-      });
-    } catch (const kj::Exception& e) {
-      throw ring::RingError(prev_.name + " (" + prev_.address + ") failed during the reduce of ring " +
-                          std::to_string(ring_) + ": " + wire::kj_reason(e),
-                      prev_.name);
-    }
-  };
+void RingLink::receive(
+    const ring::RingTag& tag, size_t bytes, const std::function<void(const void*)>& from_message,
+    const std::function<void(wire::DataChannel&, const wire::DataChannel::Idle&)>& from_channel) {
+  std::shared_ptr<wire::DataChannel> channel;
   try {
-    mailbox_.take_in_place({ring_, tag.round, tag.step, tag.segment}, bytes, use, check_alive);
+    channel = mailbox_.take_in_place_or_channel({ring_, tag.round, tag.step, tag.segment}, bytes,
+                                                from_message, [&]() { check_prev_alive(); });
   } catch (const ring::RingError&) {
     throw;
   } catch (const std::exception& e) {
     throw ring::RingError(e.what());
   }
+  if (channel == nullptr) return;  // it came as a message
+  try {
+    from_channel(*channel, [&]() {
+      mailbox_.check_aborted(ring_);
+      check_prev_alive();
+    });
+  } catch (const ring::RingError&) {
+    mailbox_.drop_channel(ring_, channel.get());
+    throw;
+  } catch (const std::exception& e) {
+    mailbox_.drop_channel(ring_, channel.get());
+    throw ring::RingError(prev_.name + " (" + prev_.address + "), ring " + std::to_string(ring_) +
+                              ": " + e.what(),
+                          prev_.name);
+  }
+  traffic_.received(wire::TrafficKind::kRings, bytes);
+}
+
+void RingLink::recv(const ring::RingTag& tag, void* data, size_t bytes) {
+  receive(
+      tag, bytes, [&](const void* src) { if (bytes > 0) std::memcpy(data, src, bytes); },
+      [&](wire::DataChannel& channel, const wire::DataChannel::Idle& idle) {
+        channel.recv({tag.round, tag.step, tag.segment, bytes}, data, idle);
+      });
+}
+
+void RingLink::recv_in_place(const ring::RingTag& tag, size_t bytes,
+                             const std::function<void(const void*)>& use) {
+  receive(tag, bytes, use, [&](wire::DataChannel& channel, const wire::DataChannel::Idle& idle) {
+    // One piece: the whole segment, gathered first (callers that can take pieces use recv_pieces).
+    std::vector<uint8_t> whole(bytes);
+    channel.recv({tag.round, tag.step, tag.segment, bytes}, whole.data(), idle);
+    use(whole.data());
+  });
+}
+
+void RingLink::recv_pieces(const ring::RingTag& tag, size_t bytes,
+                           const std::function<void(size_t, const void*, size_t)>& use) {
+  receive(
+      tag, bytes, [&](const void* src) { use(0, src, bytes); },
+      [&](wire::DataChannel& channel, const wire::DataChannel::Idle& idle) {
+        channel.recv_pieces({tag.round, tag.step, tag.segment, bytes}, use, idle);
+      });
 }
 
 }  // namespace ravnest::daemon

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace ravnest::daemon {
@@ -33,10 +34,54 @@ void RingMailbox::take_in_place(const Key& key, size_t bytes,
                                 const std::function<void(const void*)>& use,
                                 const std::function<void()>& check_alive,
                                 int liveness_period_ms) {
+  wait(key, bytes, use, check_alive, liveness_period_ms, false);
+}
+
+std::shared_ptr<wire::DataChannel> RingMailbox::take_in_place_or_channel(
+    const Key& key, size_t bytes, const std::function<void(const void*)>& use,
+    const std::function<void()>& check_alive, int liveness_period_ms) {
+  return wait(key, bytes, use, check_alive, liveness_period_ms, true);
+}
+
+void RingMailbox::check_aborted(uint32_t ring) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!all_aborted_.empty()) throw std::runtime_error(all_aborted_);
+  if (auto a = aborted_.find(ring); a != aborted_.end()) throw std::runtime_error(a->second);
+}
+
+void RingMailbox::drop_channel(uint32_t ring, const wire::DataChannel* only) {
+  std::shared_ptr<wire::DataChannel> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = channels_.find(ring);
+    if (it == channels_.end() || (only != nullptr && it->second.get() != only)) return;
+    dropped = std::move(it->second);
+    channels_.erase(it);
+  }
+  dropped->shutdown();
+}
+
+void RingMailbox::deposit_channel(uint32_t ring, std::shared_ptr<wire::DataChannel> channel) {
+  std::shared_ptr<wire::DataChannel> old;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    old = std::exchange(channels_[ring], std::move(channel));
+  }
+  if (old != nullptr) old->shutdown();
+  arrived_.notify_all();
+}
+
+std::shared_ptr<wire::DataChannel> RingMailbox::wait(const Key& key, size_t bytes,
+                                                     const std::function<void(const void*)>& use,
+                                                     const std::function<void()>& check_alive,
+                                                     int liveness_period_ms, bool or_channel) {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     if (!all_aborted_.empty()) throw std::runtime_error(all_aborted_);
     if (auto a = aborted_.find(key.ring); a != aborted_.end()) throw std::runtime_error(a->second);
+    if (or_channel) {
+      if (auto c = channels_.find(key.ring); c != channels_.end()) return c->second;
+    }
     auto it = segments_.find(key);
     if (it != segments_.end()) {
       Segment segment = std::move(it->second);
@@ -52,11 +97,12 @@ void RingMailbox::take_in_place(const Key& key, size_t bytes,
                                  std::to_string(bytes));
       }
       use(segment.data);  // null when empty
-      return;
+      return nullptr;
     }
     if (!arrived_.wait_for(lock, std::chrono::milliseconds(liveness_period_ms),
                            [&] { return segments_.count(key) || !all_aborted_.empty() ||
-                                        aborted_.count(key.ring); })) {
+                                        aborted_.count(key.ring) ||
+                                        (or_channel && channels_.count(key.ring)); })) {
       lock.unlock();
       check_alive();
       lock.lock();
@@ -70,15 +116,23 @@ void RingMailbox::release_all(std::unique_lock<std::mutex>& lock) {
     if (segment.release) releases.push_back(std::move(segment.release));
   }
   segments_.clear();
+  auto channels = std::move(channels_);
+  channels_.clear();
   lock.unlock();
+  for (auto& [ring, channel] : channels) channel->shutdown();
   for (auto& release : releases) release();
 }
 
 void RingMailbox::abort(uint32_t ring, const std::string& reason) {
   std::vector<std::function<void()>> releases;
+  std::shared_ptr<wire::DataChannel> channel;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     aborted_.emplace(ring, reason);
+    if (auto c = channels_.find(ring); c != channels_.end()) {
+      channel = std::move(c->second);
+      channels_.erase(c);
+    }
     for (auto it = segments_.begin(); it != segments_.end();) {
       if (it->first.ring != ring) {
         ++it;
@@ -88,6 +142,7 @@ void RingMailbox::abort(uint32_t ring, const std::string& reason) {
       it = segments_.erase(it);
     }
   }
+  if (channel != nullptr) channel->shutdown();
   arrived_.notify_all();
   for (auto& release : releases) release();
 }

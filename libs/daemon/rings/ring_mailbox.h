@@ -1,15 +1,19 @@
 // RingMailbox: where a daemon's RPC thread leaves the ring segments that peers send it, and where
 // the threads running all-reduces wait for them. Keyed by (ring, round, step, segment); abort()
-// wakes every waiter with a reason (a member failed, or the requester stopped the job).
+// wakes every waiter with a reason (a member failed, or the requester stopped the job). It also
+// holds each ring's data channel, when the previous member sends over one instead.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
+
+#include "libs/wire/data_channel.h"
 
 namespace ravnest::daemon {
 
@@ -38,6 +42,19 @@ class RingMailbox {
   // them, valid until `use` returns), then lets the message go.
   void take_in_place(const Key& key, size_t bytes, const std::function<void(const void*)>& use,
                      const std::function<void()>& check_alive, int liveness_period_ms = 1000);
+  // A ring's data channel (wire/data_channel.h), one per ring at most: the RPC thread drops it
+  // when the ring is opened again (openRing) and leaves the new one once its connection came.
+  // Dropping shuts the channel down, so a reader blocked on it fails at once.
+  // `only`: drop it only if it is still that channel (a reader that saw it fail).
+  void drop_channel(uint32_t ring, const wire::DataChannel* only = nullptr);
+  void deposit_channel(uint32_t ring, std::shared_ptr<wire::DataChannel> channel);
+  // Waits for `key` (then as take_in_place, and returns null) or for a data channel of
+  // `key.ring` (returned, nothing taken), whichever is first; throws as take_in_place does.
+  std::shared_ptr<wire::DataChannel> take_in_place_or_channel(
+      const Key& key, size_t bytes, const std::function<void(const void*)>& use,
+      const std::function<void()>& check_alive, int liveness_period_ms = 1000);
+  // Throws std::runtime_error with the reason when `ring` (or every ring) was aborted.
+  void check_aborted(uint32_t ring);
   void abort(uint32_t ring, const std::string& reason);  // this ring
   void abort_all(const std::string& reason);
   void reset();  // a new job: forget aborts and stale segments
@@ -50,9 +67,14 @@ class RingMailbox {
     size_t size = 0;
     std::function<void()> release;
   };
-  void release_all(std::unique_lock<std::mutex>& lock);
+  void release_all(std::unique_lock<std::mutex>& lock);  // and shuts every channel down
+  std::shared_ptr<wire::DataChannel> wait(const Key& key, size_t bytes,
+                                          const std::function<void(const void*)>& use,
+                                          const std::function<void()>& check_alive,
+                                          int liveness_period_ms, bool or_channel);
   std::map<Key, Segment> segments_;
   std::map<uint32_t, std::string> aborted_;
+  std::map<uint32_t, std::shared_ptr<wire::DataChannel>> channels_;
   std::string all_aborted_;
 };
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include "libs/base/printable.h"
@@ -45,7 +47,16 @@ uint64_t daemon_ring_shared_slot_bytes(bool shared_memory) {
   return shared_memory ? daemon_ring_options().segment_bytes : 0;
 }
 
+ChannelMode daemon_ring_channels(bool insecure) {
+  if (const char* text = std::getenv("RAVNEST_RING_CHANNELS"); text != nullptr && text[0] == '0') {
+    return ChannelMode::kOff;
+  }
+  return insecure ? ChannelMode::kPlain : ChannelMode::kSealed;
+}
+
 namespace {
+
+constexpr size_t kMaxOfferedChannels = 256;
 
 // One ring's segments from its previous member. A segment's call stays open until the
 // all-reduce has taken the bytes out of the message (added them, or copied them into place): no
@@ -110,13 +121,14 @@ class RingMember::Session {
  public:
   Session(RpcThread& rpc, wire::PeerLinks& links, wire::WireTraffic& traffic,
           RingMailbox& mailbox, const config::RingMembership& ring, int self_node,
-          bool shared_memory)
+          bool shared_memory, bool insecure)
       : size_(ring.size),
         next_(ring.next),
         prev_(ring.prev),
         link_(rpc, links, traffic, mailbox, static_cast<uint32_t>(ring.id),
               self_node, peer(ring.next), peer(ring.prev),
-              daemon_ring_in_flight(), daemon_ring_shared_slot_bytes(shared_memory)),
+              daemon_ring_in_flight(), daemon_ring_shared_slot_bytes(shared_memory),
+              daemon_ring_channels(insecure)),
         reduce_(link_, ring.position, ring.size, daemon_ring_options()) {}
 
   // The ring is the one this session was set up for (a job's metadata does not change, but a
@@ -149,8 +161,12 @@ class RingMember::Session {
 };
 
 RingMember::RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, RpcThread& rpc,
-                       bool shared_memory)
-    : links_(links), traffic_(traffic), rpc_(rpc), shared_memory_(shared_memory) {}
+                       bool shared_memory, bool insecure)
+    : links_(links),
+      traffic_(traffic),
+      rpc_(rpc),
+      shared_memory_(shared_memory),
+      insecure_(insecure) {}
 
 RingMember::~RingMember() = default;
 
@@ -170,11 +186,62 @@ kj::Promise<void> RingMember::open_ring(OpenRingCall context, wire::StreamSlot s
                     config::node_name(params.getFromNode()), refusal);
     }
   }
+  // The ring opened again: whatever channel it had belongs to an earlier link.
+  mailbox_.drop_channel(params.getRing());
+  bool channel = false;
+  if (shared == nullptr && params.hasChannel() &&
+      daemon_ring_channels(insecure_) != ChannelMode::kOff) {
+    auto offer = params.getChannel();
+    auto token = offer.getToken();
+    auto key = offer.getKey();
+    // With TLS only sealed channels: a plain one would send in the clear what TLS protects.
+    const bool key_ok = key.size() == wire::kChannelKeyBytes || (key.size() == 0 && insecure_);
+    if (token.size() == wire::kChannelTokenBytes && key_ok) {
+      const uint32_t ring = params.getRing();
+      for (auto it = offered_channels_.begin(); it != offered_channels_.end();) {
+        it = it->second.ring == ring ? offered_channels_.erase(it) : std::next(it);
+      }
+      // Full (a peer that opens rings and never connects): one offer goes, a random one, as
+      // tokens are random; its sender then finds no channel and uses RPC calls.
+      if (offered_channels_.size() >= kMaxOfferedChannels) {
+        offered_channels_.erase(offered_channels_.begin());
+      }
+      offered_channels_[std::string(token.asChars().begin(), token.size())] = {
+          ring, std::string(key.asChars().begin(), key.size()),
+          config::node_name(params.getFromNode())};
+      channel = true;
+    } else {
+      spdlog::debug("ring {}: {} offered a data channel this daemon does not take ({})",
+                    params.getRing(), config::node_name(params.getFromNode()),
+                    key_ok ? "a token of another size" : "plain, and this daemon speaks TLS");
+    }
+  }
   context.getResults().setSharedAccepted(shared != nullptr);
+  context.getResults().setChannelAccepted(channel);
   context.getResults().setSink(
       kj::heap<RingSinkImpl>(mailbox_, traffic_, params.getRing(), kj::mv(shared))
           .attach(kj::mv(slot)));
   return kj::READY_NOW;
+}
+
+std::string RingMember::accept_channel(const std::string& token, int fd,
+                                       const std::string& peer) {
+  auto it = offered_channels_.find(token);
+  if (it == offered_channels_.end()) {
+    ::close(fd);
+    return "a token no openRing offered (or one used already)";
+  }
+  OfferedChannel offer = std::move(it->second);
+  offered_channels_.erase(it);
+  try {
+    auto channel = std::make_shared<wire::DataChannel>(fd, offer.key, offer.from + " (" + peer + ")");
+    offer.key.assign(offer.key.size(), '\0');
+    mailbox_.deposit_channel(offer.ring, std::move(channel));
+  } catch (const std::exception& e) {
+    return e.what();  // the channel closed the descriptor
+  }
+  spdlog::debug("ring {}: segments from {} come over a data channel", offer.ring, offer.from);
+  return {};
 }
 
 kj::Promise<void> RingMember::abort_reduce(AbortReduceCall context) {
@@ -193,8 +260,8 @@ RingMember::Session& RingMember::session_for(const config::RingMembership& ring,
   }
   if (it == sessions_.end()) {
     it = sessions_
-             .emplace(ring.id, std::make_unique<Session>(rpc_, links_, traffic_, mailbox_, ring, self.node_id,
-                                                shared_memory_))
+             .emplace(ring.id, std::make_unique<Session>(rpc_, links_, traffic_, mailbox_, ring,
+                                                         self.node_id, shared_memory_, insecure_))
              .first;
   }
   return *it->second;

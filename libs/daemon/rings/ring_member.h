@@ -16,12 +16,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "libs/wire/stream_limits.h"
 #include "libs/config/plan/node_metadata.h"
 #include "libs/daemon/rpc/background_tasks.h"
 #include "libs/daemon/rpc/node_calls.h"
+#include "libs/daemon/rings/ring_link.h"
 #include "libs/daemon/rings/ring_mailbox.h"
 #include "libs/daemon/rpc/rpc_thread.h"
 #include "libs/worker/worker_port.h"
@@ -40,13 +42,18 @@ size_t daemon_ring_in_flight();
 // The slots a ring link offers to a next member on this host (ring_link.h): one segment each;
 // 0 when the daemon config's `shared_memory` is off.
 uint64_t daemon_ring_shared_slot_bytes(bool shared_memory);
+// How this daemon's ring links offer data channels (ring_link.h): sealed with TLS, plain under
+// --insecure; RAVNEST_RING_CHANNELS=0 turns them off (to measure the RPC path).
+ChannelMode daemon_ring_channels(bool insecure);
 
 class RingMember {
  public:
   // `traffic` counts the segments either way. `shared_memory`: offer and accept shared memory
   // for the segments to and from members on this host (the daemon config's `shared_memory`).
+  // `insecure`: the daemon runs --insecure, so its links offer plain data channels and it
+  // accepts them; with TLS it accepts only sealed ones.
   RingMember(wire::PeerLinks& links, wire::WireTraffic& traffic, RpcThread& rpc,
-             bool shared_memory = true);
+             bool shared_memory = true, bool insecure = false);
   ~RingMember();
 
   RingMailbox& mailbox() { return mailbox_; }
@@ -54,6 +61,10 @@ class RingMember {
   // `slot` counts the ring's sink against its peer's limit until the peer releases it.
   kj::Promise<void> open_ring(OpenRingCall context, wire::StreamSlot slot);
   kj::Promise<void> abort_reduce(AbortReduceCall context);
+  // A data channel's connection (wire::RpcServer's on_data_channel), RPC thread: "" when
+  // `token` was offered in an openRing here and not used yet (the channel is then its ring's),
+  // else why not. Owns `fd` either way.
+  std::string accept_channel(const std::string& token, int fd, const std::string& peer);
 
   // WorkerPort::reduce_rings for the node `self`.
   void reduce_rings(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work, bool average,
@@ -72,6 +83,15 @@ class RingMember {
   wire::WireTraffic& traffic_;
   RpcThread& rpc_;
   const bool shared_memory_;
+  const bool insecure_;
+  // Channels offered in openRing and not connected yet, by token; the RPC thread's. At most
+  // 256 (ring_member.cpp); one offer per ring, the newest.
+  struct OfferedChannel {
+    uint32_t ring;
+    std::string key;
+    std::string from;  // "node_3", for messages
+  };
+  std::map<std::string, OfferedChannel> offered_channels_;
   RingMailbox mailbox_;
   std::map<int, std::unique_ptr<Session>> sessions_;  // by ring id; compute thread only
   BackgroundTasks tasks_;  // last: cancelled before what its tasks use

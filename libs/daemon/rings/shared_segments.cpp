@@ -29,6 +29,15 @@ size_t slot_offset(uint32_t index, uint64_t slot_bytes) {
   return kHeaderBytes + static_cast<size_t>(index) * slot_bytes;
 }
 
+// Whether process `pid` of this host shares this process's network namespace; false when it
+// cannot be told (no such process here: another host).
+bool same_network_namespace(uint32_t pid) {
+  struct stat mine {}, theirs {};
+  const std::string path = "/proc/" + std::to_string(pid) + "/ns/net";
+  if (stat("/proc/self/ns/net", &mine) != 0 || stat(path.c_str(), &theirs) != 0) return false;
+  return mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
+}
+
 }  // namespace
 
 SharedSegmentsWriter::SharedSegmentsWriter(uint32_t slots, uint64_t slot_bytes) {
@@ -75,6 +84,13 @@ std::shared_ptr<const SharedSegmentsReader> SharedSegmentsReader::open(
   if (!within_limits(offer.slots, offer.slot_bytes) || offer.nonce.size() < 16 ||
       offer.nonce.size() > kHeaderBytes) {
     refusal = "the offer breaks the limits";
+    return nullptr;
+  }
+  // Two daemons in different network namespaces of one machine stand for two hosts (as the
+  // tests and `ravnest bench --hosts` run them): their segments go over the network, which is
+  // what such a pair meets between real hosts, even though /proc would let them share memory.
+  if (!same_network_namespace(offer.pid)) {
+    refusal = "it runs in another network namespace (another host)";
     return nullptr;
   }
   const std::string path =

@@ -1,0 +1,318 @@
+#include "libs/wire/data_channel.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+#include "libs/base/address.h"
+
+namespace ravnest::wire {
+namespace {
+
+constexpr size_t kTagBytes = 16;
+constexpr size_t kHeaderBytes = 24;  // round, step, segment, bytes; little-endian
+
+std::runtime_error channel_error(const std::string& peer, const std::string& what) {
+  return std::runtime_error("data channel with " + peer + ": " + what);
+}
+
+std::string errno_text(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
+
+void put_u64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void put_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t get_u64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint32_t get_u32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+void encode_header(const ChannelFrame& f, uint8_t* out) {
+  put_u64(out, f.round);
+  put_u32(out + 8, f.step);
+  put_u32(out + 12, f.segment);
+  put_u64(out + 16, f.bytes);
+}
+
+ChannelFrame decode_header(const uint8_t* in) {
+  return {get_u64(in), get_u32(in + 8), get_u32(in + 12), get_u64(in + 16)};
+}
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+std::string random_bytes(size_t n) {
+  std::string out(n, '\0');
+  if (n > 0 && RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
+    throw std::runtime_error("no random bytes from OpenSSL");
+  }
+  return out;
+}
+
+std::string ChannelFrame::to_string() const {
+  return "round " + std::to_string(round) + " step " + std::to_string(step) + " segment " +
+         std::to_string(segment) + " (" + std::to_string(bytes) + " bytes)";
+}
+
+DataChannel::DataChannel(int fd, const std::string& key, std::string peer, int poll_ms)
+    : fd_(fd), peer_(std::move(peer)), poll_ms_(poll_ms) {
+  // Blocking: every wait goes through poll() first, so that `idle` runs while nothing moves.
+  const int flags = fcntl(fd_, F_GETFL);
+  if (flags >= 0) fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+  if (!key.empty()) {
+    if (key.size() != kChannelKeyBytes) {
+      ::close(fd_);
+      throw channel_error(peer_, "a key of " + std::to_string(key.size()) + " bytes");
+    }
+    cipher_ = EVP_CIPHER_CTX_new();
+    if (cipher_ == nullptr) {
+      ::close(fd_);
+      throw channel_error(peer_, "no cipher context");
+    }
+    // The key once; each record sets its own nonce (EVP_CipherInit_ex with only the IV).
+    const auto* k = reinterpret_cast<const unsigned char*>(key.data());
+    if (EVP_CipherInit_ex(cipher_, EVP_aes_256_gcm(), nullptr, k, nullptr, -1) != 1) {
+      EVP_CIPHER_CTX_free(cipher_);
+      ::close(fd_);
+      throw channel_error(peer_, "cannot set up AES-256-GCM");
+    }
+  }
+  scratch_.resize(kChannelRecordBytes + kTagBytes);
+}
+
+DataChannel::~DataChannel() {
+  if (cipher_ != nullptr) EVP_CIPHER_CTX_free(cipher_);
+  ::close(fd_);
+}
+
+std::unique_ptr<DataChannel> DataChannel::connect(const std::string& address,
+                                                  const std::string& token,
+                                                  const std::string& key, int timeout_ms) {
+  if (token.size() != kChannelTokenBytes) {
+    throw channel_error(address, "a token of " + std::to_string(token.size()) + " bytes");
+  }
+  const auto parsed = base::Address::parse(address, "data channel");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  const std::string port = std::to_string(parsed.port());
+  const int rc = getaddrinfo(parsed.host().c_str(), port.c_str(), &hints, &list);
+  if (rc != 0) throw channel_error(address, std::string("cannot resolve: ") + gai_strerror(rc));
+  std::string last_error = "no address";
+  int fd = -1;
+  for (addrinfo* ai = list; ai != nullptr && fd < 0; ai = ai->ai_next) {
+    const int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                           ai->ai_protocol);
+    if (s < 0) {
+      last_error = errno_text("socket");
+      continue;
+    }
+    if (::connect(s, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      last_error = errno_text("connect");
+      ::close(s);
+      continue;
+    }
+    pollfd p{s, POLLOUT, 0};
+    int error = 0;
+    socklen_t len = sizeof(error);
+    if (::poll(&p, 1, timeout_ms) != 1 ||
+        getsockopt(s, SOL_SOCKET, SO_ERROR, &error, &len) != 0 || error != 0) {
+      last_error = error != 0 ? std::string("connect: ") + std::strerror(error)
+                              : "connect: no answer in " + std::to_string(timeout_ms) + " ms";
+      ::close(s);
+      continue;
+    }
+    fd = s;
+  }
+  freeaddrinfo(list);
+  if (fd < 0) throw channel_error(address, last_error);
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  auto channel = std::make_unique<DataChannel>(fd, key, address);
+  std::string preface(kChannelPreface, sizeof(kChannelPreface));
+  preface += token;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  channel->write_all(preface.data(), preface.size(), [&]() {
+    if (Clock::now() > deadline) throw channel_error(address, "the preface was not taken in time");
+  });
+  return channel;
+}
+
+void DataChannel::shutdown() {
+  shut_ = true;
+  ::shutdown(fd_, SHUT_RDWR);
+}
+
+void DataChannel::write_all(const void* data, size_t bytes, const Idle& idle) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  auto progress = Clock::now();
+  while (bytes > 0) {
+    if (shut_) throw channel_error(peer_, "closed");
+    pollfd pfd{fd_, POLLOUT, 0};
+    const int ready = ::poll(&pfd, 1, poll_ms_);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      throw channel_error(peer_, errno_text("poll"));
+    }
+    if (ready == 0) {
+      idle();
+      if (std::chrono::duration<double>(Clock::now() - progress).count() > stall_seconds) {
+        throw channel_error(peer_, "nothing taken for " +
+                                       std::to_string(static_cast<int>(stall_seconds)) + " s");
+      }
+      continue;
+    }
+    const ssize_t n = ::send(fd_, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      throw channel_error(peer_, errno_text("send"));
+    }
+    p += n;
+    bytes -= static_cast<size_t>(n);
+    progress = Clock::now();
+  }
+}
+
+void DataChannel::read_all(void* data, size_t bytes, const Idle& idle) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (bytes > 0) {
+    if (shut_) throw channel_error(peer_, "closed");
+    // Try first: with data waiting (the usual case at speed) this saves a poll per read.
+    ssize_t n = ::recv(fd_, p, bytes, MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      bytes -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) throw channel_error(peer_, "closed by the peer");
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) throw channel_error(peer_, errno_text("recv"));
+    pollfd pfd{fd_, POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, poll_ms_);
+    if (ready < 0 && errno != EINTR) throw channel_error(peer_, errno_text("poll"));
+    if (ready == 0) idle();
+  }
+}
+
+void DataChannel::next_nonce(uint8_t nonce[12]) {
+  std::memset(nonce, 0, 4);
+  put_u64(nonce + 4, records_++);
+}
+
+void DataChannel::seal(const void* plain, size_t bytes, uint8_t* out) {
+  uint8_t nonce[12];
+  next_nonce(nonce);
+  int n = 0, last = 0;
+  if (EVP_CipherInit_ex(cipher_, nullptr, nullptr, nullptr, nonce, 1) != 1 ||
+      EVP_CipherUpdate(cipher_, out, &n, static_cast<const uint8_t*>(plain),
+                       static_cast<int>(bytes)) != 1 ||
+      EVP_CipherFinal_ex(cipher_, out + n, &last) != 1 ||
+      EVP_CIPHER_CTX_ctrl(cipher_, EVP_CTRL_GCM_GET_TAG, kTagBytes, out + bytes) != 1) {
+    throw channel_error(peer_, "cannot seal a record");
+  }
+}
+
+void DataChannel::open(const uint8_t* sealed, size_t bytes, void* out) {
+  uint8_t nonce[12];
+  next_nonce(nonce);
+  uint8_t tag[kTagBytes];
+  std::memcpy(tag, sealed + bytes, kTagBytes);  // `out` may overwrite `sealed`
+  int n = 0, last = 0;
+  auto* o = static_cast<uint8_t*>(out);
+  if (EVP_CipherInit_ex(cipher_, nullptr, nullptr, nullptr, nonce, 0) != 1 ||
+      EVP_CipherUpdate(cipher_, o, &n, sealed, static_cast<int>(bytes)) != 1 ||
+      EVP_CIPHER_CTX_ctrl(cipher_, EVP_CTRL_GCM_SET_TAG, kTagBytes, tag) != 1 ||
+      EVP_CipherFinal_ex(cipher_, o + n, &last) != 1) {
+    throw channel_error(peer_, "a record failed authentication (not from the peer, or damaged)");
+  }
+}
+
+void DataChannel::send(const ChannelFrame& frame, const void* data, const Idle& idle) {
+  uint8_t header[kHeaderBytes + kTagBytes];
+  encode_header(frame, header);
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (cipher_ == nullptr) {
+    write_all(header, kHeaderBytes, idle);
+    write_all(p, frame.bytes, idle);
+    return;
+  }
+  seal(header, kHeaderBytes, scratch_.data());
+  write_all(scratch_.data(), kHeaderBytes + kTagBytes, idle);
+  for (uint64_t off = 0; off < frame.bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, frame.bytes - off));
+    seal(p + off, n, scratch_.data());
+    write_all(scratch_.data(), n + kTagBytes, idle);
+    off += n;
+  }
+}
+
+ChannelFrame DataChannel::read_header(const ChannelFrame& expect, const Idle& idle) {
+  uint8_t header[kHeaderBytes + kTagBytes];
+  if (cipher_ == nullptr) {
+    read_all(header, kHeaderBytes, idle);
+  } else {
+    read_all(header, kHeaderBytes + kTagBytes, idle);
+    open(header, kHeaderBytes, header);
+  }
+  const ChannelFrame got = decode_header(header);
+  if (!(got == expect)) {
+    throw channel_error(peer_, "expected " + expect.to_string() + ", got " + got.to_string());
+  }
+  return got;
+}
+
+void DataChannel::recv(const ChannelFrame& expect, void* out, const Idle& idle) {
+  read_header(expect, idle);
+  auto* o = static_cast<uint8_t*>(out);
+  if (cipher_ == nullptr) {
+    read_all(o, expect.bytes, idle);  // straight into place
+    return;
+  }
+  for (uint64_t off = 0; off < expect.bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, expect.bytes - off));
+    read_all(scratch_.data(), n + kTagBytes, idle);
+    open(scratch_.data(), n, o + off);  // decrypted straight into place
+    off += n;
+  }
+}
+
+void DataChannel::recv_pieces(const ChannelFrame& expect,
+                              const std::function<void(size_t, const void*, size_t)>& use,
+                              const Idle& idle) {
+  read_header(expect, idle);
+  for (uint64_t off = 0; off < expect.bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, expect.bytes - off));
+    if (cipher_ == nullptr) {
+      read_all(scratch_.data(), n, idle);
+    } else {
+      read_all(scratch_.data(), n + kTagBytes, idle);
+      open(scratch_.data(), n, scratch_.data());
+    }
+    use(static_cast<size_t>(off), scratch_.data(), n);
+    off += n;
+  }
+}
+
+}  // namespace ravnest::wire

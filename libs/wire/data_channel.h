@@ -1,0 +1,125 @@
+// DataChannel: one ring link's segments over a TCP connection of its own, outside Cap'n Proto.
+// The sending member's sender thread writes each segment straight from the all-reduce's memory;
+// the receiving member's ring thread reads it straight into place, or adds it piece by piece
+// while the piece is still in the cache, as Gloo does. With TLS on, every record is sealed with
+// AES-256-GCM on those same two threads: one encryption context per link, no RPC thread between.
+//
+// Why (docs/performance.md#data-channels): through the node's RPC connection every segment was
+// a Cap'n Proto message in a buffer allocated for it (fresh pages, faulted in and unmapped again:
+// a quarter of all CPU time), went through kj-tls's 8 KiB buffers, and every link of the daemon
+// was encrypted and decrypted by its one RPC thread.
+//
+// Setting up: the sender draws a token and, with TLS, a key (random_bytes), gives both to the
+// receiver inside Node.openRing (over the node's connection: authenticated by the gate and
+// encrypted), then connects to the receiver's daemon port (connect()) and writes the preface,
+// kChannelPreface then the token. The daemon's listener tells the preface from TLS and Cap'n
+// Proto by its first byte (starts_data_channel) and hands the socket to whoever registered the
+// token, once. Nobody else can use a channel: the token travelled encrypted, and with TLS each
+// record is authenticated under a key only the two ends hold; a record that fails it ends the
+// channel.
+//
+// Framing, per segment: a header record {round, step, segment, bytes}, then the bytes in records
+// of at most kChannelRecordBytes. Sealed (a key): each record is its AES-256-GCM ciphertext
+// followed by the 16-byte tag, under a 96-bit nonce that counts records from 0; a key serves one
+// channel in one direction, so no nonce repeats. Plain (no key: --insecure): the header's 24
+// bytes, then the bytes as they are.
+//
+// Threads: one thread sends (send) and one receives (recv, recv_pieces) at a time; both block
+// on the socket, waking every `poll_ms` to call the caller's `idle`, which throws to give up (an
+// abort, a peer that stopped answering). shutdown() may be called from any thread: whatever
+// blocks on the channel then fails at once. Errors throw std::runtime_error naming the peer.
+#pragma once
+
+#include <openssl/evp.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ravnest::wire {
+
+inline constexpr size_t kChannelTokenBytes = 32;
+inline constexpr size_t kChannelKeyBytes = 32;
+inline constexpr size_t kChannelRecordBytes = size_t{128} << 10;
+// 8 bytes before the token. Its first byte is neither TLS's handshake (0x16) nor the first byte
+// of a Cap'n Proto frame ravnest sends (0): protocol_mismatch.h.
+inline constexpr char kChannelPreface[8] = {'R', 'V', 'N', 'C', 'H', 'A', 'N', '1'};
+inline constexpr size_t kChannelPrefaceBytes = sizeof(kChannelPreface) + kChannelTokenBytes;
+
+inline bool starts_data_channel(uint8_t first_byte) {
+  return first_byte == static_cast<uint8_t>(kChannelPreface[0]);
+}
+
+// `n` bytes from OpenSSL's random generator; throws std::runtime_error when it has none.
+std::string random_bytes(size_t n);
+
+// What a frame announces; the receiver says what it expects and gets exactly that or an error.
+struct ChannelFrame {
+  uint64_t round = 0;
+  uint32_t step = 0;
+  uint32_t segment = 0;
+  uint64_t bytes = 0;
+  bool operator==(const ChannelFrame& o) const {
+    return round == o.round && step == o.step && segment == o.segment && bytes == o.bytes;
+  }
+  std::string to_string() const;
+};
+
+class DataChannel {
+ public:
+  using Idle = std::function<void()>;
+
+  // `fd`: a connected TCP socket, owned from here on (made blocking). `key`: kChannelKeyBytes
+  // to seal every record, or empty for plain records. `peer` names the other end in errors.
+  DataChannel(int fd, const std::string& key, std::string peer, int poll_ms = 1000);
+  ~DataChannel();
+  DataChannel(const DataChannel&) = delete;
+  DataChannel& operator=(const DataChannel&) = delete;
+
+  // Connects to `address` ("host:port", a daemon's port), writes the preface with `token`, and
+  // returns the sending end. Blocks at most `timeout_ms`; throws std::runtime_error.
+  static std::unique_ptr<DataChannel> connect(const std::string& address, const std::string& token,
+                                              const std::string& key, int timeout_ms = 5000);
+
+  // Writes one frame: `frame.bytes` bytes from `data`. Returns once the kernel holds them (the
+  // caller may then reuse `data`). Throws when the socket fails, when nothing could be written
+  // for `stall_seconds`, or when `idle` throws.
+  void send(const ChannelFrame& frame, const void* data, const Idle& idle);
+  // Reads the next frame, which must be `expect`, into `out`.
+  void recv(const ChannelFrame& expect, void* out, const Idle& idle);
+  // The same, handing the bytes to `use(offset, piece, size)` in consecutive pieces of at most
+  // kChannelRecordBytes (multiples of 64 bytes but the last), each valid until `use` returns.
+  void recv_pieces(const ChannelFrame& expect,
+                   const std::function<void(size_t, const void*, size_t)>& use, const Idle& idle);
+
+  void shutdown();  // any thread
+  bool sealed() const { return cipher_ != nullptr; }
+  const std::string& peer() const { return peer_; }
+
+  static constexpr double stall_seconds = 10;
+
+ private:
+  void write_all(const void* data, size_t bytes, const Idle& idle);
+  void read_all(void* data, size_t bytes, const Idle& idle);
+  // Seals `bytes` of `plain` into `out` (bytes + 16: ciphertext then tag).
+  void seal(const void* plain, size_t bytes, uint8_t* out);
+  // Opens `bytes` + 16 sealed bytes at `sealed` into `out` (may be `sealed`); throws when the
+  // record is not authentic.
+  void open(const uint8_t* sealed, size_t bytes, void* out);
+  void next_nonce(uint8_t nonce[12]);
+  ChannelFrame read_header(const ChannelFrame& expect, const Idle& idle);
+
+  int fd_;
+  std::string peer_;
+  int poll_ms_;
+  EVP_CIPHER_CTX* cipher_ = nullptr;  // null: plain
+  uint64_t records_ = 0;              // this direction's nonce counter
+  std::vector<uint8_t> scratch_;      // one sealed record, or one plain piece
+  std::atomic<bool> shut_{false};
+};
+
+}  // namespace ravnest::wire

@@ -1,0 +1,183 @@
+// A ring link's data channel (libs/wire/data_channel.h) over a socket pair: frames of every size
+// arrive whole and in order, sealed and plain, into place or in pieces; a frame other than the
+// one expected, a record changed on the way or sealed under another key, and a channel shut down
+// under a blocked reader each fail with one line; `idle` runs while nothing moves and can end
+// the wait.
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "libs/wire/data_channel.h"
+
+using namespace ravnest::wire;
+
+namespace {
+
+struct Pair {
+  int a = -1, b = -1;
+  Pair() { REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, &a) == 0); }
+};
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed);
+  return v;
+}
+
+const DataChannel::Idle kNoIdle = [] {};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void round_trip(const std::string& key) {
+  int fds[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+  DataChannel sender(fds[0], key, "receiver");
+  DataChannel receiver(fds[1], key, "sender");
+  CHECK(sender.sealed() == !key.empty());
+  const std::vector<size_t> sizes = {0, 1, 64, kChannelRecordBytes, kChannelRecordBytes + 3,
+                                     (size_t{1} << 20) + 5};
+  std::thread send([&] {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      auto data = pattern(sizes[i], static_cast<uint8_t>(i));
+      for (int twice = 0; twice < 2; ++twice) {
+        sender.send({7, static_cast<uint32_t>(i), static_cast<uint32_t>(twice), sizes[i]},
+                    data.data(), kNoIdle);
+      }
+    }
+  });
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const auto want = pattern(sizes[i], static_cast<uint8_t>(i));
+    std::vector<uint8_t> into(sizes[i]);
+    receiver.recv({7, static_cast<uint32_t>(i), 0, sizes[i]}, into.data(), kNoIdle);
+    CHECK(into == want);
+    std::vector<uint8_t> pieces(sizes[i]);
+    size_t next = 0, count = 0;
+    receiver.recv_pieces(
+        {7, static_cast<uint32_t>(i), 1, sizes[i]},
+        [&](size_t offset, const void* data, size_t n) {
+          CHECK(offset == next);  // consecutive
+          CHECK(n <= kChannelRecordBytes);
+          if (offset + n < sizes[i]) CHECK(n % 64 == 0);
+          std::memcpy(pieces.data() + offset, data, n);
+          next += n;
+          ++count;
+        },
+        kNoIdle);
+    CHECK(next == sizes[i]);
+    CHECK(pieces == want);
+    if (sizes[i] > kChannelRecordBytes) CHECK(count > 1);
+  }
+  send.join();
+}
+
+}  // namespace
+
+TEST_CASE("data channel: frames arrive whole and in order, sealed and plain", "[wire][channel]") {
+  SECTION("sealed (AES-256-GCM)") { round_trip(random_bytes(kChannelKeyBytes)); }
+  SECTION("plain (--insecure)") { round_trip(""); }
+}
+
+TEST_CASE("data channel: another frame than expected is an error naming both", "[wire][channel]") {
+  Pair p;
+  DataChannel sender(p.a, "", "receiver");
+  DataChannel receiver(p.b, "", "node_1");
+  uint8_t byte = 1;
+  sender.send({3, 1, 0, 1}, &byte, kNoIdle);
+  CHECK(error_of([&] { receiver.recv({3, 2, 0, 1}, &byte, kNoIdle); }) ==
+        "data channel with node_1: expected round 3 step 2 segment 0 (1 bytes), got round 3 step "
+        "1 segment 0 (1 bytes)");
+}
+
+TEST_CASE("data channel: a changed record or another key fails authentication",
+          "[wire][channel]") {
+  const std::string key = random_bytes(kChannelKeyBytes);
+  // What the sender writes, captured, then replayed (changed or not) to a receiver.
+  Pair wire_pair;
+  std::vector<uint8_t> captured;
+  {
+    DataChannel sender(wire_pair.a, key, "receiver");
+    const auto data = pattern(1000, 9);
+    sender.send({1, 0, 0, data.size()}, data.data(), kNoIdle);
+  }  // closes the sending end
+  uint8_t buffer[4096];
+  for (ssize_t n; (n = ::read(wire_pair.b, buffer, sizeof(buffer))) > 0;) {
+    captured.insert(captured.end(), buffer, buffer + n);
+  }
+  ::close(wire_pair.b);
+  REQUIRE(captured.size() == 24 + 16 + 1000 + 16);  // header record, one data record
+  auto replay = [&](const std::vector<uint8_t>& bytes, const std::string& with_key) {
+    Pair p;
+    REQUIRE(::write(p.a, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+    ::close(p.a);
+    DataChannel receiver(p.b, with_key, "node_2");
+    std::vector<uint8_t> out(1000);
+    return error_of([&] { receiver.recv({1, 0, 0, 1000}, out.data(), kNoIdle); });
+  };
+  CHECK(replay(captured, key).empty());
+  auto changed = captured;
+  changed[24 + 16 + 500] ^= 0x01;
+  CHECK(replay(changed, key) ==
+        "data channel with node_2: a record failed authentication (not from the peer, or damaged)");
+  CHECK(replay(captured, random_bytes(kChannelKeyBytes)).find("failed authentication") !=
+        std::string::npos);
+  // Records replayed out of order fail too: each record's nonce is its position.
+  auto swapped = captured;
+  std::rotate(swapped.begin(), swapped.begin() + 40, swapped.end());
+  CHECK(replay(swapped, key).find("failed authentication") != std::string::npos);
+}
+
+TEST_CASE("data channel: idle runs while nothing moves; shutdown wakes a blocked reader",
+          "[wire][channel]") {
+  Pair p;
+  DataChannel sender(p.a, "", "receiver");
+  DataChannel receiver(p.b, "", "node_3", /*poll_ms=*/50);
+  int idles = 0;
+  uint8_t byte = 0;
+  CHECK(error_of([&] {
+          receiver.recv({0, 0, 0, 1}, &byte, [&] {
+            if (++idles == 3) throw std::runtime_error("node_3 stopped answering");
+          });
+        }) == "node_3 stopped answering");
+  CHECK(idles == 3);
+
+  std::atomic<bool> woke{false};
+  std::string error;
+  std::thread reader([&] {
+    error = error_of([&] { receiver.recv({0, 0, 0, 1}, &byte, kNoIdle); });
+    woke = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_FALSE(woke);
+  const auto shut_at = std::chrono::steady_clock::now();
+  receiver.shutdown();
+  reader.join();
+  CHECK(std::chrono::steady_clock::now() - shut_at < std::chrono::seconds(1));
+  CHECK(error.find("data channel with node_3") == 0);
+}
+
+TEST_CASE("data channel: a peer that closes ends the read with one line", "[wire][channel]") {
+  Pair p;
+  DataChannel receiver(p.b, "", "node_4");
+  ::close(p.a);
+  uint8_t byte = 0;
+  CHECK(error_of([&] { receiver.recv({0, 0, 0, 1}, &byte, kNoIdle); }) ==
+        "data channel with node_4: closed by the peer");
+}
