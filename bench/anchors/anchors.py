@@ -28,6 +28,10 @@ def parse_size(text):
     return int(text)
 
 
+def progress(line):
+    print("anchors: " + line, file=sys.stderr, flush=True)
+
+
 def bus_bandwidth(nodes, size, seconds):
     return size * 2.0 * (nodes - 1) / nodes / seconds if seconds > 0 else 0.0
 
@@ -125,7 +129,7 @@ def run_raw_tcp(args, wan, size):
             time.sleep(0.1)
         out = subprocess.run(wan.exec_prefix(0) + ["/usr/bin/python3", "-c", SOURCE, wan.reach[1],
                                                    str(size)],
-                             capture_output=True, text=True, timeout=args.timeout, check=True)
+                             capture_output=True, text=True, timeout=60, check=True)
         return float(out.stdout.strip())
     finally:
         stop([sink])
@@ -229,8 +233,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", default="2,4")
     ap.add_argument("--sizes", default="4MiB,64MiB")
-    ap.add_argument("--links", default="10gbit/0ms,100mbit/20ms",
-                    help="rate/delay per scripts/wan; the first is 'unshaped' (no delay)")
+    ap.add_argument("--links", default="none/0ms,100mbit/20ms",
+                    help="RATE/DELAY per scripts/wan: none/0ms is its bridge mode, unshaped (no "
+                    "relay, no qdisc); a delay > 0 its relay mode")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--insecure", action="store_true", help="our daemons without TLS")
     ap.add_argument("--name", default="rnh", help="scripts/wan --name (namespace prefix)")
@@ -239,19 +244,37 @@ def main():
     ap.add_argument("--python", required=True, help="the Hivemind venv's python")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     args = ap.parse_args()
+    try:
+        links = [tuple(link.split("/")) for link in args.links.split(",")]
+        if any(len(link) != 2 or not all(link) for link in links):
+            raise ValueError
+    except ValueError:
+        ap.error("--links %s: give RATE/DELAY[,...] as scripts/wan takes them, e.g. "
+                 "100mbit/20ms" % args.links)
+    try:
+        node_counts = [int(n) for n in args.nodes.split(",")]
+        sizes = [(text, parse_size(text)) for text in args.sizes.split(",")]
+    except ValueError as e:
+        ap.error("--nodes/--sizes: %s" % e)
+    if any(n < 2 for n in node_counts):
+        ap.error("--nodes %s: an all-reduce needs at least 2 nodes" % args.nodes)
+    if args.reps < 1:
+        ap.error("--reps: at least 1")
     rows = []
     version = "?"
     print("%-3s %-8s %-14s %10s %12s %13s %7s %13s" % (
         "N", "size", "link", "tcp GB/s", "ours GB/s", "hivemind GB/s", "ratio", "hm matchmk s"),
         flush=True)
-    for link in args.links.split(","):
-        rate, delay = link.split("/")
-        for nodes in [int(n) for n in args.nodes.split(",")]:
+    for rate, delay in links:
+        link = rate + "/" + delay
+        for nodes in node_counts:
             with Wan(args, nodes, rate, delay) as wan:
+                progress("N=%d %s: one TCP stream" % (nodes, link))
                 raw = run_raw_tcp(args, wan, 16 << 20)
-                for size_text in args.sizes.split(","):
-                    size = parse_size(size_text)
+                for size_text, size in sizes:
+                    progress("N=%d %s %s: ours" % (nodes, link, size_text))
                     ours = run_ours(args, wan, size)
+                    progress("N=%d %s %s: hivemind" % (nodes, link, size_text))
                     hm, matchmaking, version = run_hivemind(args, wan, size)
                     ours_bw = bus_bandwidth(nodes, size, statistics.median(ours))
                     hm_bw = bus_bandwidth(nodes, size, statistics.median(hm))

@@ -5,7 +5,7 @@
 # each namespace, from PyPI), in the same run; one table of bus bandwidths.
 #
 #   bench/anchors/hivemind.sh [--nodes 2,4] [--sizes 4MiB,64MiB] \
-#       [--links 10gbit/0ms,100mbit/20ms] [--reps 3] [--insecure] [--name rnh]
+#       [--links none/0ms,100mbit/20ms] [--reps 3] [--insecure] [--name rnh]
 #
 # Hivemind lives in its own venv, made here once (${RAVNEST_HIVEMIND_VENV:-
 # ~/.cache/ravnest/venv-hivemind}), never a dependency of the project: `pip install hivemind`

@@ -75,7 +75,8 @@ def main():
         if rank == 0:
             dht = hivemind.DHT(**common)
             # The announced address (the link's far end) with this peer's id: what the others dial.
-            ours = [str(m) for m in dht.get_visible_maddrs() if args.announce.split(":")[0] in str(m)]
+            announced = maddr(args.announce) + "/"
+            ours = [str(m) for m in dht.get_visible_maddrs() if str(m).startswith(announced)]
             write_atomic(os.path.join(folder, "maddr"), ours[0])
         else:
             wait_for(os.path.join(folder, "maddr"), 60, "peer 0's multiaddr")
@@ -124,7 +125,8 @@ def main():
             with averager.get_tensors() as tensors:
                 error = (tensors[0] - expected).abs().max().item()
             if error > 1e-5 * (nodes + 1):
-                raise RuntimeError("round %d: result is not the mean (max abs error %g)" % (k, error))
+                raise RuntimeError("round %d: result is not the mean (max abs error %g)" %
+                                   (k, error))
             result["rounds"].append({"called": called, "formed": formed, "triggered": triggered,
                                      "finished": finished, "max_abs_error": error,
                                      "warmup": k < args.warmup})
