@@ -275,7 +275,17 @@ def main():
                     progress("N=%d %s %s: ours" % (nodes, link, size_text))
                     ours = run_ours(args, wan, size)
                     progress("N=%d %s %s: hivemind" % (nodes, link, size_text))
-                    hm, matchmaking, version = run_hivemind(args, wan, size)
+                    try:
+                        hm, matchmaking, version = run_hivemind(args, wan, size)
+                    except RuntimeError as e:
+                        # A failed or inexact round is a figure too: printed, and the run goes on.
+                        print("%-3d %-8s %-14s %10.4f %12.4f  hivemind failed: %s" % (
+                            nodes, size_text, link, raw / 1e9,
+                            bus_bandwidth(nodes, size, statistics.median(ours)) / 1e9,
+                            str(e).replace("\n", " ")[:300]), flush=True)
+                        rows.append({"nodes": nodes, "size": size_text, "link": link,
+                                     "ours_seconds": ours, "hivemind_error": str(e)})
+                        continue
                     ours_bw = bus_bandwidth(nodes, size, statistics.median(ours))
                     hm_bw = bus_bandwidth(nodes, size, statistics.median(hm))
                     row = {"nodes": nodes, "size": size_text, "link": link, "raw_tcp": raw,

@@ -30,7 +30,11 @@ import time
 
 def wait_for(path, timeout, what):
     deadline = time.time() + timeout
+    failed = os.path.join(os.path.dirname(path), "failed")
     while not os.path.exists(path):
+        if os.path.exists(failed):  # another peer's round failed: this run is over
+            with open(failed) as f:
+                raise RuntimeError("stopped: " + f.read())
         if time.time() > deadline:
             raise TimeoutError("%s: %s did not appear in %.0f s" % (what, path, timeout))
         time.sleep(0.005)
@@ -141,6 +145,8 @@ def main():
         return 0
     except Exception as e:  # written down for the script, which prints it
         result["error"] = "%s: %s" % (type(e).__name__, e)
+        if not os.path.exists(os.path.join(folder, "failed")):
+            write_atomic(os.path.join(folder, "failed"), "peer %d: %s" % (rank, result["error"]))
         write_atomic(os.path.join(folder, "peer_%d.json" % rank), json.dumps(result))
         print("hivemind_allreduce peer %d: %s" % (rank, result["error"]), file=sys.stderr)
         return 1
