@@ -138,8 +138,9 @@ def run_raw_tcp(args, wan, size):
 def run_ours(args, wan, size):
     """Seconds per repetition of our ring among the namespaces (after its warm-up).
 
-    Until `ravnest bench allreduce --hosts` lands, this starts the daemons itself, one in each
-    namespace listening on its address there, and asks them for one benchAllReduce
+    `ravnest bench allreduce --hosts` makes namespaces of its own (bridged, no delay); to run in
+    the ones Hivemind's peers use, this starts the daemons itself, one in each namespace
+    listening on its address there, and asks them for one benchAllReduce
     (bench_anchor_ring) with the addresses the others reach them at: the links carry every byte.
     """
     work = tempfile.mkdtemp(prefix="rnh-ours-")

@@ -1,4 +1,5 @@
-// bench/anchors/hivemind.sh's "ours" until `ravnest bench allreduce --hosts` lands: asks running
+// bench/anchors/hivemind.sh's "ours" (`ravnest bench allreduce --hosts` makes namespaces of its
+// own; these daemons run in the ones Hivemind's peers use): asks running
 // daemons (each started by the script inside its own network namespace) for one benchAllReduce,
 // the same RPC `ravnest bench allreduce` sends to its local daemons, and prints one JSON line
 // {"nodes":N,"bytes":B,"seconds":[...]} (per repetition, the slowest member). Figures only.
