@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -231,6 +232,9 @@ def run_hivemind(args, wan, size):
 
 
 def main():
+    # Terminated (hivemind.sh's Ctrl-C, a timeout): unwind, so that each run's finally stops its
+    # processes and removes its folder before scripts/wan down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", default="2,4")
     ap.add_argument("--sizes", default="4MiB,64MiB")
