@@ -4,11 +4,15 @@
 //   wan_relay --listen HOST:PORT --to HOST:PORT --delay-ms MS
 // Each chunk read is stamped on arrival and written at arrival + delay, in order, so the relay
 // adds latency without limiting throughput (the rate comes from tbf on the links). Runs until
-// killed; a connection's failure closes both of its sides only.
+// killed. An end of stream travels like the bytes before it: once every chunk read before it
+// was written, the other side's writing is shut down (a half-close, as TCP does end to end), so
+// a sender that closes right after its last bytes loses none of them; the connection closes
+// when both directions ended. A failure closes both of its sides at once.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,8 +38,11 @@ Endpoint split(const std::string& text) {
 // One direction of a connection: reads from `from`, writes to `to` `delay` later.
 class Pipe : public std::enable_shared_from_this<Pipe> {
  public:
-  Pipe(tcp::socket& from, tcp::socket& to, Clock::duration delay, std::function<void()> close)
-      : from_(from), to_(to), timer_(from.get_executor()), delay_(delay), close_(std::move(close)) {}
+  // `close`: a failure (both sides close); `ended`: this direction's end of stream was passed on.
+  Pipe(tcp::socket& from, tcp::socket& to, Clock::duration delay, std::function<void()> close,
+       std::function<void()> ended)
+      : from_(from), to_(to), timer_(from.get_executor()), delay_(delay), close_(std::move(close)),
+        ended_(std::move(ended)) {}
 
   void start() { read(); }
 
@@ -49,6 +56,11 @@ class Pipe : public std::enable_shared_from_this<Pipe> {
     auto buffer = std::make_shared<std::vector<char>>(64 * 1024);
     auto self = shared_from_this();
     from_.async_read_some(asio::buffer(*buffer), [this, self, buffer](std::error_code ec, size_t n) {
+      if (ec == asio::error::eof) {
+        eof_ = true;
+        if (queue_.empty() && !writing_) pass_end();
+        return;
+      }
       if (ec) return close_();
       buffer->resize(n);
       queue_.push_back({Clock::now() + delay_, std::move(*buffer)});
@@ -57,8 +69,17 @@ class Pipe : public std::enable_shared_from_this<Pipe> {
     });
   }
 
+  void pass_end() {
+    std::error_code ignored;
+    to_.shutdown(tcp::socket::shutdown_send, ignored);
+    ended_();
+  }
+
   void schedule() {
-    if (queue_.empty()) return;
+    if (queue_.empty()) {
+      if (eof_) pass_end();
+      return;
+    }
     writing_ = true;
     timer_.expires_at(queue_.front().due);
     auto self = shared_from_this();
@@ -79,8 +100,10 @@ class Pipe : public std::enable_shared_from_this<Pipe> {
   asio::steady_timer timer_;
   Clock::duration delay_;
   std::function<void()> close_;
+  std::function<void()> ended_;
   std::deque<Chunk> queue_;
   bool writing_ = false;
+  bool eof_ = false;  // the end of stream was read; passed on once the queue is written
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -95,8 +118,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       client_.set_option(nodelay, ec);
       upstream_.set_option(nodelay, ec);
       auto closer = [self] { self->close(); };
-      std::make_shared<Pipe>(client_, upstream_, delay, closer)->start();
-      std::make_shared<Pipe>(upstream_, client_, delay, closer)->start();
+      auto ended = [self] {
+        if (++self->ended_ == 2) self->close();
+      };
+      std::make_shared<Pipe>(client_, upstream_, delay, closer, ended)->start();
+      std::make_shared<Pipe>(upstream_, client_, delay, closer, ended)->start();
     });
   }
 
@@ -109,6 +135,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   tcp::socket client_;
   tcp::socket upstream_;
+  int ended_ = 0;  // directions whose end of stream was passed on
 };
 
 }  // namespace
