@@ -166,7 +166,15 @@ def main():
     ap.add_argument("--val-freq", type=int, default=5)
     ap.add_argument("--rate", default="")
     ap.add_argument("--delay", default="")
+    ap.add_argument("--targets", default="",
+                    help="validation accuracy to reach per model, e.g. digits=0.95,transformer=0.8")
     args = ap.parse_args()
+    for item in filter(None, args.targets.split(",")):
+        model, _, value = item.partition("=")
+        if model not in SETUPS or not value:
+            sys.exit("bench_outer.py: --targets: expected MODEL=ACCURACY with MODEL one of %s, got %r"
+                     % (", ".join(SETUPS), item))
+        SETUPS[model]["target"] = float(value)
     make_tokens(args.work)
     modes = [("gradients", 'reduce = "gradients"\n'),
              ("parameters", 'reduce = "parameters"\nreduce_factor = 1\n'),
