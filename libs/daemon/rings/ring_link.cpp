@@ -1,7 +1,9 @@
 #include "libs/daemon/rings/ring_link.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include <capnp/orphan.h>
@@ -135,9 +137,10 @@ void RingLink::send(const ring::RingTag& tag, const void* data, size_t bytes) {
                    [&]() { mailbox_.check_aborted(ring_, tag.round); });
       } catch (const std::exception& e) {
         drop_out_channel();
-        throw ring::RingError("cannot send to " + next_.name + " (" + next_.address +
-                                  ") in ring " + std::to_string(ring_) + ": " + e.what(),
-                              next_.name);
+        throw_abort_or(tag.round,
+                       ring::RingError("cannot send to " + next_.name + " (" + next_.address +
+                                           ") in ring " + std::to_string(ring_) + ": " + e.what(),
+                                       next_.name));
       }
       traffic_.sent(wire::TrafficKind::kRings, bytes);
       return;
@@ -225,6 +228,22 @@ void RingLink::flush() {
   }
 }
 
+void RingLink::throw_abort_or(uint64_t round, const ring::RingError& otherwise) {
+  // A member that failed ends its reduce, which closes its channels at once, and tells every
+  // member why (abortReduce, over RPC): that reason names who failed first, which a closed
+  // channel does not. Waited for a moment before the channel's own error is the answer.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < until) {
+    try {
+      mailbox_.check_aborted(ring_, round);
+    } catch (const std::exception& aborted) {
+      throw ring::RingError(aborted.what());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  throw otherwise;
+}
+
 void RingLink::check_prev_alive() {
   try {
     rpc_.call([&]() -> kj::Promise<void> {
@@ -264,9 +283,10 @@ void RingLink::receive(
     throw;
   } catch (const std::exception& e) {
     mailbox_.drop_channel(ring_, channel.get());
-    throw ring::RingError(prev_.name + " (" + prev_.address + "), ring " + std::to_string(ring_) +
-                              ": " + e.what(),
-                          prev_.name);
+    throw_abort_or(tag.round,
+                   ring::RingError(prev_.name + " (" + prev_.address + "), ring " +
+                                       std::to_string(ring_) + ": " + e.what(),
+                                   prev_.name));
   }
   traffic_.received(wire::TrafficKind::kRings, bytes);
 }

@@ -75,6 +75,9 @@ class RingLink final : public ring::RingTransport {
  private:
   // Throws RingError naming the previous member when it does not answer a status call in 3 s.
   void check_prev_alive();
+  // A data channel failed: throws the ring's abort reason if one arrives within 2 s (it names
+  // the member that failed first), else `otherwise`.
+  [[noreturn]] void throw_abort_or(uint64_t round, const ring::RingError& otherwise);
   // Waits for the segment `tag` in the mailbox (handing it to `from_message`) or for the ring's
   // data channel (then `from_channel` reads it there, with the idle checks).
   void receive(const ring::RingTag& tag, size_t bytes,
