@@ -54,7 +54,6 @@ uint64_t Requester::rejoin_replaced(const std::shared_ptr<Watch>& watch_ptr, uin
     // Half-written by a replace that goes on (plan.json is written last): the next poll.
     return 0;
   }
-  *plan_json = text;
   auto ids_of = [](const Plan& plan, int cluster) {
     std::set<int> ids;
     for (const auto& m : plan.nodes) {
@@ -69,7 +68,35 @@ uint64_t Requester::rejoin_replaced(const std::shared_ptr<Watch>& watch_ptr, uin
       break;
     }
   }
-  if (cluster < 0) return 0;
+  // Not yet: plan.json is read again at the next poll, and each wait is said once.
+  auto wait = [&](const std::string& why) -> uint64_t {
+    if (log && waiting_for_ != why) log("warning: " + why);
+    waiting_for_ = why;
+    return 0;
+  };
+  if (cluster < 0) {
+    *plan_json = text;
+    return 0;
+  }
+  if (watch.dropped.size() > 1) {
+    // The job would load on the other dropped clusters' nodes and their rings (not built).
+    return wait("cluster " + std::to_string(cluster) + " cannot rejoin while another cluster "
+                "is dropped too");
+  }
+  for (const auto& m : now.cluster(cluster)) {
+    try {
+      const auto s = impl.status_of(m, 2);
+      if (s.state == wire::NodeState::kTraining || s.state == wire::NodeState::kReady) {
+        return wait("cluster " + std::to_string(cluster) + " waits to rejoin: " + m.name +
+                    " runs job " + std::to_string(s.job_id));
+      }
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      return wait("cluster " + std::to_string(cluster) + " waits to rejoin: " + e.what());
+    }
+  }
+  *plan_json = text;
   int source_cluster = -1;
   for (int c : impl.plan_.cluster_ids()) {
     if (!watch.dropped.count(c)) {

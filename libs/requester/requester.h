@@ -186,6 +186,7 @@ class Requester {
                            const config::JobSpec& job, const std::string& job_text,
                            const std::string& identity, std::string* plan_json,
                            const std::function<void(const std::string&)>& log);
+  std::string waiting_for_;  // why rejoin_replaced last waited, said once
   class Impl;
   std::unique_ptr<Impl> impl_;
 };
