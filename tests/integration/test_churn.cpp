@@ -236,3 +236,46 @@ TEST_CASE("churn: a killed cluster rejoins after ravnest replace; the job ends w
                                 << ", survivor " << survivor[rejoined_at] << ", rejoined "
                                 << rejoined[0]);
 }
+
+TEST_CASE("churn: ravnest join makes a pool node one more cluster; the job trains three",
+          "[churn][join]") {
+  // Two one-node clusters and a spare (node_2) that joins as the third.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  auto joined = cluster.ravnest("join", "node_2 --like 0 --nodes " + cluster.pool_file());
+  INFO(joined.out << joined.err);
+  REQUIRE(joined.exit_code == 0);
+  CHECK(joined.out.find("cluster 2 joins the plan, cut like cluster 0") != std::string::npos);
+  // Once more: node_2 is in the plan now.
+  auto again = cluster.ravnest("join", "node_2 --like 0 --nodes " + cluster.pool_file());
+  CHECK(again.exit_code != 0);
+  CHECK(again.err.find("node_2 is already in the plan (cluster 2)") != std::string::npos);
+
+  const int steps = 20;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string(), 120);
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  CHECK(train.out.find("started on 3 node(s)") != std::string::npos);
+  std::map<int, std::map<std::string, at::Tensor>> trained;
+  for (int c : {0, 1, 2}) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse =
+        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
+  }
+  std::string where;
+  CHECK(test::largest_difference(trained[0], trained[2], &where) <= 1e-6);
+  // Exactly a plan of three clusters: each on its third of the data, averaged after each update.
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  auto three = training::train_reference_clusters(test::digits_model(), job, 3, steps);
+  const double diff = test::largest_difference(three.state, trained[0], &where);
+  INFO("largest difference from three clusters' reference " << diff << " in " << where);
+  CHECK(diff <= 1e-5);
+  WARN("joined: largest difference from three clusters' reference " << diff << " in " << where);
+  auto two = training::train_reference_clusters(test::digits_model(), job, 2, steps);
+  CHECK(test::largest_difference(two.state, trained[0], &where) > 1e-4);
+}
