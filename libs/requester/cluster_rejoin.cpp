@@ -18,12 +18,14 @@
 // batches between its drop and U are not trained.
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <random>
 #include <set>
 
 #include "libs/base/atomic_file.h"
+#include "libs/base/clock.h"
 #include "libs/config/plan/plan_layout.h"
 #include "libs/requester/following_marker.h"
 #include "libs/requester/requester_impl.h"
@@ -114,6 +116,7 @@ uint64_t Requester::rejoin_replaced(const std::shared_ptr<Watch>& watch_ptr, uin
                }());
 
   // 1. The others hold at one update boundary and stop there, each writing its checkpoint.
+  const double paused = base::now_seconds();
   const auto boundary = impl.hold_at_boundary(job_id, 60, watch.dropped);
   if (!boundary || *boundary == 0) {
     throw std::runtime_error(who + " cannot rejoin: the clusters still training did not reach "
@@ -181,9 +184,12 @@ uint64_t Requester::rejoin_replaced(const std::shared_ptr<Watch>& watch_ptr, uin
   impl.coordinate_rings(next_id);
   write_following(impl.plan_.dir, {::getpid(), next_id, watch.dropped});
   if (log) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f", base::now_seconds() - paused);
     log(who + " rejoined after update " + std::to_string(updates) + ": every cluster resumed "
-        "from there as job " + std::to_string(next_id) + ", " + who + " from cluster " +
-        std::to_string(source_cluster) + "'s checkpoint");
+        "from there as job " + std::to_string(next_id) + " (" + seconds + " s from the hold to "
+        "the start), " + who + " from cluster " + std::to_string(source_cluster) +
+        "'s checkpoint");
   }
   return next_id;
 }

@@ -232,6 +232,10 @@ TEST_CASE("churn: a killed cluster rejoins after ravnest replace; the job ends w
                                   << rejoined[0]);
   CHECK(rejoined[0] < survivor[0] - 0.5);
   CHECK(std::abs(rejoined[0] - survivor[rejoined_at]) < 0.5);
+  std::smatch pause;
+  if (std::regex_search(said, pause, std::regex("\\(([0-9.]+) s from the hold to the start\\)"))) {
+    WARN("paused " << pause[1].str() << " s");
+  }
   WARN("rejoined after update " << rejoined_at << "; first losses: untrained " << survivor[0]
                                 << ", survivor " << survivor[rejoined_at] << ", rejoined "
                                 << rejoined[0]);
