@@ -171,8 +171,8 @@ TEST_CASE("churn: a killed cluster rejoins after ravnest replace; the job ends w
   REQUIRE(cluster.ravnest("push").exit_code == 0);
   const int steps = 400;
   test::write_text(cluster.dir() / "job.toml", job_text(steps));
-  test::CommandResult replaced;
-  auto churn = std::thread([&cluster, &replaced] {
+  test::CommandResult replaced, refused;
+  auto churn = std::thread([&cluster, &replaced, &refused] {
     cluster.wait_for_batches(0, 4);
     cluster.kill(2, SIGKILL);
     cluster.wait_exit(2, 10);
@@ -181,11 +181,15 @@ TEST_CASE("churn: a killed cluster rejoins after ravnest replace; the job ends w
       if (cluster.log(0).find("ring membership epoch 1") != std::string::npos) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    // A node of a cluster still training is not replaced while the job is followed.
+    refused = cluster.ravnest("replace", "node_0 --with node_3 --nodes " + cluster.pool_file());
     replaced = cluster.ravnest("replace", "node_2 --with node_3 --nodes " + cluster.pool_file());
   });
   auto train = cluster.ravnest(
       "train", (cluster.dir() / "job.toml").string() + " --drop-failed-clusters", 200);
   churn.join();
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("node_0's cluster 0 trains in job") != std::string::npos);
   INFO(replaced.out << replaced.err);
   CHECK(replaced.exit_code == 0);
   CHECK(replaced.out.find("brings cluster 2 back at the next update boundary") !=
