@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   commands.push_back(cli::add_push(app));
   for (auto& command : cli::add_train_and_resume(app)) commands.push_back(std::move(command));
   commands.push_back(cli::add_replace(app));
+  commands.push_back(cli::add_join(app));
   commands.push_back(cli::add_status(app));
   commands.push_back(cli::add_losses(app));
   commands.push_back(cli::add_stop(app));

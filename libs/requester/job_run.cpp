@@ -22,6 +22,7 @@
 #include "libs/data/dataset_files.h"
 #include "libs/requester/loss_check.h"
 #include "libs/data/epoch_orders.h"
+#include "libs/requester/following_marker.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/metrics_files.h"
 #include "libs/requester/requester_impl.h"
@@ -326,6 +327,14 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
   std::map<std::string, std::string> checksums;
   for (const auto& meta : plan.nodes) shipments.push_back(job_shipment_for(job, meta, checksums));
 
+  // Read now: a later change (`ravnest replace` of a dropped cluster's node) brings it back.
+  std::string plan_json = base::read_file(config::PlanLayout(plan.dir).plan_file());
+  std::function<uint64_t(const std::shared_ptr<Watch>&, uint64_t)> rejoin;
+  if (options.drop_failed_clusters && !job.predict) {
+    rejoin = [&](const std::shared_ptr<Watch>& watch, uint64_t job_id) {
+      return rejoin_replaced(watch, job_id, job, job_text, identity, &plan_json, options.log);
+    };
+  }
   return impl_->run_job(result, options,
                         [&]() {
                           impl_->ship_job_files(shipments, log);
@@ -338,7 +347,7 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
                           log("job " + std::to_string(result.job_id) + " started on " +
                               std::to_string(plan.nodes.size()) + " node(s)");
                         },
-                        job.predict ? 0 : job.train.update_frequency);
+                        job.predict ? 0 : job.train.update_frequency, rejoin);
 }
 
 TrainResult Requester::attach(const TrainOptions& options) {
@@ -375,7 +384,9 @@ TrainResult Requester::attach(const TrainOptions& options) {
 
 TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& options,
                                      const std::function<void()>& load,
-                                     const std::function<void()>& start, int update_frequency) {
+                                     const std::function<void()>& start, int update_frequency,
+                                     const std::function<uint64_t(const std::shared_ptr<Watch>&,
+                                                                  uint64_t)>& rejoin) {
   struct Unwatch {
     Impl& impl;
     ~Unwatch() { impl.interrupted_ = nullptr; }
@@ -422,14 +433,31 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
     if (!options.detach) subscribe(watch, options.log);
     if (start) start();
     if (options.detach) return result;
+    struct Unmark {
+      std::string dir;
+      ~Unmark() {
+        if (!dir.empty()) remove_following(dir);
+      }
+    } unmark;
     if (options.drop_failed_clusters) {
       watch->drop_failed_clusters = coordinate_rings(result.job_id);
       if (options.log && !watch->drop_failed_clusters) {
         options.log("warning: --drop-failed-clusters: the plan has one cluster; a failure "
                     "stops the job");
       }
+      if (watch->drop_failed_clusters) {
+        // `ravnest replace` reads it: a dropped cluster's node is replaced without a stop.
+        write_following(plan_.dir, {::getpid(), result.job_id, {}});
+        unmark.dir = plan_.dir;
+        if (rejoin) {
+          watch->rejoin = [rejoin, w = std::weak_ptr<Watch>(watch)](uint64_t job_id) -> uint64_t {
+            auto locked = w.lock();
+            return locked ? rejoin(locked, job_id) : 0;
+          };
+        }
+      }
     }
-    watch_until_done(*watch, result.job_id, options.unresponsive_seconds, options.log);
+    watch_until_done(*watch, &result.job_id, options.unresponsive_seconds, options.log);
     result.seconds = now_seconds() - started;
   } catch (const Interrupted&) {
     watch->active = false;

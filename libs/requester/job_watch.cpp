@@ -112,6 +112,12 @@ void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& 
 // another job fails the job (the caller then stops it everywhere).
 void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
                                        double unresponsive_seconds, const Log& log) {
+  watch_until_done(watch, &job_id, unresponsive_seconds, log);
+}
+
+void Requester::Impl::watch_until_done(Watch& watch, uint64_t* followed,
+                                       double unresponsive_seconds, const Log& log) {
+  uint64_t& job_id = *followed;
   auto& failure = watch.failure;
   bool stopped = false;  // the failure is that somebody stopped the job
   std::map<int, double> last_heard;
@@ -120,6 +126,16 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
     timer().afterDelay(500 * kj::MILLISECONDS).wait(wait_scope());
     if (interrupt_requested()) throw Interrupted();
     if (!watch.stopping.empty()) throw NodeStopping{watch.stopping};
+    if (watch.rejoin && !watch.dropped.empty()) {
+      // `ravnest replace` gave a dropped cluster its nodes again: the job goes on with it, under
+      // a new id (cluster_rejoin.cpp); the nodes answer anew.
+      if (const uint64_t rejoined = watch.rejoin(job_id)) {
+        job_id = rejoined;
+        last_heard.clear();
+        for (const auto& meta : plan_.nodes) last_heard[meta.node_id] = now_seconds();
+        continue;
+      }
+    }
     for (const auto& meta : plan_.nodes) {
       if (watch.dropped.count(meta.cluster)) continue;
       // A failure of this node: with drop_failed_clusters (and another cluster left), its

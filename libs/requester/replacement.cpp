@@ -11,6 +11,7 @@
 #include "libs/config/plan/checkpoint_keeper.h"
 #include "libs/config/plan/node_replacement.h"
 #include "libs/config/plan/plan_layout.h"
+#include "libs/requester/following_marker.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/requester.h"
 
@@ -88,6 +89,17 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   }
   const config::NodeMetadata old = *old_it;
   const config::PlanLayout layout(plan_dir);
+  // A job followed by a requester that drops failed clusters goes on: only a dropped cluster's
+  // node is replaced then, and that requester brings its cluster back.
+  const auto following = read_following(plan_dir);
+  if (following && !following->dropped.count(old.cluster)) {
+    throw std::runtime_error(old.name + "'s cluster " + std::to_string(old.cluster) +
+                             " trains in job " + std::to_string(following->job_id) +
+                             ", followed by `ravnest train` (pid " +
+                             std::to_string(following->pid) +
+                             "): only a node of a dropped cluster is replaced while it runs "
+                             "(`ravnest stop` first)");
+  }
 
   // The plan as it will be; nothing is written yet.
   std::vector<config::NodeMetadata> nodes = plan.nodes;
@@ -113,6 +125,18 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   if (status.state == wire::NodeState::kTraining || status.state == wire::NodeState::kReady) {
     throw std::runtime_error(spare.name + " (" + spare.address + "): busy: job " +
                              std::to_string(status.job_id) + " is loaded there");
+  }
+
+  if (following) {
+    result.rejoined_by = following->pid;
+    const std::string stage = layout.resolve(old.stage_file);
+    const uint64_t bytes = requester.push_stage(spare_meta, stage, config::to_json(spare_meta));
+    log("pushed " + old.name + "'s stage (" + std::to_string(bytes) + " bytes) to " +
+        spare.name + " at " + spare.address);
+    write_replacement(plan_dir, nodes, changed, old, spare.id);
+    log("the plan " + plan_dir + " names " + spare.name + " in " + old.name +
+        "'s place; job " + std::to_string(following->job_id) + " goes on");
+    return result;
   }
 
   // What is left of an interrupted job stops first (each node writing the checkpoint of its last

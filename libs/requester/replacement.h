@@ -7,7 +7,11 @@
 // libs/config/plan/checkpoint_keeper.h) that every other node also holds is fetched; the spare gets
 // OLD's stage, its new metadata and that checkpoint; then the plan directory is
 // rewritten (config::replace_node; every file atomically, plan.json last) and the new metadata
-// goes to every node whose own changed. A failure before the plan is rewritten leaves it as it
+// goes to every node whose own changed. While a `ravnest train --drop-failed-clusters` follows
+// the job (following_marker.h) and had dropped OLD's cluster, nothing is stopped and no
+// checkpoint moves: the spare gets the stage and the plan is rewritten, and that requester does
+// the rest when it sees plan.json change (cluster_rejoin.cpp); OLD of a cluster still training is
+// refused then. A failure before the plan is rewritten leaves it as it
 // was; one after names the nodes that still need `ravnest push`.
 #pragma once
 
@@ -27,6 +31,10 @@ struct Replacement {
   int cluster = 0, position = 0;
   std::optional<uint64_t> checkpoint;  // the update moved to the spare, if any
   std::string checkpoint_from;         // the node it came from
+  // The pid of the `ravnest train --drop-failed-clusters` that follows the job and had dropped
+  // OLD's cluster: nothing was stopped, and that requester brings the cluster back
+  // (docs/faults.md#providers-that-come-and-go). 0 otherwise.
+  int rejoined_by = 0;
 };
 
 // The plan directory with the spare in OLD's slot, no daemon asked: `nodes` as

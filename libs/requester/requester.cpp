@@ -51,7 +51,8 @@ Plan load_plan(const std::string& dir) {
 }
 
 std::optional<uint64_t> Requester::Impl::hold_at_boundary(uint64_t job_id,
-                                                         double timeout_seconds) {
+                                                         double timeout_seconds,
+                                                         const std::set<int>& skip) {
   // Holding is what an interruption asks for: it is not itself interrupted.
   auto interrupted = std::exchange(interrupted_, nullptr);
   struct Restore {
@@ -64,7 +65,7 @@ std::optional<uint64_t> Requester::Impl::hold_at_boundary(uint64_t job_id,
     // A parameter server applies every worker's gradients as they come: no update count is the
     // same on every node, so such a plan stops as after a failure.
     if (meta.role == config::Role::kServer || meta.role == config::Role::kEvaluator) return {};
-    if (meta.position == 0) roots.push_back(meta);
+    if (meta.position == 0 && !skip.count(meta.cluster)) roots.push_back(meta);
   }
   const double deadline = now_seconds() + timeout_seconds;
   try {
@@ -99,6 +100,7 @@ std::optional<uint64_t> Requester::Impl::hold_at_boundary(uint64_t job_id,
     while (true) {
       bool reached = true;
       for (const auto& meta : plan_.nodes) {
+        if (skip.count(meta.cluster)) continue;
         const auto s = status_of(meta, 5);
         if (s.job_id == job_id && s.state == wire::NodeState::kTraining && s.updates < boundary) {
           reached = false;

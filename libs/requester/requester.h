@@ -178,6 +178,15 @@ class Requester {
  private:
   TrainResult run(const config::JobSpec& job, const std::string& job_text,
                   const std::string& job_path, const TrainOptions& options);
+  // A dropped cluster back in the followed job `job_id` once `ravnest replace` gave it nodes
+  // (cluster_rejoin.cpp, docs/faults.md#providers-that-come-and-go): the id of the job that goes
+  // on, or 0 when plan.json (compared with `*plan_json`, then updated) names no dropped cluster
+  // anew. Throws when the rejoin fails (the job then stops, as after any failure).
+  uint64_t rejoin_replaced(const std::shared_ptr<struct Watch>& watch, uint64_t job_id,
+                           const config::JobSpec& job, const std::string& job_text,
+                           const std::string& identity, std::string* plan_json,
+                           const std::function<void(const std::string&)>& log);
+  std::string waiting_for_;  // why rejoin_replaced last waited, said once
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

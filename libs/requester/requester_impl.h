@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -53,6 +54,10 @@ class Requester::Impl {
  public:
   Impl(Plan plan, const std::string& secret, bool insecure)
       : plan_(std::move(plan)), links_(wire::make_transport_security(secret, insecure)) {
+    pin_certificates();
+  }
+  // The plan's pins on the links (again after the plan changed: a rejoined cluster's nodes).
+  void pin_certificates() {
     // The certificates the pool file pinned, which the plan's nodes must show: each node's own
     // metadata says its own; addresses outside the plan (a spare) come from any node's.
     std::map<std::string, std::string> pins;
@@ -148,6 +153,9 @@ class Requester::Impl {
   void start(uint64_t job_id);
   void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds,
                         const Log& log = nullptr);
+  // The same, the job id `*job_id` changing when a cluster rejoins (Watch::rejoin).
+  void watch_until_done(Watch& watch, uint64_t* job_id, double unresponsive_seconds,
+                        const Log& log = nullptr);
   // TrainOptions::drop_failed_clusters (ring_coordination.cpp): tells every ring member that
   // this requester coordinates the job's membership (setRings epoch 0); false when the plan has
   // one cluster or no rings (nothing to drop). Throws like await() when a node refuses.
@@ -160,9 +168,12 @@ class Requester::Impl {
   // following the job until it ends (unless detached). A failure or an interruption stops the
   // job `result.job_id` on every node. With `update_frequency` > 0 (not a prediction), the
   // events followed are recorded under <plan dir>/metrics/job_<id> (metrics_files.h).
+  // `rejoin` (train only): Watch::rejoin, given the watch.
   TrainResult run_job(TrainResult& result, const TrainOptions& options,
                       const std::function<void()>& load, const std::function<void()>& start,
-                      int update_frequency = 0);
+                      int update_frequency = 0,
+                      const std::function<uint64_t(const std::shared_ptr<Watch>&, uint64_t)>&
+                          rejoin = nullptr);
 
   std::vector<std::string> stop_all(const std::string& reason, uint64_t job_id,
                                     double timeout_seconds = 3);
@@ -173,7 +184,9 @@ class Requester::Impl {
   // Returns the boundary, or nothing when no job runs, the plan has parameter servers, or a
   // node does not answer or reach it within `timeout_seconds` (the stop then checkpoints each
   // node at its own last update, as a stop after a failure does).
-  std::optional<uint64_t> hold_at_boundary(uint64_t job_id, double timeout_seconds);
+  // The nodes of the clusters in `skip` (dropped ones) are neither held nor waited for.
+  std::optional<uint64_t> hold_at_boundary(uint64_t job_id, double timeout_seconds,
+                                           const std::set<int>& skip = {});
   // Every node reports the job `job_id` finished (any that does not answer: false).
   bool finished_everywhere(uint64_t job_id);
   // Where a resume of the job `identity` continues: the newest update after which every node

@@ -5,7 +5,10 @@
 #include <set>
 #include <string>
 
+#include <unistd.h>
+
 #include "libs/planner/ring_membership.h"
+#include "libs/requester/following_marker.h"
 #include "libs/requester/requester_impl.h"
 
 namespace ravnest::requester {
@@ -38,6 +41,11 @@ void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
                            "); clusters " + live_words +
                            " go on without it, and its shard of the data is no longer trained";
   watch.dropped_lines.push_back(line);
+  try {
+    write_following(plan_.dir, {::getpid(), job_id, watch.dropped});
+  } catch (const std::exception& e) {
+    if (log) log(std::string("warning: ") + e.what() + " (`ravnest replace` cannot see the drop)");
+  }
   if (log) log("warning: " + line);
   // Its nodes stop the job (the one that failed already did, or is gone): none stays in a ring.
   for (const auto& meta : plan_.cluster(cluster)) {

@@ -5,8 +5,11 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <regex>
+#include <sstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -138,4 +141,149 @@ TEST_CASE("churn: clusters of two stages: the leaf of cluster 2 killed, cluster 
   const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
   test::LocalCluster cluster(test::digits_model(), {cuts, cuts, cuts}, {"32x1x8x8"});
   kill_and_check(cluster, 2, 5);
+}
+
+// The numbers, one a line, of the newest file named `name` under `dir` (recursively); none when
+// there is no such file.
+static std::vector<double> numbers_of_newest(const std::filesystem::path& dir,
+                                             const std::string& name) {
+  std::filesystem::path newest;
+  std::filesystem::file_time_type when{};
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.path().filename() == name && (newest.empty() || e.last_write_time() > when)) {
+      newest = e.path();
+      when = e.last_write_time();
+    }
+  }
+  std::vector<double> numbers;
+  if (newest.empty()) return numbers;
+  std::istringstream in(test::read_text(newest));
+  double x = 0;
+  while (in >> x) numbers.push_back(x);
+  return numbers;
+}
+
+TEST_CASE("churn: a killed cluster rejoins after ravnest replace; the job ends with all three "
+          "alike", "[churn]") {
+  // Three one-node clusters and a spare (node_3).
+  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const int steps = 400;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  test::CommandResult replaced, refused;
+  auto churn = std::thread([&cluster, &replaced, &refused] {
+    cluster.wait_for_batches(0, 4);
+    cluster.kill(2, SIGKILL);
+    cluster.wait_exit(2, 10);
+    // Once the survivors train without it (the requester dropped it), its slot gets the spare.
+    for (int i = 0; i < 300; ++i) {
+      if (cluster.log(0).find("ring membership epoch 1") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    // A node of a cluster still training is not replaced while the job is followed.
+    refused = cluster.ravnest("replace", "node_0 --with node_3 --nodes " + cluster.pool_file());
+    replaced = cluster.ravnest("replace", "node_2 --with node_3 --nodes " + cluster.pool_file());
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --drop-failed-clusters", 200);
+  churn.join();
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("node_0's cluster 0 trains in job") != std::string::npos);
+  INFO(replaced.out << replaced.err);
+  CHECK(replaced.exit_code == 0);
+  CHECK(replaced.out.find("brings cluster 2 back at the next update boundary") !=
+        std::string::npos);
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  CHECK(said.find("cluster 2 dropped (node_2") != std::string::npos);
+  std::smatch match;
+  REQUIRE(std::regex_search(said, match, std::regex("cluster 2 rejoined after update ([0-9]+)")));
+  const int rejoined_at = std::stoi(match[1].str());
+  CHECK(rejoined_at > 0);
+  CHECK(rejoined_at < steps);
+  CHECK(!std::filesystem::exists(cluster.dir() / "plan" / ".following"));  // removed at the end
+
+  // Every cluster, the rejoined one too, trained to the last update and averaged after each: the
+  // same weights everywhere, and not the untrained ones.
+  std::map<int, std::map<std::string, at::Tensor>> trained;
+  for (int c : {0, 1, 2}) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse =
+        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
+  }
+  std::string where;
+  for (int c : {1, 2}) {
+    const double apart = test::largest_difference(trained[0], trained[c], &where);
+    INFO("clusters 0 and " << c << " differ by " << apart << " in " << where);
+    CHECK(apart <= 1e-6);
+  }
+  CHECK(test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
+                                 trained[2], &where) > 1e-3);
+  // The spare trained cluster 2's batches from the rejoin to the end (one loss per batch), from
+  // the survivors' weights: its first loss is near theirs then, far below the untrained model's.
+  CHECK(cluster.log(3).find("job finished") != std::string::npos);
+  const auto rejoined = numbers_of_newest(cluster.data_dir(3), "losses.txt");
+  const auto survivor = numbers_of_newest(cluster.data_dir(0), "losses.txt");
+  REQUIRE(rejoined.size() == static_cast<size_t>(steps - rejoined_at));
+  REQUIRE(survivor.size() == static_cast<size_t>(steps));
+  INFO("first losses: untrained " << survivor[0] << ", survivor after update " << rejoined_at
+                                  << " " << survivor[rejoined_at] << ", rejoined "
+                                  << rejoined[0]);
+  CHECK(rejoined[0] < survivor[0] - 0.5);
+  CHECK(std::abs(rejoined[0] - survivor[rejoined_at]) < 0.5);
+  std::smatch pause;
+  if (std::regex_search(said, pause, std::regex("\\(([0-9.]+) s from the hold to the start\\)"))) {
+    WARN("paused " << pause[1].str() << " s");
+  }
+  WARN("rejoined after update " << rejoined_at << "; first losses: untrained " << survivor[0]
+                                << ", survivor " << survivor[rejoined_at] << ", rejoined "
+                                << rejoined[0]);
+}
+
+TEST_CASE("churn: ravnest join makes a pool node one more cluster; the job trains three",
+          "[churn][join]") {
+  // Two one-node clusters and a spare (node_2) that joins as the third.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  auto joined = cluster.ravnest("join", "node_2 --like 0 --nodes " + cluster.pool_file());
+  INFO(joined.out << joined.err);
+  REQUIRE(joined.exit_code == 0);
+  CHECK(joined.out.find("cluster 2 joins the plan, cut like cluster 0") != std::string::npos);
+  // Once more: node_2 is in the plan now.
+  auto again = cluster.ravnest("join", "node_2 --like 0 --nodes " + cluster.pool_file());
+  CHECK(again.exit_code != 0);
+  CHECK(again.err.find("node_2 is already in the plan (cluster 2)") != std::string::npos);
+
+  const int steps = 20;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string(), 120);
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  CHECK(train.out.find("started on 3 node(s)") != std::string::npos);
+  std::map<int, std::map<std::string, at::Tensor>> trained;
+  for (int c : {0, 1, 2}) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse =
+        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
+  }
+  std::string where;
+  CHECK(test::largest_difference(trained[0], trained[2], &where) <= 1e-6);
+  // Exactly a plan of three clusters: each on its third of the data, averaged after each update.
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  auto three = training::train_reference_clusters(test::digits_model(), job, 3, steps);
+  const double diff = test::largest_difference(three.state, trained[0], &where);
+  INFO("largest difference from three clusters' reference " << diff << " in " << where);
+  CHECK(diff <= 1e-5);
+  WARN("joined: largest difference from three clusters' reference " << diff << " in " << where);
+  auto two = training::train_reference_clusters(test::digits_model(), job, 2, steps);
+  CHECK(test::largest_difference(two.state, trained[0], &where) > 1e-4);
 }

@@ -12,6 +12,7 @@ Command add_clusterize(CLI::App& app);    // clusterize.cpp
 Command add_push(CLI::App& app);          // push.cpp
 std::vector<Command> add_train_and_resume(CLI::App& app);  // train.cpp: train, resume
 Command add_replace(CLI::App& app);       // replace.cpp
+Command add_join(CLI::App& app);          // join.cpp
 Command add_status(CLI::App& app);        // status.cpp
 Command add_losses(CLI::App& app);        // losses.cpp
 Command add_stop(CLI::App& app);          // stop.cpp

@@ -30,6 +30,12 @@ struct ReplaceCommand {
     std::string line = done.spare_name + " replaces " + done.old_name + " (cluster " +
                        std::to_string(done.cluster) + ", position " +
                        std::to_string(done.position) + ")";
+    if (done.rejoined_by) {
+      say(line + "; the `ravnest train` that follows the job (pid " +
+          std::to_string(done.rejoined_by) + ") brings cluster " + std::to_string(done.cluster) +
+          " back at the next update boundary");
+      return 0;
+    }
     line += done.checkpoint ? "; `ravnest resume` continues the job after update " +
                                   std::to_string(*done.checkpoint)
                             : "; `ravnest train` starts a job";

@@ -10,10 +10,7 @@
 
 namespace ravnest::config {
 
-namespace {
-
-// Every mention of `from` in `node`, as `to` (at `address`). True when anything changed.
-bool rename(NodeMetadata& node, int from, int to, const std::string& address) {
+bool rename_node_mentions(NodeMetadata& node, int from, int to, const std::string& address) {
   bool changed = false;
   auto id = [&](int& v) {
     if (v == from) {
@@ -51,8 +48,6 @@ bool rename(NodeMetadata& node, int from, int to, const std::string& address) {
   return changed;
 }
 
-}  // namespace
-
 std::vector<int> replace_node(std::vector<NodeMetadata>& nodes, int old_id, const NodeConfig& spare) {
   auto old = std::find_if(nodes.begin(), nodes.end(),
                           [&](const NodeMetadata& n) { return n.node_id == old_id; });
@@ -82,7 +77,7 @@ std::vector<int> replace_node(std::vector<NodeMetadata>& nodes, int old_id, cons
   if (!shared) old->stage_file = PlanLayout::stage_file(spare.id);
   std::vector<int> changed{spare.id};
   for (auto& node : nodes) {
-    bool renamed = rename(node, old_id, spare.id, spare.address);
+    bool renamed = rename_node_mentions(node, old_id, spare.id, spare.address);
     // The old node's pinned certificate goes, the spare's (if the pool pins one) comes.
     auto pins = node.tls_fingerprints;
     pins.erase(old_address);

@@ -1,0 +1,57 @@
+// ravnest join NODE... --like C: new providers of the pool become one more cluster, cut as C is.
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+
+#include "apps/ravnest/commands/commands.h"
+#include "apps/ravnest/commands/connection.h"
+#include "apps/ravnest/commands/console.h"
+#include "libs/config/pool/node_pool.h"
+#include "libs/requester/joining.h"
+
+namespace ravnest::cli {
+namespace {
+
+struct JoinCommand {
+  Connection connection;
+  std::vector<std::string> names;
+  int like = 0;
+  std::string pool_path = "node_data/node_configs.json";
+
+  int run() const {
+    const auto pool = config::load_node_pool(pool_path);
+    std::vector<config::NodeConfig> newcomers;
+    for (const auto& name : names) {
+      auto it = std::find_if(pool.begin(), pool.end(),
+                             [&](const auto& n) { return n.name == name; });
+      if (it == pool.end()) {
+        throw std::runtime_error(pool_path + ": no node \"" + name + "\" in the pool");
+      }
+      newcomers.push_back(*it);
+    }
+    const auto& c = connection;
+    c.warn_if_insecure();
+    const auto joined =
+        requester::join_nodes(c.plan_dir, c.secret(), newcomers, like, say, c.insecure);
+    say("cluster " + std::to_string(joined.cluster) + " joins the plan, cut like cluster " +
+        std::to_string(like) + "; the next `ravnest train` deals the data into one more shard");
+    return 0;
+  }
+};
+
+}  // namespace
+
+Command add_join(CLI::App& app) {
+  auto c = std::make_shared<JoinCommand>();
+  auto* cmd = app.add_subcommand(
+      "join", "New pool nodes become one more cluster, cut like another (docs/faults.md)");
+  cmd->add_option("new_nodes", c->names, "the pool's nodes to join, one per stage, root first")->required();
+  cmd->add_option("--like", c->like, "the cluster whose cut and stages they take")
+      ->capture_default_str();
+  cmd->add_option("--nodes", c->pool_path, "node pool, Ravnest's node_configs.json")
+      ->capture_default_str();
+  add_connection_options(cmd, c->connection);
+  return {cmd, [c] { return c->run(); }};
+}
+
+}  // namespace ravnest::cli

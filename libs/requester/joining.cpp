@@ -1,0 +1,94 @@
+#include "libs/requester/joining.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "libs/base/atomic_file.h"
+#include "libs/config/plan/plan_layout.h"
+#include "libs/requester/following_marker.h"
+#include "libs/requester/requester.h"
+
+namespace ravnest::requester {
+
+config::JoinedCluster join_nodes(const std::string& plan_dir, const std::string& secret,
+                                 const std::vector<config::NodeConfig>& newcomers, int like,
+                                 const std::function<void(const std::string&)>& log,
+                                 bool insecure) {
+  const Plan plan = load_plan(plan_dir);
+  const config::PlanLayout layout(plan_dir);
+  if (const auto following = read_following(plan_dir)) {
+    throw std::runtime_error("job " + std::to_string(following->job_id) +
+                             " runs, followed by `ravnest train` (pid " +
+                             std::to_string(following->pid) +
+                             "): joining a running job is not built; join before or after it");
+  }
+  // The plan as it will be; nothing is written yet.
+  std::vector<config::NodeMetadata> nodes = plan.nodes;
+  const auto joined = config::join_cluster(nodes, like, newcomers);
+  auto meta_of = [&](int id) -> const config::NodeMetadata& {
+    return *std::find_if(nodes.begin(), nodes.end(),
+                         [&](const config::NodeMetadata& m) { return m.node_id == id; });
+  };
+
+  // The newcomers' pinned certificates too, if the pool pins them: they are reached first.
+  Plan reached = plan;
+  for (auto& m : reached.nodes) m.tls_fingerprints = meta_of(m.node_id).tls_fingerprints;
+  Requester requester(reached, secret, insecure);
+  for (const auto& m : plan.nodes) {
+    const auto s = requester.status_of(m, 5);
+    if (s.state == wire::NodeState::kTraining || s.state == wire::NodeState::kReady) {
+      throw std::runtime_error(m.name + " (" + m.address + "): runs job " +
+                               std::to_string(s.job_id) +
+                               "; joining a running job is not built (`ravnest stop` first)");
+    }
+  }
+  for (int id : joined.nodes) {
+    const auto& m = meta_of(id);
+    const auto s = requester.status_of(m, 5);
+    if (s.node != m.name) {
+      throw std::runtime_error(m.name + " (" + m.address + "): the daemon there serves " +
+                               s.node + "; start `ravnestd --node " + m.name + "` there");
+    }
+    if (s.state == wire::NodeState::kTraining || s.state == wire::NodeState::kReady) {
+      throw std::runtime_error(m.name + " (" + m.address + "): busy: job " +
+                               std::to_string(s.job_id) + " is loaded there");
+    }
+  }
+  for (int id : joined.nodes) {
+    const auto& m = meta_of(id);
+    const uint64_t bytes =
+        requester.push_stage(m, layout.resolve(m.stage_file), config::to_json(m));
+    log("pushed the stage of cluster " + std::to_string(like) + "'s position " +
+        std::to_string(m.position) + " (" + std::to_string(bytes) + " bytes) to " + m.name +
+        " at " + m.address);
+  }
+  // The plan directory: the node files, then plan.json (what names the nodes) last.
+  for (int id : joined.changed) {
+    base::write_file_atomically(layout.node_file(id), config::to_json(meta_of(id)));
+  }
+  base::write_file_atomically(
+      layout.plan_file(),
+      config::join_cluster_in_plan_json(base::read_file(layout.plan_file()), like, joined, nodes));
+  log("the plan " + plan_dir + " has cluster " + std::to_string(joined.cluster));
+
+  std::vector<std::string> not_pushed;
+  for (int id : joined.changed) {
+    if (std::find(joined.nodes.begin(), joined.nodes.end(), id) != joined.nodes.end()) continue;
+    const auto& m = meta_of(id);
+    try {
+      requester.push_stage(m, layout.resolve(m.stage_file), config::to_json(m));
+      log("pushed the new metadata to " + m.name);
+    } catch (const std::exception& e) {
+      not_pushed.push_back(e.what());
+    }
+  }
+  if (!not_pushed.empty()) {
+    std::string all;
+    for (const auto& line : not_pushed) all += (all.empty() ? "" : "; ") + line;
+    throw std::runtime_error("the plan was rewritten, but not every node has it (" + all +
+                             "); run `ravnest push` once they answer");
+  }
+  return joined;
+}
+
+}  // namespace ravnest::requester
