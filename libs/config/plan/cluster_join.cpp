@@ -86,8 +86,9 @@ JoinedCluster join_cluster(std::vector<NodeMetadata>& nodes, int like,
     const int size = static_cast<int>(members.size());
     for (int p = 0; p < size; ++p) {
       auto& n = find(members[p].second);
+      // (A structured binding cannot be captured before C++20; clang says so.)
       auto& r = *std::find_if(n.rings.begin(), n.rings.end(),
-                              [&](const RingMembership& m) { return m.id == ring_id; });
+                              [id = ring_id](const RingMembership& m) { return m.id == id; });
       const auto& next = find(members[(p + 1) % size].second);
       const auto& prev = find(members[(p + size - 1) % size].second);
       r.size = size;
