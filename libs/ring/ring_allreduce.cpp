@@ -445,6 +445,7 @@ void RingAllReduce::run(uint64_t round, std::vector<at::Tensor>& tensors, bool a
     drain_sends(/*cancel=*/false);
     rethrow_send_error();
     transport_.flush();
+    transport_.confirm_delivered();
     encoded_used_ = 0;  // kept for the next run: no fresh pages per segment
   } catch (...) {
     drain_sends(/*cancel=*/true);  // the sender must not touch the buffers after we return

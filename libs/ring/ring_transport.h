@@ -52,6 +52,11 @@ class RingTransport {
   // Returns once the transport no longer reads memory given to send(); after an error too (it
   // may drop the connection to make sure). Throws RingError when it had to.
   virtual void flush() {}
+  // After a run that succeeded (flush() returned): returns once the next member has taken every
+  // segment sent, so that a run ends on a member only once its successor got all of it and
+  // members never disagree on whether a round completed. A transport whose sends are confirmed
+  // before flush() returns (RPC calls, in process) needs nothing here. Throws RingError.
+  virtual void confirm_delivered() {}
   // Receives the message with `tag` from the previous member into `data` (exactly `bytes`);
   // blocks. Throws RingError naming the peer when it fails, times out, or the ring is aborted.
   virtual void recv(const RingTag& tag, void* data, size_t bytes) = 0;

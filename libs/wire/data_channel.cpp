@@ -216,14 +216,14 @@ void DataChannel::read_all(void* data, size_t bytes, const Idle& idle) {
   }
 }
 
-void DataChannel::next_nonce(uint8_t nonce[12]) {
-  std::memset(nonce, 0, 4);
-  put_u64(nonce + 4, records_++);
+void DataChannel::next_nonce(uint8_t nonce[12], uint32_t direction) {
+  put_u32(nonce, direction);
+  put_u64(nonce + 4, direction == 0 ? records_++ : acks_++);
 }
 
-void DataChannel::seal(const void* plain, size_t bytes, uint8_t* out) {
+void DataChannel::seal(const void* plain, size_t bytes, uint8_t* out, uint32_t direction) {
   uint8_t nonce[12];
-  next_nonce(nonce);
+  next_nonce(nonce, direction);
   int n = 0, last = 0;
   if (EVP_CipherInit_ex(cipher_, nullptr, nullptr, nullptr, nonce, 1) != 1 ||
       EVP_CipherUpdate(cipher_, out, &n, static_cast<const uint8_t*>(plain),
@@ -234,9 +234,9 @@ void DataChannel::seal(const void* plain, size_t bytes, uint8_t* out) {
   }
 }
 
-void DataChannel::open(const uint8_t* sealed, size_t bytes, void* out) {
+void DataChannel::open(const uint8_t* sealed, size_t bytes, void* out, uint32_t direction) {
   uint8_t nonce[12];
-  next_nonce(nonce);
+  next_nonce(nonce, direction);
   uint8_t tag[kTagBytes];
   std::memcpy(tag, sealed + bytes, kTagBytes);  // `out` may overwrite `sealed`
   int n = 0, last = 0;
@@ -249,7 +249,48 @@ void DataChannel::open(const uint8_t* sealed, size_t bytes, void* out) {
   }
 }
 
+void DataChannel::send_acknowledgment(const Idle& idle) {
+  ++frames_received_;
+  uint8_t ack[8 + kTagBytes];
+  put_u64(ack, frames_received_);
+  if (cipher_ == nullptr) {
+    write_all(ack, 8, idle);
+    return;
+  }
+  uint8_t sealed[8 + kTagBytes];
+  seal(ack, 8, sealed, 1);
+  write_all(sealed, sizeof(sealed), idle);
+}
+
+void DataChannel::wait_acknowledged(const Idle& idle) {
+  auto progress = Clock::now();
+  const Idle bounded = [&]() {
+    idle();
+    if (std::chrono::duration<double>(Clock::now() - progress).count() > stall_seconds) {
+      throw channel_error(peer_, "no acknowledgment for " +
+                                     std::to_string(static_cast<int>(stall_seconds)) + " s");
+    }
+  };
+  while (frames_acknowledged_ < frames_sent_) {
+    uint8_t ack[8 + kTagBytes];
+    if (cipher_ == nullptr) {
+      read_all(ack, 8, bounded);
+    } else {
+      read_all(ack, sizeof(ack), bounded);
+      open(ack, 8, ack, 1);
+    }
+    const uint64_t count = get_u64(ack);
+    if (count != frames_acknowledged_ + 1 || count > frames_sent_) {
+      throw channel_error(peer_, "acknowledged frame " + std::to_string(count) + ", expected " +
+                                     std::to_string(frames_acknowledged_ + 1));
+    }
+    frames_acknowledged_ = count;
+    progress = Clock::now();
+  }
+}
+
 void DataChannel::send(const ChannelFrame& frame, const void* data, const Idle& idle) {
+  ++frames_sent_;
   uint8_t header[kHeaderBytes + kTagBytes];
   encode_header(frame, header);
   const auto* p = static_cast<const uint8_t*>(data);
@@ -288,14 +329,16 @@ void DataChannel::recv(const ChannelFrame& expect, void* out, const Idle& idle) 
   auto* o = static_cast<uint8_t*>(out);
   if (cipher_ == nullptr) {
     read_all(o, expect.bytes, idle);  // straight into place
-    return;
+  } else {
+    for (uint64_t off = 0; off < expect.bytes;) {
+      const size_t n =
+          static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, expect.bytes - off));
+      read_all(scratch_.data(), n + kTagBytes, idle);
+      open(scratch_.data(), n, o + off);  // decrypted straight into place
+      off += n;
+    }
   }
-  for (uint64_t off = 0; off < expect.bytes;) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, expect.bytes - off));
-    read_all(scratch_.data(), n + kTagBytes, idle);
-    open(scratch_.data(), n, o + off);  // decrypted straight into place
-    off += n;
-  }
+  send_acknowledgment(idle);
 }
 
 void DataChannel::recv_pieces(const ChannelFrame& expect,
@@ -313,6 +356,7 @@ void DataChannel::recv_pieces(const ChannelFrame& expect,
     use(static_cast<size_t>(off), scratch_.data(), n);
     off += n;
   }
+  send_acknowledgment(idle);
 }
 
 }  // namespace ravnest::wire

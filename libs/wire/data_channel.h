@@ -89,6 +89,11 @@ class DataChannel {
   // caller may then reuse `data`). Throws when the socket fails, when nothing could be written
   // for `stall_seconds`, or when `idle` throws.
   void send(const ChannelFrame& frame, const void* data, const Idle& idle);
+  // Returns once the receiver has read every frame sent so far: each recv answers with an
+  // acknowledgment (its count; sealed too, under nonces of their own). A ring member's reduce
+  // ends only when its successor took everything, as over RPC, so that members never disagree on
+  // whether a round completed. Throws as send does, or after `stall_seconds` without an answer.
+  void wait_acknowledged(const Idle& idle);
   // Reads the next frame, which must be `expect`, into `out`.
   void recv(const ChannelFrame& expect, void* out, const Idle& idle);
   // The same, handing the bytes to `use(offset, piece, size)` in consecutive pieces of at most
@@ -106,18 +111,24 @@ class DataChannel {
   void write_all(const void* data, size_t bytes, const Idle& idle);
   void read_all(void* data, size_t bytes, const Idle& idle);
   // Seals `bytes` of `plain` into `out` (bytes + 16: ciphertext then tag).
-  void seal(const void* plain, size_t bytes, uint8_t* out);
+  void seal(const void* plain, size_t bytes, uint8_t* out, uint32_t direction = 0);
   // Opens `bytes` + 16 sealed bytes at `sealed` into `out` (may be `sealed`); throws when the
   // record is not authentic.
-  void open(const uint8_t* sealed, size_t bytes, void* out);
-  void next_nonce(uint8_t nonce[12]);
+  void open(const uint8_t* sealed, size_t bytes, void* out, uint32_t direction = 0);
+  // Frames' records count in direction 0 (records_), acknowledgments in direction 1 (acks_).
+  void next_nonce(uint8_t nonce[12], uint32_t direction = 0);
+  void send_acknowledgment(const Idle& idle);
   ChannelFrame read_header(const ChannelFrame& expect, const Idle& idle);
 
   int fd_;
   std::string peer_;
   int poll_ms_;
   EVP_CIPHER_CTX* cipher_ = nullptr;  // null: plain
-  uint64_t records_ = 0;              // this direction's nonce counter
+  uint64_t records_ = 0;              // frames' records sealed (sender) or opened (receiver)
+  uint64_t acks_ = 0;                 // acknowledgments sealed (receiver) or opened (sender)
+  uint64_t frames_sent_ = 0;
+  uint64_t frames_acknowledged_ = 0;
+  uint64_t frames_received_ = 0;
   std::vector<uint8_t> scratch_;      // one sealed record, or one plain piece
   std::atomic<bool> shut_{false};
 };

@@ -126,10 +126,11 @@ TEST_CASE("data channel: a changed record or another key fails authentication",
   auto replay = [&](const std::vector<uint8_t>& bytes, const std::string& with_key) {
     Pair p;
     REQUIRE(::write(p.a, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
-    ::close(p.a);
     DataChannel receiver(p.b, with_key, "node_2");
     std::vector<uint8_t> out(1000);
-    return error_of([&] { receiver.recv({1, 0, 0, 1000}, out.data(), kNoIdle); });
+    const std::string error = error_of([&] { receiver.recv({1, 0, 0, 1000}, out.data(), kNoIdle); });
+    ::close(p.a);  // after the receiver's acknowledgment went in
+    return error;
   };
   CHECK(replay(captured, key).empty());
   auto changed = captured;
@@ -180,4 +181,28 @@ TEST_CASE("data channel: a peer that closes ends the read with one line", "[wire
   uint8_t byte = 0;
   CHECK(error_of([&] { receiver.recv({0, 0, 0, 1}, &byte, kNoIdle); }) ==
         "data channel with node_4: closed by the peer");
+}
+
+TEST_CASE("data channel: the sender learns that every frame was read", "[wire][channel]") {
+  for (const std::string key : {random_bytes(kChannelKeyBytes), std::string()}) {
+    int fds[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+    DataChannel sender(fds[0], key, "receiver", /*poll_ms=*/50);
+    DataChannel receiver(fds[1], key, "sender");
+    const auto data = pattern(3000, 1);
+    sender.send({1, 0, 0, 3000}, data.data(), kNoIdle);
+    sender.send({1, 0, 1, 3000}, data.data(), kNoIdle);
+    std::vector<uint8_t> out(3000);
+    receiver.recv({1, 0, 0, 3000}, out.data(), kNoIdle);
+    // One of two frames read: the wait goes on (idle runs) until the caller gives up.
+    int idles = 0;
+    CHECK(error_of([&] {
+            sender.wait_acknowledged([&] {
+              if (++idles == 3) throw std::runtime_error("gave up");
+            });
+          }) == "gave up");
+    receiver.recv({1, 0, 1, 3000}, out.data(), kNoIdle);
+    CHECK(error_of([&] { sender.wait_acknowledged(kNoIdle); }).empty());
+    CHECK(error_of([&] { sender.wait_acknowledged(kNoIdle); }).empty());  // nothing more to wait for
+  }
 }

@@ -132,6 +132,7 @@ void RingLink::send(const ring::RingTag& tag, const void* data, size_t bytes) {
   try {
     if (out_ == nullptr) open_sink();  // a channel, once connected, needs no RPC per segment
     if (out_ != nullptr) {
+      last_round_ = tag.round;
       try {
         out_->send({tag.round, tag.step, tag.segment, bytes}, data,
                    [&]() { mailbox_.check_aborted(ring_, tag.round); });
@@ -196,6 +197,21 @@ void RingLink::send(const ring::RingTag& tag, const void* data, size_t bytes) {
     throw ring::RingError("cannot send to " + next_.name + " (" + next_.address + ") in ring " +
                         std::to_string(ring_) + ": " + wire::kj_reason(e),
                     next_.name);
+  }
+}
+
+void RingLink::confirm_delivered() {
+  if (out_ != nullptr) {
+    // The reduce ends when the next member took every segment, as the RPC path's answers say.
+    try {
+      out_->wait_acknowledged([&]() { mailbox_.check_aborted(ring_, last_round_); });
+    } catch (const std::exception& e) {
+      drop_out_channel();
+      throw_abort_or(last_round_,
+                     ring::RingError("cannot confirm the ring's segments with " + next_.name +
+                                         " (" + next_.address + "): " + e.what(),
+                                     next_.name));
+    }
   }
 }
 

@@ -7,7 +7,8 @@
 // shared memory): send() writes the segment into the channel's socket on the calling thread (the
 // all-reduce's sender thread), sealed there with TLS on, and returns once the kernel holds it;
 // the receiving member's recv() reads it on its ring thread, straight into place, and
-// recv_pieces() adds it piece by piece. TCP is the flow control. A channel that cannot be
+// recv_pieces() adds it piece by piece. TCP is the flow control; confirm_delivered() waits until the
+// next member acknowledged every segment (a reduce ends only once the next member took it all). A channel that cannot be
 // connected leaves the segments to the RPC path below; a channel that fails fails the reduce,
 // and the next reduce opens the ring anew.
 //
@@ -71,6 +72,7 @@ class RingLink final : public ring::RingTransport {
   void recv_pieces(const ring::RingTag& tag, size_t bytes,
                    const std::function<void(size_t, const void*, size_t)>& use) override;
   void flush() override;
+  void confirm_delivered() override;
 
  private:
   // Throws RingError naming the previous member when it does not answer a status call in 3 s.
@@ -114,6 +116,7 @@ class RingLink final : public ring::RingTransport {
   std::string channel_key_;
   bool channel_accepted_ = false;
   std::unique_ptr<wire::DataChannel> out_;  // to the next member; the sending thread's
+  uint64_t last_round_ = 0;  // of the last segment sent over out_, for flush()'s abort check
   bool channel_logged_ = false;
 };
 
