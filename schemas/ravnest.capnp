@@ -276,13 +276,16 @@ interface Node {
     # checksum. `name` is "<bundle>/<path>": the bundle is the 64 hex digits of ShippedPath, the
     # path one or more plain file names joined by "/" (no "..", nothing hidden).
   loadJob @2 (jobToml :Text, jobId :UInt64, identity :Text, resumeFrom :UInt64,
-              shipped :List(ShippedPath)) -> ();
+              shipped :List(ShippedPath), resumeIdentity :Text) -> ();
     # Checks the job against the stored stage (loss, optimizer, dataset, ...); state -> ready.
     # `identity` (lowercase hex, the requester's hash of the job text and the plan's stages)
     # names the job's checkpoints; `resumeFrom` > 0 continues from this node's checkpoint after
     # that many updates, 0 starts afresh (and drops the identity's old checkpoints).
     # `shipped` says where pushFile stored the files of each of the job's paths this node reads;
-    # a path the node reads that is not listed is refused.
+    # a path the node reads that is not listed is refused. `resumeIdentity`, when not empty, is
+    # the identity whose checkpoint `resumeFrom` names (a job whose plan grew while it ran:
+    # a cluster joined, docs/faults.md#providers-that-join); its checkpoints from then on are
+    # `identity`'s. Empty: `identity`'s own.
   start @3 (jobId :UInt64) -> ();
   stop @4 (reason :Text, jobId :UInt64) -> ();
     # Abandons a running job; state -> idle. Idempotent. `reason` (why the requester stops it,

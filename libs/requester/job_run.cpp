@@ -127,7 +127,8 @@ void Requester::Impl::ship_job_files(const std::vector<JobShipment>& shipments, 
 // Loads the job everywhere first: a node that refuses it fails the job before anything runs.
 void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id,
                                const std::string& identity, uint64_t resume_from,
-                               const std::vector<JobShipment>& shipments) {
+                               const std::vector<JobShipment>& shipments,
+                               const std::string& resume_identity) {
   for (size_t n = 0; n < plan_.nodes.size(); ++n) {
     const auto& meta = plan_.nodes[n];
     auto request = node(meta).loadJobRequest();
@@ -135,6 +136,7 @@ void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id,
     request.setJobId(job_id);
     request.setIdentity(identity);
     request.setResumeFrom(resume_from);
+    request.setResumeIdentity(resume_identity);
     auto shipped = request.initShipped(static_cast<unsigned>(shipments[n].paths.size()));
     for (size_t i = 0; i < shipments[n].paths.size(); ++i) {
       shipped[i].setField(shipments[n].paths[i].field);
@@ -284,7 +286,8 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
   result.job_id = std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
   if (!job.train.max_steps) result.epochs = static_cast<uint32_t>(job.train.epochs);
   auto& plan = impl_->plan_;
-  const std::string identity = job_identity(job_text, plan);
+  // Changes when a cluster joins the running job (take_in_clusters).
+  std::string identity = job_identity(job_text, plan);
   if (options.resume) {
     // Nodes still on the interrupted job (its requester died, or it runs detached) stop it after
     // the same update, each writing its checkpoint of it.
@@ -327,12 +330,13 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
   std::map<std::string, std::string> checksums;
   for (const auto& meta : plan.nodes) shipments.push_back(job_shipment_for(job, meta, checksums));
 
-  // Read now: a later change (`ravnest replace` of a dropped cluster's node) brings it back.
+  // Read now: a later change (`ravnest replace` of a dropped cluster's node, `ravnest join`)
+  // brings clusters in.
   std::string plan_json = base::read_file(config::PlanLayout(plan.dir).plan_file());
-  std::function<uint64_t(const std::shared_ptr<Watch>&, uint64_t)> rejoin;
+  std::function<uint64_t(const std::shared_ptr<Watch>&, uint64_t)> take_in;
   if (options.drop_failed_clusters && !job.predict) {
-    rejoin = [&](const std::shared_ptr<Watch>& watch, uint64_t job_id) {
-      return rejoin_replaced(watch, job_id, job, job_text, identity, &plan_json, options.log);
+    take_in = [&](const std::shared_ptr<Watch>& watch, uint64_t job_id) {
+      return take_in_clusters(watch, job_id, job, job_text, &identity, &plan_json, options.log);
     };
   }
   return impl_->run_job(result, options,
@@ -347,7 +351,7 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
                           log("job " + std::to_string(result.job_id) + " started on " +
                               std::to_string(plan.nodes.size()) + " node(s)");
                         },
-                        job.predict ? 0 : job.train.update_frequency, rejoin);
+                        job.predict ? 0 : job.train.update_frequency, take_in);
 }
 
 TrainResult Requester::attach(const TrainOptions& options) {
@@ -386,7 +390,7 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
                                      const std::function<void()>& load,
                                      const std::function<void()>& start, int update_frequency,
                                      const std::function<uint64_t(const std::shared_ptr<Watch>&,
-                                                                  uint64_t)>& rejoin) {
+                                                                  uint64_t)>& take_in) {
   struct Unwatch {
     Impl& impl;
     ~Unwatch() { impl.interrupted_ = nullptr; }
@@ -449,10 +453,10 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
         // `ravnest replace` reads it: a dropped cluster's node is replaced without a stop.
         write_following(plan_.dir, {::getpid(), result.job_id, {}});
         unmark.dir = plan_.dir;
-        if (rejoin) {
-          watch->rejoin = [rejoin, w = std::weak_ptr<Watch>(watch)](uint64_t job_id) -> uint64_t {
+        if (take_in) {
+          watch->take_in = [take_in, w = std::weak_ptr<Watch>(watch)](uint64_t job_id) -> uint64_t {
             auto locked = w.lock();
-            return locked ? rejoin(locked, job_id) : 0;
+            return locked ? take_in(locked, job_id) : 0;
           };
         }
       }

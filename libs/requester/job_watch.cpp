@@ -126,11 +126,11 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t* followed,
     timer().afterDelay(500 * kj::MILLISECONDS).wait(wait_scope());
     if (interrupt_requested()) throw Interrupted();
     if (!watch.stopping.empty()) throw NodeStopping{watch.stopping};
-    if (watch.rejoin && !watch.dropped.empty()) {
-      // `ravnest replace` gave a dropped cluster its nodes again: the job goes on with it, under
-      // a new id (cluster_rejoin.cpp); the nodes answer anew.
-      if (const uint64_t rejoined = watch.rejoin(job_id)) {
-        job_id = rejoined;
+    if (watch.take_in) {
+      // `ravnest replace` gave a dropped cluster its nodes again, or `ravnest join` added one:
+      // the job goes on with it, under a new id (running_plan_change.cpp); the nodes answer anew.
+      if (const uint64_t next = watch.take_in(job_id)) {
+        job_id = next;
         last_heard.clear();
         for (const auto& meta : plan_.nodes) last_heard[meta.node_id] = now_seconds();
         continue;

@@ -38,9 +38,9 @@ struct Watch {
   std::set<int> dropped;               // clusters dropped
   std::vector<std::string> dropped_lines;  // why, one line each
   uint64_t ring_epoch = 0;             // the membership last sent
-  // While a cluster is dropped, asked at every poll (cluster_rejoin.cpp): returns the id of the
-  // job that goes on, with a replaced cluster back in, or 0 when no dropped cluster was replaced.
-  std::function<uint64_t(uint64_t job_id)> rejoin;
+  // Asked at every poll (running_plan_change.cpp): returns the id of the job that goes on with
+  // the clusters plan.json gained (a replaced dropped cluster, a joined one), or 0 when none.
+  std::function<uint64_t(uint64_t job_id)> take_in;
 };
 
 // "epoch 3/10" (an event's 0-based epoch; "epoch 3" when the job's epochs are unknown, 0): how

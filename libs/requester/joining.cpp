@@ -10,21 +10,20 @@
 
 namespace ravnest::requester {
 
-config::JoinedCluster join_nodes(const std::string& plan_dir, const std::string& secret,
+Joining join_nodes(const std::string& plan_dir, const std::string& secret,
                                  const std::vector<config::NodeConfig>& newcomers, int like,
                                  const std::function<void(const std::string&)>& log,
                                  bool insecure) {
   const Plan plan = load_plan(plan_dir);
   const config::PlanLayout layout(plan_dir);
-  if (const auto following = read_following(plan_dir)) {
-    throw std::runtime_error("job " + std::to_string(following->job_id) +
-                             " runs, followed by `ravnest train` (pid " +
-                             std::to_string(following->pid) +
-                             "): joining a running job is not built; join before or after it");
-  }
+  // A job followed by a requester that drops failed clusters takes the new cluster in itself
+  // (running_plan_change.cpp): the plan's nodes are left to it.
+  const auto following = read_following(plan_dir);
   // The plan as it will be; nothing is written yet.
   std::vector<config::NodeMetadata> nodes = plan.nodes;
-  const auto joined = config::join_cluster(nodes, like, newcomers);
+  Joining joining;
+  joining.joined = config::join_cluster(nodes, like, newcomers);
+  const auto& joined = joining.joined;
   auto meta_of = [&](int id) -> const config::NodeMetadata& {
     return *std::find_if(nodes.begin(), nodes.end(),
                          [&](const config::NodeMetadata& m) { return m.node_id == id; });
@@ -35,11 +34,14 @@ config::JoinedCluster join_nodes(const std::string& plan_dir, const std::string&
   for (auto& m : reached.nodes) m.tls_fingerprints = meta_of(m.node_id).tls_fingerprints;
   Requester requester(reached, secret, insecure);
   for (const auto& m : plan.nodes) {
+    if (following) break;
     const auto s = requester.status_of(m, 5);
     if (s.state == wire::NodeState::kTraining || s.state == wire::NodeState::kReady) {
       throw std::runtime_error(m.name + " (" + m.address + "): runs job " +
                                std::to_string(s.job_id) +
-                               "; joining a running job is not built (`ravnest stop` first)");
+                               ", which no `ravnest train --drop-failed-clusters` follows: a "
+                               "running job takes a cluster in only then (or `ravnest stop` "
+                               "first)");
     }
   }
   for (int id : joined.nodes) {
@@ -70,25 +72,19 @@ config::JoinedCluster join_nodes(const std::string& plan_dir, const std::string&
       layout.plan_file(),
       config::join_cluster_in_plan_json(base::read_file(layout.plan_file()), like, joined, nodes));
   log("the plan " + plan_dir + " has cluster " + std::to_string(joined.cluster));
-
-  std::vector<std::string> not_pushed;
+  if (following) {
+    joining.job_id = following->job_id;
+    joining.follower_pid = following->pid;
+    return joining;  // the follower gives the training nodes their metadata at its hold
+  }
+  std::vector<config::NodeMetadata> others;
   for (int id : joined.changed) {
-    if (std::find(joined.nodes.begin(), joined.nodes.end(), id) != joined.nodes.end()) continue;
-    const auto& m = meta_of(id);
-    try {
-      requester.push_stage(m, layout.resolve(m.stage_file), config::to_json(m));
-      log("pushed the new metadata to " + m.name);
-    } catch (const std::exception& e) {
-      not_pushed.push_back(e.what());
+    if (std::find(joined.nodes.begin(), joined.nodes.end(), id) == joined.nodes.end()) {
+      others.push_back(meta_of(id));
     }
   }
-  if (!not_pushed.empty()) {
-    std::string all;
-    for (const auto& line : not_pushed) all += (all.empty() ? "" : "; ") + line;
-    throw std::runtime_error("the plan was rewritten, but not every node has it (" + all +
-                             "); run `ravnest push` once they answer");
-  }
-  return joined;
+  requester.push_metadata(others, log);
+  return joining;
 }
 
 }  // namespace ravnest::requester

@@ -5,7 +5,11 @@
 // rewritten (the node files atomically, plan.json last); every other node gets its new metadata
 // (the ring neighbours, and one more shard everywhere). A failure before the plan is rewritten
 // leaves it as it was; one after names the nodes that still need `ravnest push`.
-// Joining a running job is not built.
+//
+// While a job runs that `ravnest train --drop-failed-clusters` follows (its marker,
+// following_marker.h), the plan's nodes are neither asked nor given their metadata: the
+// newcomers get their stages, the plan is rewritten, and the follower takes the new cluster in
+// at the next update boundary (running_plan_change.cpp). A job that runs unfollowed is refused.
 #pragma once
 
 #include <functional>
@@ -17,7 +21,13 @@
 
 namespace ravnest::requester {
 
-config::JoinedCluster join_nodes(const std::string& plan_dir, const std::string& secret,
+struct Joining {
+  config::JoinedCluster joined;
+  uint64_t job_id = 0;   // the followed job that takes the cluster in; 0: none ran
+  int follower_pid = 0;  // the `ravnest train` following it
+};
+
+Joining join_nodes(const std::string& plan_dir, const std::string& secret,
                                  const std::vector<config::NodeConfig>& newcomers, int like,
                                  const std::function<void(const std::string&)>& log,
                                  bool insecure = false);

@@ -101,6 +101,28 @@ uint64_t Requester::push_stage(const config::NodeMetadata& at, const std::string
   return size;
 }
 
+void Requester::push_metadata(const std::vector<config::NodeMetadata>& nodes,
+                              const std::function<void(const std::string&)>& log) {
+  const config::PlanLayout layout(impl_->plan_.dir);
+  std::vector<std::string> not_pushed;
+  for (const auto& meta : nodes) {
+    try {
+      push_stage(meta, layout.resolve(meta.stage_file), config::to_json(meta));
+      if (log) log("pushed the new metadata to " + meta.name);
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      not_pushed.push_back(e.what());
+    }
+  }
+  if (!not_pushed.empty()) {
+    std::string all;
+    for (const auto& line : not_pushed) all += (all.empty() ? "" : "; ") + line;
+    throw std::runtime_error("the plan was rewritten, but not every node has it (" + all +
+                             "); run `ravnest push` once they answer");
+  }
+}
+
 std::vector<uint64_t> Requester::checkpoints(const config::NodeMetadata& at,
                                              const std::string& identity, int cluster,
                                              int position, double timeout_seconds) {

@@ -222,24 +222,13 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   log("the plan " + plan_dir + " names " + spare.name + " in " + old.name + "'s place");
 
   // Every other node whose metadata changed gets it, with its unchanged stage.
-  std::vector<std::string> not_pushed;
+  std::vector<config::NodeMetadata> others;
   for (int id : changed) {
     if (id == spare.id) continue;
-    const auto& meta = *std::find_if(nodes.begin(), nodes.end(),
-                                     [&](const auto& m) { return m.node_id == id; });
-    try {
-      requester.push_stage(meta, layout.resolve(meta.stage_file), config::to_json(meta));
-      log("pushed the new metadata to " + meta.name);
-    } catch (const std::exception& e) {
-      not_pushed.push_back(e.what());
-    }
+    others.push_back(*std::find_if(nodes.begin(), nodes.end(),
+                                   [&](const auto& m) { return m.node_id == id; }));
   }
-  if (!not_pushed.empty()) {
-    std::string all;
-    for (const auto& line : not_pushed) all += (all.empty() ? "" : "; ") + line;
-    throw std::runtime_error("the plan was rewritten, but not every node has it (" + all +
-                             "); run `ravnest push` once they answer");
-  }
+  requester.push_metadata(others, log);
   return result;
 }
 

@@ -164,6 +164,13 @@ class Requester {
   // `ravnest push` does: streamed in chunks, whatever its size. Returns the stage's size.
   uint64_t push_stage(const config::NodeMetadata& at, const std::string& stage_path,
                       const std::string& metadata_json);
+  // Each of `nodes` (of the plan directory this requester has) gets its new metadata, with its
+  // stage again (the plan's stage file; the daemon takes the two together), said on `log` one
+  // line each. A node that fails does not keep the others from theirs; once all were tried,
+  // throws naming every failure: "the plan was rewritten, but not every node has it (...); run
+  // `ravnest push` once they answer". Blocks for the pushes.
+  void push_metadata(const std::vector<config::NodeMetadata>& nodes,
+                     const std::function<void(const std::string&)>& log);
   // The checkpoints of the job `identity` for the plan's slot (cluster, position) that the node
   // holds: its own, or copies it keeps for that slot (docs/faults.md). Ascending.
   std::vector<uint64_t> checkpoints(const config::NodeMetadata& at, const std::string& identity,
@@ -178,15 +185,18 @@ class Requester {
  private:
   TrainResult run(const config::JobSpec& job, const std::string& job_text,
                   const std::string& job_path, const TrainOptions& options);
-  // A dropped cluster back in the followed job `job_id` once `ravnest replace` gave it nodes
-  // (cluster_rejoin.cpp, docs/faults.md#providers-that-come-and-go): the id of the job that goes
-  // on, or 0 when plan.json (compared with `*plan_json`, then updated) names no dropped cluster
-  // anew. Throws when the rejoin fails (the job then stops, as after any failure).
-  uint64_t rejoin_replaced(const std::shared_ptr<struct Watch>& watch, uint64_t job_id,
-                           const config::JobSpec& job, const std::string& job_text,
-                           const std::string& identity, std::string* plan_json,
-                           const std::function<void(const std::string&)>& log);
-  std::string waiting_for_;  // why rejoin_replaced last waited, said once
+  // The clusters plan.json gained while the followed job `job_id` ran, taken in
+  // (running_plan_change.cpp, docs/faults.md#providers-that-come-and-go): a dropped cluster that
+  // `ravnest replace` gave nodes again, a cluster `ravnest join` added. Returns the id of the job
+  // that goes on with them, or 0 when plan.json (compared with `*plan_json`, then updated) brings
+  // none in, or not yet (said once on `log`). `*identity` becomes the job's identity in the grown
+  // plan. Blocks for the hold, the stop, the checkpoint copies and the load (seconds). Throws when
+  // taking them in fails (the job then stops, as after any failure).
+  uint64_t take_in_clusters(const std::shared_ptr<struct Watch>& watch, uint64_t job_id,
+                            const config::JobSpec& job, const std::string& job_text,
+                            std::string* identity, std::string* plan_json,
+                            const std::function<void(const std::string&)>& log);
+  std::string waiting_for_;  // why take_in_clusters last waited, said once
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -56,7 +56,7 @@ class Requester::Impl {
       : plan_(std::move(plan)), links_(wire::make_transport_security(secret, insecure)) {
     pin_certificates();
   }
-  // The plan's pins on the links (again after the plan changed: a rejoined cluster's nodes).
+  // The plan's pins on the links (again after the plan changed: the nodes of a cluster taken in).
   void pin_certificates() {
     // The certificates the pool file pinned, which the plan's nodes must show: each node's own
     // metadata says its own; addresses outside the plan (a spare) come from any node's.
@@ -147,13 +147,16 @@ class Requester::Impl {
   // The phases of Requester::train(), in order.
   void check_nodes();
   void ship_job_files(const std::vector<JobShipment>& shipments, const Log& log);
+  // `resume_identity` (not empty): the identity whose checkpoints of `resume_from` the nodes
+  // resume from, when the plan grew (running_plan_change.cpp); empty: `identity`'s own.
   void load_job(const std::string& job_text, uint64_t job_id, const std::string& identity,
-                uint64_t resume_from, const std::vector<JobShipment>& shipments);
+                uint64_t resume_from, const std::vector<JobShipment>& shipments,
+                const std::string& resume_identity = "");
   void subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log);
   void start(uint64_t job_id);
   void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds,
                         const Log& log = nullptr);
-  // The same, the job id `*job_id` changing when a cluster rejoins (Watch::rejoin).
+  // The same, the job id `*job_id` changing when clusters are taken in (Watch::take_in).
   void watch_until_done(Watch& watch, uint64_t* job_id, double unresponsive_seconds,
                         const Log& log = nullptr);
   // TrainOptions::drop_failed_clusters (ring_coordination.cpp): tells every ring member that
@@ -168,12 +171,12 @@ class Requester::Impl {
   // following the job until it ends (unless detached). A failure or an interruption stops the
   // job `result.job_id` on every node. With `update_frequency` > 0 (not a prediction), the
   // events followed are recorded under <plan dir>/metrics/job_<id> (metrics_files.h).
-  // `rejoin` (train only): Watch::rejoin, given the watch.
+  // `take_in` (train only): Watch::take_in, given the watch.
   TrainResult run_job(TrainResult& result, const TrainOptions& options,
                       const std::function<void()>& load, const std::function<void()>& start,
                       int update_frequency = 0,
                       const std::function<uint64_t(const std::shared_ptr<Watch>&, uint64_t)>&
-                          rejoin = nullptr);
+                          take_in = nullptr);
 
   std::vector<std::string> stop_all(const std::string& reason, uint64_t job_id,
                                     double timeout_seconds = 3);

@@ -20,6 +20,7 @@
 #include "libs/data/dataset.h"
 #include "libs/torch_support/eager_numerics.h"
 #include "libs/torch_support/torch_errors.h"
+#include "libs/training/checkpoint.h"
 #include "libs/training/grad_clip.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
@@ -199,7 +200,18 @@ void average_across(const std::vector<std::vector<at::Tensor>>& per_copy) {
 ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
                                          int clusters, int64_t max_batches,
                                          const std::vector<ReferenceTable>& tables,
-                                         const std::map<int, int64_t>& dropped) {
+                                         const std::map<int, int64_t>& dropped,
+                                         const std::vector<ReferenceJoin>& joins) {
+  if (!joins.empty() && (!dropped.empty() || !tables.empty())) {
+    throw std::invalid_argument("train_reference_clusters: joins with drops or tables are not "
+                                "modelled");
+  }
+  for (const auto& j : joins) {
+    if (j.after_update < 1 || j.source < 0) {
+      throw std::invalid_argument("train_reference_clusters: a join needs after_update >= 1 and "
+                                  "a source cluster");
+    }
+  }
   if (dropped.count(0) || (!dropped.empty() && (job.train.reduce != config::ReduceMode::kParameters ||
                                                 job.train.reduce_factor != 1 ||
                                                 job.train.update_frequency != 1))) {
@@ -224,14 +236,15 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
     at::Tensor rng_state;
     std::vector<at::Tensor> tables;  // in the order of `tables`
     bool live = true;                // not dropped (`dropped`)
+    int64_t epochs_ended = 0;        // the schedule's on_epoch_end calls: the last batch's epoch
     std::unique_ptr<OuterOptimizer> outer;  // [outer] only
   };
   std::vector<Copy> copies(static_cast<size_t>(clusters));
   std::vector<std::unique_ptr<training::SparseRowOptimizer>> table_optimizers;
   std::vector<std::vector<at::Tensor>> looked_up(tables.size());  // this update's indices
   auto generator = at::detail::getDefaultCPUGenerator();
-  for (int c = 0; c < clusters; ++c) {
-    Copy& copy = copies[c];
+  // Copy c of `count` clusters: the model as loaded, its optimizer, schedule and RNG stream.
+  auto make_copy = [&](Copy& copy) {
     copy.module = torch_support::load_module(model_path);
     copy.module.train();
     std::vector<at::Tensor> all;
@@ -257,29 +270,43 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
     copy.optimizer = make_optimizer(job.optimizer, all);
     copy.schedule = std::make_unique<LrSchedule>(*copy.optimizer, job.scheduler);
     copy.optimizer->zero_grad();
-    if (!job.data.order.empty()) {
-      // The daemons' rule (job_setup.cpp): each epoch's order dealt into contiguous parts.
-      copy.own_order.emplace(
-          data::cluster_part(data::read_epoch_orders(job.data.order.resolved, train.size(),
-                                                     t.epochs),
-                             clusters, c),
-          t.batch_size, t.drop_last);
-      copy.shard.resize(copy.own_order->dataset_size());
-    } else {
-      copy.shard = data::shard_indices(train.size(), clusters, c, t.seed);
-    }
     at::manual_seed(static_cast<uint64_t>(t.seed));
     copy.rng_state = generator.get_state();
-  }
+  };
+  // Every copy's data: shard c of the copies' count, as the daemons deal it (job_setup.cpp).
+  auto deal = [&]() {
+    const int count = static_cast<int>(copies.size());
+    for (int c = 0; c < count; ++c) {
+      Copy& copy = copies[static_cast<size_t>(c)];
+      if (!job.data.order.empty()) {
+        // The daemons' rule: each epoch's order dealt into contiguous parts.
+        copy.own_order.emplace(
+            data::cluster_part(data::read_epoch_orders(job.data.order.resolved, train.size(),
+                                                       t.epochs),
+                               count, c),
+            t.batch_size, t.drop_last);
+        copy.shard.resize(copy.own_order->dataset_size());
+      } else {
+        copy.shard = data::shard_indices(train.size(), count, c, t.seed);
+      }
+    }
+  };
+  for (auto& copy : copies) make_copy(copy);
+  deal();
   for (size_t k = 0; k < tables.size(); ++k) {
     table_optimizers.push_back(
         std::make_unique<training::SparseRowOptimizer>(copies[0].tables[k], *job.sparse_optimizer));
   }
-  data::BatchOrder order(static_cast<int64_t>(copies[0].shard.size()), t.batch_size, t.seed,
-                         t.shuffle, t.drop_last);
-  int64_t total = order.batches_per_epoch() * t.epochs;
-  if (t.max_steps) total = std::min(total, *t.max_steps);
-  if (max_batches >= 0) total = std::min(total, max_batches);
+  std::optional<data::BatchOrder> order;
+  int64_t total = 0;
+  auto order_data = [&]() {
+    order.emplace(static_cast<int64_t>(copies[0].shard.size()), t.batch_size, t.seed, t.shuffle,
+                  t.drop_last);
+    total = order->batches_per_epoch() * t.epochs;
+    if (t.max_steps) total = std::min(total, *t.max_steps);
+    if (max_batches >= 0) total = std::min(total, max_batches);
+  };
+  order_data();
 
   ReferenceResult result;
   int64_t pending = 0;
@@ -302,15 +329,28 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
     for (const auto& b : copy.buffers) out.push_back(b);
     return out;
   };
-  for (int64_t epoch = 0; epoch < t.epochs && result.batches < total; ++epoch) {
-    ++result.epochs_started;
-    const auto batches = order.epoch(epoch);
-    std::vector<std::vector<std::vector<int64_t>>> own_batches;  // [data] order: per copy
-    for (const auto& copy : copies) {
-      if (copy.own_order) own_batches.push_back(copy.own_order->epoch(epoch));
+  // Batch by batch, each at its place in the current dealing (a join deals anew: the epoch and the
+  // batch within it follow from the batches done, as a resumed root's do).
+  int64_t dealt_epoch = -1;
+  std::vector<std::vector<int64_t>> batches;
+  std::vector<std::vector<std::vector<int64_t>>> own_batches;  // [data] order: per copy
+  while (result.batches < total) {
+    const int64_t per_epoch = order->batches_per_epoch();
+    const int64_t epoch = result.batches / per_epoch;
+    const size_t b = static_cast<size_t>(result.batches % per_epoch);
+    if (epoch != dealt_epoch || b == 0) {
+      if (b == 0) ++result.epochs_started;
+      dealt_epoch = epoch;
+      batches = order->epoch(epoch);
+      own_batches.clear();
+      for (const auto& copy : copies) {
+        if (copy.own_order) own_batches.push_back(copy.own_order->epoch(epoch));
+      }
     }
-    for (size_t b = 0; b < batches.size() && result.batches < total; ++b) {
+    {
       double batch_loss = 0;
+      size_t live = 0;
+      for (const auto& copy : copies) live += copy.live ? 1 : 0;
       for (size_t c = 0; c < copies.size(); ++c) {
         auto& copy = copies[c];
         if (!copy.live) continue;
@@ -339,10 +379,19 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
         result.samples += n;
         copy.rng_state = generator.get_state();
       }
-      result.batch_losses.push_back(batch_loss * t.update_frequency / clusters);
+      result.batch_losses.push_back(batch_loss * t.update_frequency / static_cast<double>(live));
       ++result.batches;
       ++pending;
       const bool last = result.batches == total;
+      // An epoch's end steps the schedule when the next epoch's first batch is done, before its
+      // update, as the daemons do (StageWorker::batch_finished): after a join's new dealing, for
+      // every epoch end its jump passes.
+      for (auto& copy : copies) {
+        while (copy.live && copy.epochs_ended < epoch) {
+          copy.schedule->on_epoch_end();
+          ++copy.epochs_ended;
+        }
+      }
       if (pending == t.update_frequency || last) {
         torch::NoGradGuard no_grad;
         if (t.reduce == config::ReduceMode::kGradients) {
@@ -400,10 +449,31 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
           average_across(gather([&](Copy& copy) { return state_tensors(copy, t.average_optim); }));
         }
       }
-      if (b + 1 == batches.size()) {
-        for (auto& copy : copies) {
-          if (copy.live) copy.schedule->on_epoch_end();
+      // A cluster that joins after this update: a copy of its source's state (weights,
+      // optimizer, LR step, random state, outer state), and the data dealt one more way.
+      for (const auto& j : joins) {
+        if (pending != 0 || j.after_update != result.updates) continue;
+        if (static_cast<size_t>(j.source) >= copies.size()) {
+          throw std::invalid_argument("train_reference_clusters: no cluster " +
+                                      std::to_string(j.source) + " to join from");
         }
+        copies.emplace_back();
+        Copy& joined = copies.back();
+        make_copy(joined);
+        const Copy& source = copies[static_cast<size_t>(j.source)];
+        torch::NoGradGuard no_grad;
+        for (size_t k = 0; k < joined.parameters.size(); ++k) {
+          joined.parameters[k].copy_(source.parameters[k]);
+        }
+        for (size_t k = 0; k < joined.buffers.size(); ++k) joined.buffers[k].copy_(source.buffers[k]);
+        restore_optimizer(*joined.optimizer, save_optimizer(*source.optimizer));
+        joined.schedule->restore(source.schedule->steps());
+        joined.epochs_ended = source.epochs_ended;
+        joined.rng_state = source.rng_state.clone();
+        if (source.outer) joined.outer->restore(source.outer->state());
+        deal();
+        order_data();
+        dealt_epoch = -1;
       }
     }
   }

@@ -88,9 +88,21 @@ struct ReferenceTable {
 // cluster -> the parameter-averaging rounds it took part in before it was dropped (rounds count
 // from 0, one after each update); from then on it neither trains nor averages, and the others
 // average among themselves. Copy 0 must not be dropped.
+//
+// `joins` (docs/faults.md#providers-that-join): after update `after_update`, one more cluster
+// (the next id) with a copy of cluster `source`'s weights, buffers, optimizer state, LR step,
+// random state and outer state; from then on every cluster reads shard c of the new count at the
+// place the batches done have in that dealing (epoch B / per epoch, batch B % per epoch), and
+// the job ends where that many clusters' job ends, as the daemons resume a grown plan. Not with
+// `dropped` or `tables` (std::invalid_argument).
+struct ReferenceJoin {
+  int64_t after_update = 0;
+  int source = 0;
+};
 ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
                                          int clusters, int64_t max_batches = -1,
                                          const std::vector<ReferenceTable>& tables = {},
-                                         const std::map<int, int64_t>& dropped = {});
+                                         const std::map<int, int64_t>& dropped = {},
+                                         const std::vector<ReferenceJoin>& joins = {});
 
 }  // namespace ravnest::training

@@ -297,3 +297,101 @@ TEST_CASE("churn: ravnest join makes a pool node one more cluster; the job train
   auto two = training::train_reference_clusters(test::digits_model(), job, 2, steps);
   CHECK(test::largest_difference(two.state, trained[0], &where) > 1e-4);
 }
+
+TEST_CASE("churn: a provider joins the running job as a new cluster and trains from the next "
+          "update boundary", "[churn][join]") {
+  // Two one-node clusters train; node_2 (a spare of the pool) joins as cluster 2 mid-job.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const int steps = 300;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  test::CommandResult joined;
+  auto joiner = std::thread([&cluster, &joined] {
+    cluster.wait_for_batches(0, 4);
+    // The follower's marker says the job takes clusters in (written once the rings agreed).
+    for (int i = 0; i < 300; ++i) {
+      if (std::filesystem::exists(cluster.dir() / "plan" / ".following")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    joined = cluster.ravnest("join", "node_2 --like 0 --nodes " + cluster.pool_file());
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --drop-failed-clusters", 200);
+  joiner.join();
+  INFO(joined.out << joined.err);
+  REQUIRE(joined.exit_code == 0);
+  CHECK(joined.out.find("brings it into job") != std::string::npos);
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  std::smatch match;
+  REQUIRE(std::regex_search(said, match, std::regex("cluster 2 joined after update ([0-9]+)")));
+  const int joined_at = std::stoi(match[1].str());
+  CHECK(joined_at > 0);
+  CHECK(joined_at < steps);
+  CHECK(said.find("the data is dealt into 3 shards from batch " + std::to_string(joined_at)) !=
+        std::string::npos);
+
+  // All three averaged after every update to the end: the same weights everywhere.
+  std::map<int, std::map<std::string, at::Tensor>> trained;
+  for (int c : {0, 1, 2}) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse =
+        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
+  }
+  std::string where;
+  for (int c : {1, 2}) {
+    const double apart = test::largest_difference(trained[0], trained[c], &where);
+    INFO("clusters 0 and " << c << " differ by " << apart << " in " << where);
+    CHECK(apart <= 1e-6);
+  }
+  // Exact at the join: two clusters for `joined_at` updates, then three from cluster 0's state,
+  // the data dealt three ways from there. Each batch's loss (the clusters' mean) is the one-process
+  // reference's, before the join and for the batches after it, where a wrong state or a wrong
+  // deal would show at once; the two clusters' reference is not. Not the end's weights: a ring of
+  // three adds in another order than the reference (its partial sums start at each segment's
+  // member), and 1-ulp differences grow over hundreds of updates of this model (BatchNorm,
+  // dropout) to 1e-3 (measured: three clusters from the start, 300 updates, 2.9e-3 in
+  // bn2.running_mean; 20 updates, 2.4e-7).
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  auto reference = training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {},
+                                                      {{joined_at, 0}});
+  auto two = training::train_reference_clusters(test::digits_model(), job, 2, steps);
+  const auto loss0 = numbers_of_newest(cluster.data_dir(0), "losses.txt");
+  const auto loss1 = numbers_of_newest(cluster.data_dir(1), "losses.txt");
+  const auto loss2 = numbers_of_newest(cluster.data_dir(2), "losses.txt");
+  REQUIRE(loss0.size() == static_cast<size_t>(steps));
+  REQUIRE(loss1.size() == static_cast<size_t>(steps));
+  REQUIRE(loss2.size() == static_cast<size_t>(steps - joined_at));
+  REQUIRE(reference.batch_losses.size() == static_cast<size_t>(steps));
+  double worst = 0, two_apart = 0;
+  const int after = std::min(steps, joined_at + 10);
+  for (int k = 0; k < after; ++k) {
+    const double mean = k < joined_at ? (loss0[k] + loss1[k]) / 2
+                                      : (loss0[k] + loss1[k] + loss2[k - joined_at]) / 3;
+    worst = std::max(worst, std::abs(mean - reference.batch_losses[k]));
+    if (k >= joined_at) two_apart = std::max(two_apart, std::abs(mean - two.batch_losses[k]));
+  }
+  INFO("batches 0 to " << after - 1 << ": losses differ from the reference by at most " << worst
+                       << ", from two clusters' by " << two_apart);
+  CHECK(worst <= 1e-5);
+  CHECK(two_apart > 1e-3);
+  WARN("joined after update " << joined_at << ": the losses of batches 0 to " << after - 1
+                              << " differ from the reference by at most " << worst);
+
+  // node_2 trained cluster 2's batches from the join to the end, from the others' weights.
+  CHECK(cluster.log(2).find("job finished") != std::string::npos);
+  INFO("first losses: untrained " << loss0[0] << ", joined " << loss2[0]);
+  CHECK(loss2[0] < loss0[0] - 0.5);
+  CHECK(!std::filesystem::exists(cluster.dir() / "plan" / ".following"));
+  // A later `ravnest resume` knows the grown job (its identity names the three clusters' slots):
+  // it finished.
+  auto resume = cluster.ravnest("resume", "", 60);
+  INFO(resume.out << resume.err);
+  CHECK(resume.exit_code != 0);
+  CHECK(resume.err.find("already finished on every node") != std::string::npos);
+}

@@ -31,10 +31,18 @@ struct JoinCommand {
     }
     const auto& c = connection;
     c.warn_if_insecure();
-    const auto joined =
+    const auto joining =
         requester::join_nodes(c.plan_dir, c.secret(), newcomers, like, say, c.insecure);
-    say("cluster " + std::to_string(joined.cluster) + " joins the plan, cut like cluster " +
-        std::to_string(like) + "; the next `ravnest train` deals the data into one more shard");
+    const std::string cluster = "cluster " + std::to_string(joining.joined.cluster);
+    if (joining.job_id != 0) {
+      say(cluster + " joins the plan, cut like cluster " + std::to_string(like) + "; `ravnest " +
+          "train` (pid " + std::to_string(joining.follower_pid) + ") brings it into job " +
+          std::to_string(joining.job_id) + " at the next update boundary, the data dealt into " +
+          "one more shard from there");
+    } else {
+      say(cluster + " joins the plan, cut like cluster " + std::to_string(like) +
+          "; the next `ravnest train` deals the data into one more shard");
+    }
     return 0;
   }
 };

@@ -127,10 +127,14 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   const uint64_t job_id = params.getJobId();
   const std::string identity = params.getIdentity();
   const uint64_t resume_from = params.getResumeFrom();
+  // A plan that grew while the job ran resumes from the checkpoints of the job as it was.
+  const std::string resume_identity =
+      params.getResumeIdentity().size() > 0 ? std::string(params.getResumeIdentity()) : identity;
   std::map<std::string, std::string> shipped;
   for (auto path : params.getShipped()) shipped[path.getField()] = path.getLocation();
   checked([&] {
     if (!identity.empty()) store::CheckpointStore::check_identity(identity);
+    if (resume_identity != identity) store::CheckpointStore::check_identity(resume_identity);
     if (resume_from > 0 && identity.empty()) {
       throw std::runtime_error("a job to resume needs its identity");
     }
@@ -147,7 +151,8 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   inbox_.reset();
   links_.drop_all();  // and new connections: a peer may have restarted since the last job
   traffic_.reset();
-  return on_compute(compute_, [this, text, job_id, identity, resume_from, shipped]() {
+  return on_compute(compute_, [this, text, job_id, identity, resume_identity, resume_from,
+                                shipped]() {
     rings_.end_job();
     auto job = store_.locate_shipped(config::parse_job(text, "job"), shipped);
     auto made = worker::make_worker_setup(store_, job, job_id, training::compute_device(device_));
@@ -157,8 +162,9 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
       setup->checkpoints = checkpoints_;
       setup->identity = identity;
       if (resume_from > 0) {
-        setup->resume = checkpoints_->read(identity, resume_from, setup->node.cluster,
+        setup->resume = checkpoints_->read(resume_identity, resume_from, setup->node.cluster,
                                             setup->node.position);
+        setup->resume->identity = identity;  // what it writes from now on is the job's
         check_same_data(*setup->resume, shipped, job);
       } else {
         checkpoints_->clear(identity);  // a fresh start: older checkpoints of it are stale

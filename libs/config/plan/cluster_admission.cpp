@@ -1,0 +1,94 @@
+#include "libs/config/plan/cluster_admission.h"
+
+#include <algorithm>
+
+namespace ravnest::config {
+namespace {
+
+std::map<int, std::map<int, const NodeMetadata*>> by_cluster(const std::vector<NodeMetadata>& nodes) {
+  std::map<int, std::map<int, const NodeMetadata*>> clusters;  // cluster -> position -> node
+  for (const auto& m : nodes) clusters[m.cluster][m.position] = &m;
+  return clusters;
+}
+
+std::string names(const std::vector<int>& clusters) {
+  std::string all;
+  for (int c : clusters) all += (all.empty() ? "" : ", ") + std::to_string(c);
+  return all;
+}
+
+}  // namespace
+
+ClusterAdmission admit_clusters(const std::vector<NodeMetadata>& running,
+                                const std::vector<NodeMetadata>& now,
+                                const std::set<int>& dropped) {
+  ClusterAdmission admission;
+  const auto before = by_cluster(running);
+  const auto after = by_cluster(now);
+  for (const auto& [c, nodes] : before) {
+    if (c < 0) continue;  // no cluster: a parameter server's node
+    if (!after.count(c)) {
+      admission.wait = "plan.json no longer names cluster " + std::to_string(c) +
+                       " of the running job; a running job takes in clusters, it loses none";
+      return admission;
+    }
+  }
+  for (const auto& [c, nodes] : after) {
+    if (c < 0) continue;
+    auto it = before.find(c);
+    if (it == before.end()) {
+      admission.joining.push_back(c);
+      continue;
+    }
+    if (!dropped.count(c)) continue;
+    std::set<int> was, is;
+    for (const auto& [p, m] : it->second) was.insert(m->node_id);
+    for (const auto& [p, m] : nodes) is.insert(m->node_id);
+    if (was != is) admission.rejoining.push_back(c);
+  }
+  if (admission.empty()) return admission;
+
+  std::vector<int> taken = admission.rejoining;
+  taken.insert(taken.end(), admission.joining.begin(), admission.joining.end());
+  std::vector<int> still_dropped;
+  for (int d : dropped) {
+    if (!std::count(admission.rejoining.begin(), admission.rejoining.end(), d)) {
+      still_dropped.push_back(d);
+    }
+  }
+  if (!still_dropped.empty()) {
+    admission.wait = "cluster " + names(taken) + (taken.size() > 1 ? " wait" : " waits") +
+                     ": cluster " + names(still_dropped) +
+                     (still_dropped.size() > 1 ? " are" : " is") +
+                     " dropped too, and every dropped cluster must come back at once "
+                     "(`ravnest replace` its node)";
+    return admission;
+  }
+  for (int c : taken) {
+    const auto& target = after.at(c);
+    for (const auto& [s, nodes] : before) {
+      if (s < 0 || dropped.count(s) || nodes.size() != target.size()) continue;
+      bool same = true;
+      for (const auto& [p, m] : target) {
+        auto at = nodes.find(p);
+        if (at == nodes.end() || at->second->stage_sha256 != m->stage_sha256) {
+          same = false;
+          break;
+        }
+      }
+      if (same) {
+        admission.source[c] = s;
+        break;
+      }
+    }
+    if (!admission.source.count(c)) {
+      admission.wait = "cluster " + std::to_string(c) +
+                       " has stages no training cluster has (at every position): nothing to "
+                       "start it from";
+      return admission;
+    }
+  }
+  return admission;
+}
+
+}  // namespace ravnest::config

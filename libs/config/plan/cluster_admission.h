@@ -1,0 +1,41 @@
+// Which clusters a followed job takes in when plan.json changes while it runs
+// (docs/faults.md#providers-that-come-and-go): a dropped cluster whose nodes `ravnest replace`
+// gave anew rejoins, a cluster `ravnest join` added joins. Pure: the plan the job runs and the
+// plan as plan.json now says, no file and no daemon.
+//
+// Each cluster taken in starts from the checkpoint of a cluster still training that is cut as
+// it is (the same stage bytes at every position): the joined cluster's `--like` cluster, or any
+// other of the same cut.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "libs/config/plan/node_metadata.h"
+
+namespace ravnest::config {
+
+struct ClusterAdmission {
+  std::vector<int> rejoining;  // dropped clusters whose nodes plan.json names anew, ascending
+  std::vector<int> joining;    // clusters plan.json has and the running job has not, ascending
+  std::map<int, int> source;   // each of them -> the training cluster whose checkpoint it takes
+  // Not empty: nothing can be taken in now (why, one line); the caller looks again later.
+  std::string wait;
+
+  bool empty() const { return rejoining.empty() && joining.empty(); }
+};
+
+// `running`: the nodes of the plan the job runs; `now`: plan.json's nodes; `dropped`: the
+// clusters the job dropped. Nothing to take in (empty(), no `wait`) when no dropped cluster has
+// other nodes and no cluster is new. `wait` says why when:
+//   - plan.json no longer names a cluster the job runs (a plan rewritten by hand or by a new
+//     `clusterize`: not a change a running job can take);
+//   - a dropped cluster would stay dropped beside one taken in (the job would load on its
+//     dead nodes): every dropped cluster must come back at once;
+//   - a cluster taken in has no training cluster of its cut to start from.
+ClusterAdmission admit_clusters(const std::vector<NodeMetadata>& running,
+                                const std::vector<NodeMetadata>& now, const std::set<int>& dropped);
+
+}  // namespace ravnest::config

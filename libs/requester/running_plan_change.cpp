@@ -1,0 +1,227 @@
+// A followed job takes in the clusters plan.json gained while it ran
+// (docs/faults.md#providers-that-come-and-go): a dropped cluster that `ravnest replace` gave a
+// node again (it rejoins), or a cluster `ravnest join` added (it joins). `ravnest train
+// --drop-failed-clusters` follows the job and looks at plan.json at every poll; which clusters
+// come in and from which cluster each starts is config::admit_clusters. Then:
+//
+// 1. the roots of the clusters still training hold at one update boundary U (hold_at_boundary),
+//    and those clusters stop there, each node writing its checkpoint of update U;
+// 2. the requester takes the new plan, gives every node whose metadata changed its new metadata
+//    (the ring neighbours, and with a joined cluster every node: one more shard of the data),
+//    and copies each stage's checkpoint of update U from the source cluster to the slot of that
+//    stage in each cluster taken in;
+// 3. every cluster loads the job from update U (resumeFrom = U, a new job id) and starts; the
+//    rings' membership is the plan's again. A rejoin keeps the job's identity (the same slots);
+//    a join changes it (one more cluster's slots), and the nodes resume from the checkpoints of
+//    the identity they were written under (loadJob's resumeIdentity).
+//
+// Exact: from U on it is the run of all clusters resumed from U, each cluster taken in with the
+// weights, optimizer state, LR step, random state and ring round counter of its source (with
+// reduce = "parameters" every update those weights are every cluster's). A rejoining cluster reads
+// its own shard from batch U on. A join deals the data into one more shard: from U on every
+// cluster reads shard c of N + 1 at the position batch U has in that dealing (epoch B / per
+// epoch, batch B % per epoch, B = U * update_frequency), as if the plan had always had N + 1
+// clusters; the job's end in updates is that of N + 1 clusters (or max_steps). The epoch of the
+// join sees some samples twice and others not at all; the later epochs are whole passes. Not a
+// round-level change: every cluster pauses for the stop and the load (seconds).
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+
+#include "libs/base/atomic_file.h"
+#include "libs/base/clock.h"
+#include "libs/config/plan/cluster_admission.h"
+#include "libs/config/plan/plan_layout.h"
+#include "libs/requester/following_marker.h"
+#include "libs/requester/job_identity.h"
+#include "libs/requester/requester_impl.h"
+#include "libs/training/checkpoint.h"
+
+namespace ravnest::requester {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string cluster_words(const std::vector<int>& clusters) {
+  std::string all;
+  for (int c : clusters) all += (all.empty() ? "" : ", ") + std::to_string(c);
+  return (clusters.size() > 1 ? "clusters " : "cluster ") + all;
+}
+
+}  // namespace
+
+uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, uint64_t job_id,
+                                     const config::JobSpec& job, const std::string& job_text,
+                                     std::string* identity, std::string* plan_json,
+                                     const Log& log) {
+  Impl& impl = *impl_;
+  Watch& watch = *watch_ptr;
+  const config::PlanLayout layout(impl.plan_.dir);
+  std::string text;
+  try {
+    text = base::read_file(layout.plan_file());
+  } catch (const std::exception&) {
+    return 0;
+  }
+  if (text == *plan_json) return 0;
+  Plan now;
+  try {
+    now = load_plan(impl.plan_.dir);
+  } catch (const std::exception&) {
+    // Half-written by a replace or join that goes on (plan.json is written last): the next poll.
+    return 0;
+  }
+  // Not yet: plan.json is read again at the next poll, and each wait is said once.
+  auto wait = [&](const std::string& why) -> uint64_t {
+    if (log && waiting_for_ != why) log("warning: " + why);
+    waiting_for_ = why;
+    return 0;
+  };
+  const auto admission = config::admit_clusters(impl.plan_.nodes, now.nodes, watch.dropped);
+  if (!admission.wait.empty()) return wait(admission.wait);
+  if (admission.empty()) {
+    *plan_json = text;
+    return 0;
+  }
+  std::vector<int> taken = admission.rejoining;
+  taken.insert(taken.end(), admission.joining.begin(), admission.joining.end());
+  const std::string who = cluster_words(taken);
+  for (int c : taken) {
+    for (const auto& m : now.cluster(c)) {
+      try {
+        const auto s = impl.status_of(m, 2);
+        if (s.state == wire::NodeState::kTraining || s.state == wire::NodeState::kReady) {
+          return wait(who + " waits to come in: " + m.name + " runs job " +
+                      std::to_string(s.job_id));
+        }
+      } catch (const Interrupted&) {
+        throw;
+      } catch (const std::exception& e) {
+        return wait(who + " waits to come in: " + e.what());
+      }
+    }
+  }
+  *plan_json = text;
+  auto node_names = [&](int c) {
+    std::string names;
+    for (const auto& m : now.cluster(c)) names += (names.empty() ? "" : ", ") + m.name;
+    return names;
+  };
+  if (log) {
+    for (int c : admission.rejoining) {
+      log("cluster " + std::to_string(c) + " rejoins: plan.json names " + node_names(c));
+    }
+    for (int c : admission.joining) {
+      log("cluster " + std::to_string(c) + " joins: plan.json names " + node_names(c));
+    }
+  }
+
+  // 1. The others hold at one update boundary and stop there, each writing its checkpoint.
+  const double paused = base::now_seconds();
+  const auto boundary = impl.hold_at_boundary(job_id, 60, watch.dropped);
+  if (!boundary || *boundary == 0) {
+    throw std::runtime_error(who + " cannot come in: the clusters still training did not reach "
+                             "one update boundary within 60 s");
+  }
+  const uint64_t updates = *boundary;
+  // The dropped clusters' nodes may be gone (their failures to stop say nothing); a node still
+  // training is found by the status polls of the job that follows.
+  impl.stop_all(who + (admission.joining.empty() ? " rejoins" : " joins") + " the job", job_id,
+                30);
+
+  // 2. The new plan: metadata where it changed, the checkpoints of update U to the slots taken in.
+  const Plan before = impl.plan_;
+  impl.plan_ = now;
+  impl.pin_certificates();
+  std::map<int, std::string> old_json;
+  for (const auto& m : before.nodes) old_json[m.node_id] = config::to_json(m);
+  std::vector<config::NodeMetadata> changed;
+  for (const auto& m : now.nodes) {
+    auto it = old_json.find(m.node_id);
+    // A node new to the plan got its stage and metadata from `replace` or `join`.
+    if (it != old_json.end() && it->second != config::to_json(m)) changed.push_back(m);
+  }
+  push_metadata(changed, log);
+  const std::string resumed_identity = *identity;
+  const std::string next_identity = job_identity(job_text, now);
+  const std::string copy =
+      (fs::path(impl.plan_.dir) / (".checkpoint." + std::to_string(::getpid()) + ".pt")).string();
+  struct Removed {
+    std::string path;
+    ~Removed() {
+      std::error_code ignored;
+      fs::remove(path, ignored);
+    }
+  } removed{copy};
+  for (int c : taken) {
+    const int source_cluster = admission.source.at(c);
+    std::map<int, config::NodeMetadata> source_at;  // by position
+    for (const auto& m : now.cluster(source_cluster)) source_at[m.position] = m;
+    for (const auto& m : now.cluster(c)) {
+      const auto& source = source_at.at(m.position);
+      fetch_checkpoint(source, resumed_identity, source.cluster, source.position, updates, copy);
+      // The slot's own from now on (a checkpoint names its slot, and a node resumes only its
+      // own); the source's losses and validation rounds are not the new leaf's: its losses.txt
+      // holds the batches it trains from U on.
+      training::StageCheckpoint adopted = training::load_checkpoint(copy);
+      adopted.cluster = m.cluster;
+      adopted.position = m.position;
+      adopted.losses.clear();
+      adopted.validation.clear();
+      training::save_checkpoint(adopted, copy);
+      store_checkpoint(m, resumed_identity, m.cluster, m.position, updates, copy);
+    }
+  }
+
+  // 3. Every cluster loads the job from update U and starts; the rings are the plan's again.
+  std::vector<JobShipment> shipments;
+  std::map<std::string, std::string> checksums;
+  for (const auto& meta : now.nodes) shipments.push_back(job_shipment_for(job, meta, checksums));
+  impl.ship_job_files(shipments, log);
+  const uint64_t next_id =
+      std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
+  impl.load_job(job_text, next_id, next_identity, updates, shipments,
+                next_identity == resumed_identity ? "" : resumed_identity);
+  *identity = next_identity;
+  for (int c : admission.rejoining) watch.dropped.erase(c);
+  for (int c : admission.joining) {
+    watch.progress[c].cluster = c;
+    if (!before.cluster_ids().empty()) {
+      watch.progress[c].epochs = watch.progress[before.cluster_ids().front()].epochs;
+    }
+  }
+  watch.finished.clear();
+  watch.ring_epoch = 0;
+  impl.subscribe(watch_ptr, log);
+  impl.start(next_id);
+  impl.coordinate_rings(next_id);
+  write_following(impl.plan_.dir, {::getpid(), next_id, watch.dropped});
+  if (log) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f", base::now_seconds() - paused);
+    const std::string how = " after update " + std::to_string(updates) +
+                            ": every cluster resumed from there as job " +
+                            std::to_string(next_id) + " (" + seconds +
+                            " s from the hold to the start)";
+    for (int c : admission.rejoining) {
+      log("cluster " + std::to_string(c) + " rejoined" + how + ", cluster " + std::to_string(c) +
+          " from cluster " + std::to_string(admission.source.at(c)) + "'s checkpoint");
+    }
+    for (int c : admission.joining) {
+      log("cluster " + std::to_string(c) + " joined" + how + ", cluster " + std::to_string(c) +
+          " from cluster " + std::to_string(admission.source.at(c)) +
+          "'s checkpoint; the data is dealt into " + std::to_string(now.cluster_ids().size()) +
+          " shards from batch " +
+          std::to_string(updates * static_cast<uint64_t>(std::max(1, job.train.update_frequency))) +
+          " on");
+    }
+  }
+  return next_id;
+}
+
+}  // namespace ravnest::requester

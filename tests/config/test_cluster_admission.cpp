@@ -1,0 +1,116 @@
+// admit_clusters: which clusters a running job takes in when plan.json changes (a dropped
+// cluster replaced, a cluster joined), from which cluster each starts, and when it must wait.
+#include <catch2/catch.hpp>
+
+#include "libs/config/plan/cluster_admission.h"
+
+using namespace ravnest::config;
+
+namespace {
+
+// `clusters` clusters of `stages` nodes each, node ids cluster * 10 + position, stage bytes
+// "sha-<position>" unless `sha` says otherwise.
+std::vector<NodeMetadata> plan_of(int clusters, int stages, const std::string& sha = "sha-") {
+  std::vector<NodeMetadata> nodes;
+  for (int c = 0; c < clusters; ++c) {
+    for (int p = 0; p < stages; ++p) {
+      NodeMetadata m;
+      m.node_id = c * 10 + p;
+      m.name = "node_" + std::to_string(m.node_id);
+      m.cluster = c;
+      m.position = p;
+      m.cluster_size = stages;
+      m.cluster_count = clusters;
+      m.stage_sha256 = sha + std::to_string(p);
+      nodes.push_back(m);
+    }
+  }
+  return nodes;
+}
+
+}  // namespace
+
+TEST_CASE("cluster admission: nothing changed, nothing to take in") {
+  const auto plan = plan_of(3, 2);
+  const auto a = admit_clusters(plan, plan, {});
+  CHECK(a.empty());
+  CHECK(a.wait.empty());
+  // A dropped cluster whose nodes are the same (not replaced yet) stays out.
+  const auto b = admit_clusters(plan, plan, {2});
+  CHECK(b.empty());
+  CHECK(b.wait.empty());
+}
+
+TEST_CASE("cluster admission: a joined cluster starts from a training cluster of its cut") {
+  const auto running = plan_of(2, 2);
+  auto now = plan_of(3, 2);
+  auto a = admit_clusters(running, now, {});
+  REQUIRE(a.wait.empty());
+  CHECK(a.joining == std::vector<int>{2});
+  CHECK(a.rejoining.empty());
+  CHECK(a.source.at(2) == 0);
+  // Cluster 0 dropped and not replaced: the joined one waits for it (the load would reach its
+  // dead nodes).
+  auto b = admit_clusters(running, now, {0});
+  CHECK(b.wait.find("cluster 2 waits: cluster 0 is dropped too") != std::string::npos);
+}
+
+TEST_CASE("cluster admission: the source has the same stage at every position") {
+  // Cluster 0 is cut otherwise than cluster 1; the newcomer is cut like cluster 1.
+  auto running = plan_of(2, 2);
+  running[0].stage_sha256 = "other-0";
+  auto now = running;
+  for (auto m : plan_of(3, 2)) {
+    if (m.cluster == 2) now.push_back(m);
+  }
+  auto a = admit_clusters(running, now, {});
+  REQUIRE(a.wait.empty());
+  CHECK(a.source.at(2) == 1);
+  // Cut like no cluster: it waits, saying why.
+  for (auto& m : now) {
+    if (m.cluster == 2) m.stage_sha256 = "new";
+  }
+  auto b = admit_clusters(running, now, {});
+  CHECK(b.wait == "cluster 2 has stages no training cluster has (at every position): nothing "
+                  "to start it from");
+  // A different number of stages is no source either.
+  auto three = plan_of(2, 3);
+  auto grown = three;
+  for (auto m : plan_of(3, 2)) {
+    if (m.cluster == 2) grown.push_back(m);
+  }
+  CHECK(!admit_clusters(three, grown, {}).wait.empty());
+}
+
+TEST_CASE("cluster admission: a replaced dropped cluster rejoins from a live one") {
+  const auto running = plan_of(3, 1);
+  auto now = running;
+  now[2].node_id = 99;  // node_2 replaced by a spare
+  auto a = admit_clusters(running, now, {2});
+  REQUIRE(a.wait.empty());
+  CHECK(a.rejoining == std::vector<int>{2});
+  CHECK(a.source.at(2) == 0);
+  // The source is never a dropped cluster: with 0 and 2 dropped and both replaced, 1 is it.
+  now[0].node_id = 98;
+  auto b = admit_clusters(running, now, {0, 2});
+  REQUIRE(b.wait.empty());
+  CHECK(b.rejoining == std::vector<int>{0, 2});
+  CHECK(b.source.at(0) == 1);
+  CHECK(b.source.at(2) == 1);
+  // Only one of two dropped clusters replaced: it waits for the other.
+  now[0].node_id = 0;
+  auto c = admit_clusters(running, now, {0, 2});
+  CHECK(c.wait.find("cluster 2 waits: cluster 0 is dropped too") != std::string::npos);
+  // A training cluster whose nodes changed is nothing to take in (replace refuses that).
+  auto d = admit_clusters(running, now, {});
+  CHECK(d.empty());
+}
+
+TEST_CASE("cluster admission: plan.json without a running cluster is no change a job takes") {
+  const auto running = plan_of(3, 1);
+  const auto now = plan_of(2, 1);
+  const auto a = admit_clusters(running, now, {});
+  CHECK(a.wait == "plan.json no longer names cluster 2 of the running job; a running job takes "
+                  "in clusters, it loses none");
+  CHECK(a.empty());
+}
