@@ -301,3 +301,17 @@ TEST_CASE("tls_fingerprint: a node's pinned certificate in any of its usual spel
                                     "pool.toml", true);
   CHECK(toml[0].tls_fingerprint == hex);
 }
+
+TEST_CASE("pool_node finds a node by name or names the pool file") {
+  const auto pool = parse_node_pool(
+      R"({"0": {"IP": "10.0.0.1:9000", "benchmarks": {"ram": 8, "bandwidth": 20}},
+          "5": {"IP": "10.0.0.5:9000", "benchmarks": {"ram": 8, "bandwidth": 20}}})",
+      "pool.json", false);
+  CHECK(pool_node(pool, "node_5", "pool.json").address == "10.0.0.5:9000");
+  try {
+    pool_node(pool, "node_9", "pool.json");
+    FAIL("no error");
+  } catch (const std::exception& e) {
+    CHECK(std::string(e.what()) == "pool.json: no node \"node_9\" in the pool");
+  }
+}

@@ -21,14 +21,7 @@ struct JoinCommand {
   int run() const {
     const auto pool = config::load_node_pool(pool_path);
     std::vector<config::NodeConfig> newcomers;
-    for (const auto& name : names) {
-      auto it = std::find_if(pool.begin(), pool.end(),
-                             [&](const auto& n) { return n.name == name; });
-      if (it == pool.end()) {
-        throw std::runtime_error(pool_path + ": no node \"" + name + "\" in the pool");
-      }
-      newcomers.push_back(*it);
-    }
+    for (const auto& name : names) newcomers.push_back(config::pool_node(pool, name, pool_path));
     const auto& c = connection;
     c.warn_if_insecure();
     const auto joining =

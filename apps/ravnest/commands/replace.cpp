@@ -18,15 +18,11 @@ struct ReplaceCommand {
 
   int run() const {
     const auto pool = config::load_node_pool(pool_path);
-    auto spare = std::find_if(pool.begin(), pool.end(),
-                              [&](const auto& n) { return n.name == spare_name; });
-    if (spare == pool.end()) {
-      throw std::runtime_error(pool_path + ": no node \"" + spare_name + "\" in the pool");
-    }
+    const auto& spare = config::pool_node(pool, spare_name, pool_path);
     const auto& c = connection;
     c.warn_if_insecure();
     const auto done =
-        requester::replace_node(c.plan_dir, c.secret(), old_name, *spare, say, c.insecure);
+        requester::replace_node(c.plan_dir, c.secret(), old_name, spare, say, c.insecure);
     std::string line = done.spare_name + " replaces " + done.old_name + " (cluster " +
                        std::to_string(done.cluster) + ", position " +
                        std::to_string(done.position) + ")";

@@ -205,6 +205,14 @@ std::vector<NodeConfig> parse_node_pool(const std::string& text, const std::stri
   return validate_pool(root, origin);
 }
 
+const NodeConfig& pool_node(const std::vector<NodeConfig>& pool, const std::string& name,
+                            const std::string& origin) {
+  for (const auto& node : pool) {
+    if (node.name == name) return node;
+  }
+  throw base::ConfigError(origin + ": no node \"" + name + "\" in the pool");
+}
+
 std::vector<NodeConfig> load_node_pool(const std::string& path) {
   return parse_node_pool(base::read_file(path), path, ends_with_toml(path));
 }

@@ -42,4 +42,9 @@ std::vector<NodeConfig> load_node_pool(const std::string& path);
 // The same from text already in memory; `origin` names it in errors, `toml` selects the syntax.
 std::vector<NodeConfig> parse_node_pool(const std::string& text, const std::string& origin, bool toml);
 
+// The pool's node called `name` (e.g. "node_5"). Throws ConfigError naming `origin` (the pool's
+// file) when there is none: `node_data/node_configs.json: no node "node_9" in the pool`.
+const NodeConfig& pool_node(const std::vector<NodeConfig>& pool, const std::string& name,
+                            const std::string& origin);
+
 }  // namespace ravnest::config
