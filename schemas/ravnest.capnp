@@ -369,6 +369,15 @@ interface Node {
     # watched by PeerWatch. Epoch > 0: this node's rings from now on (`views` replace the node
     # file's memberships, by ring id); an interrupted reduce is run again over them. Refused for
     # another job, or an epoch not above the current one (a late message).
+  pushMetadata @20 (metadataJson :Text) -> ();
+    # New metadata for the stage this node stores, whose bytes do not travel again (a plan
+    # rewritten around the node: `ravnest replace` or `ravnest join` changed its ring neighbours
+    # or the clusters' count). Refused, changing nothing, when no stage is stored or the stored
+    # one has a problem (status's stageProblem), when the metadata names another node or another
+    # stage (its stage_sha256 is not the stored stage's: push the stage), when a job is loaded
+    # or running, or when the stage's measured peak no longer fits the daemon's memory budget.
+    # The stage and the last job's result stay; the stage's checksum is checked when a job
+    # loads it, as after pushStage.
 }
 
 # A node's view of one of its rings (node-metadata.md#rings), as setRings sends it.

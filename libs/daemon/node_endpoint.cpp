@@ -32,6 +32,9 @@ kj::Promise<void> NodeEndpoint::pushStage(PushStageContext context) {
                                      service_.limits().file_bytes);
   });
 }
+kj::Promise<void> NodeEndpoint::pushMetadata(PushMetadataContext context) {
+  return forward("pushMetadata", [&] { return service_.files().push_metadata(context); });
+}
 kj::Promise<void> NodeEndpoint::pushFile(PushFileContext context) {
   return forward("pushFile", [&] {
     return service_.files().push_file(context, open_stream("pushFile"), service_.limits().file_bytes);

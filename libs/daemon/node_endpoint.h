@@ -21,6 +21,7 @@ class NodeEndpoint final : public schema::Node::Server {
 
  protected:
   kj::Promise<void> pushStage(PushStageContext context) override;
+  kj::Promise<void> pushMetadata(PushMetadataContext context) override;
   kj::Promise<void> pushFile(PushFileContext context) override;
   kj::Promise<void> loadJob(LoadJobContext context) override;
   kj::Promise<void> start(StartContext context) override;

@@ -107,8 +107,21 @@ void Requester::push_metadata(const std::vector<config::NodeMetadata>& nodes,
   std::vector<std::string> not_pushed;
   for (const auto& meta : nodes) {
     try {
-      push_stage(meta, layout.resolve(meta.stage_file), config::to_json(meta));
-      if (log) log("pushed the new metadata to " + meta.name);
+      const std::string json = config::to_json(meta);
+      try {
+        // The stage it stores already: only the text travels.
+        auto request = impl_->node(meta).pushMetadataRequest();
+        request.setMetadataJson(json);
+        impl_->await(request.send().ignoreResult(), meta, "push metadata");
+        if (log) log("pushed the new metadata to " + meta.name);
+      } catch (const Interrupted&) {
+        throw;
+      } catch (const std::exception& refused) {
+        // No stage there, another one, or a daemon before pushMetadata: the stage travels too.
+        push_stage(meta, layout.resolve(meta.stage_file), json);
+        if (log) log("pushed the new metadata to " + meta.name + ", with its stage (" +
+                     refused.what() + ")");
+      }
     } catch (const Interrupted&) {
       throw;
     } catch (const std::exception& e) {

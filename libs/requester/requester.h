@@ -164,9 +164,9 @@ class Requester {
   // `ravnest push` does: streamed in chunks, whatever its size. Returns the stage's size.
   uint64_t push_stage(const config::NodeMetadata& at, const std::string& stage_path,
                       const std::string& metadata_json);
-  // Each of `nodes` (of the plan directory this requester has) gets its new metadata, with its
-  // stage again (the plan's stage file; the daemon takes the two together), said on `log` one
-  // line each. A node that fails does not keep the others from theirs; once all were tried,
+  // Each of `nodes` (of the plan directory this requester has) gets its new metadata: alone
+  // (pushMetadata) where the node stores the stage it names, else with the plan's stage file
+  // (pushStage), said on `log` one line each. A node that fails does not keep the others from theirs; once all were tried,
   // throws naming every failure: "the plan was rewritten, but not every node has it (...); run
   // `ravnest push` once they answer". Blocks for the pushes.
   void push_metadata(const std::vector<config::NodeMetadata>& nodes,

@@ -104,6 +104,23 @@ config::NodeMetadata NodeStore::check_stage_push(
   return metadata;
 }
 
+void NodeStore::replace_metadata(const std::string& metadata_json,
+                                 const std::function<void(const config::NodeMetadata&)>& accept) {
+  if (!has_stage()) throw std::runtime_error("no stage stored: push the stage");
+  const std::string problem = stage_problem();
+  if (!problem.empty()) throw std::runtime_error(problem + ": push the stage");
+  const std::string stored = metadata().stage_sha256;
+  const auto pushed = config::node_metadata_from_json(metadata_json, "pushed metadata");
+  if (!base::same_sha256(pushed.stage_sha256, stored)) {
+    throw std::runtime_error("the pushed metadata is for stage " +
+                             base::printable(pushed.stage_sha256, 64).substr(0, 12) +
+                             ", this node stores stage " + stored.substr(0, 12) +
+                             ": push the stage");
+  }
+  check_stage_push(metadata_json, stored, accept);
+  base::write_file_atomically((dir_ / "metadata.json").string(), metadata_json);
+}
+
 void NodeStore::commit_stage(const fs::path& received, uint64_t bytes,
                              const std::string& metadata_json) {
   if (::rename(received.c_str(), stage_path().c_str()) != 0) {

@@ -52,6 +52,13 @@ class NodeStore {
   // stays where it was then (the caller removes it).
   void commit_stage(const std::filesystem::path& received, uint64_t bytes,
                     const std::string& metadata_json);
+  // New metadata for the stored stage, its bytes unchanged (pushMetadata): checked as a push's
+  // (this node, `accept`), and its stage_sha256 must be the stored metadata's; then metadata.json
+  // is replaced atomically, nothing else. Throws std::runtime_error with the reason, storing
+  // nothing, when no stage is stored, the stored stage has a problem (stage_problem()), or the
+  // metadata is for another stage.
+  void replace_metadata(const std::string& metadata_json,
+                        const std::function<void(const config::NodeMetadata&)>& accept = {});
   // Both at once for a stage held in memory (in-process clusters, tests, the fuzz target): the
   // bytes must hash to `sha256`, then check_stage_push and commit_stage. Nothing is stored when
   // it throws.

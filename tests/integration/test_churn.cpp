@@ -332,6 +332,9 @@ TEST_CASE("churn: a provider joins the running job as a new cluster and trains f
   CHECK(joined_at < steps);
   CHECK(said.find("the data is dealt into 3 shards from batch " + std::to_string(joined_at)) !=
         std::string::npos);
+  // The training nodes' stages stayed where they were: only their new metadata travelled.
+  CHECK(said.find("pushed the new metadata to node_0") != std::string::npos);
+  CHECK(said.find("pushed the new metadata to node_0, with its stage") == std::string::npos);
 
   // All three averaged after every update to the end: the same weights everywhere.
   std::map<int, std::map<std::string, at::Tensor>> trained;

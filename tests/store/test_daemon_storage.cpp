@@ -270,3 +270,49 @@ TEST_CASE("a failure crossing to the requester is its message alone", "[daemon][
     CHECK(text.find('\n') == std::string::npos);
   }
 }
+
+TEST_CASE("new metadata for the stored stage replaces metadata.json alone, or nothing",
+          "[daemon][store]") {
+  test::TempDir dir;
+  store::NodeStore store(dir / "data", "node_0");
+  config::NodeMetadata meta;
+  meta.name = "node_0";
+  meta.pipeline = {0};
+  meta.stage_sha256 = base::sha256_hex("not really TorchScript");
+  auto replaced = meta;
+  replaced.cluster_count = 3;
+  // No stage yet: refused.
+  CHECK(contains(error_of([&] { store.replace_metadata(config::to_json(replaced)); }),
+                 "no stage stored: push the stage"));
+  store_stage(store, "node_0", 0, false);
+  store::save_last_job(store.last_job_path(), {7, store::LastJob::Outcome::kFinished, ""});
+  const std::string stage_before = test::read_text(store.stage_path());
+  store.replace_metadata(config::to_json(replaced));
+  CHECK(store.metadata().cluster_count == 3);
+  CHECK(test::read_text(store.stage_path()) == stage_before);
+  CHECK(store::load_last_job(store.last_job_path())->job_id == 7);  // the last job stays
+  // Another stage's metadata, another node's, or one the budget refuses: nothing changes.
+  auto other_stage = replaced;
+  other_stage.cluster_count = 4;
+  other_stage.stage_sha256 = base::sha256_hex("another stage");
+  CHECK(contains(error_of([&] { store.replace_metadata(config::to_json(other_stage)); }),
+                 ": push the stage"));
+  auto other_node = replaced;
+  other_node.cluster_count = 4;
+  other_node.name = "node_1";
+  CHECK(contains(error_of([&] { store.replace_metadata(config::to_json(other_node)); }),
+                 "this daemon serves node_0"));
+  auto refused = replaced;
+  refused.cluster_count = 4;
+  CHECK(contains(error_of([&] {
+                   store.replace_metadata(config::to_json(refused), [](const auto&) {
+                     throw std::runtime_error("over the budget");
+                   });
+                 }),
+                 "over the budget"));
+  CHECK(store.metadata().cluster_count == 3);
+  // A stage.pt of another size than pushed (truncated): refused, naming it.
+  test::write_text(store.stage_path(), "short");
+  CHECK(contains(error_of([&] { store.replace_metadata(config::to_json(other_node)); }),
+                 "push the stage"));
+}

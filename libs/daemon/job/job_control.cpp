@@ -614,11 +614,15 @@ void JobControl::publish(const wire::ProgressEventData& event) {
   events_.publish(event, metadata_, job_id);
 }
 
-void JobControl::stage_stored() {
+void JobControl::metadata_stored() {
   metadata_ = store_.metadata();
   inbox_.set_role(metadata_.role);
   // The plan's pinned certificates: what this node's peers must show it.
   links_.security()->set_pins(metadata_.tls_fingerprints);
+}
+
+void JobControl::stage_stored() {
+  metadata_stored();
   // A new stage: no job has run on it (its last_job.json went with the old one).
   std::lock_guard<std::mutex> lock(mutex_);
   inbox_.clear();

@@ -110,6 +110,9 @@ class JobControl {
   // pushStage stored a new stage (NodeFiles): its metadata is read again, and no job has run on
   // it; RPC thread.
   void stage_stored();
+  // pushMetadata gave the stored stage new metadata (NodeFiles): it is read again; the last
+  // job's outcome stays. RPC thread, no job loaded.
+  void metadata_stored();
 
   // Of the stored stage. Changes only through pushStage, which is refused while a job runs, so
   // the job's threads may read it.

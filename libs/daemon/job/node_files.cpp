@@ -32,19 +32,7 @@ kj::Promise<void> NodeFiles::push_stage(PushStageCall context, wire::StreamSlot 
     if (job_.training()) throw std::runtime_error("busy: a job is running");
     // A stage whose measured peak exceeds the budget would fail its first job, or take the
     // machine down with it: refused before anything travels (and logged by the endpoint).
-    const auto fits = [this](const config::NodeMetadata& pushed) {
-      const auto refusal = config::stage_memory_refusal(
-          pushed.estimates, job_.memory().baseline_bytes(), job_.memory().read().budget);
-      if (refusal) throw std::runtime_error(*refusal);
-      if (pushed.estimates.device_peak_memory_bytes > 0) {
-        const c10::Device device = training::compute_device(device_);
-        if (training::device_memory_measurable(device)) {
-          const auto on_card = config::stage_device_memory_refusal(
-              pushed.estimates, device.str(), training::read_device_memory(device).total_bytes);
-          if (on_card) throw std::runtime_error(*on_card);
-        }
-      }
-    };
+    const auto fits = [this](const config::NodeMetadata& pushed) { check_fits(pushed); };
     store_.check_stage_push(metadata_json, params.getSha256(), fits);
     // The bytes go to a temporary file beside stage.pt (removed if anything fails, or by the
     // next start after a crash); they replace the stored stage only once whole, checked and
@@ -68,6 +56,32 @@ kj::Promise<void> NodeFiles::push_stage(PushStageCall context, wire::StreamSlot 
   tasks_.add(opened.completion.attach(kj::mv(slot)).catch_([](kj::Exception&& e) {
     spdlog::warn("pushStage: {}", wire::kj_reason(e));
   }));
+  return kj::READY_NOW;
+}
+
+void NodeFiles::check_fits(const config::NodeMetadata& pushed) const {
+  const auto refusal = config::stage_memory_refusal(
+      pushed.estimates, job_.memory().baseline_bytes(), job_.memory().read().budget);
+  if (refusal) throw std::runtime_error(*refusal);
+  if (pushed.estimates.device_peak_memory_bytes > 0) {
+    const c10::Device device = training::compute_device(device_);
+    if (training::device_memory_measurable(device)) {
+      const auto on_card = config::stage_device_memory_refusal(
+          pushed.estimates, device.str(), training::read_device_memory(device).total_bytes);
+      if (on_card) throw std::runtime_error(*on_card);
+    }
+  }
+}
+
+kj::Promise<void> NodeFiles::push_metadata(PushMetadataCall context) {
+  const std::string metadata_json = context.getParams().getMetadataJson();
+  checked([&] {
+    if (job_.busy()) throw std::runtime_error("busy: a job is loaded or running");
+    store_.replace_metadata(metadata_json,
+                            [this](const config::NodeMetadata& pushed) { check_fits(pushed); });
+    job_.metadata_stored();
+  });
+  spdlog::info("stored new metadata for stage {}", job_.metadata().stage_sha256.substr(0, 12));
   return kj::READY_NOW;
 }
 

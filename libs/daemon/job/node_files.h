@@ -27,6 +27,8 @@ class NodeFiles {
 
   // The stage streams into a sink (schemas: pushStage); `slot` and `max_bytes` as push_file's.
   kj::Promise<void> push_stage(PushStageCall context, wire::StreamSlot slot, uint64_t max_bytes);
+  // New metadata for the stored stage (schemas: pushMetadata); nothing travels but the text.
+  kj::Promise<void> push_metadata(PushMetadataCall context);
   // `slot` counts the file's stream against its peer's limit until the file is stored or dropped;
   // a size above `max_bytes` is refused.
   kj::Promise<void> push_file(PushFileCall context, wire::StreamSlot slot, uint64_t max_bytes);
@@ -35,6 +37,10 @@ class NodeFiles {
   kj::Promise<void> fetch_predictions(FetchPredictionsCall context);
 
  private:
+  // Throws (one line) when a stage of `pushed`'s measured peak would not fit the daemon's memory
+  // budget or the card's memory.
+  void check_fits(const config::NodeMetadata& pushed) const;
+
   store::NodeStore& store_;
   JobControl& job_;
   const std::string device_;

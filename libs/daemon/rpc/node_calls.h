@@ -10,6 +10,8 @@ namespace ravnest::daemon {
 
 using PushStageCall =
     capnp::CallContext<schema::Node::PushStageParams, schema::Node::PushStageResults>;
+using PushMetadataCall =
+    capnp::CallContext<schema::Node::PushMetadataParams, schema::Node::PushMetadataResults>;
 using PushFileCall =
     capnp::CallContext<schema::Node::PushFileParams, schema::Node::PushFileResults>;
 using LoadJobCall =
