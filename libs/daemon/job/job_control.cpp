@@ -315,6 +315,14 @@ kj::Promise<void> JobControl::set_rings(SetRingsCall context) {
   const uint64_t epoch = params.getEpoch();
   const std::string refused = rings_.views().set(epoch, views, run_from);
   if (!refused.empty()) return KJ_EXCEPTION(FAILED, "setRings: " + refused);
+  // A reduce still running over an older membership of these rings may wait for a member that
+  // is gone or stopped without failing (a dropped cluster's node that was not in a reduce tells
+  // no one): it ends now and runs again over this one.
+  for (const auto& [ring, view] : views) {
+    rings_.mailbox().abort(static_cast<uint32_t>(ring),
+                           "ring membership epoch " + std::to_string(epoch) + " replaced it",
+                           epoch - 1);
+  }
   if (epoch == 0) {
     peers_.forget(other_clusters_ring_peers());
     spdlog::info("job {}: the requester coordinates the rings' membership", job_id);
