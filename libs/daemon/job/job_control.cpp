@@ -319,6 +319,7 @@ kj::Promise<void> JobControl::set_rings(SetRingsCall context) {
   // is gone or stopped without failing (a dropped cluster's node that was not in a reduce tells
   // no one): it ends now and runs again over this one.
   for (const auto& [ring, view] : views) {
+    if (epoch == 0) break;  // epoch 0 names no membership (views sent with it are ignored)
     rings_.mailbox().abort(static_cast<uint32_t>(ring),
                            "ring membership epoch " + std::to_string(epoch) + " replaced it",
                            epoch - 1);
