@@ -369,6 +369,11 @@ interface Node {
     # watched by PeerWatch. Epoch > 0: this node's rings from now on (`views` replace the node
     # file's memberships, by ring id); an interrupted reduce is run again over them. Refused for
     # another job, or an epoch not above the current one (a late message).
+  ringRounds @19 (jobId :UInt64) -> (rings :List(RingRound));
+    # Requester -> daemon, before a setRings of a new epoch: how many rounds of each of its
+    # cross-cluster rings this node has completed in job `jobId` (docs/faults.md#providers-that-
+    # come-and-go), so that the requester names the round every survivor runs from
+    # (RingView.runFrom). Refused for another job.
   pushMetadata @20 (metadataJson :Text) -> ();
     # New metadata for the stage this node stores, whose bytes do not travel again (a plan
     # rewritten around the node: `ravnest replace` or `ravnest join` changed its ring neighbours
@@ -378,6 +383,13 @@ interface Node {
     # or running, or when the stage's measured peak no longer fits the daemon's memory budget.
     # The stage and the last job's result stay; the stage's checksum is checked when a job
     # loads it, as after pushStage.
+}
+
+# How many rounds of one ring a node completed (ringRounds): `completed` is also the next round
+# it runs.
+struct RingRound {
+  ring @0 :UInt32;
+  completed @1 :UInt64;
 }
 
 # A node's view of one of its rings (node-metadata.md#rings), as setRings sends it.
@@ -391,6 +403,12 @@ struct RingView {
   prevNode @6 :Int32;
   prevCluster @7 :Int32;
   prevAddress @8 :Text;
+  runFrom @9 :UInt64;
+  runFromKnown @10 :Bool;
+    # The round this ring runs from over the new membership: the fewest any of its members
+    # completed (ringRounds). A member that completed that round already runs it again from the
+    # inputs it kept, and keeps its own result. Not known (an older requester, or a member that
+    # did not answer): each member runs the round it is at.
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ class NodeEndpoint final : public schema::Node::Server {
   kj::Promise<void> fetchPredictions(FetchPredictionsContext context) override;
   kj::Promise<void> hold(HoldContext context) override;
   kj::Promise<void> setRings(SetRingsContext context) override;
+  kj::Promise<void> ringRounds(RingRoundsContext context) override;
   kj::Promise<void> send(SendContext context) override;
   kj::Promise<void> openRing(OpenRingContext context) override;
   kj::Promise<void> abortReduce(AbortReduceContext context) override;

@@ -1,5 +1,6 @@
 #include "libs/planner/ring_membership.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace ravnest::planner {
@@ -37,6 +38,28 @@ std::map<int, std::vector<config::RingMembership>> ring_views(
     }
   }
   return views;
+}
+
+std::map<int, uint64_t> rounds_to_run_from(
+    const std::map<int, std::vector<config::RingMembership>>& views,
+    const std::map<int, std::map<int, uint64_t>>& completed) {
+  std::map<int, uint64_t> from;
+  std::set<int> unknown;  // rings with a member that did not say
+  for (const auto& [node, rings] : views) {
+    const auto said = completed.find(node);
+    for (const auto& view : rings) {
+      const std::map<int, uint64_t>* rounds = said == completed.end() ? nullptr : &said->second;
+      const auto it = rounds ? rounds->find(view.id) : std::map<int, uint64_t>::const_iterator{};
+      if (rounds == nullptr || it == rounds->end()) {
+        unknown.insert(view.id);
+        continue;
+      }
+      auto [at, fresh] = from.emplace(view.id, it->second);
+      if (!fresh) at->second = std::min(at->second, it->second);
+    }
+  }
+  for (int ring : unknown) from.erase(ring);
+  return from;
 }
 
 std::vector<config::PlanRing> rings_of_nodes(const std::vector<config::NodeMetadata>& nodes) {

@@ -5,6 +5,7 @@
 // requester that follows a job computes the same views whatever the order the failures arrive in.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -28,6 +29,18 @@ struct RingMemberInfo {
 std::map<int, std::vector<config::RingMembership>> ring_views(
     const std::vector<config::PlanRing>& rings, const std::map<int, RingMemberInfo>& members,
     const std::set<int>& live_clusters);
+
+// The round each ring runs from over a new membership, so that its survivors agree on it: a
+// member that completed the interrupted round (it had every segment before the dead member went)
+// and one that failed it would otherwise run different rounds and wait on each other. It is the
+// fewest rounds any live member of the ring completed (`completed`: node -> ring id -> rounds
+// completed, from Node.ringRounds); a member that completed it already runs it again from its
+// kept inputs for the others' sake. A ring of `views` (node -> its views, as ring_views returns)
+// with a member missing from `completed`, or that member's ring missing, gets no round: its
+// members each run the round they are at, as without a coordinator's round.
+std::map<int, uint64_t> rounds_to_run_from(
+    const std::map<int, std::vector<config::RingMembership>>& views,
+    const std::map<int, std::map<int, uint64_t>>& completed);
 
 // plan.json's rings as the node files describe them (each node knows only its own place): every
 // ring id with its members in position order, and each node's cluster and address. Throws

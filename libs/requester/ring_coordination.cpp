@@ -2,6 +2,7 @@
 // (TrainOptions::drop_failed_clusters, docs/faults.md#providers-that-come-and-go): it tells each
 // ring member so (setRings epoch 0), and when a node fails it drops the node's cluster: stops its
 // nodes and sends every member of the other clusters its rings without it (the next epoch).
+#include <map>
 #include <set>
 #include <string>
 
@@ -62,6 +63,26 @@ void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
   }
   const auto views = planner::ring_views(planner::rings_of_nodes(plan_.nodes),
                                          planner::ring_members_of(plan_.nodes), live);
+  // The survivors agree on the round each ring runs from: a member may have completed the round
+  // its neighbour failed. Asked after the dropped cluster's nodes were stopped, so that no round
+  // that needs them completes after the answer.
+  std::map<int, std::map<int, uint64_t>> completed;
+  for (const auto& meta : plan_.nodes) {
+    if (!views.count(meta.node_id) || !live.count(meta.cluster)) continue;
+    try {
+      auto request = node(meta).ringRoundsRequest();
+      request.setJobId(job_id);
+      auto answer = await(request.send(), meta, "ringRounds", 5);
+      auto& rounds = completed[meta.node_id];
+      for (auto r : answer.getRings()) rounds[static_cast<int>(r.getRing())] = r.getCompleted();
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Its rings get no round to run from (each member runs the round it is at).
+      if (log) log(std::string("warning: ") + e.what());
+    }
+  }
+  const auto run_from = planner::rounds_to_run_from(views, completed);
   const uint64_t epoch = ++watch.ring_epoch;
   for (const auto& meta : plan_.nodes) {
     auto it = views.find(meta.node_id);
@@ -82,6 +103,10 @@ void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
       out.setPrevNode(v.prev.node);
       out.setPrevCluster(v.prev.cluster);
       out.setPrevAddress(v.prev.address);
+      if (auto from = run_from.find(v.id); from != run_from.end()) {
+        out.setRunFrom(from->second);
+        out.setRunFromKnown(true);
+      }
     }
     try {
       await(request.send().ignoreResult(), meta, "setRings", 5);

@@ -178,6 +178,51 @@ TEST_CASE("daemon checks: ring views: stale epochs are refused; a reset forgets 
   CHECK(epoch == 0);
 }
 
+TEST_CASE("daemon checks: ring views: the round to run from, and the rounds completed",
+          "[daemon][churn]") {
+  daemon::RingViews views;
+  uint64_t given = 0;
+  CHECK_FALSE(views.run_from(3, &given));
+  views.completed(3, 6);
+  views.completed(3, 5);  // never back
+  views.completed(4, 2);
+  CHECK(views.completed() == std::map<int, uint64_t>{{3, 6}, {4, 2}});
+  config::RingMembership two;
+  two.id = 3;
+  two.size = 2;
+  CHECK(views.set(1, {{3, two}}, {{3, 5}}).empty());
+  REQUIRE(views.run_from(3, &given));
+  CHECK(*views.run_from(3, &given) == 5);
+  CHECK(given == 1);
+  CHECK(views.set(2, {{4, two}}, {{4, 1}}).empty());  // another ring's: ring 3's stays
+  CHECK(*views.run_from(3, &given) == 5);
+  CHECK(given == 1);
+  CHECK(views.set(3, {{3, two}}, {}).empty());  // named without a round: the old one goes
+  CHECK_FALSE(views.run_from(3, &given));
+  views.reset();
+  CHECK_FALSE(views.run_from(3, &given));
+  CHECK(views.completed().empty());
+
+  using daemon::RoundToRun;
+  using daemon::round_to_run;
+  // Failed (or not begun) the round the others run from: run it.
+  CHECK(round_to_run(3, 6, 6, std::nullopt) == RoundToRun::kThisRound);
+  CHECK(round_to_run(3, 6, 6, 5) == RoundToRun::kThisRound);
+  // Completed it while a neighbour failed it: it runs it again first, from the kept inputs.
+  CHECK(round_to_run(3, 7, 6, 6) == RoundToRun::kPreviousFirst);
+  CHECK(error_of([] { round_to_run(3, 7, 6, std::nullopt); }) ==
+        "ring 3: the requester runs it from round 6, but this node is at round 7 and did not "
+        "keep the inputs of round 6");
+  CHECK(error_of([] { round_to_run(3, 7, 6, 4); }).find("did not keep") != std::string::npos);
+  CHECK(error_of([] { round_to_run(3, 8, 6, 7); }) ==
+        "ring 3: the requester runs it from round 6, but this node is at round 8 (members more "
+        "than one round apart, or a stale count)");
+  CHECK(error_of([] { round_to_run(3, 6, 7, 5); }).find("more than one round") !=
+        std::string::npos);
+  CHECK(error_of([] { round_to_run(3, 0, 5, std::nullopt); }).find("at round 0") !=
+        std::string::npos);
+}
+
 TEST_CASE("daemon checks: a benchmark request is bounded", "[daemon]") {
   daemon::check_bench_request(2, 1, 64 << 20, 5);
   CHECK(error_of([] { daemon::check_bench_request(0, 0, 8, 1); }) ==

@@ -130,10 +130,11 @@ void kill_and_check(test::LocalCluster& cluster, int per_cluster, int victim) {
 }  // namespace
 
 // Hidden from the default run too ("[.]"; `test_churn "[race]"` runs it): the survivors end
-// equal, but in two runs of five here (CI's included) they differed from the reference with the
-// drop at the logged round by 0.0045 in bn2.running_mean (round 6 both times; 2.4e-7 otherwise):
-// some interruptions leave BatchNorm statistics the reference does not model. To be found; the
-// rejoin case below still kills and drops a cluster on every run.
+// equal, but when the drop lands at round 6 or 9 (4, 5, 7, 8, 10 and 11 are exact, 2.4e-7) they
+// differ from the reference with the drop at the logged round, the same figure every run (0.00446
+// and 0.00655 in bn2.running_mean, the parameters off as well): not found yet
+// (docs/faults.md#providers-that-come-and-go). The rejoin case below still kills and drops a
+// cluster on every run.
 TEST_CASE("churn: a one-node cluster killed for good is dropped; the others train on together",
           "[churn][race][.]") {
   // Three one-node clusters: one ring of three members.
@@ -141,13 +142,11 @@ TEST_CASE("churn: a one-node cluster killed for good is dropped; the others trai
   kill_and_check(cluster, 1, 2);
 }
 
-// Hidden from the default run ("[.]"; run it with `test_churn "[race]"`): it meets the race
-// docs/faults.md names (a member that finished the interrupted round while its neighbour failed
-// it ends one round apart, and both wait) in about two runs of five on this 2-core machine. A
-// test that fails at random would hide real failures in CI; the race is to be fixed (the
-// coordinator agreeing on the round to run again), then this case runs again by default.
+// Hung in three runs of six while the survivors each chose the round to run again and a reduce of
+// the old membership could wait for a stopped node; with the requester naming the round and a new
+// membership ending older reduces it passed 14 runs of 14 (docs/faults.md#providers-that-come-and-go).
 TEST_CASE("churn: clusters of two stages: the leaf of cluster 2 killed, cluster 2 is dropped from "
-          "both rings", "[churn][race][.]") {
+          "both rings", "[churn][race]") {
   const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
   test::LocalCluster cluster(test::digits_model(), {cuts, cuts, cuts}, {"32x1x8x8"});
   kill_and_check(cluster, 2, 5);

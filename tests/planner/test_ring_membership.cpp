@@ -137,3 +137,28 @@ TEST_CASE("the plan's rings rebuilt from the node files alone", "[rings][members
   CHECK_THROWS_WITH(ravnest::planner::rings_of_nodes(broken),
                     Catch::Contains("both at position 0"));
 }
+
+TEST_CASE("the survivors of a ring run from the fewest rounds any of them completed",
+          "[rings][membership][churn]") {
+  auto nodes = two_stage_clusters(3);
+  const auto rings = ravnest::planner::assign_rings(nodes);
+  REQUIRE(rings.size() == 2);
+  const int first = rings[0].id, second = rings[1].id;
+  const auto views = ring_views(rings, members_of(nodes), {0, 1});  // cluster 2 dropped
+  // Ring of stage 0: node 0 completed round 6 before node 4 went, node 2 failed it. Ring of
+  // stage 1: both failed round 5. Node 4 (dropped) still says 9: it is no member any more.
+  std::map<int, std::map<int, uint64_t>> completed = {
+      {0, {{first, 7}}}, {2, {{first, 6}}}, {1, {{second, 5}}}, {3, {{second, 5}}},
+      {4, {{first, 9}}}};
+  auto from = ravnest::planner::rounds_to_run_from(views, completed);
+  CHECK(from == std::map<int, uint64_t>{{first, 6}, {second, 5}});
+  // A member that did not answer: its ring gets no round (each member runs its own), the other
+  // ring still does.
+  completed.erase(3);
+  from = ravnest::planner::rounds_to_run_from(views, completed);
+  CHECK(from == std::map<int, uint64_t>{{first, 6}});
+  completed[3] = {};  // answered, but without that ring
+  CHECK(ravnest::planner::rounds_to_run_from(views, completed) ==
+        std::map<int, uint64_t>{{first, 6}});
+  CHECK(ravnest::planner::rounds_to_run_from(views, {}).empty());
+}

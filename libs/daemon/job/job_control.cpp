@@ -301,6 +301,7 @@ kj::Promise<void> JobControl::set_rings(SetRingsCall context) {
     }
   }
   std::map<int, config::RingMembership> views;
+  std::map<int, uint64_t> run_from;
   for (auto v : params.getViews()) {
     config::RingMembership view;
     view.id = static_cast<int>(v.getRing());
@@ -314,16 +315,52 @@ kj::Promise<void> JobControl::set_rings(SetRingsCall context) {
       return KJ_EXCEPTION(FAILED, "setRings: ring " + std::to_string(view.id) +
                                       ": not one of this node's rings, or a position outside it");
     }
+    if (v.getRunFromKnown()) run_from[view.id] = v.getRunFrom();
     views[view.id] = std::move(view);
   }
   const uint64_t epoch = params.getEpoch();
-  const std::string refused = rings_.views().set(epoch, views);
+  const std::string refused = rings_.views().set(epoch, views, run_from);
   if (!refused.empty()) return KJ_EXCEPTION(FAILED, "setRings: " + refused);
+  // A reduce still running over an older membership of these rings may wait for a member that
+  // is gone or stopped without failing (a dropped cluster's node that was not in a reduce tells
+  // no one): it ends now and runs again over this one.
+  for (const auto& [ring, view] : views) {
+    if (epoch == 0) break;  // epoch 0 names no membership (views sent with it are ignored)
+    rings_.mailbox().abort(static_cast<uint32_t>(ring),
+                           "ring membership epoch " + std::to_string(epoch) + " replaced it",
+                           epoch - 1);
+  }
   if (epoch == 0) {
     peers_.forget(other_clusters_ring_peers());
     spdlog::info("job {}: the requester coordinates the rings' membership", job_id);
   } else {
-    spdlog::info("job {}: ring membership epoch {} ({} rings)", job_id, epoch, views.size());
+    std::string from;
+    for (const auto& [ring, round] : run_from) {
+      from += (from.empty() ? "; runs from round " : ", ") + std::to_string(round) + " (ring " +
+              std::to_string(ring) + ")";
+    }
+    spdlog::info("job {}: ring membership epoch {} ({} rings{})", job_id, epoch, views.size(),
+                 from);
+  }
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> JobControl::ring_rounds(RingRoundsCall context) {
+  const uint64_t job_id = context.getParams().getJobId();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (job_id != job_id_) {
+      return KJ_EXCEPTION(FAILED, "ringRounds: job " + std::to_string(job_id) +
+                                      " is not this node's (" + std::to_string(job_id_) + ")");
+    }
+  }
+  const auto completed = rings_.views().completed();
+  auto list = context.getResults().initRings(static_cast<unsigned>(completed.size()));
+  unsigned i = 0;
+  for (const auto& [ring, rounds] : completed) {
+    list[i].setRing(static_cast<uint32_t>(ring));
+    list[i].setCompleted(rounds);
+    ++i;
   }
   return kj::READY_NOW;
 }

@@ -81,6 +81,10 @@ class JobControl {
   // The requester's ring membership for the running job (Node.setRings, ring_views.h). Refused,
   // without harm, for another job or a stale epoch.
   kj::Promise<void> set_rings(SetRingsCall context);
+  // The rounds this node's cross-cluster rings completed in the running job (Node.ringRounds),
+  // answered on the RPC thread while the compute thread may wait in a reduce. Refused for
+  // another job.
+  kj::Promise<void> ring_rounds(RingRoundsCall context);
   // The root holds its job at an update boundary (JobWorker::hold); answered on the RPC thread,
   // never waiting for the compute thread, which may be blocked in a reduce that only another
   // cluster's progress to the boundary ends.

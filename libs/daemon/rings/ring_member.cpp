@@ -299,9 +299,22 @@ void RingMember::reduce_rings(uint64_t round, std::vector<worker::WorkerPort::Ri
       seen.push_back(cross_cluster(*w.ring) ? views_.view(*w.ring, &epoch) : *w.ring);
     }
     if (!coordinated) epoch = 0;
-    const std::string error = try_reduce(RingMailbox::epoch_round(round, epoch), work, seen,
-                                         pending, average, self, epoch);
-    if (error.empty()) return;
+    std::string error;
+    if (coordinated) error = catch_up(round, work, seen, pending, average, self, epoch);
+    if (error.empty()) {
+      error = try_reduce(RingMailbox::epoch_round(round, epoch), work, seen, pending, average,
+                         self, epoch);
+    }
+    if (error.empty()) {
+      if (coordinated) {
+        for (size_t w = 0; w < work.size(); ++w) {
+          if (!cross_cluster(*work[w].ring)) continue;
+          views_.completed(work[w].ring->id, round + 1);
+          kept_rounds_[work[w].ring->id] = {round, std::move(kept[w])};
+        }
+      }
+      return;
+    }
     if (!coordinated) throw std::runtime_error(error);
     spdlog::warn("ring reduce of round {} failed over membership epoch {} ({}); waiting up to "
                  "{} s for the requester's new membership",
@@ -317,6 +330,44 @@ void RingMember::reduce_rings(uint64_t round, std::vector<worker::WorkerPort::Ri
     spdlog::info("ring reduce of round {} runs again over membership epoch {}", round,
                  views_.epoch());
   }
+}
+
+std::string RingMember::catch_up(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work,
+                                 const std::vector<config::RingMembership>& seen,
+                                 const std::vector<bool>& pending, bool average,
+                                 const config::NodeMetadata& self, uint64_t epoch) {
+  std::vector<worker::WorkerPort::RingWork> again;
+  std::vector<config::RingMembership> again_seen;
+  std::vector<uint64_t> given;
+  for (size_t w = 0; w < work.size(); ++w) {
+    const int ring = work[w].ring->id;
+    uint64_t given_at = 0;
+    const auto from = views_.run_from(ring, &given_at);
+    if (!pending[w] || !from || given_at > epoch || given_at <= run_from_followed_[ring]) continue;
+    const auto kept = kept_rounds_.find(ring);
+    const auto kept_round =
+        kept == kept_rounds_.end() ? std::nullopt : std::optional<uint64_t>(kept->second.round);
+    if (round_to_run(ring, round, *from, kept_round) == RoundToRun::kThisRound) {
+      run_from_followed_[ring] = given_at;
+      continue;
+    }
+    worker::WorkerPort::RingWork item = work[w];
+    item.tensors.clear();
+    for (const auto& t : kept->second.tensors) item.tensors.push_back(t.clone());
+    again.push_back(std::move(item));
+    again_seen.push_back(seen[w]);
+    given.push_back(given_at);
+  }
+  if (again.empty()) return "";
+  spdlog::info("ring reduce of round {} runs again over membership epoch {} before round {}: "
+               "this node completed it, another member did not",
+               round - 1, epoch, round);
+  std::vector<bool> all(again.size(), true);
+  const std::string error = try_reduce(RingMailbox::epoch_round(round - 1, epoch), again,
+                                       again_seen, all, average, self, epoch);
+  if (!error.empty()) return error;
+  for (size_t i = 0; i < again.size(); ++i) run_from_followed_[again[i].ring->id] = given[i];
+  return "";
 }
 
 std::string RingMember::try_reduce(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work,
@@ -386,6 +437,10 @@ void RingMember::tell_members(const config::RingMembership& ring, const std::str
   }
 }
 
-void RingMember::end_job() { sessions_.clear(); }
+void RingMember::end_job() {
+  sessions_.clear();
+  kept_rounds_.clear();
+  run_from_followed_.clear();
+}
 
 }  // namespace ravnest::daemon

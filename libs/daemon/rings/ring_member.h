@@ -76,7 +76,8 @@ class RingMember {
 
   // WorkerPort::reduce_rings for the node `self`. In a job whose membership the requester
   // coordinates (ring_views.h), a failed cross-cluster reduce waits for a new membership and
-  // runs again, from the values it started from, over the clusters left.
+  // runs again, from the values it started from, over the clusters left, from the round the
+  // requester names (a member that completed the round before runs that one again first).
   void reduce_rings(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work, bool average,
                     const config::NodeMetadata& self);
   // Lets the job's rings go (their links, threads and buffers). Compute thread.
@@ -86,6 +87,13 @@ class RingMember {
  private:
   class Session;
   Session& session_for(const config::RingMembership& ring, const config::NodeMetadata& self);
+  // Before this round's attempt over membership `epoch`: the cross-cluster rings of `work` still
+  // `pending` whose coordinator says they run from the round before (round_to_run) run it again
+  // from their kept inputs (the results go); returns the first error, or "".
+  std::string catch_up(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work,
+                       const std::vector<config::RingMembership>& seen,
+                       const std::vector<bool>& pending, bool average,
+                       const config::NodeMetadata& self, uint64_t epoch);
   // One attempt over the memberships `seen` (one per work item) of the items still `pending`
   // (those that succeed are no longer); returns the first error, or "".
   std::string try_reduce(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work,
@@ -111,6 +119,16 @@ class RingMember {
   RingMailbox mailbox_;
   RingViews views_;
   std::map<int, std::unique_ptr<Session>> sessions_;  // by ring id; compute thread only
+  // Coordinated jobs, compute thread: the inputs of the last round each cross-cluster ring
+  // completed, kept until its next round completes (a member that completed a round its
+  // neighbour failed runs it again from them: ring_views.h, round_to_run), and the newest
+  // membership epoch whose round to run from (RingViews::run_from) each ring has followed.
+  struct KeptRound {
+    uint64_t round = 0;
+    std::vector<at::Tensor> tensors;
+  };
+  std::map<int, KeptRound> kept_rounds_;
+  std::map<int, uint64_t> run_from_followed_;
   BackgroundTasks tasks_;  // last: cancelled before what its tasks use
 };
 

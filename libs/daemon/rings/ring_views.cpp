@@ -1,5 +1,8 @@
 #include "libs/daemon/rings/ring_views.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 namespace ravnest::daemon {
 
 void RingViews::reset() {
@@ -7,10 +10,17 @@ void RingViews::reset() {
   coordinated_ = false;
   epoch_ = 0;
   views_.clear();
+  run_from_.clear();
+  completed_.clear();
   changed_.notify_all();
 }
 
 std::string RingViews::set(uint64_t epoch, const std::map<int, config::RingMembership>& views) {
+  return set(epoch, views, {});
+}
+
+std::string RingViews::set(uint64_t epoch, const std::map<int, config::RingMembership>& views,
+                           const std::map<int, uint64_t>& run_from) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (epoch == 0) {
     coordinated_ = true;
@@ -23,6 +33,15 @@ std::string RingViews::set(uint64_t epoch, const std::map<int, config::RingMembe
   coordinated_ = true;
   epoch_ = epoch;
   for (const auto& [id, view] : views) views_[id] = view;
+  // A ring named without a round forgets the last one: it belonged to an older membership.
+  for (const auto& [id, view] : views) {
+    auto round = run_from.find(id);
+    if (round == run_from.end()) {
+      run_from_.erase(id);
+    } else {
+      run_from_[id] = {epoch, round->second};
+    }
+  }
   changed_.notify_all();
   return "";
 }
@@ -50,6 +69,41 @@ config::RingMembership RingViews::view(const config::RingMembership& ring, uint6
 bool RingViews::wait_newer(uint64_t epoch, std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mutex_);
   return changed_.wait_for(lock, timeout, [&] { return epoch_ > epoch; });
+}
+
+std::optional<uint64_t> RingViews::run_from(int ring, uint64_t* given_at) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = run_from_.find(ring);
+  if (it == run_from_.end()) return std::nullopt;
+  if (given_at) *given_at = it->second.epoch;
+  return it->second.round;
+}
+
+void RingViews::completed(int ring, uint64_t rounds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t& done = completed_[ring];
+  done = std::max(done, rounds);
+}
+
+std::map<int, uint64_t> RingViews::completed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
+RoundToRun round_to_run(int ring, uint64_t round, uint64_t from,
+                        std::optional<uint64_t> kept_round) {
+  if (from == round) return RoundToRun::kThisRound;
+  const std::string where = "ring " + std::to_string(ring) + ": the requester runs it from round " +
+                            std::to_string(from) + ", but this node is at round " +
+                            std::to_string(round);
+  if (round == 0 || from != round - 1) {
+    throw std::runtime_error(where + " (members more than one round apart, or a stale count)");
+  }
+  if (!kept_round || *kept_round != from) {
+    throw std::runtime_error(where + " and did not keep the inputs of round " +
+                             std::to_string(from));
+  }
+  return RoundToRun::kPreviousFirst;
 }
 
 }  // namespace ravnest::daemon

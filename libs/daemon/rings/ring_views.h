@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "libs/config/plan/node_metadata.h"
@@ -32,12 +33,41 @@ class RingViews {
   // Blocks until an epoch above `epoch` was set (true) or `timeout` passed (false).
   bool wait_newer(uint64_t epoch, std::chrono::milliseconds timeout) const;
 
+  // The round a ring runs from over the newest membership that named one (RingView.runFrom), and
+  // that membership's epoch; nullopt when none did.
+  std::optional<uint64_t> run_from(int ring, uint64_t* given_at) const;
+  // Set with the views of `epoch` and the round each of their rings runs from (a ring of `views`
+  // absent from `run_from` has none).
+  std::string set(uint64_t epoch, const std::map<int, config::RingMembership>& views,
+                  const std::map<int, uint64_t>& run_from);
+  // A cross-cluster ring completed `rounds` rounds (compute thread), and what every ring has
+  // completed so far (Node.ringRounds, RPC thread).
+  void completed(int ring, uint64_t rounds);
+  std::map<int, uint64_t> completed() const;
+
  private:
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   bool coordinated_ = false;
   uint64_t epoch_ = 0;
   std::map<int, config::RingMembership> views_;  // by ring id; without parameters
+  struct RunFrom {
+    uint64_t epoch = 0;
+    uint64_t round = 0;
+  };
+  std::map<int, RunFrom> run_from_;     // by ring id
+  std::map<int, uint64_t> completed_;  // by ring id
 };
+
+// What a member does first at its reduce of `round` of ring `ring` over a membership whose
+// coordinator says the ring runs from `from` (RingView.runFrom, once per membership):
+// kThisRound: nothing more (it failed or has not begun this round, as the others);
+// kPreviousFirst: it completed round `from` = round - 1 while another member failed it, so it
+// runs that round again from the inputs it kept (`kept_round`), for the others, and keeps its
+// own result. Throws std::runtime_error naming the ring and rounds for any other `from` (members
+// more than one round apart, which one dead member cannot cause) or when round - 1 was not kept.
+enum class RoundToRun { kThisRound, kPreviousFirst };
+RoundToRun round_to_run(int ring, uint64_t round, uint64_t from,
+                        std::optional<uint64_t> kept_round);
 
 }  // namespace ravnest::daemon

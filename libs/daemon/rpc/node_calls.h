@@ -41,6 +41,8 @@ using BenchAllReduceCall =
 using HoldCall = capnp::CallContext<schema::Node::HoldParams, schema::Node::HoldResults>;
 using SetRingsCall =
     capnp::CallContext<schema::Node::SetRingsParams, schema::Node::SetRingsResults>;
+using RingRoundsCall =
+    capnp::CallContext<schema::Node::RingRoundsParams, schema::Node::RingRoundsResults>;
 using CheckpointsCall =
     capnp::CallContext<schema::Node::CheckpointsParams, schema::Node::CheckpointsResults>;
 using StoreCheckpointCall = capnp::CallContext<schema::Node::StoreCheckpointParams,
