@@ -8,12 +8,9 @@ the final accuracy, and ratios against gradient averaging. Asserts nothing.
 """
 
 import argparse
-import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +18,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_wan import ROOT, free_port, parse_bytes  # noqa: E402
+from bench_wan import Run, parse_bytes  # noqa: E402
 
 
 def make_tokens(out_dir):
@@ -39,56 +36,17 @@ def make_tokens(out_dir):
         torch.save({"inputs": tokens, "labels": labels}, os.path.join(out_dir, name))
 
 
-class Pair:
-    """Two daemons, each one cluster, in namespaces NAME0/NAME1 (shaped) or on loopback."""
+class Pair(Run):
+    """Two daemons, each one cluster, in namespaces NAME0/NAME1 (shaped) or on loopback: bench_wan's
+    Run of two, started on construction."""
 
     def __init__(self, args, work, name, model, example):
-        self.args, self.dir = args, os.path.join(work, name)
-        self.bin = os.path.join(ROOT, args.build, "apps")
-        self.daemons = []
-        os.makedirs(os.path.join(self.dir, "node_data"))
+        super().__init__(args, work, name, bool(args.wan_name), count=2, net=args.net)
+        os.makedirs(self.dir)
         for f in os.listdir(work):
             if f.endswith((".pt", ".csv")):
                 shutil.copy(os.path.join(work, f), self.dir)
-        nodes = {}
-        for i in range(2):
-            ip = ("%s.%d.1:%d" % (args.net, i, args.port)) if args.wan_name else \
-                "127.0.0.1:%d" % free_port()
-            nodes[str(i)] = {"IP": ip, "benchmarks": {"ram": 4, "bandwidth": 100}}
-        self.nodes = nodes
-        with open(os.path.join(self.dir, "node_data", "node_configs.json"), "w") as f:
-            json.dump(nodes, f)
-        with open(os.path.join(self.dir, "secret"), "w") as f:
-            f.write(os.urandom(18).hex())
-        os.chmod(os.path.join(self.dir, "secret"), 0o600)
-        self.ravnest("clusterize", model, "--example-input", example)
-        for i in range(2):
-            listen = ("%s.%d.2:%d" % (args.net, i, args.port)) if args.wan_name else nodes[str(i)]["IP"]
-            command = [os.path.join(self.bin, "ravnestd", "ravnestd"), "--node", "node_%d" % i,
-                       "--listen", listen, "--data-dir", "data_%d" % i, "--secret-file", "secret",
-                       "--log-file", "node_%d.log" % i,
-                       "--threads", str(max(1, (os.cpu_count() or 1) // 2))]
-            if args.wan_name:
-                command = ["ip", "netns", "exec", "%s%d" % (args.wan_name, i)] + command
-            self.daemons.append(subprocess.Popen(command, cwd=self.dir, start_new_session=True))
-        deadline = time.time() + 30
-        while True:
-            try:
-                self.ravnest("status", timeout=30)
-                break
-            except RuntimeError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.3)
-        self.ravnest("push")
-
-    def ravnest(self, *argv, timeout=3600):
-        env = dict(os.environ, RAVNEST_SECRET_FILE=os.path.join(self.dir, "secret"))
-        out = subprocess.run([os.path.join(self.bin, "ravnest", "ravnest"), *argv], cwd=self.dir,
-                             env=env, capture_output=True, text=True, timeout=timeout)
-        if out.returncode != 0:
-            raise RuntimeError("ravnest %s failed: %s%s" % (argv[0], out.stdout[-2000:], out.stderr))
-        return out.stdout
+        self.start(model, example, 4)
 
     def train(self, job_text, target):
         with open(os.path.join(self.dir, "job.toml"), "w") as f:
@@ -122,18 +80,6 @@ class Pair:
         return {"reached": reached, "wall": wall, "rings": rings,
                 "accuracy": accuracies[-1] if accuracies else float("nan"),
                 "validations": len(accuracies), "log": "".join(lines[-12:])}
-
-    def stop(self):
-        for p in self.daemons:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in self.daemons:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
 
 
 SETUPS = {
