@@ -8,7 +8,8 @@
 # --outer (docs/data-parallel.md#diloco): instead, two clusters of one daemon each, time to a
 # target validation accuracy for reduce = "gradients", reduce = "parameters" and DiLoCo
 # ([outer]) on the digits CNN and a small transformer (bench/wan/bench_outer.py; its flags pass
-# on: --H, --epochs, --outer-lr, --models digits,transformer, --targets digits=0.95).
+# on: --H 20,50, --epochs, --outer-lr, --outer-momentum, --val-freq, --repeats,
+# --models digits,transformer, --targets digits=0.97).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${RAVNEST_BUILD_DIR:-build}
