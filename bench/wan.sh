@@ -9,7 +9,8 @@
 # target validation accuracy for reduce = "gradients", reduce = "parameters" and DiLoCo
 # ([outer]) on the digits CNN and a small transformer (bench/wan/bench_outer.py; its flags pass
 # on: --H 20,50, --epochs, --outer-lr, --outer-momentum, --val-freq, --repeats,
-# --models digits,transformer, --targets digits=0.97).
+# --models digits,transformer, --targets digits=0.97; defaults: H 20, digits 10 epochs to 0.97,
+# transformer 4 epochs to 0.80).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${RAVNEST_BUILD_DIR:-build}
