@@ -2,18 +2,19 @@
 """bench/wan.sh --outer's driver: time to accuracy of two clusters (one daemon each, the whole
 model on it) over links shaped by scripts/wan, for per-step gradient averaging
 (reduce = "gradients"), Ravnest's parameter averaging after every update (reduce = "parameters",
-reduce_factor = 1) and DiLoCo ([outer], H updates between outer Nesterov steps), same run. Prints
-the seconds until the validation accuracy first reaches the target, the bytes the rings sent,
-the final accuracy, and ratios against gradient averaging. Asserts nothing.
+reduce_factor = 1) and DiLoCo ([outer], H updates between outer Nesterov steps; --H 20,50 runs
+each), same run, from the same clusterized weights. Prints the seconds (and cluster 0's batches)
+until cluster 0's validation accuracy first reaches the target (its metrics.csv), the seconds to
+its first record (the job's start), seconds per batch, the bytes the rings sent, the final and
+best accuracy, and ratios against gradient averaging; with --repeats R, medians of R runs per
+mode, run r with seed r (batch order) for every mode, the modes interleaved. Asserts nothing.
 """
 
 import argparse
-import json
+import csv
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_wan import ROOT, free_port, parse_bytes  # noqa: E402
+from bench_wan import Run, parse_bytes  # noqa: E402
 
 
 def make_tokens(out_dir):
@@ -39,117 +40,94 @@ def make_tokens(out_dir):
         torch.save({"inputs": tokens, "labels": labels}, os.path.join(out_dir, name))
 
 
-class Pair:
-    """Two daemons, each one cluster, in namespaces NAME0/NAME1 (shaped) or on loopback."""
+class Pair(Run):
+    """Two daemons, each one cluster, in namespaces NAME0/NAME1 (shaped) or on loopback: bench_wan's
+    Run of two, started on construction."""
 
     def __init__(self, args, work, name, model, example):
-        self.args, self.dir = args, os.path.join(work, name)
-        self.bin = os.path.join(ROOT, args.build, "apps")
-        self.daemons = []
-        os.makedirs(os.path.join(self.dir, "node_data"))
+        super().__init__(args, work, name, bool(args.wan_name), count=2, net=args.net)
+        os.makedirs(self.dir)
         for f in os.listdir(work):
             if f.endswith((".pt", ".csv")):
                 shutil.copy(os.path.join(work, f), self.dir)
-        nodes = {}
-        for i in range(2):
-            ip = ("%s.%d.1:%d" % (args.net, i, args.port)) if args.wan_name else \
-                "127.0.0.1:%d" % free_port()
-            nodes[str(i)] = {"IP": ip, "benchmarks": {"ram": 4, "bandwidth": 100}}
-        self.nodes = nodes
-        with open(os.path.join(self.dir, "node_data", "node_configs.json"), "w") as f:
-            json.dump(nodes, f)
-        with open(os.path.join(self.dir, "secret"), "w") as f:
-            f.write(os.urandom(18).hex())
-        os.chmod(os.path.join(self.dir, "secret"), 0o600)
-        self.ravnest("clusterize", model, "--example-input", example)
-        for i in range(2):
-            listen = ("%s.%d.2:%d" % (args.net, i, args.port)) if args.wan_name else nodes[str(i)]["IP"]
-            command = [os.path.join(self.bin, "ravnestd", "ravnestd"), "--node", "node_%d" % i,
-                       "--listen", listen, "--data-dir", "data_%d" % i, "--secret-file", "secret",
-                       "--log-file", "node_%d.log" % i,
-                       "--threads", str(max(1, (os.cpu_count() or 1) // 2))]
-            if args.wan_name:
-                command = ["ip", "netns", "exec", "%s%d" % (args.wan_name, i)] + command
-            self.daemons.append(subprocess.Popen(command, cwd=self.dir, start_new_session=True))
-        deadline = time.time() + 30
-        while True:
-            try:
-                self.ravnest("status", timeout=30)
-                break
-            except RuntimeError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.3)
-        self.ravnest("push")
+        self.start(model, example, 4)
 
-    def ravnest(self, *argv, timeout=3600):
-        env = dict(os.environ, RAVNEST_SECRET_FILE=os.path.join(self.dir, "secret"))
-        out = subprocess.run([os.path.join(self.bin, "ravnest", "ravnest"), *argv], cwd=self.dir,
-                             env=env, capture_output=True, text=True, timeout=timeout)
-        if out.returncode != 0:
-            raise RuntimeError("ravnest %s failed: %s%s" % (argv[0], out.stdout[-2000:], out.stderr))
-        return out.stdout
-
-    def train(self, job_text, target):
+    def train_to_target(self, job_text, target, synced_every=1):
+        """Runs the job; the time and cluster 0's batches until its validation accuracy first
+        reaches TARGET, read from the job's metrics.csv (docs/metrics.md), whose wall_time is
+        the requester's steady clock when the validation's event arrived: the same clock as
+        time.monotonic() here. "synced": the same counting only validations after an update
+        that is a multiple of SYNCED_EVERY (DiLoCo's H: a validation right after an outer step
+        sees the model every cluster holds; between outer steps a cluster's own)."""
         with open(os.path.join(self.dir, "job.toml"), "w") as f:
             f.write(job_text)
         env = dict(os.environ, RAVNEST_SECRET_FILE=os.path.join(self.dir, "secret"))
-        started = time.time()
-        # A progress record every 0.25 s carries each cluster's latest validation.
-        p = subprocess.Popen([os.path.join(self.bin, "ravnest", "ravnest"), "train", "job.toml",
-                              "--progress-every", "0.25"],
+        started = time.monotonic()
+        out = subprocess.run([os.path.join(self.bin, "ravnest", "ravnest"), "train", "job.toml",
+                              "--progress-every", "0"],
                              cwd=self.dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
-        reached, accuracies, lines = None, [], []
-        for line in p.stdout:
-            lines.append(line)
-            if not line.startswith("cluster 0 "):
-                continue
-            for acc in re.findall(r"val_acc ([0-9.]+)", line):
-                accuracies.append(float(acc))
-                if reached is None and float(acc) >= target:
-                    reached = time.time() - started
-        p.wait()
-        wall = time.time() - started
-        if p.returncode != 0:
-            raise RuntimeError("ravnest train failed: " + "".join(lines[-30:]))
+        wall = time.monotonic() - started
+        lines = out.stdout.splitlines()
+        if out.returncode != 0:
+            raise RuntimeError("ravnest train failed: " + "\n".join(lines[-30:]))
+        metrics = [l.split(": ", 1)[1] for l in lines if l.startswith("metrics (CSV, TensorBoard): ")]
+        if not metrics:
+            raise RuntimeError("ravnest train printed no metrics directory:\n" + "\n".join(lines[-30:]))
+        reached, step, first, accuracies, synced = None, None, None, [], None
+        with open(os.path.join(self.dir, metrics[-1], "cluster_0", "metrics.csv")) as f:
+            for row in csv.DictReader(f):
+                if first is None:
+                    first = float(row["wall_time"]) - started
+                last, batches = float(row["wall_time"]) - started, int(row["step"])
+                if not row["val_accuracy"]:
+                    continue
+                accuracies.append(float(row["val_accuracy"]))
+                if reached is None and accuracies[-1] >= target:
+                    reached, step = float(row["wall_time"]) - started, int(row["step"])
+                if (synced is None and accuracies[-1] >= target and
+                        int(row["step"]) % synced_every == 0):
+                    synced = float(row["wall_time"]) - started
         rings = 0.0
         for line in lines:
             if line.startswith("total "):
                 columns = re.findall(r"([0-9.]+ [kMGT]?B) / [0-9.]+ [kMGT]?B", line)
                 if len(columns) >= 3:
                     rings = parse_bytes(columns[2])
-        return {"reached": reached, "wall": wall, "rings": rings,
+        # Seconds per batch of cluster 0 from its first record to its last (validations and
+        # outer steps included; the job's start and end not).
+        per_batch = (last - first) / max(batches - 1, 1)
+        return {"reached": reached, "step": step, "synced": synced, "first": first,
+                "per_batch": per_batch,
+                "wall": wall, "rings": rings,
                 "accuracy": accuracies[-1] if accuracies else float("nan"),
-                "validations": len(accuracies), "log": "".join(lines[-12:])}
-
-    def stop(self):
-        for p in self.daemons:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in self.daemons:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+                "best": max(accuracies) if accuracies else float("nan")}
 
 
 SETUPS = {
     "digits": dict(
-        model="small_cnn.pt", example="64x1x8x8", target=0.90,
-        job='[train]\nepochs = @EPOCHS@\nbatch_size = 32\nseed = 0\nval_freq = @VAL@\n@REDUCE@\n'
+        # 0.97 takes ~55 updates of gradient averaging (0.90 takes 20, within the job's start:
+        # docs/performance.md#diloco-over-slow-links).
+        model="small_cnn.pt", example="64x1x8x8", target=0.97, epochs=10,
+        job='[train]\nepochs = @EPOCHS@\nbatch_size = 32\nseed = @SEED@\nval_freq = @VAL@\n@REDUCE@\n'
             '[data]\nformat = "csv"\ntrain = "digits_train.csv"\nvalidation = "digits_val.csv"\n'
             'label_column = "label"\ninput_shape = [1, 8, 8]\nscale = 0.0625\nnum_classes = 10\n\n'
             '[loss]\nname = "cross_entropy"\n\n[optimizer]\nname = "adam"\nlr = 0.002\n'),
     "transformer": dict(
-        model="transformer.pt", example="32x11:int64:100", target=0.80,
-        job='[train]\nepochs = @EPOCHS@\nbatch_size = 32\nseed = 0\nval_freq = @VAL@\n@REDUCE@\n'
+        model="transformer.pt", example="32x11:int64:100", target=0.80, epochs=4,
+        job='[train]\nepochs = @EPOCHS@\nbatch_size = 32\nseed = @SEED@\nval_freq = @VAL@\n@REDUCE@\n'
             '[data]\nformat = "tensors"\ntrain = "tokens_train.pt"\nvalidation = "tokens_val.pt"\n'
             'num_classes = 5\n\n[loss]\nname = "cross_entropy"\n\n[optimizer]\nname = "adam"\n'
             'lr = 0.001\n'),
 }
+
+
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
 def main():
@@ -160,10 +138,15 @@ def main():
     ap.add_argument("--net", default="10.227")
     ap.add_argument("--port", type=int, default=18600)
     ap.add_argument("--models", default="digits,transformer")
-    ap.add_argument("--epochs", type=int, default=4)
-    ap.add_argument("--H", type=int, default=25)
+    ap.add_argument("--epochs", type=int, default=0,
+                    help="epochs for every model; 0: each model's own (digits 10, transformer 4)")
+    ap.add_argument("--H", default="20", help="DiLoCo's every; a comma-separated list runs each")
     ap.add_argument("--outer-lr", type=float, default=0.7)
+    ap.add_argument("--outer-momentum", type=float, default=0.9)
     ap.add_argument("--val-freq", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs per mode; repeat r uses seed r for every mode and starts with a "
+                         "different mode (interleaved); the table shows medians")
     ap.add_argument("--rate", default="")
     ap.add_argument("--delay", default="")
     ap.add_argument("--targets", default="",
@@ -176,42 +159,60 @@ def main():
                      % (", ".join(SETUPS), item))
         SETUPS[model]["target"] = float(value)
     make_tokens(args.work)
-    modes = [("gradients", 'reduce = "gradients"\n'),
-             ("parameters", 'reduce = "parameters"\nreduce_factor = 1\n'),
-             ("diloco H=%d" % args.H, "")]
+    modes = [("gradients", 'reduce = "gradients"\n', "", 1),
+             ("parameters", 'reduce = "parameters"\nreduce_factor = 1\n', "", 1)]
+    for h in args.H.split(","):
+        modes.append(("diloco H=%d" % int(h), "",
+                      '\n[outer]\nname = "nesterov"\nlr = %g\nmomentum = %g\nevery = %d\n'
+                      % (args.outer_lr, args.outer_momentum, int(h)), int(h)))
     print("links: %s" % ("%s, %s one-way (scripts/wan)" % (args.rate, args.delay) if args.wan_name
                          else "loopback"))
-    print("2 clusters of one daemon each; target validation accuracy per model; same run")
+    print("2 clusters of one daemon each; target validation accuracy per model; same run; "
+          "load average %.2f %.2f %.2f at the start" % os.getloadavg())
     for model in args.models.split(","):
         setup = SETUPS[model]
+        epochs = args.epochs or setup["epochs"]
         pair = Pair(args, args.work, model, os.path.join(args.work, setup["model"]), setup["example"])
-        results = {}
+        results = {mode[0]: [] for mode in modes}
         try:
-            for label, reduce in modes:
-                text = (setup["job"].replace("@EPOCHS@", str(args.epochs))
-                        .replace("@VAL@", str(args.val_freq)).replace("@REDUCE@", reduce))
-                if label.startswith("diloco"):
-                    text += '\n[outer]\nname = "nesterov"\nlr = %g\nmomentum = 0.9\nevery = %d\n' % (
-                        args.outer_lr, args.H)
-                results[label] = pair.train(text, setup["target"])
-                r = results[label]
-                sys.stderr.write("  %s %s: reached %s wall %.1f rings %.0f acc %.4f (%d validations)\n"
-                                 % (model, label, r["reached"], r["wall"], r["rings"], r["accuracy"],
-                                    r["validations"]))
+            for r in range(args.repeats):
+                order = modes[r % len(modes):] + modes[:r % len(modes)]
+                for label, reduce, outer, synced_every in order:
+                    text = (setup["job"].replace("@EPOCHS@", str(epochs))
+                            .replace("@VAL@", str(args.val_freq)).replace("@REDUCE@", reduce)
+                            .replace("@SEED@", str(r))) + outer
+                    res = pair.train_to_target(text, setup["target"], synced_every)
+                    results[label].append(res)
+                    sys.stderr.write("  %s seed %d %s: %s load %.2f\n" % (
+                        model, r, label, {k: (round(v, 3) if isinstance(v, float) else v)
+                                          for k, v in res.items()}, os.getloadavg()[0]))
         finally:
             pair.stop()
-        base = results["gradients"]
-        print("\n%s (%d epochs, target val_acc %.2f)" % (model, args.epochs, setup["target"]))
-        print("%-16s %12s %10s %14s %10s %12s %12s" % ("", "to target s", "wall s", "ring bytes",
-                                                       "final acc", "time vs grad", "bytes vs grad"))
-        for label, _ in modes:
-            r = results[label]
-            reached = "%.1f" % r["reached"] if r["reached"] is not None else "never"
-            ratio = ("%.2fx" % (base["reached"] / r["reached"])
-                     if r["reached"] and base["reached"] else "-")
-            print("%-16s %12s %10.1f %13.2fM %10.4f %12s %11.1fx" % (
-                label, reached, r["wall"], r["rings"] / 1e6, r["accuracy"], ratio,
-                base["rings"] / max(r["rings"], 1.0)))
+        print("\n%s (%d epochs, target val_acc %.2f, median of %d run(s), load average %.2f "
+              "at the end)" % (model, epochs, setup["target"], args.repeats, os.getloadavg()[0]))
+        print("%-14s %11s %9s %9s %9s %9s %8s %12s %9s %9s %12s %12s" % (
+            "", "to target s", "batches", "synced s", "1st rec s", "ms/batch", "wall s", "ring bytes",
+            "final acc", "best acc", "time vs grad", "bytes vs grad"))
+        base = median(r["reached"] for r in results["gradients"])
+        base_bytes = median(r["rings"] for r in results["gradients"])
+        for label, _, _, _ in modes:
+            runs = results[label]
+            reached = median(r["reached"] for r in runs)
+            never = sum(r["reached"] is None for r in runs)
+            steps = median(r["step"] for r in runs)
+            synced = median(r["synced"] for r in runs)
+            print("%-14s %11s %9s %9s %9.1f %9.0f %8.1f %11.2fM %9.4f %9.4f %12s %11.1fx" % (
+                label, ("%.1f" % reached if reached is not None else "never") +
+                ("*%d" % never if never and reached is not None else ""),
+                "%d" % steps if steps is not None else "-",
+                "%.1f" % synced if synced is not None else "never",
+                median(r["first"] for r in runs),
+                1000 * median(r["per_batch"] for r in runs),
+                median(r["wall"] for r in runs), median(r["rings"] for r in runs) / 1e6,
+                median(r["accuracy"] for r in runs), median(r["best"] for r in runs),
+                "%.2fx" % (base / reached) if base and reached else "-",
+                base_bytes / max(median(r["rings"] for r in runs), 1.0)))
+        print("(*N: N of the runs never reached the target; the median is of the others)")
 
 
 if __name__ == "__main__":

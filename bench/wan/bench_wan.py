@@ -32,8 +32,13 @@ def parse_bytes(text):
 
 
 class Run:
-    def __init__(self, args, work, name, shaped):
+    """COUNT local daemons, each node_I, on loopback or (shaped) in namespace WAN_NAME<I> behind
+    scripts/wan's relay: daemon I listens on NET.I.2:PORT and is reached at NET.I.1:PORT.
+    bench_outer.py's pairs are Runs of two."""
+
+    def __init__(self, args, work, name, shaped, count=3, net="10.213"):
         self.args, self.work, self.name, self.shaped = args, work, name, shaped
+        self.count, self.net = count, net
         self.bin = os.path.join(ROOT, args.build, "apps")
         self.dir = os.path.join(work, name)
         self.daemons = []
@@ -49,9 +54,9 @@ class Run:
     def start(self, model, example, ram_gb):
         os.makedirs(os.path.join(self.dir, "node_data"))
         nodes = {}
-        for i in range(3):
+        for i in range(self.count):
             if self.shaped:
-                nodes[str(i)] = {"IP": "10.213.%d.1:%d" % (i, self.args.port),
+                nodes[str(i)] = {"IP": "%s.%d.1:%d" % (self.net, i, self.args.port),
                                  "benchmarks": {"ram": ram_gb, "bandwidth": 100}}
             else:
                 nodes[str(i)] = {"IP": "127.0.0.1:%d" % free_port(),
@@ -62,16 +67,16 @@ class Run:
             f.write(os.urandom(18).hex())
         os.chmod(os.path.join(self.dir, "secret"), 0o600)
         self.ravnest("clusterize", model, "--example-input", example)
-        for i in range(3):
-            listen = ("10.213.%d.2:%d" % (i, self.args.port)) if self.shaped else nodes[str(i)]["IP"]
+        for i in range(self.count):
+            listen = ("%s.%d.2:%d" % (self.net, i, self.args.port)) if self.shaped else nodes[str(i)]["IP"]
             command = [os.path.join(self.bin, "ravnestd", "ravnestd"), "--node", "node_%d" % i,
                        "--listen", listen, "--data-dir", "data_%d" % i, "--secret-file", "secret",
                        "--log-file", "node_%d.log" % i,
-                       # The three daemons share this machine's cores in both runs. Shaped, each
+                       # The daemons share this machine's cores in both runs. Shaped, each
                        # one's address is its own, so it would take the whole machine for itself
                        # (threads = 0 divides the cores among the daemons it sees on its host) and
-                       # three LibTorch thread pools would fight over two cores.
-                       "--threads", str(max(1, (os.cpu_count() or 1) // 3))]
+                       # their LibTorch thread pools would fight over two cores.
+                       "--threads", str(max(1, (os.cpu_count() or 1) // self.count))]
             if self.shaped:
                 command = ["ip", "netns", "exec", "%s%d" % (self.args.wan_name, i)] + command
             self.daemons.append(subprocess.Popen(command, cwd=self.dir, start_new_session=True))
