@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -195,6 +196,73 @@ void average_across(const std::vector<std::vector<at::Tensor>>& per_copy) {
   }
 }
 
+// What the daemons' ring all-reduce (libs/ring/ring_allreduce.h) computes, to the bit: the
+// tensors grouped by dtype, each group flattened in order and cut into one chunk per copy (the
+// first count % n chunks one element longer); chunk c summed in ring order from copy c on,
+// ((x_c + x_c+1) + ...) + x_c-1, then divided by n (floating: one division per element;
+// integers: floor division of the exact sum). The copies are the ring's members in position
+// order. Floating addition is not associative: with three copies or more, summing every chunk
+// from copy 0 (average_across) differs in the last bit, which long runs of some models
+// (BatchNorm, max-pooling, dropout) grow to 1e-3.
+void ring_average(const std::vector<std::vector<at::Tensor>>& per_copy) {
+  const size_t n = per_copy.size();
+  if (n < 3) return average_across(per_copy);  // a + b is b + a: the order cannot matter
+  std::vector<at::ScalarType> dtypes;
+  for (const auto& t : per_copy[0]) {
+    if (std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) == dtypes.end()) {
+      dtypes.push_back(t.scalar_type());
+    }
+  }
+  for (const at::ScalarType dtype : dtypes) {
+    std::vector<size_t> members;  // indices of this group's tensors
+    for (size_t k = 0; k < per_copy[0].size(); ++k) {
+      if (per_copy[0][k].scalar_type() == dtype) members.push_back(k);
+    }
+    if (dtype != at::kFloat && dtype != at::kDouble) {
+      // Integer sums are exact in any order; other floating types are not modelled here.
+      std::vector<std::vector<at::Tensor>> group(n);
+      for (size_t c = 0; c < n; ++c) {
+        for (size_t k : members) group[c].push_back(per_copy[c][k]);
+      }
+      average_across(group);
+      continue;
+    }
+    std::vector<at::Tensor> flat(n);
+    for (size_t c = 0; c < n; ++c) {
+      std::vector<at::Tensor> parts;
+      for (size_t k : members) parts.push_back(per_copy[c][k].reshape(-1));
+      flat[c] = at::cat(parts).contiguous();
+    }
+    const int64_t count = flat[0].numel();
+    at::Tensor result = at::empty_like(flat[0]);
+    const int64_t base = count / static_cast<int64_t>(n), rem = count % static_cast<int64_t>(n);
+    for (size_t c = 0; c < n; ++c) {
+      const int64_t i = static_cast<int64_t>(c);
+      const int64_t begin = i * base + std::min(i, rem), length = base + (i < rem ? 1 : 0);
+      if (length == 0) continue;
+      at::Tensor sum = flat[c].narrow(0, begin, length).clone();
+      for (size_t j = 1; j < n; ++j) sum.add_(flat[(c + j) % n].narrow(0, begin, length));
+      if (dtype == at::kFloat) {
+        float* x = sum.data_ptr<float>();
+        const float d = static_cast<float>(n);
+        for (int64_t e = 0; e < length; ++e) x[e] /= d;
+      } else {
+        double* x = sum.data_ptr<double>();
+        const double d = static_cast<double>(n);
+        for (int64_t e = 0; e < length; ++e) x[e] /= d;
+      }
+      result.narrow(0, begin, length).copy_(sum);
+    }
+    int64_t offset = 0;
+    for (size_t k : members) {
+      const int64_t numel = per_copy[0][k].numel();
+      const at::Tensor part = result.narrow(0, offset, numel).view(per_copy[0][k].sizes());
+      for (size_t c = 0; c < n; ++c) per_copy[c][k].copy_(part);
+      offset += numel;
+    }
+  }
+}
+
 }  // namespace
 
 ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
@@ -318,15 +386,32 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
     }
     return per_copy;
   };
+  // As a ring of one-node clusters lists them (ring_work.h): the model's state order (each
+  // module's parameters, then its buffers, then its children's), a parameter's optimizer state
+  // after it.
+  // The clusters' average as the daemons add it: a ring from each chunk's member on, parameter
+  // servers ([ps]) the workers in order, as average_across does.
+  auto average = [&](const std::vector<std::vector<at::Tensor>>& per_copy) {
+    if (job.ps.present) return average_across(per_copy);
+    ring_average(per_copy);
+  };
   auto state_tensors = [&](Copy& copy, bool with_optimizer) {
+    // The parameters averaged are the trainable ones, once each (not a hybrid's tables).
     std::vector<at::Tensor> out;
-    for (const auto& p : copy.parameters) {
-      out.push_back(p);
-      if (with_optimizer) {
-        for (auto& s : optimizer_state_tensors(*copy.optimizer, p)) out.push_back(s);
+    std::set<const void*> seen;
+    for (const auto& m : copy.module.named_modules()) {
+      for (const auto& p : m.value.named_parameters(/*recurse=*/false)) {
+        const bool trainable =
+            std::any_of(copy.parameters.begin(), copy.parameters.end(),
+                        [&](const at::Tensor& t) { return t.is_same(p.value); });
+        if (!trainable || !seen.insert(p.value.unsafeGetTensorImpl()).second) continue;
+        out.push_back(p.value);
+        if (with_optimizer) {
+          for (auto& s : optimizer_state_tensors(*copy.optimizer, p.value)) out.push_back(s);
+        }
       }
+      for (const auto& b : m.value.named_buffers(/*recurse=*/false)) out.push_back(b.value);
     }
-    for (const auto& b : copy.buffers) out.push_back(b);
     return out;
   };
   // Batch by batch, each at its place in the current dealing (a join deals anew: the epoch and the
@@ -395,7 +480,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
       if (pending == t.update_frequency || last) {
         torch::NoGradGuard no_grad;
         if (t.reduce == config::ReduceMode::kGradients) {
-          average_across(gather([](Copy& copy) {
+          average(gather([](Copy& copy) {
             std::vector<at::Tensor> grads;
             for (auto& p : copy.parameters) {
               if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
@@ -446,7 +531,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
             }
           }
         } else if (t.reduce == config::ReduceMode::kParameters && result.updates % t.reduce_factor == 0) {
-          average_across(gather([&](Copy& copy) { return state_tensors(copy, t.average_optim); }));
+          average(gather([&](Copy& copy) { return state_tensors(copy, t.average_optim); }));
         }
       }
       // A cluster that joins after this update: a copy of its source's state (weights,
@@ -479,7 +564,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
   }
   {
     torch::NoGradGuard no_grad;
-    average_across(gather([&](Copy& copy) { return state_tensors(copy, false); }));
+    average(gather([&](Copy& copy) { return state_tensors(copy, false); }));
   }
   result.train_seconds = now_seconds() - started;
   result.samples_per_second = result.train_seconds > 0 ? result.samples / result.train_seconds : 0;

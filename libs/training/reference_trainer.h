@@ -70,7 +70,11 @@ std::map<std::string, at::Tensor> state_of(const torch::jit::Module& module);
 // (each seeded with train.seed, as every node is), averaging gradients before each update
 // (reduce = "gradients") or parameters, BatchNorm buffers and, with average_optim, optimizer state
 // every reduce_factor updates (reduce = "parameters"); parameters and buffers once more at the
-// end. With job.outer (DiLoCo, outer_optimizer.h), instead of parameter averaging: every
+// end. Each average adds as the daemons do, to the bit: a ring of N members sums each chunk of
+// its flattened tensors (the model's state order) from that chunk's member on, parameter servers
+// ([ps]) the workers in order (floating addition is not associative: from three clusters on,
+// another order differs in the last bit, which long runs grow). With job.outer (DiLoCo,
+// outer_optimizer.h), instead of parameter averaging: every
 // outer->every updates and after the last, each copy's theta_global - theta_local averaged over
 // the copies (buffers averaged too) and one outer step, the same on every copy. Returns copy 0's
 // state, which then equals every copy's.
