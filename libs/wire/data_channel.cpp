@@ -212,6 +212,13 @@ void DataChannel::read_all(void* data, size_t bytes, const Idle& idle) {
     if (n == 0) throw channel_error(peer_, "closed by the peer");
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) throw channel_error(peer_, errno_text("recv"));
+    // Woken once what is still wanted (up to a batch) is there, not at every packet: TCP honours
+    // SO_RCVLOWAT in poll (and grows the receive buffer to hold it); other sockets may ignore it.
+    const int lowat = static_cast<int>(std::min(bytes, kChannelBatchRecords * kChannelRecordBytes));
+    if (lowat != lowat_) {
+      setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+      lowat_ = lowat;
+    }
     pollfd pfd{fd_, POLLIN, 0};
     const int ready = ::poll(&pfd, 1, poll_ms_);
     if (ready < 0 && errno != EINTR) throw channel_error(peer_, errno_text("poll"));
