@@ -213,11 +213,20 @@ void DataChannel::read_all(void* data, size_t bytes, const Idle& idle) {
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) throw channel_error(peer_, errno_text("recv"));
     // Woken once what is still wanted (up to a batch) is there, not at every packet: TCP honours
-    // SO_RCVLOWAT in poll (and grows the receive buffer to hold it); other sockets may ignore it.
-    const int lowat = static_cast<int>(std::min(bytes, kChannelBatchRecords * kChannelRecordBytes));
-    if (lowat != lowat_) {
-      setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
-      lowat_ = lowat;
+    // SO_RCVLOWAT in poll; other sockets may ignore it. At most a quarter of the receive buffer:
+    // a low-water mark the buffer cannot hold twice makes Linux grow the buffer and clamp TCP's
+    // window to the mark (tcp_set_rcvlowat), which would cap a long link's throughput.
+    const size_t wanted = std::min(bytes, kChannelBatchRecords * kChannelRecordBytes);
+    if (wanted != wanted_) {
+      wanted_ = wanted;
+      int buffer = 0;
+      socklen_t length = sizeof(buffer);
+      if (getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buffer, &length) != 0) buffer = 0;
+      const int lowat = std::max(1, static_cast<int>(std::min<size_t>(wanted, buffer / 4)));
+      if (lowat != lowat_) {
+        setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+        lowat_ = lowat;
+      }
     }
     pollfd pfd{fd_, POLLIN, 0};
     const int ready = ::poll(&pfd, 1, poll_ms_);

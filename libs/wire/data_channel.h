@@ -128,7 +128,8 @@ class DataChannel {
   int fd_;
   std::string peer_;
   int poll_ms_;
-  int lowat_ = 1;  // the socket's SO_RCVLOWAT as last set
+  int lowat_ = 1;       // the socket's SO_RCVLOWAT as last set
+  size_t wanted_ = 0;   // the bytes read_all last waited for (capped at a batch)
   EVP_CIPHER_CTX* cipher_ = nullptr;  // null: plain
   uint64_t records_ = 0;              // frames' records sealed (sender) or opened (receiver)
   uint64_t acks_ = 0;                 // acknowledgments sealed (receiver) or opened (sender)
