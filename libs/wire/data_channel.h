@@ -45,6 +45,8 @@ namespace ravnest::wire {
 inline constexpr size_t kChannelTokenBytes = 32;
 inline constexpr size_t kChannelKeyBytes = 32;
 inline constexpr size_t kChannelRecordBytes = size_t{128} << 10;
+// Records sealed (sender) or read (receiver) together: one system call for each such batch.
+inline constexpr size_t kChannelBatchRecords = 8;
 // 8 bytes before the token. Its first byte is neither TLS's handshake (0x16) nor the first byte
 // of a Cap'n Proto frame ravnest sends (0): protocol_mismatch.h.
 inline constexpr char kChannelPreface[8] = {'R', 'V', 'N', 'C', 'H', 'A', 'N', '1'};
@@ -119,17 +121,22 @@ class DataChannel {
   void next_nonce(uint8_t nonce[12], uint32_t direction = 0);
   void send_acknowledgment(const Idle& idle);
   ChannelFrame read_header(const ChannelFrame& expect, const Idle& idle);
+  // Reads the sealed records of the next min(left, a batch) bytes of a frame into scratch_
+  // (each record's bytes then its tag); returns those bytes.
+  size_t read_batch(uint64_t left, const Idle& idle);
 
   int fd_;
   std::string peer_;
   int poll_ms_;
+  int lowat_ = 1;       // the socket's SO_RCVLOWAT as last set
+  size_t wanted_ = 0;   // the bytes read_all last waited for (capped at a batch)
   EVP_CIPHER_CTX* cipher_ = nullptr;  // null: plain
   uint64_t records_ = 0;              // frames' records sealed (sender) or opened (receiver)
   uint64_t acks_ = 0;                 // acknowledgments sealed (receiver) or opened (sender)
   uint64_t frames_sent_ = 0;
   uint64_t frames_acknowledged_ = 0;
   uint64_t frames_received_ = 0;
-  std::vector<uint8_t> scratch_;      // one sealed record, or one plain piece
+  std::vector<uint8_t> scratch_;      // a batch of sealed records, or one plain piece
   std::atomic<bool> shut_{false};
 };
 

@@ -3,11 +3,13 @@
 #include <catch2/catch.hpp>
 
 #include <cctype>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "libs/config/plan/node_metadata.h"
@@ -141,6 +143,24 @@ TEST_CASE("daemon checks: an abort ends the reduces of its membership epoch and 
   // An abort without an epoch (a stop, the benchmark) ends them all.
   mailbox.abort(1, "stopped");
   CHECK(error_of([&] { mailbox.take({1, new_round, 0, 1}, out, 4, [] {}); }) == "stopped");
+}
+
+TEST_CASE("daemon checks: a ring's abort wakes whoever waits for it at once", "[daemon]") {
+  daemon::RingMailbox mailbox;
+  // None comes: the wait returns after its time.
+  auto start = std::chrono::steady_clock::now();
+  mailbox.wait_aborted(1, 5, 50);
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(50));
+  // One comes 50 ms into a 5 s wait: thrown at once, not after polling.
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    mailbox.abort(1, "node_2 failed first");
+  });
+  start = std::chrono::steady_clock::now();
+  CHECK(error_of([&] { mailbox.wait_aborted(1, 5, 5000); }) == "node_2 failed first");
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  aborter.join();
+  mailbox.wait_aborted(2, 5, 0);  // another ring's reduce goes on
 }
 
 TEST_CASE("daemon checks: ring views: stale epochs are refused; a reset forgets them",

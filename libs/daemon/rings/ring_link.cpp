@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include <capnp/orphan.h>
@@ -247,15 +246,12 @@ void RingLink::flush() {
 void RingLink::throw_abort_or(uint64_t round, const ring::RingError& otherwise) {
   // A member that failed ends its reduce, which closes its channels at once, and tells every
   // member why (abortReduce, over RPC): that reason names who failed first, which a closed
-  // channel does not. Waited for a moment before the channel's own error is the answer.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (std::chrono::steady_clock::now() < until) {
-    try {
-      mailbox_.check_aborted(ring_, round);
-    } catch (const std::exception& aborted) {
-      throw ring::RingError(aborted.what());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // channel does not. Waited for a moment (woken as soon as it arrives) before the channel's
+  // own error is the answer.
+  try {
+    mailbox_.wait_aborted(ring_, round, 2000);
+  } catch (const std::exception& aborted) {
+    throw ring::RingError(aborted.what());
   }
   throw otherwise;
 }
@@ -318,10 +314,11 @@ void RingLink::recv(const ring::RingTag& tag, void* data, size_t bytes) {
 void RingLink::recv_in_place(const ring::RingTag& tag, size_t bytes,
                              const std::function<void(const void*)>& use) {
   receive(tag, bytes, use, [&](wire::DataChannel& channel, const wire::DataChannel::Idle& idle) {
-    // One piece: the whole segment, gathered first (callers that can take pieces use recv_pieces).
-    std::vector<uint8_t> whole(bytes);
-    channel.recv({tag.round, tag.step, tag.segment, bytes}, whole.data(), idle);
-    use(whole.data());
+    // One piece: the whole segment, gathered first (callers that can take pieces use
+    // recv_pieces) into a buffer kept for the next segment: no fresh pages per call.
+    if (in_place_.size() < bytes) in_place_.resize(bytes);
+    channel.recv({tag.round, tag.step, tag.segment, bytes}, in_place_.data(), idle);
+    use(in_place_.data());
   });
 }
 

@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <kj/async.h>
 #include <kj/timer.h>
@@ -118,6 +119,7 @@ class RingLink final : public ring::RingTransport {
   std::unique_ptr<wire::DataChannel> out_;  // to the next member; the sending thread's
   uint64_t last_round_ = 0;  // of the last segment sent over out_, for flush()'s abort check
   bool channel_logged_ = false;
+  std::vector<uint8_t> in_place_;  // recv_in_place's segment from a channel; the ring thread's
 };
 
 }  // namespace ravnest::daemon

@@ -49,6 +49,15 @@ void RingMailbox::check_aborted(uint32_t ring, uint64_t round) {
   if (const std::string* why = ring_aborted({ring, round, 0, 0})) throw std::runtime_error(*why);
 }
 
+void RingMailbox::wait_aborted(uint32_t ring, uint64_t round, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const Key key{ring, round, 0, 0};
+  arrived_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                    [&] { return !all_aborted_.empty() || ring_aborted(key) != nullptr; });
+  if (!all_aborted_.empty()) throw std::runtime_error(all_aborted_);
+  if (const std::string* why = ring_aborted(key)) throw std::runtime_error(*why);
+}
+
 void RingMailbox::drop_channel(uint32_t ring, const wire::DataChannel* only) {
   std::shared_ptr<wire::DataChannel> dropped;
   {

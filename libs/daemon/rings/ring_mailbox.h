@@ -56,6 +56,9 @@ class RingMailbox {
   // Throws std::runtime_error with the reason when `ring`'s reduce `round` (or every ring) was
   // aborted.
   void check_aborted(uint32_t ring, uint64_t round);
+  // The same, but waits up to `timeout_ms` for such an abort (on the condition variable that
+  // abort() notifies, as take_in_place waits for segments); returns when none came in time.
+  void wait_aborted(uint32_t ring, uint64_t round, int timeout_ms);
   // Ring membership epochs (ring_views.h) live in a round's top bits, so that the segments of a
   // reduce run again over a new membership never meet those of the attempt that failed.
   static constexpr int kEpochShift = 40;
