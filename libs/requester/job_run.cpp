@@ -334,7 +334,7 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
   // brings clusters in.
   std::string plan_json = base::read_file(config::PlanLayout(plan.dir).plan_file());
   std::function<uint64_t(const std::shared_ptr<Watch>&, uint64_t)> take_in;
-  if (options.drop_failed_clusters && !job.predict) {
+  if (!job.predict) {
     take_in = [&](const std::shared_ptr<Watch>& watch, uint64_t job_id) {
       return take_in_clusters(watch, job_id, job, job_text, &identity, &plan_json, options.log);
     };
@@ -443,23 +443,23 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
         if (!dir.empty()) remove_following(dir);
       }
     } unmark;
+    watch->drop_requested = options.drop_failed_clusters;
     if (options.drop_failed_clusters) {
       watch->drop_failed_clusters = coordinate_rings(result.job_id);
       if (options.log && !watch->drop_failed_clusters) {
         options.log("warning: --drop-failed-clusters: the plan has one cluster; a failure "
                     "stops the job");
       }
-      if (watch->drop_failed_clusters) {
-        // `ravnest replace` reads it: a dropped cluster's node is replaced without a stop.
-        write_following(plan_.dir, {::getpid(), result.job_id, {}});
-        unmark.dir = plan_.dir;
-        if (take_in) {
-          watch->take_in = [take_in, w = std::weak_ptr<Watch>(watch)](uint64_t job_id) -> uint64_t {
-            auto locked = w.lock();
-            return locked ? take_in(locked, job_id) : 0;
-          };
-        }
-      }
+    }
+    if (take_in) {
+      // `ravnest join` and `ravnest replace` read it: a joined cluster, or a dropped cluster's
+      // node replaced, comes into this job without a stop (running_plan_change.cpp).
+      write_following(plan_.dir, {::getpid(), result.job_id, {}});
+      unmark.dir = plan_.dir;
+      watch->take_in = [take_in, w = std::weak_ptr<Watch>(watch)](uint64_t job_id) -> uint64_t {
+        auto locked = w.lock();
+        return locked ? take_in(locked, job_id) : 0;
+      };
     }
     watch_until_done(*watch, &result.job_id, options.unresponsive_seconds, options.log);
     result.seconds = now_seconds() - started;

@@ -35,6 +35,7 @@ struct Watch {
   // TrainOptions::drop_failed_clusters, once the nodes accepted it (setRings epoch 0): a node's
   // failure drops its cluster (found by the status polls, so its failed event is not the job's).
   bool drop_failed_clusters = false;
+  bool drop_requested = false;  // TrainOptions::drop_failed_clusters, whatever the plan
   std::set<int> dropped;               // clusters dropped
   std::vector<std::string> dropped_lines;  // why, one line each
   uint64_t ring_epoch = 0;             // the membership last sent

@@ -16,7 +16,7 @@ Joining join_nodes(const std::string& plan_dir, const std::string& secret,
                                  bool insecure) {
   const Plan plan = load_plan(plan_dir);
   const config::PlanLayout layout(plan_dir);
-  // A job followed by a requester that drops failed clusters takes the new cluster in itself
+  // A job that the `ravnest train` which started it follows takes the new cluster in itself
   // (running_plan_change.cpp): the plan's nodes are left to it.
   const auto following = read_following(plan_dir);
   // The plan as it will be; nothing is written yet.
@@ -39,9 +39,9 @@ Joining join_nodes(const std::string& plan_dir, const std::string& secret,
     if (s.state == wire::NodeState::kTraining || s.state == wire::NodeState::kReady) {
       throw std::runtime_error(m.name + " (" + m.address + "): runs job " +
                                std::to_string(s.job_id) +
-                               ", which no `ravnest train --drop-failed-clusters` follows: a "
-                               "running job takes a cluster in only then (or `ravnest stop` "
-                               "first)");
+                               ", which no `ravnest train` follows (detached or attached): a "
+                               "running job takes a cluster in while the `ravnest train` that "
+                               "started it follows it (or `ravnest stop` first)");
     }
   }
   for (int id : joined.nodes) {

@@ -6,7 +6,7 @@
 // (the ring neighbours, and one more shard everywhere). A failure before the plan is rewritten
 // leaves it as it was; one after names the nodes that still need `ravnest push`.
 //
-// While a job runs that `ravnest train --drop-failed-clusters` follows (its marker,
+// While a job runs that the `ravnest train` which started it follows (its marker,
 // following_marker.h), the plan's nodes are neither asked nor given their metadata: the
 // newcomers get their stages, the plan is rewritten, and the follower takes the new cluster in
 // at the next update boundary (running_plan_change.cpp). A job that runs unfollowed is refused.

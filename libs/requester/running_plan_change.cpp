@@ -1,7 +1,8 @@
 // A followed job takes in the clusters plan.json gained while it ran
 // (docs/faults.md#providers-that-come-and-go): a dropped cluster that `ravnest replace` gave a
-// node again (it rejoins), or a cluster `ravnest join` added (it joins). `ravnest train
-// --drop-failed-clusters` follows the job and looks at plan.json at every poll; which clusters
+// node again (it rejoins: only `ravnest train --drop-failed-clusters` drops one), or a cluster
+// `ravnest join` added (it joins). The `ravnest train` that follows the job looks at plan.json
+// at every poll; which clusters
 // come in and from which cluster each starts is config::admit_clusters. Then:
 //
 // 1. the roots of the clusters still training hold at one update boundary U (hold_at_boundary),
@@ -199,7 +200,8 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, ui
   watch.ring_epoch = 0;
   impl.subscribe(watch_ptr, log);
   impl.start(next_id);
-  impl.coordinate_rings(next_id);
+  // A plan of one cluster that grew to two has rings to coordinate now.
+  if (watch.drop_requested) watch.drop_failed_clusters = impl.coordinate_rings(next_id);
   write_following(impl.plan_.dir, {::getpid(), next_id, watch.dropped});
   if (log) {
     char seconds[32];

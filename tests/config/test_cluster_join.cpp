@@ -193,3 +193,21 @@ TEST_CASE("join_cluster: refuses what cannot join, and leaves the plan as it was
   CHECK(nodes.size() == 6);
   CHECK(to_json(nodes[0]) == before);
 }
+
+TEST_CASE("join_cluster refuses a parameter-server plan") {
+  auto nodes = two_clusters();
+  nodes[1].role = Role::kWorker;
+  NodeConfig n;
+  n.id = 9;
+  n.name = "node_9";
+  n.address = "127.0.0.1:9009";
+  std::vector<NodeConfig> three(3, n);
+  try {
+    join_cluster(nodes, 0, three);
+    FAIL("no error");
+  } catch (const std::exception& e) {
+    CHECK(std::string(e.what()) ==
+          "the plan has parameter servers (node_1 is a worker): ravnest join adds pipeline "
+          "clusters only");
+  }
+}

@@ -16,6 +16,12 @@ JoinedCluster join_cluster(std::vector<NodeMetadata>& nodes, int like,
   std::vector<NodeMetadata> model;
   int largest_cluster = -1;
   for (const auto& n : nodes) {
+    if (n.role == Role::kServer || n.role == Role::kWorker || n.role == Role::kEvaluator) {
+      // Its workers are no pipeline clusters with rings: a parameter-server plan grows with a
+      // new `clusterize`.
+      throw std::runtime_error("the plan has parameter servers (" + n.name + " is a " +
+                               role_name(n.role) + "): ravnest join adds pipeline clusters only");
+    }
     largest_cluster = std::max(largest_cluster, n.cluster);
     if (n.cluster == like) model.push_back(n);
   }
