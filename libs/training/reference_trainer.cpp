@@ -2,6 +2,7 @@
 #include "libs/training/reference_trainer.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -269,7 +270,8 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
                                          int clusters, int64_t max_batches,
                                          const std::vector<ReferenceTable>& tables,
                                          const std::map<int, int64_t>& dropped,
-                                         const std::vector<ReferenceJoin>& joins) {
+                                         const std::vector<ReferenceJoin>& joins,
+                                         const std::vector<std::vector<std::string>>& rings) {
   if (!joins.empty() && (!dropped.empty() || !tables.empty())) {
     throw std::invalid_argument("train_reference_clusters: joins with drops or tables are not "
                                 "modelled");
@@ -395,22 +397,68 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
     if (job.ps.present) return average_across(per_copy);
     ring_average(per_copy);
   };
-  auto state_tensors = [&](Copy& copy, bool with_optimizer) {
+  // The tensors of `pick` (parameters, their optimizer state, buffers or gradients, in the
+  // model's state order, each tagged with its state name) averaged ring by ring as `rings` lays
+  // them out, or all in one ring.
+  using Named = std::vector<std::pair<std::string, at::Tensor>>;
+  auto average_rings = [&](const std::function<Named(Copy&)>& pick) {
+    std::vector<Named> named;
+    for (auto& copy : copies) {
+      if (copy.live) named.push_back(pick(copy));
+    }
+    if (named.empty()) return;
+    auto tensors_of = [&](const std::function<bool(const std::string&)>& in_ring) {
+      std::vector<std::vector<at::Tensor>> per_copy;
+      for (const auto& list : named) {
+        std::vector<at::Tensor> kept;
+        for (const auto& [name, tensor] : list) {
+          if (in_ring(name)) kept.push_back(tensor);
+        }
+        per_copy.push_back(std::move(kept));
+      }
+      return per_copy;
+    };
+    if (rings.empty()) return average(tensors_of([](const std::string&) { return true; }));
+    for (const auto& ring : rings) {
+      // In the ring's order: its names, each name's tensors as `pick` listed them.
+      std::vector<std::vector<at::Tensor>> per_copy(named.size());
+      for (const auto& name : ring) {
+        for (size_t c = 0; c < named.size(); ++c) {
+          for (const auto& [n, tensor] : named[c]) {
+            if (n == name) per_copy[c].push_back(tensor);
+          }
+        }
+      }
+      if (!per_copy[0].empty()) average(per_copy);
+    }
+  };
+  auto state_tensors = [&](Copy& copy, bool with_optimizer, bool gradients) {
     // The parameters averaged are the trainable ones, once each (not a hybrid's tables).
-    std::vector<at::Tensor> out;
+    Named out;
     std::set<const void*> seen;
     for (const auto& m : copy.module.named_modules()) {
+      const std::string prefix = m.name.empty() ? "" : m.name + ".";
       for (const auto& p : m.value.named_parameters(/*recurse=*/false)) {
         const bool trainable =
             std::any_of(copy.parameters.begin(), copy.parameters.end(),
                         [&](const at::Tensor& t) { return t.is_same(p.value); });
         if (!trainable || !seen.insert(p.value.unsafeGetTensorImpl()).second) continue;
-        out.push_back(p.value);
+        const std::string name = prefix + p.name;
+        if (gradients) {
+          at::Tensor parameter = p.value;
+          if (!parameter.grad().defined()) parameter.mutable_grad() = at::zeros_like(parameter);
+          out.emplace_back(name, parameter.grad());
+          continue;
+        }
+        out.emplace_back(name, p.value);
         if (with_optimizer) {
-          for (auto& s : optimizer_state_tensors(*copy.optimizer, p.value)) out.push_back(s);
+          for (auto& s : optimizer_state_tensors(*copy.optimizer, p.value)) out.emplace_back(name, s);
         }
       }
-      for (const auto& b : m.value.named_buffers(/*recurse=*/false)) out.push_back(b.value);
+      if (gradients) continue;
+      for (const auto& b : m.value.named_buffers(/*recurse=*/false)) {
+        out.emplace_back(prefix + b.name, b.value);
+      }
     }
     return out;
   };
@@ -480,14 +528,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
       if (pending == t.update_frequency || last) {
         torch::NoGradGuard no_grad;
         if (t.reduce == config::ReduceMode::kGradients) {
-          average(gather([](Copy& copy) {
-            std::vector<at::Tensor> grads;
-            for (auto& p : copy.parameters) {
-              if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
-              grads.push_back(p.grad());
-            }
-            return grads;
-          }));
+          average_rings([&](Copy& copy) { return state_tensors(copy, false, true); });
         }
         for (auto& copy : copies) {
           if (!copy.live) continue;
@@ -531,7 +572,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
             }
           }
         } else if (t.reduce == config::ReduceMode::kParameters && result.updates % t.reduce_factor == 0) {
-          average(gather([&](Copy& copy) { return state_tensors(copy, t.average_optim); }));
+          average_rings([&](Copy& copy) { return state_tensors(copy, t.average_optim, false); });
         }
       }
       // A cluster that joins after this update: a copy of its source's state (weights,
@@ -564,7 +605,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
   }
   {
     torch::NoGradGuard no_grad;
-    average(gather([&](Copy& copy) { return state_tensors(copy, false); }));
+    average_rings([&](Copy& copy) { return state_tensors(copy, false, false); });
   }
   result.train_seconds = now_seconds() - started;
   result.samples_per_second = result.train_seconds > 0 ? result.samples / result.train_seconds : 0;

@@ -88,6 +88,11 @@ struct ReferenceTable {
   int index_input = 0;  // the model input holding its indices
 };
 //
+// `rings`: the state-dict names each cross-cluster ring averages, in its order (plan.json's
+// rings: a plan whose clusters have several stages has a ring per stage); empty: one ring of the
+// model's whole state in its order, as one-node clusters have. A ring's chunks follow from its
+// own tensors, so the layout decides the order of every element's sum.
+//
 // `dropped` (reduce = "parameters", reduce_factor 1: docs/faults.md#providers-that-come-and-go):
 // cluster -> the parameter-averaging rounds it took part in before it was dropped (rounds count
 // from 0, one after each update); from then on it neither trains nor averages, and the others
@@ -107,6 +112,7 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
                                          int clusters, int64_t max_batches = -1,
                                          const std::vector<ReferenceTable>& tables = {},
                                          const std::map<int, int64_t>& dropped = {},
-                                         const std::vector<ReferenceJoin>& joins = {});
+                                         const std::vector<ReferenceJoin>& joins = {},
+                                         const std::vector<std::vector<std::string>>& rings = {});
 
 }  // namespace ravnest::training

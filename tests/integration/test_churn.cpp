@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "libs/config/job/job_spec.h"
+#include "libs/config/plan/plan_file.h"
 #include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
@@ -295,23 +296,27 @@ TEST_CASE("churn: ravnest join makes a pool node one more cluster; the job train
   CHECK(test::largest_difference(two.state, trained[0], &where) > 1e-4);
 }
 
-TEST_CASE("churn: a provider joins the running job as a new cluster and trains from the next "
-          "update boundary", "[churn][join]") {
-  // Two one-node clusters train; node_2 (a spare of the pool) joins as cluster 2 mid-job.
-  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+// Two clusters of `per_cluster` nodes train (nodes 0 .. 2 * per_cluster - 1); the spares after
+// them join as cluster 2 mid-job, cut like cluster 0.
+static void join_and_check(test::LocalCluster& cluster, int per_cluster) {
+  const int leaf = per_cluster - 1;  // cluster c's leaf is node c * per_cluster + leaf
+  std::string newcomers;
+  for (int p = 0; p < per_cluster; ++p) {
+    newcomers += "node_" + std::to_string(2 * per_cluster + p) + " ";
+  }
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
   const int steps = 300;
   test::write_text(cluster.dir() / "job.toml", job_text(steps));
   test::CommandResult joined;
-  auto joiner = std::thread([&cluster, &joined] {
+  auto joiner = std::thread([&cluster, &joined, &newcomers] {
     cluster.wait_for_batches(0, 4);
     // The follower's marker says the job takes clusters in (written once the rings agreed).
     for (int i = 0; i < 300; ++i) {
       if (std::filesystem::exists(cluster.dir() / "plan" / ".following")) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    joined = cluster.ravnest("join", "node_2 --like 0 --nodes " + cluster.pool_file());
+    joined = cluster.ravnest("join", newcomers + "--like 0 --nodes " + cluster.pool_file());
   });
   // A plain followed train (no --drop-failed-clusters) takes clusters in too.
   auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string(), 200);
@@ -355,12 +360,18 @@ TEST_CASE("churn: a provider joins the running job as a new cluster and trains f
   // wrong deal would show at once (the two clusters' reference is not), and so are the end's
   // weights.
   const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  // The rings as the plan has them (a ring per stage), grown by the join.
+  std::vector<std::vector<std::string>> rings;
+  for (const auto& ring : config::load_plan_file(cluster.plan_dir() + "/plan.json").rings) {
+    rings.push_back(ring.parameters);
+  }
   auto reference = training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {},
-                                                      {{joined_at, 0}});
-  auto two = training::train_reference_clusters(test::digits_model(), job, 2, steps);
-  const auto loss0 = numbers_of_newest(cluster.data_dir(0), "losses.txt");
-  const auto loss1 = numbers_of_newest(cluster.data_dir(1), "losses.txt");
-  const auto loss2 = numbers_of_newest(cluster.data_dir(2), "losses.txt");
+                                                      {{joined_at, 0}}, rings);
+  auto two = training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {}, {},
+                                                rings);
+  const auto loss0 = numbers_of_newest(cluster.data_dir(leaf), "losses.txt");
+  const auto loss1 = numbers_of_newest(cluster.data_dir(per_cluster + leaf), "losses.txt");
+  const auto loss2 = numbers_of_newest(cluster.data_dir(2 * per_cluster + leaf), "losses.txt");
   REQUIRE(loss0.size() == static_cast<size_t>(steps));
   REQUIRE(loss1.size() == static_cast<size_t>(steps));
   REQUIRE(loss2.size() == static_cast<size_t>(steps - joined_at));
@@ -387,8 +398,10 @@ TEST_CASE("churn: a provider joins the running job as a new cluster and trains f
                               << " at most " << worst << " from the reference, weights at the end "
                               << diff << " (" << diff_where << ")");
 
-  // node_2 trained cluster 2's batches from the join to the end, from the others' weights.
-  CHECK(cluster.log(2).find("job finished") != std::string::npos);
+  // Cluster 2 trained its batches from the join to the end, from the others' weights.
+  for (int p = 0; p < per_cluster; ++p) {
+    CHECK(cluster.log(2 * per_cluster + p).find("job finished") != std::string::npos);
+  }
   INFO("first losses: untrained " << loss0[0] << ", joined " << loss2[0]);
   CHECK(loss2[0] < loss0[0] - 0.5);
   CHECK(!std::filesystem::exists(cluster.dir() / "plan" / ".following"));
@@ -398,4 +411,19 @@ TEST_CASE("churn: a provider joins the running job as a new cluster and trains f
   INFO(resume.out << resume.err);
   CHECK(resume.exit_code != 0);
   CHECK(resume.err.find("already finished on every node") != std::string::npos);
+}
+
+TEST_CASE("churn: a provider joins the running job as a new cluster and trains from the next "
+          "update boundary", "[churn][join]") {
+  // Two one-node clusters train; node_2 (a spare of the pool) joins as cluster 2 mid-job.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+  join_and_check(cluster, 1);
+}
+
+TEST_CASE("churn: two providers join the running job as a cluster of two stages", "[churn][join]") {
+  // Two clusters of two stages (a ring per stage, a random chain through each cluster's nodes);
+  // node_4 and node_5 join as cluster 2.
+  const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
+  test::LocalCluster cluster(test::digits_model(), {cuts, cuts}, {"32x1x8x8"}, 2);
+  join_and_check(cluster, 2);
 }
