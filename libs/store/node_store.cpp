@@ -106,6 +106,13 @@ config::NodeMetadata NodeStore::check_stage_push(
 
 void NodeStore::replace_metadata(const std::string& metadata_json,
                                  const std::function<void(const config::NodeMetadata&)>& accept) {
+  check_metadata_push(metadata_json, accept);
+  base::write_file_atomically((dir_ / "metadata.json").string(), metadata_json);
+}
+
+config::NodeMetadata NodeStore::check_metadata_push(
+    const std::string& metadata_json,
+    const std::function<void(const config::NodeMetadata&)>& accept) const {
   if (!has_stage()) throw std::runtime_error("no stage stored: push the stage");
   const std::string problem = stage_problem();
   if (!problem.empty()) throw std::runtime_error(problem + ": push the stage");
@@ -117,8 +124,7 @@ void NodeStore::replace_metadata(const std::string& metadata_json,
                              ", this node stores stage " + stored.substr(0, 12) +
                              ": push the stage");
   }
-  check_stage_push(metadata_json, stored, accept);
-  base::write_file_atomically((dir_ / "metadata.json").string(), metadata_json);
+  return check_stage_push(metadata_json, stored, accept);
 }
 
 void NodeStore::commit_stage(const fs::path& received, uint64_t bytes,

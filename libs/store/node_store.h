@@ -59,6 +59,10 @@ class NodeStore {
   // metadata is for another stage.
   void replace_metadata(const std::string& metadata_json,
                         const std::function<void(const config::NodeMetadata&)>& accept = {});
+  // replace_metadata's checks alone: returns the metadata, stores nothing.
+  config::NodeMetadata check_metadata_push(
+      const std::string& metadata_json,
+      const std::function<void(const config::NodeMetadata&)>& accept = {}) const;
   // Both at once for a stage held in memory (in-process clusters, tests, the fuzz target): the
   // bytes must hash to `sha256`, then check_stage_push and commit_stage. Nothing is stored when
   // it throws.

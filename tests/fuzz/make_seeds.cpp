@@ -210,6 +210,9 @@ void rpc_params() {
     r.setSize(10);
     r.setSha256(base::sha256_hex("checkpoint"));
   });
+  write("rpc_params", "push_metadata", 16, [](capnp::MessageBuilder& m) {
+    m.initRoot<Node::PushMetadataParams>().setMetadataJson(metadata_json());
+  });
 }
 
 void tensor(schema::Tensor::Builder t, int8_t dtype, std::vector<int64_t> shape,

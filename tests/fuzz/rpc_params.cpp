@@ -64,6 +64,7 @@ enum Message : uint8_t {
   kFetchStageResults,  // Node.fetchStage results (requester)
   kCheckpointsResults, // Node.checkpoints results (requester)
   kFetchCheckpointResults,  // Node.fetchCheckpoint results (requester)
+  kPushMetadata,       // Node.pushMetadata params
   kMessageCount
 };
 
@@ -130,6 +131,7 @@ void decode(Message which, capnp::MessageReader& message) {
       if (!identity.empty()) store::check_identity(identity);
       (void)p.getJobId();
       (void)p.getResumeFrom();
+      if (p.getResumeIdentity().size() > 0) store::check_identity(p.getResumeIdentity());
       const auto job = config::parse_job(p.getJobToml(), "job");
       const auto located = d.store.locate_shipped(job, shipped);
       for (const auto* path : {&located.data.train, &located.data.validation, &located.loss.path}) {
@@ -231,6 +233,11 @@ void decode(Message which, capnp::MessageReader& message) {
       auto r = message.getRoot<Node::FetchCheckpointResults>();
       (void)r.getSize();
       (void)std::string(r.getSha256());
+      break;
+    }
+    case kPushMetadata: {
+      // Checked as the daemon checks it, and not stored: the next input finds the same daemon.
+      d.store.check_metadata_push(message.getRoot<Node::PushMetadataParams>().getMetadataJson());
       break;
     }
     case kMessageCount: break;
