@@ -356,8 +356,13 @@ ReferenceResult train_reference_clusters(const std::string& model_path, const co
                                count, c),
             t.batch_size, t.drop_last);
         copy.shard.resize(copy.own_order->dataset_size());
-      } else {
+      } else if (count > 1) {
         copy.shard = data::shard_indices(train.size(), count, c, t.seed);
+      } else {
+        // One cluster reads the whole dataset in its own order, no shard (job_setup.cpp): a
+        // plan of one that a join grows.
+        copy.shard.resize(static_cast<size_t>(train.size()));
+        for (size_t i = 0; i < copy.shard.size(); ++i) copy.shard[i] = static_cast<int64_t>(i);
       }
     }
   };

@@ -689,6 +689,39 @@ TEST_CASE("reference trainer counts batches, updates and validations as document
   for (const auto& [name, t] : a.state) CHECK(at::equal(t, b.state.at(name)));
 }
 
+TEST_CASE("reference clusters: one cluster is the one-process run; a join grows the copies") {
+  test::TempDir dir;
+  write_digits_subset(dir.path(), "train.csv", 230);
+  const std::string model = test::models_dir() + "/small_cnn.pt";
+  test::write_text(dir / "job.toml", std::string(kDigitsData) +
+                                         "[optimizer]\nname = \"sgd\"\nlr = 0.05\n[train]\n"
+                                         "epochs = 2\nbatch_size = 25\nreduce = \"parameters\"\n");
+  const auto job = config::load_job((dir / "job.toml").string());
+  // One cluster reads the whole dataset in its order, as a plan of one cluster does (no shard).
+  const auto one = training::train_reference(model, job);
+  const auto single = training::train_reference_clusters(model, job, 1);
+  for (const auto& [name, t] : one.state) CHECK(at::equal(t, single.state.at(name)));
+  // Grown to two after update 6 from cluster 0: the data dealt two ways from batch 6, so the
+  // job ends where two clusters' job ends (230 / 2 = 115 samples, 5 batches an epoch: 10).
+  const auto grown = training::train_reference_clusters(model, job, 1, -1, {}, {}, {{6, 0}});
+  CHECK(grown.batches == 10);
+  CHECK(grown.batch_losses.size() == 10);
+  for (size_t k = 0; k < 6; ++k) CHECK(grown.batch_losses[k] == single.batch_losses[k]);
+  const auto two = training::train_reference_clusters(model, job, 2);
+  auto apart = [](const std::map<std::string, at::Tensor>& a,
+                  const std::map<std::string, at::Tensor>& b) {
+    double most = 0;
+    for (const auto& [name, t] : a) {
+      most = std::max(most, (t.to(at::kDouble) - b.at(name).to(at::kDouble)).abs().max().item<double>());
+    }
+    return most;
+  };
+  CHECK(apart(grown.state, two.state) > 1e-4);
+  CHECK(apart(grown.state, single.state) > 1e-4);
+  CHECK_THROWS_AS(training::train_reference_clusters(model, job, 2, -1, {}, {}, {{0, 0}}),
+                  std::invalid_argument);
+}
+
 TEST_CASE("reference trainer equals PyTorch on a model with tied weights (tensors data, mse)") {
   test::TempDir dir;
   python_or_fail(R"(
