@@ -51,7 +51,9 @@ class Run:
             raise RuntimeError("ravnest %s failed: %s%s" % (argv[0], out.stdout[-2000:], out.stderr))
         return out.stdout
 
-    def start(self, model, example, ram_gb):
+    def start(self, model, example, ram_gb, stages=None):
+        # `stages`: one cluster of that many stages (the pipeline runs); else the planner's
+        # choice for nodes of `ram_gb` each.
         os.makedirs(os.path.join(self.dir, "node_data"))
         nodes = {}
         for i in range(self.count):
@@ -66,7 +68,8 @@ class Run:
         with open(os.path.join(self.dir, "secret"), "w") as f:
             f.write(os.urandom(18).hex())
         os.chmod(os.path.join(self.dir, "secret"), 0o600)
-        self.ravnest("clusterize", model, "--example-input", example)
+        cut = ["--stages", str(stages), "--clusters", "1"] if stages else []
+        self.ravnest("clusterize", model, "--example-input", example, *cut)
         for i in range(self.count):
             listen = ("%s.%d.2:%d" % (self.net, i, self.args.port)) if self.shaped else nodes[str(i)]["IP"]
             command = [os.path.join(self.bin, "ravnestd", "ravnestd"), "--node", "node_%d" % i,
@@ -148,14 +151,14 @@ def main():
 
     setups = {
         "digits": dict(
-            model="small_cnn.pt", example="64x1x8x8", ram=0.002, epochs=8,
+            model="small_cnn.pt", example="64x1x8x8", ram=4, epochs=8,
             job='[train]\nepochs = 8\nbatch_size = 64\nmicro_batches = 4\nseed = 0\n'
                 'schedule = "@SCHEDULE@"\n\n[data]\nformat = "csv"\ntrain = "digits_train.csv"\n'
                 'validation = "digits_val.csv"\nlabel_column = "label"\ninput_shape = [1, 8, 8]\n'
                 'scale = 0.0625\nnum_classes = 10\n\n[loss]\nname = "cross_entropy"\n\n'
                 '[optimizer]\nname = "adam"\nlr = 0.002\n'),
         "resnet18": dict(
-            model="resnet18.pt", example="32x3x32x32", ram=0.12, epochs=3,
+            model="resnet18.pt", example="32x3x32x32", ram=4, epochs=3,
             job='[train]\nepochs = 3\nbatch_size = 32\nmicro_batches = 4\nseed = 0\n'
                 'schedule = "@SCHEDULE@"\n\n[data]\nformat = "tensors"\ntrain = "images_train.pt"\n'
                 'validation = "images_val.pt"\nnum_classes = 10\n\n[loss]\nname = "cross_entropy"\n\n'
@@ -179,7 +182,9 @@ def main():
                     os.makedirs(run.dir, exist_ok=True)
                     shutil.copy(os.path.join(args.work, f), run.dir)
             try:
-                run.start(setup["model"], setup["example"], setup["ram"])
+                # Three stages, one pipeline, whatever the memory: the planner measures a stage's
+                # peak now, and a pool too small to hold the model whole is refused outright.
+                run.start(setup["model"], setup["example"], setup["ram"], stages=run.count)
                 for label, schedule, codec in configs:
                     results[(label, shaped)] = run.train(
                         job(setup["job"], schedule, codec, args.max_in_flight), setup["epochs"])
