@@ -112,7 +112,19 @@ void kill_and_check(test::LocalCluster& cluster, int per_cluster, int victim) {
     // (docs/faults.md#providers-that-come-and-go). The reference has one drop round for all.
     return;
   }
-  REQUIRE(interrupted.size() == 1);
+  REQUIRE(interrupted.size() <= 2);
+  if (interrupted.size() == 2) {
+    // The kill landed at the end of a round: one survivor completed round r with cluster 2 and
+    // failed r + 1, the other failed r. The requester names r to run again; the survivor a round
+    // ahead reruns it only for the other and keeps its own result (it trained on from it), so
+    // the survivors differ for one round and agree from r + 1 on (checked above): no single
+    // drop round's reference (docs/faults.md#providers-that-come-and-go).
+    CHECK(*interrupted.rbegin() == *interrupted.begin() + 1);
+    WARN("the drop landed at a round's end (rounds " << *interrupted.begin() << " and "
+                                                     << *interrupted.rbegin()
+                                                     << "): no single-round reference");
+    return;
+  }
   const int64_t round = *interrupted.begin();
   CHECK(round < steps);
   auto reference = training::train_reference_clusters(
