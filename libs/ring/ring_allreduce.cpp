@@ -184,7 +184,17 @@ void RingAllReduce::sender_loop() {
     lock.unlock();
     std::exception_ptr error;
     try {
-      transport_.send(job.tag, job.data, job.bytes);
+      switch (job.kind) {
+        case SendKind::kSend:
+          transport_.send(job.tag, job.data, job.bytes);
+          break;
+        case SendKind::kRelayable:
+          transport_.send_relayable(job.tag, job.data, job.bytes);
+          break;
+        case SendKind::kRelay:
+          transport_.relay(job.received, job.tag, job.data, job.bytes);
+          break;
+      }
     } catch (...) {
       error = std::current_exception();
     }
@@ -198,11 +208,12 @@ void RingAllReduce::sender_loop() {
   }
 }
 
-void RingAllReduce::enqueue_send(const RingTag& tag, const void* data, size_t bytes) {
+void RingAllReduce::enqueue_send(const RingTag& tag, const void* data, size_t bytes,
+                                 SendKind kind, const RingTag& received) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (send_error_) std::rethrow_exception(send_error_);
-    queue_.push_back({tag, data, bytes});
+    queue_.push_back({tag, data, bytes, kind, received});
   }
   cv_.notify_all();
 }
@@ -257,7 +268,9 @@ void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType
                                k.add(dst + offset, src, bytes / es);
                              });
       if (last && average) k.div(dst, elems, n);
-      enqueue_send(tag(static_cast<uint32_t>(s + 1), i), dst, elems * es);
+      // The last step's send starts the all-gather: the others pass it on unchanged.
+      enqueue_send(tag(static_cast<uint32_t>(s + 1), i), dst, elems * es,
+                   last && n > 2 ? SendKind::kRelayable : SendKind::kSend);
     }
   }
 
@@ -269,8 +282,12 @@ void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType
       rethrow_send_error();
       const size_t elems = seg_elems(c, i);
       uint8_t* dst = seg_ptr(c, i);
-      transport_.recv(tag(step, i), dst, elems * es);
-      if (s < n - 2) enqueue_send(tag(step + 1, i), dst, elems * es);
+      if (s < n - 2) {
+        transport_.recv_to_relay(tag(step, i), dst, elems * es);
+        enqueue_send(tag(step + 1, i), dst, elems * es, SendKind::kRelay, tag(step, i));
+      } else {
+        transport_.recv(tag(step, i), dst, elems * es);
+      }
     }
   }
 }
@@ -340,7 +357,8 @@ void RingAllReduce::reduce_buffer_compressed(uint64_t round, uint32_t group,
       if (last && average) values(seg_ptr(c, i), elems).div_(n);
       const auto& bytes = encode(last ? "ag" : "rs", chunk, c, i);
       if (last) decode(bytes.data(), c, i, /*add=*/false);
-      enqueue_send(tag(static_cast<uint32_t>(s + 1), i), bytes.data(), bytes.size());
+      enqueue_send(tag(static_cast<uint32_t>(s + 1), i), bytes.data(), bytes.size(),
+                   last && n > 2 ? SendKind::kRelayable : SendKind::kSend);
     }
   }
   // All-gather: receive the final chunk (p-s), decode it in place, forward the same bytes.
@@ -351,9 +369,14 @@ void RingAllReduce::reduce_buffer_compressed(uint64_t round, uint32_t group,
       rethrow_send_error();
       const size_t elems = seg_elems(c, i);
       auto& bytes = next_encoded(segment_wire_bytes(codec, elems));
-      transport_.recv(tag(step, i), bytes.data(), bytes.size());
+      if (s < n - 2) {
+        transport_.recv_to_relay(tag(step, i), bytes.data(), bytes.size());
+        enqueue_send(tag(step + 1, i), bytes.data(), bytes.size(), SendKind::kRelay,
+                     tag(step, i));
+      } else {
+        transport_.recv(tag(step, i), bytes.data(), bytes.size());
+      }
       decode(bytes.data(), c, i, /*add=*/false);
-      if (s < n - 2) enqueue_send(tag(step + 1, i), bytes.data(), bytes.size());
     }
   }
 }

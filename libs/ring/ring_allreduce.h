@@ -103,10 +103,14 @@ class RingAllReduce {
   const Options& options() const { return options_; }
 
  private:
+  // What the sender thread calls: send(), send_relayable(), or relay() of `received`.
+  enum class SendKind { kSend, kRelayable, kRelay };
   struct SendJob {
     RingTag tag;
     const void* data;
     size_t bytes;
+    SendKind kind = SendKind::kSend;
+    RingTag received;  // kRelay
   };
 
   void reduce_buffer(uint64_t round, uint32_t group, at::ScalarType dtype, uint8_t* base,
@@ -115,7 +119,8 @@ class RingAllReduce {
   void reduce_buffer_compressed(uint64_t round, uint32_t group, at::ScalarType dtype,
                                 uint8_t* base, size_t count, bool average,
                                 wire::ErrorFeedback& feedback, const std::string& key);
-  void enqueue_send(const RingTag& tag, const void* data, size_t bytes);
+  void enqueue_send(const RingTag& tag, const void* data, size_t bytes,
+                    SendKind kind = SendKind::kSend, const RingTag& received = {});
   void rethrow_send_error();
   // Waits until every queued send has been handed to the transport. With `cancel`, drops the
   // ones not started yet first (error path).

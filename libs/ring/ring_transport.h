@@ -72,6 +72,29 @@ class RingTransport {
   // cache. By default: recv_in_place, one piece.
   virtual void recv_pieces(const RingTag& tag, size_t bytes,
                            const std::function<void(size_t, const void*, size_t)>& use);
+
+  // The all-gather's messages go around the ring unchanged: the member that finished a chunk
+  // sends each segment with send_relayable(), every member that passes it on receives it with
+  // recv_to_relay() and sends it on with relay(). A transport that seals each link (RingLink
+  // over a sealed data channel) then seals a segment once, under a key of its own, and passes on
+  // the sealed bytes it received instead of sealing them again at every hop. By default these
+  // are send(), recv() and send().
+  virtual void send_relayable(const RingTag& tag, const void* data, size_t bytes) {
+    send(tag, data, bytes);
+  }
+  // As recv(); the transport may keep the message as it came, for relay(`tag`, ...).
+  virtual void recv_to_relay(const RingTag& tag, void* data, size_t bytes) {
+    recv(tag, data, bytes);
+  }
+  // Sends on, as `tag`, the message recv_to_relay(`received`) wrote to `data` (`bytes`): what
+  // the transport kept of it, or else send(tag, data, bytes). As send() (same thread, same
+  // rules); called at most once per recv_to_relay, in the order received. Whatever was kept and
+  // not relayed is let go by flush().
+  virtual void relay(const RingTag& received, const RingTag& tag, const void* data,
+                     size_t bytes) {
+    (void)received;
+    send(tag, data, bytes);
+  }
 };
 
 }  // namespace ravnest::ring

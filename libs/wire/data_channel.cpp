@@ -22,7 +22,14 @@ namespace ravnest::wire {
 namespace {
 
 constexpr size_t kTagBytes = 16;
-constexpr size_t kHeaderBytes = 24;  // round, step, segment, bytes; little-endian
+// round, step, segment, bytes, kind, 4 zero bytes, the frame's key (kind 1) or zeros; little-endian
+constexpr size_t kHeaderBytes = 64;
+constexpr uint32_t kKindLinkKey = 0;   // records under the channel's key (or plain)
+constexpr uint32_t kKindFrameKey = 1;  // records under the key in the header: relayable
+// Nonces' first four bytes: which sequence they count.
+constexpr uint32_t kFrameRecords = 0;
+constexpr uint32_t kAcknowledgments = 1;
+constexpr uint32_t kFrameKeyRecords = 2;
 
 std::runtime_error channel_error(const std::string& peer, const std::string& what) {
   return std::runtime_error("data channel with " + peer + ": " + what);
@@ -47,15 +54,39 @@ uint32_t get_u32(const uint8_t* p) {
   return v;
 }
 
-void encode_header(const ChannelFrame& f, uint8_t* out) {
+void encode_header(const ChannelFrame& f, uint32_t kind, const std::string& key, uint8_t* out) {
+  std::memset(out, 0, kHeaderBytes);
   put_u64(out, f.round);
   put_u32(out + 8, f.step);
   put_u32(out + 12, f.segment);
   put_u64(out + 16, f.bytes);
+  put_u32(out + 24, kind);
+  std::memcpy(out + 32, key.data(), std::min(key.size(), kChannelKeyBytes));
 }
 
 ChannelFrame decode_header(const uint8_t* in) {
   return {get_u64(in), get_u32(in + 8), get_u32(in + 12), get_u64(in + 16)};
+}
+
+size_t records_of(uint64_t bytes) {
+  return static_cast<size_t>((bytes + kChannelRecordBytes - 1) / kChannelRecordBytes);
+}
+
+void counted_nonce(uint8_t nonce[12], uint32_t sequence, uint64_t count) {
+  put_u32(nonce, sequence);
+  put_u64(nonce + 4, count);
+}
+
+EVP_CIPHER_CTX* new_cipher(const std::string& key) {
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  if (ctx == nullptr) return nullptr;
+  // The key once; each record sets its own nonce (EVP_CipherInit_ex with only the IV).
+  const auto* k = reinterpret_cast<const unsigned char*>(key.data());
+  if (EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), nullptr, k, nullptr, -1) != 1) {
+    EVP_CIPHER_CTX_free(ctx);
+    return nullptr;
+  }
+  return ctx;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -85,15 +116,11 @@ DataChannel::DataChannel(int fd, const std::string& key, std::string peer, int p
       ::close(fd_);
       throw channel_error(peer_, "a key of " + std::to_string(key.size()) + " bytes");
     }
-    cipher_ = EVP_CIPHER_CTX_new();
-    if (cipher_ == nullptr) {
-      ::close(fd_);
-      throw channel_error(peer_, "no cipher context");
-    }
-    // The key once; each record sets its own nonce (EVP_CipherInit_ex with only the IV).
-    const auto* k = reinterpret_cast<const unsigned char*>(key.data());
-    if (EVP_CipherInit_ex(cipher_, EVP_aes_256_gcm(), nullptr, k, nullptr, -1) != 1) {
-      EVP_CIPHER_CTX_free(cipher_);
+    cipher_ = new_cipher(key);
+    frame_cipher_ = new_cipher(key);  // its key is replaced by each relayable frame's
+    if (cipher_ == nullptr || frame_cipher_ == nullptr) {
+      if (cipher_ != nullptr) EVP_CIPHER_CTX_free(cipher_);
+      if (frame_cipher_ != nullptr) EVP_CIPHER_CTX_free(frame_cipher_);
       ::close(fd_);
       throw channel_error(peer_, "cannot set up AES-256-GCM");
     }
@@ -103,6 +130,7 @@ DataChannel::DataChannel(int fd, const std::string& key, std::string peer, int p
 
 DataChannel::~DataChannel() {
   if (cipher_ != nullptr) EVP_CIPHER_CTX_free(cipher_);
+  if (frame_cipher_ != nullptr) EVP_CIPHER_CTX_free(frame_cipher_);
   ::close(fd_);
 }
 
@@ -235,37 +263,53 @@ void DataChannel::read_all(void* data, size_t bytes, const Idle& idle) {
   }
 }
 
-void DataChannel::next_nonce(uint8_t nonce[12], uint32_t direction) {
-  put_u32(nonce, direction);
-  put_u64(nonce + 4, direction == 0 ? records_++ : acks_++);
-}
-
-void DataChannel::seal(const void* plain, size_t bytes, uint8_t* out, uint32_t direction) {
-  uint8_t nonce[12];
-  next_nonce(nonce, direction);
+void DataChannel::seal_with(EVP_CIPHER_CTX* ctx, const uint8_t nonce[12], const void* plain,
+                            size_t bytes, uint8_t* out) {
   int n = 0, last = 0;
-  if (EVP_CipherInit_ex(cipher_, nullptr, nullptr, nullptr, nonce, 1) != 1 ||
-      EVP_CipherUpdate(cipher_, out, &n, static_cast<const uint8_t*>(plain),
+  if (EVP_CipherInit_ex(ctx, nullptr, nullptr, nullptr, nonce, 1) != 1 ||
+      EVP_CipherUpdate(ctx, out, &n, static_cast<const uint8_t*>(plain),
                        static_cast<int>(bytes)) != 1 ||
-      EVP_CipherFinal_ex(cipher_, out + n, &last) != 1 ||
-      EVP_CIPHER_CTX_ctrl(cipher_, EVP_CTRL_GCM_GET_TAG, kTagBytes, out + bytes) != 1) {
+      EVP_CipherFinal_ex(ctx, out + n, &last) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kTagBytes, out + bytes) != 1) {
     throw channel_error(peer_, "cannot seal a record");
   }
 }
 
-void DataChannel::open(const uint8_t* sealed, size_t bytes, void* out, uint32_t direction) {
-  uint8_t nonce[12];
-  next_nonce(nonce, direction);
+void DataChannel::open_with(EVP_CIPHER_CTX* ctx, const uint8_t nonce[12], const uint8_t* sealed,
+                            size_t bytes, void* out) {
   uint8_t tag[kTagBytes];
   std::memcpy(tag, sealed + bytes, kTagBytes);  // `out` may overwrite `sealed`
   int n = 0, last = 0;
   auto* o = static_cast<uint8_t*>(out);
-  if (EVP_CipherInit_ex(cipher_, nullptr, nullptr, nullptr, nonce, 0) != 1 ||
-      EVP_CipherUpdate(cipher_, o, &n, sealed, static_cast<int>(bytes)) != 1 ||
-      EVP_CIPHER_CTX_ctrl(cipher_, EVP_CTRL_GCM_SET_TAG, kTagBytes, tag) != 1 ||
-      EVP_CipherFinal_ex(cipher_, o + n, &last) != 1) {
+  if (EVP_CipherInit_ex(ctx, nullptr, nullptr, nullptr, nonce, 0) != 1 ||
+      EVP_CipherUpdate(ctx, o, &n, sealed, static_cast<int>(bytes)) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, kTagBytes, tag) != 1 ||
+      EVP_CipherFinal_ex(ctx, o + n, &last) != 1) {
     throw channel_error(peer_, "a record failed authentication (not from the peer, or damaged)");
   }
+}
+
+void DataChannel::seal(const void* plain, size_t bytes, uint8_t* out, uint32_t sequence) {
+  uint8_t nonce[12];
+  counted_nonce(nonce, sequence, sequence == kAcknowledgments ? acks_++ : records_++);
+  seal_with(cipher_, nonce, plain, bytes, out);
+}
+
+void DataChannel::open(const uint8_t* sealed, size_t bytes, void* out, uint32_t sequence) {
+  uint8_t nonce[12];
+  counted_nonce(nonce, sequence, sequence == kAcknowledgments ? acks_++ : records_++);
+  open_with(cipher_, nonce, sealed, bytes, out);
+}
+
+void DataChannel::open_record(uint32_t kind, uint64_t index, uint8_t* sealed, size_t bytes,
+                              void* out) {
+  if (kind == kKindLinkKey) {
+    open(sealed, bytes, out);
+    return;
+  }
+  uint8_t nonce[12];
+  counted_nonce(nonce, kFrameKeyRecords, index);
+  open_with(frame_cipher_, nonce, sealed, bytes, out);
 }
 
 void DataChannel::send_acknowledgment(const Idle& idle) {
@@ -277,7 +321,7 @@ void DataChannel::send_acknowledgment(const Idle& idle) {
     return;
   }
   uint8_t sealed[8 + kTagBytes];
-  seal(ack, 8, sealed, 1);
+  seal(ack, 8, sealed, kAcknowledgments);
   write_all(sealed, sizeof(sealed), idle);
 }
 
@@ -296,7 +340,7 @@ void DataChannel::wait_acknowledged(const Idle& idle) {
       read_all(ack, 8, bounded);
     } else {
       read_all(ack, sizeof(ack), bounded);
-      open(ack, 8, ack, 1);
+      open(ack, 8, ack, kAcknowledgments);
     }
     const uint64_t count = get_u64(ack);
     if (count != frames_acknowledged_ + 1 || count > frames_sent_) {
@@ -308,42 +352,79 @@ void DataChannel::wait_acknowledged(const Idle& idle) {
   }
 }
 
-void DataChannel::send(const ChannelFrame& frame, const void* data, const Idle& idle) {
+void DataChannel::send(const ChannelFrame& frame, const void* data, const Idle& idle,
+                       bool relayable) {
   ++frames_sent_;
-  uint8_t header[kHeaderBytes + kTagBytes];
-  encode_header(frame, header);
   const auto* p = static_cast<const uint8_t*>(data);
   if (cipher_ == nullptr) {
+    uint8_t header[kHeaderBytes];
+    encode_header(frame, kKindLinkKey, {}, header);
     write_all(header, kHeaderBytes, idle);
     write_all(p, frame.bytes, idle);
     return;
   }
+  uint32_t kind = kKindLinkKey;
+  std::string key;
+  if (relayable) {
+    // A key of the frame's own, which travels in the header sealed under the channel's key:
+    // the records can then go on as they are, each nonce their place in this frame alone.
+    kind = kKindFrameKey;
+    key = random_bytes(kChannelKeyBytes);
+    const auto* k = reinterpret_cast<const unsigned char*>(key.data());
+    if (EVP_CipherInit_ex(frame_cipher_, nullptr, nullptr, k, nullptr, -1) != 1) {
+      throw channel_error(peer_, "cannot set a frame's key");
+    }
+  }
   // Sealed records gathered kChannelBatchRecords at a time (the header with the first), one
   // send each: fewer system calls, and fewer wakeups of the receiver, than a send a record.
+  uint8_t header[kHeaderBytes];
+  encode_header(frame, kind, key, header);
+  key.assign(key.size(), '\0');
   seal(header, kHeaderBytes, scratch_.data());
   size_t fill = kHeaderBytes + kTagBytes;
-  for (uint64_t off = 0; off < frame.bytes;) {
+  uint64_t index = 0;
+  for (uint64_t off = 0; off < frame.bytes; ++index) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, frame.bytes - off));
     if (fill + n + kTagBytes > scratch_.size()) {
       write_all(scratch_.data(), fill, idle);
       fill = 0;
     }
-    seal(p + off, n, scratch_.data() + fill);
+    if (relayable) {
+      uint8_t nonce[12];
+      counted_nonce(nonce, kFrameKeyRecords, index);
+      seal_with(frame_cipher_, nonce, p + off, n, scratch_.data() + fill);
+    } else {
+      seal(p + off, n, scratch_.data() + fill);
+    }
     fill += n + kTagBytes;
     off += n;
   }
   write_all(scratch_.data(), fill, idle);
 }
 
-size_t DataChannel::read_batch(uint64_t left, const Idle& idle) {
-  const size_t batch = static_cast<size_t>(
-      std::min<uint64_t>(left, kChannelBatchRecords * kChannelRecordBytes));
-  const size_t records = (batch + kChannelRecordBytes - 1) / kChannelRecordBytes;
-  read_all(scratch_.data(), batch + records * kTagBytes, idle);
-  return batch;
+void DataChannel::relay(const ChannelFrame& frame, const SealedFrame& kept, const Idle& idle) {
+  if (cipher_ == nullptr || kept.key.size() != kChannelKeyBytes ||
+      kept.records.size() != frame.bytes + records_of(frame.bytes) * kTagBytes) {
+    throw std::logic_error("data channel with " + peer_ + ": nothing kept to relay as " +
+                           frame.to_string());
+  }
+  ++frames_sent_;
+  uint8_t header[kHeaderBytes];
+  encode_header(frame, kKindFrameKey, kept.key, header);
+  uint8_t sealed[kHeaderBytes + kTagBytes];
+  seal(header, kHeaderBytes, sealed);
+  std::memset(header, 0, sizeof(header));
+  write_all(sealed, sizeof(sealed), idle);
+  write_all(kept.records.data(), kept.records.size(), idle);
 }
 
-ChannelFrame DataChannel::read_header(const ChannelFrame& expect, const Idle& idle) {
+void DataChannel::read_sealed(uint8_t* into, uint64_t left, const Idle& idle) {
+  const size_t batch = static_cast<size_t>(
+      std::min<uint64_t>(left, kChannelBatchRecords * kChannelRecordBytes));
+  read_all(into, batch + records_of(batch) * kTagBytes, idle);
+}
+
+uint32_t DataChannel::read_header(const ChannelFrame& expect, const Idle& idle) {
   uint8_t header[kHeaderBytes + kTagBytes];
   if (cipher_ == nullptr) {
     read_all(header, kHeaderBytes, idle);
@@ -355,33 +436,69 @@ ChannelFrame DataChannel::read_header(const ChannelFrame& expect, const Idle& id
   if (!(got == expect)) {
     throw channel_error(peer_, "expected " + expect.to_string() + ", got " + got.to_string());
   }
-  return got;
+  const uint32_t kind = get_u32(header + 24);
+  if (kind != kKindLinkKey && (kind != kKindFrameKey || cipher_ == nullptr)) {
+    throw channel_error(peer_, "a frame of kind " + std::to_string(kind) + " (" +
+                                   got.to_string() + ")");
+  }
+  if (kind == kKindFrameKey) {
+    const auto* k = header + 32;
+    const bool set = EVP_CipherInit_ex(frame_cipher_, nullptr, nullptr, k, nullptr, -1) == 1;
+    frame_key_.assign(reinterpret_cast<const char*>(k), kChannelKeyBytes);
+    std::memset(header, 0, sizeof(header));
+    if (!set) throw channel_error(peer_, "cannot set a frame's key");
+  }
+  return kind;
 }
 
-void DataChannel::recv(const ChannelFrame& expect, void* out, const Idle& idle) {
-  read_header(expect, idle);
+void DataChannel::recv(const ChannelFrame& expect, void* out, const Idle& idle,
+                       SealedFrame* keep) {
+  const uint32_t kind = read_header(expect, idle);
   auto* o = static_cast<uint8_t*>(out);
+  if (keep != nullptr) keep->key.clear();
   if (cipher_ == nullptr) {
     read_all(o, expect.bytes, idle);  // straight into place
-  } else {
+  } else if (keep != nullptr && kind == kKindFrameKey) {
+    // Kept as it came, to go on unchanged; opened from there into place.
+    keep->records.resize(static_cast<size_t>(expect.bytes) + records_of(expect.bytes) * kTagBytes);
+    uint8_t* sealed = keep->records.data();
+    uint64_t index = 0;
     for (uint64_t off = 0; off < expect.bytes;) {
-      const size_t batch = read_batch(expect.bytes - off, idle);
-      for (size_t at = 0, done = 0; done < batch;) {
-        const size_t n = std::min(kChannelRecordBytes, batch - done);
-        open(scratch_.data() + at, n, o + off + done);  // decrypted straight into place
-        at += n + kTagBytes;
-        done += n;
+      read_sealed(sealed, expect.bytes - off, idle);
+      const uint64_t batch_end =
+          std::min<uint64_t>(expect.bytes, off + kChannelBatchRecords * kChannelRecordBytes);
+      for (; off < batch_end; ++index) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, batch_end - off));
+        open_record(kind, index, sealed, n, o + off);
+        sealed += n + kTagBytes;
+        off += n;
       }
-      off += batch;
+    }
+    keep->key = frame_key_;
+  } else {
+    uint64_t index = 0;
+    for (uint64_t off = 0; off < expect.bytes;) {
+      read_sealed(scratch_.data(), expect.bytes - off, idle);
+      const uint64_t batch_end =
+          std::min<uint64_t>(expect.bytes, off + kChannelBatchRecords * kChannelRecordBytes);
+      for (size_t at = 0; off < batch_end; ++index) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, batch_end - off));
+        open_record(kind, index, scratch_.data() + at, n, o + off);  // straight into place
+        at += n + kTagBytes;
+        off += n;
+      }
     }
   }
+  frame_key_.assign(frame_key_.size(), '\0');
   send_acknowledgment(idle);
 }
 
 void DataChannel::recv_pieces(const ChannelFrame& expect,
                               const std::function<void(size_t, const void*, size_t)>& use,
                               const Idle& idle) {
-  read_header(expect, idle);
+  const uint32_t kind = read_header(expect, idle);
+  frame_key_.assign(frame_key_.size(), '\0');
+  uint64_t index = 0;
   for (uint64_t off = 0; off < expect.bytes;) {
     if (cipher_ == nullptr) {
       const size_t n =
@@ -391,16 +508,17 @@ void DataChannel::recv_pieces(const ChannelFrame& expect,
       off += n;
       continue;
     }
-    const size_t batch = read_batch(expect.bytes - off, idle);
-    for (size_t at = 0, done = 0; done < batch;) {
-      const size_t n = std::min(kChannelRecordBytes, batch - done);
+    read_sealed(scratch_.data(), expect.bytes - off, idle);
+    const uint64_t batch_end =
+        std::min<uint64_t>(expect.bytes, off + kChannelBatchRecords * kChannelRecordBytes);
+    for (size_t at = 0; off < batch_end; ++index) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, batch_end - off));
       uint8_t* record = scratch_.data() + at;
-      open(record, n, record);
-      use(static_cast<size_t>(off + done), record, n);
+      open_record(kind, index, record, n, record);
+      use(static_cast<size_t>(off), record, n);
       at += n + kTagBytes;
-      done += n;
+      off += n;
     }
-    off += batch;
   }
   send_acknowledgment(idle);
 }

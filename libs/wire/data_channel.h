@@ -18,11 +18,17 @@
 // record is authenticated under a key only the two ends hold; a record that fails it ends the
 // channel.
 //
-// Framing, per segment: a header record {round, step, segment, bytes}, then the bytes in records
-// of at most kChannelRecordBytes. Sealed (a key): each record is its AES-256-GCM ciphertext
-// followed by the 16-byte tag, under a 96-bit nonce that counts records from 0; a key serves one
-// channel in one direction, so no nonce repeats. Plain (no key: --insecure): the header's 24
-// bytes, then the bytes as they are.
+// Framing, per segment: a header record {round, step, segment, bytes, kind, key}, then the bytes
+// in records of at most kChannelRecordBytes. Sealed (a key): each record is its AES-256-GCM
+// ciphertext followed by the 16-byte tag. The header, the acknowledgments and the records of a
+// frame of kind 0 are sealed under the channel's key, under 96-bit nonces that count them from 0
+// (a key serves one channel in one direction, so no nonce repeats). A relayable frame (kind 1)
+// carries a key of its own, drawn for it, in its header: its records are sealed under that key,
+// each under its place in the frame as the nonce, so that a receiver can keep them as they came
+// (SealedFrame) and pass them on to the next member unchanged (relay()), under a header of its
+// own sealed under its own channel's key: the ring's all-gather forwards each segment N - 2
+// times, and sealing it again at every hop was a sixth of a member's AES work at N = 4.
+// Plain (no key: --insecure): the header's 64 bytes, then the bytes as they are; no kind 1.
 //
 // Threads: one thread sends (send) and one receives (recv, recv_pieces) at a time; both block
 // on the socket, waking every `poll_ms` to call the caller's `idle`, which throws to give up (an
@@ -49,7 +55,7 @@ inline constexpr size_t kChannelRecordBytes = size_t{128} << 10;
 inline constexpr size_t kChannelBatchRecords = 8;
 // 8 bytes before the token. Its first byte is neither TLS's handshake (0x16) nor the first byte
 // of a Cap'n Proto frame ravnest sends (0): protocol_mismatch.h.
-inline constexpr char kChannelPreface[8] = {'R', 'V', 'N', 'C', 'H', 'A', 'N', '1'};
+inline constexpr char kChannelPreface[8] = {'R', 'V', 'N', 'C', 'H', 'A', 'N', '2'};
 inline constexpr size_t kChannelPrefaceBytes = sizeof(kChannelPreface) + kChannelTokenBytes;
 
 inline bool starts_data_channel(uint8_t first_byte) {
@@ -71,6 +77,14 @@ struct ChannelFrame {
   std::string to_string() const;
 };
 
+// A relayable frame as it came over a sealed channel, kept to be passed on unchanged: the
+// frame's key and its records as sealed. `key` empty: nothing kept (a plain channel, or a frame
+// sealed under the channel's key). Holds a key: the owner clears it once relayed.
+struct SealedFrame {
+  std::string key;
+  std::vector<uint8_t> records;  // each record's bytes, then its tag
+};
+
 class DataChannel {
  public:
   using Idle = std::function<void()>;
@@ -89,15 +103,22 @@ class DataChannel {
 
   // Writes one frame: `frame.bytes` bytes from `data`. Returns once the kernel holds them (the
   // caller may then reuse `data`). Throws when the socket fails, when nothing could be written
-  // for `stall_seconds`, or when `idle` throws.
-  void send(const ChannelFrame& frame, const void* data, const Idle& idle);
+  // for `stall_seconds`, or when `idle` throws. `relayable`: under a key of the frame's own
+  // (kind 1), so that the receiver can relay() it (a plain channel sends it as any frame).
+  void send(const ChannelFrame& frame, const void* data, const Idle& idle, bool relayable = false);
+  // Writes `kept` (what recv kept of a relayable frame, whose bytes are `frame.bytes`) as the
+  // frame `frame`: a new header, the records as they are. Throws as send does, and
+  // std::logic_error when `kept` holds no such frame or the channel is plain.
+  void relay(const ChannelFrame& frame, const SealedFrame& kept, const Idle& idle);
   // Returns once the receiver has read every frame sent so far: each recv answers with an
   // acknowledgment (its count; sealed too, under nonces of their own). A ring member's reduce
   // ends only when its successor took everything, as over RPC, so that members never disagree on
   // whether a round completed. Throws as send does, or after `stall_seconds` without an answer.
   void wait_acknowledged(const Idle& idle);
-  // Reads the next frame, which must be `expect`, into `out`.
-  void recv(const ChannelFrame& expect, void* out, const Idle& idle);
+  // Reads the next frame, which must be `expect`, into `out`. With `keep`: a relayable frame's
+  // key and sealed records are kept there (its records' memory reused), anything else leaves
+  // keep->key empty.
+  void recv(const ChannelFrame& expect, void* out, const Idle& idle, SealedFrame* keep = nullptr);
   // The same, handing the bytes to `use(offset, piece, size)` in consecutive pieces of at most
   // kChannelRecordBytes (multiples of 64 bytes but the last), each valid until `use` returns.
   void recv_pieces(const ChannelFrame& expect,
@@ -112,18 +133,26 @@ class DataChannel {
  private:
   void write_all(const void* data, size_t bytes, const Idle& idle);
   void read_all(void* data, size_t bytes, const Idle& idle);
-  // Seals `bytes` of `plain` into `out` (bytes + 16: ciphertext then tag).
-  void seal(const void* plain, size_t bytes, uint8_t* out, uint32_t direction = 0);
+  // Seals `bytes` of `plain` into `out` (bytes + 16: ciphertext then tag) under `ctx`'s key.
+  void seal_with(EVP_CIPHER_CTX* ctx, const uint8_t nonce[12], const void* plain, size_t bytes,
+                 uint8_t* out);
   // Opens `bytes` + 16 sealed bytes at `sealed` into `out` (may be `sealed`); throws when the
   // record is not authentic.
-  void open(const uint8_t* sealed, size_t bytes, void* out, uint32_t direction = 0);
-  // Frames' records count in direction 0 (records_), acknowledgments in direction 1 (acks_).
-  void next_nonce(uint8_t nonce[12], uint32_t direction = 0);
+  void open_with(EVP_CIPHER_CTX* ctx, const uint8_t nonce[12], const uint8_t* sealed,
+                 size_t bytes, void* out);
+  // Under the channel's key and the next nonce of `sequence`: frames' records and headers
+  // (0, records_) or acknowledgments (1, acks_).
+  void seal(const void* plain, size_t bytes, uint8_t* out, uint32_t sequence = 0);
+  void open(const uint8_t* sealed, size_t bytes, void* out, uint32_t sequence = 0);
+  // Record `index` of a frame of `kind` (read_header's answer).
+  void open_record(uint32_t kind, uint64_t index, uint8_t* sealed, size_t bytes, void* out);
   void send_acknowledgment(const Idle& idle);
-  ChannelFrame read_header(const ChannelFrame& expect, const Idle& idle);
-  // Reads the sealed records of the next min(left, a batch) bytes of a frame into scratch_
-  // (each record's bytes then its tag); returns those bytes.
-  size_t read_batch(uint64_t left, const Idle& idle);
+  // Reads and checks the header; returns the frame's kind (a relayable frame's key is then set
+  // in frame_cipher_ and held in frame_key_).
+  uint32_t read_header(const ChannelFrame& expect, const Idle& idle);
+  // Reads the sealed records of the next min(left, a batch) bytes of a frame into `into` (each
+  // record's bytes then its tag).
+  void read_sealed(uint8_t* into, uint64_t left, const Idle& idle);
 
   int fd_;
   std::string peer_;
@@ -131,6 +160,8 @@ class DataChannel {
   int lowat_ = 1;       // the socket's SO_RCVLOWAT as last set
   size_t wanted_ = 0;   // the bytes read_all last waited for (capped at a batch)
   EVP_CIPHER_CTX* cipher_ = nullptr;  // null: plain
+  EVP_CIPHER_CTX* frame_cipher_ = nullptr;  // relayable frames' (the last one's key)
+  std::string frame_key_;                   // the last relayable frame's key, while read
   uint64_t records_ = 0;              // frames' records sealed (sender) or opened (receiver)
   uint64_t acks_ = 0;                 // acknowledgments sealed (receiver) or opened (sender)
   uint64_t frames_sent_ = 0;

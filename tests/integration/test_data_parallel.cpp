@@ -399,7 +399,9 @@ TEST_CASE("a ring member two hops away killed mid-reduce: nobody hangs", "[data-
 // `ravnest bench allreduce` starts its own daemons; each one checks the average it computed (the
 // members start from 1, 2, ..., N), so a ring that sums wrongly fails the command. Odd sizes make
 // chunks and segments of unequal lengths; every path: shared memory, data channels sealed and
-// plain, and segments as RPC calls (RAVNEST_RING_CHANNELS=0).
+// plain, and segments as RPC calls (RAVNEST_RING_CHANNELS=0). At N = 3 the all-gather relays
+// each segment once: sealed channels pass on the sealed bytes they received (with and without a
+// codec), which must open to the same average at the member after.
 TEST_CASE("bench allreduce: the daemons' rings compute the exact average", "[data-parallel]") {
   const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";
   // The hosts mode (test_data_parallel_hosts_*): the daemons in namespaces, unshaped (data
@@ -410,7 +412,8 @@ TEST_CASE("bench allreduce: the daemons' rings compute the exact average", "[dat
           ? std::vector<std::string>{" --hosts", " --hosts --insecure",
                                      " --rate 1gbit --codec int8"}
           : std::vector<std::string>{"", " --no-shared-memory", " --no-shared-memory --insecure",
-                                     " --no-shared-memory --rpc"};
+                                     " --no-shared-memory --rpc",
+                                     " --no-shared-memory --codec int8"};
   for (const std::string& flags : variants) {
     for (const char* size : {"1000004", "9MiB"}) {
       const bool rpc = flags.find(" --rpc") != std::string::npos;

@@ -1,7 +1,6 @@
 #include "libs/daemon/rings/ring_link.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -128,13 +127,73 @@ void RingLink::drop_out_channel() {
 }
 
 void RingLink::send(const ring::RingTag& tag, const void* data, size_t bytes) {
+  send_segment(tag, data, bytes, /*relayable=*/false, nullptr);
+}
+
+void RingLink::send_relayable(const ring::RingTag& tag, const void* data, size_t bytes) {
+  send_segment(tag, data, bytes, /*relayable=*/true, nullptr);
+}
+
+void RingLink::relay(const ring::RingTag& received, const ring::RingTag& tag, const void* data,
+                     size_t bytes) {
+  wire::SealedFrame kept;
+  {
+    std::lock_guard<std::mutex> lock(kept_mutex_);
+    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+      if (it->first == received) {
+        kept = std::move(it->second);
+        kept_.erase(it);
+        break;
+      }
+    }
+  }
+  send_segment(tag, data, bytes, /*relayable=*/true, kept.key.empty() ? nullptr : &kept);
+  kept.key.assign(kept.key.size(), '\0');
+  kept.key.clear();
+  std::lock_guard<std::mutex> lock(kept_mutex_);
+  if (spare_.size() < kMaxKept) spare_.push_back(std::move(kept));
+}
+
+void RingLink::recv_to_relay(const ring::RingTag& tag, void* data, size_t bytes) {
+  wire::SealedFrame frame;
+  bool keep = false;
+  {
+    std::lock_guard<std::mutex> lock(kept_mutex_);
+    // Past kMaxKept the sender is behind: this one is sealed again when it goes on.
+    keep = kept_.size() < kMaxKept;
+    if (keep && !spare_.empty()) {
+      frame = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
+  receive(
+      tag, bytes, [&](const void* src) { if (bytes > 0) std::memcpy(data, src, bytes); },
+      [&](wire::DataChannel& channel, const wire::DataChannel::Idle& idle) {
+        channel.recv({tag.round, tag.step, tag.segment, bytes}, data, idle,
+                     keep ? &frame : nullptr);
+      });
+  std::lock_guard<std::mutex> lock(kept_mutex_);
+  if (!frame.key.empty()) {
+    kept_.emplace_back(tag, std::move(frame));
+  } else if (keep && spare_.size() < kMaxKept) {
+    spare_.push_back(std::move(frame));  // it came some other way: the memory stays for later
+  }
+}
+
+void RingLink::send_segment(const ring::RingTag& tag, const void* data, size_t bytes,
+                            bool relayable, const wire::SealedFrame* kept) {
   try {
     if (out_ == nullptr) open_sink();  // a channel, once connected, needs no RPC per segment
     if (out_ != nullptr) {
       last_round_ = tag.round;
       try {
-        out_->send({tag.round, tag.step, tag.segment, bytes}, data,
-                   [&]() { mailbox_.check_aborted(ring_, tag.round); });
+        const wire::ChannelFrame frame{tag.round, tag.step, tag.segment, bytes};
+        const auto idle = [&]() { mailbox_.check_aborted(ring_, tag.round); };
+        if (kept != nullptr && out_->sealed()) {
+          out_->relay(frame, *kept, idle);
+        } else {
+          out_->send(frame, data, idle, relayable);
+        }
       } catch (const std::exception& e) {
         drop_out_channel();
         throw_abort_or(tag.round,
@@ -215,6 +274,17 @@ void RingLink::confirm_delivered() {
 }
 
 void RingLink::flush() {
+  {
+    // The sender thread is done (the all-reduce drained it): what was kept and not relayed
+    // belonged to this run, which is over.
+    std::lock_guard<std::mutex> lock(kept_mutex_);
+    for (auto& [tag, frame] : kept_) {
+      frame.key.assign(frame.key.size(), '\0');
+      frame.key.clear();
+      if (spare_.size() < kMaxKept) spare_.push_back(std::move(frame));
+    }
+    kept_.clear();
+  }
   try {
     rpc_.call([&]() -> kj::Promise<void> {
       if (in_flight_.empty()) return kj::READY_NOW;
