@@ -324,7 +324,9 @@ interface Node {
   benchAllReduce @12 (peers :List(Text), position :UInt32, bytes :UInt64,
                       repetitions :UInt32, codec :Text) -> (seconds :List(Float64));
     # `ravnest bench allreduce`: all-reduce `bytes` of float32 over an ad-hoc ring of daemons
-    # (`peers` in ring order, this daemon at `position`), `repetitions` times after a warm-up.
+    # (`peers` in ring order, this daemon at `position`), `repetitions` times after a warm-up,
+    # each from a barrier (a small all-reduce over the same ring); `seconds`: this daemon's time
+    # for each repetition, from the barrier's end to its own end.
     # `codec`: "" or "none", else the [compression] rings codec its segments travel under
     # ("fp16", "bf16", "int8"; docs/compression.md).
 

@@ -54,10 +54,17 @@ kj::Promise<void> BenchService::bench_all_reduce(BenchAllReduceCall context) {
                                 daemon_ring_options());
            std::vector<at::Tensor> tensors = {
                at::full({static_cast<int64_t>(bytes / 4)}, float(position + 1))};
+           // One element a member: every chunk holds one, so no member ends this all-reduce
+           // before every member started it.
+           std::vector<at::Tensor> barrier = {at::zeros({static_cast<int64_t>(n)})};
            for (uint32_t r = 0; r <= repetitions; ++r) {
+             // Each repetition starts from a barrier, as Gloo's in the same benchmark does
+             // (c10d's barrier before each): without it, a member that ended the previous
+             // repetition first counted, in this one, the wait for the others to start.
+             reduce.run(2 * uint64_t{r}, barrier, true);
              const auto start = std::chrono::steady_clock::now();
              // A job's rings go the same way: the codec with its error feedback (ring_member).
-             reduce.run(r, tensors, true, {codec, "bench"});
+             reduce.run(2 * uint64_t{r} + 1, tensors, true, {codec, "bench"});
              const double s =
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
              if (r > 0) seconds->push_back(s);  // the first is a warm-up
