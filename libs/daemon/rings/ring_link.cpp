@@ -151,7 +151,7 @@ void RingLink::relay(const ring::RingTag& received, const ring::RingTag& tag, co
   kept.key.assign(kept.key.size(), '\0');
   kept.key.clear();
   std::lock_guard<std::mutex> lock(kept_mutex_);
-  if (spare_.size() < kMaxKept) spare_.push_back(std::move(kept));
+  if (kept.records.capacity() > 0 && spare_.size() < kMaxKept) spare_.push_back(std::move(kept));
 }
 
 void RingLink::recv_to_relay(const ring::RingTag& tag, void* data, size_t bytes) {
@@ -175,7 +175,7 @@ void RingLink::recv_to_relay(const ring::RingTag& tag, void* data, size_t bytes)
   std::lock_guard<std::mutex> lock(kept_mutex_);
   if (!frame.key.empty()) {
     kept_.emplace_back(tag, std::move(frame));
-  } else if (keep && spare_.size() < kMaxKept) {
+  } else if (frame.records.capacity() > 0 && spare_.size() < kMaxKept) {
     spare_.push_back(std::move(frame));  // it came some other way: the memory stays for later
   }
 }
@@ -281,7 +281,9 @@ void RingLink::flush() {
     for (auto& [tag, frame] : kept_) {
       frame.key.assign(frame.key.size(), '\0');
       frame.key.clear();
-      if (spare_.size() < kMaxKept) spare_.push_back(std::move(frame));
+      if (frame.records.capacity() > 0 && spare_.size() < kMaxKept) {
+        spare_.push_back(std::move(frame));
+      }
     }
     kept_.clear();
   }
