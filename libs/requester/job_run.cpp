@@ -36,8 +36,9 @@ namespace {
 using base::now_seconds;
 
 // The data is checked here, before anything is shipped: a bad file fails at the requester.
-void check_job_data(const config::JobSpec& job, const Log& log, const Plan& plan,
-                    const std::string& job_path) {
+// Returns the training set's size.
+int64_t check_job_data(const config::JobSpec& job, const Log& log, const Plan& plan,
+                       const std::string& job_path) {
   // Every file is a regular file before any is opened (a FIFO would block here).
   data::dataset_files(job.data, data::Split::kTrain);
   if (!job.data.validation.empty()) data::dataset_files(job.data, data::Split::kValidation);
@@ -70,6 +71,7 @@ void check_job_data(const config::JobSpec& job, const Log& log, const Plan& plan
     log("validation data: " + job.data.validation.raw + " (" +
         std::to_string(validation.size()) + " samples)");
   }
+  return train_data.size();
 }
 
 }  // namespace
@@ -280,7 +282,7 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
     if (options.log) options.log(line);
   };
   config::check_job_for_plan(job, impl_->plan_.nodes, job_path);
-  check_job_data(job, log, impl_->plan_, job_path);
+  const int64_t train_samples = check_job_data(job, log, impl_->plan_, job_path);
 
   TrainResult result;
   result.job_id = std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
@@ -336,10 +338,11 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
   std::function<uint64_t(const std::shared_ptr<Watch>&, uint64_t)> take_in;
   if (!job.predict) {
     take_in = [&](const std::shared_ptr<Watch>& watch, uint64_t job_id) {
-      return take_in_clusters(watch, job_id, job, job_text, &identity, &plan_json, options.log);
+      return take_in_clusters(watch, job_id, job, job_text, &identity, &plan_json, train_samples,
+                              options.log);
     };
   }
-  return impl_->run_job(result, options,
+  auto ran = impl_->run_job(result, options,
                         [&]() {
                           impl_->ship_job_files(shipments, log);
                           impl_->load_job(job_text, result.job_id, identity,
@@ -352,6 +355,8 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
                               std::to_string(plan.nodes.size()) + " node(s)");
                         },
                         job.predict ? 0 : job.train.update_frequency, take_in);
+  if (!job.predict && !options.detach) hand_over_plan(options.log);
+  return ran;
 }
 
 TrainResult Requester::attach(const TrainOptions& options) {

@@ -41,6 +41,8 @@
 #include "libs/requester/job_identity.h"
 #include "libs/requester/requester_impl.h"
 #include "libs/training/checkpoint.h"
+#include "libs/training/job_length.h"
+#include "libs/training/schedule.h"
 
 namespace ravnest::requester {
 
@@ -59,7 +61,7 @@ std::string cluster_words(const std::vector<int>& clusters) {
 uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, uint64_t job_id,
                                      const config::JobSpec& job, const std::string& job_text,
                                      std::string* identity, std::string* plan_json,
-                                     const Log& log) {
+                                     int64_t train_samples, const Log& log) {
   Impl& impl = *impl_;
   Watch& watch = *watch_ptr;
   const config::PlanLayout layout(impl.plan_.dir);
@@ -107,6 +109,29 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, ui
       }
     }
   }
+  // A join whose boundary lies at or past where the grown job ends (training::join_too_late)
+  // is not taken in: said once, and the job goes on as it was. Seen already from the batches the
+  // clusters reported (the boundary is at least theirs), then for sure at the hold below.
+  const int grown = static_cast<int>(now.cluster_ids().size());
+  auto too_late = [&](uint64_t boundary) {
+    for (int c : admission.joining) {
+      auto why = training::join_too_late(c, boundary, train_samples, grown, job.train);
+      if (!why.empty()) return why;
+    }
+    return std::string();
+  };
+  if (admission.rejoining.empty()) {
+    uint64_t reported = 0;
+    for (const auto& [c, p] : watch.progress) {
+      if (!watch.dropped.count(c)) reported = std::max(reported, p.batches);
+    }
+    const auto why = too_late(training::updates_after(reported, job.train.update_frequency, false));
+    if (!why.empty()) {
+      *plan_json = text;
+      if (log) log(why);
+      return 0;
+    }
+  }
   *plan_json = text;
   auto node_names = [&](int c) {
     std::string names;
@@ -134,6 +159,34 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, ui
   // training is found by the status polls of the job that follows.
   impl.stop_all(who + (admission.joining.empty() ? " rejoins" : " joins") + " the job", job_id,
                 30);
+  const std::string late = too_late(updates);
+  if (!late.empty() && admission.rejoining.empty()) {
+    // The hold landed past the grown job's end: the running plan resumes from U as it was.
+    if (log) log(late);
+    std::vector<JobShipment> shipments;
+    std::map<std::string, std::string> checksums;
+    for (const auto& meta : impl.plan_.nodes) {
+      shipments.push_back(job_shipment_for(job, meta, checksums));
+    }
+    impl.ship_job_files(shipments, log);
+    const uint64_t next_id =
+        std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
+    impl.load_job(job_text, next_id, *identity, updates, shipments);
+    watch.finished.clear();
+    watch.ring_epoch = 0;
+    impl.subscribe(watch_ptr, log);
+    impl.start(next_id);
+    if (watch.drop_requested) watch.drop_failed_clusters = impl.coordinate_rings(next_id);
+    write_following(impl.plan_.dir, {::getpid(), next_id, watch.dropped});
+    return next_id;
+  }
+  if (!late.empty() && log) {
+    // A rejoin at the same boundary needs the new plan (its nodes are in it): both come in, and
+    // the grown job, already at its end, ends there.
+    log(late.substr(0, late.find(':')) + " comes in with the rejoining " +
+        cluster_words(admission.rejoining) + " after update " + std::to_string(updates) +
+        ", where a job of " + std::to_string(grown) + " clusters has ended: every cluster ends there");
+  }
 
   // 2. The new plan: metadata where it changed, the checkpoints of update U to the slots taken in.
   const Plan before = impl.plan_;
@@ -224,6 +277,35 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, ui
     }
   }
   return next_id;
+}
+
+void Requester::hand_over_plan(const Log& log) {
+  Impl& impl = *impl_;
+  Plan now;
+  try {
+    now = load_plan(impl.plan_.dir);
+  } catch (const std::exception& e) {
+    if (log) log(std::string("warning: ") + e.what());
+    return;
+  }
+  std::map<int, std::string> old_json;
+  for (const auto& m : impl.plan_.nodes) old_json[m.node_id] = config::to_json(m);
+  std::vector<config::NodeMetadata> changed;
+  for (const auto& m : now.nodes) {
+    auto it = old_json.find(m.node_id);
+    // A node new to the plan got its stage and metadata from `replace` or `join`.
+    if (it != old_json.end() && it->second != config::to_json(m)) changed.push_back(m);
+  }
+  if (changed.empty()) return;
+  impl.plan_ = now;
+  impl.pin_certificates();
+  try {
+    push_metadata(changed, log);
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (log) log(std::string("warning: ") + e.what());
+  }
 }
 
 }  // namespace ravnest::requester

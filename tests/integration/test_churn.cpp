@@ -455,3 +455,56 @@ TEST_CASE("churn: a plan of one cluster grows to two when a provider joins mid-j
   test::LocalCluster cluster(test::digits_model(), {cuts}, {"32x1x8x8"}, 2);
   join_and_check(cluster, 2, 1);
 }
+
+// A join whose update boundary lies at or past where the grown job ends (training::join_too_late):
+// the cluster is not taken in, the job ends as it was, and its nodes get the grown plan's
+// metadata at the end, for the next job.
+TEST_CASE("churn: a join past the end of the grown job is not taken in; the job ends as it was",
+          "[churn][join]") {
+  // One one-node cluster; node_1 joins once the job of two clusters would have ended.
+  test::LocalCluster cluster(test::digits_model(), {{}}, {"32x1x8x8"}, 1);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  // 10 epochs, no max_steps: one cluster runs 10 x 45 updates, two would run 10 x 23.
+  std::string text = std::regex_replace(job_text(100000), std::regex("epochs = 300"),
+                                        "epochs = 10");
+  test::write_text(cluster.dir() / "job.toml", text);
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  const auto one = training::train_reference_clusters(test::digits_model(), job, 1);
+  const int steps = static_cast<int>(one.batch_losses.size());
+  test::CommandResult joined;
+  auto joiner = std::thread([&cluster, &joined] {
+    cluster.wait_for_batches(0, 240);
+    joined = cluster.ravnest("join", "node_1 --like 0 --nodes " + cluster.pool_file());
+  });
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string(), 200);
+  joiner.join();
+  INFO(joined.out << joined.err);
+  REQUIRE(joined.exit_code == 0);
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  std::smatch match;
+  REQUIRE(std::regex_search(
+      said, match,
+      std::regex("cluster 1 is not taken into this job: it would join after update ([0-9]+), "
+                 "where a job of 2 clusters has ended \\(after update 230\\)")));
+  CHECK(std::stoi(match[1].str()) >= 230);
+  CHECK(said.find("cluster 1 joined") == std::string::npos);
+  // The job of one cluster, to its end, exactly.
+  const auto losses = numbers_of_newest(cluster.data_dir(0), "losses.txt");
+  CHECK(losses.size() == static_cast<size_t>(steps));
+  CHECK(cluster.log(1).find("job finished") == std::string::npos);
+  const auto out = cluster.dir() / "trained_0";
+  auto fuse = cluster.ravnest("fuse", "--cluster 0 --out " + out.string());
+  INFO(fuse.out << fuse.err);
+  REQUIRE(fuse.exit_code == 0);
+  std::string where;
+  const double diff = test::largest_difference(
+      one.state, test::load_state_dict(out / "trained_state_dict.pt"), &where);
+  INFO("largest difference from one cluster's reference " << diff << " in " << where);
+  CHECK(diff <= 1e-5);
+  // Its node got the grown plan's metadata once the job ended: the next train deals in two.
+  CHECK(said.find("pushed the new metadata to node_0") != std::string::npos);
+  WARN("not taken in after update " << match[1].str() << " of " << steps);
+}
