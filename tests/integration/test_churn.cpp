@@ -24,6 +24,29 @@ using namespace ravnest;
 
 namespace {
 
+using StateDict = std::map<std::string, at::Tensor>;
+
+// `ravnest fuse` of clusters 0 .. count - 1 (into dir()/trained_C), each checked equal to cluster
+// 0's to 1e-6: they averaged their parameters after every update, to the last one. By cluster.
+std::map<int, StateDict> fused_alike(test::LocalCluster& cluster, int count) {
+  std::map<int, StateDict> trained;
+  for (int c = 0; c < count; ++c) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse =
+        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
+  }
+  std::string where;
+  for (int c = 1; c < count; ++c) {
+    const double apart = test::largest_difference(trained[0], trained[c], &where);
+    INFO("clusters 0 and " << c << " differ by " << apart << " in " << where);
+    CHECK(apart <= 1e-6);
+  }
+  return trained;
+}
+
 std::string job_text(int max_steps) {
   return "[train]\nepochs = 300\nbatch_size = 32\nmicro_batches = 2\nseed = 5\n"
          "schedule = \"1f1b\"\nreduce = \"parameters\"\nmax_steps = " +
@@ -74,19 +97,8 @@ void kill_and_check(test::LocalCluster& cluster, int per_cluster, int victim) {
 
   // They averaged their parameters after every update, to the last one: the same weights, and
   // not the untrained ones.
-  std::map<int, std::map<std::string, at::Tensor>> trained;
-  for (int c : {0, 1}) {
-    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
-    auto fuse = cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " +
-                                            out.string());
-    INFO(fuse.out << fuse.err);
-    REQUIRE(fuse.exit_code == 0);
-    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
-  }
+  auto trained = fused_alike(cluster, 2);
   std::string where;
-  const double apart = test::largest_difference(trained[0], trained[1], &where);
-  INFO("clusters 0 and 1 differ by " << apart << " in " << where);
-  CHECK(apart <= 1e-6);
   const double moved = test::largest_difference(
       training::state_of(torch::jit::load(test::digits_model())), trained[0], &where);
   CHECK(moved > 1e-3);
@@ -227,21 +239,8 @@ TEST_CASE("churn: a killed cluster rejoins after ravnest replace; the job ends w
 
   // Every cluster, the rejoined one too, trained to the last update and averaged after each: the
   // same weights everywhere, and not the untrained ones.
-  std::map<int, std::map<std::string, at::Tensor>> trained;
-  for (int c : {0, 1, 2}) {
-    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
-    auto fuse =
-        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
-    INFO(fuse.out << fuse.err);
-    REQUIRE(fuse.exit_code == 0);
-    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
-  }
+  auto trained = fused_alike(cluster, 3);
   std::string where;
-  for (int c : {1, 2}) {
-    const double apart = test::largest_difference(trained[0], trained[c], &where);
-    INFO("clusters 0 and " << c << " differ by " << apart << " in " << where);
-    CHECK(apart <= 1e-6);
-  }
   CHECK(test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
                                  trained[2], &where) > 1e-3);
   // The spare trained cluster 2's batches from the rejoin to the end (one loss per batch), from
@@ -286,17 +285,8 @@ TEST_CASE("churn: ravnest join makes a pool node one more cluster; the job train
   INFO(train.out << train.err);
   REQUIRE(train.exit_code == 0);
   CHECK(train.out.find("started on 3 node(s)") != std::string::npos);
-  std::map<int, std::map<std::string, at::Tensor>> trained;
-  for (int c : {0, 1, 2}) {
-    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
-    auto fuse =
-        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
-    INFO(fuse.out << fuse.err);
-    REQUIRE(fuse.exit_code == 0);
-    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
-  }
+  auto trained = fused_alike(cluster, 3);
   std::string where;
-  CHECK(test::largest_difference(trained[0], trained[2], &where) <= 1e-6);
   // Exactly a plan of three clusters: each on its third of the data, averaged after each update.
   const auto job = config::load_job((cluster.dir() / "job.toml").string());
   auto three = training::train_reference_clusters(test::digits_model(), job, 3, steps);
@@ -353,21 +343,8 @@ static void join_and_check(test::LocalCluster& cluster, int per_cluster, int clu
   CHECK(said.find("pushed the new metadata to node_0, with its stage") == std::string::npos);
 
   // All averaged after every update to the end: the same weights everywhere.
-  std::map<int, std::map<std::string, at::Tensor>> trained;
-  for (int c = 0; c < grown; ++c) {
-    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
-    auto fuse =
-        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
-    INFO(fuse.out << fuse.err);
-    REQUIRE(fuse.exit_code == 0);
-    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
-  }
+  auto trained = fused_alike(cluster, grown);
   std::string where;
-  for (int c = 1; c < grown; ++c) {
-    const double apart = test::largest_difference(trained[0], trained[c], &where);
-    INFO("clusters 0 and " << c << " differ by " << apart << " in " << where);
-    CHECK(apart <= 1e-6);
-  }
   // Exact: `clusters` clusters for `joined_at` updates, then one more from cluster 0's state, the
   // data dealt anew from there (one cluster reads it unsharded). Each batch's loss (the clusters'
   // mean) is the one-process reference's, before the join and for the ten batches after it,
@@ -495,13 +472,9 @@ TEST_CASE("churn: a join past the end of the grown job is not taken in; the job 
   const auto losses = numbers_of_newest(cluster.data_dir(0), "losses.txt");
   CHECK(losses.size() == static_cast<size_t>(steps));
   CHECK(cluster.log(1).find("job finished") == std::string::npos);
-  const auto out = cluster.dir() / "trained_0";
-  auto fuse = cluster.ravnest("fuse", "--cluster 0 --out " + out.string());
-  INFO(fuse.out << fuse.err);
-  REQUIRE(fuse.exit_code == 0);
+  auto trained = fused_alike(cluster, 1);
   std::string where;
-  const double diff = test::largest_difference(
-      one.state, test::load_state_dict(out / "trained_state_dict.pt"), &where);
+  const double diff = test::largest_difference(one.state, trained[0], &where);
   INFO("largest difference from one cluster's reference " << diff << " in " << where);
   CHECK(diff <= 1e-5);
   // Its node got the grown plan's metadata once the job ended: the next train deals in two.
