@@ -22,6 +22,7 @@
 #include "libs/data/dataset_files.h"
 #include "libs/requester/loss_check.h"
 #include "libs/data/epoch_orders.h"
+#include "libs/requester/checkpoint_copy.h"
 #include "libs/requester/following_marker.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/metrics_files.h"
@@ -303,21 +304,8 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
     // A node whose own checkpoint is damaged or gone gets its keeper's copy first.
     for (const auto& repair : point.repairs) {
       const auto& n = repair.node;
-      // Through a temporary file of the plan directory, as `ravnest replace` moves one: streamed
-      // in, then out, never held whole in memory; removed whatever happens.
-      const std::string copy = (std::filesystem::path(impl_->plan_.dir) /
-                                (".checkpoint." + std::to_string(::getpid()) + ".pt"))
-                                   .string();
-      try {
-        fetch_checkpoint(repair.keeper, identity, n.cluster, n.position, point.updates, copy);
-        store_checkpoint(n, identity, n.cluster, n.position, point.updates, copy);
-      } catch (...) {
-        std::error_code ignored;
-        std::filesystem::remove(copy, ignored);
-        throw;
-      }
-      std::error_code ignored;
-      std::filesystem::remove(copy, ignored);
+      copy_checkpoint(*this, impl_->plan_.dir, identity, point.updates,
+                      {repair.keeper, n.cluster, n.position}, {n, n.cluster, n.position});
       log(n.name + ": its checkpoint after update " + std::to_string(point.updates) +
           " is damaged or missing: restored from the copy " + repair.keeper.name + " keeps");
     }
