@@ -166,7 +166,8 @@ class Requester {
                       const std::string& metadata_json);
   // Each of `nodes` (of the plan directory this requester has) gets its new metadata: alone
   // (pushMetadata) where the node stores the stage it names, else with the plan's stage file
-  // (pushStage), said on `log` one line each. A node that fails does not keep the others from theirs; once all were tried,
+  // (pushStage), said on `log` one line each. The pushMetadata calls go out together, 16 nodes at
+  // a time (Impl::fan_out); the fallbacks one by one. A node that fails does not keep the others from theirs; once all were tried,
   // throws naming every failure: "the plan was rewritten, but not every node has it (...); run
   // `ravnest push` once they answer". Blocks for the pushes.
   void push_metadata(const std::vector<config::NodeMetadata>& nodes,
