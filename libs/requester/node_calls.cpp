@@ -108,8 +108,7 @@ void Requester::push_metadata(const std::vector<config::NodeMetadata>& nodes,
   for (const auto& meta : nodes) json.push_back(config::to_json(meta));
   // The stage each stores already: only the text travels, to 16 nodes at a time.
   const auto refused = impl_->fan_out(
-      nodes, "push metadata", [&](const config::NodeMetadata& meta) -> kj::Promise<void> {
-        const size_t i = static_cast<size_t>(&meta - nodes.data());
+      nodes, "push metadata", [&](size_t i, const config::NodeMetadata& meta) -> kj::Promise<void> {
         auto request = impl_->node(meta).pushMetadataRequest();
         request.setMetadataJson(json[i]);
         return request.send().ignoreResult();

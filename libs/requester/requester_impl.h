@@ -117,13 +117,13 @@ class Requester::Impl {
     }
   }
 
-  // Calls `call(meta)` on each of `nodes`, at most `at_once` calls in flight (on this thread's
+  // Calls `call(i, nodes[i])` on each of `nodes`, at most `at_once` calls in flight (on this thread's
   // event loop, no threads), each awaited as await() awaits one: its own time limit, its node's
   // connection dropped when it fails. Returns, by node, "" or why its call failed ("NAME
   // (ADDRESS): WHAT: reason"). Throws Interrupted once an interruption is requested.
   std::vector<std::string> fan_out(
       const std::vector<config::NodeMetadata>& nodes, const std::string& what,
-      const std::function<kj::Promise<void>(const config::NodeMetadata&)>& call,
+      const std::function<kj::Promise<void>(size_t, const config::NodeMetadata&)>& call,
       size_t at_once = 16, double timeout_seconds = 120) {
     std::vector<std::string> failed(nodes.size());
     const auto limit = static_cast<uint64_t>(timeout_seconds * 1000) * kj::MILLISECONDS;
@@ -135,7 +135,7 @@ class Requester::Impl {
         auto timeout = timer().afterDelay(limit).then([]() {
           kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
         });
-        calls.add(links_.watch(meta.address, call(meta).exclusiveJoin(kj::mv(timeout)))
+        calls.add(links_.watch(meta.address, call(i, meta).exclusiveJoin(kj::mv(timeout)))
                       .then([]() {},
                             [&failed, &meta, &what, i](kj::Exception&& e) {
                               failed[i] = meta.name + " (" + meta.address + "): " + what + ": " +
