@@ -22,6 +22,7 @@
 #include "libs/data/dataset_files.h"
 #include "libs/requester/loss_check.h"
 #include "libs/data/epoch_orders.h"
+#include "libs/requester/checkpoint_copy.h"
 #include "libs/requester/following_marker.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/metrics_files.h"
@@ -36,8 +37,9 @@ namespace {
 using base::now_seconds;
 
 // The data is checked here, before anything is shipped: a bad file fails at the requester.
-void check_job_data(const config::JobSpec& job, const Log& log, const Plan& plan,
-                    const std::string& job_path) {
+// Returns the training set's size.
+int64_t check_job_data(const config::JobSpec& job, const Log& log, const Plan& plan,
+                       const std::string& job_path) {
   // Every file is a regular file before any is opened (a FIFO would block here).
   data::dataset_files(job.data, data::Split::kTrain);
   if (!job.data.validation.empty()) data::dataset_files(job.data, data::Split::kValidation);
@@ -70,6 +72,7 @@ void check_job_data(const config::JobSpec& job, const Log& log, const Plan& plan
     log("validation data: " + job.data.validation.raw + " (" +
         std::to_string(validation.size()) + " samples)");
   }
+  return train_data.size();
 }
 
 }  // namespace
@@ -280,7 +283,7 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
     if (options.log) options.log(line);
   };
   config::check_job_for_plan(job, impl_->plan_.nodes, job_path);
-  check_job_data(job, log, impl_->plan_, job_path);
+  const int64_t train_samples = check_job_data(job, log, impl_->plan_, job_path);
 
   TrainResult result;
   result.job_id = std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
@@ -301,21 +304,8 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
     // A node whose own checkpoint is damaged or gone gets its keeper's copy first.
     for (const auto& repair : point.repairs) {
       const auto& n = repair.node;
-      // Through a temporary file of the plan directory, as `ravnest replace` moves one: streamed
-      // in, then out, never held whole in memory; removed whatever happens.
-      const std::string copy = (std::filesystem::path(impl_->plan_.dir) /
-                                (".checkpoint." + std::to_string(::getpid()) + ".pt"))
-                                   .string();
-      try {
-        fetch_checkpoint(repair.keeper, identity, n.cluster, n.position, point.updates, copy);
-        store_checkpoint(n, identity, n.cluster, n.position, point.updates, copy);
-      } catch (...) {
-        std::error_code ignored;
-        std::filesystem::remove(copy, ignored);
-        throw;
-      }
-      std::error_code ignored;
-      std::filesystem::remove(copy, ignored);
+      copy_checkpoint(*this, impl_->plan_.dir, identity, point.updates,
+                      {repair.keeper, n.cluster, n.position}, {n, n.cluster, n.position});
       log(n.name + ": its checkpoint after update " + std::to_string(point.updates) +
           " is damaged or missing: restored from the copy " + repair.keeper.name + " keeps");
     }
@@ -336,10 +326,11 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
   std::function<uint64_t(const std::shared_ptr<Watch>&, uint64_t)> take_in;
   if (!job.predict) {
     take_in = [&](const std::shared_ptr<Watch>& watch, uint64_t job_id) {
-      return take_in_clusters(watch, job_id, job, job_text, &identity, &plan_json, options.log);
+      return take_in_clusters(watch, job_id, job, job_text, &identity, &plan_json, train_samples,
+                              options.log);
     };
   }
-  return impl_->run_job(result, options,
+  auto ran = impl_->run_job(result, options,
                         [&]() {
                           impl_->ship_job_files(shipments, log);
                           impl_->load_job(job_text, result.job_id, identity,
@@ -352,6 +343,8 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
                               std::to_string(plan.nodes.size()) + " node(s)");
                         },
                         job.predict ? 0 : job.train.update_frequency, take_in);
+  if (!job.predict && !options.detach) hand_over_plan(options.log);
+  return ran;
 }
 
 TrainResult Requester::attach(const TrainOptions& options) {

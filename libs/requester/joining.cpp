@@ -5,6 +5,7 @@
 
 #include "libs/base/atomic_file.h"
 #include "libs/config/plan/plan_layout.h"
+#include "libs/planner/rings.h"
 #include "libs/requester/following_marker.h"
 #include "libs/requester/requester.h"
 
@@ -23,6 +24,15 @@ Joining join_nodes(const std::string& plan_dir, const std::string& secret,
   std::vector<config::NodeMetadata> nodes = plan.nodes;
   Joining joining;
   joining.joined = config::join_cluster(nodes, like, newcomers);
+  // A plan of one cluster has no rings (nothing to average with): the grown plan gets them as
+  // `clusterize` forms a plan of two clusters. Every node's metadata changed already.
+  if (plan.cluster_ids().size() == 1) {
+    // assign_rings reads each cluster's holders in pipeline order.
+    std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
+      return std::make_pair(a.cluster, a.position) < std::make_pair(b.cluster, b.position);
+    });
+    planner::assign_rings(nodes);
+  }
   const auto& joined = joining.joined;
   auto meta_of = [&](int id) -> const config::NodeMetadata& {
     return *std::find_if(nodes.begin(), nodes.end(),

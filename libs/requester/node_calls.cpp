@@ -104,24 +104,27 @@ uint64_t Requester::push_stage(const config::NodeMetadata& at, const std::string
 void Requester::push_metadata(const std::vector<config::NodeMetadata>& nodes,
                               const std::function<void(const std::string&)>& log) {
   const config::PlanLayout layout(impl_->plan_.dir);
-  std::vector<std::string> not_pushed;
-  for (const auto& meta : nodes) {
-    try {
-      const std::string json = config::to_json(meta);
-      try {
-        // The stage it stores already: only the text travels.
+  std::vector<std::string> json;
+  for (const auto& meta : nodes) json.push_back(config::to_json(meta));
+  // The stage each stores already: only the text travels, to 16 nodes at a time.
+  const auto refused = impl_->fan_out(
+      nodes, "push metadata", [&](size_t i, const config::NodeMetadata& meta) -> kj::Promise<void> {
         auto request = impl_->node(meta).pushMetadataRequest();
-        request.setMetadataJson(json);
-        impl_->await(request.send().ignoreResult(), meta, "push metadata");
-        if (log) log("pushed the new metadata to " + meta.name);
-      } catch (const Interrupted&) {
-        throw;
-      } catch (const std::exception& refused) {
-        // No stage there, another one, or a daemon before pushMetadata: the stage travels too.
-        push_stage(meta, layout.resolve(meta.stage_file), json);
-        if (log) log("pushed the new metadata to " + meta.name + ", with its stage (" +
-                     refused.what() + ")");
-      }
+        request.setMetadataJson(json[i]);
+        return request.send().ignoreResult();
+      });
+  std::vector<std::string> not_pushed;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto& meta = nodes[i];
+    if (refused[i].empty()) {
+      if (log) log("pushed the new metadata to " + meta.name);
+      continue;
+    }
+    try {
+      // No stage there, another one, or a daemon before pushMetadata: the stage travels too.
+      push_stage(meta, layout.resolve(meta.stage_file), json[i]);
+      if (log) log("pushed the new metadata to " + meta.name + ", with its stage (" + refused[i] +
+                   ")");
     } catch (const Interrupted&) {
       throw;
     } catch (const std::exception& e) {

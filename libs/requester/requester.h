@@ -166,7 +166,8 @@ class Requester {
                       const std::string& metadata_json);
   // Each of `nodes` (of the plan directory this requester has) gets its new metadata: alone
   // (pushMetadata) where the node stores the stage it names, else with the plan's stage file
-  // (pushStage), said on `log` one line each. A node that fails does not keep the others from theirs; once all were tried,
+  // (pushStage), said on `log` one line each. The pushMetadata calls go out together, 16 nodes at
+  // a time (Impl::fan_out); the fallbacks one by one. A node that fails does not keep the others from theirs; once all were tried,
   // throws naming every failure: "the plan was rewritten, but not every node has it (...); run
   // `ravnest push` once they answer". Blocks for the pushes.
   void push_metadata(const std::vector<config::NodeMetadata>& nodes,
@@ -191,11 +192,17 @@ class Requester {
   // that goes on with them, or 0 when plan.json (compared with `*plan_json`, then updated) brings
   // none in, or not yet (said once on `log`). `*identity` becomes the job's identity in the grown
   // plan. Blocks for the hold, the stop, the checkpoint copies and the load (seconds). Throws when
-  // taking them in fails (the job then stops, as after any failure).
+  // taking them in fails (the job then stops, as after any failure). A joined cluster whose
+  // boundary lies at or past the grown job's end (`train_samples`: the training set's size;
+  // training::join_too_late) is not taken in: said once, the job goes on as it was.
   uint64_t take_in_clusters(const std::shared_ptr<struct Watch>& watch, uint64_t job_id,
                             const config::JobSpec& job, const std::string& job_text,
-                            std::string* identity, std::string* plan_json,
+                            std::string* identity, std::string* plan_json, int64_t train_samples,
                             const std::function<void(const std::string&)>& log);
+  // Once a followed job ended: the nodes whose metadata plan.json changed since the job took its
+  // plan (a join not taken in, or one that came as the job ended) get it now, so that the next
+  // job runs the plan as plan.json says. A failure is said on `log` (the job is done).
+  void hand_over_plan(const std::function<void(const std::string&)>& log);
   std::string waiting_for_;  // why take_in_clusters last waited, said once
   class Impl;
   std::unique_ptr<Impl> impl_;

@@ -6,6 +6,7 @@
 // Single-threaded: every call runs the KJ event loop of the calling thread (Requester's contract).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -114,6 +115,46 @@ class Requester::Impl {
       throw NodeCallError(meta.name + " (" + meta.address + "): " + what + ": " + reason, reason,
                           e.getType() == kj::Exception::Type::DISCONNECTED);
     }
+  }
+
+  // Calls `call(i, nodes[i])` on each of `nodes`, at most `at_once` calls in flight (on this thread's
+  // event loop, no threads), each awaited as await() awaits one: its own time limit, its node's
+  // connection dropped when it fails. Returns, by node, "" or why its call failed ("NAME
+  // (ADDRESS): WHAT: reason"). Throws Interrupted once an interruption is requested.
+  std::vector<std::string> fan_out(
+      const std::vector<config::NodeMetadata>& nodes, const std::string& what,
+      const std::function<kj::Promise<void>(size_t, const config::NodeMetadata&)>& call,
+      size_t at_once = 16, double timeout_seconds = 120) {
+    std::vector<std::string> failed(nodes.size());
+    const auto limit = static_cast<uint64_t>(timeout_seconds * 1000) * kj::MILLISECONDS;
+    for (size_t begin = 0; begin < nodes.size(); begin += at_once) {
+      const size_t end = std::min(nodes.size(), begin + at_once);
+      auto calls = kj::heapArrayBuilder<kj::Promise<void>>(end - begin);
+      for (size_t i = begin; i < end; ++i) {
+        const auto& meta = nodes[i];
+        auto timeout = timer().afterDelay(limit).then([]() {
+          kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
+        });
+        calls.add(links_.watch(meta.address, call(i, meta).exclusiveJoin(kj::mv(timeout)))
+                      .then([]() {},
+                            [&failed, &meta, &what, i](kj::Exception&& e) {
+                              failed[i] = meta.name + " (" + meta.address + "): " + what + ": " +
+                                          wire::kj_reason(e);
+                            }));
+      }
+      kj::Promise<void> all = kj::joinPromises(calls.finish());
+      if (interrupted_) {
+        all = all.exclusiveJoin(interruption().then(
+            []() { kj::throwFatalException(KJ_EXCEPTION(FAILED, "interrupted")); }));
+      }
+      try {
+        all.wait(wait_scope());
+      } catch (const kj::Exception&) {
+        if (interrupt_requested()) throw Interrupted();
+        throw;
+      }
+    }
+    return failed;
   }
 
   // Resolves once `progress` stayed at one value for `limit`.

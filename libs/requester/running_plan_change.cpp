@@ -37,10 +37,13 @@
 #include "libs/base/clock.h"
 #include "libs/config/plan/cluster_admission.h"
 #include "libs/config/plan/plan_layout.h"
+#include "libs/requester/checkpoint_copy.h"
 #include "libs/requester/following_marker.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/requester_impl.h"
 #include "libs/training/checkpoint.h"
+#include "libs/training/job_length.h"
+#include "libs/training/schedule.h"
 
 namespace ravnest::requester {
 
@@ -59,7 +62,7 @@ std::string cluster_words(const std::vector<int>& clusters) {
 uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, uint64_t job_id,
                                      const config::JobSpec& job, const std::string& job_text,
                                      std::string* identity, std::string* plan_json,
-                                     const Log& log) {
+                                     int64_t train_samples, const Log& log) {
   Impl& impl = *impl_;
   Watch& watch = *watch_ptr;
   const config::PlanLayout layout(impl.plan_.dir);
@@ -107,6 +110,29 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, ui
       }
     }
   }
+  // A join whose boundary lies at or past where the grown job ends (training::join_too_late)
+  // is not taken in: said once, and the job goes on as it was. Seen already from the batches the
+  // clusters reported (the boundary is at least theirs), then for sure at the hold below.
+  const int grown = static_cast<int>(now.cluster_ids().size());
+  auto too_late = [&](uint64_t boundary) {
+    for (int c : admission.joining) {
+      auto why = training::join_too_late(c, boundary, train_samples, grown, job.train);
+      if (!why.empty()) return why;
+    }
+    return std::string();
+  };
+  if (admission.rejoining.empty()) {
+    uint64_t reported = 0;
+    for (const auto& [c, p] : watch.progress) {
+      if (!watch.dropped.count(c)) reported = std::max(reported, p.batches);
+    }
+    const auto why = too_late(training::updates_after(reported, job.train.update_frequency, false));
+    if (!why.empty()) {
+      *plan_json = text;
+      if (log) log(why);
+      return 0;
+    }
+  }
   *plan_json = text;
   auto node_names = [&](int c) {
     std::string names;
@@ -134,6 +160,45 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, ui
   // training is found by the status polls of the job that follows.
   impl.stop_all(who + (admission.joining.empty() ? " rejoins" : " joins") + " the job", job_id,
                 30);
+  // Every node of impl.plan_ loads the job from update U as a new job (its id returned) ...
+  auto load_from_boundary = [&](const std::string& next_identity,
+                                const std::string& resume_identity) {
+    std::vector<JobShipment> shipments;
+    std::map<std::string, std::string> checksums;
+    for (const auto& meta : impl.plan_.nodes) {
+      shipments.push_back(job_shipment_for(job, meta, checksums));
+    }
+    impl.ship_job_files(shipments, log);
+    const uint64_t next_id =
+        std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
+    impl.load_job(job_text, next_id, next_identity, updates, shipments, resume_identity);
+    return next_id;
+  };
+  // ... and starts it, followed as the job was; the rings are the plan's again.
+  auto start_followed = [&](uint64_t next_id) {
+    watch.finished.clear();
+    watch.ring_epoch = 0;
+    impl.subscribe(watch_ptr, log);
+    impl.start(next_id);
+    // A plan of one cluster that grew to two has rings to coordinate now.
+    if (watch.drop_requested) watch.drop_failed_clusters = impl.coordinate_rings(next_id);
+    write_following(impl.plan_.dir, {::getpid(), next_id, watch.dropped});
+  };
+  const std::string late = too_late(updates);
+  if (!late.empty() && admission.rejoining.empty()) {
+    // The hold landed past the grown job's end: the running plan resumes from U as it was.
+    if (log) log(late);
+    const uint64_t next_id = load_from_boundary(*identity, "");
+    start_followed(next_id);
+    return next_id;
+  }
+  if (!late.empty() && log) {
+    // A rejoin at the same boundary needs the new plan (its nodes are in it): both come in, and
+    // the grown job, already at its end, ends there.
+    log(late.substr(0, late.find(':')) + " comes in with the rejoining " +
+        cluster_words(admission.rejoining) + " after update " + std::to_string(updates) +
+        ", where a job of " + std::to_string(grown) + " clusters has ended: every cluster ends there");
+  }
 
   // 2. The new plan: metadata where it changed, the checkpoints of update U to the slots taken in.
   const Plan before = impl.plan_;
@@ -150,44 +215,31 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, ui
   push_metadata(changed, log);
   const std::string resumed_identity = *identity;
   const std::string next_identity = job_identity(job_text, now);
-  const std::string copy =
-      (fs::path(impl.plan_.dir) / (".checkpoint." + std::to_string(::getpid()) + ".pt")).string();
-  struct Removed {
-    std::string path;
-    ~Removed() {
-      std::error_code ignored;
-      fs::remove(path, ignored);
-    }
-  } removed{copy};
   for (int c : taken) {
     const int source_cluster = admission.source.at(c);
     std::map<int, config::NodeMetadata> source_at;  // by position
     for (const auto& m : now.cluster(source_cluster)) source_at[m.position] = m;
     for (const auto& m : now.cluster(c)) {
       const auto& source = source_at.at(m.position);
-      fetch_checkpoint(source, resumed_identity, source.cluster, source.position, updates, copy);
       // The slot's own from now on (a checkpoint names its slot, and a node resumes only its
       // own); the source's losses and validation rounds are not the new leaf's: its losses.txt
       // holds the batches it trains from U on.
-      training::StageCheckpoint adopted = training::load_checkpoint(copy);
-      adopted.cluster = m.cluster;
-      adopted.position = m.position;
-      adopted.losses.clear();
-      adopted.validation.clear();
-      training::save_checkpoint(adopted, copy);
-      store_checkpoint(m, resumed_identity, m.cluster, m.position, updates, copy);
+      copy_checkpoint(*this, impl.plan_.dir, resumed_identity, updates,
+                      {source, source.cluster, source.position}, {m, m.cluster, m.position},
+                      [&m](const std::string& path) {
+                        training::StageCheckpoint adopted = training::load_checkpoint(path);
+                        adopted.cluster = m.cluster;
+                        adopted.position = m.position;
+                        adopted.losses.clear();
+                        adopted.validation.clear();
+                        training::save_checkpoint(adopted, path);
+                      });
     }
   }
 
   // 3. Every cluster loads the job from update U and starts; the rings are the plan's again.
-  std::vector<JobShipment> shipments;
-  std::map<std::string, std::string> checksums;
-  for (const auto& meta : now.nodes) shipments.push_back(job_shipment_for(job, meta, checksums));
-  impl.ship_job_files(shipments, log);
-  const uint64_t next_id =
-      std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
-  impl.load_job(job_text, next_id, next_identity, updates, shipments,
-                next_identity == resumed_identity ? "" : resumed_identity);
+  const uint64_t next_id = load_from_boundary(
+      next_identity, next_identity == resumed_identity ? "" : resumed_identity);
   *identity = next_identity;
   for (int c : admission.rejoining) watch.dropped.erase(c);
   for (int c : admission.joining) {
@@ -196,13 +248,7 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, ui
       watch.progress[c].epochs = watch.progress[before.cluster_ids().front()].epochs;
     }
   }
-  watch.finished.clear();
-  watch.ring_epoch = 0;
-  impl.subscribe(watch_ptr, log);
-  impl.start(next_id);
-  // A plan of one cluster that grew to two has rings to coordinate now.
-  if (watch.drop_requested) watch.drop_failed_clusters = impl.coordinate_rings(next_id);
-  write_following(impl.plan_.dir, {::getpid(), next_id, watch.dropped});
+  start_followed(next_id);
   if (log) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.1f", base::now_seconds() - paused);
@@ -224,6 +270,35 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, ui
     }
   }
   return next_id;
+}
+
+void Requester::hand_over_plan(const Log& log) {
+  Impl& impl = *impl_;
+  Plan now;
+  try {
+    now = load_plan(impl.plan_.dir);
+  } catch (const std::exception& e) {
+    if (log) log(std::string("warning: ") + e.what());
+    return;
+  }
+  std::map<int, std::string> old_json;
+  for (const auto& m : impl.plan_.nodes) old_json[m.node_id] = config::to_json(m);
+  std::vector<config::NodeMetadata> changed;
+  for (const auto& m : now.nodes) {
+    auto it = old_json.find(m.node_id);
+    // A node new to the plan got its stage and metadata from `replace` or `join`.
+    if (it != old_json.end() && it->second != config::to_json(m)) changed.push_back(m);
+  }
+  if (changed.empty()) return;
+  impl.plan_ = now;
+  impl.pin_certificates();
+  try {
+    push_metadata(changed, log);
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (log) log(std::string("warning: ") + e.what());
+  }
 }
 
 }  // namespace ravnest::requester

@@ -3,6 +3,7 @@
 // again through the newcomer, and bad input refused naming the node.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 
 #include "libs/config/plan/cluster_join.h"
@@ -172,6 +173,42 @@ TEST_CASE("join_cluster: plan.json gets the cluster and the rings their new memb
   CHECK(after.clusters[2].samples_per_second == 12.0);
   CHECK(after.rings[0].nodes == std::vector<int>{1, 4, 8});
   CHECK(after.rings[1].nodes == std::vector<int>{2, 5, 9});
+}
+
+TEST_CASE("join_cluster: a plan of one cluster gets in plan.json the rings formed for two",
+          "[cluster_join]") {
+  auto nodes = two_clusters();
+  nodes.resize(3);  // cluster 0 alone: no rings
+  for (auto& n : nodes) {
+    n.rings.clear();
+    n.cluster_count = 1;
+  }
+  PlanFile plan;
+  plan.clusters = {{0, 10.0, {0, 1, 2}}};
+  const auto joined = join_cluster(nodes, 0, {provider(7), provider(8), provider(9)});
+  CHECK(joined.cluster == 1);
+  for (const auto& n : nodes) CHECK(n.rings.empty());  // join_cluster forms none
+  // As planner::assign_rings forms them (stages 1 and 2 hold parameters); listed by id.
+  for (int p : {2, 1}) {
+    for (int c : {0, 1}) {
+      const int id = c == 0 ? p : 7 + p;
+      auto& n = *std::find_if(nodes.begin(), nodes.end(),
+                              [id](const NodeMetadata& m) { return m.node_id == id; });
+      RingMembership ring;
+      ring.id = p - 1;
+      ring.parameters = {"layer" + std::to_string(p) + ".weight"};
+      ring.size = 2;
+      ring.position = c;
+      n.rings.push_back(ring);
+    }
+  }
+  const auto after =
+      plan_file_from_json(join_cluster_in_plan_json(to_json(plan), 0, joined, nodes), "plan.json");
+  REQUIRE(after.rings.size() == 2);
+  CHECK(after.rings[0].id == 0);
+  CHECK(after.rings[0].nodes == std::vector<int>{1, 8});
+  CHECK(after.rings[0].parameters == std::vector<std::string>{"layer1.weight"});
+  CHECK(after.rings[1].nodes == std::vector<int>{2, 9});
 }
 
 TEST_CASE("join_cluster: refuses what cannot join, and leaves the plan as it was",

@@ -24,6 +24,29 @@ using namespace ravnest;
 
 namespace {
 
+using StateDict = std::map<std::string, at::Tensor>;
+
+// `ravnest fuse` of clusters 0 .. count - 1 (into dir()/trained_C), each checked equal to cluster
+// 0's to 1e-6: they averaged their parameters after every update, to the last one. By cluster.
+std::map<int, StateDict> fused_alike(test::LocalCluster& cluster, int count) {
+  std::map<int, StateDict> trained;
+  for (int c = 0; c < count; ++c) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse =
+        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
+  }
+  std::string where;
+  for (int c = 1; c < count; ++c) {
+    const double apart = test::largest_difference(trained[0], trained[c], &where);
+    INFO("clusters 0 and " << c << " differ by " << apart << " in " << where);
+    CHECK(apart <= 1e-6);
+  }
+  return trained;
+}
+
 std::string job_text(int max_steps) {
   return "[train]\nepochs = 300\nbatch_size = 32\nmicro_batches = 2\nseed = 5\n"
          "schedule = \"1f1b\"\nreduce = \"parameters\"\nmax_steps = " +
@@ -74,19 +97,8 @@ void kill_and_check(test::LocalCluster& cluster, int per_cluster, int victim) {
 
   // They averaged their parameters after every update, to the last one: the same weights, and
   // not the untrained ones.
-  std::map<int, std::map<std::string, at::Tensor>> trained;
-  for (int c : {0, 1}) {
-    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
-    auto fuse = cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " +
-                                            out.string());
-    INFO(fuse.out << fuse.err);
-    REQUIRE(fuse.exit_code == 0);
-    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
-  }
+  auto trained = fused_alike(cluster, 2);
   std::string where;
-  const double apart = test::largest_difference(trained[0], trained[1], &where);
-  INFO("clusters 0 and 1 differ by " << apart << " in " << where);
-  CHECK(apart <= 1e-6);
   const double moved = test::largest_difference(
       training::state_of(torch::jit::load(test::digits_model())), trained[0], &where);
   CHECK(moved > 1e-3);
@@ -227,21 +239,8 @@ TEST_CASE("churn: a killed cluster rejoins after ravnest replace; the job ends w
 
   // Every cluster, the rejoined one too, trained to the last update and averaged after each: the
   // same weights everywhere, and not the untrained ones.
-  std::map<int, std::map<std::string, at::Tensor>> trained;
-  for (int c : {0, 1, 2}) {
-    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
-    auto fuse =
-        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
-    INFO(fuse.out << fuse.err);
-    REQUIRE(fuse.exit_code == 0);
-    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
-  }
+  auto trained = fused_alike(cluster, 3);
   std::string where;
-  for (int c : {1, 2}) {
-    const double apart = test::largest_difference(trained[0], trained[c], &where);
-    INFO("clusters 0 and " << c << " differ by " << apart << " in " << where);
-    CHECK(apart <= 1e-6);
-  }
   CHECK(test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
                                  trained[2], &where) > 1e-3);
   // The spare trained cluster 2's batches from the rejoin to the end (one loss per batch), from
@@ -286,17 +285,8 @@ TEST_CASE("churn: ravnest join makes a pool node one more cluster; the job train
   INFO(train.out << train.err);
   REQUIRE(train.exit_code == 0);
   CHECK(train.out.find("started on 3 node(s)") != std::string::npos);
-  std::map<int, std::map<std::string, at::Tensor>> trained;
-  for (int c : {0, 1, 2}) {
-    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
-    auto fuse =
-        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
-    INFO(fuse.out << fuse.err);
-    REQUIRE(fuse.exit_code == 0);
-    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
-  }
+  auto trained = fused_alike(cluster, 3);
   std::string where;
-  CHECK(test::largest_difference(trained[0], trained[2], &where) <= 1e-6);
   // Exactly a plan of three clusters: each on its third of the data, averaged after each update.
   const auto job = config::load_job((cluster.dir() / "job.toml").string());
   auto three = training::train_reference_clusters(test::digits_model(), job, 3, steps);
@@ -308,17 +298,19 @@ TEST_CASE("churn: ravnest join makes a pool node one more cluster; the job train
   CHECK(test::largest_difference(two.state, trained[0], &where) > 1e-4);
 }
 
-// Two clusters of `per_cluster` nodes train (nodes 0 .. 2 * per_cluster - 1); the spares after
-// them join as cluster 2 mid-job, cut like cluster 0.
-static void join_and_check(test::LocalCluster& cluster, int per_cluster) {
+// `clusters` clusters of `per_cluster` nodes train (nodes 0 .. clusters * per_cluster - 1); the
+// spares after them join as cluster `clusters` mid-job, cut like cluster 0.
+static void join_and_check(test::LocalCluster& cluster, int per_cluster, int clusters = 2) {
+  const int steps = 300;
   const int leaf = per_cluster - 1;  // cluster c's leaf is node c * per_cluster + leaf
+  const int grown = clusters + 1;
+  const std::string newcomer = "cluster " + std::to_string(clusters);
   std::string newcomers;
   for (int p = 0; p < per_cluster; ++p) {
-    newcomers += "node_" + std::to_string(2 * per_cluster + p) + " ";
+    newcomers += "node_" + std::to_string(clusters * per_cluster + p) + " ";
   }
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
-  const int steps = 300;
   test::write_text(cluster.dir() / "job.toml", job_text(steps));
   test::CommandResult joined;
   auto joiner = std::thread([&cluster, &joined, &newcomers] {
@@ -340,79 +332,70 @@ static void join_and_check(test::LocalCluster& cluster, int per_cluster) {
   REQUIRE(train.exit_code == 0);
   const std::string said = train.out + train.err;
   std::smatch match;
-  REQUIRE(std::regex_search(said, match, std::regex("cluster 2 joined after update ([0-9]+)")));
+  REQUIRE(std::regex_search(said, match, std::regex(newcomer + " joined after update ([0-9]+)")));
   const int joined_at = std::stoi(match[1].str());
   CHECK(joined_at > 0);
   CHECK(joined_at < steps);
-  CHECK(said.find("the data is dealt into 3 shards from batch " + std::to_string(joined_at)) !=
-        std::string::npos);
+  CHECK(said.find("the data is dealt into " + std::to_string(grown) + " shards from batch " +
+                  std::to_string(joined_at)) != std::string::npos);
   // The training nodes' stages stayed where they were: only their new metadata travelled.
   CHECK(said.find("pushed the new metadata to node_0") != std::string::npos);
   CHECK(said.find("pushed the new metadata to node_0, with its stage") == std::string::npos);
 
-  // All three averaged after every update to the end: the same weights everywhere.
-  std::map<int, std::map<std::string, at::Tensor>> trained;
-  for (int c : {0, 1, 2}) {
-    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
-    auto fuse =
-        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
-    INFO(fuse.out << fuse.err);
-    REQUIRE(fuse.exit_code == 0);
-    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
-  }
+  // All averaged after every update to the end: the same weights everywhere.
+  auto trained = fused_alike(cluster, grown);
   std::string where;
-  for (int c : {1, 2}) {
-    const double apart = test::largest_difference(trained[0], trained[c], &where);
-    INFO("clusters 0 and " << c << " differ by " << apart << " in " << where);
-    CHECK(apart <= 1e-6);
-  }
-  // Exact: two clusters for `joined_at` updates, then three from cluster 0's state, the data
-  // dealt three ways from there. Each batch's loss (the clusters' mean) is the one-process
-  // reference's, before the join and for the ten batches after it, where a wrong state or a
-  // wrong deal would show at once (the two clusters' reference is not), and so are the end's
-  // weights.
+  // Exact: `clusters` clusters for `joined_at` updates, then one more from cluster 0's state, the
+  // data dealt anew from there (one cluster reads it unsharded). Each batch's loss (the clusters'
+  // mean) is the one-process reference's, before the join and for the ten batches after it,
+  // where a wrong state or a wrong deal would show at once (the reference without the join is
+  // not), and so are the end's weights.
   const auto job = config::load_job((cluster.dir() / "job.toml").string());
   // The rings as the plan has them (a ring per stage), grown by the join.
   std::vector<std::vector<std::string>> rings;
   for (const auto& ring : config::load_plan_file(cluster.plan_dir() + "/plan.json").rings) {
     rings.push_back(ring.parameters);
   }
-  auto reference = training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {},
-                                                      {{joined_at, 0}}, rings);
-  auto two = training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {}, {},
-                                                rings);
-  const auto loss0 = numbers_of_newest(cluster.data_dir(leaf), "losses.txt");
-  const auto loss1 = numbers_of_newest(cluster.data_dir(per_cluster + leaf), "losses.txt");
-  const auto loss2 = numbers_of_newest(cluster.data_dir(2 * per_cluster + leaf), "losses.txt");
-  REQUIRE(loss0.size() == static_cast<size_t>(steps));
-  REQUIRE(loss1.size() == static_cast<size_t>(steps));
-  REQUIRE(loss2.size() == static_cast<size_t>(steps - joined_at));
+  auto reference = training::train_reference_clusters(test::digits_model(), job, clusters, steps,
+                                                      {}, {}, {{joined_at, 0}}, rings);
+  auto unjoined = training::train_reference_clusters(test::digits_model(), job, clusters, steps, {},
+                                                {}, {}, rings);
+  std::vector<std::vector<double>> losses;  // each cluster's leaf's, one a batch
+  for (int c = 0; c < grown; ++c) {
+    losses.push_back(numbers_of_newest(cluster.data_dir(c * per_cluster + leaf), "losses.txt"));
+    INFO(newcomer << " joined after update " << joined_at << "; cluster " << c);
+    REQUIRE(losses[c].size() == static_cast<size_t>(c < clusters ? steps : steps - joined_at));
+  }
+  const auto& loss0 = losses[0];
+  const auto& loss2 = losses[clusters];
   REQUIRE(reference.batch_losses.size() == static_cast<size_t>(steps));
-  double worst = 0, two_apart = 0;
+  double worst = 0, unjoined_apart = 0;
   const int after = std::min(steps, joined_at + 10);
   for (int k = 0; k < after; ++k) {
-    const double mean = k < joined_at ? (loss0[k] + loss1[k]) / 2
-                                      : (loss0[k] + loss1[k] + loss2[k - joined_at]) / 3;
+    double sum = 0;
+    for (int c = 0; c < clusters; ++c) sum += losses[c][k];
+    const double mean =
+        k < joined_at ? sum / clusters : (sum + loss2[k - joined_at]) / grown;
     worst = std::max(worst, std::abs(mean - reference.batch_losses[k]));
-    if (k >= joined_at) two_apart = std::max(two_apart, std::abs(mean - two.batch_losses[k]));
+    if (k >= joined_at) unjoined_apart = std::max(unjoined_apart, std::abs(mean - unjoined.batch_losses[k]));
   }
   INFO("batches 0 to " << after - 1 << ": losses differ from the reference by at most " << worst
-                       << ", from two clusters' by " << two_apart);
+                       << ", from the unjoined reference's by " << unjoined_apart);
   CHECK(worst <= 1e-5);
-  CHECK(two_apart > 1e-3);
+  CHECK(unjoined_apart > 1e-3);
   // And the end's weights, the reference adding in the ring's order.
   const double diff = test::largest_difference(reference.state, trained[0], &where);
   const std::string diff_where = where;
   INFO("largest difference from the reference at the end " << diff << " in " << diff_where);
   CHECK(diff <= 1e-5);
-  CHECK(test::largest_difference(two.state, trained[0], &where) > 1e-4);
+  CHECK(test::largest_difference(unjoined.state, trained[0], &where) > 1e-4);
   WARN("joined after update " << joined_at << ": losses of batches 0 to " << after - 1
                               << " at most " << worst << " from the reference, weights at the end "
                               << diff << " (" << diff_where << ")");
 
-  // Cluster 2 trained its batches from the join to the end, from the others' weights.
+  // The joined cluster trained its batches from the join to the end, from the others' weights.
   for (int p = 0; p < per_cluster; ++p) {
-    CHECK(cluster.log(2 * per_cluster + p).find("job finished") != std::string::npos);
+    CHECK(cluster.log(clusters * per_cluster + p).find("job finished") != std::string::npos);
   }
   INFO("first losses: untrained " << loss0[0] << ", joined " << loss2[0]);
   CHECK(loss2[0] < loss0[0] - 0.5);
@@ -438,4 +421,63 @@ TEST_CASE("churn: two providers join the running job as a cluster of two stages"
   const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
   test::LocalCluster cluster(test::digits_model(), {cuts, cuts}, {"32x1x8x8"}, 2);
   join_and_check(cluster, 2);
+}
+
+// A plan of one cluster has no rings and reads the data unsharded: the join gives the grown plan
+// its rings (formed as for two clusters) and deals the data in two from the join on.
+TEST_CASE("churn: a plan of one cluster grows to two when a provider joins mid-job",
+          "[churn][join]") {
+  // One cluster of two stages (no ring); node_2 and node_3 join as cluster 1.
+  const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
+  test::LocalCluster cluster(test::digits_model(), {cuts}, {"32x1x8x8"}, 2);
+  join_and_check(cluster, 2, 1);
+}
+
+// A join whose update boundary lies at or past where the grown job ends (training::join_too_late):
+// the cluster is not taken in, the job ends as it was, and its nodes get the grown plan's
+// metadata at the end, for the next job.
+TEST_CASE("churn: a join past the end of the grown job is not taken in; the job ends as it was",
+          "[churn][join]") {
+  // One one-node cluster; node_1 joins once the job of two clusters would have ended.
+  test::LocalCluster cluster(test::digits_model(), {{}}, {"32x1x8x8"}, 1);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  // 10 epochs, no max_steps: one cluster runs 10 x 45 updates, two would run 10 x 23.
+  std::string text = std::regex_replace(job_text(100000), std::regex("epochs = 300"),
+                                        "epochs = 10");
+  test::write_text(cluster.dir() / "job.toml", text);
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  const auto one = training::train_reference_clusters(test::digits_model(), job, 1);
+  const int steps = static_cast<int>(one.batch_losses.size());
+  test::CommandResult joined;
+  auto joiner = std::thread([&cluster, &joined] {
+    cluster.wait_for_batches(0, 240);
+    joined = cluster.ravnest("join", "node_1 --like 0 --nodes " + cluster.pool_file());
+  });
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string(), 200);
+  joiner.join();
+  INFO(joined.out << joined.err);
+  REQUIRE(joined.exit_code == 0);
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  std::smatch match;
+  REQUIRE(std::regex_search(
+      said, match,
+      std::regex("cluster 1 is not taken into this job: it would join after update ([0-9]+), "
+                 "where a job of 2 clusters has ended \\(after update 230\\)")));
+  CHECK(std::stoi(match[1].str()) >= 230);
+  CHECK(said.find("cluster 1 joined") == std::string::npos);
+  // The job of one cluster, to its end, exactly.
+  const auto losses = numbers_of_newest(cluster.data_dir(0), "losses.txt");
+  CHECK(losses.size() == static_cast<size_t>(steps));
+  CHECK(cluster.log(1).find("job finished") == std::string::npos);
+  auto trained = fused_alike(cluster, 1);
+  std::string where;
+  const double diff = test::largest_difference(one.state, trained[0], &where);
+  INFO("largest difference from one cluster's reference " << diff << " in " << where);
+  CHECK(diff <= 1e-5);
+  // Its node got the grown plan's metadata once the job ended: the next train deals in two.
+  CHECK(said.find("pushed the new metadata to node_0") != std::string::npos);
+  WARN("not taken in after update " << match[1].str() << " of " << steps);
 }

@@ -85,4 +85,16 @@ void add_connection_options(CLI::App* cmd, Connection& c) {
                 "plain TCP instead of TLS, for benchmarks only (daemons started with --insecure)");
 }
 
+std::vector<config::NodeConfig> PoolNodes::named(const std::vector<std::string>& names) const {
+  const auto pool = config::load_node_pool(path);
+  std::vector<config::NodeConfig> nodes;
+  for (const auto& name : names) nodes.push_back(config::pool_node(pool, name, path));
+  return nodes;
+}
+
+void add_pool_option(CLI::App* cmd, PoolNodes& pool) {
+  cmd->add_option("--nodes", pool.path, "node pool, Ravnest's node_configs.json")
+      ->capture_default_str();
+}
+
 }  // namespace ravnest::cli

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "libs/config/pool/node_pool.h"
 #include "libs/requester/requester.h"
 
 namespace ravnest::cli {
@@ -37,5 +38,16 @@ std::string explain_refusal(const std::string& error);
 // Adds --plan, --secret-file and --insecure to `cmd`, parsed into `c` (which must outlive the
 // parse).
 void add_connection_options(CLI::App* cmd, Connection& c);
+
+// The node pool a subcommand takes new nodes from (--nodes: `ravnest join`'s providers,
+// `ravnest replace`'s spare).
+struct PoolNodes {
+  std::string path = "node_data/node_configs.json";
+  // The pool's nodes of `names`, in that order. Throws naming the pool file (unreadable, bad) or
+  // the name it lacks.
+  std::vector<config::NodeConfig> named(const std::vector<std::string>& names) const;
+};
+// Adds --nodes to `cmd`, parsed into `pool` (which must outlive the parse).
+void add_pool_option(CLI::App* cmd, PoolNodes& pool);
 
 }  // namespace ravnest::cli

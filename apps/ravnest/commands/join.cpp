@@ -6,7 +6,6 @@
 #include "apps/ravnest/commands/commands.h"
 #include "apps/ravnest/commands/connection.h"
 #include "apps/ravnest/commands/console.h"
-#include "libs/config/pool/node_pool.h"
 #include "libs/requester/joining.h"
 
 namespace ravnest::cli {
@@ -14,14 +13,12 @@ namespace {
 
 struct JoinCommand {
   Connection connection;
+  PoolNodes pool;
   std::vector<std::string> names;
   int like = 0;
-  std::string pool_path = "node_data/node_configs.json";
 
   int run() const {
-    const auto pool = config::load_node_pool(pool_path);
-    std::vector<config::NodeConfig> newcomers;
-    for (const auto& name : names) newcomers.push_back(config::pool_node(pool, name, pool_path));
+    const auto newcomers = pool.named(names);
     const auto& c = connection;
     c.warn_if_insecure();
     const auto joining =
@@ -49,8 +46,7 @@ Command add_join(CLI::App& app) {
   cmd->add_option("new_nodes", c->names, "the pool's nodes to join, one per stage, root first")->required();
   cmd->add_option("--like", c->like, "the cluster whose cut and stages they take")
       ->capture_default_str();
-  cmd->add_option("--nodes", c->pool_path, "node pool, Ravnest's node_configs.json")
-      ->capture_default_str();
+  add_pool_option(cmd, c->pool);
   add_connection_options(cmd, c->connection);
   return {cmd, [c] { return c->run(); }};
 }

@@ -6,7 +6,6 @@
 #include "apps/ravnest/commands/commands.h"
 #include "apps/ravnest/commands/connection.h"
 #include "apps/ravnest/commands/console.h"
-#include "libs/config/pool/node_pool.h"
 #include "libs/requester/replacement.h"
 
 namespace ravnest::cli {
@@ -14,11 +13,11 @@ namespace {
 
 struct ReplaceCommand {
   Connection connection;
-  std::string old_name, spare_name, pool_path = "node_data/node_configs.json";
+  PoolNodes pool;
+  std::string old_name, spare_name;
 
   int run() const {
-    const auto pool = config::load_node_pool(pool_path);
-    const auto& spare = config::pool_node(pool, spare_name, pool_path);
+    const auto spare = pool.named({spare_name}).front();
     const auto& c = connection;
     c.warn_if_insecure();
     const auto done =
@@ -48,8 +47,7 @@ Command add_replace(CLI::App& app) {
       "replace", "Put a spare node from the pool in the place of a dead one (docs/faults.md)");
   cmd->add_option("node", c->old_name, "the plan's node to replace, e.g. node_2")->required();
   cmd->add_option("--with", c->spare_name, "the spare, a pool node not in the plan")->required();
-  cmd->add_option("--nodes", c->pool_path, "node pool, Ravnest's node_configs.json")
-      ->capture_default_str();
+  add_pool_option(cmd, c->pool);
   add_connection_options(cmd, c->connection);
   return {cmd, [c] { return c->run(); }};
 }

@@ -140,6 +140,28 @@ std::string join_cluster_in_plan_json(const std::string& plan_json, int like,
       }
     }
   }
+  // Rings the nodes have and plan.json has not (a plan of one cluster had none; the caller formed
+  // them for the grown plan): every member, by its place in the ring.
+  std::map<int, std::map<int, int>> members;  // ring id -> position -> node id
+  std::map<int, std::vector<std::string>> parameters;
+  for (const auto& n : nodes) {
+    for (const auto& r : n.rings) {
+      members[r.id][r.position] = n.node_id;
+      parameters[r.id] = r.parameters;
+    }
+  }
+  for (const auto& [id, by_position] : members) {
+    const bool listed = std::any_of(plan.rings.begin(), plan.rings.end(),
+                                    [id = id](const PlanRing& r) { return r.id == id; });
+    if (listed) continue;
+    PlanRing ring;
+    ring.id = id;
+    ring.parameters = parameters[id];
+    for (const auto& [position, node] : by_position) ring.nodes.push_back(node);
+    plan.rings.push_back(std::move(ring));
+  }
+  std::sort(plan.rings.begin(), plan.rings.end(),
+            [](const PlanRing& a, const PlanRing& b) { return a.id < b.id; });
   return to_json(plan);
 }
 

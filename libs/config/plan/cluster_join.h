@@ -7,7 +7,8 @@
 // chain, each of its node ids replaced by the new node at the same position. It takes the next
 // cluster id (one above the plan's largest) and joins each cross-cluster ring of its stages as
 // the last member (the ring's order is otherwise kept: its last member and its first now point
-// to the newcomer). Every node's cluster_count grows by one, so that the next job deals the data
+// to the newcomer). A plan of one cluster has no rings to join: join_cluster leaves the two
+// clusters without any, and the caller forms them (planner::assign_rings). Every node's cluster_count grows by one, so that the next job deals the data
 // into one more shard (a running job keeps the shards it loaded).
 #pragma once
 
@@ -33,7 +34,9 @@ JoinedCluster join_cluster(std::vector<NodeMetadata>& nodes, int like,
                            const std::vector<NodeConfig>& newcomers);
 
 // plan.json's text with the joined cluster added: a cluster entry (the `like` cluster's
-// samples_per_second) and the new nodes at the end of the rings they joined.
+// samples_per_second) and the new nodes at the end of the rings they joined. A ring the nodes
+// hold that plan.json does not list (a plan of one cluster has no rings: the caller forms them
+// for the grown plan, planner::assign_rings) is added with every member in its ring order.
 std::string join_cluster_in_plan_json(const std::string& plan_json, int like,
                                       const JoinedCluster& joined,
                                       const std::vector<NodeMetadata>& nodes);
