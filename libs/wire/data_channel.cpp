@@ -451,6 +451,27 @@ uint32_t DataChannel::read_header(const ChannelFrame& expect, const Idle& idle) 
   return kind;
 }
 
+void DataChannel::open_records(uint32_t kind, uint64_t bytes, uint8_t* kept, uint8_t* out,
+                               const PieceUse* use, const Idle& idle) {
+  uint64_t index = 0;
+  for (uint64_t off = 0; off < bytes;) {
+    // Batches start on a record's boundary: the records before this one each carried a tag.
+    uint8_t* sealed =
+        kept != nullptr ? kept + off + (off / kChannelRecordBytes) * kTagBytes : scratch_.data();
+    read_sealed(sealed, bytes - off, idle);
+    const uint64_t end =
+        std::min<uint64_t>(bytes, off + kChannelBatchRecords * kChannelRecordBytes);
+    for (; off < end; ++index) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, end - off));
+      uint8_t* opened = out != nullptr ? out + off : sealed;
+      open_record(kind, index, sealed, n, opened);
+      if (use != nullptr) (*use)(static_cast<size_t>(off), opened, n);
+      sealed += n + kTagBytes;
+      off += n;
+    }
+  }
+}
+
 void DataChannel::recv(const ChannelFrame& expect, void* out, const Idle& idle,
                        SealedFrame* keep) {
   const uint32_t kind = read_header(expect, idle);
@@ -461,62 +482,26 @@ void DataChannel::recv(const ChannelFrame& expect, void* out, const Idle& idle,
   } else if (keep != nullptr && kind == kKindFrameKey) {
     // Kept as it came, to go on unchanged; opened from there into place.
     keep->records.resize(static_cast<size_t>(expect.bytes) + records_of(expect.bytes) * kTagBytes);
-    uint8_t* sealed = keep->records.data();
-    uint64_t index = 0;
-    for (uint64_t off = 0; off < expect.bytes;) {
-      read_sealed(sealed, expect.bytes - off, idle);
-      const uint64_t batch_end =
-          std::min<uint64_t>(expect.bytes, off + kChannelBatchRecords * kChannelRecordBytes);
-      for (; off < batch_end; ++index) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, batch_end - off));
-        open_record(kind, index, sealed, n, o + off);
-        sealed += n + kTagBytes;
-        off += n;
-      }
-    }
+    open_records(kind, expect.bytes, keep->records.data(), o, nullptr, idle);
     keep->key = frame_key_;
   } else {
-    uint64_t index = 0;
-    for (uint64_t off = 0; off < expect.bytes;) {
-      read_sealed(scratch_.data(), expect.bytes - off, idle);
-      const uint64_t batch_end =
-          std::min<uint64_t>(expect.bytes, off + kChannelBatchRecords * kChannelRecordBytes);
-      for (size_t at = 0; off < batch_end; ++index) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, batch_end - off));
-        open_record(kind, index, scratch_.data() + at, n, o + off);  // straight into place
-        at += n + kTagBytes;
-        off += n;
-      }
-    }
+    open_records(kind, expect.bytes, nullptr, o, nullptr, idle);  // straight into place
   }
   frame_key_.assign(frame_key_.size(), '\0');
   send_acknowledgment(idle);
 }
 
-void DataChannel::recv_pieces(const ChannelFrame& expect,
-                              const std::function<void(size_t, const void*, size_t)>& use,
-                              const Idle& idle) {
+void DataChannel::recv_pieces(const ChannelFrame& expect, const PieceUse& use, const Idle& idle) {
   const uint32_t kind = read_header(expect, idle);
   frame_key_.assign(frame_key_.size(), '\0');
-  uint64_t index = 0;
-  for (uint64_t off = 0; off < expect.bytes;) {
-    if (cipher_ == nullptr) {
+  if (cipher_ != nullptr) {
+    open_records(kind, expect.bytes, nullptr, nullptr, &use, idle);  // each opened in place
+  } else {
+    for (uint64_t off = 0; off < expect.bytes;) {
       const size_t n =
           static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, expect.bytes - off));
       read_all(scratch_.data(), n, idle);
       use(static_cast<size_t>(off), scratch_.data(), n);
-      off += n;
-      continue;
-    }
-    read_sealed(scratch_.data(), expect.bytes - off, idle);
-    const uint64_t batch_end =
-        std::min<uint64_t>(expect.bytes, off + kChannelBatchRecords * kChannelRecordBytes);
-    for (size_t at = 0; off < batch_end; ++index) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(kChannelRecordBytes, batch_end - off));
-      uint8_t* record = scratch_.data() + at;
-      open_record(kind, index, record, n, record);
-      use(static_cast<size_t>(off), record, n);
-      at += n + kTagBytes;
       off += n;
     }
   }

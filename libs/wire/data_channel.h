@@ -121,8 +121,8 @@ class DataChannel {
   void recv(const ChannelFrame& expect, void* out, const Idle& idle, SealedFrame* keep = nullptr);
   // The same, handing the bytes to `use(offset, piece, size)` in consecutive pieces of at most
   // kChannelRecordBytes (multiples of 64 bytes but the last), each valid until `use` returns.
-  void recv_pieces(const ChannelFrame& expect,
-                   const std::function<void(size_t, const void*, size_t)>& use, const Idle& idle);
+  using PieceUse = std::function<void(size_t, const void*, size_t)>;
+  void recv_pieces(const ChannelFrame& expect, const PieceUse& use, const Idle& idle);
 
   void shutdown();  // any thread
   bool sealed() const { return cipher_ != nullptr; }
@@ -153,6 +153,11 @@ class DataChannel {
   // Reads the sealed records of the next min(left, a batch) bytes of a frame into `into` (each
   // record's bytes then its tag).
   void read_sealed(uint8_t* into, uint64_t left, const Idle& idle);
+  // Reads and opens the `bytes` of a sealed frame of `kind`, a batch at a time: into `kept` at
+  // their place (the whole frame as it came) or else into scratch_; each record opens to `out`
+  // at its offset, or else in place, then goes to `use` when given.
+  void open_records(uint32_t kind, uint64_t bytes, uint8_t* kept, uint8_t* out,
+                    const PieceUse* use, const Idle& idle);
 
   int fd_;
   std::string peer_;
