@@ -197,8 +197,12 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
             for (const auto& b : stage.buffers()) elements += b.numel();
             ring_flat = at::empty({elements}, at::kFloat);
             ring_flat.fill_(0);  // resident, as the ring's copy-in makes it
-            // The segments in flight: two calls of 4 MiB each way on its link (ring_link.h).
-            ring_segments = at::zeros({4 * (4 << 20)}, at::kByte);
+            // The segments in flight: two calls of 4 MiB each way on its link (ring_link.h),
+            // and the all-gather's segments kept sealed to relay: at most four of 4 MiB a link
+            // (RingLink::kMaxKept), pieces of the chunks it passes on, so no more than the flat
+            // copy itself.
+            const int64_t relayed = std::min<int64_t>(int64_t{4} * (4 << 20), elements * 4);
+            ring_segments = at::zeros({4 * (4 << 20) + relayed}, at::kByte);
           }
         }
       }

@@ -17,6 +17,7 @@
 #include "libs/daemon/rings/bench_request.h"
 #include "libs/store/checkpoint_names.h"
 #include "libs/store/node_store.h"
+#include "libs/daemon/rings/relay_store.h"
 #include "libs/daemon/rings/ring_mailbox.h"
 #include "libs/daemon/rings/ring_views.h"
 #include "tests/support/test_env.h"
@@ -272,4 +273,48 @@ TEST_CASE("daemon checks: checkpoint names from the wire", "[daemon]") {
   CHECK(n == 9999999999999999999ull);
   CHECK_FALSE(store::parse_checkpoint_file_name("update_99999999999999999999.pt", &n));
   CHECK_FALSE(store::parse_checkpoint_file_name("update_.pt", &n));
+}
+
+// The sealed all-gather segments a ring link keeps to relay (relay_store.h): never more buffers
+// than its capacity, lent, kept, taken or spare; a kept segment found by its tag once; buffers
+// given back reused (their memory) with their keys wiped; what a run left kept freed by clear().
+TEST_CASE("relay store: bounded buffers, kept by tag, reused, wiped", "[daemon][rings]") {
+  using ravnest::daemon::RelayStore;
+  using ravnest::ring::RingTag;
+  RelayStore store(2);
+  auto a = store.lend();
+  auto b = store.lend();
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK_FALSE(store.lend());  // both in use
+  a->key = std::string(32, 'k');
+  a->records.assign(1000, 7);
+  const uint8_t* memory = a->records.data();
+  store.keep(RingTag{5, 3, 0}, std::move(*a));
+  CHECK_FALSE(store.take(RingTag{5, 3, 1}));
+  CHECK_FALSE(store.take(RingTag{6, 3, 0}));
+  CHECK_FALSE(store.lend());  // kept counts as in use
+  auto taken = store.take(RingTag{5, 3, 0});
+  REQUIRE(taken);
+  CHECK(taken->key == std::string(32, 'k'));
+  CHECK_FALSE(store.take(RingTag{5, 3, 0}));  // once
+  store.give_back(std::move(*taken));
+  auto again = store.lend();
+  REQUIRE(again);
+  CHECK(again->key.empty());                // wiped
+  CHECK(again->records.data() == memory);   // the same memory, not fresh pages
+  CHECK_FALSE(store.lend());
+  // A run ends with segments still kept: they come back as spares.
+  b->key = std::string(32, 'x');
+  store.keep(RingTag{7, 4, 2}, std::move(*b));
+  store.give_back(std::move(*again));
+  store.clear();
+  CHECK_FALSE(store.take(RingTag{7, 4, 2}));
+  auto c = store.lend();
+  auto d = store.lend();
+  REQUIRE(c);
+  REQUIRE(d);
+  CHECK(c->key.empty());
+  CHECK(d->key.empty());
+  CHECK_FALSE(store.lend());
 }

@@ -136,47 +136,40 @@ void RingLink::send_relayable(const ring::RingTag& tag, const void* data, size_t
 
 void RingLink::relay(const ring::RingTag& received, const ring::RingTag& tag, const void* data,
                      size_t bytes) {
-  wire::SealedFrame kept;
-  {
-    std::lock_guard<std::mutex> lock(kept_mutex_);
-    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-      if (it->first == received) {
-        kept = std::move(it->second);
-        kept_.erase(it);
-        break;
-      }
-    }
+  std::optional<wire::SealedFrame> kept = relays_.take(received);
+  if (!kept) {
+    send_segment(tag, data, bytes, /*relayable=*/true, nullptr);  // sealed again
+    return;
   }
-  send_segment(tag, data, bytes, /*relayable=*/true, kept.key.empty() ? nullptr : &kept);
-  kept.key.assign(kept.key.size(), '\0');
-  kept.key.clear();
-  std::lock_guard<std::mutex> lock(kept_mutex_);
-  if (kept.records.capacity() > 0 && spare_.size() < kMaxKept) spare_.push_back(std::move(kept));
+  try {
+    send_segment(tag, data, bytes, /*relayable=*/true, &*kept);
+  } catch (...) {
+    relays_.give_back(std::move(*kept));
+    throw;
+  }
+  relays_.give_back(std::move(*kept));
 }
 
 void RingLink::recv_to_relay(const ring::RingTag& tag, void* data, size_t bytes) {
-  wire::SealedFrame frame;
-  bool keep = false;
-  {
-    std::lock_guard<std::mutex> lock(kept_mutex_);
-    // Past kMaxKept the sender is behind: this one is sealed again when it goes on.
-    keep = kept_.size() < kMaxKept;
-    if (keep && !spare_.empty()) {
-      frame = std::move(spare_.back());
-      spare_.pop_back();
-    }
+  // Without a buffer (all in use: the sender is behind) the segment is read as recv() reads it,
+  // and sealed again when it goes on.
+  std::optional<wire::SealedFrame> frame = relays_.lend();
+  try {
+    receive(
+        tag, bytes, [&](const void* src) { if (bytes > 0) std::memcpy(data, src, bytes); },
+        [&](wire::DataChannel& channel, const wire::DataChannel::Idle& idle) {
+          channel.recv({tag.round, tag.step, tag.segment, bytes}, data, idle,
+                       frame ? &*frame : nullptr);
+        });
+  } catch (...) {
+    if (frame) relays_.give_back(std::move(*frame));
+    throw;
   }
-  receive(
-      tag, bytes, [&](const void* src) { if (bytes > 0) std::memcpy(data, src, bytes); },
-      [&](wire::DataChannel& channel, const wire::DataChannel::Idle& idle) {
-        channel.recv({tag.round, tag.step, tag.segment, bytes}, data, idle,
-                     keep ? &frame : nullptr);
-      });
-  std::lock_guard<std::mutex> lock(kept_mutex_);
-  if (!frame.key.empty()) {
-    kept_.emplace_back(tag, std::move(frame));
-  } else if (frame.records.capacity() > 0 && spare_.size() < kMaxKept) {
-    spare_.push_back(std::move(frame));  // it came some other way: the memory stays for later
+  if (!frame) return;
+  if (frame->key.empty()) {
+    relays_.give_back(std::move(*frame));  // it came some other way
+  } else {
+    relays_.keep(tag, std::move(*frame));
   }
 }
 
@@ -274,19 +267,9 @@ void RingLink::confirm_delivered() {
 }
 
 void RingLink::flush() {
-  {
-    // The sender thread is done (the all-reduce drained it): what was kept and not relayed
-    // belonged to this run, which is over.
-    std::lock_guard<std::mutex> lock(kept_mutex_);
-    for (auto& [tag, frame] : kept_) {
-      frame.key.assign(frame.key.size(), '\0');
-      frame.key.clear();
-      if (frame.records.capacity() > 0 && spare_.size() < kMaxKept) {
-        spare_.push_back(std::move(frame));
-      }
-    }
-    kept_.clear();
-  }
+  // The sender thread is done (the all-reduce drained it): what was kept and not relayed
+  // belonged to this run, which is over.
+  relays_.clear();
   try {
     rpc_.call([&]() -> kj::Promise<void> {
       if (in_flight_.empty()) return kj::READY_NOW;

@@ -29,14 +29,13 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <kj/async.h>
 #include <kj/timer.h>
 
+#include "libs/daemon/rings/relay_store.h"
 #include "libs/daemon/rings/ring_mailbox.h"
 #include "libs/daemon/rpc/rpc_thread.h"
 #include "libs/daemon/rings/shared_segments.h"
@@ -85,11 +84,11 @@ class RingLink final : public ring::RingTransport {
   void flush() override;
   void confirm_delivered() override;
 
-  // Segments kept to relay at a time: the sender passes a segment on about when the next one
-  // arrives, but on shared cores it falls behind by a few; past kMaxKept a segment is sealed
-  // again instead (4 kept 86 % of the relays at N = 4, 64 MiB, on 2 cores). Memory stays
-  // bounded: at most four segments' sealed bytes a link, 16 MiB at the daemons' 4 MiB segments,
-  // kept between runs for reuse (fresh pages cost more than the sealing saves).
+  // Segments kept to relay at a time (relay_store.h): the sender passes a segment on about when
+  // the next one arrives, but on shared cores it falls behind by a few; past kMaxKept buffers a
+  // segment is sealed again instead (4 kept 86 % of the relays at N = 4, 64 MiB, on 2 cores).
+  // Memory stays bounded: four segments' sealed bytes a link at most, 16 MiB at the daemons'
+  // 4 MiB segments (the memory probe counts them: training/memory_probe.cpp).
   static constexpr size_t kMaxKept = 4;
 
  private:
@@ -141,9 +140,7 @@ class RingLink final : public ring::RingTransport {
   bool channel_logged_ = false;
   std::vector<uint8_t> in_place_;  // recv_in_place's segment from a channel; the ring thread's
   // Received to relay (ring thread) and taken by relay() (sender thread); flush() empties it.
-  std::mutex kept_mutex_;
-  std::deque<std::pair<ring::RingTag, wire::SealedFrame>> kept_;
-  std::vector<wire::SealedFrame> spare_;  // relayed ones, their records' memory to reuse
+  RelayStore relays_{kMaxKept};
 };
 
 }  // namespace ravnest::daemon
