@@ -346,6 +346,89 @@ void check_autocast_on_gpu(const std::string& model) {
 
 }  // namespace
 
+// Three clusters of two stages on cuda:0 (one GPU shared by six daemons), their rings over data
+// channels (--no-shared-memory: the path between hosts; at N = 3 the all-gather relays sealed
+// segments): what a CUDA stage hands its rings (gradients, parameters, buffers, copied to the
+// host) and takes back. Two SGD jobs: the gradients averaged at every update, and DiLoCo (an outer
+// Nesterov step every 2 updates). Each checked against the one-process emulation of the same
+// clusters on the CPU (training::train_reference_clusters) within kCpuGpuTolerance (relative),
+// and the three clusters against one another: bitwise equal (every member of a ring gets the
+// same bytes, and applies them the same way).
+void check_rings_on_gpu(const std::string& model) {
+  if (!gpu_present()) return;
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
+  ::setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+  const test::ModelFiles files = test::model_files(model);
+  const auto initial = training::state_of(torch::jit::load(files.model));
+  const auto cuts = test::LocalCluster::even_cuts(files.model, 2);
+  test::LocalCluster cluster(files.model, {cuts, cuts, cuts}, files.example_inputs);
+  const std::string device = test_device();
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    std::vector<std::string> flags = {"--device", device};
+    // In the hosts mode the daemons are apart already, and refuse each other's shared memory.
+    if (!cluster.hosts()) flags.push_back("--no-shared-memory");
+    cluster.set_daemon_flags(node, flags);
+  }
+  cluster.start_all();
+  auto push = cluster.ravnest("push");
+  INFO(push.out << push.err);
+  REQUIRE(push.exit_code == 0);
+
+  const GpuCase c{model, 8, 2, "1f1b"};
+  const std::vector<std::pair<std::string, std::string>> jobs = {
+      {"gradients", ""},
+      {"diloco", "\n[outer]\nname = \"nesterov\"\nlr = 0.7\nmomentum = 0.9\nevery = 2\n"}};
+  for (const auto& [name, outer] : jobs) {
+    INFO(model << ", 3 clusters of 2 stages on " << device << ", rings over data channels, SGD, "
+               << name);
+    std::string text = job_text(files, c, "sgd", /*deterministic=*/false) + outer;
+    if (name == "gradients") {
+      text.replace(text.find("\n[data]"), 0, "reduce = \"gradients\"\n");
+    }
+    const auto job_path = cluster.dir() / ("job_rings_" + name + ".toml");
+    test::write_text(job_path, text);
+    auto train = cluster.ravnest("train", job_path.string());
+    INFO(train.out << train.err);
+    REQUIRE(train.exit_code == 0);
+    const auto reference =
+        training::train_reference_clusters(files.model, config::load_job(job_path.string()), 3);
+    std::map<std::string, at::Tensor> first;
+    for (int k = 0; k < 3; ++k) {
+      const auto out = cluster.dir() / ("trained_rings_" + name + "_" + std::to_string(k));
+      auto fuse =
+          cluster.ravnest("fuse", "--cluster " + std::to_string(k) + " --out " + out.string());
+      INFO(fuse.out << fuse.err);
+      REQUIRE(fuse.exit_code == 0);
+      const auto state = test::load_state_dict(out / "trained_state_dict.pt");
+      std::string where;
+      if (k == 0) {
+        first = state;
+        const std::multimap<std::string, at::Tensor> trained(state.begin(), state.end());
+        const double relative = relative_difference(trained, reference.state, &where);
+        const auto moved = test::compare_state(trained, reference.state, initial);
+        MEASURED(model << ", rings (" << name << ", 3 clusters, data channels): against the CPU "
+                       << "emulation: largest relative difference " << relative << " in "
+                       << where << " (limit " << kCpuGpuTolerance
+                       << "); training moved weights by " << moved.moved);
+        CHECK(relative <= kCpuGpuTolerance);
+        CHECK(moved.moved > 1e-3);
+      } else {
+        const double apart = test::largest_difference(first, state, &where);
+        INFO("cluster " << k << " against cluster 0: " << apart << " in " << where);
+        CHECK(apart == 0);
+      }
+    }
+  }
+  if (!cluster.hosts()) {
+    bool channel = false;
+    for (int node = 0; node < cluster.nodes(); ++node) {
+      channel = channel ||
+                cluster.log(node).find("over a data channel (AES-256-GCM)") != std::string::npos;
+    }
+    CHECK(channel);
+  }
+}
+
 TEST_CASE("gpu fidelity: autocast fp16 (loss scaler) and bf16 with clipping, 3 stages", "[gpu]") {
   check_autocast_on_gpu("traced_inplace");
 }
@@ -368,4 +451,10 @@ TEST_CASE("gpu fidelity: resnet18 (BatchNorm, one micro-batch)", "[gpu]") {
 
 TEST_CASE("gpu fidelity: transformer (causal_lm, 3 stages on cuda:0)", "[gpu]") {
   check_on_gpu({"causal_lm", 8, 2, "1f1b", true, /*adam_checked=*/false});
+}
+
+// Last: scripts/gpu-check runs the cases in this order within one time limit.
+TEST_CASE("gpu fidelity: rings (3 clusters of 2 stages, data channels, gradients and DiLoCo)",
+          "[gpu]") {
+  check_rings_on_gpu("traced_inplace");
 }
