@@ -291,14 +291,25 @@ void DataChannel::open_with(EVP_CIPHER_CTX* ctx, const uint8_t nonce[12], const 
 
 void DataChannel::seal(const void* plain, size_t bytes, uint8_t* out, uint32_t sequence) {
   uint8_t nonce[12];
-  counted_nonce(nonce, sequence, sequence == kAcknowledgments ? acks_++ : records_++);
+  counted_nonce(nonce, sequence, sequence == kFrameRecords ? records_++ : acks_++);
   seal_with(cipher_, nonce, plain, bytes, out);
 }
 
 void DataChannel::open(const uint8_t* sealed, size_t bytes, void* out, uint32_t sequence) {
   uint8_t nonce[12];
-  counted_nonce(nonce, sequence, sequence == kAcknowledgments ? acks_++ : records_++);
+  counted_nonce(nonce, sequence, sequence == kFrameRecords ? records_++ : acks_++);
   open_with(cipher_, nonce, sealed, bytes, out);
+}
+
+void DataChannel::seal_record(uint32_t kind, uint64_t index, const void* plain, size_t bytes,
+                              uint8_t* out) {
+  if (kind == kKindLinkKey) {
+    seal(plain, bytes, out);
+    return;
+  }
+  uint8_t nonce[12];
+  counted_nonce(nonce, kFrameKeyRecords, index);
+  seal_with(frame_cipher_, nonce, plain, bytes, out);
 }
 
 void DataChannel::open_record(uint32_t kind, uint64_t index, uint8_t* sealed, size_t bytes,
@@ -310,6 +321,13 @@ void DataChannel::open_record(uint32_t kind, uint64_t index, uint8_t* sealed, si
   uint8_t nonce[12];
   counted_nonce(nonce, kFrameKeyRecords, index);
   open_with(frame_cipher_, nonce, sealed, bytes, out);
+}
+
+void DataChannel::set_frame_key(const void* key) {
+  const auto* k = static_cast<const unsigned char*>(key);
+  if (EVP_CipherInit_ex(frame_cipher_, nullptr, nullptr, k, nullptr, -1) != 1) {
+    throw channel_error(peer_, "cannot set a frame's key");
+  }
 }
 
 void DataChannel::send_acknowledgment(const Idle& idle) {
@@ -363,17 +381,13 @@ void DataChannel::send(const ChannelFrame& frame, const void* data, const Idle& 
     write_all(p, frame.bytes, idle);
     return;
   }
-  uint32_t kind = kKindLinkKey;
+  const uint32_t kind = relayable ? kKindFrameKey : kKindLinkKey;
   std::string key;
   if (relayable) {
     // A key of the frame's own, which travels in the header sealed under the channel's key:
     // the records can then go on as they are, each nonce their place in this frame alone.
-    kind = kKindFrameKey;
     key = random_bytes(kChannelKeyBytes);
-    const auto* k = reinterpret_cast<const unsigned char*>(key.data());
-    if (EVP_CipherInit_ex(frame_cipher_, nullptr, nullptr, k, nullptr, -1) != 1) {
-      throw channel_error(peer_, "cannot set a frame's key");
-    }
+    set_frame_key(key.data());
   }
   // Sealed records gathered kChannelBatchRecords at a time (the header with the first), one
   // send each: fewer system calls, and fewer wakeups of the receiver, than a send a record.
@@ -389,13 +403,7 @@ void DataChannel::send(const ChannelFrame& frame, const void* data, const Idle& 
       write_all(scratch_.data(), fill, idle);
       fill = 0;
     }
-    if (relayable) {
-      uint8_t nonce[12];
-      counted_nonce(nonce, kFrameKeyRecords, index);
-      seal_with(frame_cipher_, nonce, p + off, n, scratch_.data() + fill);
-    } else {
-      seal(p + off, n, scratch_.data() + fill);
-    }
+    seal_record(kind, index, p + off, n, scratch_.data() + fill);
     fill += n + kTagBytes;
     off += n;
   }
@@ -424,7 +432,8 @@ void DataChannel::read_sealed(uint8_t* into, uint64_t left, const Idle& idle) {
   read_all(into, batch + records_of(batch) * kTagBytes, idle);
 }
 
-uint32_t DataChannel::read_header(const ChannelFrame& expect, const Idle& idle) {
+uint32_t DataChannel::read_header(const ChannelFrame& expect, const Idle& idle,
+                                  std::string* frame_key) {
   uint8_t header[kHeaderBytes + kTagBytes];
   if (cipher_ == nullptr) {
     read_all(header, kHeaderBytes, idle);
@@ -442,11 +451,15 @@ uint32_t DataChannel::read_header(const ChannelFrame& expect, const Idle& idle) 
                                    got.to_string() + ")");
   }
   if (kind == kKindFrameKey) {
-    const auto* k = header + 32;
-    const bool set = EVP_CipherInit_ex(frame_cipher_, nullptr, nullptr, k, nullptr, -1) == 1;
-    frame_key_.assign(reinterpret_cast<const char*>(k), kChannelKeyBytes);
+    const auto* key = header + 32;
+    if (frame_key != nullptr) frame_key->assign(reinterpret_cast<const char*>(key), kChannelKeyBytes);
+    try {
+      set_frame_key(key);
+    } catch (...) {
+      std::memset(header, 0, sizeof(header));
+      throw;
+    }
     std::memset(header, 0, sizeof(header));
-    if (!set) throw channel_error(peer_, "cannot set a frame's key");
   }
   return kind;
 }
@@ -474,26 +487,24 @@ void DataChannel::open_records(uint32_t kind, uint64_t bytes, uint8_t* kept, uin
 
 void DataChannel::recv(const ChannelFrame& expect, void* out, const Idle& idle,
                        SealedFrame* keep) {
-  const uint32_t kind = read_header(expect, idle);
-  auto* o = static_cast<uint8_t*>(out);
   if (keep != nullptr) keep->key.clear();
+  // A relayable frame's key lands in keep->key (the receiver wipes it once relayed).
+  const uint32_t kind = read_header(expect, idle, keep != nullptr ? &keep->key : nullptr);
+  auto* o = static_cast<uint8_t*>(out);
   if (cipher_ == nullptr) {
     read_all(o, expect.bytes, idle);  // straight into place
   } else if (keep != nullptr && kind == kKindFrameKey) {
     // Kept as it came, to go on unchanged; opened from there into place.
     keep->records.resize(static_cast<size_t>(expect.bytes) + records_of(expect.bytes) * kTagBytes);
     open_records(kind, expect.bytes, keep->records.data(), o, nullptr, idle);
-    keep->key = frame_key_;
   } else {
     open_records(kind, expect.bytes, nullptr, o, nullptr, idle);  // straight into place
   }
-  frame_key_.assign(frame_key_.size(), '\0');
   send_acknowledgment(idle);
 }
 
 void DataChannel::recv_pieces(const ChannelFrame& expect, const PieceUse& use, const Idle& idle) {
-  const uint32_t kind = read_header(expect, idle);
-  frame_key_.assign(frame_key_.size(), '\0');
+  const uint32_t kind = read_header(expect, idle, nullptr);
   if (cipher_ != nullptr) {
     open_records(kind, expect.bytes, nullptr, nullptr, &use, idle);  // each opened in place
   } else {

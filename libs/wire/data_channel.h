@@ -144,12 +144,16 @@ class DataChannel {
   // (0, records_) or acknowledgments (1, acks_).
   void seal(const void* plain, size_t bytes, uint8_t* out, uint32_t sequence = 0);
   void open(const uint8_t* sealed, size_t bytes, void* out, uint32_t sequence = 0);
-  // Record `index` of a frame of `kind` (read_header's answer).
+  // Record `index` of a frame of `kind`: under the channel's key and its counted nonce, or
+  // under the frame's key (set_frame_key) with `index` as the nonce.
+  void seal_record(uint32_t kind, uint64_t index, const void* plain, size_t bytes, uint8_t* out);
   void open_record(uint32_t kind, uint64_t index, uint8_t* sealed, size_t bytes, void* out);
+  // frame_cipher_ takes a relayable frame's kChannelKeyBytes `key`.
+  void set_frame_key(const void* key);
   void send_acknowledgment(const Idle& idle);
-  // Reads and checks the header; returns the frame's kind (a relayable frame's key is then set
-  // in frame_cipher_ and held in frame_key_).
-  uint32_t read_header(const ChannelFrame& expect, const Idle& idle);
+  // Reads and checks the header; returns the frame's kind. A relayable frame's key is then set
+  // in frame_cipher_, and copied to `frame_key` when given.
+  uint32_t read_header(const ChannelFrame& expect, const Idle& idle, std::string* frame_key);
   // Reads the sealed records of the next min(left, a batch) bytes of a frame into `into` (each
   // record's bytes then its tag).
   void read_sealed(uint8_t* into, uint64_t left, const Idle& idle);
@@ -166,7 +170,6 @@ class DataChannel {
   size_t wanted_ = 0;   // the bytes read_all last waited for (capped at a batch)
   EVP_CIPHER_CTX* cipher_ = nullptr;  // null: plain
   EVP_CIPHER_CTX* frame_cipher_ = nullptr;  // relayable frames' (the last one's key)
-  std::string frame_key_;                   // the last relayable frame's key, while read
   uint64_t records_ = 0;              // frames' records sealed (sender) or opened (receiver)
   uint64_t acks_ = 0;                 // acknowledgments sealed (receiver) or opened (sender)
   uint64_t frames_sent_ = 0;
