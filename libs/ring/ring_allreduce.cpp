@@ -225,6 +225,16 @@ std::vector<uint8_t>& RingAllReduce::next_encoded(size_t bytes) {
   return buffer;
 }
 
+void RingAllReduce::gather_segment(const RingTag& tag, const RingTag& next, void* data,
+                                   size_t bytes, bool pass_on) {
+  if (!pass_on) {
+    transport_.recv(tag, data, bytes);
+    return;
+  }
+  transport_.recv_to_relay(tag, data, bytes);
+  enqueue_send(next, data, bytes, SendKind::kRelay, tag);
+}
+
 void RingAllReduce::rethrow_send_error() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (send_error_) std::rethrow_exception(send_error_);
@@ -268,9 +278,7 @@ void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType
                                k.add(dst + offset, src, bytes / es);
                              });
       if (last && average) k.div(dst, elems, n);
-      // The last step's send starts the all-gather: the others pass it on unchanged.
-      enqueue_send(tag(static_cast<uint32_t>(s + 1), i), dst, elems * es,
-                   last && n > 2 ? SendKind::kRelayable : SendKind::kSend);
+      enqueue_send(tag(static_cast<uint32_t>(s + 1), i), dst, elems * es, scatter_send(last));
     }
   }
 
@@ -282,12 +290,7 @@ void RingAllReduce::reduce_buffer(uint64_t round, uint32_t group, at::ScalarType
       rethrow_send_error();
       const size_t elems = seg_elems(c, i);
       uint8_t* dst = seg_ptr(c, i);
-      if (s < n - 2) {
-        transport_.recv_to_relay(tag(step, i), dst, elems * es);
-        enqueue_send(tag(step + 1, i), dst, elems * es, SendKind::kRelay, tag(step, i));
-      } else {
-        transport_.recv(tag(step, i), dst, elems * es);
-      }
+      gather_segment(tag(step, i), tag(step + 1, i), dst, elems * es, s < n - 2);
     }
   }
 }
@@ -358,7 +361,7 @@ void RingAllReduce::reduce_buffer_compressed(uint64_t round, uint32_t group,
       const auto& bytes = encode(last ? "ag" : "rs", chunk, c, i);
       if (last) decode(bytes.data(), c, i, /*add=*/false);
       enqueue_send(tag(static_cast<uint32_t>(s + 1), i), bytes.data(), bytes.size(),
-                   last && n > 2 ? SendKind::kRelayable : SendKind::kSend);
+                   scatter_send(last));
     }
   }
   // All-gather: receive the final chunk (p-s), decode it in place, forward the same bytes.
@@ -369,13 +372,7 @@ void RingAllReduce::reduce_buffer_compressed(uint64_t round, uint32_t group,
       rethrow_send_error();
       const size_t elems = seg_elems(c, i);
       auto& bytes = next_encoded(segment_wire_bytes(codec, elems));
-      if (s < n - 2) {
-        transport_.recv_to_relay(tag(step, i), bytes.data(), bytes.size());
-        enqueue_send(tag(step + 1, i), bytes.data(), bytes.size(), SendKind::kRelay,
-                     tag(step, i));
-      } else {
-        transport_.recv(tag(step, i), bytes.data(), bytes.size());
-      }
+      gather_segment(tag(step, i), tag(step + 1, i), bytes.data(), bytes.size(), s < n - 2);
       decode(bytes.data(), c, i, /*add=*/false);
     }
   }

@@ -122,6 +122,15 @@ class RingAllReduce {
   void enqueue_send(const RingTag& tag, const void* data, size_t bytes,
                     SendKind kind = SendKind::kSend, const RingTag& received = {});
   void rethrow_send_error();
+  // How the reduce-scatter sends at its `last` step, which starts the all-gather: relayable when
+  // members after the next pass the segment on unchanged (N > 2).
+  SendKind scatter_send(bool last) const {
+    return last && size_ > 2 ? SendKind::kRelayable : SendKind::kSend;
+  }
+  // Receives an all-gather segment into `data`; with `pass_on`, as one to relay, and queues its
+  // relay to the next member as `next`.
+  void gather_segment(const RingTag& tag, const RingTag& next, void* data, size_t bytes,
+                      bool pass_on);
   // Waits until every queued send has been handed to the transport. With `cancel`, drops the
   // ones not started yet first (error path).
   void drain_sends(bool cancel);
