@@ -87,6 +87,38 @@ class Requester::Impl {
     });
   }
 
+  // `promise` under a time limit of `timeout_seconds` (with `progress`, the bytes a transfer
+  // moved so far: on a transfer that stops moving, not on the whole of it), the node's
+  // connection dropped when it fails, so the next call connects anew.
+  template <typename T>
+  kj::Promise<T> bounded(kj::Promise<T>&& promise, const config::NodeMetadata& meta,
+                         double timeout_seconds, std::function<uint64_t()> progress = {}) {
+    const auto limit = static_cast<uint64_t>(timeout_seconds * 1000) * kj::MILLISECONDS;
+    auto timeout = (progress ? stalled(limit, std::move(progress), ~uint64_t{0})
+                             : timer().afterDelay(limit))
+                       .then([]() -> T {
+                         kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
+                       });
+    return links_.watch(meta.address, promise.exclusiveJoin(kj::mv(timeout)));
+  }
+
+  // Waits for `promise` on this thread's loop. While an interruption is watched for, throws
+  // Interrupted once it is requested; else a failure throws its kj::Exception.
+  template <typename T>
+  T wait_interruptible(kj::Promise<T>&& promise) {
+    if (interrupted_) {
+      promise = promise.exclusiveJoin(interruption().then([]() -> T {
+        kj::throwFatalException(KJ_EXCEPTION(FAILED, "interrupted"));
+      }));
+    }
+    try {
+      return promise.wait(wait_scope());
+    } catch (const kj::Exception&) {
+      if (interrupt_requested()) throw Interrupted();
+      throw;
+    }
+  }
+
   // Waits for `promise`, failing with a NodeCallError naming the node; a call that fails (or
   // does not answer in time) drops the node's connection, so the next call connects anew. While
   // an interruption is watched for, throws Interrupted once it is requested.
@@ -95,22 +127,10 @@ class Requester::Impl {
   template <typename T>
   T await(kj::Promise<T>&& promise, const config::NodeMetadata& meta, const std::string& what,
           double timeout_seconds = 120, std::function<uint64_t()> progress = {}) {
-    const auto limit = static_cast<uint64_t>(timeout_seconds * 1000) * kj::MILLISECONDS;
-    auto timeout = (progress ? stalled(limit, std::move(progress), ~uint64_t{0})
-                             : timer().afterDelay(limit))
-                       .then([]() -> T {
-                         kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
-                       });
-    kj::Promise<T> joined = links_.watch(meta.address, promise.exclusiveJoin(kj::mv(timeout)));
-    if (interrupted_) {
-      joined = joined.exclusiveJoin(interruption().then([]() -> T {
-        kj::throwFatalException(KJ_EXCEPTION(FAILED, "interrupted"));
-      }));
-    }
     try {
-      return joined.wait(wait_scope());
+      return wait_interruptible(
+          bounded(kj::mv(promise), meta, timeout_seconds, std::move(progress)));
     } catch (const kj::Exception& e) {
-      if (interrupt_requested()) throw Interrupted();
       const std::string reason = wire::kj_reason(e);
       throw NodeCallError(meta.name + " (" + meta.address + "): " + what + ": " + reason, reason,
                           e.getType() == kj::Exception::Type::DISCONNECTED);
@@ -126,33 +146,19 @@ class Requester::Impl {
       const std::function<kj::Promise<void>(size_t, const config::NodeMetadata&)>& call,
       size_t at_once = 16, double timeout_seconds = 120) {
     std::vector<std::string> failed(nodes.size());
-    const auto limit = static_cast<uint64_t>(timeout_seconds * 1000) * kj::MILLISECONDS;
     for (size_t begin = 0; begin < nodes.size(); begin += at_once) {
       const size_t end = std::min(nodes.size(), begin + at_once);
       auto calls = kj::heapArrayBuilder<kj::Promise<void>>(end - begin);
       for (size_t i = begin; i < end; ++i) {
         const auto& meta = nodes[i];
-        auto timeout = timer().afterDelay(limit).then([]() {
-          kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));
-        });
-        calls.add(links_.watch(meta.address, call(i, meta).exclusiveJoin(kj::mv(timeout)))
+        calls.add(bounded(call(i, meta), meta, timeout_seconds)
                       .then([]() {},
                             [&failed, &meta, &what, i](kj::Exception&& e) {
                               failed[i] = meta.name + " (" + meta.address + "): " + what + ": " +
                                           wire::kj_reason(e);
                             }));
       }
-      kj::Promise<void> all = kj::joinPromises(calls.finish());
-      if (interrupted_) {
-        all = all.exclusiveJoin(interruption().then(
-            []() { kj::throwFatalException(KJ_EXCEPTION(FAILED, "interrupted")); }));
-      }
-      try {
-        all.wait(wait_scope());
-      } catch (const kj::Exception&) {
-        if (interrupt_requested()) throw Interrupted();
-        throw;
-      }
+      wait_interruptible(kj::joinPromises(calls.finish()));
     }
     return failed;
   }
