@@ -116,6 +116,13 @@ bool gpu_present() {
   return true;
 }
 
+// Deterministic cuBLAS and no TF32 (see the top of this file), inherited by the daemons and the
+// Python reference this process starts.
+void set_gpu_environment() {
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
+  ::setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+}
+
 std::string job_text(const test::ModelFiles& files, const GpuCase& c, const std::string& optimizer,
                      bool deterministic) {
   return "[train]\nepochs = 2\nbatch_size = " + std::to_string(c.batch_size) +
@@ -171,9 +178,7 @@ double relative_difference(const std::multimap<std::string, at::Tensor>& trained
 
 void check_on_gpu(const GpuCase& c) {
   if (!gpu_present()) return;
-  // Inherited by the daemons and the Python reference (see the top of this file).
-  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
-  ::setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+  set_gpu_environment();
   WARN("LibTorch " << torch_support::kTorchVersion << " defaults in this process: TF32 in cuBLAS "
                    << at::globalContext().allowTF32CuBLAS() << ", in cuDNN "
                    << at::globalContext().allowTF32CuDNN()
@@ -286,8 +291,7 @@ void check_on_gpu(const GpuCase& c) {
 // PyTorch's side: its scale after each update); a stage that stepped on an inf would end in nan.
 void check_autocast_on_gpu(const std::string& model) {
   if (!gpu_present()) return;
-  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
-  ::setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+  set_gpu_environment();
   const test::ModelFiles files = test::model_files(model);
   const auto initial = training::state_of(torch::jit::load(files.model));
   test::LocalCluster cluster(files.model, {test::LocalCluster::even_cuts(files.model, 3)},
@@ -356,8 +360,7 @@ void check_autocast_on_gpu(const std::string& model) {
 // same bytes, and applies them the same way).
 void check_rings_on_gpu(const std::string& model) {
   if (!gpu_present()) return;
-  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1);
-  ::setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
+  set_gpu_environment();
   const test::ModelFiles files = test::model_files(model);
   const auto initial = training::state_of(torch::jit::load(files.model));
   const auto cuts = test::LocalCluster::even_cuts(files.model, 2);
