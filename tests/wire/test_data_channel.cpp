@@ -367,3 +367,20 @@ TEST_CASE("data channel: a relayable frame's records changed, reordered or under
                    swapped.begin() + 80 + record);
   CHECK(replay(swapped, key).find("failed authentication") != std::string::npos);
 }
+
+TEST_CASE("data channel: a header of an unknown kind, or a relayable frame on a plain channel, "
+          "is refused with one line", "[wire][channel]") {
+  for (const uint32_t kind : {1u, 7u}) {
+    Pair p;
+    uint8_t header[64] = {};
+    header[0] = 3;                                        // round 3
+    header[16] = 1;                                       // 1 byte
+    for (int i = 0; i < 4; ++i) header[24 + i] = static_cast<uint8_t>(kind >> (8 * i));
+    REQUIRE(::write(p.a, header, sizeof(header)) == static_cast<ssize_t>(sizeof(header)));
+    DataChannel receiver(p.b, "", "node_6");  // plain: no frame keys
+    uint8_t byte = 0;
+    CHECK(error_of([&] { receiver.recv({3, 0, 0, 1}, &byte, kNoIdle); }) ==
+          "data channel with node_6: a frame of kind " + std::to_string(kind) +
+              " (round 3 step 0 segment 0 (1 bytes))");
+  }
+}
