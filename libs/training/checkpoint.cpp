@@ -63,14 +63,14 @@ c10::Device parameters_device(const torch::optim::Optimizer& optimizer) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, at::Tensor>> copy_stage_state(const torch::jit::Module& stage) {
+std::vector<std::pair<std::string, at::Tensor>> copy_stage_state(const stage::Stage& stage) {
   std::vector<std::pair<std::string, at::Tensor>> state;
   for (const auto& p : stage.named_parameters()) state.emplace_back(p.name, p.value.detach().clone());
   for (const auto& b : stage.named_buffers()) state.emplace_back(b.name, b.value.detach().clone());
   return state;
 }
 
-void restore_stage_state(torch::jit::Module& stage,
+void restore_stage_state(stage::Stage& stage,
                          const std::vector<std::pair<std::string, at::Tensor>>& state) {
   std::map<std::string, at::Tensor> own;
   for (const auto& p : stage.named_parameters()) own.emplace(p.name, p.value);

@@ -17,8 +17,9 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/jit/api/module.h>
 #include <torch/optim/optimizer.h>
+
+#include "libs/stage/stage.h"
 
 namespace ravnest::training {
 
@@ -57,10 +58,10 @@ struct StageCheckpoint {
 };
 
 // The stage's parameters and buffers, copied (the stage goes on training).
-std::vector<std::pair<std::string, at::Tensor>> copy_stage_state(const torch::jit::Module& stage);
+std::vector<std::pair<std::string, at::Tensor>> copy_stage_state(const stage::Stage& stage);
 // Copies `state` into the stage's own tensors (the optimizer keeps referring to them). Throws
 // std::runtime_error when a name is missing or a shape differs.
-void restore_stage_state(torch::jit::Module& stage,
+void restore_stage_state(stage::Stage& stage,
                          const std::vector<std::pair<std::string, at::Tensor>>& state);
 
 // The optimizer's state as bytes that hold host tensors (its state follows the parameters, on

@@ -37,7 +37,7 @@ Correct count_correct(const c10::IValue& model_output, const at::Tensor& labels,
   return result;
 }
 
-Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, const Loss& loss,
+Evaluation evaluate(stage::Stage& module, const data::Dataset& dataset, const Loss& loss,
                     int64_t batch_size) {
   const torch_support::EagerNumerics eager;  // the numerics of eager PyTorch and of the daemons
   if (batch_size < 1) throw std::invalid_argument("evaluate: batch_size must be >= 1");

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include <torch/csrc/jit/api/module.h>
+#include "libs/stage/stage.h"
 
 #include "libs/data/dataset.h"
 #include "libs/training/loss.h"
@@ -34,7 +34,7 @@ Correct count_correct(const c10::IValue& model_output, const at::Tensor& labels,
 
 // Runs the dataset in order in batches of `batch_size`; the module is put in eval mode and
 // back into the mode it was in.
-Evaluation evaluate(torch::jit::Module& module, const data::Dataset& dataset, const Loss& loss,
+Evaluation evaluate(stage::Stage& module, const data::Dataset& dataset, const Loss& loss,
                     int64_t batch_size);
 
 }  // namespace ravnest::training

@@ -12,7 +12,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "libs/base/process_memory.h"
-#include "libs/torch_support/module_file.h"
+#include "libs/stage/torchscript_stage.h"
 #include "libs/torch_support/torch_errors.h"
 #include "libs/training/checkpoint.h"
 #include "libs/training/device_memory.h"
@@ -102,15 +102,15 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
        ("probe-" + std::to_string(::getpid()) + ".ckpt"))
           .string();
   try {
-    torch::jit::Module stage;
+    std::shared_ptr<stage::Stage> stage;
     std::unique_ptr<torch::optim::Optimizer> optimizer;
     // As job_setup does: the stage from its file, in training mode, and a fresh optimizer.
     auto load_stage = [&] {
-      stage = torch_support::load_module(request.stage_path);
-      stage.to(request.device);  // as job_setup does, before the optimizer sees the parameters
-      stage.train(true);
+      stage = stage::load_torchscript_stage(request.stage_path);
+      stage->to(request.device);  // as job_setup does, before the optimizer sees the parameters
+      stage->train(true);
       std::vector<at::Tensor> parameters;
-      for (const auto& p : stage.parameters()) parameters.push_back(p);
+      for (const auto& p : stage->parameters()) parameters.push_back(p);
       optimizer = make_optimizer(request.optimizer, parameters);
     };
     {
@@ -140,7 +140,7 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
                 flight.received.push_back(value);
               }
             }
-            flight.output = stage.forward(flight.received);
+            flight.output = stage->forward(flight.received);
             sending.clear();
             std::vector<at::Tensor> outputs;
             collect_tensors(flight.output, &outputs);
@@ -179,22 +179,22 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
           torch::NoGradGuard no_grad;
           if (request.stash_versions > 0) {
             if (static_cast<int64_t>(stash.size()) >=
-                request.stash_versions * static_cast<int64_t>(stage.parameters().size())) {
-              stash.erase(stash.begin(), stash.begin() + stage.parameters().size());
+                request.stash_versions * static_cast<int64_t>(stage->parameters().size())) {
+              stash.erase(stash.begin(), stash.begin() + stage->parameters().size());
             }
-            for (const auto& p : stage.parameters()) stash.push_back(p.detach().clone());
+            for (const auto& p : stage->parameters()) stash.push_back(p.detach().clone());
           }
           optimizer->step();
           optimizer->zero_grad();
           boundary.clear();
-          for (const auto& buffer : stage.named_buffers()) {
+          for (const auto& buffer : stage->named_buffers()) {
             boundary.emplace_back(buffer.name, buffer.value.detach().clone());
           }
           if (request.ring && !ring_flat.defined()) {
             // What a ring of the job's state averages: parameters, Adam's two moments, buffers.
             int64_t elements = 0;
-            for (const auto& p : stage.parameters()) elements += p.numel() * (p.requires_grad() ? 3 : 1);
-            for (const auto& b : stage.buffers()) elements += b.numel();
+            for (const auto& p : stage->parameters()) elements += p.numel() * (p.requires_grad() ? 3 : 1);
+            for (const auto& b : stage->buffers()) elements += b.numel();
             ring_flat = at::empty({elements}, at::kFloat);
             ring_flat.fill_(0);  // resident, as the ring's copy-in makes it
             // The segments in flight: two calls of 4 MiB each way on its link (ring_link.h),
@@ -214,7 +214,7 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
     {
       Phase phase("checkpoint", &result, request.device);
       StageCheckpoint c;  // StageWorker::write_checkpoint
-      for (const auto& p : stage.named_parameters()) c.state.emplace_back(p.name, p.value.detach());
+      for (const auto& p : stage->named_parameters()) c.state.emplace_back(p.name, p.value.detach());
       c.state.insert(c.state.end(), boundary.begin(), boundary.end());
       c.random_state = random_state(request.device);
       c.optimizer = save_optimizer(*optimizer);
@@ -225,18 +225,18 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
       // checkpoint read and restored, then an update with everything in place.
       Phase phase("resume", &result, request.device);
       optimizer.reset();
-      stage = torch::jit::Module();
+      stage.reset();
       load_stage();
       {
         StageCheckpoint c = load_checkpoint(checkpoint_path);
-        restore_stage_state(stage, c.state);
+        restore_stage_state(*stage, c.state);
         restore_optimizer(*optimizer, c.optimizer);
       }
       train(1);
     }
     {
       Phase phase("finish", &result, request.device);  // the trained stage, saved when the job ends
-      torch_support::save_module_atomically(stage, checkpoint_path + ".trained.pt");
+      stage->save(checkpoint_path + ".trained.pt");
     }
   } catch (const std::exception& e) {
     std::remove(checkpoint_path.c_str());

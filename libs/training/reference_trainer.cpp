@@ -1,3 +1,4 @@
+#include "libs/stage/torchscript_stage.h"
 #include "libs/torch_support/module_file.h"
 #include "libs/training/reference_trainer.h"
 
@@ -103,7 +104,8 @@ ReferenceResult train_reference(torch::jit::Module& module, const config::JobSpe
     point.epoch = epoch;
     point.batches = result.batches;
     point.updates = result.updates;
-    point.result = evaluate(module, *validation, loss, t.batch_size);
+    stage::TorchScriptStage whole(module);  // the same module, not a copy
+    point.result = evaluate(whole, *validation, loss, t.batch_size);
     result.validations.push_back(point);
   };
 

@@ -22,7 +22,7 @@
 #include "libs/worker/ps/ps_evaluator.h"
 #include "libs/worker/ps/ps_server.h"
 #include "libs/worker/pipeline/stage_predictor.h"
-#include "libs/torch_support/module_file.h"
+#include "libs/stage/torchscript_stage.h"
 #include "libs/planner/rings.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
@@ -50,7 +50,7 @@ JobSetup::RoleOptions make_ps_role_options(WorkerSetup& setup, const store::Node
     }
     if (!shard) throw std::runtime_error("this server holds no shard in the plan");
     std::map<std::string, at::Tensor> named;
-    for (const auto& p : setup.stage.named_parameters()) named.emplace(p.name, p.value);
+    for (const auto& p : setup.stage->named_parameters()) named.emplace(p.name, p.value);
     std::vector<at::Tensor> parameters;
     for (const auto& name : shard->tensors) {
       auto it = named.find(name);
@@ -76,7 +76,7 @@ JobSetup::RoleOptions make_ps_role_options(WorkerSetup& setup, const store::Node
 // stage_sha256, which the requester checked against its plan before the job. A stage.pt
 // replaced or damaged since the push (metadata.json unchanged, a daemon restarted on another
 // copy) is refused in one line instead of trained. Loaded from the bytes that were hashed.
-torch::jit::Module load_pushed_stage(const store::NodeStore& store) {
+std::shared_ptr<stage::Stage> load_pushed_stage(const store::NodeStore& store) {
   // Hashed in pieces, then loaded from the file a record at a time: a stage is never held whole
   // in memory beside its tensors (it was three times over: a growing string, then a stream's
   // copy), so loading costs what the stage holds and no more. The data directory is the
@@ -95,7 +95,7 @@ torch::jit::Module load_pushed_stage(const store::NodeStore& store) {
                              expected.substr(0, 12) +
                              ": the file changed since `ravnest push`; push again");
   }
-  return torch_support::load_module(path);
+  return stage::load_torchscript_stage(path);
 }
 
 }  // namespace
@@ -110,7 +110,7 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
   const auto& node = setup.node;
   // A prediction runs on what training made of the stage, when it made something.
   const bool trained = job.predict && std::filesystem::exists(store.trained_path());
-  setup.stage = trained ? torch_support::load_module(store.trained_path().string())
+  setup.stage = trained ? stage::load_torchscript_stage(store.trained_path().string())
                         : load_pushed_stage(store);
   setup.job_id = job_id;
   if (job.predict && (node.role == config::Role::kServer ||
@@ -127,13 +127,13 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
   setup.leaf_node = node.pipeline.back();
   // Before the optimizer takes the parameters.
   setup.device = device;
-  setup.stage.to(device);
+  setup.stage->to(device);
 
   // A hybrid trainer's tables are the servers' to optimize.
   std::set<std::string> tables;
   for (const auto& t : node.parameter_server.sparse_tables) tables.insert(t.weight);
   std::vector<at::Tensor> parameters;
-  for (const auto& p : setup.stage.named_parameters()) {
+  for (const auto& p : setup.stage->named_parameters()) {
     if (!tables.count(p.name)) parameters.push_back(p.value);
   }
   setup.optimizer = training::make_optimizer(job.optimizer, parameters);

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include <torch/csrc/jit/api/module.h>
 #include <torch/optim/optimizer.h>
 
 #include "libs/config/job/job_spec.h"
+#include "libs/stage/stage.h"
 #include "libs/config/plan/node_metadata.h"
 #include "libs/training/checkpoint.h"
 #include "libs/training/lr_schedule.h"
@@ -35,7 +35,8 @@ struct WorkerSetup {
   config::NodeMetadata node;
   int root_node = 0;  // of this cluster
   int leaf_node = 0;
-  torch::jit::Module stage;
+  // What this node trains (stage.h): shared with the worker's parts that hold it.
+  std::shared_ptr<stage::Stage> stage;
   c10::Device device{c10::kCPU};  // where the stage computes (compute_device.h)
   // [train] deterministic: LibTorch's deterministic algorithms while the worker lives
   // (DeterministicAlgorithms, compute_device.h).

@@ -64,8 +64,11 @@ InProcessCluster::Trained InProcessCluster::train(
   out.rings = port.rings_run();
   for (const auto& node : metadata_) {
     const auto& worker = port.stage_worker(node.node_id);
-    for (auto& [name, tensor] : graph::named_state(worker.stage())) {
-      out.state.emplace(name, tensor.detach().clone());
+    for (auto& named : worker.stage().named_parameters()) {
+      out.state.emplace(named.name, named.value.detach().clone());
+    }
+    for (auto& named : worker.stage().named_buffers()) {
+      out.state.emplace(named.name, named.value.detach().clone());
     }
     out.records[node.node_id] = worker.backward_records();
     out.most_versions_kept[node.node_id] = worker.most_versions_kept();

@@ -18,6 +18,7 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include "libs/stage/torchscript_stage.h"
 #include "libs/config/job/job_spec.h"
 #include "libs/data/dataset.h"
 #include "libs/training/evaluate.h"
@@ -422,8 +423,8 @@ TEST_CASE("LR schedule per epoch steps only at epoch ends; none leaves the lr al
 // ------------------------------------------------------------------------------- evaluation
 
 TEST_CASE("evaluate: mean loss and accuracy in eval mode; the module's mode is restored") {
-  torch::jit::Module model = torch::jit::load(test::models_dir() + "/small_cnn.pt");
-  model.train();
+  stage::TorchScriptStage model(torch::jit::load(test::models_dir() + "/small_cnn.pt"));
+  model.train(true);
   config::DataSpec spec;
   spec.format = config::DataFormat::kCsv;
   spec.train = {"v", digits_dir() + "/digits_val.csv"};
@@ -440,7 +441,7 @@ TEST_CASE("evaluate: mean loss and accuracy in eval mode; the module's mode is r
   at::NoGradGuard no_grad;
   const auto all = val.get_range(0, val.size());
   const at::Tensor out = model.forward({all.inputs[0]}).toTensor();
-  model.train();
+  model.train(true);
   const double accuracy = out.argmax(1).eq(all.labels).sum().item<double>() / static_cast<double>(val.size());
   CHECK(e.accuracy == accuracy);
   CHECK(e.loss == Approx(at::cross_entropy_loss(out, all.labels).item<double>()).epsilon(1e-5));
@@ -520,7 +521,7 @@ TEST_CASE("cross_entropy, nll and accuracy of a language model's logits [N, T, V
 }
 
 TEST_CASE("evaluate: a language model's token accuracy, a number; a regression's, none") {
-  torch::jit::Module model = torch::jit::load(test::models_dir() + "/char_lm.pt");
+  stage::TorchScriptStage model(torch::jit::load(test::models_dir() + "/char_lm.pt"));
   data::Dataset train = data::read_tensors(test::models_dir() + "/char_lm.train.pt");
   const training::Evaluation e =
       training::evaluate(model, train, Loss(loss_spec(config::LossName::kCrossEntropy)), 5);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "libs/stage/torchscript_stage.h"
 #include "libs/torch_support/torch_compat.h"
 #include "libs/config/job/job_spec.h"
 #include "libs/config/plan/node_metadata.h"
@@ -188,7 +189,7 @@ TEST_CASE("stage worker: out_of_memory names the node, the device and the step",
       stage.define("def forward(self" + args +
                    "):\n  assert False, 'CUDA out of memory. Tried to allocate 2.00 GiB. "
                    "GPU 0 has a total capacity of 79.15 GiB of which 1.06 GiB is free.'\n");
-      setup.stage = stage;
+      setup.stage = std::make_shared<stage::TorchScriptStage>(stage);
     });
     FAIL("the job did not fail");
   } catch (const std::runtime_error& e) {

@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include "apps/ravnest/commands/commands.h"
+#include "libs/stage/torchscript_stage.h"
 #include "libs/config/job/job_spec.h"
 #include "libs/data/dataset.h"
 #include "libs/torch_support/module_file.h"
@@ -22,11 +23,11 @@ int run_evaluate(const std::string& model_path, const std::string& job_path, boo
   auto dataset = data::load_dataset(
       job.data, on_train || job.data.validation.empty() ? data::Split::kTrain
                                                         : data::Split::kValidation);
-  torch::jit::Module model = torch_support::load_module(model_path);
+  auto model = stage::load_torchscript_stage(model_path);
   training::Loss loss(job.loss);
   training::Evaluation evaluation;
   try {
-    evaluation = training::evaluate(model, dataset, loss, job.train.batch_size);
+    evaluation = training::evaluate(*model, dataset, loss, job.train.batch_size);
   } catch (const std::exception& e) {
     throw std::runtime_error(model_path + " on " + dataset.origin() + ": " +
                              torch_support::torch_message(e));

@@ -12,7 +12,7 @@ OuterStep::OuterStep(const WorkerSetup& setup, StageRings& rings) : setup_(setup
   // Tied names share one tensor: it is tracked once, under its first name.
   std::map<const void*, size_t> index_of;
   std::vector<std::pair<std::string, at::Tensor>> live;
-  for (const auto& p : setup_.stage.named_parameters()) {
+  for (const auto& p : setup_.stage->named_parameters()) {
     if (!p.value.is_floating_point() || !p.value.requires_grad()) continue;
     auto [it, fresh] = index_of.emplace(p.value.unsafeGetTensorImpl(), live.size());
     if (fresh) {
@@ -33,7 +33,7 @@ void OuterStep::run(const std::function<void(const std::function<void()>&)>& cha
     for (const auto& name : names_[i]) by_name[name] = deltas[i];
   }
   change_weights([&] {
-    auto work = outer_ring_work(setup_.stage, setup_.node.rings, by_name);
+    auto work = outer_ring_work(*setup_.stage, setup_.node.rings, by_name);
     rings_.average_across_clusters(work, "outer");
     optimizer_->step(deltas);
   });

@@ -23,7 +23,7 @@ at::Tensor gradient_of(at::Tensor parameter) {
 }  // namespace
 
 std::vector<WorkerPort::RingWork> cluster_ring_work(
-    const torch::jit::Module& stage, const std::vector<config::RingMembership>& rings,
+    const stage::Stage& stage, const std::vector<config::RingMembership>& rings,
     RingTensors what, torch::optim::Optimizer* optimizer) {
   std::map<std::string, at::Tensor> parameters, buffers;
   for (const auto& p : stage.named_parameters()) parameters[p.name] = p.value;
@@ -56,7 +56,7 @@ std::vector<WorkerPort::RingWork> cluster_ring_work(
 }
 
 std::vector<WorkerPort::RingWork> outer_ring_work(
-    const torch::jit::Module& stage, const std::vector<config::RingMembership>& rings,
+    const stage::Stage& stage, const std::vector<config::RingMembership>& rings,
     const std::map<std::string, at::Tensor>& deltas) {
   std::map<std::string, at::Tensor> buffers;
   for (const auto& b : stage.named_buffers()) buffers[b.name] = b.value;
@@ -77,7 +77,7 @@ std::vector<WorkerPort::RingWork> outer_ring_work(
 }
 
 std::vector<WorkerPort::RingWork> shared_gradient_work(
-    const torch::jit::Module& stage, const config::NodeMetadata& node,
+    const stage::Stage& stage, const config::NodeMetadata& node,
     const std::vector<config::RingMembership>& shared_rings) {
   std::map<std::string, at::Tensor> by_canonical;
   for (const auto& p : stage.named_parameters()) {

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include <torch/csrc/jit/api/module.h>
 #include <torch/optim/optimizer.h>
 
 #include "libs/config/plan/node_metadata.h"
+#include "libs/stage/stage.h"
 #include "libs/worker/transfer.h"
 
 namespace ravnest::worker {
@@ -22,20 +22,20 @@ namespace ravnest::worker {
 // optimizer's state when `optimizer` is given), or parameters and buffers at the end.
 enum class RingTensors { kGradients, kState, kFinal };
 std::vector<WorkerPort::RingWork> cluster_ring_work(
-    const torch::jit::Module& stage, const std::vector<config::RingMembership>& rings,
+    const stage::Stage& stage, const std::vector<config::RingMembership>& rings,
     RingTensors what, torch::optim::Optimizer* optimizer);
 
 // [outer] (DiLoCo, outer_step.h): for each ring, the tensor `deltas` holds under each of the
 // ring's names (the outer gradients of trainable parameters), and the stage's buffers (averaged
 // at every outer step as at every parameter average); other names are skipped by every member.
 std::vector<WorkerPort::RingWork> outer_ring_work(
-    const torch::jit::Module& stage, const std::vector<config::RingMembership>& rings,
+    const stage::Stage& stage, const std::vector<config::RingMembership>& rings,
     const std::map<std::string, at::Tensor>& deltas);
 
 // Within a cluster: the gradients of the tensors this stage shares with others (tied names by
 // the name they are tied to). Throws std::runtime_error for a shared name the stage lacks.
 std::vector<WorkerPort::RingWork> shared_gradient_work(
-    const torch::jit::Module& stage, const config::NodeMetadata& node,
+    const stage::Stage& stage, const config::NodeMetadata& node,
     const std::vector<config::RingMembership>& shared_rings);
 
 }  // namespace ravnest::worker

@@ -23,7 +23,7 @@ StagePredictor::StagePredictor(WorkerSetup setup, Options options, WorkerPort& p
     : WorkerBase(std::move(setup), port, AfterFinish::kGoOn),
       options_(std::move(options)),
       input_slots_(setup_.node) {
-  setup_.stage.eval();
+  setup_.stage->eval();
   // Enough to keep every stage busy while the outputs travel, few enough to bound what waits.
   window_ = std::max<size_t>(4, 2 * setup_.node.pipeline.size());
   // What an earlier prediction left must not pass for this one's.
@@ -149,7 +149,7 @@ void StagePredictor::forward(Micro m) {
   c10::IValue result;
   {
     torch::NoGradGuard no_grad;
-    result = setup_.stage.forward(m.inputs);
+    result = setup_.stage->forward(m.inputs);
   }
   if (is_leaf()) {
     outputs_[Key{m.batch.step, m.batch.index}] = to_device(result, c10::Device(c10::kCPU));

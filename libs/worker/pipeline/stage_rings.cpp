@@ -7,7 +7,7 @@ namespace ravnest::worker {
 void StageRings::reduce_across_clusters(
     RingTensors what, const std::function<void(const std::function<void()>&)>& change_weights) {
   if (setup_.node.rings.empty()) return;
-  auto work = cluster_ring_work(setup_.stage, setup_.node.rings, what,
+  auto work = cluster_ring_work(*setup_.stage, setup_.node.rings, what,
                                 setup_.average_optim ? setup_.optimizer.get() : nullptr);
   for (auto& w : work) {
     w.codec = setup_.compression.rings;
@@ -39,7 +39,7 @@ void StageRings::average_across_clusters(std::vector<WorkerPort::RingWork>& work
 }
 
 void StageRings::sum_shared_gradients() {
-  auto work = shared_gradient_work(setup_.stage, setup_.node, setup_.shared_rings);
+  auto work = shared_gradient_work(*setup_.stage, setup_.node, setup_.shared_rings);
   torch::NoGradGuard no_grad;
   const uint64_t round = shared_round++;
   transfers_.reduce_on_host(work, [&](std::vector<WorkerPort::RingWork>& on_host) {

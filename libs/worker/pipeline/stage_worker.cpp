@@ -15,7 +15,6 @@
 #include "libs/worker/pipeline/ring_work.h"
 #include "libs/worker/ps/embedding_rows.h"
 #include "libs/worker/ps/ps_exchange.h"
-#include "libs/torch_support/module_file.h"
 #include "libs/torch_support/torch_errors.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
@@ -54,8 +53,8 @@ StageWorker::StageWorker(WorkerSetup setup, Options options, WorkerPort& port)
     }
   }
   if (setup_.outer && !servers_) outer_ = std::make_unique<OuterStep>(setup_, rings_);
-  for (const auto& p : setup_.stage.parameters()) state_storages_.insert(p.storage().data());
-  for (const auto& b : setup_.stage.buffers()) state_storages_.insert(b.storage().data());
+  for (const auto& p : setup_.stage->parameters()) state_storages_.insert(p.storage().data());
+  for (const auto& b : setup_.stage->buffers()) state_storages_.insert(b.storage().data());
 }
 
 // A sent tensor's bytes may leave the process after the call returns (messages reference
@@ -313,7 +312,7 @@ void StageWorker::progress() {
 
 void StageWorker::forward(Micro& m) {
   const bool train = !m.batch.validate;
-  setup_.stage.train(train);
+  setup_.stage->train(train);
   std::optional<torch::NoGradGuard> no_grad;
   if (!train) no_grad.emplace();
   std::vector<c10::IValue> args = m.inputs;
@@ -348,7 +347,7 @@ void StageWorker::forward(Micro& m) {
   c10::IValue result;
   try {
     auto precision = autocast();
-    result = setup_.stage.forward(args);
+    result = setup_.stage->forward(args);
   } catch (...) {
     if (rows_) rows_->put_back_placeholders();
     throw;
@@ -433,7 +432,7 @@ void StageWorker::leaf_loss(Micro& m, const c10::IValue& result) {
 // The first forward's graph refers to parameters that an update has since changed in place: the
 // forward runs again on the weights it ran on, from the same inputs and random state, and its
 // graph replaces the first one's (the caller's backward then runs on the same weights).
-void StageWorker::recompute_forward(Micro& m, torch::jit::Module& module) {
+void StageWorker::recompute_forward(Micro& m, stage::Stage& module) {
   std::vector<c10::IValue> args = m.inputs;
   for (size_t i = 0; i < args.size(); ++i) {
     if (!setup_.node.inputs[i].from_node || !m.inputs[i].isTensor()) continue;
@@ -478,7 +477,7 @@ void StageWorker::backward(Micro& m) {
   if (!is_leaf() && asynchronous() && !m.batch.validate) {
     // On the weights its forward ran on: recomputed there if an update came between.
     const uint64_t current = stash_.version();
-    stash_.with_version(m.version, [&](torch::jit::Module& module) {
+    stash_.with_version(m.version, [&](stage::Stage& module) {
       if (m.version != current) recompute_forward(m, module);
       if (options_.record_versions) {
         backward_records_.push_back({m.batch.step, m.batch.index, m.version, current, m.checksum,
@@ -530,7 +529,7 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   if (training::update_due(batches_done_, setup_.update_frequency, batch.last)) {
     boundary_valid_ = false;  // the parameters are about to change
     if (servers_) {
-      servers_->exchange(setup_.stage, updates_done_, batch);
+      servers_->exchange(*setup_.stage, updates_done_, batch);
     } else {
       if (!setup_.shared_rings.empty()) rings_.sum_shared_gradients();
       if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
@@ -622,7 +621,7 @@ void StageWorker::reduce_across_clusters(RingTensors what) {
   });
 }
 
-void StageWorker::save_stage() { torch_support::save_module_atomically(setup_.stage, setup_.trained_path); }
+void StageWorker::save_stage() { setup_.stage->save(setup_.trained_path); }
 
 // Finished nodes keep forwarding: the final validation round may still be on its way.
 void StageWorker::finish() {

@@ -80,7 +80,7 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   // The root: RootFeeder::hold, and feeding goes on if the boundary moved past where it held.
   std::optional<uint64_t> hold(uint64_t target) override;
 
-  const torch::jit::Module& stage() const { return setup_.stage; }
+  const stage::Stage& stage() const { return *setup_.stage; }
 
   // With Options::record_versions (tests), one per training backward of a stage whose
   // forward and backward are apart (not the leaf): the weights it ran on.
@@ -135,7 +135,7 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   void backward_outputs(Micro& m);
   bool asynchronous() const { return setup_.schedule == config::PipelineSchedule::kAsync; }
   // Async: the forward of `m` again, on `module` (the weights it first ran on), for its backward.
-  void recompute_forward(Micro& m, torch::jit::Module& module);
+  void recompute_forward(Micro& m, stage::Stage& module);
   // Changes the parameters in place (`change`): under async, a new version of the weights.
   void update_weights(const std::function<void()>& change);
   void batch_finished(const MicroBatchTag& batch);

@@ -9,7 +9,7 @@
 namespace ravnest::worker {
 
 void StageWorker::resume_from(const training::StageCheckpoint& c) {
-  training::restore_stage_state(setup_.stage, c.state);
+  training::restore_stage_state(*setup_.stage, c.state);
   if (!c.optimizer.empty()) training::restore_optimizer(*setup_.optimizer, c.optimizer);
   if (setup_.lr_schedule) setup_.lr_schedule->restore(c.lr_steps);
   training::set_random_state(setup_.device, c.random_state);
@@ -63,7 +63,7 @@ void StageWorker::mark_boundary() {
   b.random_state = training::random_state(setup_.device);
   b.next_random_state = random_.waiting(batches_done_, 0);
   b.state.clear();
-  for (const auto& buffer : setup_.stage.named_buffers()) {
+  for (const auto& buffer : setup_.stage->named_buffers()) {
     b.state.emplace_back(buffer.name, buffer.value.detach().clone());
   }
   boundary_losses_ = metrics_ ? metrics_->losses().size() : 0;
@@ -76,7 +76,7 @@ void StageWorker::write_checkpoint() {
   if (!setup_.checkpoints || !boundary_valid_ || boundary_.updates <= saved_updates_) return;
   training::StageCheckpoint c = boundary_;
   c.state.clear();
-  for (const auto& p : setup_.stage.named_parameters()) {
+  for (const auto& p : setup_.stage->named_parameters()) {
     c.state.emplace_back(p.name, p.value.detach());
   }
   c.state.insert(c.state.end(), boundary_.state.begin(), boundary_.state.end());

@@ -35,7 +35,7 @@ std::vector<at::Tensor> UpdateGradients::gradients() const {
   };
   std::vector<at::Tensor> grads;
   std::set<const void*> seen;  // a tied tensor under two names counts once
-  for (const auto& p : setup_.stage.named_parameters()) {
+  for (const auto& p : setup_.stage->named_parameters()) {
     if (!p.value.requires_grad() || !p.value.grad().defined()) continue;
     if (!seen.insert(p.value.unsafeGetTensorImpl()).second) continue;
     auto shared = node.shared_parameters.find(p.name);

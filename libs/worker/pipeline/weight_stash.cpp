@@ -7,8 +7,8 @@
 
 namespace ravnest::worker {
 
-WeightStash::WeightStash(const torch::jit::Module& stage) : stage_(stage) {
-  for (const auto& p : stage.parameters()) parameters_.push_back(p);
+WeightStash::WeightStash(std::shared_ptr<stage::Stage> stage) : stage_(std::move(stage)) {
+  for (const auto& p : stage_->parameters()) parameters_.push_back(p);
 }
 
 void WeightStash::hold(uint64_t version) { ++holds_[version]; }
@@ -31,8 +31,8 @@ void WeightStash::before_update() {
 }
 
 void WeightStash::with_version(uint64_t version,
-                               const std::function<void(torch::jit::Module&)>& body) {
-  if (version == version_) return body(stage_);
+                               const std::function<void(stage::Stage&)>& body) {
+  if (version == version_) return body(*stage_);
   auto kept = kept_.find(version);
   if (kept == kept_.end()) {
     throw std::logic_error("weights of version " + std::to_string(version) +
@@ -42,7 +42,7 @@ void WeightStash::with_version(uint64_t version,
     {
       // With autograd on, the copies would be results of clone(), not leaves: no .grad.
       torch::NoGradGuard no_grad;
-      shadow_ = stage_.deepcopy();
+      shadow_ = stage_->deepcopy();
     }
     for (const auto& p : shadow_->parameters()) shadow_parameters_.push_back(p);
     if (shadow_parameters_.size() != parameters_.size()) {
@@ -77,7 +77,7 @@ void WeightStash::with_version(uint64_t version,
   }
 }
 
-double WeightStash::checksum(const torch::jit::Module& module) {
+double WeightStash::checksum(const stage::Stage& module) {
   torch::NoGradGuard no_grad;
   double sum = 0;
   for (const auto& p : module.parameters()) sum += p.to(at::kDouble).sum().item<double>();

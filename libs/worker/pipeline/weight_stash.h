@@ -25,13 +25,14 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/jit/api/module.h>
+
+#include "libs/stage/stage.h"
 
 namespace ravnest::worker {
 
 class WeightStash {
  public:
-  explicit WeightStash(const torch::jit::Module& stage);
+  explicit WeightStash(std::shared_ptr<stage::Stage> stage);
 
   uint64_t version() const { return version_; }
   // A forward ran on `version` (the current one); its backward releases it.
@@ -44,17 +45,17 @@ class WeightStash {
   // Runs `body` on a module with the parameters of `version`: the stage itself for the current
   // version, else the shadow, whose gradients are then added to the stage's parameters' .grad
   // (and cleared). Throws std::logic_error for a version neither current nor kept.
-  void with_version(uint64_t version, const std::function<void(torch::jit::Module&)>& body);
+  void with_version(uint64_t version, const std::function<void(stage::Stage&)>& body);
 
   size_t versions_kept() const { return kept_.size(); }
   // Sum of every parameter's values of `module` (default: the stage): tells two versions apart
   // (tests).
-  double checksum() const { return checksum(stage_); }
-  static double checksum(const torch::jit::Module& module);
+  double checksum() const { return checksum(*stage_); }
+  static double checksum(const stage::Stage& module);
 
  private:
-  torch::jit::Module stage_;
-  std::optional<torch::jit::Module> shadow_;
+  std::shared_ptr<stage::Stage> stage_;
+  std::shared_ptr<stage::Stage> shadow_;  // made at the first version not current
   std::vector<at::Tensor> parameters_;  // the stage's own tensors, in order
   std::vector<at::Tensor> shadow_parameters_;
   uint64_t version_ = 0;

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "libs/config/plan/node_metadata.h"
+#include "libs/stage/torchscript_stage.h"
 #include "libs/training/sparse_optimizer.h"
 
 namespace ravnest::worker {
@@ -13,6 +14,12 @@ namespace ravnest::worker {
 EmbeddingRows::EmbeddingRows(const WorkerSetup& setup, WorkerPort& port)
     : setup_(setup), port_(port) {
   const auto& tables = setup_.node.parameter_server.sparse_tables;
+  // The tables are attributes reached by path: TorchScript's (a hybrid plan cuts TorchScript).
+  torch::jit::Module* script = tables.empty() ? nullptr : stage::torchscript_module(*setup_.stage);
+  if (!tables.empty() && !script) {
+    throw std::runtime_error("a hybrid plan's sparse tables need a TorchScript stage; this one is " +
+                             setup_.stage->format());
+  }
   for (size_t t = 0; t < tables.size(); ++t) {
     TableSlot slot;
     slot.index = t;
@@ -20,7 +27,7 @@ EmbeddingRows::EmbeddingRows(const WorkerSetup& setup, WorkerPort& port)
     const std::string& weight = tables[t].weight;
     const size_t dot = weight.rfind('.');
     slot.attribute = dot == std::string::npos ? weight : weight.substr(dot + 1);
-    slot.owner = setup_.stage;
+    slot.owner = *script;
     for (size_t start = 0; dot != std::string::npos && start <= dot;) {
       const size_t next = weight.find('.', start);
       slot.owner = slot.owner.attr(weight.substr(start, next - start)).toModule();

@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "libs/torch_support/module_file.h"
 #include "libs/torch_support/torch_errors.h"
 
 namespace ravnest::worker {
@@ -16,7 +15,7 @@ EmbeddingServer::EmbeddingServer(WorkerSetup setup, Options options, WorkerPort&
     throw std::runtime_error("sparse_optimizer: a hybrid plan's servers need [sparse_optimizer]");
   }
   std::map<std::string, at::Tensor> parameters;
-  for (const auto& p : setup_.stage.named_parameters()) parameters.emplace(p.name, p.value);
+  for (const auto& p : setup_.stage->named_parameters()) parameters.emplace(p.name, p.value);
   const auto& plan = setup_.node.parameter_server;
   for (size_t t = 0; t < plan.sparse_tables.size(); ++t) {
     const auto& spec = plan.sparse_tables[t];
@@ -150,7 +149,7 @@ void EmbeddingServer::take(int trainer, TransferMessage message) {
   set_status([&](WorkerStatus& s) { s.updates = next_step_; });
   if (trainers_done_.size() == trainer_of_node_.size() && pending_.empty() && !saved_) {
     saved_ = true;
-    torch_support::save_module_atomically(setup_.stage, setup_.trained_path);
+    setup_.stage->save(setup_.trained_path);
     finish(next_step_);
   }
 }

@@ -15,8 +15,8 @@ namespace ravnest::worker {
 PsEvaluator::PsEvaluator(WorkerSetup setup, Options options, WorkerPort& port)
     : WorkerBase(std::move(setup), port), options_(std::move(options)) {
   std::map<std::string, at::Tensor> state;
-  for (const auto& p : setup_.stage.named_parameters()) state.emplace(p.name, p.value);
-  for (const auto& b : setup_.stage.named_buffers()) state.emplace(b.name, b.value);
+  for (const auto& p : setup_.stage->named_parameters()) state.emplace(p.name, p.value);
+  for (const auto& b : setup_.stage->named_buffers()) state.emplace(b.name, b.value);
   for (const auto& server : setup_.node.parameter_server.servers) {
     auto& tensors = shard_tensors_[server.node];
     for (const auto& name : server.tensors) {
@@ -76,7 +76,7 @@ void PsEvaluator::score(std::map<int, TransferMessage>& shards, bool last) {
     }
   }
   const training::Evaluation result =
-      evaluate(setup_.stage, *options_.validation_data, *options_.loss, options_.batch_size);
+      evaluate(*setup_.stage, *options_.validation_data, *options_.loss, options_.batch_size);
   set_status([&](WorkerStatus& s) {
     s.updates = version;
     s.last_loss = result.loss;

@@ -9,7 +9,7 @@
 
 namespace ravnest::worker {
 
-void ServerExchange::exchange(torch::jit::Module& stage, uint64_t update,
+void ServerExchange::exchange(stage::Stage& stage, uint64_t update,
                               const MicroBatchTag& batch) {
   const auto& plan = node_.parameter_server;
   std::map<std::string, at::Tensor> parameters, buffers;

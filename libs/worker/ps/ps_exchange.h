@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <map>
 
-#include <torch/csrc/jit/api/module.h>
 
 #include "libs/config/plan/node_metadata.h"
+#include "libs/stage/stage.h"
 #include "libs/worker/transfer.h"
 
 namespace ravnest::worker {
@@ -27,7 +27,7 @@ class ServerExchange {
   // The worker's update number `update`, after the last batch of it (`batch`): pushes `stage`'s
   // gradients and buffers, waits for every server's weights and copies them into `stage`.
   // Throws std::runtime_error naming the server when a shard does not fit the stage.
-  void exchange(torch::jit::Module& stage, uint64_t update, const MicroBatchTag& batch);
+  void exchange(stage::Stage& stage, uint64_t update, const MicroBatchTag& batch);
 
  private:
   const config::NodeMetadata& node_;

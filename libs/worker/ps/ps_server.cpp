@@ -26,8 +26,8 @@ const config::PsServer& own_shard(const config::NodeMetadata& node) {
 ParameterServer::ParameterServer(WorkerSetup setup, Options options, WorkerPort& port)
     : WorkerBase(std::move(setup), port), options_(std::move(options)) {
   std::map<std::string, at::Tensor> parameters, buffers;
-  for (const auto& p : setup_.stage.named_parameters()) parameters.emplace(p.name, p.value);
-  for (const auto& b : setup_.stage.named_buffers()) buffers.emplace(b.name, b.value);
+  for (const auto& p : setup_.stage->named_parameters()) parameters.emplace(p.name, p.value);
+  for (const auto& b : setup_.stage->named_buffers()) buffers.emplace(b.name, b.value);
   for (const auto& name : own_shard(setup_.node).tensors) {
     if (auto p = parameters.find(name); p != parameters.end()) {
       tensors_.push_back(p->second);
@@ -44,7 +44,7 @@ ParameterServer::ParameterServer(WorkerSetup setup, Options options, WorkerPort&
 }
 
 void ParameterServer::start() {
-  setup_.stage.train(true);
+  setup_.stage->train(true);
   set_status([](WorkerStatus& s) { s.state = WorkerStatus::State::kRunning; });
 }
 
@@ -232,7 +232,7 @@ void ParameterServer::finish_if_done() {
   if (options_.ps.mode != config::PsMode::kAsync && !pending_.empty()) return;
   average_buffers();
   evaluate_if_due(true);
-  torch_support::save_module_atomically(setup_.stage, setup_.trained_path);
+  setup_.stage->save(setup_.trained_path);
   if (dropped_ > 0) {
     spdlog::info("parameter server: {} gradient pushes dropped ({})", dropped_,
                  options_.ps.mode == config::PsMode::kAsync ? "too stale" : "late");
