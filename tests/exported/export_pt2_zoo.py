@@ -129,6 +129,19 @@ class Tied(nn.Module):
         return self.out(torch.tanh(self.mix(self.emb(tokens))))
 
 
+class Constants(nn.Module):
+    """A non-persistent buffer and a tensor constant (both in the archive's data/constants/)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("scale", torch.full((4,), 2.0), persistent=False)
+        self.offset = torch.tensor([0.5, -0.5, 1.0, 0.0])
+
+    def forward(self, x):
+        return self.fc(x) * self.scale + self.offset
+
+
 def inputs_of(name, batch, generator):
     def randn(*shape):
         return torch.randn(*shape, generator=generator)
@@ -141,11 +154,13 @@ def inputs_of(name, batch, generator):
         "mutated_buffer": lambda: (randn(batch, 5),),
         "dropout": lambda: (randn(batch, 10),),
         "tied": lambda: (torch.randint(0, 11, (batch, 9), generator=generator),),
+        "constants": lambda: (randn(batch, 4),),
     }[name]()
 
 
 MODELS = {"cnn": Cnn, "encoder": Encoder, "lstm": Lstm, "multi_io": MultiIo,
-          "mutated_buffer": MutatedBuffer, "dropout": Dropout, "tied": Tied}
+          "mutated_buffer": MutatedBuffer, "dropout": Dropout, "tied": Tied,
+          "constants": Constants}
 
 
 def export_one(name, out_dir):
@@ -166,7 +181,7 @@ def export_one(name, out_dir):
     # The eager reference starts from what the archive holds (export does not run the model on
     # real tensors, but loading it back makes that a fact rather than an assumption).
     state = torch.export.load(pt2).state_dict
-    model.load_state_dict({k: v for k, v in state.items()}, strict=False)
+    model.load_state_dict(dict(state.items()), strict=False)
     inputs = inputs_of(name, kRunBatch, generator)
     torch.manual_seed(kSeed)
     outputs = model(*inputs)

@@ -232,6 +232,10 @@ TEST_CASE("exported: tied embedding and output weights are one parameter") {
   CHECK(names == std::vector<std::string>{"emb.weight", "mix.weight", "mix.bias"});
 }
 
+TEST_CASE("exported: a non-persistent buffer and a tensor constant (data/constants/)") {
+  check_against_eager("constants");
+}
+
 TEST_CASE("exported: parameters and buffers keep their original names; to() keeps leaves") {
   ExportedModule module = ExportedModule::load(zoo("cnn.pt2"));
   std::vector<std::string> buffers;
