@@ -54,6 +54,8 @@ struct Step {
   int eval_alias = -1;        // BatchNorm's num_batches_tracked.add_(1): skipped in eval, its
                               // output the buffer itself (this slot)
   std::vector<int> release;   // slots read for the last time here
+  std::vector<size_t> device_args;  // arguments naming a device (arange(..., device=cpu)): to()
+                                    // moves those naming the module's device with it
 };
 
 struct Placeholder {
@@ -101,6 +103,7 @@ struct ExportedModule::Impl {
   size_t slot_count = 0;
   bool training = true;
   bool training_behaviour = false;
+  c10::Device device = c10::Device("cpu");
   torch::jit::Stack stack;
 
   [[noreturn]] void fail(const std::string& what) const { throw ConfigError(origin + ": " + what); }
@@ -211,9 +214,9 @@ Step ExportedModule::Impl::resolve(const Node& node,
     }
   }
   const char* mode = mode_argument(name.name);
-  const bool in_attention =
-      name.name == "aten::scaled_dot_product_attention" &&
-      module_stack_has(node.nn_module_stack, "torch.nn.modules.activation.MultiheadAttention");
+  // Attention's dropout is written `dropout_p if self.training else 0` (nn.MultiheadAttention,
+  // nanoGPT, Hugging Face's attention classes): an export in training mode bakes the first.
+  const bool in_attention = name.name == "aten::scaled_dot_product_attention";
   for (const c10::Argument& formal : schema.arguments()) {
     const auto it = given.find(formal.name());
     Source source;
@@ -277,6 +280,7 @@ Step ExportedModule::Impl::resolve(const Node& node,
         } catch (const std::exception&) {
           refuse(arg_label + ": device '" + base::printable(a.text, 40) + "' is unknown");
         }
+        step.device_args.push_back(step.args.size());
         break;
       case Kind::kSymInt:
         if (!a.sym_ints[0].name.empty()) {
@@ -690,6 +694,13 @@ void ExportedModule::train(bool on) { impl_->training = on; }
 bool ExportedModule::is_training() const { return impl_->training; }
 
 void ExportedModule::to(const c10::Device& device) {
+  for (Step& step : impl_->steps) {
+    for (size_t arg : step.device_args) {
+      c10::IValue& named = step.args[arg].constant;
+      if (named.toDevice() == impl_->device) named = device;
+    }
+  }
+  impl_->device = device;
   for (at::Tensor& t : impl_->tensors) {
     if (t.device() == device) continue;
     const bool leaf_with_grad = t.requires_grad();

@@ -15,8 +15,9 @@
 // Training and eval: an export taken in training mode records batch_norm(training=True),
 // dropout(train=True), lstm(train=True) and BatchNorm's num_batches_tracked.add_(1). After
 // train(false) these run as model.eval() would: training/train false, the tracking add_ skipped,
-// and scaled_dot_product_attention's dropout_p zero inside nn.MultiheadAttention. An export taken
-// in eval mode stays in eval mode (train(true) does not invent the training path).
+// and scaled_dot_product_attention's dropout_p zero (attention code writes `dropout_p if
+// self.training else 0`: nn.MultiheadAttention, nanoGPT, Hugging Face). An export taken in eval
+// mode stays in eval mode (train(true) does not invent the training path).
 //
 // Threads: one at a time (forward mutates buffers); to() and train() between forwards.
 // load() throws base::ConfigError, one line naming the file and the node at fault (an operator
@@ -61,7 +62,8 @@ class ExportedModule {
 
   void train(bool on = true);
   bool is_training() const;
-  // Parameters (still leaves, gradients dropped), buffers and constants moved to `device`.
+  // Parameters (still leaves, gradients dropped), buffers and constants moved to `device`, and
+  // the nodes that make tensors on the module's device (arange(..., device=cpu)) make them there.
   void to(const c10::Device& device);
 
   // The user inputs' names ("x", "tokens") and the user outputs' count.

@@ -142,6 +142,51 @@ class Constants(nn.Module):
         return self.fc(x) * self.scale + self.offset
 
 
+class Gpt(nn.Module):
+    """A GPT-2-shaped block: token and position embeddings (arange with device and dtype as
+    keyword arguments), causal attention through F.scaled_dot_product_attention with dropout in
+    training only, GELU, LayerNorm, and an output head tied to the token embedding."""
+
+    def __init__(self, vocab=13, dim=16, heads=2, context=8):
+        super().__init__()
+        self.heads = heads
+        self.tokens = nn.Embedding(vocab, dim)
+        self.positions = nn.Embedding(context, dim)
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(approximate="tanh"),
+                                 nn.Linear(4 * dim, dim), nn.Dropout(0.1))
+        self.norm3 = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.tokens.weight
+
+    def forward(self, idx):
+        b, t = idx.shape
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.tokens(idx) + self.positions(pos)
+        q, k, v = self.qkv(self.norm1(x)).split(x.size(-1), dim=2)
+        q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=0.1 if self.training else 0.0)
+        x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, -1))
+        x = x + self.mlp(self.norm2(x))
+        return self.head(self.norm3(x))
+
+
+class ResNet18(nn.Module):
+    """torchvision's resnet18 (weights=None) at 32x32 with 10 classes."""
+
+    def __init__(self):
+        super().__init__()
+        import torchvision
+        self.net = torchvision.models.resnet18(weights=None, num_classes=10)
+
+    def forward(self, x):
+        return self.net(x)
+
+
 def inputs_of(name, batch, generator):
     def randn(*shape):
         return torch.randn(*shape, generator=generator)
@@ -155,12 +200,14 @@ def inputs_of(name, batch, generator):
         "dropout": lambda: (randn(batch, 10),),
         "tied": lambda: (torch.randint(0, 11, (batch, 9), generator=generator),),
         "constants": lambda: (randn(batch, 4),),
+        "gpt": lambda: (torch.randint(0, 13, (batch, 8), generator=generator),),
+        "resnet18": lambda: (randn(batch, 3, 32, 32),),
     }[name]()
 
 
 MODELS = {"cnn": Cnn, "encoder": Encoder, "lstm": Lstm, "multi_io": MultiIo,
           "mutated_buffer": MutatedBuffer, "dropout": Dropout, "tied": Tied,
-          "constants": Constants}
+          "constants": Constants, "gpt": Gpt, "resnet18": ResNet18}
 
 
 def export_one(name, out_dir):

@@ -236,6 +236,14 @@ TEST_CASE("exported: a non-persistent buffer and a tensor constant (data/constan
   check_against_eager("constants");
 }
 
+TEST_CASE("exported: a GPT-2-shaped block (arange with keyword arguments, causal SDPA with dropout)") {
+  check_against_eager("gpt");
+}
+
+TEST_CASE("exported: torchvision's resnet18") {
+  check_against_eager("resnet18");
+}
+
 TEST_CASE("exported: parameters and buffers keep their original names; to() keeps leaves") {
   ExportedModule module = ExportedModule::load(zoo("cnn.pt2"));
   std::vector<std::string> buffers;
