@@ -1,0 +1,42 @@
+// Pt2Archive: a torch.export archive (.pt2, what torch.export.save writes) read in C++, no
+// Python: its program (models/<name>.json, exported_program.h) and its tensors (the raw weight
+// and constant files of data/, with the layout their payload configs give).
+//
+// The archive is a zip that LibTorch's PyTorchStreamReader reads ("<root>/models/model.json",
+// "<root>/data/weights/model_weights_config.json", "<root>/data/weights/weight_0", ...).
+// Entries of a payload config that view the same file with the same layout are one tensor (tied
+// weights: torch.export.save writes the bytes once, and the signature names both).
+//
+// Any thread; reads the whole file; holds nothing after it returns. Every refusal is a
+// base::ConfigError, one line naming the file and what is wrong: not a zip or truncated, not a
+// torch.export archive, a schema too new, a weight file of the wrong size, a pickled (tensor
+// subclass) weight. On LibTorch 1.13 every archive is refused in one line naming that LibTorch
+// and the 2.x build.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#include "libs/exported/exported_program.h"
+
+namespace ravnest::exported {
+
+struct Pt2Archive {
+  std::string origin;      // the file's name, as messages give it
+  std::string model_name;  // "model": models/<model_name>.json
+  ExportedProgram program;
+  // Fully qualified name -> tensor on the CPU, for weights (parameters and persistent buffers)
+  // and constants (lifted tensor constants, non-persistent buffers). Parameters whose meta says so
+  // require grad (leaves); nothing else does.
+  std::map<std::string, at::Tensor> weights;
+  std::map<std::string, at::Tensor> constants;
+};
+
+// The archive at `path`, named `path` in messages.
+Pt2Archive read_pt2_archive(const std::string& path);
+// The archive held in `bytes`, named `origin` in messages (tests, the fuzz target).
+Pt2Archive read_pt2_archive_bytes(const std::string& bytes, const std::string& origin);
+
+}  // namespace ravnest::exported

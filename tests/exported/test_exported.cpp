@@ -1,0 +1,349 @@
+// libs/exported against eager PyTorch: each model of export_pt2_zoo.py's zoo, exported by torch
+// 2.x with a dynamic batch, is loaded from its .pt2 and run forward and backward on a batch other
+// than the export's example (train mode, dropout seeded as eager's), then forward in eval mode;
+// outputs, every parameter's gradient and the buffers after the forward equal, bit for bit, what
+// one eager process computed on one thread. Then archives broken by hand, each refused in one line.
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include "libs/base/config_error.h"
+#include "libs/exported/exported_module.h"
+#include "libs/exported/pt2_archive.h"
+#include "tests/support/test_env.h"
+
+// LibTorch's logging defines a CHECK of its own (c10/util/logging_is_not_google_glog.h), which
+// aborts; Catch2's is the one meant here.
+#undef CHECK
+#include <catch2/catch.hpp>
+
+using namespace ravnest;
+using exported::ExportedModule;
+
+namespace {
+
+std::string zoo(const std::string& name) {
+  return (std::filesystem::path(test::binary_dir()) / "pt2_zoo" / name).string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+struct Reference {
+  std::vector<c10::IValue> inputs;
+  std::vector<at::Tensor> grad_outputs;
+  int64_t seed = 0;
+  std::vector<at::Tensor> outputs;
+  std::map<std::string, at::Tensor> grads;
+  std::map<std::string, at::Tensor> buffers;
+  std::vector<at::Tensor> eval_outputs;
+};
+
+std::vector<at::Tensor> tensors(const c10::IValue& list) {
+  std::vector<at::Tensor> out;
+  for (const c10::IValue& v : list.toListRef()) out.push_back(v.toTensor());
+  return out;
+}
+
+std::map<std::string, at::Tensor> named(const c10::IValue& dict) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& entry : dict.toGenericDict()) out[entry.key().toStringRef()] = entry.value().toTensor();
+  return out;
+}
+
+Reference reference(const std::string& name) {
+  const std::string bytes = read_file(zoo(name + ".ref.pt"));
+  REQUIRE(!bytes.empty());
+  const c10::IValue value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  Reference r;
+  for (const auto& entry : value.toGenericDict()) {
+    const std::string key = entry.key().toStringRef();
+    if (key == "inputs") {
+      for (const at::Tensor& t : tensors(entry.value())) r.inputs.emplace_back(t);
+    } else if (key == "grad_outputs") {
+      r.grad_outputs = tensors(entry.value());
+    } else if (key == "seed") {
+      r.seed = entry.value().toInt();
+    } else if (key == "outputs") {
+      r.outputs = tensors(entry.value());
+    } else if (key == "grads") {
+      r.grads = named(entry.value());
+    } else if (key == "buffers") {
+      r.buffers = named(entry.value());
+    } else if (key == "eval_outputs") {
+      r.eval_outputs = tensors(entry.value());
+    }
+  }
+  return r;
+}
+
+// Equal to eager, bit for bit: the same kernels in the same order on one thread.
+void check_equal(const at::Tensor& ours, const at::Tensor& eager, const std::string& what) {
+  INFO(what);
+  REQUIRE(ours.sizes() == eager.sizes());
+  REQUIRE(ours.scalar_type() == eager.scalar_type());
+  const bool equal = at::equal(ours, eager);
+  if (!equal && ours.is_floating_point()) {
+    INFO("max |difference| " << (ours - eager).abs().max().item<double>());
+    CHECK(equal);
+  } else {
+    CHECK(equal);
+  }
+}
+
+void check_against_eager(const std::string& name) {
+  INFO("model " << name);
+  ExportedModule module = ExportedModule::load(zoo(name + ".pt2"));
+  const Reference ref = reference(name);
+  REQUIRE(module.input_names().size() == ref.inputs.size());
+  REQUIRE(module.output_count() == ref.outputs.size());
+  CHECK(module.is_training());
+
+  torch::manual_seed(static_cast<uint64_t>(ref.seed));
+  const std::vector<c10::IValue> outputs = module.forward(ref.inputs);
+  REQUIRE(outputs.size() == ref.outputs.size());
+  std::vector<at::Tensor> roots, grads;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const at::Tensor out = outputs[i].toTensor();
+    check_equal(out, ref.outputs[i], "output " + std::to_string(i));
+    if (ref.grad_outputs[i].numel() > 0) {
+      roots.push_back(out);
+      grads.push_back(ref.grad_outputs[i]);
+    }
+  }
+  torch::autograd::backward(roots, grads);
+
+  std::map<std::string, at::Tensor> parameters;
+  for (const auto& [n, p] : module.named_parameters()) {
+    CHECK(p.is_leaf());
+    CHECK(p.requires_grad());
+    parameters[n] = p;
+  }
+  REQUIRE(parameters.size() == ref.grads.size());
+  for (const auto& [n, grad] : ref.grads) {
+    INFO("parameter " << n);
+    REQUIRE(parameters.count(n));
+    REQUIRE(parameters[n].grad().defined());
+    check_equal(parameters[n].grad(), grad, "gradient of " + n);
+  }
+  std::map<std::string, at::Tensor> buffers;
+  for (const auto& [n, b] : module.named_buffers()) buffers[n] = b;
+  REQUIRE(buffers.size() == ref.buffers.size());
+  for (const auto& [n, b] : ref.buffers) {
+    REQUIRE(buffers.count(n));
+    check_equal(buffers[n], b, "buffer " + n + " after the training forward");
+  }
+
+  module.train(false);
+  CHECK_FALSE(module.is_training());
+  const std::vector<c10::IValue> eval_outputs = module.forward(ref.inputs);
+  for (size_t i = 0; i < eval_outputs.size(); ++i) {
+    check_equal(eval_outputs[i].toTensor(), ref.eval_outputs[i], "eval output " + std::to_string(i));
+  }
+  // model.eval() leaves the buffers as they were (BatchNorm's statistics and step count).
+  for (const auto& [n, b] : ref.buffers) {
+    if (n.find("num_batches_tracked") != std::string::npos || n.find("running_") != std::string::npos) {
+      check_equal(buffers[n], b, "buffer " + n + " after the eval forward");
+    }
+  }
+}
+
+// `source` rewritten to `target` with `edit` applied to its records (names without the archive's
+// root folder); the records PyTorchStreamWriter writes itself are left to it.
+void rewrite(const std::string& source, const std::string& target,
+             const std::function<void(std::map<std::string, std::string>&)>& edit) {
+  std::map<std::string, std::string> records;
+  {
+    caffe2::serialize::PyTorchStreamReader reader(source);
+    for (const std::string& name : reader.getAllRecords()) {
+      if (name == ".data/version" || name == ".data/serialization_id" || name == "byteorder" ||
+          name == "version") {
+        continue;
+      }
+      auto [data, size] = reader.getRecord(name);
+      records[name] = std::string(static_cast<const char*>(data.get()), size);
+    }
+  }
+  edit(records);
+  caffe2::serialize::PyTorchStreamWriter writer(target);
+  for (const auto& [name, bytes] : records) writer.writeRecord(name, bytes.data(), bytes.size());
+  writer.writeEndOfFile();
+}
+
+std::string refusal(const std::string& path) {
+  try {
+    ExportedModule::load(path);
+  } catch (const base::ConfigError& e) {
+    const std::string what = e.what();
+    CHECK(what.find('\n') == std::string::npos);
+    CHECK(what.rfind(path, 0) == 0);
+    return what;
+  }
+  FAIL("accepted " << path);
+  return "";
+}
+
+void replace_once(std::string& text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("exported: a CNN with BatchNorm and in-place ReLUs trains and evaluates as eager") {
+  check_against_eager("cnn");
+}
+
+TEST_CASE("exported: a transformer encoder layer (SDPA) with a dynamic batch") {
+  check_against_eager("encoder");
+}
+
+TEST_CASE("exported: an LSTM (a multi-output op, sym_size for its initial state)") {
+  check_against_eager("lstm");
+}
+
+TEST_CASE("exported: several inputs and outputs, one of them integers") {
+  check_against_eager("multi_io");
+}
+
+TEST_CASE("exported: a buffer mutated in place by the forward") {
+  check_against_eager("mutated_buffer");
+}
+
+TEST_CASE("exported: dropout draws what eager draws under the same seed") {
+  check_against_eager("dropout");
+}
+
+TEST_CASE("exported: tied embedding and output weights are one parameter") {
+  check_against_eager("tied");
+  ExportedModule module = ExportedModule::load(zoo("tied.pt2"));
+  std::vector<std::string> names;
+  for (const auto& [n, p] : module.named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"emb.weight", "mix.weight", "mix.bias"});
+}
+
+TEST_CASE("exported: a non-persistent buffer and a tensor constant (data/constants/)") {
+  check_against_eager("constants");
+}
+
+TEST_CASE("exported: a GPT-2-shaped block (arange with keyword arguments, causal SDPA with dropout)") {
+  check_against_eager("gpt");
+}
+
+TEST_CASE("exported: torchvision's resnet18") {
+  check_against_eager("resnet18");
+}
+
+TEST_CASE("exported: parameters and buffers keep their original names; to() keeps leaves") {
+  ExportedModule module = ExportedModule::load(zoo("cnn.pt2"));
+  std::vector<std::string> buffers;
+  for (const auto& [n, b] : module.named_buffers()) buffers.push_back(n);
+  CHECK(buffers == std::vector<std::string>{"bn1.running_mean", "bn1.running_var",
+                                            "bn1.num_batches_tracked", "bn2.running_mean",
+                                            "bn2.running_var", "bn2.num_batches_tracked"});
+  CHECK(module.named_parameters().front().first == "conv1.weight");
+  CHECK(module.has_training_behaviour());
+  CHECK(module.input_names() == std::vector<std::string>{"x"});
+  module.to(c10::Device("cpu"));
+  for (const auto& [n, p] : module.named_parameters()) CHECK(p.is_leaf());
+  CHECK_THROWS_WITH(module.forward({}), Catch::Contains("forward takes 1 inputs (x), got 0"));
+}
+
+TEST_CASE("exported: a truncated file and a file that is no zip are refused in one line") {
+  test::TempDir dir;
+  const std::string good = read_file(zoo("cnn.pt2"));
+  const auto truncated = (dir / "truncated.pt2").string();
+  test::write_text(truncated, good.substr(0, good.size() / 2));
+  CHECK(refusal(truncated).find("not a readable .pt2 (zip) archive") != std::string::npos);
+  const auto text = (dir / "text.pt2").string();
+  test::write_text(text, "hello");
+  CHECK(refusal(text).find("not a readable .pt2 (zip) archive") != std::string::npos);
+  const auto missing = (dir / "missing.pt2").string();
+  CHECK(refusal(missing).find("not a readable .pt2 (zip) archive") != std::string::npos);
+}
+
+TEST_CASE("exported: archives broken by hand are refused in one line naming what") {
+  test::TempDir dir;
+  const std::string cnn = zoo("cnn.pt2");
+  auto broken = [&](const std::string& name,
+                    const std::function<void(std::map<std::string, std::string>&)>& edit) {
+    const std::string path = (dir / (name + ".pt2")).string();
+    rewrite(cnn, path, edit);
+    return refusal(path);
+  };
+  // The same records rewritten load: the edits below are what is refused.
+  const std::string same = (dir / "same.pt2").string();
+  rewrite(cnn, same, [](auto&) {});
+  CHECK_NOTHROW(ExportedModule::load(same));
+
+  SECTION("a weight file of the wrong size") {
+    const std::string what = broken("short_weight", [](auto& records) {
+      std::string& w = records.at("data/weights/weight_0");
+      w.resize(w.size() - 4);
+    });
+    CHECK(what.find("data/weights/weight_0") != std::string::npos);
+    CHECK(what.find("bytes") != std::string::npos);
+  }
+  SECTION("a weight of absurd sizes") {
+    const std::string what = broken("huge_weight", [](auto& records) {
+      std::string& config = records.at("data/weights/model_weights_config.json");
+      replace_once(config, R"("sizes": [{"as_int": 8})", R"("sizes": [{"as_int": 4611686018427387904})");
+    });
+    CHECK(what.find("beyond any tensor") != std::string::npos);
+  }
+  SECTION("a node naming an operator the dispatcher does not have") {
+    const std::string what = broken("unknown_op", [](auto& records) {
+      replace_once(records.at("models/model.json"), "torch.ops.aten.linear.default",
+                   "torch.ops.aten.no_such_op.default");
+    });
+    CHECK(what.find("node 'linear' (torch.ops.aten.no_such_op.default): operator aten::no_such_op "
+                    "is not registered") != std::string::npos);
+  }
+  SECTION("a custom op's namespace") {
+    const std::string what = broken("custom_op", [](auto& records) {
+      replace_once(records.at("models/model.json"), "torch.ops.aten.linear.default",
+                   "torch.ops.mylib.fused_linear.default");
+    });
+    CHECK(what.find("mylib::fused_linear is not registered") != std::string::npos);
+  }
+  SECTION("an unknown argument name") {
+    const std::string what = broken("unknown_argument", [](auto& records) {
+      replace_once(records.at("models/model.json"), R"("name": "start_dim")", R"("name": "begin_dim")");
+    });
+    CHECK(what.find("node 'flatten'") != std::string::npos);
+    CHECK(what.find("'begin_dim' is not one of aten::flatten's") != std::string::npos);
+  }
+  SECTION("a schema major newer than supported") {
+    const std::string what = broken("new_schema", [](auto& records) {
+      replace_once(records.at("models/model.json"), R"("schema_version": {"major": 8)",
+                   R"("schema_version": {"major": 99)");
+    });
+    CHECK(what.find("(models/model.json): schema version 99.") != std::string::npos);
+  }
+  SECTION("a model.json that is not JSON") {
+    const std::string what = broken("not_json", [](auto& records) {
+      records.at("models/model.json") = "{\"graph_module\": [";
+    });
+    CHECK(what.find("models/model.json") != std::string::npos);
+  }
+  SECTION("no model at all") {
+    const std::string what = broken("no_model", [](auto& records) { records.erase("models/model.json"); });
+    CHECK(what.find("not a torch.export archive") != std::string::npos);
+  }
+  SECTION("a missing weight file") {
+    const std::string what = broken("missing_weight", [](auto& records) {
+      records.erase("data/weights/weight_3");
+    });
+    CHECK(what.find("no data/weights/weight_3") != std::string::npos);
+  }
+}
