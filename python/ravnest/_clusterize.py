@@ -2,7 +2,10 @@
 
 The model is scripted (torch.jit.script); a model TorchScript cannot script is traced with
 example_args instead, which is said on stderr (a trace records one path through the code: the
-control flow that depends on the data is frozen). The file goes to WORK/model.pt, each example
+control flow that depends on the data is frozen). A traced model (the package's trace, or a
+torch.jit.trace module passed in) is saved with the extra record "ravnest/traced": LibTorch then
+makes its dropout and batch norm follow each module's `training` flag again, which the trace had
+frozen as the mode it ran in (libs/torch_support/traced_mode.h). The file goes to WORK/model.pt, each example
 argument to WORK/example_<i>.pt, and `ravnest clusterize` cuts it into node_data/ and pushes the
 stages to the pool's daemons.
 """
@@ -29,11 +32,29 @@ def script_or_trace(model, example_args):
         print("ravnest: %s is traced with example_args, TorchScript cannot script it (%s); "
               "control flow that depends on the data is frozen as the example took it"
               % (type(model).__name__, str(scripting).strip().splitlines()[0]), file=sys.stderr)
+        # The trace runs forward once in training mode: BatchNorm's statistics and the random
+        # state it moved are put back, so the job starts from the user's model and RNG.
+        state = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()}
         was_training = model.training
         model.train()
-        traced = torch.jit.trace(model, tuple(example_args), check_trace=False)
+        with torch.random.fork_rng(devices=[]):
+            traced = torch.jit.trace(model, tuple(example_args), check_trace=False)
         model.train(was_training)
+        with torch.no_grad():
+            for module in (model, traced):
+                for name, tensor in module.state_dict(keep_vars=True).items():
+                    if name in state:
+                        tensor.copy_(state[name])
         return traced
+
+
+TRACED_RECORD = "ravnest/traced"  # libs/torch_support/traced_mode.h: kTracedRecord
+
+
+def save_module(module, path):
+    """torch.jit.save, marking a traced module as such (TRACED_RECORD)."""
+    extra = {TRACED_RECORD: "torch.jit.trace"} if isinstance(module, torch.jit.TracedModule) else {}
+    torch.jit.save(module, path, _extra_files=extra)
 
 
 def clusterize_args(model_path, example_paths, nodes, out, stages, clusters, verify, push,
@@ -68,7 +89,7 @@ def clusterize(model, example_args=(), nodes="node_data/node_configs.json", stag
     os.makedirs(work_dir, exist_ok=True)
     scripted = script_or_trace(model, example_args)
     model_path = os.path.join(work_dir, "model.pt")
-    scripted.save(model_path)
+    save_module(scripted, model_path)
     example_paths = []
     for i, arg in enumerate(example_args):
         if not isinstance(arg, torch.Tensor):
