@@ -6,7 +6,10 @@ name. A scheduler likewise (an object, a class with lr_scheduler_params, or a na
 What the job file cannot express is refused in one line naming it (docs/job-file.md).
 """
 
+import ast
+import inspect
 import os
+import textwrap
 
 import torch
 
@@ -132,14 +135,79 @@ def _is_plain(criterion):
     return getattr(criterion, "label_smoothing", 0.0) == 0.0
 
 
+def _targets_read(function):
+    """The elements of its second argument (a tuple) that a ScriptFunction reads."""
+    graph = function.graph.copy()
+    torch._C._jit_pass_inline(graph)
+    read = set()
+    for use in list(graph.inputs())[1].uses():
+        node = use.user
+        if node.kind() == "prim::TupleIndex" and node.inputsAt(1).toIValue() is not None:
+            read.add(int(node.inputsAt(1).toIValue()))
+        elif node.kind() == "prim::TupleUnpack":
+            read.update(i for i, out in enumerate(node.outputs()) if out.uses())
+        else:
+            read.add(node.kind())
+    return read
+
+
+def function_loss(function):
+    """Ravnest's criterion, a plain function loss_fn(preds, targets) whose targets is the labels
+    loader's whole batch (inputs, labels) and which reads targets[1]: its source is scripted with
+    targets typed Tuple[Tensor, Tensor] and wrapped as a module forward(outputs, labels). The
+    loss runs where the outputs are, which has the labels but not the inputs: a function that
+    reads targets[0] is refused, as is one TorchScript cannot compile."""
+    name = getattr(function, "__name__", repr(function))
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        raise RavnestError("criterion: the source of %s cannot be read (define the loss function "
+                           "with def in a file)" % name) from None
+    definition = tree.body[0] if tree.body else None
+    if not isinstance(definition, ast.FunctionDef) or len(definition.args.args) != 2 or \
+            definition.args.vararg or definition.args.kwonlyargs or definition.args.kwarg:
+        raise RavnestError("criterion: %s must be a function def of two arguments (preds, "
+                           "targets) as in Ravnest" % name)
+    arguments = definition.args.args
+    arguments[0].annotation = ast.parse("Tensor", mode="eval").body
+    arguments[1].annotation = ast.parse("Tuple[Tensor, Tensor]", mode="eval").body
+    definition.decorator_list = []
+    unit = torch.jit.CompilationUnit()
+    try:
+        unit.define(ast.unparse(tree) + "\n",
+                    rcb=torch._jit_internal.createResolutionCallbackFromClosure(function))
+    except Exception as e:  # TorchScript raises several kinds
+        raise RavnestError("criterion: TorchScript cannot script %s with targets the batch "
+                           "(inputs, labels) (%s)" % (name, str(e).strip().splitlines()[0])) from None
+    scripted = getattr(unit, definition.name)
+    read = _targets_read(scripted)
+    if read - {1}:
+        raise RavnestError("criterion: %s reads targets other than targets[1] (the labels); the "
+                           "loss is computed on the last stage, which has the labels but not the "
+                           "batch's inputs" % name)
+
+    class RavnestCriterion(torch.nn.Module):
+        def forward(self, outputs, labels):
+            return scripted(outputs, (labels, labels))
+
+    module = torch.jit.script(RavnestCriterion())
+    torch._C._jit_pass_inline(module.graph)  # the function's code into forward: saved with it
+    return module
+
+
 def loss_table(criterion, work_dir):
-    """[loss]: the built-in name of a known loss module, else the module scripted to a file."""
+    """[loss]: the built-in name of a known loss module, else the module (or Ravnest's loss
+    function, function_loss) scripted to a file."""
     if isinstance(criterion, str):
         return {"name": criterion}
+    if not isinstance(criterion, torch.nn.Module) and inspect.isfunction(criterion):
+        path = os.path.abspath(os.path.join(work_dir, "loss.pt"))
+        os.makedirs(work_dir, exist_ok=True)
+        function_loss(criterion).save(path)
+        return {"name": "script", "path": path}
     if not isinstance(criterion, torch.nn.Module):
-        raise RavnestError("criterion: %r is not a torch.nn.Module (a loss function must be a "
-                           "module whose forward(outputs, labels) returns the mean loss)"
-                           % (criterion,))
+        raise RavnestError("criterion: %r is neither a torch.nn.Module (forward(outputs, labels)) "
+                           "nor a function loss_fn(preds, targets)" % (criterion,))
     name = _LOSSES.get(type(criterion).__name__)
     if name is not None and _is_plain(criterion):
         return {"name": name}

@@ -27,6 +27,21 @@ def doubled(t):
         return t
 
 
+# Ravnest's criteria (examples/cnn and examples/sorter): targets is the labels loader's batch.
+def cnn_loss_fn(preds, targets):
+    return torch.nn.functional.mse_loss(preds, targets[1])
+
+
+def sorter_criterion(outputs, targets):
+    return torch.nn.functional.cross_entropy(outputs.view(-1, outputs.size(-1)),
+                                             targets[1].view(-1), ignore_index=-1)
+
+
+def reads_inputs(preds, targets):
+    x, y = targets
+    return (preds - x.mean()).pow(2).mean()
+
+
 def refused(call, needle):
     try:
         call()
@@ -74,7 +89,19 @@ def main():
             "LambdaLR")
     refused(lambda: scheduler_table(torch.optim.lr_scheduler.LinearLR(
         sgd, start_factor=1.0, end_factor=0.5)), "end_factor")
-    refused(lambda: loss_table(lambda o, l: o.sum(), "."), "nn.Module")
+    with tempfile.TemporaryDirectory() as work:
+        out, onehot = torch.randn(5, 10), torch.eye(10)[torch.tensor([1, 0, 3, 3, 9])]
+        table = loss_table(cnn_loss_fn, work)
+        assert table["name"] == "script", table
+        assert torch.equal(torch.jit.load(table["path"])(out, onehot),
+                           cnn_loss_fn(out, (None, onehot)))
+        logits, tokens = torch.randn(2, 6, 3), torch.tensor([[0, 1, 2, -1, -1, 1]] * 2)
+        table = loss_table(sorter_criterion, work)
+        assert torch.equal(torch.jit.load(table["path"])(logits, tokens),
+                           sorter_criterion(logits, (None, tokens)))
+    refused(lambda: loss_table(reads_inputs, "."), "targets[1]")
+    refused(lambda: loss_table(lambda o, l: o.sum(), "."), "def")
+    refused(lambda: loss_table(3, "."), "nn.Module")
     refused(lambda: loss_table(torch.nn.L1Loss(reduction="sum"), "."), "reduction")
 
     args = clusterize_args("m.pt", ["e.pt"], "pool.json", "node_data", 3, 1, True, True, False,
