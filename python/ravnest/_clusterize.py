@@ -10,6 +10,7 @@ argument to WORK/example_<i>.pt, and `ravnest clusterize` cuts it into node_data
 stages to the pool's daemons.
 """
 
+import inspect
 import os
 import sys
 
@@ -78,14 +79,47 @@ def clusterize_args(model_path, example_paths, nodes, out, stages, clusters, ver
     return args
 
 
+def positional_examples(model, example_args, example_kwargs):
+    """example_args followed by example_kwargs in the order of forward's parameters: the model's
+    inputs are positional here. A keyword that leaves a parameter between them out (its default
+    would have to be an input), or that forward does not have, is refused in one line."""
+    example_args = tuple(example_args)
+    if not example_kwargs:
+        return example_args
+    try:
+        parameters = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        raise RavnestError("clusterize: example_kwargs needs forward's parameter names, which "
+                           "%s does not give" % type(model).__name__) from None
+    unknown = sorted(set(example_kwargs) - set(parameters))
+    if unknown:
+        raise RavnestError("clusterize: example_kwargs names %s, which %s.forward does not take"
+                           % (", ".join(unknown), type(model).__name__))
+    rest = parameters[len(example_args):]
+    last = max(rest.index(k) for k in example_kwargs)
+    skipped = [p for p in rest[:last + 1] if p not in example_kwargs]
+    if skipped or any(k in parameters[:len(example_args)] for k in example_kwargs):
+        raise RavnestError("clusterize: example_kwargs must give forward's parameters after "
+                           "example_args without a gap (%s.forward's inputs are positional "
+                           "here); missing: %s" % (type(model).__name__,
+                                                   ", ".join(skipped) or "none, one given twice"))
+    return example_args + tuple(example_kwargs[p] for p in rest[:last + 1])
+
+
 def clusterize(model, example_args=(), nodes="node_data/node_configs.json", stages=None,
                clusters=None, verify=True, out="node_data", push=True, memory_probe=True,
-               device=None, work_dir=".ravnest"):
+               device=None, work_dir=".ravnest", example_kwargs=None, pass_data=False):
     """Cuts `model` over the pool `nodes` into the plan directory `out` and, with push, stores
     each stage on its daemon. stages/clusters ask for that layout (`--stages`/`--clusters`).
+    example_kwargs (Ravnest's) follow example_args in forward's order. pass_data=True (Ravnest:
+    size the model by running it) asks for the measured memory, memory_probe=True.
     Returns the command's output (the plan's lines, as Ravnest prints Node(0, Cluster(1)))."""
     if not isinstance(example_args, (tuple, list)):
         example_args = (example_args,)
+    example_args = positional_examples(model, example_args, example_kwargs or {})
+    if pass_data and not memory_probe:
+        raise RavnestError("clusterize: pass_data=True asks for the memory measured by running "
+                           "the model; memory_probe=False forbids it")
     os.makedirs(work_dir, exist_ok=True)
     scripted = script_or_trace(model, example_args)
     model_path = os.path.join(work_dir, "model.pt")

@@ -103,6 +103,31 @@ def epoch_orders(loader, epochs):
     return torch.tensor(rows, dtype=torch.int64)
 
 
+def first_inputs_dtype(data):
+    """The dtype of the first sample's inputs (the first of a tuple), read from the dataset
+    without iterating a DataLoader (that would draw from its generator); None when unknown."""
+    dataset = data.dataset if isinstance(data, torch.utils.data.DataLoader) else data
+    try:
+        x, _ = _split(dataset[0], "dataset[0]")
+    except Exception:  # an iterable dataset, or one that cannot be indexed
+        return None
+    if isinstance(x, (tuple, list)):
+        x = x[0] if x else None
+    try:
+        return _as_tensor(x).dtype
+    except Exception:
+        return None
+
+
+def cast_inputs(inputs, dtype):
+    """Ravnest's inputs_dtype: a tensor of inputs cast to dtype; in a tuple, its floating ones."""
+    if dtype is None:
+        return inputs
+    if isinstance(inputs, tuple):
+        return tuple(t.to(dtype) if t.is_floating_point() else t for t in inputs)
+    return inputs.to(dtype)
+
+
 def index_order(loader):
     """A DataLoader over loader's dataset in index order, in its batches and with its collate_fn
     (the samples are the loader's; only their order differs)."""

@@ -8,23 +8,46 @@ here the requester runs them once: Trainer writes WORK/job.toml, WORK/train.pt a
 import math
 import os
 import re
+import sys
 import warnings
 
 import torch
 
 from ._cli import RavnestError, run
-from ._data import collect, epoch_orders, index_order, write_tensors
+from ._data import (cast_inputs, collect, epoch_orders, first_inputs_dtype, index_order,
+                    write_tensors)
 from ._recipe import accuracy_is_argmax, loss_table, optimizer_table, scheduler_table
+from ._seed import last_seed
+
+
+def note(text):
+    """One line on stderr for what is accepted but not done as Ravnest does it."""
+    print("ravnest: " + text, file=sys.stderr)
 
 
 class Node:
     """Ravnest's Node arguments that shape the recipe (the rest is the daemon's: docs/
-    ravnest-vocabulary.md). name and model are accepted and unused: the plan places the model."""
+    ravnest-vocabulary.md). name and model are accepted and unused: the plan places the model.
+    labels and test_labels are Ravnest's loaders of the loss's targets: the Trainer takes them
+    from train_loader and val_loader and says so in one line when they are other objects. A
+    device other than the CPU is said in one line too: each daemon computes on its own."""
 
     def __init__(self, name=None, model=None, optimizer=None, optimizer_params=None,
                  criterion=None, lr_scheduler=None, lr_scheduler_params=None,
                  lr_step_on_epoch_change=True, update_frequency=1, reduce_factor=None,
-                 average_optim=False, compression=False, device=None, **ignored):
+                 average_optim=False, compression=False, device=None, labels=None,
+                 test_labels=None, loss_filename=None, **ignored):
+        for name_ in sorted(ignored):
+            note("Node(%s=...) is not read (not one of Ravnest's Node arguments this package "
+                 "takes: docs/python.md)" % name_)
+        if device is not None and torch.device(device).type != "cpu":
+            note("Node(device=%s) is not read: each daemon computes on its own device "
+                 "(ravnestd's, or clusterize(device=...))" % torch.device(device))
+        if loss_filename is not None:
+            note("Node(loss_filename=%r) is not written: the job's losses are in "
+                 "runs/<job>/metrics.csv" % loss_filename)
+        self.labels = labels
+        self.test_labels = test_labels
         self.name = name
         self.model = model
         self.optimizer = optimizer
@@ -75,12 +98,24 @@ class Trainer:
     def __init__(self, node=None, lr_scheduler=None, lr_scheduler_params=None, train_loader=None,
                  val_loader=None, val_freq=0, save=False, epochs=1, batch_size=None, step_size=1,
                  update_frequency=None, loss_fn=None, accuracy_fn=None, optimizer=None,
-                 optimizer_params=None, criterion=None, lr_step_on_epoch_change=None, seed=0,
+                 optimizer_params=None, criterion=None, lr_step_on_epoch_change=None, seed=None,
                  shuffle=None, max_steps=None, schedule=None, plan="node_data",
-                 work_dir=".ravnest"):
+                 work_dir=".ravnest", inputs_dtype=None):
         node = node or Node()
         if train_loader is None:
             raise RavnestError("Trainer: train_loader is required")
+        for given, used, what in ((node.labels, train_loader, "labels"),
+                                  (node.test_labels, val_loader, "test_labels")):
+            if given is not None and given is not used:
+                note("Node(%s=...) is not read: the loss's targets are %s's batches" %
+                     (what, "train_loader" if what == "labels" else "val_loader"))
+        if inputs_dtype is not None and not isinstance(inputs_dtype, torch.dtype):
+            raise RavnestError("Trainer: inputs_dtype=%r is not a torch.dtype" % (inputs_dtype,))
+        if inputs_dtype is None and first_inputs_dtype(train_loader) == torch.float64:
+            note("train_loader's inputs are float64 (NumPy's default) and are cast to float32, "
+                 "the models' usual dtype: pass inputs_dtype=torch.float64 to keep them")
+            inputs_dtype = torch.float32
+        self.inputs_dtype = inputs_dtype
         self.plan = plan
         self.work_dir = work_dir
         self.train_loader = train_loader
@@ -97,7 +132,8 @@ class Trainer:
             raise RavnestError("Trainer: no optimizer (pass optimizer= or a Node with one)")
         self.train_table = {"epochs": int(epochs), "micro_batches": int(step_size),
                             "update_frequency": int(update_frequency or node.update_frequency),
-                            "seed": int(seed), "val_freq": int(val_freq)}
+                            "seed": int(last_seed() if seed is None else seed),
+                            "val_freq": int(val_freq)}
         if batch_size is not None:
             self.train_table["batch_size"] = int(batch_size)
         if shuffle is not None:
@@ -140,14 +176,16 @@ class Trainer:
                 warnings.warn("ravnest: the DataLoader's first epoch order is used for every "
                               "epoch (its sampler does not order the whole dataset once per "
                               "epoch)")
-        write_tensors(os.path.join(work, "train.pt"), inputs, labels)
+        write_tensors(os.path.join(work, "train.pt"), cast_inputs(inputs, self.inputs_dtype),
+                      labels)
         if facts is not None:
             # The file holds the loader's samples: read them in order, in the loader's batches.
             train.setdefault("batch_size", int(facts["batch_size"]))
             train["shuffle"] = False
         if self.val_loader is not None:
             v_inputs, v_labels, _ = collect(self.val_loader)
-            write_tensors(os.path.join(work, "val.pt"), v_inputs, v_labels)
+            write_tensors(os.path.join(work, "val.pt"), cast_inputs(v_inputs, self.inputs_dtype),
+                          v_labels)
             data["validation"] = os.path.join(work, "val.pt")
         tables = {"train": train, "data": data,
                   "loss": loss_table(self.criterion, work),
@@ -198,7 +236,7 @@ class Trainer:
         else:
             inputs, labels, _ = collect(data)
         path = os.path.join(work, "predict_data.pt")
-        write_tensors(path, inputs, labels)
+        write_tensors(path, cast_inputs(inputs, self.inputs_dtype), labels)
         out = os.path.join(work, "predictions.pt")
         run(["predict", self.plan, path, "--job", self.job_path, "--out", out,
              "--cluster", cluster_id])

@@ -8,13 +8,16 @@ the object holds (the lr before a scheduler changed it); what it cannot hold is 
 RavnestError naming it; clusterize's argument list carries --stages/--clusters when asked.
 """
 
+import contextlib
+import io
+import os
 import sys
 import tempfile
 
 import torch
 
 import ravnest
-from ravnest._clusterize import clusterize_args, script_or_trace
+from ravnest._clusterize import clusterize_args, positional_examples, script_or_trace
 from ravnest._recipe import loss_table, optimizer_table, scheduler_table
 from ravnest._data import collect, epoch_orders
 from ravnest._trainer import _parse_evaluation, job_text
@@ -171,6 +174,57 @@ def main():
     pairs = [((xs[i], xs[i] * 2), ys[i]) for i in range(10)]
     inputs, labels, _ = collect(torch.utils.data.DataLoader(pairs, batch_size=3))
     assert isinstance(inputs, tuple) and torch.equal(inputs[1], xs * 2)
+
+    # Ravnest's names: set_seed (also the job's seed), inputs_dtype (the inputs written cast;
+    # NumPy's float64 cast to float32 with a line), Node's labels/test_labels/device said in one
+    # line when not what is used, example_kwargs after example_args in forward's order.
+    ravnest.set_seed(42)
+    assert torch.initial_seed() == 42
+    assert ravnest.Trainer(node=node, train_loader=dataset).train_table["seed"] == 42
+    assert ravnest.Trainer(node=node, train_loader=dataset, seed=5).train_table["seed"] == 5
+    doubles = torch.utils.data.TensorDataset(xs.double(), ys)
+    for dtype, expected, said in ((None, torch.float32, "float64"),
+                                  (torch.float64, torch.float64, ""),
+                                  (torch.float32, torch.float32, "")):
+        err = io.StringIO()
+        with tempfile.TemporaryDirectory() as work, contextlib.redirect_stderr(err):
+            trainer = ravnest.Trainer(node=node, train_loader=torch.utils.data.DataLoader(
+                doubles, batch_size=4), inputs_dtype=dtype, work_dir=work)
+            trainer.write_job()
+            written, _ = torch.load(os.path.join(work, "train.pt"))
+        assert written.dtype == expected, (dtype, written.dtype)
+        assert (said in err.getvalue()) if said else err.getvalue() == "", err.getvalue()
+    refused(lambda: ravnest.Trainer(node=node, train_loader=dataset, inputs_dtype="float32"),
+            "inputs_dtype")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        other = ravnest.Node(optimizer="sgd", labels=dataset, test_labels=None,
+                             device=torch.device("cuda"), submod_file="x")
+        ravnest.Trainer(node=other, train_loader=torch.utils.data.DataLoader(dataset))
+    lines = err.getvalue().splitlines()
+    assert any("Node(labels=...) is not read" in l for l in lines), lines
+    assert any("Node(device=cuda) is not read" in l for l in lines), lines
+    assert any("Node(submod_file=...) is not read" in l for l in lines), lines
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        loader = torch.utils.data.DataLoader(dataset)
+        ravnest.Trainer(node=ravnest.Node(optimizer="sgd", labels=loader,
+                                          device=torch.device("cpu")), train_loader=loader)
+    assert err.getvalue() == "", err.getvalue()
+
+    class ThreeInputs(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None):
+            return input_ids
+
+    a, b, c = torch.zeros(1), torch.ones(1), torch.ones(2)
+    assert positional_examples(ThreeInputs(), (), {"input_ids": a, "attention_mask": b,
+                                                   "token_type_ids": c}) == (a, b, c)
+    assert positional_examples(ThreeInputs(), (a,), {"attention_mask": b}) == (a, b)
+    refused(lambda: positional_examples(ThreeInputs(), (a,), {"token_type_ids": c}),
+            "attention_mask")
+    refused(lambda: positional_examples(ThreeInputs(), (a,), {"mask": c}), "mask")
+    refused(lambda: ravnest.clusterize(ThreeInputs(), (a,), pass_data=True, memory_probe=False),
+            "pass_data")
 
     # A forward TorchScript cannot script (it calls code with try/except): traced, and said.
     class Untyped(torch.nn.Module):
