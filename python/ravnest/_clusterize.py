@@ -38,9 +38,16 @@ def script_or_trace(model, example_args):
         state = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()}
         was_training = model.training
         model.train()
-        with torch.random.fork_rng(devices=[]):
-            traced = torch.jit.trace(model, tuple(example_args), check_trace=False)
-        model.train(was_training)
+        try:
+            with torch.random.fork_rng(devices=[]):
+                traced = torch.jit.trace(model, tuple(example_args), check_trace=False)
+        except Exception as tracing:  # the tracer raises several kinds
+            raise RavnestError("clusterize: %s can be neither scripted (%s) nor traced with "
+                               "example_args (%s)" % (
+                                   type(model).__name__, str(scripting).strip().splitlines()[0],
+                                   (str(tracing).strip().splitlines() or ["?"])[0])) from None
+        finally:
+            model.train(was_training)
         with torch.no_grad():
             for module in (model, traced):
                 for name, tensor in module.state_dict(keep_vars=True).items():

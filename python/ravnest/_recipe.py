@@ -7,6 +7,7 @@ What the job file cannot express is refused in one line naming it (docs/job-file
 """
 
 import ast
+import functools
 import inspect
 import os
 import textwrap
@@ -87,6 +88,14 @@ def scheduler_table(scheduler, params=None, per_epoch=True):
     if isinstance(scheduler, str):
         table = {"name": scheduler}
         table.update(params)
+    elif inspect.isroutine(scheduler) or isinstance(scheduler, functools.partial):
+        # transformers' get_linear_schedule_with_warmup and the like: Python that makes a
+        # LambdaLR, whose lambda a job file cannot hold.
+        raise RavnestError("lr_scheduler: %s is a function (it makes a LambdaLR), which a job "
+                           "file cannot hold; a linear decay after the warm-up has no "
+                           "[scheduler] name: linear_warmup (LinearLR: warm-up, then constant) "
+                           "or warmup_cosine (then a cosine decay) instead"
+                           % getattr(scheduler, "__name__", repr(scheduler)))
     else:
         obj = scheduler if not isinstance(scheduler, type) else None
         cls = type(scheduler).__name__ if obj is not None else scheduler.__name__

@@ -151,7 +151,28 @@ class Trainer:
         if accuracy_fn is not None:
             # The common one is validation's own accuracy; any other is refused here.
             accuracy_is_argmax(accuracy_fn)
+        self._check_step_size(step_size, batch_size)
+        # The recipe's refusals come now, before any data is read (a script loss is written to
+        # WORK/loss.pt).
+        self.recipe = {"loss": loss_table(self.criterion, os.path.abspath(work_dir)),
+                       "optimizer": optimizer_table(self.optimizer, self.optimizer_params),
+                       "scheduler": scheduler_table(self.lr_scheduler, self.lr_scheduler_params,
+                                                    self.per_epoch)}
         self.job_path = None
+
+    def _check_step_size(self, step_size, batch_size):
+        """step_size is [train] micro_batches: at most the batch size, refused naming it."""
+        if isinstance(step_size, bool) or not isinstance(step_size, int) or step_size < 1:
+            raise RavnestError("Trainer: step_size=%r must be a whole number >= 1 (the "
+                               "micro-batches each batch is cut into)" % (step_size,))
+        if batch_size is None and isinstance(self.train_loader, torch.utils.data.DataLoader):
+            batch_size = self.train_loader.batch_size
+        if batch_size is not None and step_size > int(batch_size):
+            raise RavnestError("Trainer: step_size=%d must be at most the batch size %d: here it "
+                               "is the number of micro-batches each batch is cut into ([train] "
+                               "micro_batches), which Ravnest's own Trainer does not read: "
+                               "leave it out to train on whole batches"
+                               % (step_size, int(batch_size)))
 
     def write_job(self):
         """Writes WORK/train.pt (and val.pt) and WORK/job.toml; returns the job file's path."""
@@ -187,11 +208,8 @@ class Trainer:
             write_tensors(os.path.join(work, "val.pt"), cast_inputs(v_inputs, self.inputs_dtype),
                           v_labels)
             data["validation"] = os.path.join(work, "val.pt")
-        tables = {"train": train, "data": data,
-                  "loss": loss_table(self.criterion, work),
-                  "optimizer": optimizer_table(self.optimizer, self.optimizer_params),
-                  "scheduler": scheduler_table(self.lr_scheduler, self.lr_scheduler_params,
-                                               self.per_epoch),
+        tables = {"train": train, "data": data, "loss": self.recipe["loss"],
+                  "optimizer": self.recipe["optimizer"], "scheduler": self.recipe["scheduler"],
                   "compression": self.compression}
         self.job_path = os.path.join(work, "job.toml")
         with open(self.job_path + ".tmp", "w") as f:

@@ -226,6 +226,39 @@ def main():
     refused(lambda: ravnest.clusterize(ThreeInputs(), (a,), pass_data=True, memory_probe=False),
             "pass_data")
 
+    # The recipe is refused when the Trainer is made, before the data is read (this dataset
+    # fails when read); step_size by its name; a function scheduler as a function.
+    class Unreadable(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            raise AssertionError("the data was read")
+
+    unread = torch.utils.data.DataLoader(Unreadable(), batch_size=4)
+    refused(lambda: ravnest.Trainer(node=ravnest.Node(optimizer="sgd", criterion=reads_inputs),
+                                    train_loader=unread), "targets[1]")
+    refused(lambda: ravnest.Trainer(node=ravnest.Node(optimizer=torch.optim.Adamax),
+                                    train_loader=unread), "Adamax")
+
+    def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps):
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+
+    refused(lambda: ravnest.Trainer(node=ravnest.Node(
+        optimizer="sgd", lr_scheduler=get_linear_schedule_with_warmup,
+        lr_scheduler_params={"num_warmup_steps": 5, "num_training_steps": 50}),
+        train_loader=unread), "get_linear_schedule_with_warmup is a function")
+    refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=64), "step_size=64")
+    refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=0), "step_size=0")
+    ravnest.Trainer(node=node, train_loader=unread, step_size=4)
+
+    class Untraceable(torch.nn.Module):
+        def forward(self, x):
+            return {"a": doubled(x), "n": len(x)}
+
+    refused(lambda: script_or_trace(Untraceable(), (torch.randn(2, 3),)),
+            "can be neither scripted")
+
     # A forward TorchScript cannot script (it calls code with try/except): traced, and said.
     class Untyped(torch.nn.Module):
         def __init__(self):
