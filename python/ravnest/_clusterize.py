@@ -11,6 +11,7 @@ stages to the pool's daemons.
 """
 
 import inspect
+import json
 import os
 import sys
 
@@ -56,6 +57,7 @@ def script_or_trace(model, example_args):
         return traced
 
 
+STATE_KEYS = "state_keys.json"  # beside model.pt: the user's state dict's names, in order
 TRACED_RECORD = "ravnest/traced"  # libs/torch_support/traced_mode.h: kTracedRecord
 
 
@@ -131,6 +133,10 @@ def clusterize(model, example_args=(), nodes="node_data/node_configs.json", stag
     scripted = script_or_trace(model, example_args)
     model_path = os.path.join(work_dir, "model.pt")
     save_module(scripted, model_path)
+    if isinstance(model, torch.nn.Module):
+        # TorchScript keeps no buffer's persistent=False: the fused state dict is cut to these.
+        with open(os.path.join(work_dir, STATE_KEYS), "w") as f:
+            json.dump(list(model.state_dict().keys()), f)
     example_paths = []
     for i, arg in enumerate(example_args):
         if not isinstance(arg, torch.Tensor):

@@ -5,6 +5,8 @@ here the requester runs them once: Trainer writes WORK/job.toml, WORK/train.pt a
 (docs/job-file.md) and runs `ravnest train` on the plan's daemons, streaming its progress.
 """
 
+import collections
+import json
 import math
 import os
 import re
@@ -14,6 +16,7 @@ import warnings
 import torch
 
 from ._cli import RavnestError, run
+from ._clusterize import STATE_KEYS
 from ._data import (cast_inputs, collect, epoch_orders, first_inputs_dtype, index_order,
                     write_tensors)
 from ._recipe import accuracy_is_argmax, loss_table, optimizer_table, scheduler_table
@@ -276,4 +279,21 @@ def model_fusion(cluster_id=0, plan="node_data", out="trained"):
     """The trained state dict of cluster `cluster_id` (`ravnest fuse`, then torch.load), as
     Ravnest's model_fusion; out/model.pt is the fused TorchScript model."""
     run(["fuse", "--cluster", cluster_id, "--plan", plan, "--out", out])
-    return torch.load(os.path.join(out, "trained_state_dict.pt"))
+    state = torch.load(os.path.join(out, "trained_state_dict.pt"))
+    return user_state(state, plan)
+
+
+def user_state(state, plan):
+    """The fused state dict cut to the names the user's model has (clusterize wrote them beside
+    the plan's model.pt): TorchScript keeps every buffer, persistent=False ones too, which the
+    user's load_state_dict(strict=True) would refuse. Unchanged when the names are not there."""
+    try:
+        with open(os.path.join(plan, "plan.json")) as f:
+            model_path = json.load(f)["model"]
+        with open(os.path.join(os.path.dirname(model_path), STATE_KEYS)) as f:
+            names = json.load(f)
+    except (OSError, ValueError, KeyError, TypeError):
+        return state
+    if not set(names) <= set(state):
+        return state  # another model's names: leave the state dict whole
+    return collections.OrderedDict((name, state[name]) for name in names)

@@ -14,7 +14,9 @@ one) without. Checked (libs/torch_support/traced_mode.h):
   - the fused state dict loaded into the user's class in eval() is the answer: `ravnest evaluate`
     (trainer.evaluate()), the job's last validation loss, trainer.pred() and the fused
     trained/model.pt in eval() (twice: no dropout) all equal it;
-  - the scripted twin trains to the same weights as the traced model.
+  - the scripted twin trains to the same weights as the traced model;
+  - model_fusion's state dict loads strictly into the user's class although the model has a
+    buffer registered persistent=False (TorchScript keeps it as any other).
 """
 
 import copy
@@ -39,9 +41,12 @@ class Traced(nn.Module):
         self.drop = nn.Dropout(0.3)
         self.fc2 = nn.Linear(32, 32)
         self.fc3 = nn.Linear(32, 10)
+        # Not in the state dict; TorchScript keeps it as a buffer all the same.
+        self.register_buffer("scale", torch.ones(10), persistent=False)
 
     def body(self, x):
-        return self.fc3(torch.relu(self.fc2(self.drop(torch.relu(self.bn(self.fc1(x)))))))
+        return self.fc3(torch.relu(self.fc2(self.drop(torch.relu(self.bn(self.fc1(x))))))) * \
+            self.scale
 
     def forward(self, *inputs):  # varargs: TorchScript cannot script this, the package traces it
         return self.body(inputs[0])
