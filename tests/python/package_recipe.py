@@ -40,6 +40,15 @@ def sorter_criterion(outputs, targets):
                                              targets[1].view(-1), ignore_index=-1)
 
 
+# examples/resnet50 and inception_v3: a loss module of the file, the labels moved to the GPU.
+loss_fct = torch.nn.CrossEntropyLoss()
+
+
+def resnet_loss_fn(preds, targets):
+    targets = targets[1].to(torch.device('cuda'))
+    return loss_fct(preds, targets)
+
+
 def reads_inputs(preds, targets):
     x, y = targets
     return (preds - x.mean()).pow(2).mean()
@@ -102,6 +111,9 @@ def main():
         table = loss_table(sorter_criterion, work)
         assert torch.equal(torch.jit.load(table["path"])(logits, tokens),
                            sorter_criterion(logits, (None, tokens)))
+        table = loss_table(resnet_loss_fn, work)
+        labels = torch.tensor([1, 0, 3, 3, 9])
+        assert torch.equal(torch.jit.load(table["path"])(out, labels), loss_fct(out, labels))
     refused(lambda: loss_table(reads_inputs, "."), "targets[1]")
     refused(lambda: loss_table(lambda o, l: o.sum(), "."), "def")
     refused(lambda: loss_table(3, "."), "nn.Module")
