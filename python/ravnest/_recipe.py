@@ -318,6 +318,7 @@ def loss_table(criterion, work_dir):
         raise RavnestError("criterion: TorchScript cannot script %s (%s)" % (
             type(criterion).__name__, str(e).strip().splitlines()[0])) from None
     path = os.path.abspath(os.path.join(work_dir, "loss.pt"))
+    os.makedirs(work_dir, exist_ok=True)
     scripted.save(path)
     return {"name": "script", "path": path}
 

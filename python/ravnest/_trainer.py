@@ -96,7 +96,9 @@ def job_text(tables):
 class Trainer:
     """Trainer(node=Node(...) or the same arguments here, train_loader=..., val_loader=...,
     epochs=..., ...).train(). Loaders may be DataLoaders or Datasets. batch_size defaults to the
-    loader's; step_size is Ravnest's micro-batch count per batch (`[train] micro_batches`)."""
+    loader's; step_size is Ravnest's micro-batch count per batch (`[train] micro_batches`, at
+    most the batch size); inputs_dtype casts the inputs written. The optimizer, scheduler and
+    criterion are checked here, before any data is read."""
 
     def __init__(self, node=None, lr_scheduler=None, lr_scheduler_params=None, train_loader=None,
                  val_loader=None, val_freq=0, save=False, epochs=1, batch_size=None, step_size=1,

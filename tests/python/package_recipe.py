@@ -263,6 +263,10 @@ def main():
     refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=64), "step_size=64")
     refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=0), "step_size=0")
     ravnest.Trainer(node=node, train_loader=unread, step_size=4)
+    with tempfile.TemporaryDirectory() as work:  # a script loss written when the Trainer is made
+        ravnest.Trainer(node=ravnest.Node(optimizer="sgd", criterion=torch.nn.CrossEntropyLoss(
+            label_smoothing=0.1)), train_loader=unread, work_dir=os.path.join(work, "new"))
+        assert os.path.exists(os.path.join(work, "new", "loss.pt"))
 
     class Untraceable(torch.nn.Module):
         def forward(self, x):
