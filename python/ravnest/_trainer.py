@@ -17,7 +17,7 @@ import torch
 
 from ._cli import RavnestError, run
 from ._clusterize import STATE_KEYS
-from ._data import (cast_inputs, collect, epoch_orders, first_inputs_dtype, index_order,
+from ._data import (cast_inputs, collect, drawn_once, epoch_orders, first_inputs_dtype, index_order,
                     write_tensors)
 from ._recipe import accuracy_is_argmax, loss_table, optimizer_table, scheduler_table
 from ._seed import last_seed
@@ -185,6 +185,10 @@ class Trainer:
         work = os.path.abspath(self.work_dir)
         train = dict(self.train_table)
         loader = self.train_loader
+        drawn = drawn_once(loader)
+        if drawn and train["epochs"] > 1:
+            note("train_loader's %s run once, when the data is written: what they draw at random "
+                 "is the same in every epoch (the job reads fixed tensors)" % ", ".join(drawn))
         orders = None
         if isinstance(loader, torch.utils.data.DataLoader):
             orders = epoch_orders(loader, train["epochs"])

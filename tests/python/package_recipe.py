@@ -275,6 +275,30 @@ def main():
     refused(lambda: script_or_trace(Untraceable(), (torch.randn(2, 3),)),
             "can be neither scripted")
 
+    # Random augmentation and a collate_fn run once when the data is written: said in one line.
+    class RandomCrop:
+        def __call__(self, x):
+            return x
+
+    class Compose:
+        def __init__(self, transforms):
+            self.transforms = transforms
+
+    class Augmented(torch.utils.data.TensorDataset):
+        transform = Compose([RandomCrop()])
+
+    augmented = torch.utils.data.DataLoader(Augmented(xs, ys), batch_size=5,
+                                            collate_fn=lambda b: torch.utils.data.default_collate(b)
+                                            if hasattr(torch.utils.data, "default_collate") else
+                                            torch.utils.data._utils.collate.default_collate(b))
+    for epochs, said in ((2, True), (1, False)):
+        err = io.StringIO()
+        with tempfile.TemporaryDirectory() as work, contextlib.redirect_stderr(err):
+            ravnest.Trainer(node=node, train_loader=augmented, epochs=epochs,
+                            work_dir=work).write_job()
+        assert ("RandomCrop, collate_fn <lambda> run once" in err.getvalue()) == said, \
+            err.getvalue()
+
     # A forward TorchScript cannot script (it calls code with try/except): traced, and said.
     class Untyped(torch.nn.Module):
         def __init__(self):
