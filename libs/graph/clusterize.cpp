@@ -183,8 +183,36 @@ std::string human_count(int64_t n) {
 
 }  // namespace
 
+std::string plan_layout_line(const std::vector<config::NodeMetadata>& nodes) {
+  std::map<int, int> stages;  // cluster -> its stage count
+  for (const auto& node : nodes) stages[node.cluster] = std::max(stages[node.cluster], node.cluster_size);
+  if (stages.empty()) return "an empty plan";
+  const bool copies = std::all_of(stages.begin(), stages.end(),
+                                  [](const auto& c) { return c.second == 1; });
+  const std::string count = std::to_string(stages.size());
+  if (copies) {
+    const auto& e = nodes.front().estimates;
+    const double peak = e.peak_memory_bytes > 0 ? static_cast<double>(e.peak_memory_bytes)
+                                                : e.memory_bytes / planner::memory_margin();
+    std::string fits = "the whole model (peak " + human_bytes(peak);
+    if (e.node_ram_bytes > 0) fits += " of " + human_bytes(static_cast<double>(e.node_ram_bytes));
+    fits += ") fits one node";
+    if (stages.size() == 1) return "one node, no pipeline: " + fits;
+    return count + " data-parallel copies of the whole model, not a pipeline: " + fits +
+           ", and " + count + " copies that average their weights are estimated to train faster "
+           "than a pipeline over these nodes (a pipeline: clusterize --stages N, in Python "
+           "clusterize(model, ..., stages=N))";
+  }
+  std::string sizes;
+  for (const auto& [cluster, n] : stages) sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
+  return count + (stages.size() == 1 ? " pipeline" : " pipelines") + " of " + sizes +
+         " stages (" + (stages.size() == 1 ? "one cluster" : "data-parallel clusters") +
+         "): the planner's fastest estimate for this pool and model";
+}
+
 std::vector<std::string> describe_plan(const std::vector<config::NodeMetadata>& nodes) {
   std::vector<std::string> lines;
+  lines.push_back(plan_layout_line(nodes));
   std::map<int, const config::NodeMetadata*> by_id;
   for (const auto& node : nodes) by_id[node.node_id] = &node;
   for (const auto& [id, node] : by_id) {

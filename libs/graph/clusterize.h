@@ -68,7 +68,13 @@ struct ClusterizeResult {
 ClusterizeResult clusterize(const ClusterizeOptions& options,
                             const std::function<void(const std::string&)>& log);
 
-// The per-node report Ravnest prints, then the table (also used by `ravnest plan`-like views).
+// The per-node report Ravnest prints, then the table (also used by `ravnest plan`-like views),
+// after plan_layout_line.
 std::vector<std::string> describe_plan(const std::vector<config::NodeMetadata>& nodes);
+
+// The plan's first line: what the nodes became and why. Copies of the whole model, one node a
+// cluster, are said to be data-parallel copies rather than a pipeline, the model's peak beside a
+// node's RAM, and how to ask for stages; otherwise the clusters' pipelines and their stages.
+std::string plan_layout_line(const std::vector<config::NodeMetadata>& nodes);
 
 }  // namespace ravnest::graph

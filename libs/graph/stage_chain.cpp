@@ -230,6 +230,7 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
   chain.train(true);
   torch::manual_seed(seed);
   std::vector<StageChain::Pass> passes;
+  std::vector<std::unordered_map<const c10::TensorImpl*, at::Tensor>> micro_grads;
   std::string failed;
   try {
     for (size_t m = 0; m < count; ++m) {
@@ -239,6 +240,17 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
     for (size_t m = 0; m < count; ++m) {
       failed = "the chain's backward" + of_micro(m);
       chain.backward(passes[m], sum_of_outputs(passes[m].output) * parts.weights[m]);
+      // Each micro-batch's gradients apart: a tensor tied across stages is summed below as
+      // autograd sums it in the whole model, the stages' shares of one micro-batch first.
+      micro_grads.emplace_back();
+      for (auto& stage : chain.stages()) {
+        for (const auto& p : stage.parameters()) {
+          at::Tensor grad = p.grad();
+          if (!grad.defined()) continue;
+          micro_grads.back()[p.unsafeGetTensorImpl()] = grad.clone();
+          p.mutable_grad().reset();
+        }
+      }
     }
   } catch (const std::exception& e) {
     result.output_diff = std::numeric_limits<double>::infinity();
@@ -273,22 +285,31 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
   }
   std::map<std::string, at::Tensor> chain_grads;  // keyed by the model tensor's first name
   std::map<std::string, bool> held;
-  for (auto& stage : chain.stages()) {
-    std::unordered_set<const c10::TensorImpl*> seen;
-    for (const auto& p : stage.named_parameters()) {
-      auto it = model_params.find(p.name);
-      if (it == model_params.end()) {
-        note(std::numeric_limits<double>::infinity(), "unknown parameter " + p.name,
-             result.grad_diff, result);
-        continue;
+  for (const auto& grads : micro_grads) {
+    std::map<std::string, at::Tensor> share;  // this micro-batch's, summed over the stages
+    for (auto& stage : chain.stages()) {
+      std::unordered_set<const c10::TensorImpl*> seen;
+      for (const auto& p : stage.named_parameters()) {
+        auto it = model_params.find(p.name);
+        if (it == model_params.end()) {
+          if (&grads == &micro_grads.front()) {
+            note(std::numeric_limits<double>::infinity(), "unknown parameter " + p.name,
+                 result.grad_diff, result);
+          }
+          continue;
+        }
+        const std::string& canonical = names_of.at(it->second.unsafeGetTensorImpl()).front();
+        held[canonical] = true;
+        if (!seen.insert(p.value.unsafeGetTensorImpl()).second) continue;
+        auto g = grads.find(p.value.unsafeGetTensorImpl());
+        if (g == grads.end()) continue;
+        auto& slot = share[canonical];
+        slot = slot.defined() ? slot + g->second : g->second;
       }
-      const std::string& canonical = names_of.at(it->second.unsafeGetTensorImpl()).front();
-      held[canonical] = true;
-      if (!seen.insert(p.value.unsafeGetTensorImpl()).second) continue;
-      at::Tensor g = p.value.grad();
-      if (!g.defined()) continue;
+    }
+    for (auto& [canonical, g] : share) {
       auto& slot = chain_grads[canonical];
-      slot = slot.defined() ? slot + g : g.clone();
+      slot = slot.defined() ? slot + g : g;
     }
   }
   for (const auto& [impl, names] : names_of) {

@@ -75,8 +75,10 @@ class WholeModelFailure : public std::runtime_error {
 // chain as the GPipe schedule does: every forward, then every backward, in micro-batch order, so
 // a stage that overwrites what an earlier micro-batch's graph still needs is caught (autograd's
 // error comes back as `failure`, naming the micro-batch). Parameters held by several stages (a
-// module used twice, tied weights) are compared as the sum of their gradients. `chain` must be
-// fresh from load(): its gradients and buffers are changed. Throws when the inputs cannot be
+// module used twice, tied weights) are compared as the sum of their gradients, added as autograd
+// adds them in the whole model: each micro-batch's shares of the stages first, then micro-batch
+// after micro-batch (summed the other way, the rounding differs). `chain` must be fresh from
+// load(): its gradients (left undefined) and buffers are changed. Throws when the inputs cannot be
 // cut (no common dim 0), WholeModelFailure when the whole model itself fails.
 ChainComparison compare_with_model(const std::string& model_path, StageChain& chain,
                                    const std::vector<at::Tensor>& inputs, uint64_t seed,

@@ -13,6 +13,7 @@
 #include "libs/torch_support/torch_compat.h"
 #include "libs/base/atomic_file.h"
 #include "libs/torch_support/torch_errors.h"
+#include "libs/torch_support/traced_mode.h"
 
 namespace ravnest::torch_support {
 
@@ -51,7 +52,12 @@ torch::jit::Module load_module(std::istream& bytes, const std::string& name,
   c10::optional<c10::Device> on;  // c10::optional is not std::optional in 1.13
   if (device) on = *device;
   try {
-    return torch::jit::load(bytes, on);
+    // A record the archive lacks keeps the value given: whatever the marker holds, "" included.
+    const std::string absent = "<absent>";
+    torch::jit::ExtraFilesMap extra{{kTracedRecord, absent}};
+    torch::jit::Module module = torch::jit::load(bytes, on, extra);
+    if (extra[kTracedRecord] != absent) follow_training_flag(module);
+    return module;
   } catch (const std::exception& e) {
     refuse(bytes, name, e);
   }

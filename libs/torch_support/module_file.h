@@ -28,7 +28,9 @@ void save_module_atomically(const torch::jit::Module& module, const std::string&
 //    builtin op: aten::scaled_dot_product_attention.): export it with torch 1.13, or build
 //    ravnest against your PyTorch (README: Your own LibTorch)"
 // Any other failure: "PATH: not a TorchScript model LibTorch 1.13.0 can read (torch.jit.load
-// says: ...)". Throws std::runtime_error.
+// says: ...)". Throws std::runtime_error. A file marked traced (the extra record
+// kTracedRecord, traced_mode.h) comes back with follow_training_flag applied: its dropout and
+// batch norm follow each module's `training`, as a scripted model's do.
 torch::jit::Module load_module(const std::string& path,
                                std::optional<c10::Device> device = std::nullopt);
 

@@ -14,7 +14,8 @@
 from ._cli import RavnestError
 from ._clusterize import clusterize
 from ._local import local
+from ._seed import set_seed
 from ._trainer import Node, Trainer, model_fusion
 
-__all__ = ["RavnestError", "clusterize", "local", "Node", "Trainer", "model_fusion"]
+__all__ = ["RavnestError", "clusterize", "local", "Node", "Trainer", "model_fusion", "set_seed"]
 __version__ = "0.1.0"

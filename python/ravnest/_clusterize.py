@@ -2,11 +2,16 @@
 
 The model is scripted (torch.jit.script); a model TorchScript cannot script is traced with
 example_args instead, which is said on stderr (a trace records one path through the code: the
-control flow that depends on the data is frozen). The file goes to WORK/model.pt, each example
+control flow that depends on the data is frozen). A traced model (the package's trace, or a
+torch.jit.trace module passed in) is saved with the extra record "ravnest/traced": LibTorch then
+makes its dropout and batch norm follow each module's `training` flag again, which the trace had
+frozen as the mode it ran in (libs/torch_support/traced_mode.h). The file goes to WORK/model.pt, each example
 argument to WORK/example_<i>.pt, and `ravnest clusterize` cuts it into node_data/ and pushes the
 stages to the pool's daemons.
 """
 
+import inspect
+import json
 import os
 import sys
 
@@ -29,11 +34,37 @@ def script_or_trace(model, example_args):
         print("ravnest: %s is traced with example_args, TorchScript cannot script it (%s); "
               "control flow that depends on the data is frozen as the example took it"
               % (type(model).__name__, str(scripting).strip().splitlines()[0]), file=sys.stderr)
+        # The trace runs forward once in training mode: BatchNorm's statistics and the random
+        # state it moved are put back, so the job starts from the user's model and RNG.
+        state = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()}
         was_training = model.training
         model.train()
-        traced = torch.jit.trace(model, tuple(example_args), check_trace=False)
-        model.train(was_training)
+        try:
+            with torch.random.fork_rng(devices=[]):
+                traced = torch.jit.trace(model, tuple(example_args), check_trace=False)
+        except Exception as tracing:  # the tracer raises several kinds
+            raise RavnestError("clusterize: %s can be neither scripted (%s) nor traced with "
+                               "example_args (%s)" % (
+                                   type(model).__name__, str(scripting).strip().splitlines()[0],
+                                   (str(tracing).strip().splitlines() or ["?"])[0])) from None
+        finally:
+            model.train(was_training)
+        with torch.no_grad():
+            for module in (model, traced):
+                for name, tensor in module.state_dict(keep_vars=True).items():
+                    if name in state:
+                        tensor.copy_(state[name])
         return traced
+
+
+STATE_KEYS = "state_keys.json"  # beside model.pt: the user's state dict's names, in order
+TRACED_RECORD = "ravnest/traced"  # libs/torch_support/traced_mode.h: kTracedRecord
+
+
+def save_module(module, path):
+    """torch.jit.save, marking a traced module as such (TRACED_RECORD)."""
+    extra = {TRACED_RECORD: "torch.jit.trace"} if isinstance(module, torch.jit.TracedModule) else {}
+    torch.jit.save(module, path, _extra_files=extra)
 
 
 def clusterize_args(model_path, example_paths, nodes, out, stages, clusters, verify, push,
@@ -57,18 +88,55 @@ def clusterize_args(model_path, example_paths, nodes, out, stages, clusters, ver
     return args
 
 
+def positional_examples(model, example_args, example_kwargs):
+    """example_args followed by example_kwargs in the order of forward's parameters: the model's
+    inputs are positional here. A keyword that leaves a parameter between them out (its default
+    would have to be an input), or that forward does not have, is refused in one line."""
+    example_args = tuple(example_args)
+    if not example_kwargs:
+        return example_args
+    try:
+        parameters = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        raise RavnestError("clusterize: example_kwargs needs forward's parameter names, which "
+                           "%s does not give" % type(model).__name__) from None
+    unknown = sorted(set(example_kwargs) - set(parameters))
+    if unknown:
+        raise RavnestError("clusterize: example_kwargs names %s, which %s.forward does not take"
+                           % (", ".join(unknown), type(model).__name__))
+    rest = parameters[len(example_args):]
+    last = max(rest.index(k) for k in example_kwargs)
+    skipped = [p for p in rest[:last + 1] if p not in example_kwargs]
+    if skipped or any(k in parameters[:len(example_args)] for k in example_kwargs):
+        raise RavnestError("clusterize: example_kwargs must give forward's parameters after "
+                           "example_args without a gap (%s.forward's inputs are positional "
+                           "here); missing: %s" % (type(model).__name__,
+                                                   ", ".join(skipped) or "none, one given twice"))
+    return example_args + tuple(example_kwargs[p] for p in rest[:last + 1])
+
+
 def clusterize(model, example_args=(), nodes="node_data/node_configs.json", stages=None,
                clusters=None, verify=True, out="node_data", push=True, memory_probe=True,
-               device=None, work_dir=".ravnest"):
+               device=None, work_dir=".ravnest", example_kwargs=None, pass_data=False):
     """Cuts `model` over the pool `nodes` into the plan directory `out` and, with push, stores
     each stage on its daemon. stages/clusters ask for that layout (`--stages`/`--clusters`).
+    example_kwargs (Ravnest's) follow example_args in forward's order. pass_data=True (Ravnest:
+    size the model by running it) asks for the measured memory, memory_probe=True.
     Returns the command's output (the plan's lines, as Ravnest prints Node(0, Cluster(1)))."""
     if not isinstance(example_args, (tuple, list)):
         example_args = (example_args,)
+    example_args = positional_examples(model, example_args, example_kwargs or {})
+    if pass_data and not memory_probe:
+        raise RavnestError("clusterize: pass_data=True asks for the memory measured by running "
+                           "the model; memory_probe=False forbids it")
     os.makedirs(work_dir, exist_ok=True)
     scripted = script_or_trace(model, example_args)
     model_path = os.path.join(work_dir, "model.pt")
-    scripted.save(model_path)
+    save_module(scripted, model_path)
+    if isinstance(model, torch.nn.Module):
+        # TorchScript keeps no buffer's persistent=False: the fused state dict is cut to these.
+        with open(os.path.join(work_dir, STATE_KEYS), "w") as f:
+            json.dump(list(model.state_dict().keys()), f)
     example_paths = []
     for i, arg in enumerate(example_args):
         if not isinstance(arg, torch.Tensor):

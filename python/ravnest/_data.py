@@ -103,6 +103,53 @@ def epoch_orders(loader, epochs):
     return torch.tensor(rows, dtype=torch.int64)
 
 
+def first_inputs_dtype(data):
+    """The dtype of the first sample's inputs (the first of a tuple), read from the dataset
+    without iterating a DataLoader (that would draw from its generator); None when unknown."""
+    dataset = data.dataset if isinstance(data, torch.utils.data.DataLoader) else data
+    try:
+        x, _ = _split(dataset[0], "dataset[0]")
+    except Exception:  # an iterable dataset, or one that cannot be indexed
+        return None
+    if isinstance(x, (tuple, list)):
+        x = x[0] if x else None
+    try:
+        return _as_tensor(x).dtype
+    except Exception:
+        return None
+
+
+def drawn_once(data):
+    """What in a loader draws at random per sample and is run once here, when the data is
+    written: the dataset's torchvision-style transforms named Random* (in a Compose too), and a
+    DataLoader's own collate_fn (BERT's masking collator). Names, for one line."""
+    dataset = data.dataset if isinstance(data, torch.utils.data.DataLoader) else data
+    found = []
+    for attr in ("transform", "transforms", "target_transform"):
+        transform = getattr(dataset, attr, None)
+        parts = getattr(transform, "transforms", None)
+        for part in (parts if isinstance(parts, (list, tuple)) else [transform]):
+            name = type(part).__name__
+            if part is not None and name.startswith("Random") and name not in found:
+                found.append(name)
+    if isinstance(data, torch.utils.data.DataLoader):
+        collate = data.collate_fn
+        default = getattr(torch.utils.data, "default_collate",
+                          getattr(torch.utils.data._utils.collate, "default_collate", None))
+        if collate is not None and collate is not default:
+            found.append("collate_fn " + getattr(collate, "__name__", type(collate).__name__))
+    return found
+
+
+def cast_inputs(inputs, dtype):
+    """Ravnest's inputs_dtype: a tensor of inputs cast to dtype; in a tuple, its floating ones."""
+    if dtype is None:
+        return inputs
+    if isinstance(inputs, tuple):
+        return tuple(t.to(dtype) if t.is_floating_point() else t for t in inputs)
+    return inputs.to(dtype)
+
+
 def index_order(loader):
     """A DataLoader over loader's dataset in index order, in its batches and with its collate_fn
     (the samples are the loader's; only their order differs)."""

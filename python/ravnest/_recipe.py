@@ -6,7 +6,14 @@ name. A scheduler likewise (an object, a class with lr_scheduler_params, or a na
 What the job file cannot express is refused in one line naming it (docs/job-file.md).
 """
 
+import ast
+import functools
+import importlib.util
+import inspect
 import os
+import shutil
+import tempfile
+import textwrap
 
 import torch
 
@@ -84,6 +91,14 @@ def scheduler_table(scheduler, params=None, per_epoch=True):
     if isinstance(scheduler, str):
         table = {"name": scheduler}
         table.update(params)
+    elif inspect.isroutine(scheduler) or isinstance(scheduler, functools.partial):
+        # transformers' get_linear_schedule_with_warmup and the like: Python that makes a
+        # LambdaLR, whose lambda a job file cannot hold.
+        raise RavnestError("lr_scheduler: %s is a function (it makes a LambdaLR), which a job "
+                           "file cannot hold; a linear decay after the warm-up has no "
+                           "[scheduler] name: linear_warmup (LinearLR: warm-up, then constant) "
+                           "or warmup_cosine (then a cosine decay) instead"
+                           % getattr(scheduler, "__name__", repr(scheduler)))
     else:
         obj = scheduler if not isinstance(scheduler, type) else None
         cls = type(scheduler).__name__ if obj is not None else scheduler.__name__
@@ -132,14 +147,165 @@ def _is_plain(criterion):
     return getattr(criterion, "label_smoothing", 0.0) == 0.0
 
 
+def _targets_read(graph, index):
+    """The elements of a graph's tuple input `index` that it reads (indices, or node kinds for
+    any other use)."""
+    graph = graph.copy()
+    torch._C._jit_pass_inline(graph)
+    read = set()
+    for use in list(graph.inputs())[index].uses():
+        node = use.user
+        if node.kind() == "prim::TupleIndex" and node.inputsAt(1).toIValue() is not None:
+            read.add(int(node.inputsAt(1).toIValue()))
+        elif node.kind() == "prim::TupleUnpack":
+            read.update(i for i, out in enumerate(node.outputs()) if out.uses())
+        else:
+            read.add(node.kind())
+    return read
+
+
+class _CriterionSource(ast.NodeTransformer):
+    """A loss function's body as a method: names of nn.Module objects it reads from its globals
+    or closure become self.<name> (submodules), and moves to a device (`.to(device)`, `.cuda()`,
+    `.cpu()`) are dropped: the loss runs where the outputs are."""
+
+    def __init__(self, scope):
+        self.scope = scope
+        self.modules = {}
+
+    def visit_Name(self, node):
+        value = self.scope.get(node.id)
+        if isinstance(node.ctx, ast.Load) and isinstance(value, torch.nn.Module):
+            self.modules[node.id] = value
+            return ast.copy_location(ast.Attribute(value=ast.Name(id="self", ctx=ast.Load()),
+                                                   attr=node.id, ctx=ast.Load()), node)
+        return node
+
+    def _is_device(self, node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value.split(":")[0] in ("cpu", "cuda", "mps")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            return node.func.attr == "device"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return node.func.id == "device"
+        if isinstance(node, ast.Name):
+            return isinstance(self.scope.get(node.id), torch.device)
+        return False
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        func = node.func
+        if isinstance(func, ast.Attribute) and not node.keywords:
+            if func.attr in ("cuda", "cpu") and not node.args:
+                return func.value
+            if func.attr == "to" and len(node.args) == 1 and self._is_device(node.args[0]):
+                return func.value
+        return node
+
+
+def _rename_argument(body, name, new_name):
+    """Reads of argument `name` become `new_name` up to the statement that first assigns `name`
+    (its right side included): Ravnest's `targets = targets[1]` gives the name another type,
+    which TorchScript refuses of one variable."""
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id == name and isinstance(node.ctx, ast.Load):
+                return ast.copy_location(ast.Name(id=new_name, ctx=ast.Load()), node)
+            return node
+
+    for i, statement in enumerate(body):
+        assigned = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                       for n in ast.walk(statement))
+        if assigned and isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            statement.value = Rename().visit(statement.value)
+            return
+        if assigned:
+            # Assigned inside a block: the name stays one variable, the argument's.
+            body[:] = [ast.parse("%s = %s" % (name, new_name)).body[0]] + body
+            return
+        body[i] = Rename().visit(statement)
+    return
+
+
+def function_loss(function):
+    """Ravnest's criterion, a plain function loss_fn(preds, targets) whose targets is the labels
+    loader's whole batch (inputs, labels) and which reads targets[1]: its body becomes a method
+    criterion(preds: Tensor, targets: Tuple[Tensor, Tensor]) of a module whose forward(outputs,
+    labels) calls it with (labels, labels), scripted. Loss modules it reads from its file
+    (Ravnest's loss_fct = nn.CrossEntropyLoss()) become submodules; moves to a device are
+    dropped. The loss runs where the outputs are, which has the labels but not the inputs: a
+    function that reads targets[0] is refused, as is one TorchScript cannot compile."""
+    name = getattr(function, "__name__", repr(function))
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        raise RavnestError("criterion: the source of %s cannot be read (define the loss function "
+                           "with def in a file)" % name) from None
+    definition = tree.body[0] if tree.body else None
+    if not isinstance(definition, ast.FunctionDef) or len(definition.args.args) != 2 or \
+            definition.args.vararg or definition.args.kwonlyargs or definition.args.kwarg:
+        raise RavnestError("criterion: %s must be a function def of two arguments (preds, "
+                           "targets) as in Ravnest" % name)
+    scope = dict(function.__globals__)
+    scope.update(inspect.getclosurevars(function).nonlocals)
+    rewrite = _CriterionSource(scope)
+    definition = rewrite.visit(definition)
+    preds, targets = (a.arg for a in definition.args.args)
+    _rename_argument(definition.body, targets, "ravnest_targets")
+    body = "\n".join("        " + line for line in
+                     "\n".join(ast.unparse(statement) for statement in definition.body)
+                     .splitlines())
+    source = (
+        "import torch\n"
+        "from torch import Tensor\n"
+        "from typing import Tuple\n\n\n"
+        "class RavnestCriterion(torch.nn.Module):\n"
+        "    def criterion(self, %s: Tensor, ravnest_targets: Tuple[Tensor, Tensor]) -> Tensor:\n"
+        "%s\n\n"
+        "    def forward(self, outputs: Tensor, labels: Tensor) -> Tensor:\n"
+        "        return self.criterion(outputs, (labels, labels))\n" % (preds, body))
+    # TorchScript reads a method's source from its file: the class is written to one.
+    folder = tempfile.mkdtemp(prefix="ravnest_criterion_")
+    try:
+        path = os.path.join(folder, "ravnest_criterion.py")
+        with open(path, "w") as f:
+            f.write(source)
+        spec = importlib.util.spec_from_file_location("ravnest_criterion_%d" % id(function), path)
+        generated = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(generated)
+        for key, value in scope.items():
+            generated.__dict__.setdefault(key, value)
+        module = generated.RavnestCriterion()
+        for key, value in rewrite.modules.items():
+            setattr(module, key, value)
+        try:
+            module = torch.jit.script(module)
+        except Exception as e:  # TorchScript raises several kinds
+            raise RavnestError("criterion: TorchScript cannot script %s with targets the batch "
+                               "(inputs, labels) (%s)" % (name, str(e).strip().splitlines()[0])) \
+                from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if _targets_read(module.criterion.graph, 2) - {1}:
+        raise RavnestError("criterion: %s reads targets other than targets[1] (the labels); the "
+                           "loss is computed on the last stage, which has the labels but not the "
+                           "batch's inputs" % name)
+    return module
+
+
 def loss_table(criterion, work_dir):
-    """[loss]: the built-in name of a known loss module, else the module scripted to a file."""
+    """[loss]: the built-in name of a known loss module, else the module (or Ravnest's loss
+    function, function_loss) scripted to a file."""
     if isinstance(criterion, str):
         return {"name": criterion}
+    if not isinstance(criterion, torch.nn.Module) and inspect.isfunction(criterion):
+        path = os.path.abspath(os.path.join(work_dir, "loss.pt"))
+        os.makedirs(work_dir, exist_ok=True)
+        function_loss(criterion).save(path)
+        return {"name": "script", "path": path}
     if not isinstance(criterion, torch.nn.Module):
-        raise RavnestError("criterion: %r is not a torch.nn.Module (a loss function must be a "
-                           "module whose forward(outputs, labels) returns the mean loss)"
-                           % (criterion,))
+        raise RavnestError("criterion: %r is neither a torch.nn.Module (forward(outputs, labels)) "
+                           "nor a function loss_fn(preds, targets)" % (criterion,))
     name = _LOSSES.get(type(criterion).__name__)
     if name is not None and _is_plain(criterion):
         return {"name": name}
@@ -152,6 +318,7 @@ def loss_table(criterion, work_dir):
         raise RavnestError("criterion: TorchScript cannot script %s (%s)" % (
             type(criterion).__name__, str(e).strip().splitlines()[0])) from None
     path = os.path.abspath(os.path.join(work_dir, "loss.pt"))
+    os.makedirs(work_dir, exist_ok=True)
     scripted.save(path)
     return {"name": "script", "path": path}
 

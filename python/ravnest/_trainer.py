@@ -5,26 +5,52 @@ here the requester runs them once: Trainer writes WORK/job.toml, WORK/train.pt a
 (docs/job-file.md) and runs `ravnest train` on the plan's daemons, streaming its progress.
 """
 
+import collections
+import json
 import math
 import os
 import re
+import sys
 import warnings
 
 import torch
 
 from ._cli import RavnestError, run
-from ._data import collect, epoch_orders, index_order, write_tensors
+from ._clusterize import STATE_KEYS
+from ._data import (cast_inputs, collect, drawn_once, epoch_orders, first_inputs_dtype, index_order,
+                    write_tensors)
 from ._recipe import accuracy_is_argmax, loss_table, optimizer_table, scheduler_table
+from ._seed import last_seed
+
+
+def note(text):
+    """One line on stderr for what is accepted but not done as Ravnest does it."""
+    print("ravnest: " + text, file=sys.stderr)
 
 
 class Node:
     """Ravnest's Node arguments that shape the recipe (the rest is the daemon's: docs/
-    ravnest-vocabulary.md). name and model are accepted and unused: the plan places the model."""
+    ravnest-vocabulary.md). name and model are accepted and unused: the plan places the model.
+    labels and test_labels are Ravnest's loaders of the loss's targets: the Trainer takes them
+    from train_loader and val_loader and says so in one line when they are other objects. A
+    device other than the CPU is said in one line too: each daemon computes on its own."""
 
     def __init__(self, name=None, model=None, optimizer=None, optimizer_params=None,
                  criterion=None, lr_scheduler=None, lr_scheduler_params=None,
                  lr_step_on_epoch_change=True, update_frequency=1, reduce_factor=None,
-                 average_optim=False, compression=False, device=None, **ignored):
+                 average_optim=False, compression=False, device=None, labels=None,
+                 test_labels=None, loss_filename=None, **ignored):
+        for name_ in sorted(ignored):
+            note("Node(%s=...) is not read (not one of Ravnest's Node arguments this package "
+                 "takes: docs/python.md)" % name_)
+        if device is not None and torch.device(device).type != "cpu":
+            note("Node(device=%s) is not read: each daemon computes on its own device "
+                 "(ravnestd's, or clusterize(device=...))" % torch.device(device))
+        if loss_filename is not None:
+            note("Node(loss_filename=%r) is not written: the job's losses are in "
+                 "runs/<job>/metrics.csv" % loss_filename)
+        self.labels = labels
+        self.test_labels = test_labels
         self.name = name
         self.model = model
         self.optimizer = optimizer
@@ -70,17 +96,31 @@ def job_text(tables):
 class Trainer:
     """Trainer(node=Node(...) or the same arguments here, train_loader=..., val_loader=...,
     epochs=..., ...).train(). Loaders may be DataLoaders or Datasets. batch_size defaults to the
-    loader's; step_size is Ravnest's micro-batch count per batch (`[train] micro_batches`)."""
+    loader's; step_size is Ravnest's micro-batch count per batch (`[train] micro_batches`, at
+    most the batch size); inputs_dtype casts the inputs written. The optimizer, scheduler and
+    criterion are checked here, before any data is read."""
 
     def __init__(self, node=None, lr_scheduler=None, lr_scheduler_params=None, train_loader=None,
                  val_loader=None, val_freq=0, save=False, epochs=1, batch_size=None, step_size=1,
                  update_frequency=None, loss_fn=None, accuracy_fn=None, optimizer=None,
-                 optimizer_params=None, criterion=None, lr_step_on_epoch_change=None, seed=0,
+                 optimizer_params=None, criterion=None, lr_step_on_epoch_change=None, seed=None,
                  shuffle=None, max_steps=None, schedule=None, plan="node_data",
-                 work_dir=".ravnest"):
+                 work_dir=".ravnest", inputs_dtype=None):
         node = node or Node()
         if train_loader is None:
             raise RavnestError("Trainer: train_loader is required")
+        for given, used, what in ((node.labels, train_loader, "labels"),
+                                  (node.test_labels, val_loader, "test_labels")):
+            if given is not None and given is not used:
+                note("Node(%s=...) is not read: the loss's targets are %s's batches" %
+                     (what, "train_loader" if what == "labels" else "val_loader"))
+        if inputs_dtype is not None and not isinstance(inputs_dtype, torch.dtype):
+            raise RavnestError("Trainer: inputs_dtype=%r is not a torch.dtype" % (inputs_dtype,))
+        if inputs_dtype is None and first_inputs_dtype(train_loader) == torch.float64:
+            note("train_loader's inputs are float64 (NumPy's default) and are cast to float32, "
+                 "the models' usual dtype: pass inputs_dtype=torch.float64 to keep them")
+            inputs_dtype = torch.float32
+        self.inputs_dtype = inputs_dtype
         self.plan = plan
         self.work_dir = work_dir
         self.train_loader = train_loader
@@ -97,7 +137,8 @@ class Trainer:
             raise RavnestError("Trainer: no optimizer (pass optimizer= or a Node with one)")
         self.train_table = {"epochs": int(epochs), "micro_batches": int(step_size),
                             "update_frequency": int(update_frequency or node.update_frequency),
-                            "seed": int(seed), "val_freq": int(val_freq)}
+                            "seed": int(last_seed() if seed is None else seed),
+                            "val_freq": int(val_freq)}
         if batch_size is not None:
             self.train_table["batch_size"] = int(batch_size)
         if shuffle is not None:
@@ -115,7 +156,28 @@ class Trainer:
         if accuracy_fn is not None:
             # The common one is validation's own accuracy; any other is refused here.
             accuracy_is_argmax(accuracy_fn)
+        self._check_step_size(step_size, batch_size)
+        # The recipe's refusals come now, before any data is read (a script loss is written to
+        # WORK/loss.pt).
+        self.recipe = {"loss": loss_table(self.criterion, os.path.abspath(work_dir)),
+                       "optimizer": optimizer_table(self.optimizer, self.optimizer_params),
+                       "scheduler": scheduler_table(self.lr_scheduler, self.lr_scheduler_params,
+                                                    self.per_epoch)}
         self.job_path = None
+
+    def _check_step_size(self, step_size, batch_size):
+        """step_size is [train] micro_batches: at most the batch size, refused naming it."""
+        if isinstance(step_size, bool) or not isinstance(step_size, int) or step_size < 1:
+            raise RavnestError("Trainer: step_size=%r must be a whole number >= 1 (the "
+                               "micro-batches each batch is cut into)" % (step_size,))
+        if batch_size is None and isinstance(self.train_loader, torch.utils.data.DataLoader):
+            batch_size = self.train_loader.batch_size
+        if batch_size is not None and step_size > int(batch_size):
+            raise RavnestError("Trainer: step_size=%d must be at most the batch size %d: here it "
+                               "is the number of micro-batches each batch is cut into ([train] "
+                               "micro_batches), which Ravnest's own Trainer does not read: "
+                               "leave it out to train on whole batches"
+                               % (step_size, int(batch_size)))
 
     def write_job(self):
         """Writes WORK/train.pt (and val.pt) and WORK/job.toml; returns the job file's path."""
@@ -123,6 +185,10 @@ class Trainer:
         work = os.path.abspath(self.work_dir)
         train = dict(self.train_table)
         loader = self.train_loader
+        drawn = drawn_once(loader)
+        if drawn and train["epochs"] > 1:
+            note("train_loader's %s run once, when the data is written: what they draw at random "
+                 "is the same in every epoch (the job reads fixed tensors)" % ", ".join(drawn))
         orders = None
         if isinstance(loader, torch.utils.data.DataLoader):
             orders = epoch_orders(loader, train["epochs"])
@@ -140,20 +206,19 @@ class Trainer:
                 warnings.warn("ravnest: the DataLoader's first epoch order is used for every "
                               "epoch (its sampler does not order the whole dataset once per "
                               "epoch)")
-        write_tensors(os.path.join(work, "train.pt"), inputs, labels)
+        write_tensors(os.path.join(work, "train.pt"), cast_inputs(inputs, self.inputs_dtype),
+                      labels)
         if facts is not None:
             # The file holds the loader's samples: read them in order, in the loader's batches.
             train.setdefault("batch_size", int(facts["batch_size"]))
             train["shuffle"] = False
         if self.val_loader is not None:
             v_inputs, v_labels, _ = collect(self.val_loader)
-            write_tensors(os.path.join(work, "val.pt"), v_inputs, v_labels)
+            write_tensors(os.path.join(work, "val.pt"), cast_inputs(v_inputs, self.inputs_dtype),
+                          v_labels)
             data["validation"] = os.path.join(work, "val.pt")
-        tables = {"train": train, "data": data,
-                  "loss": loss_table(self.criterion, work),
-                  "optimizer": optimizer_table(self.optimizer, self.optimizer_params),
-                  "scheduler": scheduler_table(self.lr_scheduler, self.lr_scheduler_params,
-                                               self.per_epoch),
+        tables = {"train": train, "data": data, "loss": self.recipe["loss"],
+                  "optimizer": self.recipe["optimizer"], "scheduler": self.recipe["scheduler"],
                   "compression": self.compression}
         self.job_path = os.path.join(work, "job.toml")
         with open(self.job_path + ".tmp", "w") as f:
@@ -198,7 +263,7 @@ class Trainer:
         else:
             inputs, labels, _ = collect(data)
         path = os.path.join(work, "predict_data.pt")
-        write_tensors(path, inputs, labels)
+        write_tensors(path, cast_inputs(inputs, self.inputs_dtype), labels)
         out = os.path.join(work, "predictions.pt")
         run(["predict", self.plan, path, "--job", self.job_path, "--out", out,
              "--cluster", cluster_id])
@@ -220,4 +285,21 @@ def model_fusion(cluster_id=0, plan="node_data", out="trained"):
     """The trained state dict of cluster `cluster_id` (`ravnest fuse`, then torch.load), as
     Ravnest's model_fusion; out/model.pt is the fused TorchScript model."""
     run(["fuse", "--cluster", cluster_id, "--plan", plan, "--out", out])
-    return torch.load(os.path.join(out, "trained_state_dict.pt"))
+    state = torch.load(os.path.join(out, "trained_state_dict.pt"))
+    return user_state(state, plan)
+
+
+def user_state(state, plan):
+    """The fused state dict cut to the names the user's model has (clusterize wrote them beside
+    the plan's model.pt): TorchScript keeps every buffer, persistent=False ones too, which the
+    user's load_state_dict(strict=True) would refuse. Unchanged when the names are not there."""
+    try:
+        with open(os.path.join(plan, "plan.json")) as f:
+            model_path = json.load(f)["model"]
+        with open(os.path.join(os.path.dirname(model_path), STATE_KEYS)) as f:
+            names = json.load(f)
+    except (OSError, ValueError, KeyError, TypeError):
+        return state
+    if not set(names) <= set(state):
+        return state  # another model's names: leave the state dict whole
+    return collections.OrderedDict((name, state[name]) for name in names)

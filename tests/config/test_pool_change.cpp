@@ -140,3 +140,26 @@ TEST_CASE("pool change: added spares that could hold another cluster", "[pool]")
   // does (node 4), in pipeline order.
   CHECK(d.could_form == std::vector<int>{6, 4});
 }
+
+TEST_CASE("pool change: a plan's nodes the pool now places elsewhere", "[pool]") {
+  auto placed = [](int id, const std::string& address) {
+    NodeMetadata n = stage(id, 0, id, 1e6);
+    n.address = address;
+    return n;
+  };
+  auto listed = [](int id, const std::string& address) {
+    NodeConfig n = pool_node(id, 8, 100);
+    n.address = address;
+    return n;
+  };
+  const std::vector<NodeMetadata> plan = {placed(1, "127.0.0.1:40303"),
+                                          placed(0, "127.0.0.1:56871")};
+  CHECK(moved_nodes(plan, {listed(0, "127.0.0.1:56871"), listed(1, "127.0.0.1:40303"),
+                           listed(2, "127.0.0.1:9")})
+            .empty());
+  CHECK(moved_nodes(plan, {listed(1, "127.0.0.1:40303")}).empty());  // node_0 gone: not moved
+  const auto moved = moved_nodes(plan, {listed(0, "127.0.0.1:35933"), listed(1, "127.0.0.1:1")});
+  REQUIRE(moved.size() == 2);
+  CHECK(moved[0] == "node_0 at 127.0.0.1:56871, the pool now 127.0.0.1:35933");
+  CHECK(moved[1] == "node_1 at 127.0.0.1:40303, the pool now 127.0.0.1:1");
+}

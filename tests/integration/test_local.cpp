@@ -215,3 +215,44 @@ TEST_CASE("local: python: the package trains a user's script", "[local][python]"
     std::printf("%s\n", run.out.substr(run.out.find("package_user:")).c_str());
   }
 }
+
+// A model the package must trace evaluates in eval mode everywhere and validation leaves its
+// weights alone (tests/python/package_traced.py; libs/torch_support/traced_mode.h).
+TEST_CASE("local: traced: a traced model's evaluations are eval mode's", "[local][python]") {
+  const std::string script = test::source_dir() + "/tests/python/package_traced.py";
+  const std::string csv = (test::digits_dir() / "digits_train.csv").string();
+  const std::string venv = std::string(std::getenv("HOME") ? std::getenv("HOME") : "") +
+                           "/.cache/ravnest/venv-torch2/bin/python";
+  std::vector<std::string> pythons = {test::python()};
+  if (fs::exists(venv)) pythons.push_back(venv);
+  for (const auto& python : pythons) {
+    test::TempDir work;
+    auto run = test::run_command("PYTHONPATH=" + test::source_dir() + "/python " + python + " " +
+                                     script + " " + csv + " " + (work / "traced").string(),
+                                 400);
+    INFO(python << "\n" << run.out << run.err);
+    CHECK(run.exit_code == 0);
+    CHECK(run.out.find("package_traced: validation moved") != std::string::npos);
+    std::printf("%s\n", run.out.substr(run.out.find("package_traced:")).c_str());
+  }
+}
+
+// A weight tied across the first and the last stage: verify and the training exact
+// (tests/python/package_tied.py; libs/graph/stage_chain.h).
+TEST_CASE("local: tied: a weight tied across stages verifies and trains exactly",
+          "[local][python]") {
+  const std::string venv = std::string(std::getenv("HOME") ? std::getenv("HOME") : "") +
+                           "/.cache/ravnest/venv-torch2/bin/python";
+  std::vector<std::string> pythons = {test::python()};
+  if (fs::exists(venv)) pythons.push_back(venv);
+  for (const auto& python : pythons) {
+    test::TempDir work;
+    auto run = test::run_command("PYTHONPATH=" + test::source_dir() + "/python " + python + " " +
+                                     test::source_dir() + "/tests/python/package_tied.py " +
+                                     (work / "tied").string(),
+                                 300);
+    INFO(python << "\n" << run.out << run.err);
+    CHECK(run.exit_code == 0);
+    CHECK(run.out.find("package_tied: torch") != std::string::npos);
+  }
+}

@@ -8,13 +8,16 @@ the object holds (the lr before a scheduler changed it); what it cannot hold is 
 RavnestError naming it; clusterize's argument list carries --stages/--clusters when asked.
 """
 
+import contextlib
+import io
+import os
 import sys
 import tempfile
 
 import torch
 
 import ravnest
-from ravnest._clusterize import clusterize_args, script_or_trace
+from ravnest._clusterize import clusterize_args, positional_examples, script_or_trace
 from ravnest._recipe import loss_table, optimizer_table, scheduler_table
 from ravnest._data import collect, epoch_orders
 from ravnest._trainer import _parse_evaluation, job_text
@@ -25,6 +28,30 @@ def doubled(t):
         return t * 2
     except RuntimeError:
         return t
+
+
+# Ravnest's criteria (examples/cnn and examples/sorter): targets is the labels loader's batch.
+def cnn_loss_fn(preds, targets):
+    return torch.nn.functional.mse_loss(preds, targets[1])
+
+
+def sorter_criterion(outputs, targets):
+    return torch.nn.functional.cross_entropy(outputs.view(-1, outputs.size(-1)),
+                                             targets[1].view(-1), ignore_index=-1)
+
+
+# examples/resnet50 and inception_v3: a loss module of the file, the labels moved to the GPU.
+loss_fct = torch.nn.CrossEntropyLoss()
+
+
+def resnet_loss_fn(preds, targets):
+    targets = targets[1].to(torch.device('cuda'))
+    return loss_fct(preds, targets)
+
+
+def reads_inputs(preds, targets):
+    x, y = targets
+    return (preds - x.mean()).pow(2).mean()
 
 
 def refused(call, needle):
@@ -74,7 +101,22 @@ def main():
             "LambdaLR")
     refused(lambda: scheduler_table(torch.optim.lr_scheduler.LinearLR(
         sgd, start_factor=1.0, end_factor=0.5)), "end_factor")
-    refused(lambda: loss_table(lambda o, l: o.sum(), "."), "nn.Module")
+    with tempfile.TemporaryDirectory() as work:
+        out, onehot = torch.randn(5, 10), torch.eye(10)[torch.tensor([1, 0, 3, 3, 9])]
+        table = loss_table(cnn_loss_fn, work)
+        assert table["name"] == "script", table
+        assert torch.equal(torch.jit.load(table["path"])(out, onehot),
+                           cnn_loss_fn(out, (None, onehot)))
+        logits, tokens = torch.randn(2, 6, 3), torch.tensor([[0, 1, 2, -1, -1, 1]] * 2)
+        table = loss_table(sorter_criterion, work)
+        assert torch.equal(torch.jit.load(table["path"])(logits, tokens),
+                           sorter_criterion(logits, (None, tokens)))
+        table = loss_table(resnet_loss_fn, work)
+        labels = torch.tensor([1, 0, 3, 3, 9])
+        assert torch.equal(torch.jit.load(table["path"])(out, labels), loss_fct(out, labels))
+    refused(lambda: loss_table(reads_inputs, "."), "targets[1]")
+    refused(lambda: loss_table(lambda o, l: o.sum(), "."), "def")
+    refused(lambda: loss_table(3, "."), "nn.Module")
     refused(lambda: loss_table(torch.nn.L1Loss(reduction="sum"), "."), "reduction")
 
     args = clusterize_args("m.pt", ["e.pt"], "pool.json", "node_data", 3, 1, True, True, False,
@@ -144,6 +186,118 @@ def main():
     pairs = [((xs[i], xs[i] * 2), ys[i]) for i in range(10)]
     inputs, labels, _ = collect(torch.utils.data.DataLoader(pairs, batch_size=3))
     assert isinstance(inputs, tuple) and torch.equal(inputs[1], xs * 2)
+
+    # Ravnest's names: set_seed (also the job's seed), inputs_dtype (the inputs written cast;
+    # NumPy's float64 cast to float32 with a line), Node's labels/test_labels/device said in one
+    # line when not what is used, example_kwargs after example_args in forward's order.
+    ravnest.set_seed(42)
+    assert torch.initial_seed() == 42
+    assert ravnest.Trainer(node=node, train_loader=dataset).train_table["seed"] == 42
+    assert ravnest.Trainer(node=node, train_loader=dataset, seed=5).train_table["seed"] == 5
+    doubles = torch.utils.data.TensorDataset(xs.double(), ys)
+    for dtype, expected, said in ((None, torch.float32, "float64"),
+                                  (torch.float64, torch.float64, ""),
+                                  (torch.float32, torch.float32, "")):
+        err = io.StringIO()
+        with tempfile.TemporaryDirectory() as work, contextlib.redirect_stderr(err):
+            trainer = ravnest.Trainer(node=node, train_loader=torch.utils.data.DataLoader(
+                doubles, batch_size=4), inputs_dtype=dtype, work_dir=work)
+            trainer.write_job()
+            written, _ = torch.load(os.path.join(work, "train.pt"))
+        assert written.dtype == expected, (dtype, written.dtype)
+        assert (said in err.getvalue()) if said else err.getvalue() == "", err.getvalue()
+    refused(lambda: ravnest.Trainer(node=node, train_loader=dataset, inputs_dtype="float32"),
+            "inputs_dtype")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        other = ravnest.Node(optimizer="sgd", labels=dataset, test_labels=None,
+                             device=torch.device("cuda"), submod_file="x")
+        ravnest.Trainer(node=other, train_loader=torch.utils.data.DataLoader(dataset))
+    lines = err.getvalue().splitlines()
+    assert any("Node(labels=...) is not read" in l for l in lines), lines
+    assert any("Node(device=cuda) is not read" in l for l in lines), lines
+    assert any("Node(submod_file=...) is not read" in l for l in lines), lines
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        loader = torch.utils.data.DataLoader(dataset)
+        ravnest.Trainer(node=ravnest.Node(optimizer="sgd", labels=loader,
+                                          device=torch.device("cpu")), train_loader=loader)
+    assert err.getvalue() == "", err.getvalue()
+
+    class ThreeInputs(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None):
+            return input_ids
+
+    a, b, c = torch.zeros(1), torch.ones(1), torch.ones(2)
+    assert positional_examples(ThreeInputs(), (), {"input_ids": a, "attention_mask": b,
+                                                   "token_type_ids": c}) == (a, b, c)
+    assert positional_examples(ThreeInputs(), (a,), {"attention_mask": b}) == (a, b)
+    refused(lambda: positional_examples(ThreeInputs(), (a,), {"token_type_ids": c}),
+            "attention_mask")
+    refused(lambda: positional_examples(ThreeInputs(), (a,), {"mask": c}), "mask")
+    refused(lambda: ravnest.clusterize(ThreeInputs(), (a,), pass_data=True, memory_probe=False),
+            "pass_data")
+
+    # The recipe is refused when the Trainer is made, before the data is read (this dataset
+    # fails when read); step_size by its name; a function scheduler as a function.
+    class Unreadable(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            raise AssertionError("the data was read")
+
+    unread = torch.utils.data.DataLoader(Unreadable(), batch_size=4)
+    refused(lambda: ravnest.Trainer(node=ravnest.Node(optimizer="sgd", criterion=reads_inputs),
+                                    train_loader=unread), "targets[1]")
+    refused(lambda: ravnest.Trainer(node=ravnest.Node(optimizer=torch.optim.Adamax),
+                                    train_loader=unread), "Adamax")
+
+    def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps):
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+
+    refused(lambda: ravnest.Trainer(node=ravnest.Node(
+        optimizer="sgd", lr_scheduler=get_linear_schedule_with_warmup,
+        lr_scheduler_params={"num_warmup_steps": 5, "num_training_steps": 50}),
+        train_loader=unread), "get_linear_schedule_with_warmup is a function")
+    refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=64), "step_size=64")
+    refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=0), "step_size=0")
+    ravnest.Trainer(node=node, train_loader=unread, step_size=4)
+    with tempfile.TemporaryDirectory() as work:  # a script loss written when the Trainer is made
+        ravnest.Trainer(node=ravnest.Node(optimizer="sgd", criterion=torch.nn.CrossEntropyLoss(
+            label_smoothing=0.1)), train_loader=unread, work_dir=os.path.join(work, "new"))
+        assert os.path.exists(os.path.join(work, "new", "loss.pt"))
+
+    class Untraceable(torch.nn.Module):
+        def forward(self, x):
+            return {"a": doubled(x), "n": len(x)}
+
+    refused(lambda: script_or_trace(Untraceable(), (torch.randn(2, 3),)),
+            "can be neither scripted")
+
+    # Random augmentation and a collate_fn run once when the data is written: said in one line.
+    class RandomCrop:
+        def __call__(self, x):
+            return x
+
+    class Compose:
+        def __init__(self, transforms):
+            self.transforms = transforms
+
+    class Augmented(torch.utils.data.TensorDataset):
+        transform = Compose([RandomCrop()])
+
+    augmented = torch.utils.data.DataLoader(Augmented(xs, ys), batch_size=5,
+                                            collate_fn=lambda b: torch.utils.data.default_collate(b)
+                                            if hasattr(torch.utils.data, "default_collate") else
+                                            torch.utils.data._utils.collate.default_collate(b))
+    for epochs, said in ((2, True), (1, False)):
+        err = io.StringIO()
+        with tempfile.TemporaryDirectory() as work, contextlib.redirect_stderr(err):
+            ravnest.Trainer(node=node, train_loader=augmented, epochs=epochs,
+                            work_dir=work).write_job()
+        assert ("RandomCrop, collate_fn <lambda> run once" in err.getvalue()) == said, \
+            err.getvalue()
 
     # A forward TorchScript cannot script (it calls code with try/except): traced, and said.
     class Untyped(torch.nn.Module):

@@ -9,6 +9,8 @@
 
 #include "libs/base/config_error.h"
 #include "libs/base/secret.h"
+#include "libs/config/pool/node_pool.h"
+#include "libs/config/pool/pool_change.h"
 
 namespace ravnest::cli {
 
@@ -63,9 +65,33 @@ std::string explain_refusal(const std::string& error) {
   return g_no_secret + ", and the daemons want one (" + error + ")";
 }
 
+// A plan directory that is also its pool's (Ravnest's node_data/) holds node_configs.json; when
+// that places the plan's nodes elsewhere (`ravnest local` restarted on other ports), every call
+// would fail as "connection refused": said first, in one line. A pool file that does not load is
+// left to the commands that read it.
+static void refuse_if_pool_moved(const requester::Plan& plan) {
+  const std::filesystem::path pool = std::filesystem::path(plan.dir) / "node_configs.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(pool, ec)) return;
+  std::vector<config::NodeConfig> nodes;
+  try {
+    nodes = config::load_node_pool(pool.string());
+  } catch (const std::exception&) {
+    return;
+  }
+  const auto moved = config::moved_nodes(plan.nodes, nodes);
+  if (moved.empty()) return;
+  throw base::ConfigError(
+      plan.dir + ": this plan was made for another pool (" + moved[0] + " in " + pool.string() +
+      (moved.size() > 1 ? "; " + std::to_string(moved.size() - 1) + " more moved" : "") +
+      "): run `ravnest clusterize` again");
+}
+
 requester::Requester Connection::open() const {
   warn_if_insecure();
-  return requester::Requester(requester::load_plan(plan_dir), secret(), insecure);
+  requester::Plan plan = requester::load_plan(plan_dir);
+  refuse_if_pool_moved(plan);
+  return requester::Requester(std::move(plan), secret(), insecure);
 }
 
 void Connection::warn_if_insecure() const {

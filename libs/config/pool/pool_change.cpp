@@ -16,6 +16,23 @@ double offered_bytes(const NodeConfig& node, bool on_gpu) {
   return on_gpu ? std::min(node.ram_bytes(), node.gpu_memory_bytes()) : node.ram_bytes();
 }
 
+std::vector<std::string> moved_nodes(const std::vector<NodeMetadata>& plan_nodes,
+                                     const std::vector<NodeConfig>& pool) {
+  std::map<int, const NodeConfig*> by_id;
+  for (const auto& node : pool) by_id[node.id] = &node;
+  std::vector<const NodeMetadata*> sorted;
+  for (const auto& node : plan_nodes) sorted.push_back(&node);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto* a, const auto* b) { return a->node_id < b->node_id; });
+  std::vector<std::string> out;
+  for (const auto* node : sorted) {
+    auto it = by_id.find(node->node_id);
+    if (it == by_id.end() || it->second->address == node->address) continue;
+    out.push_back(node->name + " at " + node->address + ", the pool now " + it->second->address);
+  }
+  return out;
+}
+
 std::vector<NodeConfig> spares(const std::vector<NodeMetadata>& plan_nodes,
                                const std::vector<NodeConfig>& pool) {
   std::set<int> used;

@@ -27,6 +27,13 @@ double stage_need_bytes(const NodeMetadata& node, double margin);
 // What a node offers a stage: its RAM, or on a GPU plan the smaller of its RAM and its GPU's.
 double offered_bytes(const NodeConfig& node, bool on_gpu);
 
+// The plan's nodes whose address the pool now gives otherwise (the pool was made again on other
+// ports, as `ravnest local` does when restarted): one "node_0 at 127.0.0.1:56871, the pool now
+// 127.0.0.1:35933" each, by id. Nodes the pool no longer lists are not counted (a removal is
+// pool remove's business).
+std::vector<std::string> moved_nodes(const std::vector<NodeMetadata>& plan_nodes,
+                                     const std::vector<NodeConfig>& pool);
+
 // Pool nodes the plan does not use, by id.
 std::vector<NodeConfig> spares(const std::vector<NodeMetadata>& plan_nodes,
                                const std::vector<NodeConfig>& pool);
