@@ -16,6 +16,7 @@
 
 #include "libs/config/job/job_spec.h"
 #include "libs/config/plan/plan_file.h"
+#include "libs/requester/requester.h"
 #include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
@@ -480,4 +481,28 @@ TEST_CASE("churn: a join past the end of the grown job is not taken in; the job 
   // Its node got the grown plan's metadata once the job ended: the next train deals in two.
   CHECK(said.find("pushed the new metadata to node_0") != std::string::npos);
   WARN("not taken in after update " << match[1].str() << " of " << steps);
+}
+
+TEST_CASE("churn: two ravnest join at the same moment join as two clusters one after the other",
+          "[churn][join]") {
+  // Issue 43: both read plan.json, both became "cluster 2", and the job deadlocked. The plan
+  // directory is locked for the join: the second waits and joins as cluster 3.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 2);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  test::CommandResult first, second;
+  auto other = std::thread([&] {
+    second = cluster.ravnest("join", "node_3 --like 0 --nodes " + cluster.pool_file());
+  });
+  first = cluster.ravnest("join", "node_2 --like 0 --nodes " + cluster.pool_file());
+  other.join();
+  INFO(first.out << first.err << second.out << second.err);
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(second.exit_code == 0);
+  const std::string said = first.out + second.out;
+  CHECK(said.find("cluster 2 joins the plan") != std::string::npos);
+  CHECK(said.find("cluster 3 joins the plan") != std::string::npos);
+  const auto plan = requester::load_plan(cluster.plan_dir());
+  CHECK(plan.cluster_ids() == std::vector<int>{0, 1, 2, 3});
+  CHECK(plan.nodes.size() == 4);
 }
