@@ -43,6 +43,10 @@ class CheckpointStore {
   // fresh start of the job clears): `ravnest resume` has nothing to continue.
   void mark_finished(const std::string& identity);
   bool finished(const std::string& identity) const;
+  // A new stage was pushed: no job has run on it, so no job's `finished` marker holds any longer
+  // (its checkpoints stay, for a `ravnest resume`). Best effort: a marker that cannot be removed
+  // is left.
+  void forget_finished();
   // Of `updates` (ascending, of the files `file_of` names), those whose bytes still match their
   // checksum (checkpoint_intact).
   static std::vector<uint64_t> intact(const std::vector<uint64_t>& updates,

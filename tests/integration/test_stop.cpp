@@ -329,6 +329,18 @@ TEST_CASE("stop: finished, resume after the job finished says so and trains noth
   CHECK(std::count(again.err.begin(), again.err.end(), '\n') == 1);
   CHECK(again.out.find("started") == std::string::npos);
   check_resumed_equal(s, "finished");  // the finished job's weights are untouched
+  // Issue 43: `ravnest push` stores the untrained stages again; the `finished` marker outlived
+  // it, so resume said the job finished while every node held the pushed weights. The push
+  // clears it: resume continues from the newest checkpoint (the last update) and the job ends
+  // there with its weights.
+  auto pushed = s.cluster->ravnest("push");
+  INFO(pushed.out << pushed.err);
+  REQUIRE(pushed.exit_code == 0);
+  auto after_push = s.cluster->ravnest("resume");
+  INFO(after_push.out << after_push.err);
+  CHECK(after_push.err.find("already finished") == std::string::npos);
+  CHECK(after_push.exit_code == 0);
+  check_resumed_equal(s, "pushed");
 }
 
 TEST_CASE("stop: data_changed, resume on training data changed at the same path is refused",

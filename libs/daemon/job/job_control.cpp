@@ -660,7 +660,9 @@ void JobControl::metadata_stored() {
 
 void JobControl::stage_stored() {
   metadata_stored();
-  // A new stage: no job has run on it (its last_job.json went with the old one).
+  // A new stage: no job has run on it (its last_job.json went with the old one), and no job
+  // finished on it: `ravnest resume` continues from the checkpoints instead of saying it did.
+  checkpoints_->forget_finished();
   std::lock_guard<std::mutex> lock(mutex_);
   inbox_.clear();
   state_ = NodeState::kIdle;
