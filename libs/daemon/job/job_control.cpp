@@ -166,6 +166,10 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
                                             setup->node.position);
         setup->resume->identity = identity;  // what it writes from now on is the job's
         check_same_data(*setup->resume, shipped, job);
+        // A take-in (the plan grew): whatever the grown identity holds was left by another run
+        // of the same job grown the same way; kept, its higher updates and `finished` would
+        // outrank every checkpoint this run writes (docs/faults.md#providers-that-come-and-go).
+        if (resume_identity != identity) checkpoints_->clear(identity);
       } else {
         checkpoints_->clear(identity);  // a fresh start: older checkpoints of it are stale
       }
