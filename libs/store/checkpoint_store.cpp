@@ -141,6 +141,19 @@ void CheckpointStore::forget_finished() {
   }
 }
 
+std::vector<uint64_t> CheckpointStore::usable(
+    const std::vector<uint64_t>& updates,
+    const std::function<fs::path(uint64_t)>& file_of, const std::string& identity, int cluster,
+    int position) {
+  std::vector<uint64_t> out;
+  for (uint64_t u : updates) {
+    if (training::checkpoint_usable(file_of(u).string(), identity, u, cluster, position)) {
+      out.push_back(u);
+    }
+  }
+  return out;
+}
+
 std::vector<uint64_t> CheckpointStore::intact(
     const std::vector<uint64_t>& updates,
     const std::function<std::filesystem::path(uint64_t)>& file_of) {

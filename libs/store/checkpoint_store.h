@@ -51,6 +51,12 @@ class CheckpointStore {
   // checksum (checkpoint_intact).
   static std::vector<uint64_t> intact(const std::vector<uint64_t>& updates,
                                       const std::function<std::filesystem::path(uint64_t)>& file_of);
+  // Of `updates`, those a resume may load: intact and the checkpoint of job `identity` after
+  // that update of slot (`cluster`, `position`) (training::checkpoint_usable; cluster < 0: any
+  // slot). Each file is loaded whole, one at a time.
+  static std::vector<uint64_t> usable(const std::vector<uint64_t>& updates,
+                                      const std::function<std::filesystem::path(uint64_t)>& file_of,
+                                      const std::string& identity, int cluster, int position);
 
   // The file of this node's own checkpoint, or of the copy it keeps for another slot; whether
   // it exists or not. Throws std::runtime_error for a negative cluster or position.

@@ -287,6 +287,43 @@ TEST_CASE("stop: damaged, a damaged checkpoint: the keeper's copy, then an older
     check_resumed_equal(s, "keeper");
   }
   {
+    // Issue 43: node_0's own newest is intact by its hash but another node's (node_1's of the
+    // same update, copied over it): the verified listing counted it, the load refused it, and
+    // every resume repeated that. It is not listed: the keeper's copy is restored.
+    auto s = stopped_job();
+    const std::string name = "update_" + std::to_string(s.boundary) + ".pt";
+    fs::copy_file(job_checkpoints(*s.cluster, 1) / name, job_checkpoints(*s.cluster, 0) / name,
+                  fs::copy_options::overwrite_existing);
+    auto resumed = s.cluster->ravnest("resume");
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(resumed.out.find("restored from the copy node_1 keeps") != std::string::npos);
+    CHECK(resumed.out.find("resuming after update " + std::to_string(s.boundary)) !=
+          std::string::npos);
+    check_resumed_equal(s, "foreign");
+  }
+  {
+    // node_1's newest is an older update of its own renamed (intact, of the wrong update), and
+    // its keeper's copy is node_0's (intact, of the wrong slot): the newest older one all hold.
+    auto s = stopped_job();
+    const auto own1 = updates_in(job_checkpoints(*s.cluster, 1));
+    REQUIRE(own1.size() >= 2);
+    const std::string name = "update_" + std::to_string(s.boundary) + ".pt";
+    fs::copy_file(job_checkpoints(*s.cluster, 1) / ("update_" + std::to_string(own1.front()) + ".pt"),
+                  job_checkpoints(*s.cluster, 1) / name, fs::copy_options::overwrite_existing);
+    fs::copy_file(job_checkpoints(*s.cluster, 0) / name,
+                  job_checkpoints(*s.cluster, 0) / "kept" / "0_1" / name,
+                  fs::copy_options::overwrite_existing);
+    auto resumed = s.cluster->ravnest("resume");
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    std::smatch match;
+    REQUIRE(std::regex_search(resumed.out, match, std::regex("resuming after update ([0-9]+)")));
+    CHECK(std::stoull(match[1]) < s.boundary);
+    CHECK(std::stoull(match[1]) > 0);
+    check_resumed_equal(s, "renamed");
+  }
+  {
     // node_1's newest is truncated, and so is its keeper's copy: the newest older one all hold.
     auto s = stopped_job();
     const std::string name = "update_" + std::to_string(s.boundary) + ".pt";
