@@ -340,6 +340,58 @@ TEST_CASE("stop: damaged, a damaged checkpoint: the keeper's copy, then an older
   }
 }
 
+TEST_CASE("stop: held, a hold that no stop follows stops the job after its time limit",
+          "[stop][faults]") {
+  // Issue 43: the requester killed between its hold and its stop left every node "training" at
+  // the same batch forever (new jobs refused as busy). Here the daemons bound a hold at 3 s
+  // (RAVNEST_HOLD_SECONDS); the test holds the job as the requester does, and sends no stop.
+  ::setenv("RAVNEST_HOLD_SECONDS", "3", 1);
+  test::LocalCluster cluster(
+      test::digits_model(),
+      std::vector<std::vector<size_t>>{test::LocalCluster::even_cuts(test::digits_model(), 2)},
+      std::vector<std::string>{"32x1x8x8"});
+  cluster.start_all();
+  ::unsetenv("RAVNEST_HOLD_SECONDS");
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const fs::path job = cluster.dir() / "job.toml";
+  test::write_text(job, job_text(200, "micro_batches = 2\nsave_every = 4",
+                                 test::digits_dir() / "digits_train.csv"));
+  auto detached = cluster.ravnest("train", job.string() + " --detach");
+  INFO(detached.out << detached.err);
+  REQUIRE(detached.exit_code == 0);
+  wait_for_updates(cluster, 10);
+  const auto plan = requester::load_plan(cluster.plan_dir());
+  requester::Requester requester(plan, base::read_secret(cluster.secret_file()));
+  const auto held = requester.hold(0, 60);
+  REQUIRE(held);
+  // No stop: within the limit and a little more, every node stopped after the held update.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool stopped = false;
+  while (!stopped && std::chrono::steady_clock::now() < deadline) {
+    stopped = true;
+    for (const auto& node : plan.nodes) {
+      if (requester.status_of(node).state == wire::NodeState::kTraining) stopped = false;
+    }
+    if (!stopped) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(stopped);
+  const std::string log = cluster.log(0);
+  INFO(log);
+  CHECK(log.find("held job") != std::string::npos);
+  CHECK(log.find("no stop came within 3 s") != std::string::npos);
+  for (int node : {0, 1}) {
+    const auto own = updates_in(job_checkpoints(cluster, node));
+    REQUIRE(!own.empty());
+    CHECK(own.back() == *held);
+  }
+  // And `ravnest resume` continues it from there (stopped at once: the test needs no more).
+  auto resumed = cluster.ravnest("resume", "--detach");
+  INFO(resumed.out << resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK(resumed.out.find("resuming after update " + std::to_string(*held)) != std::string::npos);
+  CHECK(cluster.ravnest("stop").exit_code == 0);
+}
+
 TEST_CASE("stop: async, the async schedule drains to the same update on every stage",
           "[stop][faults]") {
   // Stages update at their own pace; the hold lets the pipeline drain, so every stage has made

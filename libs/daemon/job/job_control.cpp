@@ -1,5 +1,8 @@
 #include "libs/daemon/job/job_control.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -43,6 +46,7 @@ JobControl::JobControl(store::NodeStore& store, asio::io_context& compute, RingM
       port_(port),
       checkpoints_(std::make_shared<store::CheckpointStore>(store.checkpoints_dir())),
       events_(store),
+      rpc_(rpc),
       peers_(links, rpc),
       memory_(memory_limit, rpc) {
   if (store_.has_stage()) {
@@ -120,6 +124,15 @@ void check_same_data(const training::StageCheckpoint& from, const std::map<std::
 }
 
 }  // namespace
+
+double hold_limit_seconds() {
+  double limit = 300;
+  if (const char* text = std::getenv("RAVNEST_HOLD_SECONDS")) {
+    const double asked = std::strtod(text, nullptr);
+    if (asked > 0) limit = std::min(asked, 86400.0);
+  }
+  return limit;
+}
 
 kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   auto params = context.getParams();
@@ -560,8 +573,37 @@ kj::Promise<void> JobControl::hold(HoldCall context) {
   if (holds) {
     results.setUpdates(*holds);
     spdlog::info("job {} holds after update {}", params.getJobId(), *holds);
+    bound_hold(params.getJobId(), *holds);
   }
   return kj::READY_NOW;
+}
+
+void JobControl::bound_hold(uint64_t job_id, uint64_t boundary) {
+  const uint64_t hold = ++holds_;
+  const double limit = hold_limit_seconds();
+  tasks_.add(rpc_.timer()
+                 .afterDelay(static_cast<uint64_t>(limit * 1000) * kj::MILLISECONDS)
+                 .then([this, job_id, boundary, hold, limit]() -> kj::Promise<void> {
+                   if (hold != holds_ || !running(job_id)) return kj::READY_NOW;
+                   char seconds[32];
+                   std::snprintf(seconds, sizeof seconds, "%g", limit);
+                   const std::string reason =
+                       store_.node_name() + " held job " + std::to_string(job_id) +
+                       " after update " + std::to_string(boundary) + " and no stop came within " +
+                       seconds + " s (the requester that held it went away): every node of its " +
+                       "cluster stopped there; `ravnest resume` continues it";
+                   spdlog::warn("{}", reason);
+                   // The others of the cluster first (each writes its checkpoint of the held
+                   // update); a node that misses it learns of the stop from this one (PeerWatch).
+                   for (const auto& [id, address] : metadata_.addresses) {
+                     if (id == metadata_.node_id) continue;
+                     auto request = links_.node(address).stopRequest();
+                     request.setJobId(job_id);
+                     request.setReason(reason);
+                     tasks_.add(request.send().ignoreResult());
+                   }
+                   return stop_job(job_id, reason);
+                 }));
 }
 
 kj::Promise<void> JobControl::stop_job(uint64_t job_id, const std::string& reason) {

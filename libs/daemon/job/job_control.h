@@ -57,6 +57,11 @@ struct JobSetup;  // job_setup.h
 
 namespace ravnest::daemon {
 
+// How long a held job waits for its stop (JobControl::hold): 300 s, longer than any requester
+// waits between its hold and its stop (60 s for the nodes to reach the boundary); the
+// environment's RAVNEST_HOLD_SECONDS (seconds, > 0, at most a day) where set (tests).
+double hold_limit_seconds();
+
 class JobControl {
  public:
 
@@ -87,7 +92,10 @@ class JobControl {
   kj::Promise<void> ring_rounds(RingRoundsCall context);
   // The root holds its job at an update boundary (JobWorker::hold); answered on the RPC thread,
   // never waiting for the compute thread, which may be blocked in a reduce that only another
-  // cluster's progress to the boundary ends.
+  // cluster's progress to the boundary ends. A hold is bounded: when the job still runs
+  // hold_limit_seconds() after the last hold (the requester that held it died before its stop),
+  // the root stops it on every node of its cluster with one line, each writing its checkpoint
+  // of the held update, so that no node stays "training" forever.
   kj::Promise<void> hold(HoldCall context);
   kj::Promise<void> status(StatusCall context);
 
@@ -144,6 +152,9 @@ class JobControl {
                              kj::WaitScope& wait_scope, kj::Timer& timer, double timeout_seconds);
   // What stop() does: `job_id` 0 stops whatever runs; RPC thread.
   kj::Promise<void> stop_job(uint64_t job_id, const std::string& reason);
+  // After a hold of `job_id` at `boundary`: the stop its time limit ends in, unless a later hold
+  // or the job's end came first; RPC thread.
+  void bound_hold(uint64_t job_id, uint64_t boundary);
 
   const int threads_;
   const std::string device_;
@@ -157,6 +168,8 @@ class JobControl {
   std::shared_ptr<store::CheckpointStore> checkpoints_;
   JobEvents events_;
   int stops_answering_ = 0;  // stop() calls not yet answered; RPC thread
+  RpcThread& rpc_;
+  uint64_t holds_ = 0;  // hold() calls that held; the newest one's limit counts; RPC thread
   PeerWatch peers_;
   MemoryWatch memory_;
   config::NodeMetadata metadata_;  // of the stored stage
