@@ -493,6 +493,38 @@ TEST_CASE("stop: sigterm, a daemon's SIGTERM mid-job: every node stops after the
   CHECK(got.validation == expected.validation);
 }
 
+TEST_CASE("stop: sigint, a daemon's SIGINT mid-job is named SIGINT, not SIGTERM",
+          "[stop][faults]") {
+  // Issue 43 (low): a daemon stopped by SIGINT (Ctrl-C in its terminal) said SIGTERM everywhere.
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 3)}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job = cluster.dir() / "job.toml";
+  test::write_text(job, job_text(40, "micro_batches = 2"));
+  auto detached = cluster.ravnest("train", job.string() + " --detach");
+  INFO(detached.out << detached.err);
+  REQUIRE(detached.exit_code == 0);
+  wait_for_updates(cluster, 10);
+  cluster.kill(1, SIGINT);  // the stem
+  REQUIRE(cluster.wait_exit(1, 30) == 0);
+  const std::string log = cluster.log(1);
+  INFO(log);
+  CHECK(log.find("SIGINT: job") != std::string::npos);
+  CHECK(log.find("SIGTERM") == std::string::npos);
+  // The others were told why: their last job's reason names SIGINT.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string status;
+  while (std::chrono::steady_clock::now() < deadline) {
+    status = cluster.ravnest("status").out;
+    if (status.find("was stopped (SIGINT)") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  INFO(status);
+  CHECK(status.find("was stopped (SIGINT)") != std::string::npos);
+  CHECK(status.find("(SIGTERM)") == std::string::npos);
+}
+
 TEST_CASE("stop: interrupted, Ctrl-C at random moments, then resume: the uninterrupted weights",
           "[stop][faults]") {
   check_interrupted({3}, 6, "micro_batches = 2", runs_wanted());

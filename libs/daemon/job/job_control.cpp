@@ -409,7 +409,7 @@ void JobControl::abandon_job() {
 }
 
 void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& timer,
-                                         double timeout_seconds) {
+                                         double timeout_seconds, const std::string& signal) {
   uint64_t job_id = 0;
   std::shared_ptr<worker::JobWorker> worker;
   {
@@ -422,7 +422,7 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
   // by every node, so there is no boundary to agree on (the requester's own stop has none either).
   if (metadata_.pipeline.empty() || !metadata_.parameter_server.servers.empty()) return;
   if (metadata_.cluster_count != 1) {
-    ask_requester_to_stop(job_id, worker, wait_scope, timer, timeout_seconds);
+    ask_requester_to_stop(job_id, worker, wait_scope, timer, timeout_seconds, signal);
     return;
   }
   const double deadline = base::now_seconds() + timeout_seconds;
@@ -452,7 +452,7 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
       if (!response.getHolds()) return;
       boundary = response.getUpdates();
     }
-    spdlog::info("SIGTERM: job {} stops after update {} on every node of the cluster", job_id,
+    spdlog::info("{}: job {} stops after update {} on every node of the cluster", signal, job_id,
                  boundary);
     while (true) {
       bool reached = true;
@@ -472,12 +472,12 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
       }
       if (reached) break;
       if (base::now_seconds() > deadline) {
-        spdlog::warn("SIGTERM: the cluster did not reach update {} in time", boundary);
+        spdlog::warn("{}: the cluster did not reach update {} in time", signal, boundary);
         return;
       }
       timer.afterDelay(20 * kj::MILLISECONDS).wait(wait_scope);
     }
-    const std::string reason = store_.node_name() + " was stopped (SIGTERM); every node of its " +
+    const std::string reason = store_.node_name() + " was stopped (" + signal + "); every node of its " +
                                "cluster stopped after update " + std::to_string(boundary);
     for (const auto& [id, address] : metadata_.addresses) {
       if (id == metadata_.node_id) continue;
@@ -487,43 +487,43 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
       answer(request.send().ignoreResult());
     }
   } catch (const kj::Exception& e) {
-    spdlog::warn("SIGTERM: the agreed stop did not complete: {}", wire::kj_reason(e));
+    spdlog::warn("{}: the agreed stop did not complete: {}", signal, wire::kj_reason(e));
   } catch (const std::exception& e) {
-    spdlog::warn("SIGTERM: the agreed stop did not complete: {}", e.what());
+    spdlog::warn("{}: the agreed stop did not complete: {}", signal, e.what());
   }
 }
 
 void JobControl::ask_requester_to_stop(uint64_t job_id,
                                        const std::shared_ptr<worker::JobWorker>& worker,
                                        kj::WaitScope& wait_scope, kj::Timer& timer,
-                                       double timeout_seconds) {
+                                       double timeout_seconds, const std::string& signal) {
   const double deadline = base::now_seconds() + timeout_seconds;
   const std::string fallback = "it stops as after a failure, and `ravnest resume` continues from "
                                "the newest checkpoint every node holds";
   if (!events_.has_listeners()) {
-    spdlog::warn("SIGTERM: no requester follows job {}, whose other clusters' roots this node "
-                 "does not know: {}", job_id, fallback);
+    spdlog::warn("{}: no requester follows job {}, whose other clusters' roots this node "
+                 "does not know: {}", signal, job_id, fallback);
     return;
   }
   wire::ProgressEventData event;
   event.kind = wire::EventKind::kStopping;
   event.step = worker->status().updates;
-  event.message = store_.node_name() + " was stopped (SIGTERM)";
+  event.message = store_.node_name() + " was stopped (" + signal + ")";
   // Listeners of requesters that went away (or follow no longer) fail or stay silent: only an
   // answer counts as somebody who may stop the job.
   const size_t answered = events_.publish_and_wait(event, metadata_, wait_scope, timer,
                                                    std::min(5.0, timeout_seconds));
   if (answered == 0) {
-    spdlog::warn("SIGTERM: no requester following job {} answered: {}", job_id, fallback);
+    spdlog::warn("{}: no requester following job {} answered: {}", signal, job_id, fallback);
     return;
   }
-  spdlog::info("SIGTERM: job {} spans {} clusters: the requester following it was asked to stop "
-               "it on every node after the same update", job_id, metadata_.cluster_count);
+  spdlog::info("{}: job {} spans {} clusters: the requester following it was asked to stop "
+               "it on every node after the same update", signal, job_id, metadata_.cluster_count);
   // The requester holds every root, waits for every node to reach the boundary, then stops the
   // job everywhere, this node included: the stop writes this node's checkpoint of that update.
   while (running(job_id)) {
     if (base::now_seconds() > deadline) {
-      spdlog::warn("SIGTERM: the requester did not stop job {} within {} s: {}", job_id,
+      spdlog::warn("{}: the requester did not stop job {} within {} s: {}", signal, job_id,
                    timeout_seconds, fallback);
       return;
     }

@@ -102,8 +102,8 @@ class JobControl {
   // Drops the running or loaded job, checkpointing it first (JobWorker::checkpoint_on_stop);
   // compute thread.
   void abandon_job();
-  // SIGTERM while a pipeline job trains (run_daemon, on the RPC thread, before abandon_job): the
-  // stop every node agrees on (docs/faults.md#stopping), as far as this node reaches: its
+  // SIGTERM or SIGINT while a pipeline job trains (run_daemon, on the RPC thread, before
+  // abandon_job): the stop every node agrees on (docs/faults.md#stopping), as far as this node reaches: its
   // cluster's root holds at the nearest update boundary, every node of the cluster reaches it
   // (at most `timeout_seconds`), and this node tells the others to stop, so that each checkpoints
   // there and the requester following the job hears why. In a plan of several clusters, whose
@@ -112,8 +112,10 @@ class JobControl {
   // no requester following, one that does not answer, or no stop within `timeout_seconds`, this
   // returns having logged one line: the job then stops as after a failure. Nothing is agreed in
   // a parameter-server plan, whose nodes share no update count.
+  // `signal`: the signal's name ("SIGTERM", "SIGINT"), in the log lines and the stop's reason.
   void stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& timer,
-                               double timeout_seconds = 30);
+                               double timeout_seconds = 30,
+                               const std::string& signal = "SIGTERM");
   // Runs `task` later on the compute thread if the worker that asked is still the node's job
   // (WorkerPort::defer); compute thread.
   void defer(std::function<void()> task);
@@ -149,7 +151,8 @@ class JobControl {
   bool running(uint64_t job_id) const;  // `job_id` is this node's job and trains
   // stop_agreed_on_shutdown in a plan of several clusters: the requester's part; RPC thread.
   void ask_requester_to_stop(uint64_t job_id, const std::shared_ptr<worker::JobWorker>& worker,
-                             kj::WaitScope& wait_scope, kj::Timer& timer, double timeout_seconds);
+                             kj::WaitScope& wait_scope, kj::Timer& timer, double timeout_seconds,
+                             const std::string& signal);
   // What stop() does: `job_id` 0 stops whatever runs; RPC thread.
   kj::Promise<void> stop_job(uint64_t job_id, const std::string& reason);
   // After a hold of `job_id` at `boundary`: the stop its time limit ends in, unless a later hold
