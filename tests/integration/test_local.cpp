@@ -170,6 +170,16 @@ TEST_CASE("local: daemons: two, status with the secret found, stopped by SIGINT"
   CHECK(test::read_text(other / "node_data/node_configs.json") == "{}\n");
   CHECK_FALSE(fs::exists(other / "node_data/secret"));
 
+  // Issue 43 (low): --nodes 100000 started daemons one after another until the machine gave
+  // out. Refused in one line, nothing written (a SIGINT after 20 s ends it otherwise).
+  test::TempDir many;
+  auto too_many = test::run_command("timeout -s INT 20 " + ravnest_binary() + " local --nodes " +
+                                    "100000 --dir " + many.path().string(), 60);
+  INFO(too_many.out << too_many.err);
+  CHECK(too_many.exit_code == 1);
+  CHECK(too_many.err.find("--nodes: at most 256") != std::string::npos);
+  CHECK_FALSE(fs::exists(many / "node_data/secret"));
+
   // Issue 43: a second `ravnest local` in the same directory wrote a fresh secret before it
   // failed on the running daemons' data directories, and every command there was "wrong
   // secret". It is refused first, in one line, and writes nothing.

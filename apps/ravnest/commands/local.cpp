@@ -161,6 +161,13 @@ class LocalRunLock {
 
 int LocalCommand::run() const {
   if (nodes < 1) throw std::runtime_error("--nodes: at least 1, got " + std::to_string(nodes));
+  // Each daemon is a process with its own LibTorch (hundreds of MB): more than this on one
+  // machine is a typo, not a trial (each would be started and waited for in turn).
+  constexpr int kMaxNodes = 256;
+  if (nodes > kMaxNodes) {
+    throw std::runtime_error("--nodes: at most " + std::to_string(kMaxNodes) + " daemons on one "
+                             "machine, got " + std::to_string(nodes));
+  }
   if (!(ram_gb > 0)) throw std::runtime_error("--ram: must be a positive number of GB");
   if (!(bandwidth_mbps > 0)) throw std::runtime_error("--bandwidth: must be a positive number of Mbps");
   const std::vector<int> gpu_list = parse_gpu_list(gpus);
