@@ -1,8 +1,11 @@
 #include "apps/ravnest/dashboard_server.h"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -33,6 +36,7 @@ const char* reason(int status) {
     case 200: return "OK";
     case 204: return "No Content";
     case 400: return "Bad Request";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     default: return "Internal Server Error";
@@ -96,6 +100,50 @@ class StateSource {
   std::chrono::steady_clock::time_point taken_;
 };
 
+// The request's Host header, lowercased and without its port; nullopt when it has none (a
+// client that is no browser: a browser always sends one).
+std::optional<std::string> host_of(const std::string& head) {
+  size_t line = head.find("\r\n");
+  while (line != std::string::npos && line + 2 < head.size()) {
+    const size_t begin = line + 2;
+    const size_t end = head.find("\r\n", begin);
+    std::string field = head.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    line = end;
+    const size_t colon = field.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = field.substr(0, colon);
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (name != "host") continue;
+    std::string value = field.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    value.erase(value.find_last_not_of(" \t") + 1);
+    std::transform(value.begin(), value.end(), value.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (!value.empty() && value.front() == '[') {
+      const size_t close = value.find(']');
+      return close == std::string::npos ? value : value.substr(1, close - 1);
+    }
+    const size_t port = value.rfind(':');
+    return port == std::string::npos ? value : value.substr(0, port);
+  }
+  return std::nullopt;
+}
+
+// DNS rebinding: a page elsewhere whose name comes to resolve to this address reaches the server
+// from the user's browser, which sends that name as Host. Answered: the listen address itself,
+// `localhost`, and, when listening on every address, any IP address (a name is what a rebinding
+// needs); a request without Host (no browser) too.
+bool host_allowed(const std::string& head, const asio::ip::address& listen) {
+  const auto host = host_of(head);
+  if (!host) return true;
+  if (*host == "localhost") return true;
+  asio::error_code error;
+  const auto address = asio::ip::make_address(*host, error);
+  if (error) return false;
+  return listen.is_unspecified() || address == listen;
+}
+
 Response route(const std::string& method, const std::string& target, StateSource& state) {
   const std::string path = target.substr(0, target.find('?'));
   if (method != "GET" && method != "HEAD") return {405, "text/plain; charset=utf-8", "GET only\n"};
@@ -112,7 +160,8 @@ Response route(const std::string& method, const std::string& target, StateSource
 }
 
 // The bytes answering `request` (its head, up to the blank line; empty when it was too large).
-std::string answer(const std::string& request, bool too_large, StateSource& state) {
+std::string answer(const std::string& request, bool too_large, const asio::ip::address& listen,
+                   StateSource& state) {
   Response response;
   std::string method;
   if (too_large) {
@@ -123,6 +172,9 @@ std::string answer(const std::string& request, bool too_large, StateSource& stat
     in >> method >> target >> version;
     if (method.empty() || target.empty() || target.front() != '/' || version.rfind("HTTP/1.", 0) != 0) {
       response = {400, "text/plain; charset=utf-8", "not an HTTP/1.x request\n"};
+    } else if (!host_allowed(request, listen)) {
+      response = {403, "text/plain; charset=utf-8",
+                  "the dashboard answers only its own address or localhost as Host\n"};
     } else {
       response = route(method, target, state);
     }
@@ -144,8 +196,12 @@ std::string answer(const std::string& request, bool too_large, StateSource& stat
 // or 5 s after it was accepted, whichever comes first. Counted in `open` while it lives.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, StateSource& state, size_t& open)
-      : socket_(std::move(socket)), deadline_(socket_.get_executor()), state_(state), open_(open) {
+  Connection(tcp::socket socket, const asio::ip::address& listen, StateSource& state, size_t& open)
+      : socket_(std::move(socket)),
+        deadline_(socket_.get_executor()),
+        listen_(listen),
+        state_(state),
+        open_(open) {
     ++open_;
   }
   ~Connection() { --open_; }
@@ -172,7 +228,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void reply(bool too_large) {
-    reply_ = answer(request_, too_large, state_);
+    reply_ = answer(request_, too_large, listen_, state_);
     asio::async_write(socket_, asio::buffer(reply_),
                       [self = shared_from_this()](const asio::error_code&, size_t) {
                         asio::error_code ignored;
@@ -185,6 +241,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   tcp::socket socket_;
   asio::steady_timer deadline_;
+  const asio::ip::address listen_;
   StateSource& state_;
   size_t& open_;
   std::array<char, 2048> chunk_{};
@@ -224,7 +281,7 @@ void run_dashboard(const DashboardOptions& options) {
   std::function<void()> accept_next = [&] {
     acceptor.async_accept([&](const asio::error_code& accepted, tcp::socket socket) {
       if (!accepted && open < kMaxConnections) {
-        std::make_shared<Connection>(std::move(socket), state, open)->start();
+        std::make_shared<Connection>(std::move(socket), bound.address(), state, open)->start();
       }
       if (!stopping) accept_next();
     });

@@ -4,7 +4,9 @@
 // /api/state the plan's state as JSON (dashboard_state.h), gathered from the daemons at most
 // twice a second. Anything else: 404 (405 for another method); a request is at most 8 KiB and
 // must arrive within 5 s. No authentication: it listens on loopback unless told otherwise, and
-// says so when told.
+// says so when told. A request whose Host names neither the listen address nor localhost is
+// refused (403), so that a web page rebinding its name to this address (DNS rebinding) reads
+// nothing.
 #pragma once
 
 #include <functional>

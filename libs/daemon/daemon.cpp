@@ -179,6 +179,7 @@ int run_daemon(const config::DaemonConfig& config) {
   }
 
   auto shutdown = kj::newPromiseAndCrossThreadFulfiller<void>();
+  std::string stopped_by = "SIGTERM";  // set by the handler, read once `shutdown` is fulfilled
   auto* fulfiller = shutdown.fulfiller.get();
   std::function<void(const std::error_code&, int)> on_signal = [&](const std::error_code& error,
                                                                     int signal) {
@@ -190,6 +191,7 @@ int run_daemon(const config::DaemonConfig& config) {
       return;
     }
     spdlog::info("signal {}: stopping", signal);
+    stopped_by = signal == SIGINT ? "SIGINT" : "SIGTERM";
     fulfiller->fulfill();
   };
   signals.async_wait(on_signal);
@@ -204,7 +206,7 @@ int run_daemon(const config::DaemonConfig& config) {
   // A job that trains stops after the same update on every node, as a stop from the requester
   // does (in a plan of several clusters, the requester following it stops it), so that
   // `ravnest resume` continues from the checkpoints written there.
-  service_ptr->job().stop_agreed_on_shutdown(wait_scope, io->timer(), 20);
+  service_ptr->job().stop_agreed_on_shutdown(wait_scope, io->timer(), 20, stopped_by);
   // Let the compute thread finish what it is doing (a stage being written), then drop the job.
   auto done = kj::newPromiseAndCrossThreadFulfiller<void>();
   auto* done_fulfiller = done.fulfiller.get();

@@ -418,7 +418,7 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
       watch->record = [files, log = options.log](const wire::NodeEvent& e) mutable {
         if (!files) return;
         try {
-          files->record(e, now_seconds());
+          files->record(e, base::seconds_since_epoch());  // a date: TensorBoard's wall time
         } catch (const std::exception& error) {
           // Metrics are a record, not the job: said once, and training goes on without them.
           if (log) log(std::string("warning: ") + error.what() + "; no more metrics are written");

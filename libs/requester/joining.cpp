@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "libs/base/atomic_file.h"
+#include "libs/base/edit_lock.h"
 #include "libs/config/plan/plan_layout.h"
 #include "libs/planner/rings.h"
 #include "libs/requester/following_marker.h"
@@ -15,6 +16,8 @@ Joining join_nodes(const std::string& plan_dir, const std::string& secret,
                                  const std::vector<config::NodeConfig>& newcomers, int like,
                                  const std::function<void(const std::string&)>& log,
                                  bool insecure) {
+  // Held to the end: a join or pool edit at the same moment reads the plan this one wrote.
+  const base::EditLock editing(plan_dir);
   const Plan plan = load_plan(plan_dir);
   const config::PlanLayout layout(plan_dir);
   // A job that the `ravnest train` which started it follows takes the new cluster in itself

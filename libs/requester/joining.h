@@ -4,7 +4,9 @@
 // answers as itself and runs no job; each gets its stage and metadata; the plan directory is
 // rewritten (the node files atomically, plan.json last); every other node gets its new metadata
 // (the ring neighbours, and one more shard everywhere). A failure before the plan is rewritten
-// leaves it as it was; one after names the nodes that still need `ravnest push`.
+// leaves it as it was; one after names the nodes that still need `ravnest push`. The plan
+// directory is locked throughout (base::EditLock): two joins at the same moment run one after
+// the other, the second joining as the next cluster.
 //
 // While a job runs that the `ravnest train` which started it follows (its marker,
 // following_marker.h), the plan's nodes are neither asked nor given their metadata: the

@@ -168,6 +168,10 @@ std::vector<std::string> Requester::stop_all(const std::string& reason, uint64_t
   return impl_->stop_all(reason, job_id, timeout_seconds);
 }
 
+std::optional<uint64_t> Requester::hold(uint64_t job_id, double timeout_seconds) {
+  return impl_->hold_at_boundary(job_id, timeout_seconds);
+}
+
 void Requester::check_finished(int cluster) {
   const auto nodes = impl_->plan_.cluster(cluster);
   if (nodes.empty()) throw std::runtime_error("no cluster " + std::to_string(cluster) + " in the plan");

@@ -135,6 +135,11 @@ class Requester {
   // checkpoint).
   std::vector<std::string> stop_all(const std::string& reason = "ravnest stop",
                                     uint64_t job_id = 0, double timeout_seconds = 3);
+  // stop_all's first half alone: the roots hold `job_id` (0: whatever runs) at one update
+  // boundary, which is returned once every node reached it (none: not within `timeout_seconds`,
+  // or a plan with no shared update count). A node held that no stop follows stops by itself
+  // after its time limit (docs/faults.md#stopping).
+  std::optional<uint64_t> hold(uint64_t job_id = 0, double timeout_seconds = 60);
   // Throws, naming the node and its last job's outcome, unless every node of the cluster
   // finished its last job with the plan's stage (what `ravnest fuse` checks first).
   void check_finished(int cluster);

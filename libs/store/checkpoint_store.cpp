@@ -131,6 +131,29 @@ bool CheckpointStore::finished(const std::string& identity) const {
   return fs::is_regular_file(dir_ / identity / "finished", ec);
 }
 
+void CheckpointStore::forget_finished() {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code ignored;
+    if (it->is_directory(ignored) && !it->is_symlink(ignored)) {
+      fs::remove(it->path() / "finished", ignored);
+    }
+  }
+}
+
+std::vector<uint64_t> CheckpointStore::usable(
+    const std::vector<uint64_t>& updates,
+    const std::function<fs::path(uint64_t)>& file_of, const std::string& identity, int cluster,
+    int position) {
+  std::vector<uint64_t> out;
+  for (uint64_t u : updates) {
+    if (training::checkpoint_usable(file_of(u).string(), identity, u, cluster, position)) {
+      out.push_back(u);
+    }
+  }
+  return out;
+}
+
 std::vector<uint64_t> CheckpointStore::intact(
     const std::vector<uint64_t>& updates,
     const std::function<std::filesystem::path(uint64_t)>& file_of) {

@@ -43,10 +43,20 @@ class CheckpointStore {
   // fresh start of the job clears): `ravnest resume` has nothing to continue.
   void mark_finished(const std::string& identity);
   bool finished(const std::string& identity) const;
+  // A new stage was pushed: no job has run on it, so no job's `finished` marker holds any longer
+  // (its checkpoints stay, for a `ravnest resume`). Best effort: a marker that cannot be removed
+  // is left.
+  void forget_finished();
   // Of `updates` (ascending, of the files `file_of` names), those whose bytes still match their
   // checksum (checkpoint_intact).
   static std::vector<uint64_t> intact(const std::vector<uint64_t>& updates,
                                       const std::function<std::filesystem::path(uint64_t)>& file_of);
+  // Of `updates`, those a resume may load: intact and the checkpoint of job `identity` after
+  // that update of slot (`cluster`, `position`) (training::checkpoint_usable; cluster < 0: any
+  // slot). Each file is loaded whole, one at a time.
+  static std::vector<uint64_t> usable(const std::vector<uint64_t>& updates,
+                                      const std::function<std::filesystem::path(uint64_t)>& file_of,
+                                      const std::string& identity, int cluster, int position);
 
   // The file of this node's own checkpoint, or of the copy it keeps for another slot; whether
   // it exists or not. Throws std::runtime_error for a negative cluster or position.

@@ -295,6 +295,17 @@ bool checkpoint_intact(const std::string& path) {
   }
 }
 
+bool checkpoint_usable(const std::string& path, const std::string& identity, uint64_t updates,
+                       int cluster, int position) {
+  try {
+    const StageCheckpoint c = load_checkpoint(path);
+    return c.identity == identity && c.updates == updates &&
+           (cluster < 0 || (c.cluster == cluster && c.position == position));
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 StageCheckpoint load_checkpoint(const std::string& path) {
   // Read in place, a record at a time, after hashing it in bounded chunks: the file is never
   // whole in memory beside the tensors it holds (a resume would have needed twice the state).

@@ -75,5 +75,11 @@ StageCheckpoint load_checkpoint(const std::string& path);
 // Whether the file's bytes still hash to the checksum it was written with (one written before
 // checkpoints carried a checksum: whether it reads), without loading its tensors.
 bool checkpoint_intact(const std::string& path);
+// Whether a resume may load the file as the checkpoint of job `identity` after `updates` updates
+// of slot (`cluster`, `position`): it loads (its checksum matches) and says it is that (a
+// checkpoint copied from another node or job, an older one renamed, is not). `cluster` < 0:
+// of any slot. Loads it whole; never throws.
+bool checkpoint_usable(const std::string& path, const std::string& identity, uint64_t updates,
+                       int cluster, int position);
 
 }  // namespace ravnest::training

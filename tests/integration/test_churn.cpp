@@ -16,6 +16,8 @@
 
 #include "libs/config/job/job_spec.h"
 #include "libs/config/plan/plan_file.h"
+#include "libs/requester/job_identity.h"
+#include "libs/requester/requester.h"
 #include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
@@ -480,4 +482,89 @@ TEST_CASE("churn: a join past the end of the grown job is not taken in; the job 
   // Its node got the grown plan's metadata once the job ended: the next train deals in two.
   CHECK(said.find("pushed the new metadata to node_0") != std::string::npos);
   WARN("not taken in after update " << match[1].str() << " of " << steps);
+}
+
+TEST_CASE("churn: a grown job never resumes nor is outranked by another run's checkpoints",
+          "[churn][join]") {
+  // Two one-node clusters train; node_2 joins as cluster 2. Another run of the same job grown the
+  // same way left its checkpoints (updates far past this run's end) and its `finished` marker
+  // under the grown identity: this run's take-in clears them, and its own stay.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const int steps = 300;
+  const std::string text = job_text(steps);
+  test::write_text(cluster.dir() / "job.toml", text);
+  requester::Plan grown = requester::load_plan(cluster.plan_dir());
+  config::NodeMetadata newcomer = grown.cluster(0).front();
+  newcomer.cluster = 2;
+  grown.nodes.push_back(newcomer);
+  const std::string identity = requester::job_identity(text, grown);
+  const std::vector<uint64_t> stale = {100000, 100001, 100002};
+  for (int node = 0; node < 3; ++node) {
+    const auto dir = cluster.data_dir(node) / "checkpoints" / identity;
+    std::filesystem::create_directories(dir);
+    for (uint64_t u : stale) test::write_text(dir / ("update_" + std::to_string(u) + ".pt"), "another run");
+    test::write_text(dir / "finished", "");
+  }
+  test::CommandResult joined;
+  auto joiner = std::thread([&cluster, &joined] {
+    cluster.wait_for_batches(0, 4);
+    for (int i = 0; i < 300; ++i) {
+      if (std::filesystem::exists(cluster.dir() / "plan" / ".following")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    joined = cluster.ravnest("join", "node_2 --like 0 --nodes " + cluster.pool_file());
+  });
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string(), 200);
+  joiner.join();
+  INFO(joined.out << joined.err);
+  REQUIRE(joined.exit_code == 0);
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  REQUIRE((train.out + train.err).find("cluster 2 joined after update") != std::string::npos);
+  // The identity predicted above is the grown job's.
+  REQUIRE(requester::job_identity(text, requester::load_plan(cluster.plan_dir())) == identity);
+  for (int node = 0; node < 3; ++node) {
+    const auto dir = cluster.data_dir(node) / "checkpoints" / identity;
+    // This run's own checkpoints stayed (the stale ones, higher, had every one deleted as
+    // written): at least one, of an update this run reached.
+    std::vector<uint64_t> own;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("update_", 0) == 0) own.push_back(std::stoull(name.substr(7)));
+    }
+    std::sort(own.begin(), own.end());
+    INFO("node_" << node << ": " << own.size() << " checkpoints, the newest after update "
+                 << (own.empty() ? 0 : own.back()));
+    REQUIRE(!own.empty());
+    CHECK(own.back() <= static_cast<uint64_t>(steps));
+    for (uint64_t u : stale) {
+      CHECK(!std::filesystem::exists(dir / ("update_" + std::to_string(u) + ".pt")));
+    }
+  }
+}
+
+TEST_CASE("churn: two ravnest join at the same moment join as two clusters one after the other",
+          "[churn][join]") {
+  // Issue 43: both read plan.json, both became "cluster 2", and the job deadlocked. The plan
+  // directory is locked for the join: the second waits and joins as cluster 3.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 2);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  test::CommandResult first, second;
+  auto other = std::thread([&] {
+    second = cluster.ravnest("join", "node_3 --like 0 --nodes " + cluster.pool_file());
+  });
+  first = cluster.ravnest("join", "node_2 --like 0 --nodes " + cluster.pool_file());
+  other.join();
+  INFO(first.out << first.err << second.out << second.err);
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(second.exit_code == 0);
+  const std::string said = first.out + second.out;
+  CHECK(said.find("cluster 2 joins the plan") != std::string::npos);
+  CHECK(said.find("cluster 3 joins the plan") != std::string::npos);
+  const auto plan = requester::load_plan(cluster.plan_dir());
+  CHECK(plan.cluster_ids() == std::vector<int>{0, 1, 2, 3});
+  CHECK(plan.nodes.size() == 4);
 }

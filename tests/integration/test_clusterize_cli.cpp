@@ -5,6 +5,9 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include "libs/config/plan/node_metadata.h"
 #include "libs/config/pool/node_pool.h"
@@ -585,4 +588,49 @@ TEST_CASE("pool add and remove replan only the cluster a removed node was in", "
     CHECK(now.at(path) == bytes);
   }
   CHECK(config::load_node_pool(pool).size() == 3);
+}
+
+TEST_CASE("pool add and remove at the same moment: every edit counts", "[cli][pool]") {
+  // Issue 43: 20 `ravnest pool add` at once all said they added their node, and the file kept 8
+  // (each read the pool, added its node and wrote it back over the others'). Each round runs 20
+  // adds, then 10 removes, at once; the pool keeps exactly what they leave.
+  test::TempDir dir;
+  const std::string pool = (dir / "pool.json").string();
+  test::write_text(pool, kPool3);
+  const std::string no_plan = (dir / "no_plan").string();  // no plan to replan
+  auto at_once = [](const std::vector<std::string>& commands) {
+    std::vector<test::CommandResult> results(commands.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < commands.size(); ++i) {
+      threads.emplace_back([&, i] { results[i] = test::run_command(commands[i]); });
+    }
+    for (auto& t : threads) t.join();
+    for (const auto& r : results) {
+      INFO(r.out << r.err);
+      CHECK(r.exit_code == 0);
+    }
+  };
+  std::set<int> expected = {0, 1, 2};
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::string> adds, removes;
+    for (int i = 0; i < 20; ++i) {
+      const int id = 100 + round * 100 + i;
+      adds.push_back(ravnest_binary() + " pool add " + std::to_string(id) + " --ip 127.0.0.1:" +
+                     std::to_string(20000 + id) + " --ram 4 --bandwidth 10 --nodes " + pool +
+                     " --plan " + no_plan);
+      expected.insert(id);
+    }
+    at_once(adds);
+    for (int i = 0; i < 20; i += 2) {
+      const int id = 100 + round * 100 + i;
+      removes.push_back(ravnest_binary() + " pool remove " + std::to_string(id) + " --nodes " +
+                        pool + " --plan " + no_plan);
+      expected.erase(id);
+    }
+    at_once(removes);
+    std::set<int> kept;
+    for (const auto& node : config::load_node_pool(pool)) kept.insert(node.id);
+    INFO("round " << round);
+    CHECK(kept == expected);
+  }
 }

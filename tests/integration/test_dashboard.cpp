@@ -95,7 +95,8 @@ TEST_CASE("the dashboard shows the plan, live progress, the curves and the job i
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   INFO(test::read_text(dir / "dashboard.log"));
-  const auto page = http(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string at = std::to_string(port);
+  const auto page = http(port, "GET / HTTP/1.1\r\nHost: 127.0.0.1:" + at + "\r\n\r\n");
   REQUIRE(page.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
   CHECK(page.find("<title>ravnest dashboard</title>") != std::string::npos);
   CHECK(page.find("http://") == page.find("http://www.w3.org/2000/svg"));  // no CDN, nothing fetched elsewhere
@@ -164,6 +165,23 @@ TEST_CASE("the dashboard shows the plan, live progress, the curves and the job i
   CHECK(http(port, "POST /api/state HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405 ", 0) == 0);
   CHECK(http(port, "hello\r\n\r\n").rfind("HTTP/1.1 400 ", 0) == 0);
   CHECK(http(port, "GET /" + std::string(20000, 'a') + " HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 400 ", 0) == 0);
+  // Issue 43: a web page elsewhere whose name is rebound to 127.0.0.1 (DNS rebinding) sends its
+  // own name as Host: refused, the state never read; the listen address and localhost answer.
+  for (const std::string& host : std::vector<std::string>{"evil.example:" + at, "evil.example",
+                                                         "127.0.0.1.evil.example",
+                                                         "localhost.evil.example:" + at,
+                                                         "10.0.0.1:" + at, ""}) {
+    INFO("Host: " << host);
+    const auto refused = http(port, "GET /api/state HTTP/1.1\r\nHost: " + host + "\r\n\r\n");
+    CHECK(refused.rfind("HTTP/1.1 403 ", 0) == 0);
+    CHECK(refused.find("node_count") == std::string::npos);
+  }
+  for (const std::string& host :
+       std::vector<std::string>{"localhost:" + at, "LOCALHOST", "127.0.0.1:" + at, "127.0.0.1"}) {
+    INFO("Host: " << host);
+    CHECK(http(port, "GET /api/state HTTP/1.1\r\nhost: " + host + "\r\n\r\n")
+              .rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  }
   const auto state = http(port, "GET /api/state HTTP/1.1\r\n\r\n");
   CHECK(state.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
   CHECK(state.find("\"node_count\":3") != std::string::npos);

@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -167,6 +169,35 @@ TEST_CASE("local: daemons: two, status with the secret found, stopped by SIGINT"
   CHECK(refused.err.find("node_configs.json") != std::string::npos);
   CHECK(test::read_text(other / "node_data/node_configs.json") == "{}\n");
   CHECK_FALSE(fs::exists(other / "node_data/secret"));
+
+  // Issue 43 (low): --nodes 100000 started daemons one after another until the machine gave
+  // out. Refused in one line, nothing written (a SIGINT after 20 s ends it otherwise).
+  test::TempDir many;
+  auto too_many = test::run_command("timeout -s INT 20 " + ravnest_binary() + " local --nodes " +
+                                    "100000 --dir " + many.path().string(), 60);
+  INFO(too_many.out << too_many.err);
+  CHECK(too_many.exit_code == 1);
+  CHECK(too_many.err.find("--nodes: at most 256") != std::string::npos);
+  CHECK_FALSE(fs::exists(many / "node_data/secret"));
+
+  // Issue 43: a second `ravnest local` in the same directory wrote a fresh secret before it
+  // failed on the running daemons' data directories, and every command there was "wrong
+  // secret". It is refused first, in one line, and writes nothing.
+  const std::string secret_before = test::read_text(node_data / "secret");
+  const std::string pool_before = test::read_text(node_data / "node_configs.json");
+  auto second = test::run_command(ravnest_binary() + " local --nodes 2 --dir " +
+                                  dir.path().string(), 60);
+  INFO(second.out << second.err);
+  CHECK(second.exit_code != 0);
+  CHECK(second.err.rfind("ravnest: error: ", 0) == 0);
+  CHECK(second.err.find("runs in") != std::string::npos);
+  CHECK(std::count(second.err.begin(), second.err.end(), '\n') == 1);
+  CHECK(test::read_text(node_data / "secret") == secret_before);
+  CHECK(test::read_text(node_data / "node_configs.json") == pool_before);
+  auto still = test::run_command(in_dir + ravnest_binary() + " status", 60);
+  INFO(still.out << still.err);
+  CHECK(still.exit_code == 0);
+  CHECK(still.out.find("unreachable") == std::string::npos);
 
   ::kill(local.pid, SIGINT);
   CHECK(local.wait_exit(30) == 0);

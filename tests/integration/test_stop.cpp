@@ -287,6 +287,43 @@ TEST_CASE("stop: damaged, a damaged checkpoint: the keeper's copy, then an older
     check_resumed_equal(s, "keeper");
   }
   {
+    // Issue 43: node_0's own newest is intact by its hash but another node's (node_1's of the
+    // same update, copied over it): the verified listing counted it, the load refused it, and
+    // every resume repeated that. It is not listed: the keeper's copy is restored.
+    auto s = stopped_job();
+    const std::string name = "update_" + std::to_string(s.boundary) + ".pt";
+    fs::copy_file(job_checkpoints(*s.cluster, 1) / name, job_checkpoints(*s.cluster, 0) / name,
+                  fs::copy_options::overwrite_existing);
+    auto resumed = s.cluster->ravnest("resume");
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(resumed.out.find("restored from the copy node_1 keeps") != std::string::npos);
+    CHECK(resumed.out.find("resuming after update " + std::to_string(s.boundary)) !=
+          std::string::npos);
+    check_resumed_equal(s, "foreign");
+  }
+  {
+    // node_1's newest is an older update of its own renamed (intact, of the wrong update), and
+    // its keeper's copy is node_0's (intact, of the wrong slot): the newest older one all hold.
+    auto s = stopped_job();
+    const auto own1 = updates_in(job_checkpoints(*s.cluster, 1));
+    REQUIRE(own1.size() >= 2);
+    const std::string name = "update_" + std::to_string(s.boundary) + ".pt";
+    fs::copy_file(job_checkpoints(*s.cluster, 1) / ("update_" + std::to_string(own1.front()) + ".pt"),
+                  job_checkpoints(*s.cluster, 1) / name, fs::copy_options::overwrite_existing);
+    fs::copy_file(job_checkpoints(*s.cluster, 0) / name,
+                  job_checkpoints(*s.cluster, 0) / "kept" / "0_1" / name,
+                  fs::copy_options::overwrite_existing);
+    auto resumed = s.cluster->ravnest("resume");
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    std::smatch match;
+    REQUIRE(std::regex_search(resumed.out, match, std::regex("resuming after update ([0-9]+)")));
+    CHECK(std::stoull(match[1]) < s.boundary);
+    CHECK(std::stoull(match[1]) > 0);
+    check_resumed_equal(s, "renamed");
+  }
+  {
     // node_1's newest is truncated, and so is its keeper's copy: the newest older one all hold.
     auto s = stopped_job();
     const std::string name = "update_" + std::to_string(s.boundary) + ".pt";
@@ -301,6 +338,58 @@ TEST_CASE("stop: damaged, a damaged checkpoint: the keeper's copy, then an older
     CHECK(std::stoull(match[1]) > 0);
     check_resumed_equal(s, "older");
   }
+}
+
+TEST_CASE("stop: held, a hold that no stop follows stops the job after its time limit",
+          "[stop][faults]") {
+  // Issue 43: the requester killed between its hold and its stop left every node "training" at
+  // the same batch forever (new jobs refused as busy). Here the daemons bound a hold at 3 s
+  // (RAVNEST_HOLD_SECONDS); the test holds the job as the requester does, and sends no stop.
+  ::setenv("RAVNEST_HOLD_SECONDS", "3", 1);
+  test::LocalCluster cluster(
+      test::digits_model(),
+      std::vector<std::vector<size_t>>{test::LocalCluster::even_cuts(test::digits_model(), 2)},
+      std::vector<std::string>{"32x1x8x8"});
+  cluster.start_all();
+  ::unsetenv("RAVNEST_HOLD_SECONDS");
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const fs::path job = cluster.dir() / "job.toml";
+  test::write_text(job, job_text(200, "micro_batches = 2\nsave_every = 4",
+                                 test::digits_dir() / "digits_train.csv"));
+  auto detached = cluster.ravnest("train", job.string() + " --detach");
+  INFO(detached.out << detached.err);
+  REQUIRE(detached.exit_code == 0);
+  wait_for_updates(cluster, 10);
+  const auto plan = requester::load_plan(cluster.plan_dir());
+  requester::Requester requester(plan, base::read_secret(cluster.secret_file()));
+  const auto held = requester.hold(0, 60);
+  REQUIRE(held);
+  // No stop: within the limit and a little more, every node stopped after the held update.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool stopped = false;
+  while (!stopped && std::chrono::steady_clock::now() < deadline) {
+    stopped = true;
+    for (const auto& node : plan.nodes) {
+      if (requester.status_of(node).state == wire::NodeState::kTraining) stopped = false;
+    }
+    if (!stopped) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(stopped);
+  const std::string log = cluster.log(0);
+  INFO(log);
+  CHECK(log.find("held job") != std::string::npos);
+  CHECK(log.find("no stop came within 3 s") != std::string::npos);
+  for (int node : {0, 1}) {
+    const auto own = updates_in(job_checkpoints(cluster, node));
+    REQUIRE(!own.empty());
+    CHECK(own.back() == *held);
+  }
+  // And `ravnest resume` continues it from there (stopped at once: the test needs no more).
+  auto resumed = cluster.ravnest("resume", "--detach");
+  INFO(resumed.out << resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK(resumed.out.find("resuming after update " + std::to_string(*held)) != std::string::npos);
+  CHECK(cluster.ravnest("stop").exit_code == 0);
 }
 
 TEST_CASE("stop: async, the async schedule drains to the same update on every stage",
@@ -329,6 +418,18 @@ TEST_CASE("stop: finished, resume after the job finished says so and trains noth
   CHECK(std::count(again.err.begin(), again.err.end(), '\n') == 1);
   CHECK(again.out.find("started") == std::string::npos);
   check_resumed_equal(s, "finished");  // the finished job's weights are untouched
+  // Issue 43: `ravnest push` stores the untrained stages again; the `finished` marker outlived
+  // it, so resume said the job finished while every node held the pushed weights. The push
+  // clears it: resume continues from the newest checkpoint (the last update) and the job ends
+  // there with its weights.
+  auto pushed = s.cluster->ravnest("push");
+  INFO(pushed.out << pushed.err);
+  REQUIRE(pushed.exit_code == 0);
+  auto after_push = s.cluster->ravnest("resume");
+  INFO(after_push.out << after_push.err);
+  CHECK(after_push.err.find("already finished") == std::string::npos);
+  CHECK(after_push.exit_code == 0);
+  check_resumed_equal(s, "pushed");
 }
 
 TEST_CASE("stop: data_changed, resume on training data changed at the same path is refused",
@@ -390,6 +491,38 @@ TEST_CASE("stop: sigterm, a daemon's SIGTERM mid-job: every node stops after the
   CHECK(test::largest_difference(expected.clusters[0], got.clusters[0], &where) == 0);
   CHECK(got.losses == expected.losses);
   CHECK(got.validation == expected.validation);
+}
+
+TEST_CASE("stop: sigint, a daemon's SIGINT mid-job is named SIGINT, not SIGTERM",
+          "[stop][faults]") {
+  // Issue 43 (low): a daemon stopped by SIGINT (Ctrl-C in its terminal) said SIGTERM everywhere.
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 3)}, {"32x1x8x8"});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job = cluster.dir() / "job.toml";
+  test::write_text(job, job_text(40, "micro_batches = 2"));
+  auto detached = cluster.ravnest("train", job.string() + " --detach");
+  INFO(detached.out << detached.err);
+  REQUIRE(detached.exit_code == 0);
+  wait_for_updates(cluster, 10);
+  cluster.kill(1, SIGINT);  // the stem
+  REQUIRE(cluster.wait_exit(1, 30) == 0);
+  const std::string log = cluster.log(1);
+  INFO(log);
+  CHECK(log.find("SIGINT: job") != std::string::npos);
+  CHECK(log.find("SIGTERM") == std::string::npos);
+  // The others were told why: their last job's reason names SIGINT.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string status;
+  while (std::chrono::steady_clock::now() < deadline) {
+    status = cluster.ravnest("status").out;
+    if (status.find("was stopped (SIGINT)") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  INFO(status);
+  CHECK(status.find("was stopped (SIGINT)") != std::string::npos);
+  CHECK(status.find("(SIGTERM)") == std::string::npos);
 }
 
 TEST_CASE("stop: interrupted, Ctrl-C at random moments, then resume: the uninterrupted weights",

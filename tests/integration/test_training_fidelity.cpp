@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -254,6 +255,10 @@ TEST_CASE("fidelity: schedules warmup_cosine and onecycle over 2 stages equal Py
       REQUIRE(cells.size() >= 5);
       const int64_t step = std::stoll(cells[1]);
       CHECK(step == rows + 1);
+      // Seconds since the epoch (issue 43: the monotonic clock's, so TensorBoard showed 1970).
+      const double now = std::chrono::duration<double>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+      CHECK(std::abs(std::stod(cells[0]) - now) < 3600);
       CHECK(std::stod(cells[4]) == training::LrSchedule::lr_at(*job.scheduler, job.optimizer.lr, rows));
       ++rows;
     }

@@ -143,6 +143,35 @@ TEST_CASE("intact lists the checkpoints whose bytes still match; validation and 
   CHECK_FALSE(store.finished(kIdentity));
 }
 
+TEST_CASE("usable lists only the intact checkpoints of that job, slot and update", "[checkpoint]") {
+  // Issue 43: a checkpoint intact by its hash but of another node, job or update (copied in,
+  // an older one renamed, a directory in its place) counted as intact, and every resume refused
+  // it on load. `usable` leaves it out, so the resume takes the keeper's copy or an older update.
+  test::TempDir dir;
+  CheckpointStore store(dir.path());
+  for (uint64_t u : {4, 8, 12, 16}) store.write(sample(u));
+  CheckpointStore other_store(dir / "other");
+  StageCheckpoint other_slot = sample(20);
+  other_slot.position = 1;
+  other_store.write(other_slot);
+  StageCheckpoint other_job = sample(24);
+  other_job.identity = "fedcba9876543210fedcba9876543210";
+  other_store.write(other_job);
+  // Update 16 is update 8 renamed (keep = 3 dropped update 4's file: a directory takes its
+  // place); update 20 is another slot's; update 24 another job's.
+  fs::copy_file(store.file(kIdentity, 8), store.file(kIdentity, 16), fs::copy_options::overwrite_existing);
+  fs::create_directories(store.file(kIdentity, 4));
+  fs::copy_file(other_store.file(kIdentity, 20), store.file(kIdentity, 20));
+  fs::copy_file(other_store.file(other_job.identity, 24), store.file(kIdentity, 24));
+  auto file_of = [&](uint64_t u) { return store.file(kIdentity, u); };
+  const std::vector<uint64_t> all = {4, 8, 12, 16, 20, 24};
+  CHECK(CheckpointStore::intact({8, 12, 16, 20, 24}, file_of) ==
+        std::vector<uint64_t>{8, 12, 16, 20, 24});  // every file's bytes match its checksum
+  CHECK(CheckpointStore::usable(all, file_of, kIdentity, 0, 2) == std::vector<uint64_t>{8, 12});
+  CHECK(CheckpointStore::usable(all, file_of, kIdentity, -1, -1) == std::vector<uint64_t>{8, 12, 20});
+  CHECK(CheckpointStore::usable(all, file_of, kIdentity, 0, 1) == std::vector<uint64_t>{20});
+}
+
 TEST_CASE("fp16's loss scale travels in the checkpoint; absent, it says so", "[checkpoint]") {
   test::TempDir dir;
   CheckpointStore store(dir.path());

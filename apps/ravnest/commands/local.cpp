@@ -1,14 +1,18 @@
 // ravnest local --nodes N: N daemons on this machine for trying ravnest without a cluster (as
 // torchrun --nproc_per_node). It writes DIR/node_data/secret (fresh, 0600) and
 // DIR/node_data/node_configs.json (Ravnest's pool format), keeps each daemon's data and log in
-// DIR/node_data/local/node_i/, and stops them on Ctrl-C (docs/local.md).
+// DIR/node_data/local/node_i/, and stops them on Ctrl-C (docs/local.md). One runs in a
+// directory at a time (a lock held while it runs, DIR/node_data/local/lock): a second is refused
+// before it writes anything, so the secret the first's daemons hold stays.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -102,8 +106,68 @@ std::string log_tail(const std::string& log, size_t lines = 8) {
   return out;
 }
 
+// The lock of `ravnest local` in `local_dir`, held while it runs (closed, it is released; the
+// kernel releases it when the process dies). Throws std::runtime_error, one line, when another
+// `ravnest local` holds it, or when a daemon left there by one (killed with kill -9) still holds
+// its data directory: nothing is written before.
+class LocalRunLock {
+ public:
+  LocalRunLock(const fs::path& local_dir, const std::vector<fs::path>& data_dirs) {
+    fs::create_directories(local_dir);
+    const fs::path path = local_dir / "lock";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd_ < 0) throw std::runtime_error(path.string() + ": cannot open: " + std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const std::string holder = pid_in(fd_);
+      ::close(fd_);
+      throw std::runtime_error("another `ravnest local`" +
+                               (holder.empty() ? std::string() : " (pid " + holder + ")") +
+                               " runs in " + local_dir.parent_path().parent_path().string() +
+                               ": stop it (Ctrl-C) or use another --dir; nothing was written");
+    }
+    for (const auto& data : data_dirs) {
+      const int fd = ::open((data / "lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (fd < 0) continue;  // never started there
+      const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
+      const std::string holder = held ? pid_in(fd) : std::string();
+      ::close(fd);
+      if (held) {
+        ::close(fd_);
+        throw std::runtime_error("a ravnestd" +
+                                 (holder.empty() ? std::string() : " (pid " + holder + ")") +
+                                 " still runs on " + data.string() + ", left by an earlier " +
+                                 "`ravnest local`: stop it or use another --dir; nothing was written");
+      }
+    }
+    const std::string self = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd_, 0) == 0) {
+      [[maybe_unused]] const ssize_t written = ::pwrite(fd_, self.data(), self.size(), 0);
+    }
+  }
+  ~LocalRunLock() { ::close(fd_); }
+  LocalRunLock(const LocalRunLock&) = delete;
+  LocalRunLock& operator=(const LocalRunLock&) = delete;
+
+ private:
+  static std::string pid_in(int fd) {
+    char text[32] = {};
+    const ssize_t n = ::pread(fd, text, sizeof(text) - 1, 0);
+    std::string pid;
+    for (ssize_t i = 0; i < n && text[i] >= '0' && text[i] <= '9'; ++i) pid += text[i];
+    return pid;
+  }
+  int fd_ = -1;
+};
+
 int LocalCommand::run() const {
   if (nodes < 1) throw std::runtime_error("--nodes: at least 1, got " + std::to_string(nodes));
+  // Each daemon is a process with its own LibTorch (hundreds of MB): more than this on one
+  // machine is a typo, not a trial (each would be started and waited for in turn).
+  constexpr int kMaxNodes = 256;
+  if (nodes > kMaxNodes) {
+    throw std::runtime_error("--nodes: at most " + std::to_string(kMaxNodes) + " daemons on one "
+                             "machine, got " + std::to_string(nodes));
+  }
   if (!(ram_gb > 0)) throw std::runtime_error("--ram: must be a positive number of GB");
   if (!(bandwidth_mbps > 0)) throw std::runtime_error("--bandwidth: must be a positive number of Mbps");
   const std::vector<int> gpu_list = parse_gpu_list(gpus);
@@ -120,11 +184,18 @@ int LocalCommand::run() const {
                              "(--force replaces it, --dir D uses D/node_data instead)");
   }
   const std::string ravnestd = find_ravnestd();
-  fs::create_directories(local_dir);
-  write_fresh_secret(secret_file);
-
   std::vector<std::string> names;
   for (int i = 0; i < nodes; ++i) names.push_back("node_" + std::to_string(i));
+  // The daemons' data directories as LocalDaemons lays them out (per node: NAME/data), those of
+  // an earlier run with more nodes too.
+  std::vector<fs::path> data_dirs;
+  std::error_code listing;
+  for (fs::directory_iterator it(local_dir, listing), end; !listing && it != end; it.increment(listing)) {
+    data_dirs.push_back(it->path() / "data");
+  }
+  const LocalRunLock running(local_dir, data_dirs);
+  write_fresh_secret(secret_file);
+
   catch_interrupts();
   bench::LocalDaemons daemons(ravnestd, local_dir.string(), secret_file.string(), names);
   daemons.set_per_node_dirs(true);

@@ -2,18 +2,22 @@
 // ravnest pool remove NAME: change node_data/node_configs.json (JSON or TOML, written
 // atomically) and, when a plan exists, replan only what the change touches
 // (libs/config/pool/pool_change.h, docs/planner.md#pools-that-change); --replan plans anew.
+// The pool's and the plan's directories are locked for the edit (base::EditLock), so that edits
+// at the same moment all count.
 // No daemon is asked: `ravnest push` sends what changed.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "apps/ravnest/commands/commands.h"
 #include "apps/ravnest/commands/console.h"
 #include "apps/ravnest/memory_probe_process.h"
 #include "libs/base/atomic_file.h"
+#include "libs/base/edit_lock.h"
 #include "libs/config/plan/node_replacement.h"
 #include "libs/config/plan/plan_file.h"
 #include "libs/config/plan/plan_layout.h"
@@ -44,12 +48,28 @@ struct PoolCommand {
   bool has_plan() const { return fs::exists(config::PlanLayout(plan_dir).plan_file()); }
   int add();
   int remove();
+  std::vector<std::unique_ptr<base::EditLock>> lock_for_edit() const;
   void full_replan() const;
 };
+
+// The pool file's directory and the plan directory (base::EditLock), each once and in one order:
+// edits at the same moment (pool add/remove, join) then read what the one before wrote.
+std::vector<std::unique_ptr<base::EditLock>> PoolCommand::lock_for_edit() const {
+  std::set<fs::path> dirs;
+  for (const fs::path dir : {fs::path(nodes_path).parent_path(), fs::path(plan_dir)}) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(dir.empty() ? fs::path(".") : dir, ec);
+    if (!ec) dirs.insert(real);  // a missing plan directory: nothing to lock there
+  }
+  std::vector<std::unique_ptr<base::EditLock>> locks;
+  for (const auto& dir : dirs) locks.push_back(std::make_unique<base::EditLock>(dir));
+  return locks;
+}
 
 int PoolCommand::add() {
   node.id = config::pool_node_id(name);
   if (gpu_memory->count()) node.gpu_memory_gb = gpu_memory_gb;
+  const auto editing = lock_for_edit();
   const std::string text = base::read_file(nodes_path);
   const std::string changed = config::add_pool_node(text, is_toml(nodes_path), nodes_path, node);
   base::write_file_atomically(nodes_path, changed);
@@ -77,6 +97,7 @@ int PoolCommand::add() {
 
 int PoolCommand::remove() {
   const int id = config::pool_node_id(name);
+  const auto editing = lock_for_edit();
   const std::string text = base::read_file(nodes_path);
   const std::string changed = config::remove_pool_node(text, is_toml(nodes_path), nodes_path, id);
   const std::string removed = config::node_name(id);

@@ -43,10 +43,18 @@ kj::Promise<void> CheckpointService::checkpoints(CheckpointsCall context) {
     if (own) finished = store_->finished(identity);
     auto listed = own ? store_->updates(identity) : store_->kept_updates(identity, cluster, position);
     if (!params.getVerify()) return listed;
-    // Each file hashed (1 MiB at a time, on the RPC thread: a resume waits for it anyway).
-    return store::CheckpointStore::intact(listed, [&](uint64_t u) {
-      return own ? store_->file(identity, u) : store_->kept_file(identity, cluster, position, u);
-    });
+    // Each file loaded (hashed, and read for its job, slot and update, on the RPC thread: a
+    // resume waits for it anyway): one intact but of another node, job or update would make
+    // the resume refuse it instead of taking the keeper's copy or an older update.
+    const config::NodeMetadata* self = metadata_();
+    const int slot_cluster = own ? (self ? self->cluster : -1) : cluster;
+    const int slot_position = own ? (self ? self->position : -1) : position;
+    return store::CheckpointStore::usable(
+        listed,
+        [&](uint64_t u) {
+          return own ? store_->file(identity, u) : store_->kept_file(identity, cluster, position, u);
+        },
+        identity, slot_cluster, slot_position);
   });
   context.getResults().setFinished(finished);
   auto out = context.getResults().initUpdates(static_cast<unsigned>(updates.size()));

@@ -1,5 +1,8 @@
 #include "libs/daemon/job/job_control.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -43,6 +46,7 @@ JobControl::JobControl(store::NodeStore& store, asio::io_context& compute, RingM
       port_(port),
       checkpoints_(std::make_shared<store::CheckpointStore>(store.checkpoints_dir())),
       events_(store),
+      rpc_(rpc),
       peers_(links, rpc),
       memory_(memory_limit, rpc) {
   if (store_.has_stage()) {
@@ -121,6 +125,15 @@ void check_same_data(const training::StageCheckpoint& from, const std::map<std::
 
 }  // namespace
 
+double hold_limit_seconds() {
+  double limit = 300;
+  if (const char* text = std::getenv("RAVNEST_HOLD_SECONDS")) {
+    const double asked = std::strtod(text, nullptr);
+    if (asked > 0) limit = std::min(asked, 86400.0);
+  }
+  return limit;
+}
+
 kj::Promise<void> JobControl::load_job(LoadJobCall context) {
   auto params = context.getParams();
   const std::string text = params.getJobToml();
@@ -166,6 +179,10 @@ kj::Promise<void> JobControl::load_job(LoadJobCall context) {
                                             setup->node.position);
         setup->resume->identity = identity;  // what it writes from now on is the job's
         check_same_data(*setup->resume, shipped, job);
+        // A take-in (the plan grew): whatever the grown identity holds was left by another run
+        // of the same job grown the same way; kept, its higher updates and `finished` would
+        // outrank every checkpoint this run writes (docs/faults.md#providers-that-come-and-go).
+        if (resume_identity != identity) checkpoints_->clear(identity);
       } else {
         checkpoints_->clear(identity);  // a fresh start: older checkpoints of it are stale
       }
@@ -392,7 +409,7 @@ void JobControl::abandon_job() {
 }
 
 void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& timer,
-                                         double timeout_seconds) {
+                                         double timeout_seconds, const std::string& signal) {
   uint64_t job_id = 0;
   std::shared_ptr<worker::JobWorker> worker;
   {
@@ -405,7 +422,7 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
   // by every node, so there is no boundary to agree on (the requester's own stop has none either).
   if (metadata_.pipeline.empty() || !metadata_.parameter_server.servers.empty()) return;
   if (metadata_.cluster_count != 1) {
-    ask_requester_to_stop(job_id, worker, wait_scope, timer, timeout_seconds);
+    ask_requester_to_stop(job_id, worker, wait_scope, timer, timeout_seconds, signal);
     return;
   }
   const double deadline = base::now_seconds() + timeout_seconds;
@@ -435,7 +452,7 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
       if (!response.getHolds()) return;
       boundary = response.getUpdates();
     }
-    spdlog::info("SIGTERM: job {} stops after update {} on every node of the cluster", job_id,
+    spdlog::info("{}: job {} stops after update {} on every node of the cluster", signal, job_id,
                  boundary);
     while (true) {
       bool reached = true;
@@ -455,12 +472,12 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
       }
       if (reached) break;
       if (base::now_seconds() > deadline) {
-        spdlog::warn("SIGTERM: the cluster did not reach update {} in time", boundary);
+        spdlog::warn("{}: the cluster did not reach update {} in time", signal, boundary);
         return;
       }
       timer.afterDelay(20 * kj::MILLISECONDS).wait(wait_scope);
     }
-    const std::string reason = store_.node_name() + " was stopped (SIGTERM); every node of its " +
+    const std::string reason = store_.node_name() + " was stopped (" + signal + "); every node of its " +
                                "cluster stopped after update " + std::to_string(boundary);
     for (const auto& [id, address] : metadata_.addresses) {
       if (id == metadata_.node_id) continue;
@@ -470,43 +487,43 @@ void JobControl::stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& t
       answer(request.send().ignoreResult());
     }
   } catch (const kj::Exception& e) {
-    spdlog::warn("SIGTERM: the agreed stop did not complete: {}", wire::kj_reason(e));
+    spdlog::warn("{}: the agreed stop did not complete: {}", signal, wire::kj_reason(e));
   } catch (const std::exception& e) {
-    spdlog::warn("SIGTERM: the agreed stop did not complete: {}", e.what());
+    spdlog::warn("{}: the agreed stop did not complete: {}", signal, e.what());
   }
 }
 
 void JobControl::ask_requester_to_stop(uint64_t job_id,
                                        const std::shared_ptr<worker::JobWorker>& worker,
                                        kj::WaitScope& wait_scope, kj::Timer& timer,
-                                       double timeout_seconds) {
+                                       double timeout_seconds, const std::string& signal) {
   const double deadline = base::now_seconds() + timeout_seconds;
   const std::string fallback = "it stops as after a failure, and `ravnest resume` continues from "
                                "the newest checkpoint every node holds";
   if (!events_.has_listeners()) {
-    spdlog::warn("SIGTERM: no requester follows job {}, whose other clusters' roots this node "
-                 "does not know: {}", job_id, fallback);
+    spdlog::warn("{}: no requester follows job {}, whose other clusters' roots this node "
+                 "does not know: {}", signal, job_id, fallback);
     return;
   }
   wire::ProgressEventData event;
   event.kind = wire::EventKind::kStopping;
   event.step = worker->status().updates;
-  event.message = store_.node_name() + " was stopped (SIGTERM)";
+  event.message = store_.node_name() + " was stopped (" + signal + ")";
   // Listeners of requesters that went away (or follow no longer) fail or stay silent: only an
   // answer counts as somebody who may stop the job.
   const size_t answered = events_.publish_and_wait(event, metadata_, wait_scope, timer,
                                                    std::min(5.0, timeout_seconds));
   if (answered == 0) {
-    spdlog::warn("SIGTERM: no requester following job {} answered: {}", job_id, fallback);
+    spdlog::warn("{}: no requester following job {} answered: {}", signal, job_id, fallback);
     return;
   }
-  spdlog::info("SIGTERM: job {} spans {} clusters: the requester following it was asked to stop "
-               "it on every node after the same update", job_id, metadata_.cluster_count);
+  spdlog::info("{}: job {} spans {} clusters: the requester following it was asked to stop "
+               "it on every node after the same update", signal, job_id, metadata_.cluster_count);
   // The requester holds every root, waits for every node to reach the boundary, then stops the
   // job everywhere, this node included: the stop writes this node's checkpoint of that update.
   while (running(job_id)) {
     if (base::now_seconds() > deadline) {
-      spdlog::warn("SIGTERM: the requester did not stop job {} within {} s: {}", job_id,
+      spdlog::warn("{}: the requester did not stop job {} within {} s: {}", signal, job_id,
                    timeout_seconds, fallback);
       return;
     }
@@ -556,8 +573,37 @@ kj::Promise<void> JobControl::hold(HoldCall context) {
   if (holds) {
     results.setUpdates(*holds);
     spdlog::info("job {} holds after update {}", params.getJobId(), *holds);
+    bound_hold(params.getJobId(), *holds);
   }
   return kj::READY_NOW;
+}
+
+void JobControl::bound_hold(uint64_t job_id, uint64_t boundary) {
+  const uint64_t hold = ++holds_;
+  const double limit = hold_limit_seconds();
+  tasks_.add(rpc_.timer()
+                 .afterDelay(static_cast<uint64_t>(limit * 1000) * kj::MILLISECONDS)
+                 .then([this, job_id, boundary, hold, limit]() -> kj::Promise<void> {
+                   if (hold != holds_ || !running(job_id)) return kj::READY_NOW;
+                   char seconds[32];
+                   std::snprintf(seconds, sizeof seconds, "%g", limit);
+                   const std::string reason =
+                       store_.node_name() + " held job " + std::to_string(job_id) +
+                       " after update " + std::to_string(boundary) + " and no stop came within " +
+                       seconds + " s (the requester that held it went away): every node of its " +
+                       "cluster stopped there; `ravnest resume` continues it";
+                   spdlog::warn("{}", reason);
+                   // The others of the cluster first (each writes its checkpoint of the held
+                   // update); a node that misses it learns of the stop from this one (PeerWatch).
+                   for (const auto& [id, address] : metadata_.addresses) {
+                     if (id == metadata_.node_id) continue;
+                     auto request = links_.node(address).stopRequest();
+                     request.setJobId(job_id);
+                     request.setReason(reason);
+                     tasks_.add(request.send().ignoreResult());
+                   }
+                   return stop_job(job_id, reason);
+                 }));
 }
 
 kj::Promise<void> JobControl::stop_job(uint64_t job_id, const std::string& reason) {
@@ -660,7 +706,9 @@ void JobControl::metadata_stored() {
 
 void JobControl::stage_stored() {
   metadata_stored();
-  // A new stage: no job has run on it (its last_job.json went with the old one).
+  // A new stage: no job has run on it (its last_job.json went with the old one), and no job
+  // finished on it: `ravnest resume` continues from the checkpoints instead of saying it did.
+  checkpoints_->forget_finished();
   std::lock_guard<std::mutex> lock(mutex_);
   inbox_.clear();
   state_ = NodeState::kIdle;

@@ -57,6 +57,11 @@ struct JobSetup;  // job_setup.h
 
 namespace ravnest::daemon {
 
+// How long a held job waits for its stop (JobControl::hold): 300 s, longer than any requester
+// waits between its hold and its stop (60 s for the nodes to reach the boundary); the
+// environment's RAVNEST_HOLD_SECONDS (seconds, > 0, at most a day) where set (tests).
+double hold_limit_seconds();
+
 class JobControl {
  public:
 
@@ -87,15 +92,18 @@ class JobControl {
   kj::Promise<void> ring_rounds(RingRoundsCall context);
   // The root holds its job at an update boundary (JobWorker::hold); answered on the RPC thread,
   // never waiting for the compute thread, which may be blocked in a reduce that only another
-  // cluster's progress to the boundary ends.
+  // cluster's progress to the boundary ends. A hold is bounded: when the job still runs
+  // hold_limit_seconds() after the last hold (the requester that held it died before its stop),
+  // the root stops it on every node of its cluster with one line, each writing its checkpoint
+  // of the held update, so that no node stays "training" forever.
   kj::Promise<void> hold(HoldCall context);
   kj::Promise<void> status(StatusCall context);
 
   // Drops the running or loaded job, checkpointing it first (JobWorker::checkpoint_on_stop);
   // compute thread.
   void abandon_job();
-  // SIGTERM while a pipeline job trains (run_daemon, on the RPC thread, before abandon_job): the
-  // stop every node agrees on (docs/faults.md#stopping), as far as this node reaches: its
+  // SIGTERM or SIGINT while a pipeline job trains (run_daemon, on the RPC thread, before
+  // abandon_job): the stop every node agrees on (docs/faults.md#stopping), as far as this node reaches: its
   // cluster's root holds at the nearest update boundary, every node of the cluster reaches it
   // (at most `timeout_seconds`), and this node tells the others to stop, so that each checkpoints
   // there and the requester following the job hears why. In a plan of several clusters, whose
@@ -104,8 +112,10 @@ class JobControl {
   // no requester following, one that does not answer, or no stop within `timeout_seconds`, this
   // returns having logged one line: the job then stops as after a failure. Nothing is agreed in
   // a parameter-server plan, whose nodes share no update count.
+  // `signal`: the signal's name ("SIGTERM", "SIGINT"), in the log lines and the stop's reason.
   void stop_agreed_on_shutdown(kj::WaitScope& wait_scope, kj::Timer& timer,
-                               double timeout_seconds = 30);
+                               double timeout_seconds = 30,
+                               const std::string& signal = "SIGTERM");
   // Runs `task` later on the compute thread if the worker that asked is still the node's job
   // (WorkerPort::defer); compute thread.
   void defer(std::function<void()> task);
@@ -141,9 +151,13 @@ class JobControl {
   bool running(uint64_t job_id) const;  // `job_id` is this node's job and trains
   // stop_agreed_on_shutdown in a plan of several clusters: the requester's part; RPC thread.
   void ask_requester_to_stop(uint64_t job_id, const std::shared_ptr<worker::JobWorker>& worker,
-                             kj::WaitScope& wait_scope, kj::Timer& timer, double timeout_seconds);
+                             kj::WaitScope& wait_scope, kj::Timer& timer, double timeout_seconds,
+                             const std::string& signal);
   // What stop() does: `job_id` 0 stops whatever runs; RPC thread.
   kj::Promise<void> stop_job(uint64_t job_id, const std::string& reason);
+  // After a hold of `job_id` at `boundary`: the stop its time limit ends in, unless a later hold
+  // or the job's end came first; RPC thread.
+  void bound_hold(uint64_t job_id, uint64_t boundary);
 
   const int threads_;
   const std::string device_;
@@ -157,6 +171,8 @@ class JobControl {
   std::shared_ptr<store::CheckpointStore> checkpoints_;
   JobEvents events_;
   int stops_answering_ = 0;  // stop() calls not yet answered; RPC thread
+  RpcThread& rpc_;
+  uint64_t holds_ = 0;  // hold() calls that held; the newest one's limit counts; RPC thread
   PeerWatch peers_;
   MemoryWatch memory_;
   config::NodeMetadata metadata_;  // of the stored stage
