@@ -217,6 +217,33 @@ TEST_CASE("local: daemons: two, status with the secret found, stopped by SIGINT"
   CHECK(again.wait_exit(30) == 1);
   const std::string err = test::read_text(again.err);
   CHECK(err.rfind("ravnest: error: ravnestd node_0 exited", 0) == 0);
+
+  // Issue 43 (low): `ravnest local` killed with kill -9 left its daemons running. They get
+  // SIGTERM when it dies (PR_SET_PDEATHSIG) and stop.
+  LocalRun killed(dir.path(), {"--nodes", "1", "--dir", dir.path().string()});
+  REQUIRE(killed.wait_ready(60));
+  const pid_t orphan = static_cast<pid_t>(std::atoi(
+      test::read_text("/proc/" + std::to_string(killed.pid) + "/task/" +
+                      std::to_string(killed.pid) + "/children")
+          .c_str()));
+  REQUIRE(orphan > 0);
+  ::kill(killed.pid, SIGKILL);
+  ::waitpid(killed.pid, nullptr, 0);
+  killed.pid = -1;
+  // Alive: it exists and is no zombie (one that init has not reaped yet is gone).
+  auto alive = [](pid_t pid) {
+    if (::kill(pid, 0) != 0) return false;
+    const std::string stat = test::read_text("/proc/" + std::to_string(pid) + "/stat");
+    const size_t paren = stat.rfind(')');
+    return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
+  };
+  const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (alive(orphan) && std::chrono::steady_clock::now() < gone_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const bool gone = !alive(orphan);
+  if (!gone) ::kill(orphan, SIGKILL);  // not left behind by the test either
+  CHECK(gone);
 }
 
 // The package's pure parts (tests/python/package_recipe.py), then a Ravnest user's script
