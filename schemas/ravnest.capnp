@@ -338,8 +338,11 @@ interface Node {
       -> (updates :List(UInt64), finished :Bool);
     # The updates after which this node holds a complete checkpoint of the job `identity`,
     # ascending: its own (slot -1, -1, or its own slot), or the copies it keeps for that slot.
-    # With `verify`, only those whose bytes still hash to the checksum they were written with.
-    # `finished`: this node's last run of the job `identity` trained to its end.
+    # With `verify`, only those a resume may load: whose bytes still hash to the checksum they
+    # were written with, and which say they are the checkpoint of job `identity` after that
+    # update of that slot (one copied from another node or job, or renamed, is left out).
+    # `finished`: this node's last run of the job `identity` trained to its end (forgotten when
+    # a stage is pushed).
   storeCheckpoint @14 (identity :Text, cluster :Int32, position :Int32,
                        updates :UInt64, size :UInt64, sha256 :Text) -> (sink :ByteSink);
     # A checkpoint file, streamed; kept once `done` checks size and checksum. Of this node's own
@@ -362,7 +365,9 @@ interface Node {
     # same update and its stop-time checkpoint is of that update. `target` 0: the nearest boundary
     # (the end of the update whose batches are already in); else `target` updates, or the nearest
     # boundary if that is further. `updates`: the boundary it now holds at (the job's last update
-    # when it ends before); `holds` false on a node that feeds no data or runs no such job.
+    # when it ends before); `holds` false on a node that feeds no data or runs no such job. A
+    # hold that no stop follows within 300 s (the requester died) ends in the root stopping the
+    # job on every node of its cluster there.
   setRings @18 (jobId :UInt64, epoch :UInt64, views :List(RingView)) -> ();
     # Requester -> daemon, for a job of several clusters that the requester follows and whose
     # failed clusters it drops (docs/faults.md#providers-that-come-and-go). Epoch 0 (no views):

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,15 +56,21 @@ static bool accepts(const std::string& host, int port) {
 // fork, join the cgroup and/or the network namespace, exec: what posix_spawn cannot do. Between
 // fork and exec the child of a process that may have other threads only makes async-signal-safe
 // calls (open, write, dup2, close, setns, execve, _exit); everything it needs is prepared before
-// the fork. `procs_file` empty: no cgroup; `netns_path` empty: this network namespace.
+// the fork. `procs_file` empty: no cgroup; `netns_path` empty: this network namespace;
+// `die_with_parent`: SIGTERM when the thread that forked it ends (PR_SET_PDEATHSIG).
 static pid_t spawn_child(const std::string& program, char* const* argv,
                          const std::string& out_path, const std::string& procs_file,
-                         const std::string& netns_path) {
+                         const std::string& netns_path, bool die_with_parent) {
   static const char kCannotJoin[] = "ravnestd: cannot join the cgroup of ";
   static const char kCannotEnter[] = "ravnestd: cannot enter the network namespace ";
   static const char kCannotExec[] = "ravnestd: cannot execute ";
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid != 0) return pid;  // the parent, or -1
+  if (die_with_parent) {
+    // A parent that died before the call would never signal: then the child goes at once.
+    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) ::_exit(127);
+  }
   bool entered = true;
   if (!netns_path.empty()) {
     const int ns = ::open(netns_path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -185,8 +192,8 @@ void LocalDaemons::start(size_t i, double timeout_seconds) {
   const auto cgroup = cgroup_procs_.find(i);
   const std::string procs_file = cgroup != cgroup_procs_.end() ? cgroup->second : std::string();
   const std::string netns = namespaces_.empty() ? std::string() : "/run/netns/" + namespaces_[i];
-  if (!procs_file.empty() || !netns.empty()) {
-    pid = spawn_child(ravnestd_, argv.data(), out, procs_file, netns);
+  if (!procs_file.empty() || !netns.empty() || die_with_parent_) {
+    pid = spawn_child(ravnestd_, argv.data(), out, procs_file, netns, die_with_parent_);
     if (pid < 0) throw std::runtime_error("cannot start " + ravnestd_ + ": fork failed");
   } else {
     posix_spawn_file_actions_t actions;

@@ -46,6 +46,11 @@ class LocalDaemons {
   // Daemon i keeps its data in `dir`/<name i>/data and its log in `dir`/<name i>/ravnestd.log
   // (`ravnest local`'s layout) instead of `dir`/data_i and `dir`/daemon_i.log.
   void set_per_node_dirs(bool per_node) { per_node_dirs_ = per_node; }
+  // Daemons started from now on get SIGTERM when the thread that started them ends, this
+  // process killed included (PR_SET_PDEATHSIG; `ravnest local`, whose main thread starts them):
+  // a `ravnest local` killed with kill -9 leaves no daemon behind. Off by default: a test may
+  // start daemons from a thread that ends before they should.
+  void set_die_with_parent(bool die) { die_with_parent_ = die; }
   // Daemons started from now on log at this level (default "debug", for the tests).
   void set_log_level(std::string level) { log_level_ = std::move(level); }
   // Daemons started from now on run with --insecure (plain TCP instead of TLS: benchmarks).
@@ -79,6 +84,7 @@ class LocalDaemons {
   std::vector<std::string> hosts_;       // the hosts mode: daemon i's address
   bool insecure_ = false;
   bool per_node_dirs_ = false;
+  bool die_with_parent_ = false;
   std::string log_level_ = "debug";
   std::string config_file_;
   std::map<size_t, std::vector<std::string>> flags_;

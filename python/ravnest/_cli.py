@@ -18,6 +18,9 @@ class RavnestError(RuntimeError):
 def binary():
     env = os.environ.get("RAVNEST_BIN")
     if env:
+        if not (os.path.isfile(env) and os.access(env, os.X_OK)):
+            raise RavnestError("$RAVNEST_BIN (%s) names no executable file: point it at the "
+                               "ravnest binary, or unset it" % env)
         return env
     build = os.environ.get("RAVNEST_BINARY_DIR")
     if build:

@@ -5,15 +5,27 @@
         ...
 
 It returns once every daemon answers (the command's one line), and stops them on leaving the
-block (SIGINT, as Ctrl-C; SIGKILL after a bounded wait).
+block (SIGINT, as Ctrl-C; SIGKILL after a bounded wait). A script killed inside the block (SIGTERM,
+kill -9) takes them along: on Linux `ravnest local` gets SIGTERM when the thread that started it
+ends (PR_SET_PDEATHSIG), and stops its daemons.
 """
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import threading
 
 from ._cli import RavnestError, binary, error_line
+
+
+def _die_with_parent():
+    # In the child, before exec: SIGTERM when the parent's thread ends. Best effort (Linux only).
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
 
 
 class local:
@@ -37,7 +49,9 @@ class local:
 
     def __enter__(self):
         self.proc = subprocess.Popen([binary()] + self.args, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, universal_newlines=True)
+                                     stderr=subprocess.PIPE, universal_newlines=True,
+                                     preexec_fn=_die_with_parent if sys.platform.startswith("linux")
+                                     else None)
         lines = []
         reader = threading.Thread(target=lambda: lines.append(self.proc.stdout.readline()))
         reader.daemon = True

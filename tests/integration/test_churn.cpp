@@ -568,3 +568,35 @@ TEST_CASE("churn: two ravnest join at the same moment join as two clusters one a
   CHECK(plan.cluster_ids() == std::vector<int>{0, 1, 2, 3});
   CHECK(plan.nodes.size() == 4);
 }
+
+TEST_CASE("churn: ravnest pool remove of a planned node while a followed job runs is refused",
+          "[churn][pool]") {
+  // Issue 43: it was accepted; the trained node left the plan, fuse and losses could not reach
+  // it, and the suggested push overwrote the trained stages. Refused like `ravnest replace`.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  test::write_text(cluster.dir() / "job.toml", job_text(300));
+  const std::string plan_json = test::read_text(cluster.plan_dir() + "/plan.json");
+  const std::string pool = test::read_text(cluster.pool_file());
+  test::CommandResult removed;
+  auto remover = std::thread([&cluster, &removed] {
+    cluster.wait_for_batches(0, 4);
+    for (int i = 0; i < 300; ++i) {
+      if (std::filesystem::exists(cluster.dir() / "plan" / ".following")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    removed = test::run_command("cd " + cluster.dir().string() + " && " + test::binary_dir() +
+                                "/apps/ravnest/ravnest pool remove node_1 --nodes " +
+                                cluster.pool_file() + " --plan " + cluster.plan_dir());
+  });
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string(), 200);
+  remover.join();
+  INFO(removed.out << removed.err);
+  CHECK(removed.exit_code != 0);
+  CHECK(removed.err.find("trains in job") != std::string::npos);
+  CHECK(test::read_text(cluster.plan_dir() + "/plan.json") == plan_json);
+  CHECK(test::read_text(cluster.pool_file()) == pool);
+  INFO(train.out << train.err);
+  CHECK(train.exit_code == 0);
+}

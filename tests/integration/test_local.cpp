@@ -217,6 +217,72 @@ TEST_CASE("local: daemons: two, status with the secret found, stopped by SIGINT"
   CHECK(again.wait_exit(30) == 1);
   const std::string err = test::read_text(again.err);
   CHECK(err.rfind("ravnest: error: ravnestd node_0 exited", 0) == 0);
+
+  // Issue 43 (low): `ravnest local` killed with kill -9 left its daemons running. They get
+  // SIGTERM when it dies (PR_SET_PDEATHSIG) and stop.
+  LocalRun killed(dir.path(), {"--nodes", "1", "--dir", dir.path().string()});
+  REQUIRE(killed.wait_ready(60));
+  const pid_t orphan = static_cast<pid_t>(std::atoi(
+      test::read_text("/proc/" + std::to_string(killed.pid) + "/task/" +
+                      std::to_string(killed.pid) + "/children")
+          .c_str()));
+  REQUIRE(orphan > 0);
+  ::kill(killed.pid, SIGKILL);
+  ::waitpid(killed.pid, nullptr, 0);
+  killed.pid = -1;
+  // Alive: it exists and is no zombie (one that init has not reaped yet is gone).
+  auto alive = [](pid_t pid) {
+    if (::kill(pid, 0) != 0) return false;
+    const std::string stat = test::read_text("/proc/" + std::to_string(pid) + "/stat");
+    const size_t paren = stat.rfind(')');
+    return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
+  };
+  const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (alive(orphan) && std::chrono::steady_clock::now() < gone_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const bool gone = !alive(orphan);
+  if (!gone) ::kill(orphan, SIGKILL);  // not left behind by the test either
+  CHECK(gone);
+
+  // Issue 43 (13): a Python script killed (SIGTERM) inside `with ravnest.local(...)` left
+  // `ravnest local` and its daemons running. The package starts it to get SIGTERM when the
+  // script dies, and it stops its daemons.
+  test::write_text(dir / "held.py", "import sys, time\nimport ravnest\n"
+                                    "with ravnest.local(nodes=1, dir=sys.argv[1]):\n"
+                                    "    sys.stdout.flush()\n    time.sleep(600)\n");
+  auto python = test::run_command(
+      "cd " + dir.path().string() + " && PYTHONPATH=" + test::source_dir() + "/python setsid " +
+      test::python() + " held.py " + dir.path().string() + " > held.out 2>&1 < /dev/null & echo $!");
+  REQUIRE(python.exit_code == 0);
+  const pid_t script = static_cast<pid_t>(std::atoi(python.out.c_str()));
+  REQUIRE(script > 0);
+  auto child_of = [](pid_t pid) {
+    return static_cast<pid_t>(std::atoi(
+        test::read_text("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) +
+                        "/children").c_str()));
+  };
+  const auto ready_by = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (test::read_text(dir / "held.out").find("Ctrl-C stops them") == std::string::npos &&
+         std::chrono::steady_clock::now() < ready_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  INFO(test::read_text(dir / "held.out"));
+  const pid_t local_pid = child_of(script);
+  REQUIRE(local_pid > 0);
+  const pid_t its_daemon = child_of(local_pid);
+  REQUIRE(its_daemon > 0);
+  ::kill(script, SIGTERM);
+  const auto stopped_by = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((alive(local_pid) || alive(its_daemon)) && std::chrono::steady_clock::now() < stopped_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const bool local_gone = !alive(local_pid), daemon_gone = !alive(its_daemon);
+  for (pid_t left : {script, local_pid, its_daemon}) {
+    if (alive(left)) ::kill(left, SIGKILL);  // not left behind by the test either
+  }
+  CHECK(local_gone);
+  CHECK(daemon_gone);
 }
 
 // The package's pure parts (tests/python/package_recipe.py), then a Ravnest user's script

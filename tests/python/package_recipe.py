@@ -17,6 +17,7 @@ import tempfile
 import torch
 
 import ravnest
+from ravnest._cli import binary
 from ravnest._clusterize import clusterize_args, positional_examples, script_or_trace
 from ravnest._recipe import loss_table, optimizer_table, scheduler_table
 from ravnest._data import collect, epoch_orders
@@ -64,6 +65,18 @@ def refused(call, needle):
 
 
 def main():
+    # Issue 43 (low): a $RAVNEST_BIN naming no executable was a raw FileNotFoundError at the
+    # first command; it is a RavnestError naming it.
+    saved = os.environ.get("RAVNEST_BIN")
+    os.environ["RAVNEST_BIN"] = "/nonexistent/ravnest"
+    try:
+        refused(binary, "$RAVNEST_BIN (/nonexistent/ravnest)")
+    finally:
+        if saved is None:
+            del os.environ["RAVNEST_BIN"]
+        else:
+            os.environ["RAVNEST_BIN"] = saved
+
     params = list(torch.nn.Linear(3, 2).parameters())
     adam = torch.optim.Adam(params, lr=0.01, betas=(0.8, 0.99), weight_decay=0.1)
     warmup = torch.optim.lr_scheduler.LinearLR(adam, start_factor=0.25, total_iters=4)

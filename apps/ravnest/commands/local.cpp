@@ -199,6 +199,7 @@ int LocalCommand::run() const {
   catch_interrupts();
   bench::LocalDaemons daemons(ravnestd, local_dir.string(), secret_file.string(), names);
   daemons.set_per_node_dirs(true);
+  daemons.set_die_with_parent(true);  // a `ravnest local` killed with kill -9 takes them along
   daemons.set_log_level("info");
   for (int i = 0; i < nodes; ++i) {
     const std::string device = device_for_node(i, gpu_list);

@@ -25,6 +25,7 @@
 #include "libs/config/pool/pool_edit.h"
 #include "libs/graph/clusterize.h"
 #include "libs/planner/cluster_plan.h"
+#include "libs/requester/following_marker.h"
 #include "libs/requester/replacement.h"
 #include "libs/requester/requester.h"
 
@@ -115,6 +116,17 @@ int PoolCommand::remove() {
     say("removed " + removed + " from " + nodes_path + "; the plan " + plan_dir +
         " did not use it and is unchanged");
     return 0;
+  }
+  // A planned node of a job that `ravnest train` follows (replace's rule): its cluster trains
+  // on it, and would lose it from the plan (fuse and losses could not reach it, and the push
+  // that follows would overwrite the trained stages).
+  const auto following = requester::read_following(plan_dir);
+  if (following && !following->dropped.count(decision.cluster)) {
+    throw std::runtime_error(removed + " holds a stage of cluster " +
+                             std::to_string(decision.cluster) + ", which trains in job " +
+                             std::to_string(following->job_id) + ", followed by `ravnest train` " +
+                             "(pid " + std::to_string(following->pid) + "): nothing changed; " +
+                             "remove it once the job ended (`ravnest stop` ends it now)");
   }
   if (!decision.spare) {
     // Nothing written: the pool and the plan stay as they were.
