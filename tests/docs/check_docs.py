@@ -11,7 +11,7 @@ What the checks are (CHECKS below):
 - scripts and examples README names, run as README writes them: `scripts/demo`,
   `examples/ps/run.sh`, `examples/hybrid/run.sh`;
 - blocks of the documents themselves (README.md, packaging/README.md, docs/*.md): a fenced block right after a line
-  `<!-- checked: NAME -->` is extracted from its document at run time and run as written (sh with
+  `<!-- checked: NAME -->` (the whole line) is extracted from its document at run time and run as written (sh with
   bash -eu -o pipefail, python with RAVNEST_PYTHON from a file), so the document and the check are
   one text;
 - the benchmarks README names, in a short form (fewer jobs, sizes or models; the same code path);
@@ -86,7 +86,7 @@ def marked_block(document, name):
     """The fenced block right after `<!-- checked: NAME -->` in DOCUMENT: (language, text)."""
     path = os.path.join(SOURCE, document)
     text = open(path, encoding="utf-8").read()
-    match = re.search(r"<!-- checked: " + re.escape(name) + r" -->\n```(\w*)\n(.*?)\n```", text,
+    match = re.search(r"(?m)^<!-- checked: " + re.escape(name) + r" -->\n```(\w*)\n(.*?)\n```", text,
                       re.S)
     if not match:
         raise SystemExit(f"{document}: no block marked <!-- checked: {name} --> (the check "
@@ -101,7 +101,7 @@ def marked_blocks_everywhere():
         "docs/" + f for f in sorted(os.listdir(os.path.join(SOURCE, "docs"))) if f.endswith(".md")]
     for document in documents:
         text = open(os.path.join(SOURCE, document), encoding="utf-8").read()
-        found += [(document, n) for n in re.findall(r"<!-- checked: ([\w-]+) -->", text)]
+        found += [(document, n) for n in re.findall(r"(?m)^<!-- checked: ([\w-]+) -->$", text)]
     return found
 
 
