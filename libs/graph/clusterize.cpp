@@ -20,6 +20,7 @@
 #include "libs/config/pool/node_pool.h"
 #include "libs/config/plan/plan_layout.h"
 #include "libs/graph/example_input.h"
+#include "libs/graph/cut_model.h"
 #include "libs/graph/memory_planning.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/profiler.h"
@@ -283,20 +284,53 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
 
   const auto pool = config::load_node_pool(options.nodes_path);
   const bool on_gpu = planned_on_gpu(options.device);
-  auto model = ModelGraph::load(options.model_path);
+  const std::unique_ptr<CutModel> model = load_cut_model(options.model_path);
+  if (options.mode != PlanMode::kPipeline && !dynamic_cast<const ModelGraph*>(model.get())) {
+    throw std::invalid_argument(options.model_path + ": --mode " +
+                                (options.mode == PlanMode::kHybrid ? "hybrid" : "parameter-server") +
+                                " takes a TorchScript model; a " + model->format() +
+                                " model trains as a pipeline (--mode pipeline)");
+  }
   if (options.example_inputs.empty()) {
     throw std::invalid_argument("clusterize needs --example-input, one per forward argument of " +
                                 options.model_path);
   }
   const auto inputs = make_example_inputs(options.example_inputs, options.seed);
-  check_forward_inputs(*model, inputs.size());
+  model->check_inputs(inputs.size());
   result.times.load = watch.lap();
   phase.finish();
-  log("model " + options.model_path + ": " + std::to_string(model->units().size()) +
+  log("model " + options.model_path + ": " + std::to_string(model->unit_count()) +
       " units, " + std::to_string(pool.size()) + " nodes in " + options.nodes_path);
 
+  // A model that runs at one batch size only (a .pt2 exported without a batch Dim) cannot take
+  // micro-batches of another: refused here, not on the daemons.
+  const int64_t example_batch = inputs.empty() || inputs[0].dim() == 0 ? 0 : inputs[0].size(0);
+  const int64_t static_batch = model->static_batch();
+  if (static_batch > 0) {
+    const std::string fix =
+        "export with dynamic_shapes giving dim 0 of every input a batch Dim "
+        "(torch.export.Dim(\"batch\"))";
+    if (example_batch != static_batch) {
+      throw std::invalid_argument(options.model_path + ": exported with batch " +
+                                  std::to_string(static_batch) + "; the example input has " +
+                                  std::to_string(example_batch) + " samples: " + fix +
+                                  ", or give --example-input a batch of " +
+                                  std::to_string(static_batch));
+    }
+    if (options.planning.micro_batches > 1) {
+      throw std::invalid_argument(
+          options.model_path + ": exported with batch " + std::to_string(static_batch) +
+          "; micro-batches of " + std::to_string(static_batch / options.planning.micro_batches) +
+          " need dynamic_shapes with a batch Dim: " + fix);
+    }
+    log(options.model_path + ": exported with a static batch of " + std::to_string(static_batch) +
+        ": every micro-batch must hold " + std::to_string(static_batch) +
+        " samples (train.batch_size = " + std::to_string(static_batch) +
+        " x train.micro_batches); " + fix + " to train with any batch");
+  }
+
   phase.start("profile");
-  auto measured = profile_model(*model, inputs);
+  const planner::ModelProfile profile = model->profile(inputs);
   result.times.profile = watch.lap();
   phase.finish();
 
@@ -306,8 +340,9 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   std::vector<SparseTableUse> tables;
   phase.start("plan");
   if (options.mode == PlanMode::kParameterServer) {
-    const auto state = state_tensors_for_servers(*model);
-    result.ps_plan = planner::plan_parameter_servers(measured.profile, state, pool,
+    const ModelGraph& script = dynamic_cast<const ModelGraph&>(*model);
+    const auto state = state_tensors_for_servers(script);
+    result.ps_plan = planner::plan_parameter_servers(profile, state, pool,
                                                      options.parameter_servers);
   } else if (options.mode == PlanMode::kHybrid) {
     if (options.on_server.empty()) {
@@ -316,10 +351,10 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
     if (options.parameter_servers.evaluator) {
       throw std::invalid_argument("--evaluator: a hybrid plan has none (the trainers validate)");
     }
-    tables = find_sparse_tables(*model, options.on_server);
+    tables = find_sparse_tables(dynamic_cast<ModelGraph&>(*model), options.on_server);
     std::vector<planner::StateTensor> state;
     for (const auto& table : tables) state.push_back({table.weight, table.bytes});
-    result.ps_plan = planner::plan_parameter_servers(measured.profile, state, pool,
+    result.ps_plan = planner::plan_parameter_servers(profile, state, pool,
                                                      options.parameter_servers);
   } else {
     if (options.memory_probe) {
@@ -337,7 +372,7 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
       };
       try {
         planned = plan_with_measured_memory(
-            *model, measured.profile, inputs,
+            *model, profile, inputs,
             memory_pool(pool, on_gpu, options.nodes_path, options.device), header,
             counted, (staging.path() / "probes").string(), log);
       } catch (const planner::PoolTooSmall& e) {
@@ -351,7 +386,7 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
       header.planning = planned.planning;
       measured_memory = std::move(planned.by_node);
     } else {
-      result.plan = planner::plan_pool(measured.profile, pool, options.seed, options.planning);
+      result.plan = planner::plan_pool(profile, pool, options.seed, options.planning);
     }
     const auto& p = options.planning;
     if (p.schedule || p.activations != config::WireCodec::kNone ||
@@ -377,10 +412,11 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   phase.start("cut");
 
   if (result.ps_plan) {
+    const ModelGraph& script = dynamic_cast<const ModelGraph&>(*model);
     result.nodes = options.mode == PlanMode::kHybrid
-                       ? write_hybrid_plan(*model, *result.ps_plan, tables, pool, header,
+                       ? write_hybrid_plan(script, *result.ps_plan, tables, pool, header,
                                            staging.path().string())
-                       : write_parameter_server_plan(*model, *result.ps_plan, pool, header,
+                       : write_parameter_server_plan(script, *result.ps_plan, pool, header,
                                                      staging.path().string());
     // Every node's stage is cut from the whole model alike: checking one checks them all (a
     // hybrid trainer's is a server's with the tables emptied, which only rows can fill).
@@ -388,7 +424,7 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
     first.id = 0;
     const int checked = options.mode == PlanMode::kHybrid ? result.ps_plan->servers.front().node_id
                                                           : result.ps_plan->workers.front().node_id;
-    first.stages.push_back({checked, 0, model->units().size(), {}});
+    first.stages.push_back({checked, 0, model->unit_count(), {}});
     result.plan.clusters = {first};
     result.plan.samples_per_second = result.ps_plan->samples_per_second;
     result.plan.unplaced_nodes = result.ps_plan->unplaced_nodes;
@@ -445,6 +481,11 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
                                  (micro_batches == 1 ? std::string()
                                                      : " over " + std::to_string(micro_batches) +
                                                            " micro-batches");
+        if (micro_batches > 1 && static_batch > 0) {
+          log("verify " + what + ": skipped, the model runs at its exported batch of " +
+              std::to_string(static_batch) + " only");
+          continue;
+        }
         if (micro_batches > 1 && batch_samples < micro_batches) {
           log("verify " + what + ": skipped, the example batch has " +
               std::to_string(batch_samples) + " sample(s)");

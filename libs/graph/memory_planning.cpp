@@ -39,7 +39,7 @@ int in_flight_of(const planner::PlanningOptions& p, size_t stages) {
 
 }  // namespace
 
-MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelProfile profile,
+MeasuredPlan plan_with_measured_memory(const CutModel& model, planner::ModelProfile profile,
                                        const std::vector<at::Tensor>& inputs,
                                        const std::vector<config::NodeConfig>& pool,
                                        const PlanHeader& header, const MemoryProbe& probe,

@@ -22,7 +22,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "libs/config/pool/node_pool.h"
-#include "libs/graph/model_graph.h"
+#include "libs/graph/cut_model.h"
 #include "libs/graph/stage_memory.h"
 #include "libs/graph/stage_writer.h"
 #include "libs/planner/cluster_plan.h"
@@ -41,7 +41,7 @@ inline constexpr int kMaxMemoryRounds = 3;
 // `scratch_dir` holds each round's stages and inputs (removed after). Throws
 // planner::PoolTooSmall with a one-line message naming a node, what it needs and its RAM when
 // no plan fits as measured.
-MeasuredPlan plan_with_measured_memory(const ModelGraph& model, planner::ModelProfile profile,
+MeasuredPlan plan_with_measured_memory(const CutModel& model, planner::ModelProfile profile,
                                        const std::vector<at::Tensor>& inputs,
                                        const std::vector<config::NodeConfig>& pool,
                                        const PlanHeader& header, const MemoryProbe& probe,

@@ -1,4 +1,5 @@
-// ModelGraph: a TorchScript model's forward as one flat graph, read as a sequence of units.
+// ModelGraph: a TorchScript model's forward as one flat graph, read as a sequence of units: the
+// CutModel (cut_model.h) of TorchScript, whose overrides live in torchscript_cut.cpp.
 //
 // The forward method is inlined into a single graph. Its top-level nodes are of two kinds:
 //  - free nodes: constants, attribute reads from `self` (parameters, buffers, submodules,
@@ -20,18 +21,32 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include "libs/graph/cut_model.h"
+
 namespace ravnest::graph {
 
 using AttributePath = std::vector<std::string>;  // {"layer1", "0", "conv1", "weight"}
 std::string join_path(const AttributePath& path);  // "layer1.0.conv1.weight"
 
-class ModelGraph {
+class ModelGraph final : public CutModel {
  public:
   // Loads `path` with load_module (module_file.h). Throws std::runtime_error "<path>: ..." when the file is
   // missing, is not TorchScript, or has no forward method.
   static std::unique_ptr<ModelGraph> load(const std::string& path);
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const override { return path_; }
+
+  // CutModel (torchscript_cut.cpp): profile_model, wire_stages and build_stage_module.
+  std::string format() const override { return "TorchScript"; }
+  size_t unit_count() const override { return units_.size(); }
+  void check_inputs(size_t given) const override;
+  planner::ModelProfile profile(const std::vector<at::Tensor>& inputs) const override;
+  std::vector<CutStage> cut(const std::vector<std::pair<size_t, size_t>>& ranges) const override;
+  SavedStage save_stage(const std::vector<CutStage>& stages, size_t s,
+                        const std::string& stage_name, const std::string& path) const override;
+  std::map<std::string, std::string> canonical_names() const override;
+  std::vector<std::string> state_names() const override;
+
   torch::jit::Module& module() { return module_; }
   const std::shared_ptr<torch::jit::Graph>& graph() const { return graph_; }
   torch::jit::Value* self_value() const { return graph_->inputs()[0]; }

@@ -1,4 +1,3 @@
-#include "libs/torch_support/module_file.h"
 #include "libs/graph/stage_chain.h"
 
 #include <filesystem>
@@ -8,11 +7,10 @@
 #include <unordered_set>
 
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/jit/serialization/import.h>
 
 #include "libs/data/batch_order.h"
 #include "libs/torch_support/eager_numerics.h"
-#include "libs/graph/stage_builder.h"
+#include "libs/stage/torchscript_stage.h"
 #include "libs/torch_support/torch_errors.h"
 
 namespace ravnest::graph {
@@ -22,7 +20,7 @@ StageChain StageChain::load(const std::string& plan_dir, std::vector<config::Nod
   for (const auto& node : nodes) {
     const auto path = (std::filesystem::path(plan_dir) / node.stage_file).string();
     try {
-      chain.stages_.push_back(torch_support::load_module(path));
+      chain.stages_.push_back(stage::load_torchscript_stage(path));
     } catch (const std::exception& e) {
       throw std::runtime_error(std::string(e.what()) + " (the stage of " + node.name + ")");
     }
@@ -32,7 +30,7 @@ StageChain StageChain::load(const std::string& plan_dir, std::vector<config::Nod
 }
 
 void StageChain::train(bool on) {
-  for (auto& stage : stages_) stage.train(on);
+  for (auto& stage : stages_) stage->train(on);
 }
 
 StageChain::Pass StageChain::forward(const std::vector<c10::IValue>& model_inputs) {
@@ -64,7 +62,7 @@ StageChain::Pass StageChain::forward(const std::vector<c10::IValue>& model_input
       inputs.push_back(value);
     }
     pass.received[s] = inputs;
-    c10::IValue result = stages_[s].forward(inputs);
+    c10::IValue result = stages_[s]->forward(inputs);
     if (node.returns_model_output) {
       pass.output = result;
     } else {
@@ -208,13 +206,13 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
     return count == 1 ? std::string() : " of micro-batch " + std::to_string(m);
   };
 
-  torch::jit::Module model = torch_support::load_module(model_path);
-  model.train();
+  const std::shared_ptr<stage::Stage> model = stage::load_torchscript_stage(model_path);
+  model->train(true);
   std::vector<c10::IValue> expected;
   torch::manual_seed(seed);
   for (size_t m = 0; m < count; ++m) {
     try {
-      expected.push_back(model.forward(parts.model[m]));
+      expected.push_back(model->forward(parts.model[m]));
       (sum_of_outputs(expected.back()) * parts.weights[m]).backward();
     } catch (const std::exception& e) {
       const std::string which = count == 1 ? "" : " on micro-batch " + std::to_string(m);
@@ -244,7 +242,7 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
       // autograd sums it in the whole model, the stages' shares of one micro-batch first.
       micro_grads.emplace_back();
       for (auto& stage : chain.stages()) {
-        for (const auto& p : stage.parameters()) {
+        for (const auto& p : stage->parameters()) {
           at::Tensor grad = p.grad();
           if (!grad.defined()) continue;
           micro_grads.back()[p.unsafeGetTensorImpl()] = grad.clone();
@@ -279,18 +277,26 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
   // every stage that holds a name of the same model tensor.
   std::map<std::string, at::Tensor> model_params;
   std::unordered_map<const c10::TensorImpl*, std::vector<std::string>> names_of;
-  for (const auto& p : model.named_parameters()) {
+  for (const auto& p : model->named_parameters()) {
     model_params[p.name] = p.value;
     names_of[p.value.unsafeGetTensorImpl()].push_back(p.name);
   }
+  // A format that names a tied tensor once (torch.export's, as nn.Module.named_parameters) leaves
+  // the other names to the metadata's tied_parameters.
+  auto model_name_of = [&](size_t s, const std::string& name) {
+    if (model_params.count(name)) return name;
+    const auto& tied = chain.nodes()[s].tied_parameters;
+    const auto it = tied.find(name);
+    return it == tied.end() ? name : it->second;
+  };
   std::map<std::string, at::Tensor> chain_grads;  // keyed by the model tensor's first name
   std::map<std::string, bool> held;
   for (const auto& grads : micro_grads) {
     std::map<std::string, at::Tensor> share;  // this micro-batch's, summed over the stages
-    for (auto& stage : chain.stages()) {
+    for (size_t s = 0; s < chain.stages().size(); ++s) {
       std::unordered_set<const c10::TensorImpl*> seen;
-      for (const auto& p : stage.named_parameters()) {
-        auto it = model_params.find(p.name);
+      for (const auto& p : chain.stages()[s]->named_parameters()) {
+        auto it = model_params.find(model_name_of(s, p.name));
         if (it == model_params.end()) {
           if (&grads == &micro_grads.front()) {
             note(std::numeric_limits<double>::infinity(), "unknown parameter " + p.name,
@@ -324,9 +330,9 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
   }
 
   std::map<std::string, at::Tensor> model_buffers;
-  for (const auto& b : model.named_buffers()) model_buffers[b.name] = b.value;
+  for (const auto& b : model->named_buffers()) model_buffers[b.name] = b.value;
   for (auto& stage : chain.stages()) {
-    for (const auto& b : stage.named_buffers()) {
+    for (const auto& b : stage->named_buffers()) {
       auto it = model_buffers.find(b.name);
       double diff = it == model_buffers.end() ? std::numeric_limits<double>::infinity()
                                               : max_abs_diff(it->second, b.value);

@@ -1,5 +1,5 @@
 // StageChain: one cluster's stages run one after another in this process, wired by their node
-// metadata alone. It is what the daemons compute, without the network: the check behind
+// metadata alone, whatever their format (stage::Stage). It is what the daemons compute, without the network: the check behind
 // `ravnest clusterize --verify` and a reference for the runtime's tests.
 //
 // Forward hands every stage its inputs as fresh leaves (floating tensors require grad), as a
@@ -13,9 +13,12 @@
 #include <string>
 #include <vector>
 
-#include <torch/csrc/jit/api/module.h>
+#include <memory>
+
+#include <ATen/core/ivalue.h>
 
 #include "libs/config/plan/node_metadata.h"
+#include "libs/stage/stage.h"
 
 namespace ravnest::graph {
 
@@ -39,11 +42,11 @@ class StageChain {
   void backward(const Pass& pass, const at::Tensor& loss);
 
   const std::vector<config::NodeMetadata>& nodes() const { return nodes_; }
-  std::vector<torch::jit::Module>& stages() { return stages_; }
+  std::vector<std::shared_ptr<stage::Stage>>& stages() { return stages_; }
 
  private:
   std::vector<config::NodeMetadata> nodes_;
-  std::vector<torch::jit::Module> stages_;
+  std::vector<std::shared_ptr<stage::Stage>> stages_;
 };
 
 // The sum of every floating-point tensor in a (possibly nested) output: the loss of --verify.

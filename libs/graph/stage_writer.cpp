@@ -2,18 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "libs/base/atomic_file.h"
 #include "libs/config/plan/plan_layout.h"
 #include "libs/base/sha256.h"
-#include "libs/graph/randomness.h"
-#include "libs/graph/stage_builder.h"
-#include "libs/torch_support/torch_errors.h"
 #include "libs/planner/rings.h"
 
 namespace ravnest::graph {
@@ -29,59 +23,25 @@ config::Role role_for(size_t position, size_t size) {
   return config::Role::kStem;
 }
 
-std::string type_name(const torch::jit::Value* v) {
-  return c10::unshapedType(v->type())->annotation_str();
-}
-
-
 void add_unique(std::vector<int>& list, int id) {
   if (std::find(list.begin(), list.end(), id) == list.end()) list.push_back(id);
-}
-
-// Every state name of the model mapped to the first name of the same tensor (tied weights).
-std::map<std::string, std::string> canonical_names(const ModelGraph& model) {
-  std::unordered_map<const c10::TensorImpl*, std::string> first_name_of;
-  std::map<std::string, std::string> canonical;
-  auto& module = const_cast<ModelGraph&>(model).module();
-  auto note = [&](const std::string& name, const at::Tensor& t) {
-    auto [it, fresh] = first_name_of.emplace(t.unsafeGetTensorImpl(), name);
-    canonical[name] = it->second;
-  };
-  for (const auto& p : module.named_parameters()) note(p.name, p.value);
-  for (const auto& b : module.named_buffers()) note(b.name, b.value);
-  return canonical;
 }
 
 }  // namespace
 
 std::vector<config::NodeMetadata> write_cluster_stages(
-    const ModelGraph& model, const planner::ClusterPlan& cluster,
+    const CutModel& model, const planner::ClusterPlan& cluster,
     const std::map<int, config::NodeConfig>& nodes, const std::string& dir,
     WrittenStages* written) {
   std::vector<std::pair<size_t, size_t>> ranges;
   for (const auto& stage : cluster.stages) ranges.emplace_back(stage.first_unit, stage.end_unit);
-  const auto wiring = wire_stages(model, ranges);
+  const auto wiring = model.cut(ranges);
 
-  std::vector<std::set<AttributePath>> paths;
-  std::set<AttributePath> all_paths;
-  for (const auto& w : wiring) {
-    paths.push_back(stage_attribute_paths(model, w));
-    all_paths.insert(paths.back().begin(), paths.back().end());
-  }
-  // Parameters the forward never reads travel with the root, so the fused state is complete.
-  for (auto& path : uncovered_state(model, all_paths)) paths.front().insert(path);
-
-  const auto canonical = canonical_names(model);
+  const auto canonical = model.canonical_names();
   auto canonical_of = [&](const std::string& name) {
     auto it = canonical.find(name);
     return it == canonical.end() ? name : it->second;
   };
-
-  // Names listed in the model's state-dict order, whatever order the stage tree has.
-  std::map<std::string, size_t> state_order;
-  for (const auto& name : state_names(const_cast<ModelGraph&>(model).module())) {
-    state_order.emplace(name, state_order.size());
-  }
 
   std::vector<config::NodeMetadata> out;
   std::map<std::string, std::vector<int>> holders_of;  // canonical trained tensor -> node ids
@@ -103,9 +63,9 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     meta.returns_model_output = wiring[s].is_leaf;
     for (size_t i = 0; i < wiring[s].inputs.size(); ++i) {
       config::StageInput input;
-      input.value = wiring[s].inputs[i]->debugName();
-      input.type = type_name(wiring[s].inputs[i]);
-      const auto& source = wiring[s].input_sources[i];
+      const CutInput& source = wiring[s].inputs[i];
+      input.value = source.value;
+      input.type = source.type;
       if (source.model_input >= 0) {
         input.model_input = source.model_input;
       } else {
@@ -117,9 +77,9 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     }
     for (size_t j = 0; j < wiring[s].outputs.size(); ++j) {
       config::StageOutput output;
-      output.value = wiring[s].outputs[j]->debugName();
-      output.type = type_name(wiring[s].outputs[j]);
-      for (int consumer : wiring[s].output_consumers[j]) {
+      output.value = wiring[s].outputs[j].value;
+      output.type = wiring[s].outputs[j].type;
+      for (int consumer : wiring[s].outputs[j].consumers) {
         output.to_nodes.push_back(cluster.stages[consumer].node_id);
         add_unique(meta.forward_neighbours, output.to_nodes.back());
       }
@@ -133,32 +93,20 @@ std::vector<config::NodeMetadata> write_cluster_stages(
                       std::to_string(stage_plan.end_unit);
     for (const auto& input : meta.inputs) key += " <" + input.value;
     for (const auto& output : meta.outputs) key += " >" + output.value;
-    for (const auto& path : paths[s]) {
-      key += " .";
-      for (const auto& part : path) key += part + "/";
-    }
+    for (const auto& held : wiring[s].held) key += " ." + held;
     const auto found = written ? written->find(key) : WrittenStages::iterator{};
     WrittenStage stage;
     if (written && found != written->end()) {
       stage = found->second;
     } else {
-      torch::jit::Module module = build_stage_module(model, wiring[s], node.name, paths[s]);
       stage.stage_file = meta.stage_file;
       const fs::path stage_path = layout.resolve(stage.stage_file);
-      try {
-        module.save(stage_path.string());
-      } catch (const std::exception& e) {
-        throw std::runtime_error(stage_path.string() + ": cannot save stage: " + torch_support::torch_message(e));
-      }
+      SavedStage saved = model.save_stage(wiring, s, node.name, stage_path.string());
       stage.stage_sha256 = base::sha256_hex(base::read_file(stage_path.string()));
-      stage.parameters = state_names(module);
-      std::stable_sort(stage.parameters.begin(), stage.parameters.end(),
-                       [&](const std::string& a, const std::string& b) {
-                         return state_order.at(a) < state_order.at(b);
-                       });
-      for (const auto& p : module.named_parameters()) stage.trained_parameters.push_back(p.name);
-      for (const auto& p : module.parameters()) stage.parameter_count += p.numel();
-      stage.draws_random_numbers = draws_random_numbers(module);
+      stage.parameters = std::move(saved.parameters);
+      stage.trained_parameters = std::move(saved.trained_parameters);
+      stage.parameter_count = saved.parameter_count;
+      stage.draws_random_numbers = saved.draws_random_numbers;
       if (written) written->emplace(key, stage);
     }
     meta.stage_file = stage.stage_file;
@@ -235,7 +183,7 @@ void pin_certificates(std::vector<config::NodeMetadata>& nodes,
   for (auto& meta : nodes) meta.tls_fingerprints = pins;
 }
 
-std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const planner::PoolPlan& plan,
+std::vector<config::NodeMetadata> write_plan(const CutModel& model, const planner::PoolPlan& plan,
                                              const std::vector<config::NodeConfig>& pool,
                                              const PlanHeader& header, const std::string& dir) {
   std::map<int, config::NodeConfig> node_config;

@@ -1,4 +1,5 @@
-// StageWriter: turns one planned cluster into files: a TorchScript stage per node under
+// StageWriter: turns one planned cluster into files: a stage per node, in the model's format (a
+// TorchScript module, a .pt2 archive: cut_model.h), under
 // DIR/stages/ and the node metadata that wires them (rings are added by the caller, who sees
 // every cluster). Shared by `clusterize` and the tests, which cut at chosen points.
 #pragma once
@@ -10,7 +11,7 @@
 #include "libs/config/plan/node_metadata.h"
 #include "libs/config/plan/plan_file.h"
 #include "libs/config/pool/node_pool.h"
-#include "libs/graph/model_graph.h"
+#include "libs/graph/cut_model.h"
 #include "libs/planner/cluster_plan.h"
 
 namespace ravnest::graph {
@@ -32,7 +33,7 @@ using WrittenStages = std::map<std::string, WrittenStage>;
 // With `written`, a stage equal to one written before (in any cluster) is not cut again: its node
 // metadata names the same stage_file, and `written` learns the new ones.
 std::vector<config::NodeMetadata> write_cluster_stages(
-    const ModelGraph& model, const planner::ClusterPlan& cluster,
+    const CutModel& model, const planner::ClusterPlan& cluster,
     const std::map<int, config::NodeConfig>& nodes, const std::string& dir,
     WrittenStages* written = nullptr);
 
@@ -56,7 +57,7 @@ config::PlanFile plan_file_header(const PlanHeader& header);
 void pin_certificates(std::vector<config::NodeMetadata>& nodes,
                       const std::map<int, config::NodeConfig>& pool);
 
-std::vector<config::NodeMetadata> write_plan(const ModelGraph& model, const planner::PoolPlan& plan,
+std::vector<config::NodeMetadata> write_plan(const CutModel& model, const planner::PoolPlan& plan,
                                              const std::vector<config::NodeConfig>& pool,
                                              const PlanHeader& header, const std::string& dir);
 
