@@ -33,6 +33,12 @@ ExportedModule::~ExportedModule() = default;
 ExportedModule ExportedModule::load(const std::string& path) { refuse(path); }
 ExportedModule ExportedModule::from_archive(Pt2Archive archive) { refuse(archive.origin); }
 std::vector<c10::IValue> ExportedModule::forward(std::vector<c10::IValue>) { return {}; }
+std::vector<c10::IValue> ExportedModule::forward_observed(std::vector<c10::IValue>,
+                                                          const NodeObserver&) {
+  return {};
+}
+ExportedModule ExportedModule::clone() const { return ExportedModule(std::make_unique<Impl>()); }
+Pt2Archive ExportedModule::to_archive() const { return {}; }
 std::vector<std::pair<std::string, at::Tensor>> ExportedModule::named_parameters() const { return {}; }
 std::vector<std::pair<std::string, at::Tensor>> ExportedModule::named_buffers() const { return {}; }
 void ExportedModule::train(bool) {}

@@ -245,3 +245,101 @@ TEST_CASE("exported: archives broken by hand are refused in one line naming what
     CHECK(what.find("no data/weights/weight_3") != std::string::npos);
   }
 }
+
+TEST_CASE("exported: clone() is an independent module with equal values, mode and device") {
+  ExportedModule module = ExportedModule::load(zoo("cnn.pt2"));
+  ExportedModule copy = module.clone();
+  // The original trains a step (BatchNorm's statistics move, gradients fill): the copy does not see it.
+  const test::ZooReference ref = test::zoo_reference("cnn");
+  module.forward(ref.inputs)[0].toTensor().sum().backward();
+  const auto original_parameters = module.named_parameters();
+  const auto copied_parameters = copy.named_parameters();
+  REQUIRE(copied_parameters.size() == original_parameters.size());
+  for (size_t i = 0; i < copied_parameters.size(); ++i) {
+    CHECK(copied_parameters[i].first == original_parameters[i].first);
+    CHECK(copied_parameters[i].second.is_leaf());
+    CHECK(copied_parameters[i].second.requires_grad());
+    CHECK_FALSE(copied_parameters[i].second.grad().defined());
+    CHECK_FALSE(copied_parameters[i].second.is_alias_of(original_parameters[i].second));
+  }
+  CHECK_FALSE(at::equal(copy.named_buffers()[0].second, module.named_buffers()[0].second));
+  // And it still computes what eager did from the archive's state.
+  check_against_eager("cnn", copy);
+
+  module.train(false);
+  CHECK_FALSE(module.clone().is_training());
+  // Tied weights stay tied in the copy.
+  ExportedModule tied = ExportedModule::load(zoo("tied.pt2")).clone();
+  const exported::Pt2Archive archive = tied.to_archive();
+  CHECK(archive.weights.at("emb.weight").is_alias_of(archive.weights.at("out.weight")));
+}
+
+TEST_CASE("exported: to_archive() gives the current weights under their names and the source text") {
+  const exported::Pt2Archive source = exported::read_pt2_archive(zoo("mutated_buffer.pt2"));
+  ExportedModule module = ExportedModule::load(zoo("mutated_buffer.pt2"));
+  module.forward(test::zoo_reference("mutated_buffer").inputs);
+  const exported::Pt2Archive archive = module.to_archive();
+  CHECK(archive.model_name == source.model_name);
+  CHECK(archive.model_json == source.model_json);
+  CHECK(archive.program.nodes.size() == source.program.nodes.size());
+  REQUIRE(archive.weights.size() == source.weights.size());
+  CHECK(archive.constants.size() == source.constants.size());
+  for (const auto& [name, buffer] : module.named_buffers()) {
+    INFO(name);
+    REQUIRE(archive.weights.count(name));
+    CHECK(archive.weights.at(name).device().is_cpu());
+    CHECK(at::equal(archive.weights.at(name), buffer));
+    CHECK_FALSE(at::equal(archive.weights.at(name), source.weights.at(name)));  // the forward moved it
+  }
+  for (const auto& [name, parameter] : module.named_parameters()) {
+    CHECK(archive.weights.at(name).requires_grad());
+    CHECK(archive.weights.at(name).is_leaf());
+  }
+  // Loaded again it is the module as it was.
+  ExportedModule again = ExportedModule::from_archive(archive);
+  CHECK(at::equal(again.named_buffers()[0].second, module.named_buffers()[0].second));
+}
+
+TEST_CASE("exported: a SymInt input takes an int (or a one-integer tensor); a SymInt output is an int") {
+  ExportedModule module = ExportedModule::load(zoo("sym_int.pt2"));
+  CHECK(module.input_names() == std::vector<std::string>{"x", "b"});
+  REQUIRE(module.output_count() == 2);
+  const at::Tensor x = torch::randn({6, 6});
+  const auto parameters = module.named_parameters();
+  const at::Tensor expected = at::linear(x, parameters[0].second, parameters[1].second).reshape({6, 2, 2});
+  std::vector<c10::IValue> out = module.forward({x, int64_t{6}});
+  REQUIRE(out[1].isInt());
+  CHECK(out[1].toInt() == 18);
+  test::check_equal(out[0].toTensor(), expected, "the reshaped output");
+  out = module.forward({x, torch::tensor(int64_t{6})});
+  CHECK(out[1].toInt() == 18);
+  CHECK_THROWS_WITH(module.forward({x, 6.0}),
+                    Catch::Contains("input 'b' is a SymInt: an int or a one-element integer tensor"));
+}
+
+TEST_CASE("exported: forward_observed reports every node in order, with its time and outputs") {
+  const exported::Pt2Archive archive = exported::read_pt2_archive(zoo("cnn.pt2"));
+  ExportedModule module = ExportedModule::from_archive(archive);
+  module.train(false);  // the two forwards below see the same buffers
+  const std::vector<c10::IValue> inputs = test::zoo_reference("cnn").inputs;
+  const at::Tensor plain = module.forward(inputs)[0].toTensor();
+  std::vector<size_t> indices;
+  std::vector<double> seconds;
+  at::Tensor last_output;
+  const std::vector<c10::IValue> observed = module.forward_observed(
+      inputs, [&](size_t node, double s, const std::vector<c10::IValue>& outputs) {
+        indices.push_back(node);
+        seconds.push_back(s);
+        REQUIRE(!outputs.empty());
+        if (outputs[0].isTensor()) last_output = outputs[0].toTensor();
+      });
+  REQUIRE(indices.size() == archive.program.nodes.size());
+  for (size_t i = 0; i < indices.size(); ++i) CHECK(indices[i] == i);
+  for (double s : seconds) CHECK(s >= 0);
+  test::check_equal(observed[0].toTensor(), plain, "the observed forward's output");
+  test::check_equal(last_output, plain, "the last node's output");
+  CHECK_THROWS_WITH(module.forward_observed(inputs, [](size_t, double, const auto&) {
+                      throw std::runtime_error("observer stops");
+                    }),
+                    "observer stops");
+}
