@@ -184,8 +184,10 @@ ProgramUnits program_units(const ExportedProgram& program) {
   const auto state = state_placeholders(program);
 
   for (const Node& node : program.nodes) {
+    // Nodes export found no module for carry a placeholder frame, which names none.
     const ModuleFrame frame = innermost_module(node.nn_module_stack);
-    units.labels.push_back(op_name(node) + (frame.path.empty() ? "" : " " + frame.path));
+    const bool named = !frame.path.empty() && frame.path.rfind("_empty_nn_module_stack", 0) != 0;
+    units.labels.push_back(op_name(node) + (named ? " " + frame.path : ""));
   }
 
   auto add_value = [&](const std::string& name, const std::string& kind, int unit) {
@@ -619,7 +621,12 @@ std::string stage_model_json(const std::string& whole_model_json, const Exported
   }
 
   json new_nodes = json::array();
-  for (size_t u = stage.first_unit; u < stage.end_unit; ++u) new_nodes.push_back(nodes[u]);
+  for (size_t u = stage.first_unit; u < stage.end_unit; ++u) {
+    const std::string f = JsonReader::index(g_path + ".nodes", u);
+    if (!nodes[u].is_object()) reader.fail(f, "must be an object, got " + JsonReader::kind(nodes[u]));
+    if (reader.string(nodes[u], f, "target") != program.nodes[u].target) mismatch(f);
+    new_nodes.push_back(nodes[u]);
+  }
   graph["nodes"] = std::move(new_nodes);
   graph["inputs"] = std::move(new_inputs);
   graph["outputs"] = std::move(new_outputs);
@@ -651,7 +658,7 @@ std::string stage_model_json(const std::string& whole_model_json, const Exported
         kept.push_back(std::move(entry));
         continue;
       }
-      if (!is_root_entry) continue;
+      if (!is_root_entry && !(is_root && stage.is_leaf)) continue;
       if (!sig->is_object()) reader.fail(f + ".signature", "must be an object, got " + JsonReader::kind(*sig));
       if (!is_root) {
         (*sig)["in_spec"] = flat_args_spec(stage.inputs.size());
@@ -666,7 +673,12 @@ std::string stage_model_json(const std::string& whole_model_json, const Exported
     }
     *call_graph = std::move(kept);
   }
-  return root.dump();
+  std::string text = root.dump();
+  // What the stage's runtime will read must read: a whole that is not the program's (a value of
+  // another kind where the program has one) shows here rather than on a daemon.
+  parse_exported_program(text, origin + " (stage of units [" + std::to_string(stage.first_unit) +
+                                   ", " + std::to_string(stage.end_unit) + "))");
+  return text;
 }
 
 std::vector<InputBatch> user_input_batches(const std::string& whole_model_json,
