@@ -1,5 +1,6 @@
 #include "libs/exported/exported_module.h"
 
+#include <chrono>
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
@@ -9,6 +10,7 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/version.h>
 
 #include "libs/base/config_error.h"
@@ -64,6 +66,7 @@ struct Placeholder {
   int slot = -1;       // -1: not read by the graph
   size_t index = 0;    // kTensor: into tensors; kUser: into the user inputs
   c10::IValue constant;
+  bool sym_int = false;  // kUser: a SymInt (a size computed upstream), bound as an int
 };
 
 struct Mutation {
@@ -92,7 +95,14 @@ using namespace module_plan;
 
 struct ExportedModule::Impl {
   std::string origin;
+  // What the module was loaded from, for to_archive.
+  std::string model_name;
+  std::string model_json;
+  ExportedProgram source_program;
   std::vector<at::Tensor> tensors;  // parameters, buffers, constants: each tensor once
+  // Every tensor of the archive under its name (weights, constants) -> tensors index.
+  std::vector<std::pair<std::string, size_t>> weight_names;
+  std::vector<std::pair<std::string, size_t>> constant_names;
   std::vector<std::pair<std::string, size_t>> parameters;  // name -> tensors index
   std::vector<std::pair<std::string, size_t>> buffers;
   std::vector<Placeholder> placeholders;
@@ -109,6 +119,9 @@ struct ExportedModule::Impl {
   [[noreturn]] void fail(const std::string& what) const { throw ConfigError(origin + ": " + what); }
 
   void build(Pt2Archive archive);
+  // forward's loop; `observe(step, seconds, outputs)` after each step when kObserved.
+  template <bool kObserved, typename Observer>
+  std::vector<c10::IValue> run(std::vector<c10::IValue> inputs, const Observer& observe);
   Step resolve(const Node& node, const std::unordered_map<std::string, int>& slots,
                const std::unordered_map<std::string, std::string>& buffer_of);
   c10::IValue value_of(const Source& source, const std::vector<c10::IValue>& values) const;
@@ -148,6 +161,19 @@ const char* mode_argument(const std::string& name) {
       {"aten::rnn_tanh", "train"},          {"aten::rnn_relu", "train"}};
   const auto it = args.find(name);
   return it == args.end() ? nullptr : it->second;
+}
+
+// A SymInt user input (a size a stage upstream computed): an int, or a tensor of one integer
+// (what travels between daemons), as the int.
+c10::IValue sym_int_input(const c10::IValue& value, const std::string& origin,
+                          const std::string& name) {
+  if (value.isInt()) return value;
+  if (value.isTensor()) {
+    const at::Tensor& t = value.toTensor();
+    if (t.numel() == 1 && !t.is_floating_point() && !t.is_complex()) return t.item<int64_t>();
+  }
+  throw std::invalid_argument(origin + ": input '" + name + "' is a SymInt: an int or a one-element integer "
+                              "tensor, not a " + value.tagKind());
 }
 
 }  // namespace
@@ -399,6 +425,8 @@ void ExportedModule::Impl::build(Pt2Archive archive) {
     if (added) tensors.push_back(t);
     return it->second;
   };
+  for (const auto& [name, t] : archive.weights) weight_names.emplace_back(name, keep(t));
+  for (const auto& [name, t] : archive.constants) constant_names.emplace_back(name, keep(t));
   std::unordered_map<std::string, std::string> buffer_of;  // placeholder -> buffer name
   std::unordered_map<std::string, size_t> user_input_index;
   for (size_t i = 0; i < program.input_specs.size(); ++i) {
@@ -443,6 +471,7 @@ void ExportedModule::Impl::build(Pt2Archive archive) {
         break;
       case InputSpec::Kind::kUserInput:
         placeholder.type = Placeholder::Type::kUser;
+        placeholder.sym_int = graph_input.kind == Kind::kSymInt;
         placeholder.index = input_names.size();
         input_names.push_back(names.empty() ? "" : names[0]);
         if (!names.empty()) user_input_index.emplace(names[0], placeholder.index);
@@ -537,6 +566,9 @@ void ExportedModule::Impl::build(Pt2Archive archive) {
   for (int slot = 0; slot < static_cast<int>(slot_count); ++slot) {
     if (last_use[slot] >= 0 && last_use[slot] < end) steps[last_use[slot]].release.push_back(slot);
   }
+  model_name = std::move(archive.model_name);
+  model_json = std::move(archive.model_json);
+  source_program = std::move(archive.program);
 }
 
 c10::IValue ExportedModule::Impl::value_of(const Source& source,
@@ -588,8 +620,10 @@ ExportedModule ExportedModule::from_archive(Pt2Archive archive) {
   return ExportedModule(std::move(impl));
 }
 
-std::vector<c10::IValue> ExportedModule::forward(std::vector<c10::IValue> inputs) {
-  Impl& m = *impl_;
+template <bool kObserved, typename Observer>
+std::vector<c10::IValue> ExportedModule::Impl::run(std::vector<c10::IValue> inputs,
+                                                   const Observer& observe) {
+  Impl& m = *this;
   if (inputs.size() != m.input_names.size()) {
     std::string names;
     for (const std::string& n : m.input_names) names += (names.empty() ? "" : ", ") + n;
@@ -601,14 +635,33 @@ std::vector<c10::IValue> ExportedModule::forward(std::vector<c10::IValue> inputs
     if (p.slot < 0) continue;
     switch (p.type) {
       case Placeholder::Type::kTensor: values[p.slot] = m.tensors[p.index]; break;
-      case Placeholder::Type::kUser: values[p.slot] = inputs[p.index]; break;
+      case Placeholder::Type::kUser:
+        values[p.slot] = p.sym_int ? sym_int_input(inputs[p.index], m.origin, m.input_names[p.index])
+                                   : inputs[p.index];
+        break;
       case Placeholder::Type::kConstant: values[p.slot] = p.constant; break;
     }
   }
+  // A device's kernels run asynchronously: an observed run waits for each, so that its time is
+  // the kernel's, not its launch's.
+  const c10::impl::DeviceGuardImplInterface* device_guard =
+      kObserved && !m.device.is_cpu() ? c10::impl::getDeviceGuardImpl(m.device.type()) : nullptr;
+  auto synchronize = [&] {
+    if (device_guard) device_guard->synchronizeDevice(m.device.index() < 0 ? 0 : m.device.index());
+  };
+  synchronize();
+  std::vector<c10::IValue> observed;
   torch::jit::Stack& stack = m.stack;
-  for (const Step& step : m.steps) {
+  for (size_t index = 0; index < m.steps.size(); ++index) {
+    const Step& step = m.steps[index];
+    std::chrono::steady_clock::time_point start;
+    if constexpr (kObserved) {
+      observed.clear();
+      start = std::chrono::steady_clock::now();
+    }
     if (step.eval_alias >= 0 && !m.training) {
       if (step.outputs[0].slot >= 0) values[step.outputs[0].slot] = values[step.eval_alias];
+      if constexpr (kObserved) observed.push_back(values[step.eval_alias]);
     } else if (step.sym != SymOp::kNone) {
       const c10::IValue a = m.value_of(step.args[0], values);
       c10::IValue result;
@@ -633,6 +686,7 @@ std::vector<c10::IValue> ExportedModule::forward(std::vector<c10::IValue> inputs
           default: break;
         }
       }
+      if constexpr (kObserved) observed.push_back(result);
       if (step.outputs[0].slot >= 0) values[step.outputs[0].slot] = std::move(result);
     } else {
       stack.clear();
@@ -645,7 +699,13 @@ std::vector<c10::IValue> ExportedModule::forward(std::vector<c10::IValue> inputs
           stack.push_back(m.value_of(step.args[i], values));
         }
       }
+      if constexpr (kObserved) start = std::chrono::steady_clock::now();
       step.op->callBoxed(stack);
+      if constexpr (kObserved) {
+        synchronize();
+        observe(index, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                std::vector<c10::IValue>(stack.begin(), stack.end()));
+      }
       for (size_t i = 0; i < step.outputs.size() && i < stack.size(); ++i) {
         const Sink& sink = step.outputs[i];
         if (sink.type == Sink::Type::kValue) {
@@ -657,6 +717,12 @@ std::vector<c10::IValue> ExportedModule::forward(std::vector<c10::IValue> inputs
           }
         }
       }
+      for (int slot : step.release) values[slot] = c10::IValue();
+      continue;
+    }
+    if constexpr (kObserved) {
+      observe(index, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              observed);
     }
     for (int slot : step.release) values[slot] = c10::IValue();
   }
@@ -673,6 +739,49 @@ std::vector<c10::IValue> ExportedModule::forward(std::vector<c10::IValue> inputs
   out.reserve(m.outputs.size());
   for (const Source& source : m.outputs) out.push_back(m.value_of(source, values));
   return out;
+}
+
+std::vector<c10::IValue> ExportedModule::forward(std::vector<c10::IValue> inputs) {
+  return impl_->run<false>(std::move(inputs), [](size_t, double, const std::vector<c10::IValue>&) {});
+}
+
+std::vector<c10::IValue> ExportedModule::forward_observed(std::vector<c10::IValue> inputs,
+                                                          const NodeObserver& observer) {
+  return impl_->run<true>(std::move(inputs), observer);
+}
+
+ExportedModule ExportedModule::clone() const {
+  auto impl = std::make_unique<Impl>(*impl_);
+  impl->stack.clear();
+  for (at::Tensor& t : impl->tensors) {
+    at::Tensor copy = t.detach().clone();
+    if (t.requires_grad()) copy.requires_grad_(true);
+    t = std::move(copy);
+  }
+  return ExportedModule(std::move(impl));
+}
+
+Pt2Archive ExportedModule::to_archive() const {
+  const Impl& m = *impl_;
+  std::vector<at::Tensor> host(m.tensors.size());
+  auto host_tensor = [&](size_t index) {
+    if (!host[index].defined()) {
+      const at::Tensor& t = m.tensors[index];
+      at::Tensor h = t.detach();
+      if (!h.device().is_cpu()) h = h.to(at::kCPU);
+      if (t.requires_grad()) h.requires_grad_(true);
+      host[index] = std::move(h);
+    }
+    return host[index];
+  };
+  Pt2Archive archive;
+  archive.origin = m.origin;
+  archive.model_name = m.model_name;
+  archive.model_json = m.model_json;
+  archive.program = m.source_program;
+  for (const auto& [name, index] : m.weight_names) archive.weights.emplace(name, host_tensor(index));
+  for (const auto& [name, index] : m.constant_names) archive.constants.emplace(name, host_tensor(index));
+  return archive;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> ExportedModule::named_parameters() const {

@@ -27,6 +27,7 @@
 // LibTorch and the 2.x build.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -36,9 +37,9 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 
-namespace ravnest::exported {
+#include "libs/exported/pt2_archive.h"
 
-struct Pt2Archive;
+namespace ravnest::exported {
 
 class ExportedModule {
  public:
@@ -51,8 +52,32 @@ class ExportedModule {
   ~ExportedModule();
 
   // The user outputs for the user inputs, both in the exported signature's order (tensors, or
-  // None and numbers where the signature has them).
+  // None and numbers where the signature has them). A user input that is a SymInt (a stage cut
+  // from a larger graph given the batch size computed upstream) takes an int, or a one-element
+  // integer tensor, bound as the symbolic value; a SymInt output comes back as an int.
   std::vector<c10::IValue> forward(std::vector<c10::IValue> inputs);
+
+  // forward, calling `observer` after each node (clusterize's profile of a model): the node's
+  // index in the program's nodes, the wall-clock seconds (steady_clock) of its kernel call (on a
+  // device, the device is synchronized before the first node and after each call, so the time is
+  // the kernel's), and what the node returned. forward itself observes nothing and pays nothing
+  // for this. The observer runs on the caller's thread; what it throws ends the forward.
+  using NodeObserver = std::function<void(size_t node_index, double seconds,
+                                          const std::vector<c10::IValue>& node_outputs)>;
+  std::vector<c10::IValue> forward_observed(std::vector<c10::IValue> inputs,
+                                            const NodeObserver& observer);
+
+  // An independent module: its own parameters (leaves requiring grad as before, no gradients),
+  // buffers and constants, equal in value, on the same device, in the same mode. The plan of
+  // nodes is shared in value (copied), not re-resolved.
+  ExportedModule clone() const;
+
+  // The module as an archive (pt2_writer.h writes it): the program text it was loaded from, and
+  // its current weights and constants under their names as host tensors. On the CPU these share
+  // storage with the module's own (a save writes them before the next step; clone() first to
+  // keep a snapshot); a device's are copied. Parameters that require grad are leaves that do
+  // (detached: gradients stay with the module); tied weights stay one tensor.
+  Pt2Archive to_archive() const;
 
   // Parameters in the signature's order, a tensor shared under two names (tied weights) once,
   // under its first name, as torch.nn.Module.named_parameters gives them.

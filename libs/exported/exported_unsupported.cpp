@@ -5,6 +5,7 @@
 #include "libs/base/config_error.h"
 #include "libs/exported/exported_module.h"
 #include "libs/exported/pt2_archive.h"
+#include "libs/exported/pt2_writer.h"
 #include "libs/torch_support/torch_compat.h"
 
 namespace ravnest::exported {
@@ -22,6 +23,8 @@ struct ExportedModule::Impl {};
 
 Pt2Archive read_pt2_archive(const std::string& path) { refuse(path); }
 Pt2Archive read_pt2_archive_bytes(const std::string&, const std::string& origin) { refuse(origin); }
+void write_pt2_archive(const Pt2Archive&, const std::string& path) { refuse(path); }
+std::string write_pt2_archive_bytes(const Pt2Archive& archive) { refuse(archive.origin); }
 
 ExportedModule::ExportedModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ExportedModule::ExportedModule(ExportedModule&&) noexcept = default;
@@ -30,6 +33,12 @@ ExportedModule::~ExportedModule() = default;
 ExportedModule ExportedModule::load(const std::string& path) { refuse(path); }
 ExportedModule ExportedModule::from_archive(Pt2Archive archive) { refuse(archive.origin); }
 std::vector<c10::IValue> ExportedModule::forward(std::vector<c10::IValue>) { return {}; }
+std::vector<c10::IValue> ExportedModule::forward_observed(std::vector<c10::IValue>,
+                                                          const NodeObserver&) {
+  return {};
+}
+ExportedModule ExportedModule::clone() const { return ExportedModule(std::make_unique<Impl>()); }
+Pt2Archive ExportedModule::to_archive() const { return {}; }
 std::vector<std::pair<std::string, at::Tensor>> ExportedModule::named_parameters() const { return {}; }
 std::vector<std::pair<std::string, at::Tensor>> ExportedModule::named_buffers() const { return {}; }
 void ExportedModule::train(bool) {}

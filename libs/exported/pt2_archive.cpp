@@ -161,8 +161,8 @@ Pt2Archive read(PyTorchStreamReader& reader, const std::string& origin) {
   }
   archive.model_name = models[0];
   const std::string model_json = "models/" + archive.model_name + ".json";
-  archive.program = parse_exported_program(
-      read_record(reader, origin, model_json, kMaxModelJsonBytes), origin + " (" + model_json + ")");
+  archive.model_json = read_record(reader, origin, model_json, kMaxModelJsonBytes);
+  archive.program = parse_exported_program(archive.model_json, origin + " (" + model_json + ")");
 
   const std::string weights_config = "data/weights/" + archive.model_name + "_weights_config.json";
   if (reader.hasRecord(weights_config)) {

@@ -26,6 +26,9 @@ namespace ravnest::exported {
 struct Pt2Archive {
   std::string origin;      // the file's name, as messages give it
   std::string model_name;  // "model": models/<model_name>.json
+  // The text of models/<model_name>.json as read; `program` is what it says. A writer
+  // (pt2_writer.h) writes this text, not `program`: edit both together.
+  std::string model_json;
   ExportedProgram program;
   // Fully qualified name -> tensor on the CPU, for weights (parameters and persistent buffers)
   // and constants (lifted tensor constants, non-persistent buffers). Parameters whose meta says so

@@ -1,6 +1,6 @@
 // The codes torch/_export/serde/schema.py gives dtypes, memory formats and layouts, as LibTorch's
-// enums (the two number them differently). Header only; throws base::ConfigError for a code
-// this LibTorch has no enum for.
+// enums (the two number them differently), and a dtype's code back. Header only; throws
+// base::ConfigError for a code this LibTorch has no enum for (or a dtype schema.py has no code for).
 #pragma once
 
 #include <string>
@@ -37,6 +37,37 @@ inline c10::ScalarType to_scalar_type(int code) {
     case 34: return c10::ScalarType::UInt32;
     case 35: return c10::ScalarType::UInt64;
     default: throw base::ConfigError("unknown dtype code " + std::to_string(code));
+  }
+}
+
+// The code schema.py gives `type` (what a writer puts in a payload config); throws
+// base::ConfigError for a dtype schema.py has no code for.
+inline int dtype_code(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Byte: return 1;
+    case c10::ScalarType::Char: return 2;
+    case c10::ScalarType::Short: return 3;
+    case c10::ScalarType::Int: return 4;
+    case c10::ScalarType::Long: return 5;
+    case c10::ScalarType::Half: return 6;
+    case c10::ScalarType::Float: return 7;
+    case c10::ScalarType::Double: return 8;
+    case c10::ScalarType::ComplexHalf: return 9;
+    case c10::ScalarType::ComplexFloat: return 10;
+    case c10::ScalarType::ComplexDouble: return 11;
+    case c10::ScalarType::Bool: return 12;
+    case c10::ScalarType::BFloat16: return 13;
+    case c10::ScalarType::UInt16: return 28;
+    case c10::ScalarType::Float8_e4m3fn: return 29;
+    case c10::ScalarType::Float8_e5m2: return 30;
+    case c10::ScalarType::Float8_e4m3fnuz: return 31;
+    case c10::ScalarType::Float8_e5m2fnuz: return 32;
+    case c10::ScalarType::Float8_e8m0fnu: return 33;
+    case c10::ScalarType::UInt32: return 34;
+    case c10::ScalarType::UInt64: return 35;
+    default:
+      throw base::ConfigError(std::string("dtype ") + c10::toString(type) +
+                              " has no torch.export serialization code");
   }
 }
 

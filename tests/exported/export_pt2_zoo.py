@@ -15,6 +15,7 @@ For each model NAME it writes:
                        grads         {parameter name: its gradient} after backward(outputs, grad_outputs)
                        buffers       {buffer name: its value} after that forward
                        eval_outputs  then model.eval(): the outputs of one forward on the same inputs
+And DIR/sym_int.pt2 (SymIntIo: an int input and an int output), without a reference.
 The .ref.pt is written last (a model counts as exported when it exists and is newer than this
 script).
 """
@@ -256,6 +257,29 @@ def export_one(name, out_dir):
     os.replace(path + ".tmp", path)
 
 
+class SymIntIo(nn.Module):
+    """A stage cut from a larger graph: the batch size computed upstream comes in as an int (a
+    SymInt placeholder) and a size goes out as one. No reference file: the C++ test computes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, x, b: int):
+        return self.fc(x).reshape(b, 2, 2), b * 3
+
+
+def export_sym_int(out_dir):
+    torch.manual_seed(0)
+    batch = torch.export.Dim("batch", min=2, max=4096)
+    program = torch.export.export(SymIntIo(), (torch.randn(kExampleBatch, 6), kExampleBatch),
+                                  dynamic_shapes=({0: batch}, torch.export.Dim.DYNAMIC))
+    scratch = os.path.join(out_dir, ".writing")
+    os.makedirs(scratch, exist_ok=True)
+    torch.export.save(program, os.path.join(scratch, "sym_int.pt2"))
+    os.replace(os.path.join(scratch, "sym_int.pt2"), os.path.join(out_dir, "sym_int.pt2"))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -271,6 +295,10 @@ def main():
             continue
         export_one(name, args.out)
         print(f"exported {name}")
+    sym_int = os.path.join(args.out, "sym_int.pt2")
+    if not args.only and not (os.path.exists(sym_int) and os.path.getmtime(sym_int) > script_time):
+        export_sym_int(args.out)
+        print("exported sym_int")
 
 
 if __name__ == "__main__":

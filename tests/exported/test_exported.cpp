@@ -10,13 +10,12 @@
 #include <sstream>
 
 #include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/autograd/autograd.h>
-#include <torch/serialize.h>
 #include <torch/torch.h>
 
 #include "libs/base/config_error.h"
 #include "libs/exported/exported_module.h"
 #include "libs/exported/pt2_archive.h"
+#include "tests/exported/zoo_reference.h"
 #include "tests/support/test_env.h"
 
 // LibTorch's logging defines a CHECK of its own (c10/util/logging_is_not_google_glog.h), which
@@ -29,132 +28,31 @@ using exported::ExportedModule;
 
 namespace {
 
-std::string zoo(const std::string& name) {
-  return (std::filesystem::path(test::binary_dir()) / "pt2_zoo" / name).string();
-}
+using test::zoo;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-struct Reference {
-  std::vector<c10::IValue> inputs;
-  std::vector<at::Tensor> grad_outputs;
-  int64_t seed = 0;
-  std::vector<at::Tensor> outputs;
-  std::map<std::string, at::Tensor> grads;
-  std::map<std::string, at::Tensor> buffers;
-  std::vector<at::Tensor> eval_outputs;
-};
-
-std::vector<at::Tensor> tensors(const c10::IValue& list) {
-  std::vector<at::Tensor> out;
-  for (const c10::IValue& v : list.toListRef()) out.push_back(v.toTensor());
-  return out;
+test::ModelUnderTest under_test(ExportedModule& module) {
+  return {[&](const std::vector<c10::IValue>& inputs) { return module.forward(inputs); },
+          [&] { return module.named_parameters(); },
+          [&] { return module.named_buffers(); },
+          [&](bool on) { module.train(on); },
+          [&] { return module.is_training(); }};
 }
 
-std::map<std::string, at::Tensor> named(const c10::IValue& dict) {
-  std::map<std::string, at::Tensor> out;
-  for (const auto& entry : dict.toGenericDict()) out[entry.key().toStringRef()] = entry.value().toTensor();
-  return out;
-}
-
-Reference reference(const std::string& name) {
-  const std::string bytes = read_file(zoo(name + ".ref.pt"));
-  REQUIRE(!bytes.empty());
-  const c10::IValue value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-  Reference r;
-  for (const auto& entry : value.toGenericDict()) {
-    const std::string key = entry.key().toStringRef();
-    if (key == "inputs") {
-      for (const at::Tensor& t : tensors(entry.value())) r.inputs.emplace_back(t);
-    } else if (key == "grad_outputs") {
-      r.grad_outputs = tensors(entry.value());
-    } else if (key == "seed") {
-      r.seed = entry.value().toInt();
-    } else if (key == "outputs") {
-      r.outputs = tensors(entry.value());
-    } else if (key == "grads") {
-      r.grads = named(entry.value());
-    } else if (key == "buffers") {
-      r.buffers = named(entry.value());
-    } else if (key == "eval_outputs") {
-      r.eval_outputs = tensors(entry.value());
-    }
-  }
-  return r;
-}
-
-// Equal to eager, bit for bit: the same kernels in the same order on one thread.
-void check_equal(const at::Tensor& ours, const at::Tensor& eager, const std::string& what) {
-  INFO(what);
-  REQUIRE(ours.sizes() == eager.sizes());
-  REQUIRE(ours.scalar_type() == eager.scalar_type());
-  const bool equal = at::equal(ours, eager);
-  if (!equal && ours.is_floating_point()) {
-    INFO("max |difference| " << (ours - eager).abs().max().item<double>());
-    CHECK(equal);
-  } else {
-    CHECK(equal);
-  }
+void check_against_eager(const std::string& name, ExportedModule& module) {
+  const test::ZooReference ref = test::zoo_reference(name);
+  REQUIRE(module.input_names().size() == ref.inputs.size());
+  REQUIRE(module.output_count() == ref.outputs.size());
+  test::check_against_eager(name, under_test(module));
 }
 
 void check_against_eager(const std::string& name) {
-  INFO("model " << name);
   ExportedModule module = ExportedModule::load(zoo(name + ".pt2"));
-  const Reference ref = reference(name);
-  REQUIRE(module.input_names().size() == ref.inputs.size());
-  REQUIRE(module.output_count() == ref.outputs.size());
-  CHECK(module.is_training());
-
-  torch::manual_seed(static_cast<uint64_t>(ref.seed));
-  const std::vector<c10::IValue> outputs = module.forward(ref.inputs);
-  REQUIRE(outputs.size() == ref.outputs.size());
-  std::vector<at::Tensor> roots, grads;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const at::Tensor out = outputs[i].toTensor();
-    check_equal(out, ref.outputs[i], "output " + std::to_string(i));
-    if (ref.grad_outputs[i].numel() > 0) {
-      roots.push_back(out);
-      grads.push_back(ref.grad_outputs[i]);
-    }
-  }
-  torch::autograd::backward(roots, grads);
-
-  std::map<std::string, at::Tensor> parameters;
-  for (const auto& [n, p] : module.named_parameters()) {
-    CHECK(p.is_leaf());
-    CHECK(p.requires_grad());
-    parameters[n] = p;
-  }
-  REQUIRE(parameters.size() == ref.grads.size());
-  for (const auto& [n, grad] : ref.grads) {
-    INFO("parameter " << n);
-    REQUIRE(parameters.count(n));
-    REQUIRE(parameters[n].grad().defined());
-    check_equal(parameters[n].grad(), grad, "gradient of " + n);
-  }
-  std::map<std::string, at::Tensor> buffers;
-  for (const auto& [n, b] : module.named_buffers()) buffers[n] = b;
-  REQUIRE(buffers.size() == ref.buffers.size());
-  for (const auto& [n, b] : ref.buffers) {
-    REQUIRE(buffers.count(n));
-    check_equal(buffers[n], b, "buffer " + n + " after the training forward");
-  }
-
-  module.train(false);
-  CHECK_FALSE(module.is_training());
-  const std::vector<c10::IValue> eval_outputs = module.forward(ref.inputs);
-  for (size_t i = 0; i < eval_outputs.size(); ++i) {
-    check_equal(eval_outputs[i].toTensor(), ref.eval_outputs[i], "eval output " + std::to_string(i));
-  }
-  // model.eval() leaves the buffers as they were (BatchNorm's statistics and step count).
-  for (const auto& [n, b] : ref.buffers) {
-    if (n.find("num_batches_tracked") != std::string::npos || n.find("running_") != std::string::npos) {
-      check_equal(buffers[n], b, "buffer " + n + " after the eval forward");
-    }
-  }
+  check_against_eager(name, module);
 }
 
 // `source` rewritten to `target` with `edit` applied to its records (names without the archive's
@@ -346,4 +244,102 @@ TEST_CASE("exported: archives broken by hand are refused in one line naming what
     });
     CHECK(what.find("no data/weights/weight_3") != std::string::npos);
   }
+}
+
+TEST_CASE("exported: clone() is an independent module with equal values, mode and device") {
+  ExportedModule module = ExportedModule::load(zoo("cnn.pt2"));
+  ExportedModule copy = module.clone();
+  // The original trains a step (BatchNorm's statistics move, gradients fill): the copy does not see it.
+  const test::ZooReference ref = test::zoo_reference("cnn");
+  module.forward(ref.inputs)[0].toTensor().sum().backward();
+  const auto original_parameters = module.named_parameters();
+  const auto copied_parameters = copy.named_parameters();
+  REQUIRE(copied_parameters.size() == original_parameters.size());
+  for (size_t i = 0; i < copied_parameters.size(); ++i) {
+    CHECK(copied_parameters[i].first == original_parameters[i].first);
+    CHECK(copied_parameters[i].second.is_leaf());
+    CHECK(copied_parameters[i].second.requires_grad());
+    CHECK_FALSE(copied_parameters[i].second.grad().defined());
+    CHECK_FALSE(copied_parameters[i].second.is_alias_of(original_parameters[i].second));
+  }
+  CHECK_FALSE(at::equal(copy.named_buffers()[0].second, module.named_buffers()[0].second));
+  // And it still computes what eager did from the archive's state.
+  check_against_eager("cnn", copy);
+
+  module.train(false);
+  CHECK_FALSE(module.clone().is_training());
+  // Tied weights stay tied in the copy.
+  ExportedModule tied = ExportedModule::load(zoo("tied.pt2")).clone();
+  const exported::Pt2Archive archive = tied.to_archive();
+  CHECK(archive.weights.at("emb.weight").is_alias_of(archive.weights.at("out.weight")));
+}
+
+TEST_CASE("exported: to_archive() gives the current weights under their names and the source text") {
+  const exported::Pt2Archive source = exported::read_pt2_archive(zoo("mutated_buffer.pt2"));
+  ExportedModule module = ExportedModule::load(zoo("mutated_buffer.pt2"));
+  module.forward(test::zoo_reference("mutated_buffer").inputs);
+  const exported::Pt2Archive archive = module.to_archive();
+  CHECK(archive.model_name == source.model_name);
+  CHECK(archive.model_json == source.model_json);
+  CHECK(archive.program.nodes.size() == source.program.nodes.size());
+  REQUIRE(archive.weights.size() == source.weights.size());
+  CHECK(archive.constants.size() == source.constants.size());
+  for (const auto& [name, buffer] : module.named_buffers()) {
+    INFO(name);
+    REQUIRE(archive.weights.count(name));
+    CHECK(archive.weights.at(name).device().is_cpu());
+    CHECK(at::equal(archive.weights.at(name), buffer));
+    CHECK_FALSE(at::equal(archive.weights.at(name), source.weights.at(name)));  // the forward moved it
+  }
+  for (const auto& [name, parameter] : module.named_parameters()) {
+    CHECK(archive.weights.at(name).requires_grad());
+    CHECK(archive.weights.at(name).is_leaf());
+  }
+  // Loaded again it is the module as it was.
+  ExportedModule again = ExportedModule::from_archive(archive);
+  CHECK(at::equal(again.named_buffers()[0].second, module.named_buffers()[0].second));
+}
+
+TEST_CASE("exported: a SymInt input takes an int (or a one-integer tensor); a SymInt output is an int") {
+  ExportedModule module = ExportedModule::load(zoo("sym_int.pt2"));
+  CHECK(module.input_names() == std::vector<std::string>{"x", "b"});
+  REQUIRE(module.output_count() == 2);
+  const at::Tensor x = torch::randn({6, 6});
+  const auto parameters = module.named_parameters();
+  const at::Tensor expected = at::linear(x, parameters[0].second, parameters[1].second).reshape({6, 2, 2});
+  std::vector<c10::IValue> out = module.forward({x, int64_t{6}});
+  REQUIRE(out[1].isInt());
+  CHECK(out[1].toInt() == 18);
+  test::check_equal(out[0].toTensor(), expected, "the reshaped output");
+  out = module.forward({x, torch::tensor(int64_t{6})});
+  CHECK(out[1].toInt() == 18);
+  CHECK_THROWS_WITH(module.forward({x, 6.0}),
+                    Catch::Contains("input 'b' is a SymInt: an int or a one-element integer tensor"));
+}
+
+TEST_CASE("exported: forward_observed reports every node in order, with its time and outputs") {
+  const exported::Pt2Archive archive = exported::read_pt2_archive(zoo("cnn.pt2"));
+  ExportedModule module = ExportedModule::from_archive(archive);
+  module.train(false);  // the two forwards below see the same buffers
+  const std::vector<c10::IValue> inputs = test::zoo_reference("cnn").inputs;
+  const at::Tensor plain = module.forward(inputs)[0].toTensor();
+  std::vector<size_t> indices;
+  std::vector<double> seconds;
+  at::Tensor last_output;
+  const std::vector<c10::IValue> observed = module.forward_observed(
+      inputs, [&](size_t node, double s, const std::vector<c10::IValue>& outputs) {
+        indices.push_back(node);
+        seconds.push_back(s);
+        REQUIRE(!outputs.empty());
+        if (outputs[0].isTensor()) last_output = outputs[0].toTensor();
+      });
+  REQUIRE(indices.size() == archive.program.nodes.size());
+  for (size_t i = 0; i < indices.size(); ++i) CHECK(indices[i] == i);
+  for (double s : seconds) CHECK(s >= 0);
+  test::check_equal(observed[0].toTensor(), plain, "the observed forward's output");
+  test::check_equal(last_output, plain, "the last node's output");
+  CHECK_THROWS_WITH(module.forward_observed(inputs, [](size_t, double, const auto&) {
+                      throw std::runtime_error("observer stops");
+                    }),
+                    "observer stops");
 }
