@@ -254,7 +254,7 @@ ProgramUnits program_units(const ExportedProgram& program) {
     }
     for (const std::string& b : written_bases) {
       const auto s = state.find(b);
-      if (s != state.end()) {
+      if (s != state.end() && is_state(program.input_specs[s->second].kind)) {
         accessors[s->second].push_back(u);
         mutated.insert(s->second);
       } else if (ProgramValue* v = value_of(b)) {
@@ -290,9 +290,9 @@ ProgramUnits program_units(const ExportedProgram& program) {
   }
   // Mutations the graph returns rather than does in place: the defining unit writes the state (or
   // the user input, which only the root holds).
-  std::unordered_map<std::string, size_t> spec_of_buffer_name;
+  std::unordered_map<std::string, size_t> spec_of_target;
   for (size_t i = 0; i < program.input_specs.size(); ++i) {
-    if (is_state(program.input_specs[i].kind)) spec_of_buffer_name.emplace(program.input_specs[i].target, i);
+    if (is_state(program.input_specs[i].kind)) spec_of_target.emplace(program.input_specs[i].target, i);
   }
   for (const OutputSpec& spec : program.output_specs) {
     if (!is_mutation(spec.kind)) continue;
@@ -302,8 +302,8 @@ ProgramUnits program_units(const ExportedProgram& program) {
       forbid(-1, unit);
       continue;
     }
-    const auto s = spec_of_buffer_name.find(spec.target);
-    if (s == spec_of_buffer_name.end()) continue;
+    const auto s = spec_of_target.find(spec.target);
+    if (s == spec_of_target.end()) continue;
     mutated.insert(s->second);
     if (unit >= 0) accessors[s->second].push_back(unit);
   }
