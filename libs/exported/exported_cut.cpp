@@ -1,6 +1,7 @@
 #include "libs/exported/exported_cut.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -253,7 +254,7 @@ ProgramUnits program_units(const ExportedProgram& program) {
     }
     for (const std::string& b : written_bases) {
       const auto s = state.find(b);
-      if (s != state.end()) {
+      if (s != state.end() && is_state(program.input_specs[s->second].kind)) {
         accessors[s->second].push_back(u);
         mutated.insert(s->second);
       } else if (ProgramValue* v = value_of(b)) {
@@ -289,9 +290,9 @@ ProgramUnits program_units(const ExportedProgram& program) {
   }
   // Mutations the graph returns rather than does in place: the defining unit writes the state (or
   // the user input, which only the root holds).
-  std::unordered_map<std::string, size_t> spec_of_buffer_name;
+  std::unordered_map<std::string, size_t> spec_of_target;
   for (size_t i = 0; i < program.input_specs.size(); ++i) {
-    if (is_state(program.input_specs[i].kind)) spec_of_buffer_name.emplace(program.input_specs[i].target, i);
+    if (is_state(program.input_specs[i].kind)) spec_of_target.emplace(program.input_specs[i].target, i);
   }
   for (const OutputSpec& spec : program.output_specs) {
     if (!is_mutation(spec.kind)) continue;
@@ -301,8 +302,8 @@ ProgramUnits program_units(const ExportedProgram& program) {
       forbid(-1, unit);
       continue;
     }
-    const auto s = spec_of_buffer_name.find(spec.target);
-    if (s == spec_of_buffer_name.end()) continue;
+    const auto s = spec_of_target.find(spec.target);
+    if (s == spec_of_target.end()) continue;
     mutated.insert(s->second);
     if (unit >= 0) accessors[s->second].push_back(unit);
   }
@@ -491,6 +492,32 @@ json value_argument(const std::string& name, const std::string& kind) {
   return {{"as_tensor", {{"name", name}}}};
 }
 
+// The identifiers of every expr_str under `value` ("Symbol('s77', positive=True)", "2*s77"): the
+// symbols its sizes are expressions of.
+void collect_symbols(const json& value, std::unordered_set<std::string>& out) {
+  if (value.is_object()) {
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      if (it.key() == "expr_str" && it->is_string()) {
+        const std::string& text = it->get_ref<const std::string&>();
+        size_t i = 0;
+        while (i < text.size()) {
+          if (std::isalpha(static_cast<unsigned char>(text[i])) || text[i] == '_') {
+            const size_t start = i;
+            while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+            out.insert(text.substr(start, i - start));
+          } else {
+            ++i;
+          }
+        }
+      } else {
+        collect_symbols(*it, out);
+      }
+    }
+  } else if (value.is_array()) {
+    for (const json& element : value) collect_symbols(element, out);
+  }
+}
+
 json& member(const JsonReader& reader, json& object, const std::string& path, const std::string& key) {
   return const_cast<json&>(reader.member(object, path, key));
 }
@@ -632,6 +659,8 @@ std::string stage_model_json(const std::string& whole_model_json, const Exported
   graph["outputs"] = std::move(new_outputs);
   signature["input_specs"] = std::move(new_input_specs);
   signature["output_specs"] = std::move(new_output_specs);
+  // A non-leaf returns a tuple of what it passes on, whatever the whole returned.
+  if (!stage.is_leaf && graph.contains("is_single_tensor_return")) graph["is_single_tensor_return"] = false;
   for (const char* table : {"tensor_values", "sym_int_values", "sym_float_values", "sym_bool_values",
                             "custom_obj_values"}) {
     const auto it = graph.find(table);
@@ -642,6 +671,22 @@ std::string stage_model_json(const std::string& whole_model_json, const Exported
       if (named.count(entry.key())) kept[entry.key()] = entry.value();
     }
     *it = std::move(kept);
+  }
+
+  // Range constraints of the symbols the stage's values still name (torch.export.load warns of
+  // the others).
+  const auto constraints = root.find("range_constraints");
+  if (constraints != root.end() && constraints->is_object()) {
+    std::unordered_set<std::string> symbols;
+    for (const char* table : {"tensor_values", "sym_int_values", "sym_float_values", "sym_bool_values"}) {
+      const auto it = graph.find(table);
+      if (it != graph.end()) collect_symbols(*it, symbols);
+    }
+    json kept = json::object();
+    for (auto it = constraints->begin(); it != constraints->end(); ++it) {
+      if (symbols.count(it.key())) kept[it.key()] = it.value();
+    }
+    *constraints = std::move(kept);
   }
 
   const auto call_graph = module.find("module_call_graph");

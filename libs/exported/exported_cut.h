@@ -129,8 +129,9 @@ std::vector<ProgramStage> wire_program_stages(const ExportedProgram& program,
 //    otherwise a flat tuple of the stage's inputs, its out_spec kept by the leaf and otherwise a
 //    tuple of the stage's outputs; entries of submodules without a signature kept, those with one
 //    (preserve_module_call_signature) dropped, as they name values of the whole;
-//  - everything else (schema_version, range_constraints, opset_version, verifiers,
-//    torch_version, metadata) as in the whole.
+//  - range_constraints: those of the symbols the kept values' sizes are expressions of;
+//  - everything else (schema_version, opset_version, verifiers, torch_version, metadata) as in
+//    the whole.
 // The result parses with parse_exported_program and, written into an archive with the stage's
 // payloads, loads with torch.export.load. `origin` names the whole file in messages.
 std::string stage_model_json(const std::string& whole_model_json, const ExportedProgram& program,

@@ -334,6 +334,21 @@ TEST_CASE("a stage's model.json parses back with exactly its inputs, outputs and
   CHECK(in_spec[0] == 1);
   CHECK(in_spec[1]["children_spec"][0]["children_spec"].size() == 3);
   CHECK(leaf_json["verifiers"] == json({"TRAINING"}));
+  CHECK(leaf_json["range_constraints"].contains("s0"));  // s4's expression
+}
+
+TEST_CASE("one stage is the whole program") {
+  const std::string text = skip_program().text();
+  const ExportedProgram p = parse_exported_program(text, "m");
+  const auto one = wire_program_stages(p, program_units(p), {{0, 9}});
+  REQUIRE(one.size() == 1);
+  CHECK(one[0].is_leaf);
+  CHECK(one[0].inputs == Strings{"x"});
+  CHECK(one[0].outputs.empty());
+  CHECK(one[0].state == Strings{"fc.weight", "emb.weight", "bn.num_batches_tracked", "bn.running_mean",
+                                "bn.running_var", "k"});
+  const std::string stage_text = stage_model_json(text, p, one[0], "m");
+  CHECK(json::parse(stage_text) == json::parse(text));
 }
 
 TEST_CASE("a mutation written back as an output stays with the stage whose node writes it") {
@@ -357,7 +372,10 @@ TEST_CASE("a mutation written back as an output stays with the stage whose node 
   CHECK(stages[0].outputs == Strings{"x", "m"});
   CHECK(stages[0].state.empty());
   CHECK(stages[1].state == Strings{"ema"});
-  const ExportedProgram first = parse_exported_program(stage_model_json(text, p, stages[0], "m"), "s0");
+  const std::string first_text = stage_model_json(text, p, stages[0], "m");
+  // x's batch is static here: no value names the whole's symbol s0, so its range is left out.
+  CHECK(json::parse(first_text)["range_constraints"] == json::object());
+  const ExportedProgram first = parse_exported_program(first_text, "s0");
   CHECK(names_of(first.outputs) == Strings{"x", "m"});
   for (const OutputSpec& spec : first.output_specs) CHECK(spec.kind == OutputSpec::Kind::kUserOutput);
   const ExportedProgram second = parse_exported_program(stage_model_json(text, p, stages[1], "m"), "s1");
