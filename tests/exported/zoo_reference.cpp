@@ -80,6 +80,14 @@ void check_equal(const at::Tensor& ours, const at::Tensor& eager, const std::str
   }
 }
 
+ModelUnderTest under_test(exported::ExportedModule& module) {
+  return {[&](const std::vector<c10::IValue>& inputs) { return module.forward(inputs); },
+          [&] { return module.named_parameters(); },
+          [&] { return module.named_buffers(); },
+          [&](bool on) { module.train(on); },
+          [&] { return module.is_training(); }};
+}
+
 void check_against_eager(const std::string& name, const ModelUnderTest& model) {
   INFO("model " << name);
   const ZooReference ref = zoo_reference(name);

@@ -14,6 +14,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include "libs/exported/exported_module.h"
+
 namespace ravnest::test {
 
 // RAVNEST_BINARY_DIR/pt2_zoo/<file>.
@@ -41,6 +43,9 @@ struct ModelUnderTest {
   std::function<void(bool)> train;
   std::function<bool()> is_training;
 };
+
+// An ExportedModule as the comparison sees it (the module outlives the result).
+ModelUnderTest under_test(exported::ExportedModule& module);
 
 // The zoo model `name`'s reference run on `model` (fresh from its archive, in train mode).
 void check_against_eager(const std::string& name, const ModelUnderTest& model);
