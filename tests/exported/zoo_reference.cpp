@@ -41,6 +41,13 @@ std::string zoo(const std::string& file) {
   return (std::filesystem::path(binary_dir()) / "pt2_zoo" / file).string();
 }
 
+const std::vector<std::string>& zoo_models() {
+  static const std::vector<std::string> models = {
+      "cnn", "encoder", "lstm", "multi_io", "mutated_buffer", "dropout", "tied", "constants", "gpt",
+      "resnet18"};
+  return models;
+}
+
 ZooReference zoo_reference(const std::string& name) {
   const std::string bytes = read_bytes(zoo(name + ".ref.pt"));
   REQUIRE(!bytes.empty());

@@ -20,6 +20,8 @@ namespace ravnest::test {
 
 // RAVNEST_BINARY_DIR/pt2_zoo/<file>.
 std::string zoo(const std::string& file);
+// The models with a reference (<name>.pt2 and <name>.ref.pt), as export_pt2_zoo.py's MODELS.
+const std::vector<std::string>& zoo_models();
 
 struct ZooReference {
   std::vector<c10::IValue> inputs;

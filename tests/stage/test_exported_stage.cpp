@@ -15,9 +15,6 @@ using namespace ravnest;
 
 namespace {
 
-const std::vector<std::string> kZoo = {"cnn",  "encoder", "lstm", "multi_io", "mutated_buffer",
-                                       "dropout", "tied", "constants", "gpt", "resnet18"};
-
 std::vector<c10::IValue> outputs_of(const c10::IValue& result) {
   if (result.isTuple()) return result.toTupleRef().elements().vec();
   return {result};
@@ -62,7 +59,7 @@ void check_same_state(stage::Stage& a, stage::Stage& b) {
 }  // namespace
 
 TEST_CASE("exported stage: every zoo model trains and evaluates through the Stage as eager") {
-  for (const std::string& name : kZoo) {
+  for (const std::string& name : test::zoo_models()) {
     std::shared_ptr<stage::Stage> s = load(name);
     test::check_against_eager(name, under_test(*s));
   }
