@@ -95,10 +95,11 @@ using namespace module_plan;
 
 struct ExportedModule::Impl {
   std::string origin;
-  // What the module was loaded from, for to_archive.
+  // What the module was loaded from, for to_archive; shared by clones (a weight stash clones a
+  // stage often, and these do not change).
   std::string model_name;
-  std::string model_json;
-  ExportedProgram source_program;
+  std::shared_ptr<const std::string> model_json;
+  std::shared_ptr<const ExportedProgram> source_program;
   std::vector<at::Tensor> tensors;  // parameters, buffers, constants: each tensor once
   // Every tensor of the archive under its name (weights, constants) -> tensors index.
   std::vector<std::pair<std::string, size_t>> weight_names;
@@ -567,8 +568,8 @@ void ExportedModule::Impl::build(Pt2Archive archive) {
     if (last_use[slot] >= 0 && last_use[slot] < end) steps[last_use[slot]].release.push_back(slot);
   }
   model_name = std::move(archive.model_name);
-  model_json = std::move(archive.model_json);
-  source_program = std::move(archive.program);
+  model_json = std::make_shared<const std::string>(std::move(archive.model_json));
+  source_program = std::make_shared<const ExportedProgram>(std::move(archive.program));
 }
 
 c10::IValue ExportedModule::Impl::value_of(const Source& source,
@@ -777,8 +778,8 @@ Pt2Archive ExportedModule::to_archive() const {
   Pt2Archive archive;
   archive.origin = m.origin;
   archive.model_name = m.model_name;
-  archive.model_json = m.model_json;
-  archive.program = m.source_program;
+  archive.model_json = *m.model_json;
+  archive.program = *m.source_program;
   for (const auto& [name, index] : m.weight_names) archive.weights.emplace(name, host_tensor(index));
   for (const auto& [name, index] : m.constant_names) archive.constants.emplace(name, host_tensor(index));
   return archive;

@@ -1,6 +1,7 @@
 // Stage: what a node trains, whatever format the model came in. One interface, two
 // implementations: TorchScriptStage (torchscript_stage.h, a torch::jit::Module; the legacy input)
-// and, on LibTorch 2.x, a stage of an exported graph (torch.export's .pt2, issue 42). The
+// and ExportedStage (exported_stage.h, torch.export's .pt2 on LibTorch 2.x, issue 42); load_stage
+// (stage_file.h) loads a file of either as its content says. The
 // pipeline, the rings, the parameter servers, the predictor and the checkpoints hold a Stage and
 // do not learn which one they run.
 //

@@ -12,7 +12,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "libs/base/process_memory.h"
-#include "libs/stage/torchscript_stage.h"
+#include "libs/stage/stage_file.h"
 #include "libs/torch_support/torch_errors.h"
 #include "libs/training/checkpoint.h"
 #include "libs/training/device_memory.h"
@@ -106,7 +106,7 @@ MemoryProbeResult probe_stage_memory(const MemoryProbeRequest& request) {
     std::unique_ptr<torch::optim::Optimizer> optimizer;
     // As job_setup does: the stage from its file, in training mode, and a fresh optimizer.
     auto load_stage = [&] {
-      stage = stage::load_torchscript_stage(request.stage_path);
+      stage = stage::load_stage(request.stage_path);
       stage->to(request.device);  // as job_setup does, before the optimizer sees the parameters
       stage->train(true);
       std::vector<at::Tensor> parameters;

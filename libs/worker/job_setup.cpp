@@ -22,7 +22,7 @@
 #include "libs/worker/ps/ps_evaluator.h"
 #include "libs/worker/ps/ps_server.h"
 #include "libs/worker/pipeline/stage_predictor.h"
-#include "libs/stage/torchscript_stage.h"
+#include "libs/stage/stage_file.h"
 #include "libs/planner/rings.h"
 #include "libs/training/loss.h"
 #include "libs/training/lr_schedule.h"
@@ -95,7 +95,7 @@ std::shared_ptr<stage::Stage> load_pushed_stage(const store::NodeStore& store) {
                              expected.substr(0, 12) +
                              ": the file changed since `ravnest push`; push again");
   }
-  return stage::load_torchscript_stage(path);
+  return stage::load_stage(path);
 }
 
 }  // namespace
@@ -110,7 +110,7 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
   const auto& node = setup.node;
   // A prediction runs on what training made of the stage, when it made something.
   const bool trained = job.predict && std::filesystem::exists(store.trained_path());
-  setup.stage = trained ? stage::load_torchscript_stage(store.trained_path().string())
+  setup.stage = trained ? stage::load_stage(store.trained_path().string())
                         : load_pushed_stage(store);
   setup.job_id = job_id;
   if (job.predict && (node.role == config::Role::kServer ||

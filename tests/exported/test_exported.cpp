@@ -35,19 +35,11 @@ std::string read_file(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-test::ModelUnderTest under_test(ExportedModule& module) {
-  return {[&](const std::vector<c10::IValue>& inputs) { return module.forward(inputs); },
-          [&] { return module.named_parameters(); },
-          [&] { return module.named_buffers(); },
-          [&](bool on) { module.train(on); },
-          [&] { return module.is_training(); }};
-}
-
 void check_against_eager(const std::string& name, ExportedModule& module) {
   const test::ZooReference ref = test::zoo_reference(name);
   REQUIRE(module.input_names().size() == ref.inputs.size());
   REQUIRE(module.output_count() == ref.outputs.size());
-  test::check_against_eager(name, under_test(module));
+  test::check_against_eager(name, test::under_test(module));
 }
 
 void check_against_eager(const std::string& name) {

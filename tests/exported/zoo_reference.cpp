@@ -41,6 +41,13 @@ std::string zoo(const std::string& file) {
   return (std::filesystem::path(binary_dir()) / "pt2_zoo" / file).string();
 }
 
+const std::vector<std::string>& zoo_models() {
+  static const std::vector<std::string> models = {
+      "cnn", "encoder", "lstm", "multi_io", "mutated_buffer", "dropout", "tied", "constants", "gpt",
+      "resnet18"};
+  return models;
+}
+
 ZooReference zoo_reference(const std::string& name) {
   const std::string bytes = read_bytes(zoo(name + ".ref.pt"));
   REQUIRE(!bytes.empty());
@@ -78,6 +85,14 @@ void check_equal(const at::Tensor& ours, const at::Tensor& eager, const std::str
   } else {
     CHECK(equal);
   }
+}
+
+ModelUnderTest under_test(exported::ExportedModule& module) {
+  return {[&](const std::vector<c10::IValue>& inputs) { return module.forward(inputs); },
+          [&] { return module.named_parameters(); },
+          [&] { return module.named_buffers(); },
+          [&](bool on) { module.train(on); },
+          [&] { return module.is_training(); }};
 }
 
 void check_against_eager(const std::string& name, const ModelUnderTest& model) {

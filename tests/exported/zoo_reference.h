@@ -14,10 +14,14 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include "libs/exported/exported_module.h"
+
 namespace ravnest::test {
 
 // RAVNEST_BINARY_DIR/pt2_zoo/<file>.
 std::string zoo(const std::string& file);
+// The models with a reference (<name>.pt2 and <name>.ref.pt), as export_pt2_zoo.py's MODELS.
+const std::vector<std::string>& zoo_models();
 
 struct ZooReference {
   std::vector<c10::IValue> inputs;
@@ -41,6 +45,9 @@ struct ModelUnderTest {
   std::function<void(bool)> train;
   std::function<bool()> is_training;
 };
+
+// An ExportedModule as the comparison sees it (the module outlives the result).
+ModelUnderTest under_test(exported::ExportedModule& module);
 
 // The zoo model `name`'s reference run on `model` (fresh from its archive, in train mode).
 void check_against_eager(const std::string& name, const ModelUnderTest& model);

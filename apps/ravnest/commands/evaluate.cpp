@@ -1,4 +1,5 @@
-// ravnest evaluate MODEL JOB: loss and accuracy of a TorchScript model on a job's data, here.
+// ravnest evaluate MODEL JOB: loss and accuracy of a model (TorchScript, or a torch.export .pt2 on
+// the LibTorch 2.x build) on a job's data, here.
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -7,7 +8,7 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include "apps/ravnest/commands/commands.h"
-#include "libs/stage/torchscript_stage.h"
+#include "libs/stage/stage_file.h"
 #include "libs/config/job/job_spec.h"
 #include "libs/data/dataset.h"
 #include "libs/torch_support/module_file.h"
@@ -23,7 +24,7 @@ int run_evaluate(const std::string& model_path, const std::string& job_path, boo
   auto dataset = data::load_dataset(
       job.data, on_train || job.data.validation.empty() ? data::Split::kTrain
                                                         : data::Split::kValidation);
-  auto model = stage::load_torchscript_stage(model_path);
+  auto model = stage::load_stage(model_path);
   training::Loss loss(job.loss);
   training::Evaluation evaluation;
   try {
@@ -49,7 +50,7 @@ struct EvaluateCommand {
 Command add_evaluate(CLI::App& app) {
   auto c = std::make_shared<EvaluateCommand>();
   auto* cmd = app.add_subcommand("evaluate", "Loss and accuracy of a model on a job's data");
-  cmd->add_option("model", c->model, "TorchScript model, e.g. trained/model.pt")->required();
+  cmd->add_option("model", c->model, "TorchScript model (e.g. trained/model.pt) or torch.export archive (.pt2)")->required();
   cmd->add_option("job", c->job, "job file naming the data and the loss")->required();
   cmd->add_flag("--train-data", c->on_train, "use the training data, not validation");
   return {cmd, [c] { return run_evaluate(c->model, c->job, c->on_train); }};

@@ -1,0 +1,176 @@
+// ExportedStage: a Stage over a torch.export archive, loaded through load_stage, against eager
+// PyTorch on export_pt2_zoo.py's zoo (forward, backward, buffers, eval: bit for bit); a deep copy
+// independent of its source; save then load_stage giving the same stage; train/eval switching.
+#include <torch/torch.h>
+
+#include "libs/stage/exported_stage.h"
+#include "libs/stage/stage_file.h"
+#include "tests/exported/zoo_reference.h"
+#include "tests/support/test_env.h"
+
+#undef CHECK
+#include <catch2/catch.hpp>
+
+using namespace ravnest;
+
+namespace {
+
+std::vector<c10::IValue> outputs_of(const c10::IValue& result) {
+  if (result.isTuple()) return result.toTupleRef().elements().vec();
+  return {result};
+}
+
+std::vector<std::pair<std::string, at::Tensor>> pairs(const std::vector<stage::NamedTensor>& named) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& t : named) out.emplace_back(t.name, t.value);
+  return out;
+}
+
+test::ModelUnderTest under_test(stage::Stage& s) {
+  return {[&](const std::vector<c10::IValue>& inputs) { return outputs_of(s.forward(inputs)); },
+          [&] { return pairs(s.named_parameters()); },
+          [&] { return pairs(s.named_buffers()); },
+          [&](bool on) { s.train(on); },
+          [&] { return s.is_training(); }};
+}
+
+std::shared_ptr<stage::Stage> load(const std::string& name) {
+  std::shared_ptr<stage::Stage> s = stage::load_stage(test::zoo(name + ".pt2"), c10::Device("cpu"));
+  REQUIRE(s->format() == "torch.export");
+  REQUIRE(dynamic_cast<stage::ExportedStage*>(s.get()) != nullptr);
+  return s;
+}
+
+void check_same_state(stage::Stage& a, stage::Stage& b) {
+  const auto pa = a.named_parameters(), pb = b.named_parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    CHECK(pa[i].name == pb[i].name);
+    test::check_equal(pb[i].value.detach(), pa[i].value.detach(), "parameter " + pa[i].name);
+  }
+  const auto ba = a.named_buffers(), bb = b.named_buffers();
+  REQUIRE(ba.size() == bb.size());
+  for (size_t i = 0; i < ba.size(); ++i) {
+    CHECK(ba[i].name == bb[i].name);
+    test::check_equal(bb[i].value, ba[i].value, "buffer " + ba[i].name);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("exported stage: every zoo model trains and evaluates through the Stage as eager") {
+  for (const std::string& name : test::zoo_models()) {
+    std::shared_ptr<stage::Stage> s = load(name);
+    test::check_against_eager(name, under_test(*s));
+  }
+}
+
+TEST_CASE("exported stage: one output is returned itself, several as a tuple") {
+  const test::ZooReference cnn = test::zoo_reference("cnn");
+  CHECK(load("cnn")->forward(cnn.inputs).isTensor());
+  const test::ZooReference multi = test::zoo_reference("multi_io");
+  const c10::IValue out = load("multi_io")->forward(multi.inputs);
+  REQUIRE(out.isTuple());
+  CHECK(out.toTupleRef().elements().size() == 3);
+}
+
+TEST_CASE("exported stage: parameters and buffers under their state-dict names") {
+  std::shared_ptr<stage::Stage> s = load("cnn");
+  CHECK(s->named_parameters().front().name == "conv1.weight");
+  CHECK(s->named_buffers().front().name == "bn1.running_mean");
+  CHECK(s->parameters().size() == s->named_parameters().size());
+  std::vector<std::string> tied;
+  for (const auto& p : load("tied")->named_parameters()) tied.push_back(p.name);
+  CHECK(tied == std::vector<std::string>{"emb.weight", "mix.weight", "mix.bias"});
+}
+
+TEST_CASE("exported stage: a deep copy is independent of its source") {
+  std::shared_ptr<stage::Stage> s = load("cnn");
+  s->eval();
+  std::shared_ptr<stage::Stage> copy;
+  {
+    torch::NoGradGuard no_grad;  // as the weight stash calls it
+    copy = s->deepcopy();
+  }
+  CHECK(copy->format() == "torch.export");
+  CHECK_FALSE(copy->is_training());
+  check_same_state(*s, *copy);
+  // The source changes: a training step's buffers and a parameter moved by hand.
+  s->train(true);
+  s->forward(test::zoo_reference("cnn").inputs).toTensor().sum().backward();
+  {
+    torch::NoGradGuard no_grad;
+    s->parameters()[0].add_(1.0);
+  }
+  const stage::NamedTensor copied = copy->named_parameters()[0];
+  CHECK(copied.value.is_leaf());
+  CHECK(copied.value.requires_grad());
+  CHECK_FALSE(copied.value.grad().defined());
+  CHECK_FALSE(at::equal(copied.value, s->parameters()[0]));
+  CHECK_FALSE(at::equal(copy->named_buffers()[0].value, s->named_buffers()[0].value));
+  CHECK_FALSE(copy->is_training());
+  // The copy still is the archive's model: fresh from a deepcopy of a fresh stage, eager's run.
+  std::shared_ptr<stage::Stage> fresh = load("cnn");
+  std::shared_ptr<stage::Stage> fresh_copy;
+  {
+    torch::NoGradGuard no_grad;
+    fresh_copy = fresh->deepcopy();
+  }
+  test::check_against_eager("cnn", under_test(*fresh_copy));
+}
+
+TEST_CASE("exported stage: save then load_stage gives the same stage") {
+  test::TempDir dir;
+  for (const std::string name : {"cnn", "tied", "constants", "mutated_buffer"}) {
+    INFO("model " << name);
+    std::shared_ptr<stage::Stage> s = load(name);
+    const test::ZooReference ref = test::zoo_reference(name);
+    // A training step moves the buffers and fills gradients; a parameter is moved by hand.
+    s->forward(ref.inputs);
+    {
+      torch::NoGradGuard no_grad;
+      s->parameters()[0].mul_(0.5);
+    }
+    const std::string path = (dir / (name + ".pt2")).string();
+    s->save(path);
+    std::shared_ptr<stage::Stage> back = stage::load_stage(path);
+    CHECK(back->format() == "torch.export");
+    check_same_state(*s, *back);
+    for (const auto& p : back->named_parameters()) {
+      CHECK(p.value.is_leaf());
+      CHECK(p.value.requires_grad());
+    }
+    s->eval();
+    back->eval();
+    const std::vector<c10::IValue> ours = outputs_of(s->forward(ref.inputs));
+    const std::vector<c10::IValue> theirs = outputs_of(back->forward(ref.inputs));
+    REQUIRE(ours.size() == theirs.size());
+    for (size_t i = 0; i < ours.size(); ++i) {
+      test::check_equal(theirs[i].toTensor(), ours[i].toTensor(), "eval output " + std::to_string(i));
+    }
+  }
+}
+
+TEST_CASE("exported stage: train and eval switch dropout and BatchNorm as nn.Module does") {
+  std::shared_ptr<stage::Stage> s = load("dropout");
+  const test::ZooReference ref = test::zoo_reference("dropout");
+  CHECK(s->is_training());
+  s->eval();
+  CHECK_FALSE(s->is_training());
+  test::check_equal(s->forward(ref.inputs).toTensor(), ref.eval_outputs[0], "eval output");
+  s->train(true);
+  CHECK(s->is_training());
+  torch::manual_seed(static_cast<uint64_t>(ref.seed));
+  test::check_equal(s->forward(ref.inputs).toTensor().detach(), ref.outputs[0], "train output");
+
+  // BatchNorm: eval leaves the running statistics, train moves them.
+  std::shared_ptr<stage::Stage> cnn = load("cnn");
+  const std::vector<c10::IValue> inputs = test::zoo_reference("cnn").inputs;
+  const at::Tensor before = cnn->named_buffers()[0].value.clone();
+  cnn->eval();
+  cnn->forward(inputs);
+  CHECK(at::equal(cnn->named_buffers()[0].value, before));
+  cnn->train(true);
+  cnn->forward(inputs);
+  CHECK_FALSE(at::equal(cnn->named_buffers()[0].value, before));
+}
