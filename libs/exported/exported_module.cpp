@@ -173,8 +173,9 @@ c10::IValue sym_int_input(const c10::IValue& value, const std::string& origin,
     const at::Tensor& t = value.toTensor();
     if (t.numel() == 1 && !t.is_floating_point() && !t.is_complex()) return t.item<int64_t>();
   }
-  throw std::invalid_argument(origin + ": input '" + name + "' is a SymInt: an int or a one-element integer "
-                              "tensor, not a " + value.tagKind());
+  throw std::invalid_argument(origin + ": input '" + name +
+                              "' is a SymInt: an int or a one-element integer tensor, not a " +
+                              value.tagKind());
 }
 
 }  // namespace
@@ -637,8 +638,9 @@ std::vector<c10::IValue> ExportedModule::Impl::run(std::vector<c10::IValue> inpu
     switch (p.type) {
       case Placeholder::Type::kTensor: values[p.slot] = m.tensors[p.index]; break;
       case Placeholder::Type::kUser:
-        values[p.slot] = p.sym_int ? sym_int_input(inputs[p.index], m.origin, m.input_names[p.index])
-                                   : inputs[p.index];
+        values[p.slot] = p.sym_int
+                             ? sym_int_input(inputs[p.index], m.origin, m.input_names[p.index])
+                             : inputs[p.index];
         break;
       case Placeholder::Type::kConstant: values[p.slot] = p.constant; break;
     }
@@ -652,6 +654,9 @@ std::vector<c10::IValue> ExportedModule::Impl::run(std::vector<c10::IValue> inpu
   };
   synchronize();
   std::vector<c10::IValue> observed;
+  auto seconds_since = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   torch::jit::Stack& stack = m.stack;
   for (size_t index = 0; index < m.steps.size(); ++index) {
     const Step& step = m.steps[index];
@@ -704,8 +709,7 @@ std::vector<c10::IValue> ExportedModule::Impl::run(std::vector<c10::IValue> inpu
       step.op->callBoxed(stack);
       if constexpr (kObserved) {
         synchronize();
-        observe(index, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                std::vector<c10::IValue>(stack.begin(), stack.end()));
+        observe(index, seconds_since(start), std::vector<c10::IValue>(stack.begin(), stack.end()));
       }
       for (size_t i = 0; i < step.outputs.size() && i < stack.size(); ++i) {
         const Sink& sink = step.outputs[i];
@@ -722,8 +726,7 @@ std::vector<c10::IValue> ExportedModule::Impl::run(std::vector<c10::IValue> inpu
       continue;
     }
     if constexpr (kObserved) {
-      observe(index, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-              observed);
+      observe(index, seconds_since(start), observed);
     }
     for (int slot : step.release) values[slot] = c10::IValue();
   }
@@ -780,8 +783,12 @@ Pt2Archive ExportedModule::to_archive() const {
   archive.model_name = m.model_name;
   archive.model_json = *m.model_json;
   archive.program = *m.source_program;
-  for (const auto& [name, index] : m.weight_names) archive.weights.emplace(name, host_tensor(index));
-  for (const auto& [name, index] : m.constant_names) archive.constants.emplace(name, host_tensor(index));
+  for (const auto& [name, index] : m.weight_names) {
+    archive.weights.emplace(name, host_tensor(index));
+  }
+  for (const auto& [name, index] : m.constant_names) {
+    archive.constants.emplace(name, host_tensor(index));
+  }
   return archive;
 }
 

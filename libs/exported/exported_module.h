@@ -60,8 +60,10 @@ class ExportedModule {
   // forward, calling `observer` after each node (clusterize's profile of a model): the node's
   // index in the program's nodes, the wall-clock seconds (steady_clock) of its kernel call (on a
   // device, the device is synchronized before the first node and after each call, so the time is
-  // the kernel's), and what the node returned. forward itself observes nothing and pays nothing
-  // for this. The observer runs on the caller's thread; what it throws ends the forward.
+  // the kernel's), and what the node returned. Nodes that call no operator (a symbolic size's
+  // integer arithmetic, BatchNorm's step count skipped in eval) report the time of that work and
+  // their value. forward itself observes nothing and pays nothing for this. The observer runs on
+  // the caller's thread; what it throws ends the forward.
   using NodeObserver = std::function<void(size_t node_index, double seconds,
                                           const std::vector<c10::IValue>& node_outputs)>;
   std::vector<c10::IValue> forward_observed(std::vector<c10::IValue> inputs,

@@ -38,7 +38,11 @@ StageFormat stage_format_of(const std::string& path) {
     caffe2::serialize::PyTorchStreamReader reader(path);
     records = reader.getAllRecords();
   } catch (const std::exception& e) {
-    neither(path, "not a zip archive PyTorch reads (" + torch_support::torch_message(e) + ")");
+    // The reader's first sentence ("... failed finding central directory"); the rest of its
+    // message is advice about corrupted checkpoints.
+    std::string why = torch_support::torch_message(e);
+    why = why.substr(0, why.find(". "));
+    neither(path, "not a zip archive PyTorch reads (" + why + ")");
   }
   const StageFormat format = stage_format_of_records(records);
   if (format == StageFormat::kUnknown) {

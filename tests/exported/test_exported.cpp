@@ -2,7 +2,8 @@
 // 2.x with a dynamic batch, is loaded from its .pt2 and run forward and backward on a batch other
 // than the export's example (train mode, dropout seeded as eager's), then forward in eval mode;
 // outputs, every parameter's gradient and the buffers after the forward equal, bit for bit, what
-// one eager process computed on one thread. Then archives broken by hand, each refused in one line.
+// one eager process computed on one thread. Then archives broken by hand, each refused in one line;
+// clone(), to_archive(), SymInt inputs and outputs (the zoo's sym_int.pt2) and forward_observed.
 #include <filesystem>
 #include <fstream>
 #include <functional>

@@ -50,7 +50,9 @@ struct EvaluateCommand {
 Command add_evaluate(CLI::App& app) {
   auto c = std::make_shared<EvaluateCommand>();
   auto* cmd = app.add_subcommand("evaluate", "Loss and accuracy of a model on a job's data");
-  cmd->add_option("model", c->model, "TorchScript model (e.g. trained/model.pt) or torch.export archive (.pt2)")->required();
+  cmd->add_option("model", c->model,
+                  "TorchScript model (e.g. trained/model.pt) or torch.export archive (.pt2)")
+      ->required();
   cmd->add_option("job", c->job, "job file naming the data and the loss")->required();
   cmd->add_flag("--train-data", c->on_train, "use the training data, not validation");
   return {cmd, [c] { return run_evaluate(c->model, c->job, c->on_train); }};
