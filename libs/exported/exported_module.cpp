@@ -830,6 +830,8 @@ void ExportedModule::to(const c10::Device& device) {
 const std::vector<std::string>& ExportedModule::input_names() const { return impl_->input_names; }
 size_t ExportedModule::output_count() const { return impl_->outputs.size(); }
 bool ExportedModule::has_training_behaviour() const { return impl_->training_behaviour; }
+const std::string& ExportedModule::model_json() const { return *impl_->model_json; }
+
 const std::string& ExportedModule::origin() const { return impl_->origin; }
 
 }  // namespace ravnest::exported

@@ -99,6 +99,8 @@ class ExportedModule {
   // Whether the export was taken in training mode (some node runs differently in eval).
   bool has_training_behaviour() const;
   const std::string& origin() const;
+  // The text of models/<name>.json the module was loaded from.
+  const std::string& model_json() const;
 
  private:
   struct Impl;

@@ -50,6 +50,7 @@ const std::vector<std::string>& ExportedModule::input_names() const {
 }
 size_t ExportedModule::output_count() const { return 0; }
 bool ExportedModule::has_training_behaviour() const { return false; }
+const std::string& ExportedModule::model_json() const { return origin(); }
 const std::string& ExportedModule::origin() const {
   static const std::string none;
   return none;

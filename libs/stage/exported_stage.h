@@ -2,8 +2,11 @@
 // libs/exported's ExportedModule with autograd through the dispatcher. The module is owned by the
 // stage: copies of the shared_ptr share it, deepcopy() clones it.
 //
-// forward returns the program's one user output itself, or a tuple (c10::ivalue::Tuple) of its
-// user outputs when it has several or none, as a TorchScript module returns them. Parameters and
+// forward returns what the exported function returned, its structure rebuilt from the archive's
+// out_spec (output_tree.h): a tensor, a tuple, a list or a dict (string keys) of them, as eager
+// PyTorch returns it; a stage cut from a bigger program (exported_cut.h) returns a tuple of its
+// outputs, one or several, as a TorchScript stage does. Without an out_spec: the one output
+// itself, or a tuple of several. Parameters and
 // buffers carry their state-dict names ("layer1.0.conv1.weight"); a tied weight is one parameter
 // under its first name. save() writes the stage's current state as a .pt2 (pt2_writer.h:
 // atomically, host tensors) that load_stage, load_exported_stage and torch.export.load read.
@@ -17,13 +20,17 @@
 #include <string>
 
 #include "libs/exported/exported_module.h"
+#include "libs/exported/output_tree.h"
 #include "libs/stage/stage.h"
 
 namespace ravnest::stage {
 
 class ExportedStage final : public Stage {
  public:
-  explicit ExportedStage(exported::ExportedModule module) : module_(std::move(module)) {}
+  explicit ExportedStage(exported::ExportedModule module);
+  // A module whose outputs nest as `outputs` (a deep copy: the archive's spec read once).
+  ExportedStage(exported::ExportedModule module, exported::OutputTree outputs)
+      : module_(std::move(module)), outputs_(std::move(outputs)) {}
 
   c10::IValue forward(std::vector<c10::IValue> inputs) override;
   std::vector<NamedTensor> named_parameters() const override;
@@ -44,6 +51,7 @@ class ExportedStage final : public Stage {
 
  private:
   exported::ExportedModule module_;
+  exported::OutputTree outputs_;
 };
 
 // exported::ExportedModule::load(path), moved to `device` when given, as a Stage. Throws
