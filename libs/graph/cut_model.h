@@ -73,6 +73,8 @@ class CutModel {
   // "TorchScript" or "torch.export".
   virtual std::string format() const = 0;
   virtual size_t unit_count() const = 0;
+  // Size max(units - 1, 0): whether a cut after unit i is allowed (the format's rules).
+  virtual const std::vector<bool>& cut_allowed() const = 0;
 
   // Throws std::invalid_argument naming the model and the argument when `given` example inputs
   // do not fit the model's inputs.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <ostream>
 #include <sstream>
@@ -20,6 +21,9 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "libs/base/atomic_file.h"
+#include "libs/exported/pt2_archive.h"
+#include "libs/exported/pt2_writer.h"
+#include "libs/stage/stage_file.h"
 #include "libs/config/plan/plan_layout.h"
 #include "libs/torch_support/module_file.h"
 #include "libs/torch_support/torch_load_file.h"
@@ -81,7 +85,8 @@ struct Held {
 
 // The original model and its state dict, which the stages must add up to.
 struct Original {
-  torch::jit::Module model;
+  torch::jit::Module model;               // TorchScript
+  std::optional<exported::Pt2Archive> archive;  // or torch.export
   NamedTensors tensors;                   // the state dict, in order
   std::map<std::string, size_t> index_of;  // name -> position in `tensors`
   std::vector<size_t> canonical;          // tied names: the position of the tensor's first name
@@ -94,9 +99,47 @@ struct Gathered {
   std::set<std::string> shared;         // names met on more than one stage
 };
 
+// A .pt2's state dict: parameters and persistent buffers under their names, in the signature's
+// order (tied names share a tensor, as the archive reader gives them).
+NamedTensors exported_state(const exported::Pt2Archive& archive) {
+  NamedTensors out;
+  for (const auto& spec : archive.program.input_specs) {
+    using Kind = exported::InputSpec::Kind;
+    if (spec.kind != Kind::kParameter && !(spec.kind == Kind::kBuffer && spec.persistent)) continue;
+    auto it = archive.weights.find(spec.target);
+    if (it == archive.weights.end()) {
+      it = archive.constants.find(spec.target);
+      if (it == archive.constants.end()) continue;
+    }
+    out.emplace_back(spec.target, it->second);
+  }
+  return out;
+}
+
+exported::Pt2Archive load_archive(const std::string& what, const std::string& path,
+                                  const std::string* bytes) {
+  try {
+    return bytes ? exported::read_pt2_archive_bytes(*bytes, path) : exported::read_pt2_archive(path);
+  } catch (const std::exception& e) {
+    throw FuseError(what + ": cannot read the torch.export archive: " + e.what());
+  }
+}
+
 Original load_original(const std::string& model_path) {
-  Original o{load_module(model_path, model_path, nullptr), {}, {}, {}};
-  o.tensors = graph::named_state(o.model);
+  Original o;
+  stage::StageFormat format;
+  try {
+    format = stage::stage_format_of(model_path);
+  } catch (const std::exception& e) {
+    throw FuseError(e.what());
+  }
+  if (format == stage::StageFormat::kExported) {
+    o.archive = load_archive(model_path, model_path, nullptr);
+    o.tensors = exported_state(*o.archive);
+  } else {
+    o.model = load_module(model_path, model_path, nullptr);
+    o.tensors = graph::named_state(o.model);
+  }
   for (size_t i = 0; i < o.tensors.size(); ++i) o.index_of.emplace(o.tensors[i].first, i);
   o.canonical.resize(o.tensors.size());
   std::unordered_map<const c10::TensorImpl*, size_t> first;
@@ -110,9 +153,10 @@ Original load_original(const std::string& model_path) {
 // checking they are exactly the names its metadata lists. `what` names the stage in errors.
 NamedTensors stage_tensors(const StageFile& stage, const std::string& what,
                            const Original& original) {
-  torch::jit::Module module =
-      load_module(what, stage.path, stage.bytes.empty() ? nullptr : &stage.bytes);
-  NamedTensors tensors = graph::named_state(module);
+  const std::string* bytes = stage.bytes.empty() ? nullptr : &stage.bytes;
+  NamedTensors tensors = original.archive
+                             ? exported_state(load_archive(what, stage.path, bytes))
+                             : graph::named_state(load_module(what, stage.path, bytes));
   const auto& index_of = original.index_of;
   std::stable_sort(tensors.begin(), tensors.end(), [&](const auto& a, const auto& b) {
     auto ia = index_of.find(a.first), ib = index_of.find(b.first);
@@ -287,12 +331,14 @@ class AtomicFileBuf final : public std::streambuf {
 // their files: a model of several GB is never serialized whole in memory (it was, twice, with
 // the stream's own growth on top: a 4.2 GB model's fuse needed more than 11 GB).
 void write_outputs(const std::string& out_dir, const c10::Dict<std::string, at::Tensor>& state,
-                   torch::jit::Module& model, FuseResult* result) {
+                   Original& original, FuseResult* result) {
+  torch::jit::Module& model = original.model;
   std::error_code error;
   fs::create_directories(out_dir, error);
   if (error) throw FuseError(out_dir + ": cannot create: " + error.message());
   result->state_dict_path = (fs::path(out_dir) / kTrainedStateDictFile).string();
-  result->model_path = (fs::path(out_dir) / kFusedModelFile).string();
+  result->model_path =
+      (fs::path(out_dir) / (original.archive ? kFusedExportedFile : kFusedModelFile)).string();
 
   try {
     base::AtomicFileWriter file(result->state_dict_path);
@@ -302,6 +348,14 @@ void write_outputs(const std::string& out_dir, const c10::Dict<std::string, at::
     file.commit();
   } catch (const std::exception& e) {
     throw FuseError(std::string("fuse: ") + e.what());
+  }
+  if (original.archive) {
+    try {
+      exported::write_pt2_archive(*original.archive, result->model_path);
+    } catch (const std::exception& e) {
+      throw FuseError(result->model_path + ": cannot save the model: " + e.what());
+    }
+    return;
   }
   try {
     base::AtomicFileWriter file(result->model_path);
@@ -343,7 +397,7 @@ FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFil
       if (original.canonical[i] == i) original.tensors[i].second.copy_(values[i]);
     }
   }
-  write_outputs(out_dir, state, original.model, &result);
+  write_outputs(out_dir, state, original, &result);
   result.tensors = original.tensors.size();
   result.shared_names = gathered.shared.size();
   return result;

@@ -6,7 +6,11 @@
 //                          model's state_dict order; Python reads it with torch.load and can
 //                          load_state_dict(..., strict=True) it into the original model;
 //   model.pt               the original TorchScript model with every parameter and buffer set to
-//                          the trained values (tied names stay one tensor), Module::save'd.
+//                          the trained values (tied names stay one tensor), Module::save'd;
+//   model.pt2              or, for a model from torch.export, the original archive with its
+//                          weights trained, which torch.export.load(...).module() runs in Python.
+// A .pt2's state dict holds its parameters and persistent buffers in the exported signature's
+// order (non-persistent buffers are not in a state dict, as in PyTorch).
 // Each file is written atomically (temporary file, then rename); nothing is written unless every
 // check passes.
 //
@@ -47,7 +51,7 @@ struct StageFile {
 
 struct FuseResult {
   std::string state_dict_path;       // out_dir/trained_state_dict.pt
-  std::string model_path;            // out_dir/model.pt
+  std::string model_path;            // out_dir/model.pt, or model.pt2 for a torch.export model
   size_t tensors = 0;                // entries of the state dict (tied names each count)
   int64_t elements = 0;              // their elements, each distinct tensor once
   size_t shared_names = 0;           // names held by more than one stage
@@ -56,8 +60,9 @@ struct FuseResult {
 
 inline constexpr const char* kTrainedStateDictFile = "trained_state_dict.pt";
 inline constexpr const char* kFusedModelFile = "model.pt";
+inline constexpr const char* kFusedExportedFile = "model.pt2";
 
-// `model_path`: the original TorchScript model the plan was cut from. `out_dir` is created if
+// `model_path`: the original model the plan was cut from (TorchScript, or a .pt2 archive). `out_dir` is created if
 // needed.
 FuseResult fuse_stages(const std::string& model_path, const std::vector<StageFile>& stages,
                        const std::string& out_dir, double tolerance = 1e-6);

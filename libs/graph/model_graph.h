@@ -76,7 +76,7 @@ class ModelGraph final : public CutModel {
   bool may_be_uninitialized(const torch::jit::Value* v) const;
 
   bool cut_allowed(size_t boundary) const { return cut_allowed_[boundary]; }
-  const std::vector<bool>& cut_allowed() const { return cut_allowed_; }
+  const std::vector<bool>& cut_allowed() const override { return cut_allowed_; }
 
   // For values produced by attribute reads (at any depth): the attribute path from self.
   const AttributePath* attribute_path(const torch::jit::Value* v) const;

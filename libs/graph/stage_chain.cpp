@@ -10,7 +10,7 @@
 
 #include "libs/data/batch_order.h"
 #include "libs/torch_support/eager_numerics.h"
-#include "libs/stage/torchscript_stage.h"
+#include "libs/stage/stage_file.h"
 #include "libs/torch_support/torch_errors.h"
 
 namespace ravnest::graph {
@@ -20,7 +20,7 @@ StageChain StageChain::load(const std::string& plan_dir, std::vector<config::Nod
   for (const auto& node : nodes) {
     const auto path = (std::filesystem::path(plan_dir) / node.stage_file).string();
     try {
-      chain.stages_.push_back(stage::load_torchscript_stage(path));
+      chain.stages_.push_back(stage::load_stage(path));
     } catch (const std::exception& e) {
       throw std::runtime_error(std::string(e.what()) + " (the stage of " + node.name + ")");
     }
@@ -206,7 +206,7 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
     return count == 1 ? std::string() : " of micro-batch " + std::to_string(m);
   };
 
-  const std::shared_ptr<stage::Stage> model = stage::load_torchscript_stage(model_path);
+  const std::shared_ptr<stage::Stage> model = stage::load_stage(model_path);
   model->train(true);
   std::vector<c10::IValue> expected;
   torch::manual_seed(seed);

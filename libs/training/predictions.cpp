@@ -77,7 +77,7 @@ std::string predictions_file(const c10::IValue& value) {
   return torch_support::torch_load_file(value);
 }
 
-c10::IValue predict_in_process(torch::jit::Module& model, const data::Dataset& data,
+c10::IValue predict_in_process(stage::Stage& model, const data::Dataset& data,
                                int64_t batch_size) {
   if (data.size() == 0) throw std::runtime_error("the data to predict on holds no sample");
   if (batch_size < 1) throw std::runtime_error("the batch size must be at least 1");

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/jit/api/module.h>
 
 #include "libs/data/dataset.h"
+#include "libs/stage/stage.h"
 
 namespace ravnest::training {
 
@@ -24,8 +24,8 @@ c10::IValue join_predictions(const std::vector<c10::IValue>& outputs);
 std::string predictions_file(const c10::IValue& value);
 
 // `model` in eval mode without autograd over `data` in order, `batch_size` samples at a time:
-// what the pipeline's prediction equals.
-c10::IValue predict_in_process(torch::jit::Module& model, const data::Dataset& data,
+// what the pipeline's prediction equals. Any format (stage::Stage: TorchScript, .pt2).
+c10::IValue predict_in_process(stage::Stage& model, const data::Dataset& data,
                                int64_t batch_size);
 
 }  // namespace ravnest::training

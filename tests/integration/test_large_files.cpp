@@ -229,7 +229,7 @@ TEST_CASE("large files: refusals: a push of bytes that are no stage, or of a sta
     CHECK(pushed.exit_code != 0);
     CHECK(one_line(pushed.err));
     CHECK(pushed.err.find("node_1 (") != std::string::npos);
-    CHECK(pushed.err.find("the pushed stage (200000 bytes): not a TorchScript archive (") !=
+    CHECK(pushed.err.find("the pushed stage (200000 bytes): neither a TorchScript model nor a torch.export archive (.pt2): not a zip archive") !=
           std::string::npos);
   }
   SECTION("a stage file its node file does not name") {

@@ -6,7 +6,6 @@
 #include <optional>
 #include <stdexcept>
 
-#include <torch/csrc/jit/api/module.h>
 
 #include "apps/ravnest/commands/commands.h"
 #include "apps/ravnest/commands/connection.h"
@@ -16,7 +15,7 @@
 #include "libs/config/job/prediction_job.h"
 #include "libs/data/dataset.h"
 #include "libs/requester/job_identity.h"
-#include "libs/torch_support/module_file.h"
+#include "libs/stage/stage_file.h"
 #include "libs/training/predictions.h"
 
 namespace ravnest::cli {
@@ -91,9 +90,9 @@ int PredictCommand::run() {
   if (through_plan) return predict_through_plan(c, text, job, out, cluster);
   const auto spec = config::parse_job(text, job);
   const auto dataset = data::load_dataset(spec.data, data::Split::kTrain, data::Labels::kOptional);
-  torch::jit::Module model = torch_support::load_module(target);
+  const std::shared_ptr<stage::Stage> model = stage::load_stage(target);
   const std::string bytes = training::predictions_file(
-      training::predict_in_process(model, dataset, spec.train.batch_size));
+      training::predict_in_process(*model, dataset, spec.train.batch_size));
   base::write_file_atomically(out, bytes);
   say("wrote " + out + " (" + std::to_string(bytes.size()) + " bytes; torch.load reads it)");
   return 0;
@@ -107,7 +106,7 @@ Command add_predict(CLI::App& app) {
       "predict", "The model's outputs for every sample of DATA, in order, through a plan's "
                  "daemons (eval mode, no autograd) or in one process (docs/predict.md)");
   cmd->add_option("target", c->target,
-                  "a plan directory (its daemons) or a TorchScript model (here)")
+                  "a plan directory (its daemons) or a model file, TorchScript or .pt2 (here)")
       ->required();
   cmd->add_option("data", c->data_path, "the data, in the job's [data] format")->required();
   cmd->add_option("--job", c->job_path,

@@ -10,7 +10,8 @@
 #include "libs/base/printable.h"
 #include "libs/config/daemon/memory_checks.h"
 #include "libs/daemon/rpc/thread_bridge.h"
-#include "libs/torch_support/module_file.h"
+#include "libs/stage/stage_file.h"
+#include "libs/torch_support/torch_compat.h"
 #include "libs/training/device_memory.h"
 #include "libs/wire/file_stream.h"
 #include "libs/wire/kj_reason.h"
@@ -36,7 +37,8 @@ kj::Promise<void> NodeFiles::push_stage(PushStageCall context, wire::StreamSlot 
     store_.check_stage_push(metadata_json, params.getSha256(), fits);
     // The bytes go to a temporary file beside stage.pt (removed if anything fails, or by the
     // next start after a crash); they replace the stored stage only once whole, checked and
-    // a TorchScript archive, so a push that fails leaves the old stage as it was.
+    // a stage archive (TorchScript, or torch.export's .pt2 on LibTorch 2.x), so a push that
+    // fails leaves the old stage as it was.
     return wire::FileSink::open(
         store_.dir(), store_.stage_path().filename().string(), size, params.getSha256(),
         [this, metadata_json, size](const std::filesystem::path& received) {
@@ -44,8 +46,22 @@ kj::Promise<void> NodeFiles::push_stage(PushStageCall context, wire::StreamSlot 
           // Random bytes that hash as announced are still no stage: refused here, not at the
           // first job. The archive's directory is checked, not the module loaded: loading would
           // hold the whole stage in memory during a push.
-          torch_support::check_module_archive(received.string(),
-                                      "the pushed stage (" + std::to_string(size) + " bytes)");
+          const std::string what = "the pushed stage (" + std::to_string(size) + " bytes)";
+          stage::StageFormat format;
+          try {
+            format = stage::stage_format_of(received.string());
+          } catch (const std::exception& e) {
+            // The temporary file's name means nothing to the requester.
+            std::string reason = e.what();
+            const std::string prefix = received.string() + ": ";
+            if (reason.rfind(prefix, 0) == 0) reason = reason.substr(prefix.size());
+            throw std::runtime_error(what + ": " + reason);
+          }
+          if (format == stage::StageFormat::kExported && torch_support::kTorchMajor < 2) {
+            throw std::runtime_error(what + " is a torch.export archive (.pt2), which this "
+                                     "daemon's " + torch_support::torch_description() +
+                                     " cannot run: run ravnestd of the LibTorch 2.x build");
+          }
           store_.commit_stage(received, size, metadata_json);
           job_.stage_stored();
           spdlog::info("stored stage {} ({} bytes)", job_.metadata().stage_sha256.substr(0, 12),
