@@ -9,6 +9,10 @@ For each model NAME it writes, atomically (tmp file + os.replace):
   DIR/NAME.state_dict.pt   torch.save'd plain dict (not OrderedDict) of the state dict
   DIR/NAME.train.pt        torch.save'd (inputs, labels): a small training set in the job file's
                            "tensors" format (training_set below)
+  DIR/NAME.pt2             with torch >= 2.10, for the models of PT2_MODELS: the same eager module
+                           with the same weights through torch.export.export (training mode,
+                           dim 0 of every input a batch Dim) and torch.export.save: the .pt2
+                           path trains what the TorchScript path trains, on the same data
   DIR/NAME.json            {"name", "inputs": ["4x1x8x8:float32", ...],
                             "state_dict_keys": [...in order...], "outputs": N,
                             "train": {"file", "samples", "loss"}}
@@ -555,14 +559,45 @@ def spec(t: torch.Tensor) -> str:
     return "x".join(str(d) for d in t.shape) + ":" + str(t.dtype).replace("torch.", "")
 
 
+# Exported as .pt2 too where torch has torch.export's training IR: CNNs with in-place ops, a
+# transformer, several inputs and outputs, tied weights, a registered mask buffer, an LSTM,
+# dropout twice, a U-Net-like skip, torchvision's resnet18.
+PT2_MODELS = ("small_cnn", "transformer", "two_inputs", "multi_output", "tied", "causal_lm",
+              "lstm", "dropout_twice", "segmentation", "resnet18", "traced_inplace")
+
+
+def exports_pt2(name: str) -> bool:
+    version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    return name in PT2_MODELS and version >= (2, 10)
+
+
 def paths(out: str, name: str) -> Dict[str, str]:
-    return {
+    files = {
         "model": os.path.join(out, name + ".pt"),
         "inputs": os.path.join(out, name + ".inputs.pt"),
         "state_dict": os.path.join(out, name + ".state_dict.pt"),
         "train": os.path.join(out, name + ".train.pt"),
-        "json": os.path.join(out, name + ".json"),
     }
+    if exports_pt2(name):
+        files["pt2"] = os.path.join(out, name + ".pt2")
+    files["json"] = os.path.join(out, name + ".json")
+    return files
+
+
+def export_pt2(model: nn.Module, inputs: List[torch.Tensor], path: str) -> None:
+    """torch.export of `model` in training mode, dim 0 of every input a batch Dim, saved (the
+    archive's root folder is named after the file it is written as, so not through atomic)."""
+    batch = torch.export.Dim("batch", min=2, max=4096)
+    model.train()
+    with torch.random.fork_rng(devices=[]):
+        program = torch.export.export(model, tuple(inputs),
+                                      dynamic_shapes=tuple({0: batch} for _ in inputs))
+    scratch = os.path.join(os.path.dirname(path), ".writing-%d" % os.getpid())
+    os.makedirs(scratch, exist_ok=True)
+    written = os.path.join(scratch, os.path.basename(path))
+    torch.export.save(program, written)
+    os.replace(written, path)
+    os.rmdir(scratch)
 
 
 def up_to_date(files: Dict[str, str]) -> bool:
@@ -666,10 +701,13 @@ def export(name: str, out: str, force: bool) -> str:
         return "%-13s up to date" % name
     t0 = time.time()
     torch.manual_seed(0)
-    _, sm, inputs = MODELS[name]()
+    eager, sm, inputs = MODELS[name]()
     sm.train()
     sd = dict(sm.state_dict())  # plain dict: C++ pickle_load can't read OrderedDict
     keys = list(sd.keys())
+    if "pt2" in files:
+        eager.load_state_dict(sd)
+        export_pt2(eager, inputs, files["pt2"])
 
     atomic(files["model"], lambda p: sm.save(p))
     atomic(files["inputs"], lambda p: torch.save(tuple(inputs), p))  # LibTorch cannot unpickle a one-element list

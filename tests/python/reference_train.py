@@ -50,6 +50,16 @@ import torch.nn.functional as F
 MASK = (1 << 64) - 1
 
 
+def is_exported(path: str) -> bool:
+    """Whether `path` is a torch.export archive (.pt2): a zip holding models/*.json."""
+    import zipfile
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any("/models/" in "/" + n and n.endswith(".json") for n in archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
 def epoch_seed(seed: int, epoch: int) -> int:
     z = (seed + (epoch + 1) * 0x9E3779B97F4A7C15) & MASK
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
@@ -231,8 +241,14 @@ def main() -> int:
 
     torch._C._set_graph_executor_optimize(False)
     torch.manual_seed(seed)
-    model = torch.jit.load(args.model, map_location=device)
-    model.train()
+    if is_exported(args.model):
+        # A torch.export archive runs eagerly as the GraphModule torch.export.load gives: the
+        # program's ATen ops one by one, in the training mode it was exported in (its train()
+        # and eval() are not supported by PyTorch).
+        model = torch.export.load(args.model).module().to(device)
+    else:
+        model = torch.jit.load(args.model, map_location=device)
+        model.train()
     if data["format"] == "csv":
         xs, y = load_csv(resolve(job_dir, data["train"]), data)
     else:

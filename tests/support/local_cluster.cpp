@@ -12,7 +12,7 @@
 
 #include "libs/base/secret.h"
 #include "libs/graph/fuse.h"
-#include "libs/graph/model_graph.h"
+#include "libs/graph/cut_model.h"
 #include "libs/graph/stage_writer.h"
 #include "libs/requester/requester.h"
 #include "tests/support/digits.h"
@@ -30,10 +30,10 @@ const char kSharedMemoryLine[] = "segments through shared memory";
 }  // namespace
 
 std::vector<size_t> LocalCluster::even_cuts(const std::string& model_path, int stages) {
-  auto model = graph::ModelGraph::load(model_path);
+  auto model = graph::load_cut_model(model_path);
   std::vector<size_t> allowed;
   for (size_t i = 0; i < model->cut_allowed().size(); ++i) {
-    if (model->cut_allowed(i)) allowed.push_back(i);
+    if (model->cut_allowed()[i]) allowed.push_back(i);
   }
   std::vector<size_t> cuts;
   for (int k = 1; k < stages; ++k) cuts.push_back(allowed.at(k * allowed.size() / stages));
@@ -44,7 +44,7 @@ LocalCluster::LocalCluster(const std::string& model_path,
                            const std::vector<std::vector<size_t>>& clusters,
                            const std::vector<std::string>& example_inputs, int spares)
     : model_path_(model_path) {
-  auto model = graph::ModelGraph::load(model_path);
+  auto model = graph::load_cut_model(model_path);
   if (hosts_mode_requested()) {
     size_t total = static_cast<size_t>(spares);
     for (const auto& cuts : clusters) total += cuts.size() + 1;
@@ -63,7 +63,7 @@ LocalCluster::LocalCluster(const std::string& model_path,
   std::vector<config::NodeConfig> pool;
   int next_id = 0;
   for (size_t c = 0; c < clusters.size(); ++c) {
-    auto cluster = cluster_with_cuts(clusters[c], model->units().size(), next_id,
+    auto cluster = cluster_with_cuts(clusters[c], model->unit_count(), next_id,
                                      static_cast<int>(c));
     for (const auto& stage : cluster.stages) {
       pool.push_back(pool_node(stage.node_id));
