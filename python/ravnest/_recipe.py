@@ -83,6 +83,61 @@ def optimizer_table(optimizer, params=None):
     return table
 
 
+def _linear_warmup_factor(step, num_warmup_steps, num_training_steps):
+    """transformers' _get_linear_schedule_with_warmup_lr_lambda (optimization.py): the factor
+    [scheduler] name = "warmup_linear" multiplies into the lr (libs/training/lr_schedule.h)."""
+    if step < num_warmup_steps:
+        return float(step) / float(max(1, num_warmup_steps))
+    return max(0.0, float(num_training_steps - step) /
+               float(max(1, num_training_steps - num_warmup_steps)))
+
+
+def _hf_linear_lambda(lr_lambda):
+    """(num_warmup_steps, num_training_steps) when lr_lambda is the lambda transformers'
+    get_linear_schedule_with_warmup gives its LambdaLR: a functools.partial of
+    _get_linear_schedule_with_warmup_lr_lambda with those two keywords. Copies of it under that
+    name exist outside transformers: it must also give the formula's factors (probed around
+    both ends). None otherwise."""
+    if not isinstance(lr_lambda, functools.partial) or lr_lambda.args or \
+            getattr(lr_lambda.func, "__name__", "") != "_get_linear_schedule_with_warmup_lr_lambda" or \
+            set(lr_lambda.keywords) != {"num_warmup_steps", "num_training_steps"}:
+        return None
+    warmup = lr_lambda.keywords["num_warmup_steps"]
+    total = lr_lambda.keywords["num_training_steps"]
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in (warmup, total)):
+        return None
+    probes = {0, 1, warmup - 1, warmup, warmup + 1, (warmup + total) // 2, total - 1, total,
+              total + 1}
+    try:
+        if any(lr_lambda(t) != _linear_warmup_factor(t, warmup, total)
+               for t in sorted(p for p in probes if p >= 0)):
+            return None
+    except Exception:  # a function of that name that is not transformers'
+        return None
+    return warmup, total
+
+
+def _lambda_table(scheduler, what):
+    """[scheduler] of a LambdaLR: transformers' linear warm-up and decay is warmup_linear; any
+    other lambda is Python a job file cannot hold, refused naming `what`."""
+    found = {_hf_linear_lambda(f) for f in scheduler.lr_lambdas}
+    if len(found) != 1 or None in found:
+        unread = [f for f in scheduler.lr_lambdas if _hf_linear_lambda(f) is None]
+        function = getattr(unread[0], "func", unread[0]) if unread else None
+        name = getattr(function, "__name__", None) or repr(function) if unread else \
+            "parameter groups with different ones"
+        raise RavnestError("lr_scheduler: %s whose lr_lambda (%s) is Python a job file cannot "
+                           "hold; of LambdaLRs only transformers' get_linear_schedule_with_warmup "
+                           "is read (warmup_linear), else a [scheduler] of docs/job-file.md: "
+                           "StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LinearLR"
+                           % (what, name))
+    warmup, total = found.pop()
+    if total < 1:
+        raise RavnestError("lr_scheduler: %s has num_training_steps=%d; the lr is 0 from that "
+                           "step on, so at least 1 is needed" % (what, total))
+    return {"name": "warmup_linear", "warmup_steps": warmup, "total_steps": total}
+
+
 def scheduler_table(scheduler, params=None, per_epoch=True):
     """{"name": ..., options..., "per": ...} for [scheduler], or None."""
     if scheduler is None:
@@ -92,13 +147,25 @@ def scheduler_table(scheduler, params=None, per_epoch=True):
         table = {"name": scheduler}
         table.update(params)
     elif inspect.isroutine(scheduler) or isinstance(scheduler, functools.partial):
-        # transformers' get_linear_schedule_with_warmup and the like: Python that makes a
-        # LambdaLR, whose lambda a job file cannot hold.
-        raise RavnestError("lr_scheduler: %s is a function (it makes a LambdaLR), which a job "
-                           "file cannot hold; a linear decay after the warm-up has no "
-                           "[scheduler] name: linear_warmup (LinearLR: warm-up, then constant) "
-                           "or warmup_cosine (then a cosine decay) instead"
-                           % getattr(scheduler, "__name__", repr(scheduler)))
+        # A function that makes the scheduler (transformers' get_linear_schedule_with_warmup),
+        # called as Ravnest calls it, lr_scheduler(optimizer, **lr_scheduler_params), on a
+        # stand-in optimizer: what it makes is read as a scheduler object.
+        name = getattr(scheduler, "__name__", None) or repr(scheduler)
+        stand_in = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+        try:
+            made = scheduler(stand_in, **params)
+        except Exception as e:  # the user's function may raise anything
+            raise RavnestError("lr_scheduler: %s(optimizer, **lr_scheduler_params) fails (%s)"
+                               % (name, str(e).strip().splitlines()[0] if str(e).strip()
+                                  else type(e).__name__)) from None
+        if not hasattr(made, "optimizer") or not hasattr(made, "step"):
+            raise RavnestError("lr_scheduler: %s(optimizer, **lr_scheduler_params) gives %r, "
+                               "not a torch.optim.lr_scheduler object" % (name, made))
+        return scheduler_table(made, None, per_epoch)
+    elif isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
+        cls = type(scheduler).__name__
+        table = _lambda_table(scheduler, "LambdaLR" if cls == "LambdaLR" else
+                              "%s (a LambdaLR)" % cls)
     else:
         obj = scheduler if not isinstance(scheduler, type) else None
         cls = type(scheduler).__name__ if obj is not None else scheduler.__name__
@@ -123,7 +190,7 @@ def scheduler_table(scheduler, params=None, per_epoch=True):
         else:
             raise RavnestError("lr_scheduler: torch.optim.lr_scheduler.%s has no [scheduler] "
                                "name (StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, "
-                               "LinearLR)" % cls)
+                               "LinearLR, transformers' get_linear_schedule_with_warmup)" % cls)
         missing = [k for k, v in table.items() if v is None]
         if missing:
             raise RavnestError("lr_scheduler: %s needs %s" % (cls, ", ".join(missing)))

@@ -9,6 +9,7 @@ RavnestError naming it; clusterize's argument list carries --stages/--clusters w
 """
 
 import contextlib
+import functools
 import io
 import os
 import sys
@@ -53,6 +54,23 @@ def resnet_loss_fn(preds, targets):
 def reads_inputs(preds, targets):
     x, y = targets
     return (preds - x.mean()).pow(2).mean()
+
+
+# transformers' optimization.py (not a dependency here), as Ravnest's BERT example imports it.
+def _get_linear_schedule_with_warmup_lr_lambda(current_step, *, num_warmup_steps,
+                                               num_training_steps):
+    if current_step < num_warmup_steps:
+        return float(current_step) / float(max(1, num_warmup_steps))
+    return max(0.0, float(num_training_steps - current_step) /
+               float(max(1, num_training_steps - num_warmup_steps)))
+
+
+def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps,
+                                    last_epoch=-1):
+    lr_lambda = functools.partial(_get_linear_schedule_with_warmup_lr_lambda,
+                                  num_warmup_steps=num_warmup_steps,
+                                  num_training_steps=num_training_steps)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda, last_epoch)
 
 
 def refused(call, needle):
@@ -111,7 +129,30 @@ def main():
         [{"params": params[:1], "lr": 0.1}, {"params": params[1:], "lr": 0.2}])), "groups")
     refused(lambda: optimizer_table("adam", {"momentum": 0.9}), "momentum")
     refused(lambda: scheduler_table(torch.optim.lr_scheduler.LambdaLR(sgd, lambda e: 1.0)),
-            "LambdaLR")
+            "lr_scheduler: LambdaLR whose lr_lambda (<lambda>) is Python")
+    # transformers' linear warm-up and decay: the function with Ravnest's lr_scheduler_params
+    # (its BERT example), or the LambdaLR it made; per update with lr_step_on_epoch_change=False.
+    linear = {"name": "warmup_linear", "warmup_steps": 5000, "total_steps": 90000, "per": "update"}
+    assert scheduler_table(get_linear_schedule_with_warmup,
+                           {"num_warmup_steps": 5000, "num_training_steps": 90000},
+                           per_epoch=False) == linear
+    assert scheduler_table(get_linear_schedule_with_warmup(
+        torch.optim.SGD(params, lr=0.1), 0, 7)) == {"name": "warmup_linear", "warmup_steps": 0,
+                                                    "total_steps": 7, "per": "epoch"}
+    refused(lambda: scheduler_table(get_linear_schedule_with_warmup, {"num_warmup_steps": 5}),
+            "get_linear_schedule_with_warmup(optimizer, **lr_scheduler_params) fails")
+    refused(lambda: scheduler_table(get_linear_schedule_with_warmup(sgd, 2, 0)),
+            "num_training_steps=0")
+
+    # A function of transformers' name that computes something else is not taken for it.
+    def _get_linear_schedule_with_warmup_lr_lambda_other(step, *, num_warmup_steps,
+                                                         num_training_steps):
+        return 1.0 if step >= num_warmup_steps else step / num_warmup_steps
+    _get_linear_schedule_with_warmup_lr_lambda_other.__name__ = \
+        "_get_linear_schedule_with_warmup_lr_lambda"
+    refused(lambda: scheduler_table(torch.optim.lr_scheduler.LambdaLR(sgd, functools.partial(
+        _get_linear_schedule_with_warmup_lr_lambda_other, num_warmup_steps=3,
+        num_training_steps=9))), "lr_lambda (_get_linear_schedule_with_warmup_lr_lambda) is Python")
     refused(lambda: scheduler_table(torch.optim.lr_scheduler.LinearLR(
         sgd, start_factor=1.0, end_factor=0.5)), "end_factor")
     with tempfile.TemporaryDirectory() as work:
@@ -266,13 +307,19 @@ def main():
     refused(lambda: ravnest.Trainer(node=ravnest.Node(optimizer=torch.optim.Adamax),
                                     train_loader=unread), "Adamax")
 
-    def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps):
+    def get_constant_lambda(optimizer, num_warmup_steps, num_training_steps):
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
 
     refused(lambda: ravnest.Trainer(node=ravnest.Node(
-        optimizer="sgd", lr_scheduler=get_linear_schedule_with_warmup,
+        optimizer="sgd", lr_scheduler=get_constant_lambda,
         lr_scheduler_params={"num_warmup_steps": 5, "num_training_steps": 50}),
-        train_loader=unread), "get_linear_schedule_with_warmup is a function")
+        train_loader=unread), "lr_scheduler: LambdaLR whose lr_lambda (<lambda>)")
+    bert_like = ravnest.Trainer(node=ravnest.Node(
+        optimizer="adam", optimizer_params={"lr": 0.00176},
+        lr_scheduler=get_linear_schedule_with_warmup,
+        lr_scheduler_params={"num_warmup_steps": 5000, "num_training_steps": 90000},
+        lr_step_on_epoch_change=False), train_loader=unread)
+    assert bert_like.recipe["scheduler"] == linear, bert_like.recipe
     refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=64), "step_size=64")
     refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=0), "step_size=0")
     ravnest.Trainer(node=node, train_loader=unread, step_size=4)
