@@ -294,6 +294,33 @@ def _rename_argument(body, name, new_name):
     return
 
 
+def _string_keys(definition, name):
+    """The string keys a function reads of its argument `name` (name['labels'],
+    name.get('labels')), in the order written."""
+    found = []
+    for node in ast.walk(definition):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+                node.value.id == name:
+            index = node.slice
+            if type(index).__name__ == "Index":  # Python < 3.9 wraps the key
+                index = index.value
+            if isinstance(index, ast.Constant) and isinstance(index.value, str):
+                key = index.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "get" and isinstance(node.func.value, ast.Name) and \
+                node.func.value.id == name and node.args and \
+                isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            key = node.args[0].value
+        if key is not None:
+            found.append((node.lineno, node.col_offset, key))
+    keys = []
+    for _, _, key in sorted(found):
+        if key not in keys:
+            keys.append(key)
+    return keys
+
+
 def function_loss(function):
     """Ravnest's criterion, a plain function loss_fn(preds, targets) whose targets is the labels
     loader's whole batch (inputs, labels) and which reads targets[1]: its body becomes a method
@@ -313,11 +340,18 @@ def function_loss(function):
             definition.args.vararg or definition.args.kwonlyargs or definition.args.kwarg:
         raise RavnestError("criterion: %s must be a function def of two arguments (preds, "
                            "targets) as in Ravnest" % name)
+    preds, targets = (a.arg for a in definition.args.args)
+    keys = _string_keys(definition, targets)
+    if keys:
+        raise RavnestError("criterion: %s reads %s, a dict of labels (Hugging Face's collators "
+                           "give one); a job's targets are the batch (inputs, labels) with the "
+                           "labels one tensor, read as targets[1]: make train_loader give "
+                           "(inputs, labels) and the loss read targets[1]"
+                           % (name, ", ".join("%s[%r]" % (targets, k) for k in keys)))
     scope = dict(function.__globals__)
     scope.update(inspect.getclosurevars(function).nonlocals)
     rewrite = _CriterionSource(scope)
     definition = rewrite.visit(definition)
-    preds, targets = (a.arg for a in definition.args.args)
     _rename_argument(definition.body, targets, "ravnest_targets")
     body = "\n".join("        " + line for line in
                      "\n".join(ast.unparse(statement) for statement in definition.body)

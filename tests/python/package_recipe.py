@@ -73,6 +73,14 @@ def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_st
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda, last_epoch)
 
 
+# examples/bert: the labels loader's batch is a collator's dict.
+def bert_loss_fn(y_pred, targets):
+    labels = targets['labels']
+    sentence_order_label = targets.get('sentence_order_label')
+    return loss_fct(y_pred[0].view(-1, 30), labels.view(-1)) + \
+        loss_fct(y_pred[1].view(-1, 2), sentence_order_label.view(-1))
+
+
 def refused(call, needle):
     try:
         call()
@@ -320,6 +328,50 @@ def main():
         lr_scheduler_params={"num_warmup_steps": 5000, "num_training_steps": 90000},
         lr_step_on_epoch_change=False), train_loader=unread)
     assert bert_like.recipe["scheduler"] == linear, bert_like.recipe
+    # Ravnest's BERT: dict samples, a criterion reading a dict of labels, a Trainer subclass
+    # with its own train(): each refused in one line naming it, before the data pass.
+    class Rows(torch.utils.data.Dataset):  # a Hugging Face dataset's rows
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            if i > 0:
+                raise AssertionError("the data was read")
+            return {"input_ids": torch.zeros(5, dtype=torch.long), "labels": torch.zeros(5)}
+
+    refused(lambda: ravnest.Trainer(node=node, train_loader=torch.utils.data.DataLoader(
+        Rows(), batch_size=4)), "data: train_loader gives a dict (input_ids, labels)")
+    refused(lambda: ravnest.Trainer(node=node, train_loader=unread, val_loader=Rows()),
+            "data: val_loader gives a dict")
+    refused(lambda: ravnest.Trainer(node=ravnest.Node(optimizer="sgd", criterion=bert_loss_fn),
+                                    train_loader=unread),
+            "criterion: bert_loss_fn reads targets['labels'], targets['sentence_order_label'], "
+            "a dict of labels")
+    as_dicts = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(a, b), batch_size=2,
+                                           collate_fn=lambda rows: {"x": torch.stack(
+                                               [r[0] for r in rows])})
+    refused(lambda: collect(as_dicts), "data: the DataLoader gives a dict (x)")
+
+    class BERT_Trainer(ravnest.Trainer):
+        def __init__(self, node=None, train_loader=None, epochs=1):
+            super().__init__(node=node, train_loader=train_loader, epochs=epochs)
+
+        def train(self):
+            self.prelim_checks()
+
+    refused(lambda: BERT_Trainer(node=node, train_loader=unread),
+            "Trainer: BERT_Trainer overrides train(): here the loop over train_loader runs in "
+            "the daemons")
+
+    class Helpful(ravnest.Trainer):  # adds and wraps only what the package never calls
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.note = "mine"
+
+        def describe(self):
+            return self.note
+
+    assert Helpful(node=node, train_loader=unread, epochs=2).train_table["epochs"] == 2
     refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=64), "step_size=64")
     refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=0), "step_size=0")
     ravnest.Trainer(node=node, train_loader=unread, step_size=4)
