@@ -161,7 +161,9 @@ def scheduler_table(scheduler, params=None, per_epoch=True):
         if not hasattr(made, "optimizer") or not hasattr(made, "step"):
             raise RavnestError("lr_scheduler: %s(optimizer, **lr_scheduler_params) gives %r, "
                                "not a torch.optim.lr_scheduler object" % (name, made))
-        return scheduler_table(made, None, per_epoch)
+        if not isinstance(made, torch.optim.lr_scheduler.LambdaLR):
+            return scheduler_table(made, None, per_epoch)
+        table = _lambda_table(made, "%s makes a LambdaLR" % name)
     elif isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
         cls = type(scheduler).__name__
         table = _lambda_table(scheduler, "LambdaLR" if cls == "LambdaLR" else

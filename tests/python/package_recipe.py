@@ -321,7 +321,8 @@ def main():
     refused(lambda: ravnest.Trainer(node=ravnest.Node(
         optimizer="sgd", lr_scheduler=get_constant_lambda,
         lr_scheduler_params={"num_warmup_steps": 5, "num_training_steps": 50}),
-        train_loader=unread), "lr_scheduler: LambdaLR whose lr_lambda (<lambda>)")
+        train_loader=unread),
+        "lr_scheduler: get_constant_lambda makes a LambdaLR whose lr_lambda (<lambda>)")
     bert_like = ravnest.Trainer(node=ravnest.Node(
         optimizer="adam", optimizer_params={"lr": 0.00176},
         lr_scheduler=get_linear_schedule_with_warmup,
