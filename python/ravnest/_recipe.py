@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import textwrap
+import types
 
 import torch
 
@@ -233,14 +234,26 @@ def _targets_read(graph, index):
     return read
 
 
+_CONSTANTS = (bool, int, float, str)
+
+
 class _CriterionSource(ast.NodeTransformer):
     """A loss function's body as a method: names of nn.Module objects it reads from its globals
-    or closure become self.<name> (submodules), and moves to a device (`.to(device)`, `.cuda()`,
-    `.cpu()`) are dropped: the loss runs where the outputs are."""
+    or closure become self.<name> (submodules); numbers and strings it reads there, and their
+    attributes of other Python objects (Ravnest's `update_frequency`, BERT's
+    `config.vocab_size`), become constants, which TorchScript cannot read from a global; moves
+    to a device (`.to(device)`, `.cuda()`, `.cpu()`) are dropped: the loss runs where the outputs
+    are. Names the function binds itself are its own."""
 
-    def __init__(self, scope):
-        self.scope = scope
+    def __init__(self, scope, definition):
         self.modules = {}
+        local = {a.arg for a in definition.args.args}
+        local.update(n.id for n in ast.walk(definition)
+                     if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
+        self.scope = {k: v for k, v in scope.items() if k not in local}
+
+    def _constant(self, value, node):
+        return ast.copy_location(ast.Constant(value=value), node)
 
     def visit_Name(self, node):
         value = self.scope.get(node.id)
@@ -248,6 +261,18 @@ class _CriterionSource(ast.NodeTransformer):
             self.modules[node.id] = value
             return ast.copy_location(ast.Attribute(value=ast.Name(id="self", ctx=ast.Load()),
                                                    attr=node.id, ctx=ast.Load()), node)
+        if isinstance(node.ctx, ast.Load) and isinstance(value, _CONSTANTS):
+            return self._constant(value, node)
+        return node
+
+    def visit_Attribute(self, node):
+        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name):
+            owner = self.scope.get(node.value.id)
+            if owner is not None and not isinstance(owner, (types.ModuleType, torch.nn.Module)):
+                value = getattr(owner, node.attr, None)
+                if isinstance(value, _CONSTANTS):
+                    return self._constant(value, node)
+        self.generic_visit(node)
         return node
 
     def _is_device(self, node):
@@ -352,7 +377,7 @@ def function_loss(function):
                            % (name, ", ".join("%s[%r]" % (targets, k) for k in keys)))
     scope = dict(function.__globals__)
     scope.update(inspect.getclosurevars(function).nonlocals)
-    rewrite = _CriterionSource(scope)
+    rewrite = _CriterionSource(scope, definition)
     definition = rewrite.visit(definition)
     _rename_argument(definition.body, targets, "ravnest_targets")
     body = "\n".join("        " + line for line in
@@ -394,6 +419,33 @@ def function_loss(function):
                            "loss is computed on the last stage, which has the labels but not the "
                            "batch's inputs" % name)
     return module
+
+
+def divides_by(function, value):
+    """The names a loss function divides its result by (x / name, x.div(name), x.div_(name),
+    x /= name) whose value, from its file or closure, is the int `value`: Ravnest's examples
+    divide the loss by update_frequency themselves, which a job already does. [] when the source
+    cannot be read."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        scope = dict(function.__globals__)
+        scope.update(inspect.getclosurevars(function).nonlocals)
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return []
+    divisors = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.Div):
+            divisors.append(node.right if isinstance(node, ast.BinOp) else node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("div", "div_", "true_divide", "true_divide_") and node.args:
+            divisors.append(node.args[0])
+    names = []
+    for divisor in divisors:
+        if isinstance(divisor, ast.Name) and divisor.id not in names:
+            found = scope.get(divisor.id)
+            if isinstance(found, int) and not isinstance(found, bool) and found == value:
+                names.append(divisor.id)
+    return names
 
 
 def loss_table(criterion, work_dir):

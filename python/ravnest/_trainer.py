@@ -6,6 +6,7 @@ here the requester runs them once: Trainer writes WORK/job.toml, WORK/train.pt a
 """
 
 import collections
+import inspect
 import json
 import math
 import os
@@ -19,7 +20,8 @@ from ._cli import RavnestError, run
 from ._clusterize import STATE_KEYS
 from ._data import (cast_inputs, check_samples, collect, drawn_once, epoch_orders,
                     first_inputs_dtype, index_order, write_tensors)
-from ._recipe import accuracy_is_argmax, loss_table, optimizer_table, scheduler_table
+from ._recipe import (accuracy_is_argmax, divides_by, loss_table, optimizer_table,
+                      scheduler_table)
 from ._seed import last_seed
 
 
@@ -161,6 +163,13 @@ class Trainer:
             # The common one is validation's own accuracy; any other is refused here.
             accuracy_is_argmax(accuracy_fn)
         self._check_step_size(step_size, batch_size)
+        frequency = self.train_table["update_frequency"]
+        if frequency > 1 and inspect.isfunction(self.criterion):
+            for name in divides_by(self.criterion, frequency):
+                note("criterion: %s divides the loss by %s (%d), as Ravnest needs; a job already "
+                     "weighs each micro-batch's loss by 1 / update_frequency, so here it is "
+                     "divided twice (the gradients %d times smaller): drop the division"
+                     % (self.criterion.__name__, name, frequency, frequency))
         # The recipe's refusals come now, before any data is read (a script loss is written to
         # WORK/loss.pt).
         self.recipe = {"loss": loss_table(self.criterion, os.path.abspath(work_dir)),

@@ -73,6 +73,23 @@ def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_st
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda, last_epoch)
 
 
+# examples/bert divides its loss by update_frequency itself, as Ravnest needs.
+update_frequency = 4
+
+
+class Config:  # transformers' BertConfig, read for its numbers
+    vocab_size = 10
+
+
+config = Config()
+
+
+def divided_loss_fn(preds, targets):
+    loss = loss_fct(preds.view(-1, config.vocab_size), targets[1].view(-1))
+    loss.div_(update_frequency)
+    return loss
+
+
 # examples/bert: the labels loader's batch is a collator's dict.
 def bert_loss_fn(y_pred, targets):
     labels = targets['labels']
@@ -373,6 +390,21 @@ def main():
             return self.note
 
     assert Helpful(node=node, train_loader=unread, epochs=2).train_table["epochs"] == 2
+    with tempfile.TemporaryDirectory() as work:  # globals' numbers become constants
+        table = loss_table(divided_loss_fn, work)
+        logits, labels = torch.randn(6, 10), torch.tensor([1, 0, 3, 3, 9, 2])
+        assert torch.equal(torch.jit.load(table["path"])(logits, labels),
+                           divided_loss_fn(logits, (None, labels)))
+    with tempfile.TemporaryDirectory() as work:  # said in one line, not refused
+        for frequency, said in ((4, True), (1, False), (2, False)):
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                ravnest.Trainer(node=ravnest.Node(optimizer="sgd", criterion=divided_loss_fn,
+                                                  update_frequency=frequency),
+                                train_loader=unread, work_dir=work)
+            line = ("criterion: divided_loss_fn divides the loss by update_frequency (4), as "
+                    "Ravnest needs; a job already weighs")
+            assert (line in err.getvalue()) == said, (frequency, err.getvalue())
     refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=64), "step_size=64")
     refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=0), "step_size=0")
     ravnest.Trainer(node=node, train_loader=unread, step_size=4)
