@@ -103,6 +103,16 @@ double LrSchedule::lr_at(const config::SchedulerSpec& spec, double base_lr, int6
       cosine.name = SchedulerName::kCosine;
       return lr_at(cosine, base_lr, t - spec.warmup_steps);
     }
+    case SchedulerName::kWarmupLinear: {
+      // _get_linear_schedule_with_warmup_lr_lambda, operation for operation (Python's float() of
+      // an int, true division, max(0.0, x)); LambdaLR's lr is base_lr * factor.
+      const int64_t warmup = spec.warmup_steps, total = spec.total_steps;
+      const double factor =
+          t < warmup ? static_cast<double>(t) / static_cast<double>(std::max<int64_t>(1, warmup))
+                     : std::max(0.0, static_cast<double>(total - t) /
+                                         static_cast<double>(std::max<int64_t>(1, total - warmup)));
+      return base_lr * factor;
+    }
     case SchedulerName::kOneCycle: {
       const double initial = spec.max_lr / spec.div_factor;
       return one_cycle_value(spec, t, initial, spec.max_lr, initial / spec.final_div_factor);

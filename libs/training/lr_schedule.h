@@ -12,6 +12,10 @@
 //                  (SequentialLR([LinearLR(start_factor, total_iters=W), CosineAnnealingLR(t_max,
 //                  eta_min)], milestones=[W]): at the milestone SequentialLR restarts the cosine
 //                  at its step 0, i.e. base, so the warm-up's own last value is never used)
+//   warmup_linear  base * (t < W ? t / max(1, W) : max(0, (N - t) / max(1, N - W)))  with
+//                  W = warmup_steps, N = total_steps: transformers' get_linear_schedule_with_warmup
+//                  (a LambdaLR: the factor is computed in doubles as its Python lambda does,
+//                  then multiplied into base; 0 from step N on)
 //   onecycle       OneCycleLR's phases, each annealed (cos or linear) from its start to its end:
 //                  max_lr/div_factor -> max_lr over pct_start * total_steps - 1 steps, then down
 //                  to max_lr/div_factor/final_div_factor at total_steps - 1 (three_phase: back

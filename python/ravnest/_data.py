@@ -8,6 +8,8 @@ saved as the tuple (inputs, labels) that LibTorch reads; a sample whose input is
 gives a tuple of input tensors (a model with several inputs).
 """
 
+import collections.abc
+
 import torch
 
 from ._cli import RavnestError
@@ -21,7 +23,16 @@ def _cat(parts, what):
             what, str(e).splitlines()[0])) from None
 
 
+def _dict_refusal(where, item):
+    return RavnestError("data: %s gives a dict (%s), as Hugging Face's collators do; a sample "
+                        "here is (inputs, labels): inputs a tensor or a tuple of them in "
+                        "forward's order, labels one tensor (docs/python.md)"
+                        % (where, ", ".join(str(k) for k in list(item)[:6])))
+
+
 def _split(item, where):
+    if isinstance(item, collections.abc.Mapping):
+        raise _dict_refusal(where, item)
     if not isinstance(item, (tuple, list)) or len(item) != 2:
         raise RavnestError("data: %s gives %s; expected (inputs, labels)" % (
             where, type(item).__name__))
@@ -101,6 +112,20 @@ def epoch_orders(loader, epochs):
             return None
         rows.append(order + missing)
     return torch.tensor(rows, dtype=torch.int64)
+
+
+def check_samples(data, what):
+    """Refuses, before the data pass, a loader or dataset whose samples are dicts (a Hugging
+    Face dataset's rows, which a collator makes into dict batches), reading its first sample
+    from the dataset without iterating a DataLoader (that would draw from its generator). Other
+    samples, and datasets that cannot be indexed, are left to the data pass."""
+    dataset = data.dataset if isinstance(data, torch.utils.data.DataLoader) else data
+    try:
+        sample = dataset[0]
+    except Exception:  # an iterable dataset, or one that cannot be indexed
+        return
+    if isinstance(sample, collections.abc.Mapping):
+        raise _dict_refusal(what, sample)
 
 
 def first_inputs_dtype(data):

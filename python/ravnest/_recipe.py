@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import textwrap
+import types
 
 import torch
 
@@ -83,6 +84,61 @@ def optimizer_table(optimizer, params=None):
     return table
 
 
+def _linear_warmup_factor(step, num_warmup_steps, num_training_steps):
+    """transformers' _get_linear_schedule_with_warmup_lr_lambda (optimization.py): the factor
+    [scheduler] name = "warmup_linear" multiplies into the lr (libs/training/lr_schedule.h)."""
+    if step < num_warmup_steps:
+        return float(step) / float(max(1, num_warmup_steps))
+    return max(0.0, float(num_training_steps - step) /
+               float(max(1, num_training_steps - num_warmup_steps)))
+
+
+def _hf_linear_lambda(lr_lambda):
+    """(num_warmup_steps, num_training_steps) when lr_lambda is the lambda transformers'
+    get_linear_schedule_with_warmup gives its LambdaLR: a functools.partial of
+    _get_linear_schedule_with_warmup_lr_lambda with those two keywords. Copies of it under that
+    name exist outside transformers: it must also give the formula's factors (probed around
+    both ends). None otherwise."""
+    if not isinstance(lr_lambda, functools.partial) or lr_lambda.args or \
+            getattr(lr_lambda.func, "__name__", "") != "_get_linear_schedule_with_warmup_lr_lambda" or \
+            set(lr_lambda.keywords) != {"num_warmup_steps", "num_training_steps"}:
+        return None
+    warmup = lr_lambda.keywords["num_warmup_steps"]
+    total = lr_lambda.keywords["num_training_steps"]
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in (warmup, total)):
+        return None
+    probes = {0, 1, warmup - 1, warmup, warmup + 1, (warmup + total) // 2, total - 1, total,
+              total + 1}
+    try:
+        if any(lr_lambda(t) != _linear_warmup_factor(t, warmup, total)
+               for t in sorted(p for p in probes if p >= 0)):
+            return None
+    except Exception:  # a function of that name that is not transformers'
+        return None
+    return warmup, total
+
+
+def _lambda_table(scheduler, what):
+    """[scheduler] of a LambdaLR: transformers' linear warm-up and decay is warmup_linear; any
+    other lambda is Python a job file cannot hold, refused naming `what`."""
+    found = {_hf_linear_lambda(f) for f in scheduler.lr_lambdas}
+    if len(found) != 1 or None in found:
+        unread = [f for f in scheduler.lr_lambdas if _hf_linear_lambda(f) is None]
+        function = getattr(unread[0], "func", unread[0]) if unread else None
+        name = getattr(function, "__name__", None) or repr(function) if unread else \
+            "parameter groups with different ones"
+        raise RavnestError("lr_scheduler: %s whose lr_lambda (%s) is Python a job file cannot "
+                           "hold; of LambdaLRs only transformers' get_linear_schedule_with_warmup "
+                           "is read (warmup_linear), else a [scheduler] of docs/job-file.md: "
+                           "StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, LinearLR"
+                           % (what, name))
+    warmup, total = found.pop()
+    if total < 1:
+        raise RavnestError("lr_scheduler: %s has num_training_steps=%d; the lr is 0 from that "
+                           "step on, so at least 1 is needed" % (what, total))
+    return {"name": "warmup_linear", "warmup_steps": warmup, "total_steps": total}
+
+
 def scheduler_table(scheduler, params=None, per_epoch=True):
     """{"name": ..., options..., "per": ...} for [scheduler], or None."""
     if scheduler is None:
@@ -92,13 +148,27 @@ def scheduler_table(scheduler, params=None, per_epoch=True):
         table = {"name": scheduler}
         table.update(params)
     elif inspect.isroutine(scheduler) or isinstance(scheduler, functools.partial):
-        # transformers' get_linear_schedule_with_warmup and the like: Python that makes a
-        # LambdaLR, whose lambda a job file cannot hold.
-        raise RavnestError("lr_scheduler: %s is a function (it makes a LambdaLR), which a job "
-                           "file cannot hold; a linear decay after the warm-up has no "
-                           "[scheduler] name: linear_warmup (LinearLR: warm-up, then constant) "
-                           "or warmup_cosine (then a cosine decay) instead"
-                           % getattr(scheduler, "__name__", repr(scheduler)))
+        # A function that makes the scheduler (transformers' get_linear_schedule_with_warmup),
+        # called as Ravnest calls it, lr_scheduler(optimizer, **lr_scheduler_params), on a
+        # stand-in optimizer: what it makes is read as a scheduler object.
+        name = getattr(scheduler, "__name__", None) or repr(scheduler)
+        stand_in = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+        try:
+            made = scheduler(stand_in, **params)
+        except Exception as e:  # the user's function may raise anything
+            raise RavnestError("lr_scheduler: %s(optimizer, **lr_scheduler_params) fails (%s)"
+                               % (name, str(e).strip().splitlines()[0] if str(e).strip()
+                                  else type(e).__name__)) from None
+        if not hasattr(made, "optimizer") or not hasattr(made, "step"):
+            raise RavnestError("lr_scheduler: %s(optimizer, **lr_scheduler_params) gives %r, "
+                               "not a torch.optim.lr_scheduler object" % (name, made))
+        if not isinstance(made, torch.optim.lr_scheduler.LambdaLR):
+            return scheduler_table(made, None, per_epoch)
+        table = _lambda_table(made, "%s makes a LambdaLR" % name)
+    elif isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
+        cls = type(scheduler).__name__
+        table = _lambda_table(scheduler, "LambdaLR" if cls == "LambdaLR" else
+                              "%s (a LambdaLR)" % cls)
     else:
         obj = scheduler if not isinstance(scheduler, type) else None
         cls = type(scheduler).__name__ if obj is not None else scheduler.__name__
@@ -123,7 +193,7 @@ def scheduler_table(scheduler, params=None, per_epoch=True):
         else:
             raise RavnestError("lr_scheduler: torch.optim.lr_scheduler.%s has no [scheduler] "
                                "name (StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, "
-                               "LinearLR)" % cls)
+                               "LinearLR, transformers' get_linear_schedule_with_warmup)" % cls)
         missing = [k for k, v in table.items() if v is None]
         if missing:
             raise RavnestError("lr_scheduler: %s needs %s" % (cls, ", ".join(missing)))
@@ -164,14 +234,26 @@ def _targets_read(graph, index):
     return read
 
 
+_CONSTANTS = (bool, int, float, str)
+
+
 class _CriterionSource(ast.NodeTransformer):
     """A loss function's body as a method: names of nn.Module objects it reads from its globals
-    or closure become self.<name> (submodules), and moves to a device (`.to(device)`, `.cuda()`,
-    `.cpu()`) are dropped: the loss runs where the outputs are."""
+    or closure become self.<name> (submodules); numbers and strings it reads there, and their
+    attributes of other Python objects (Ravnest's `update_frequency`, BERT's
+    `config.vocab_size`), become constants, which TorchScript cannot read from a global; moves
+    to a device (`.to(device)`, `.cuda()`, `.cpu()`) are dropped: the loss runs where the outputs
+    are. Names the function binds itself are its own."""
 
-    def __init__(self, scope):
-        self.scope = scope
+    def __init__(self, scope, definition):
         self.modules = {}
+        local = {a.arg for a in definition.args.args}
+        local.update(n.id for n in ast.walk(definition)
+                     if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
+        self.scope = {k: v for k, v in scope.items() if k not in local}
+
+    def _constant(self, value, node):
+        return ast.copy_location(ast.Constant(value=value), node)
 
     def visit_Name(self, node):
         value = self.scope.get(node.id)
@@ -179,6 +261,18 @@ class _CriterionSource(ast.NodeTransformer):
             self.modules[node.id] = value
             return ast.copy_location(ast.Attribute(value=ast.Name(id="self", ctx=ast.Load()),
                                                    attr=node.id, ctx=ast.Load()), node)
+        if isinstance(node.ctx, ast.Load) and isinstance(value, _CONSTANTS):
+            return self._constant(value, node)
+        return node
+
+    def visit_Attribute(self, node):
+        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name):
+            owner = self.scope.get(node.value.id)
+            if owner is not None and not isinstance(owner, (types.ModuleType, torch.nn.Module)):
+                value = getattr(owner, node.attr, None)
+                if isinstance(value, _CONSTANTS):
+                    return self._constant(value, node)
+        self.generic_visit(node)
         return node
 
     def _is_device(self, node):
@@ -227,6 +321,33 @@ def _rename_argument(body, name, new_name):
     return
 
 
+def _string_keys(definition, name):
+    """The string keys a function reads of its argument `name` (name['labels'],
+    name.get('labels')), in the order written."""
+    found = []
+    for node in ast.walk(definition):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+                node.value.id == name:
+            index = node.slice
+            if type(index).__name__ == "Index":  # Python < 3.9 wraps the key
+                index = index.value
+            if isinstance(index, ast.Constant) and isinstance(index.value, str):
+                key = index.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "get" and isinstance(node.func.value, ast.Name) and \
+                node.func.value.id == name and node.args and \
+                isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            key = node.args[0].value
+        if key is not None:
+            found.append((node.lineno, node.col_offset, key))
+    keys = []
+    for _, _, key in sorted(found):
+        if key not in keys:
+            keys.append(key)
+    return keys
+
+
 def function_loss(function):
     """Ravnest's criterion, a plain function loss_fn(preds, targets) whose targets is the labels
     loader's whole batch (inputs, labels) and which reads targets[1]: its body becomes a method
@@ -246,11 +367,18 @@ def function_loss(function):
             definition.args.vararg or definition.args.kwonlyargs or definition.args.kwarg:
         raise RavnestError("criterion: %s must be a function def of two arguments (preds, "
                            "targets) as in Ravnest" % name)
+    preds, targets = (a.arg for a in definition.args.args)
+    keys = _string_keys(definition, targets)
+    if keys:
+        raise RavnestError("criterion: %s reads %s, a dict of labels (Hugging Face's collators "
+                           "give one); a job's targets are the batch (inputs, labels) with the "
+                           "labels one tensor, read as targets[1]: make train_loader give "
+                           "(inputs, labels) and the loss read targets[1]"
+                           % (name, ", ".join("%s[%r]" % (targets, k) for k in keys)))
     scope = dict(function.__globals__)
     scope.update(inspect.getclosurevars(function).nonlocals)
-    rewrite = _CriterionSource(scope)
+    rewrite = _CriterionSource(scope, definition)
     definition = rewrite.visit(definition)
-    preds, targets = (a.arg for a in definition.args.args)
     _rename_argument(definition.body, targets, "ravnest_targets")
     body = "\n".join("        " + line for line in
                      "\n".join(ast.unparse(statement) for statement in definition.body)
@@ -291,6 +419,33 @@ def function_loss(function):
                            "loss is computed on the last stage, which has the labels but not the "
                            "batch's inputs" % name)
     return module
+
+
+def divides_by(function, value):
+    """The names a loss function divides its result by (x / name, x.div(name), x.div_(name),
+    x /= name) whose value, from its file or closure, is the int `value`: Ravnest's examples
+    divide the loss by update_frequency themselves, which a job already does. [] when the source
+    cannot be read."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        scope = dict(function.__globals__)
+        scope.update(inspect.getclosurevars(function).nonlocals)
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return []
+    divisors = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.Div):
+            divisors.append(node.right if isinstance(node, ast.BinOp) else node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("div", "div_", "true_divide", "true_divide_") and node.args:
+            divisors.append(node.args[0])
+    names = []
+    for divisor in divisors:
+        if isinstance(divisor, ast.Name) and divisor.id not in names:
+            found = scope.get(divisor.id)
+            if isinstance(found, int) and not isinstance(found, bool) and found == value:
+                names.append(divisor.id)
+    return names
 
 
 def loss_table(criterion, work_dir):

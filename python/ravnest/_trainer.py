@@ -6,6 +6,7 @@ here the requester runs them once: Trainer writes WORK/job.toml, WORK/train.pt a
 """
 
 import collections
+import inspect
 import json
 import math
 import os
@@ -17,9 +18,10 @@ import torch
 
 from ._cli import RavnestError, run
 from ._clusterize import STATE_KEYS
-from ._data import (cast_inputs, collect, drawn_once, epoch_orders, first_inputs_dtype, index_order,
-                    write_tensors)
-from ._recipe import accuracy_is_argmax, loss_table, optimizer_table, scheduler_table
+from ._data import (cast_inputs, check_samples, collect, drawn_once, epoch_orders,
+                    first_inputs_dtype, index_order, write_tensors)
+from ._recipe import (accuracy_is_argmax, divides_by, loss_table, optimizer_table,
+                      scheduler_table)
 from ._seed import last_seed
 
 
@@ -106,9 +108,13 @@ class Trainer:
                  optimizer_params=None, criterion=None, lr_step_on_epoch_change=None, seed=None,
                  shuffle=None, max_steps=None, schedule=None, plan="node_data",
                  work_dir=".ravnest", inputs_dtype=None):
+        self._check_overrides()
         node = node or Node()
         if train_loader is None:
             raise RavnestError("Trainer: train_loader is required")
+        check_samples(train_loader, "train_loader")
+        if val_loader is not None:
+            check_samples(val_loader, "val_loader")
         for given, used, what in ((node.labels, train_loader, "labels"),
                                   (node.test_labels, val_loader, "test_labels")):
             if given is not None and given is not used:
@@ -157,6 +163,13 @@ class Trainer:
             # The common one is validation's own accuracy; any other is refused here.
             accuracy_is_argmax(accuracy_fn)
         self._check_step_size(step_size, batch_size)
+        frequency = self.train_table["update_frequency"]
+        if frequency > 1 and inspect.isfunction(self.criterion):
+            for name in divides_by(self.criterion, frequency):
+                note("criterion: %s divides the loss by %s (%d), as Ravnest needs; a job already "
+                     "weighs each micro-batch's loss by 1 / update_frequency, so here it is "
+                     "divided twice (the gradients %d times smaller): drop the division"
+                     % (self.criterion.__name__, name, frequency, frequency))
         # The recipe's refusals come now, before any data is read (a script loss is written to
         # WORK/loss.pt).
         self.recipe = {"loss": loss_table(self.criterion, os.path.abspath(work_dir)),
@@ -164,6 +177,25 @@ class Trainer:
                        "scheduler": scheduler_table(self.lr_scheduler, self.lr_scheduler_params,
                                                     self.per_epoch)}
         self.job_path = None
+
+    # What the package runs of a Trainer: a subclass that replaces one of these would run its own
+    # Python where the package runs the daemons.
+    _RUN = ("train", "write_job", "evaluate", "pred", "model_fusion")
+
+    def _check_overrides(self):
+        """A subclass is taken when it adds or wraps only what the package never calls (its own
+        __init__ calling this one, helpers); one that replaces train() (Ravnest's BERT_Trainer,
+        whose loop calls node.forward_compute) is refused in one line naming it."""
+        cls = type(self)
+        replaced = [m for m in self._RUN if getattr(cls, m) is not getattr(Trainer, m)]
+        if replaced:
+            raise RavnestError("Trainer: %s overrides %s: here the loop over train_loader runs "
+                               "in the daemons (ravnest train), not in Python, so a subclass's "
+                               "own %s would not run; pass the same arguments to "
+                               "ravnest.Trainer and call its %s()"
+                               % (cls.__name__, ", ".join(m + "()" for m in replaced),
+                                  "methods" if len(replaced) > 1 else replaced[0] + "()",
+                                  replaced[0]))
 
     def _check_step_size(self, step_size, batch_size):
         """step_size is [train] micro_batches: at most the batch size, refused naming it."""

@@ -282,6 +282,10 @@ TEST_CASE("schedulers and their defaults") {
   CHECK(s.t_max == 90);
   CHECK(s.eta_min == 1e-4);
   CHECK(s.start_factor == Approx(1.0 / 3));
+  s = sched("name = \"warmup_linear\"\nwarmup_steps = 0\ntotal_steps = 40\nper = \"update\"");
+  CHECK(s.name == SchedulerName::kWarmupLinear);
+  CHECK(s.warmup_steps == 0);
+  CHECK(s.total_steps == 40);
   // OneCycleLR's defaults.
   s = sched("name = \"onecycle\"\nmax_lr = 0.1\ntotal_steps = 100");
   CHECK(s.name == SchedulerName::kOneCycle);
@@ -409,7 +413,7 @@ TEST_CASE("every error names the file and the field") {
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adagrad\"\nmomentum = 0.1\n",
        "job.toml: optimizer.momentum: not an option of adagrad"},
       // [scheduler]
-      {with("scheduler", "step_size = 3"), "job.toml: scheduler.name: missing (step, multistep, exponential, cosine, linear_warmup, warmup_cosine, onecycle)"},
+      {with("scheduler", "step_size = 3"), "job.toml: scheduler.name: missing (step, multistep, exponential, cosine, linear_warmup, warmup_cosine, warmup_linear, onecycle)"},
       {with("scheduler", "name = \"plateau\""), "job.toml: scheduler.name: unknown scheduler 'plateau'"},
       {with("scheduler", "name = \"step\""), "job.toml: scheduler.step_size: missing: step needs"},
       {with("scheduler", "name = \"step\"\nstep_size = 0"), "job.toml: scheduler.step_size: must be >= 1, got 0"},
@@ -430,6 +434,16 @@ TEST_CASE("every error names the file and the field") {
       {with("scheduler", "name = \"warmup_cosine\"\nt_max = 5"), "job.toml: scheduler.warmup_steps: missing"},
       {with("scheduler", "name = \"warmup_cosine\"\nt_max = 5\nwarmup_steps = 2\ngamma = 0.1"),
        "job.toml: scheduler.gamma: not an option of warmup_cosine (name, per, warmup_steps, start_factor, t_max, eta_min)"},
+      {with("scheduler", "name = \"warmup_linear\"\ntotal_steps = 10"), "job.toml: scheduler.warmup_steps: missing: warmup_linear needs"},
+      {with("scheduler", "name = \"warmup_linear\"\nwarmup_steps = 2"), "job.toml: scheduler.total_steps: missing: warmup_linear needs"},
+      {with("scheduler", "name = \"warmup_linear\"\nwarmup_steps = -1\ntotal_steps = 10"),
+       "job.toml: scheduler.warmup_steps: must be >= 0, got -1"},
+      {with("scheduler", "name = \"warmup_linear\"\nwarmup_steps = 1\ntotal_steps = 10\nstart_factor = 0.5"),
+       "job.toml: scheduler.start_factor: not an option of warmup_linear (name, per, warmup_steps, total_steps)"},
+      {with("scheduler", "name = \"linear\""),
+       "job.toml: scheduler.name: unknown scheduler 'linear'; HF Trainer's lr_scheduler_type linear is [scheduler] name = \"warmup_linear\""},
+      {with("scheduler", "num_training_steps = 10\nname = \"warmup_linear\""),
+       "job.toml: scheduler.num_training_steps: unknown key; transformers' num_training_steps is [scheduler] total_steps"},
       {with("scheduler", "name = \"onecycle\"\ntotal_steps = 10"), "job.toml: scheduler.max_lr: missing: onecycle needs the peak"},
       {with("scheduler", "name = \"onecycle\"\nmax_lr = 0.1"), "job.toml: scheduler.total_steps: missing"},
       {with("scheduler", "name = \"onecycle\"\nmax_lr = 0\ntotal_steps = 10"), "job.toml: scheduler.max_lr: must be > 0, got 0"},

@@ -192,15 +192,19 @@ TEST_CASE("fidelity: every_cut of small models, two micro-batches", "[fidelity]"
   }
 }
 
-TEST_CASE("fidelity: schedules warmup_cosine and onecycle over 2 stages equal PyTorch; the metrics "
+TEST_CASE("fidelity: schedules warmup_cosine, onecycle and warmup_linear over 2 stages equal PyTorch; the metrics "
           "files hold each batch's lr", "[fidelity]") {
-  // onecycle cycles Adam's beta1 too, warmup_cosine is SequentialLR: both per update, 8 updates
+  // onecycle cycles Adam's beta1 too, warmup_cosine is SequentialLR, warmup_linear a LambdaLR: all
+  // per update, 8 updates
   // (16 samples in batches of 4, 2 epochs).
   const std::vector<std::string> schedules = {
       "[optimizer]\nname = \"adam\"\nlr = 0.01\n[scheduler]\nname = \"onecycle\"\nmax_lr = 0.02\n"
       "total_steps = 8\nper = \"update\"\n",
       "[optimizer]\nname = \"sgd\"\nlr = 0.05\nmomentum = 0.9\n[scheduler]\nname = \"warmup_cosine\"\n"
-      "warmup_steps = 3\nstart_factor = 0.2\nt_max = 5\neta_min = 0.001\nper = \"update\"\n"};
+      "warmup_steps = 3\nstart_factor = 0.2\nt_max = 5\neta_min = 0.001\nper = \"update\"\n",
+      // transformers' get_linear_schedule_with_warmup, ending (lr 0) before the last update.
+      "[optimizer]\nname = \"adamw\"\nlr = 0.01\n[scheduler]\nname = \"warmup_linear\"\nwarmup_steps = 2\n"
+      "total_steps = 7\nper = \"update\"\n"};
   const test::ModelFiles files = test::model_files("traced_inplace");
   const auto initial = training::state_of(torch::jit::load(files.model));
   test::LocalCluster cluster(files.model, {test::LocalCluster::even_cuts(files.model, 2)},

@@ -9,6 +9,7 @@ RavnestError naming it; clusterize's argument list carries --stages/--clusters w
 """
 
 import contextlib
+import functools
 import io
 import os
 import sys
@@ -53,6 +54,48 @@ def resnet_loss_fn(preds, targets):
 def reads_inputs(preds, targets):
     x, y = targets
     return (preds - x.mean()).pow(2).mean()
+
+
+# transformers' optimization.py (not a dependency here), as Ravnest's BERT example imports it.
+def _get_linear_schedule_with_warmup_lr_lambda(current_step, *, num_warmup_steps,
+                                               num_training_steps):
+    if current_step < num_warmup_steps:
+        return float(current_step) / float(max(1, num_warmup_steps))
+    return max(0.0, float(num_training_steps - current_step) /
+               float(max(1, num_training_steps - num_warmup_steps)))
+
+
+def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps,
+                                    last_epoch=-1):
+    lr_lambda = functools.partial(_get_linear_schedule_with_warmup_lr_lambda,
+                                  num_warmup_steps=num_warmup_steps,
+                                  num_training_steps=num_training_steps)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda, last_epoch)
+
+
+# examples/bert divides its loss by update_frequency itself, as Ravnest needs.
+update_frequency = 4
+
+
+class Config:  # transformers' BertConfig, read for its numbers
+    vocab_size = 10
+
+
+config = Config()
+
+
+def divided_loss_fn(preds, targets):
+    loss = loss_fct(preds.view(-1, config.vocab_size), targets[1].view(-1))
+    loss.div_(update_frequency)
+    return loss
+
+
+# examples/bert: the labels loader's batch is a collator's dict.
+def bert_loss_fn(y_pred, targets):
+    labels = targets['labels']
+    sentence_order_label = targets.get('sentence_order_label')
+    return loss_fct(y_pred[0].view(-1, 30), labels.view(-1)) + \
+        loss_fct(y_pred[1].view(-1, 2), sentence_order_label.view(-1))
 
 
 def refused(call, needle):
@@ -111,7 +154,30 @@ def main():
         [{"params": params[:1], "lr": 0.1}, {"params": params[1:], "lr": 0.2}])), "groups")
     refused(lambda: optimizer_table("adam", {"momentum": 0.9}), "momentum")
     refused(lambda: scheduler_table(torch.optim.lr_scheduler.LambdaLR(sgd, lambda e: 1.0)),
-            "LambdaLR")
+            "lr_scheduler: LambdaLR whose lr_lambda (<lambda>) is Python")
+    # transformers' linear warm-up and decay: the function with Ravnest's lr_scheduler_params
+    # (its BERT example), or the LambdaLR it made; per update with lr_step_on_epoch_change=False.
+    linear = {"name": "warmup_linear", "warmup_steps": 5000, "total_steps": 90000, "per": "update"}
+    assert scheduler_table(get_linear_schedule_with_warmup,
+                           {"num_warmup_steps": 5000, "num_training_steps": 90000},
+                           per_epoch=False) == linear
+    assert scheduler_table(get_linear_schedule_with_warmup(
+        torch.optim.SGD(params, lr=0.1), 0, 7)) == {"name": "warmup_linear", "warmup_steps": 0,
+                                                    "total_steps": 7, "per": "epoch"}
+    refused(lambda: scheduler_table(get_linear_schedule_with_warmup, {"num_warmup_steps": 5}),
+            "get_linear_schedule_with_warmup(optimizer, **lr_scheduler_params) fails")
+    refused(lambda: scheduler_table(get_linear_schedule_with_warmup(sgd, 2, 0)),
+            "num_training_steps=0")
+
+    # A function of transformers' name that computes something else is not taken for it.
+    def _get_linear_schedule_with_warmup_lr_lambda_other(step, *, num_warmup_steps,
+                                                         num_training_steps):
+        return 1.0 if step >= num_warmup_steps else step / num_warmup_steps
+    _get_linear_schedule_with_warmup_lr_lambda_other.__name__ = \
+        "_get_linear_schedule_with_warmup_lr_lambda"
+    refused(lambda: scheduler_table(torch.optim.lr_scheduler.LambdaLR(sgd, functools.partial(
+        _get_linear_schedule_with_warmup_lr_lambda_other, num_warmup_steps=3,
+        num_training_steps=9))), "lr_lambda (_get_linear_schedule_with_warmup_lr_lambda) is Python")
     refused(lambda: scheduler_table(torch.optim.lr_scheduler.LinearLR(
         sgd, start_factor=1.0, end_factor=0.5)), "end_factor")
     with tempfile.TemporaryDirectory() as work:
@@ -266,13 +332,79 @@ def main():
     refused(lambda: ravnest.Trainer(node=ravnest.Node(optimizer=torch.optim.Adamax),
                                     train_loader=unread), "Adamax")
 
-    def get_linear_schedule_with_warmup(optimizer, num_warmup_steps, num_training_steps):
+    def get_constant_lambda(optimizer, num_warmup_steps, num_training_steps):
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
 
     refused(lambda: ravnest.Trainer(node=ravnest.Node(
-        optimizer="sgd", lr_scheduler=get_linear_schedule_with_warmup,
+        optimizer="sgd", lr_scheduler=get_constant_lambda,
         lr_scheduler_params={"num_warmup_steps": 5, "num_training_steps": 50}),
-        train_loader=unread), "get_linear_schedule_with_warmup is a function")
+        train_loader=unread),
+        "lr_scheduler: get_constant_lambda makes a LambdaLR whose lr_lambda (<lambda>)")
+    bert_like = ravnest.Trainer(node=ravnest.Node(
+        optimizer="adam", optimizer_params={"lr": 0.00176},
+        lr_scheduler=get_linear_schedule_with_warmup,
+        lr_scheduler_params={"num_warmup_steps": 5000, "num_training_steps": 90000},
+        lr_step_on_epoch_change=False), train_loader=unread)
+    assert bert_like.recipe["scheduler"] == linear, bert_like.recipe
+    # Ravnest's BERT: dict samples, a criterion reading a dict of labels, a Trainer subclass
+    # with its own train(): each refused in one line naming it, before the data pass.
+    class Rows(torch.utils.data.Dataset):  # a Hugging Face dataset's rows
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            if i > 0:
+                raise AssertionError("the data was read")
+            return {"input_ids": torch.zeros(5, dtype=torch.long), "labels": torch.zeros(5)}
+
+    refused(lambda: ravnest.Trainer(node=node, train_loader=torch.utils.data.DataLoader(
+        Rows(), batch_size=4)), "data: train_loader gives a dict (input_ids, labels)")
+    refused(lambda: ravnest.Trainer(node=node, train_loader=unread, val_loader=Rows()),
+            "data: val_loader gives a dict")
+    refused(lambda: ravnest.Trainer(node=ravnest.Node(optimizer="sgd", criterion=bert_loss_fn),
+                                    train_loader=unread),
+            "criterion: bert_loss_fn reads targets['labels'], targets['sentence_order_label'], "
+            "a dict of labels")
+    as_dicts = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(a, b), batch_size=2,
+                                           collate_fn=lambda rows: {"x": torch.stack(
+                                               [r[0] for r in rows])})
+    refused(lambda: collect(as_dicts), "data: the DataLoader gives a dict (x)")
+
+    class BERT_Trainer(ravnest.Trainer):
+        def __init__(self, node=None, train_loader=None, epochs=1):
+            super().__init__(node=node, train_loader=train_loader, epochs=epochs)
+
+        def train(self):
+            self.prelim_checks()
+
+    refused(lambda: BERT_Trainer(node=node, train_loader=unread),
+            "Trainer: BERT_Trainer overrides train(): here the loop over train_loader runs in "
+            "the daemons")
+
+    class Helpful(ravnest.Trainer):  # adds and wraps only what the package never calls
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.note = "mine"
+
+        def describe(self):
+            return self.note
+
+    assert Helpful(node=node, train_loader=unread, epochs=2).train_table["epochs"] == 2
+    with tempfile.TemporaryDirectory() as work:  # globals' numbers become constants
+        table = loss_table(divided_loss_fn, work)
+        logits, labels = torch.randn(6, 10), torch.tensor([1, 0, 3, 3, 9, 2])
+        assert torch.equal(torch.jit.load(table["path"])(logits, labels),
+                           divided_loss_fn(logits, (None, labels)))
+    with tempfile.TemporaryDirectory() as work:  # said in one line, not refused
+        for frequency, said in ((4, True), (1, False), (2, False)):
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                ravnest.Trainer(node=ravnest.Node(optimizer="sgd", criterion=divided_loss_fn,
+                                                  update_frequency=frequency),
+                                train_loader=unread, work_dir=work)
+            line = ("criterion: divided_loss_fn divides the loss by update_frequency (4), as "
+                    "Ravnest needs; a job already weighs")
+            assert (line in err.getvalue()) == said, (frequency, err.getvalue())
     refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=64), "step_size=64")
     refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=0), "step_size=0")
     ravnest.Trainer(node=node, train_loader=unread, step_size=4)

@@ -145,6 +145,15 @@ def make_scheduler(spec: dict, opt):
         parts = [s.LinearLR(opt, start_factor=spec.get("start_factor", 1.0 / 3), total_iters=w),
                  s.CosineAnnealingLR(opt, T_max=spec["t_max"], eta_min=spec.get("eta_min", 0.0))]
         return s.SequentialLR(opt, parts, milestones=[w]), per
+    if name == "warmup_linear":
+        # transformers' get_linear_schedule_with_warmup: a LambdaLR over this lambda.
+        w, n = spec["warmup_steps"], spec["total_steps"]
+
+        def linear(step):
+            if step < w:
+                return float(step) / float(max(1, w))
+            return max(0.0, float(n - step) / float(max(1, n - w)))
+        return s.LambdaLR(opt, linear), per
     if name == "onecycle":
         keys = ["pct_start", "anneal_strategy", "div_factor", "final_div_factor", "three_phase",
                 "cycle_momentum", "base_momentum", "max_momentum"]

@@ -313,7 +313,7 @@ TEST_CASE("LR schedules equal torch.optim.lr_scheduler, stepped and in closed fo
 }
 
 TEST_CASE("warmup_cosine equals SequentialLR(LinearLR, CosineAnnealingLR); onecycle equals OneCycleLR, "
-          "momentum and beta1 included") {
+          "momentum and beta1 included; warmup_linear equals transformers' linear LambdaLR exactly") {
   // Each case: the scheduler as in a job, the optimizer, and the Python that builds both.
   struct Case {
     std::string toml;
@@ -329,6 +329,17 @@ TEST_CASE("warmup_cosine equals SequentialLR(LinearLR, CosineAnnealingLR); onecy
       {"name = \"warmup_cosine\"\nwarmup_steps = 3\nt_max = 8", "name = \"adam\"\nlr = 0.01",
        "opt = torch.optim.Adam([p], lr=0.01)\n"
        "s = SequentialLR(opt, [LinearLR(opt, total_iters=3), CosineAnnealingLR(opt, T_max=8)], milestones=[3])"},
+      // transformers' get_linear_schedule_with_warmup: a LambdaLR over a partial of its lambda
+      // (written out here: transformers is not a dependency), past num_training_steps too.
+      {"name = \"warmup_linear\"\nwarmup_steps = 7\ntotal_steps = 23", "name = \"adam\"\nlr = 0.00176",
+       "opt = torch.optim.Adam([p], lr=0.00176)\n"
+       "s = LambdaLR(opt, partial(hf_linear, num_warmup_steps=7, num_training_steps=23))"},
+      {"name = \"warmup_linear\"\nwarmup_steps = 0\ntotal_steps = 13", "name = \"sgd\"\nlr = 0.3",
+       "opt = torch.optim.SGD([p], lr=0.3)\n"
+       "s = LambdaLR(opt, partial(hf_linear, num_warmup_steps=0, num_training_steps=13))"},
+      {"name = \"warmup_linear\"\nwarmup_steps = 40\ntotal_steps = 20", "name = \"sgd\"\nlr = 0.07",
+       "opt = torch.optim.SGD([p], lr=0.07)\n"
+       "s = LambdaLR(opt, partial(hf_linear, num_warmup_steps=40, num_training_steps=20))"},
       {"name = \"onecycle\"\nmax_lr = 0.5\ntotal_steps = 30", "name = \"sgd\"\nlr = 0.1\nmomentum = 0.9",
        "opt = torch.optim.SGD([p], lr=0.1, momentum=0.9)\ns = OneCycleLR(opt, max_lr=0.5, total_steps=30)"},
       {"name = \"onecycle\"\nmax_lr = 0.02\ntotal_steps = 30\npct_start = 0.25\nanneal_strategy = \"linear\"\n"
@@ -344,7 +355,14 @@ TEST_CASE("warmup_cosine equals SequentialLR(LinearLR, CosineAnnealingLR); onecy
        "opt = torch.optim.Adagrad([p])\ns = OneCycleLR(opt, max_lr=0.05, total_steps=30, cycle_momentum=False)"},
   };
   constexpr int kSteps = 30;  // onecycle: up to total_steps, as far as PyTorch allows
-  std::string script = "import json, torch\nfrom torch.optim.lr_scheduler import *\nout = []\n";
+  std::string script =
+      "import json, torch\nfrom functools import partial\nfrom torch.optim.lr_scheduler import *\nout = []\n"
+      // transformers' _get_linear_schedule_with_warmup_lr_lambda, as in its optimization.py.
+      "def hf_linear(current_step, *, num_warmup_steps, num_training_steps):\n"
+      "    if current_step < num_warmup_steps:\n"
+      "        return float(current_step) / float(max(1, num_warmup_steps))\n"
+      "    return max(0.0, float(num_training_steps - current_step) / "
+      "float(max(1, num_training_steps - num_warmup_steps)))\n";
   for (const auto& c : cases) {
     script += "p = torch.nn.Parameter(torch.zeros(1))\n" + c.python +
               "\ndef m(g): return g['betas'][0] if 'betas' in g else g.get('momentum', 0.0)\n"
@@ -366,12 +384,14 @@ TEST_CASE("warmup_cosine equals SequentialLR(LinearLR, CosineAnnealingLR); onecy
     auto opt = training::make_optimizer(job.optimizer, {p});
     LrSchedule schedule(*opt, job.scheduler);
     const bool one_cycle = job.scheduler->name == config::SchedulerName::kOneCycle;
+    const bool lambda = job.scheduler->name == config::SchedulerName::kWarmupLinear;
     for (int t = 0; t <= kSteps; ++t) {
       INFO("step " << t);
       const double lr = expected[i]["lr"][t].get<double>();
       const double momentum = expected[i]["momentum"][t].get<double>();
-      if (one_cycle) {
-        // OneCycleLR computes every step from scratch: the same operations give the same double.
+      if (one_cycle || lambda) {
+        // OneCycleLR and LambdaLR compute every step from scratch: the same operations give the
+        // same double.
         CHECK(schedule.lr() == lr);
       } else {
         // SequentialLR's parts step recursively (lr * ratio), the closed form differs in the

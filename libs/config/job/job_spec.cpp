@@ -62,6 +62,7 @@ const std::vector<std::pair<std::string, SchedulerName>>& scheduler_names() {
       {"cosine", SchedulerName::kCosine},
       {"linear_warmup", SchedulerName::kLinearWarmup},
       {"warmup_cosine", SchedulerName::kWarmupCosine},
+      {"warmup_linear", SchedulerName::kWarmupLinear},
       {"onecycle", SchedulerName::kOneCycle}};
   return names;
 }
@@ -327,7 +328,7 @@ SchedulerSpec parse_scheduler(const Section& s) {
   SchedulerSpec c;
   auto name = s.string("name");
   if (!name) {
-    s.fail("name", "missing (step, multistep, exponential, cosine, linear_warmup, warmup_cosine, onecycle)");
+    s.fail("name", "missing (step, multistep, exponential, cosine, linear_warmup, warmup_cosine, warmup_linear, onecycle)");
   }
   c.name = choose(s, "name", *name, scheduler_names(), "scheduler");
   if (auto v = s.string("per")) c.per = choose(s, "per", *v, per_names(), "value");
@@ -360,6 +361,11 @@ SchedulerSpec parse_scheduler(const Section& s) {
       require("warmup_steps", "the number of warm-up steps");
       require("t_max", "the number of steps to anneal over after the warm-up");
       break;
+    case SchedulerName::kWarmupLinear:
+      s.check_applicable({"name", "per", "warmup_steps", "total_steps"}, *name);
+      require("warmup_steps", "the number of warm-up steps (0 for none)");
+      require("total_steps", "the step at which the lr reaches 0 (transformers' num_training_steps)");
+      break;
     case SchedulerName::kOneCycle:
       s.check_applicable({"name", "per", "max_lr", "total_steps", "pct_start", "anneal_strategy",
                           "div_factor", "final_div_factor", "three_phase", "cycle_momentum",
@@ -372,7 +378,9 @@ SchedulerSpec parse_scheduler(const Section& s) {
   if (auto v = s.number("gamma", 0, true)) c.gamma = *v;
   if (auto v = s.integer("t_max", 1)) c.t_max = *v;
   if (auto v = s.number("eta_min", 0)) c.eta_min = *v;
-  if (auto v = s.integer("warmup_steps", 1)) c.warmup_steps = *v;
+  // transformers' get_linear_schedule_with_warmup takes num_warmup_steps = 0 (no warm-up);
+  // LinearLR's total_iters (linear_warmup, warmup_cosine) is at least 1.
+  if (auto v = s.integer("warmup_steps", c.name == SchedulerName::kWarmupLinear ? 0 : 1)) c.warmup_steps = *v;
   if (auto v = s.number("start_factor", 0, true, 1.0)) c.start_factor = *v;
   if (auto v = s.number("max_lr", 0, true)) c.max_lr = *v;
   if (auto v = s.integer("total_steps", 1)) c.total_steps = *v;

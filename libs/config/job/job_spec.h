@@ -141,7 +141,9 @@ struct OptimizerSpec {
   double initial_accumulator_value = 0;   // adagrad
 };
 
-enum class SchedulerName { kStep, kMultiStep, kExponential, kCosine, kLinearWarmup, kWarmupCosine, kOneCycle };
+enum class SchedulerName {
+  kStep, kMultiStep, kExponential, kCosine, kLinearWarmup, kWarmupCosine, kWarmupLinear, kOneCycle
+};
 enum class AnnealStrategy { kCos, kLinear };
 enum class SchedulerPer { kUpdate, kEpoch };
 
@@ -153,12 +155,12 @@ struct SchedulerSpec {
   std::vector<int64_t> milestones;          // multistep, sorted
   int64_t t_max = 0;                        // cosine, warmup_cosine (counted after the warm-up)
   double eta_min = 0;                       // cosine, warmup_cosine
-  int64_t warmup_steps = 0;                 // linear_warmup, warmup_cosine
+  int64_t warmup_steps = 0;                 // linear_warmup, warmup_cosine (>= 1); warmup_linear (>= 0)
   double start_factor = 1.0 / 3.0;          // linear_warmup, warmup_cosine
   // onecycle: torch.optim.lr_scheduler.OneCycleLR's arguments and defaults. The optimizer's own
   // lr is not used (the cycle starts at max_lr / div_factor), as in PyTorch.
   double max_lr = 0;
-  int64_t total_steps = 0;
+  int64_t total_steps = 0;                  // also warmup_linear's (transformers' num_training_steps)
   double pct_start = 0.3;
   AnnealStrategy anneal_strategy = AnnealStrategy::kCos;
   double div_factor = 25;

@@ -8,7 +8,7 @@ const std::vector<RavnestWord>& ravnest_vocabulary() {
       {"model", "Node", "ravnest clusterize MODEL.pt (the TorchScript model it cuts into stages)"},
       {"optimizer", "Node", "[optimizer] name = \"sgd\" | \"adam\" | \"adamw\" | \"rmsprop\" | \"adagrad\""},
       {"optimizer_params", "Node", "the keys of [optimizer] (lr, momentum, betas, weight_decay, ...)"},
-      {"lr_scheduler", "Node", "[scheduler] name = \"step\" | \"multistep\" | \"exponential\" | \"cosine\" | \"linear_warmup\" | \"warmup_cosine\" | \"onecycle\""},
+      {"lr_scheduler", "Node", "[scheduler] name = \"step\" | \"multistep\" | \"exponential\" | \"cosine\" | \"linear_warmup\" | \"warmup_cosine\" | \"warmup_linear\" | \"onecycle\""},
       {"lr_scheduler_params", "Node", "the keys of [scheduler] (step_size, gamma, milestones, t_max, ...)"},
       {"lr_step_on_epoch_change", "Node", "[scheduler] per = \"epoch\" (True) | \"update\" (False)"},
       {"criterion", "Node", "[loss] name = \"cross_entropy\" | \"nll\" | \"mse\" | \"l1\" | \"bce_with_logits\" | \"script\" (with path)"},

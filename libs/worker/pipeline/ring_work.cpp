@@ -76,9 +76,8 @@ std::vector<WorkerPort::RingWork> outer_ring_work(
   return work;
 }
 
-std::vector<WorkerPort::RingWork> shared_gradient_work(
-    const stage::Stage& stage, const config::NodeMetadata& node,
-    const std::vector<config::RingMembership>& shared_rings) {
+std::vector<SharedParameters> shared_parameters(const stage::Stage& stage, const config::NodeMetadata& node,
+                                               const std::vector<config::RingMembership>& shared_rings) {
   std::map<std::string, at::Tensor> by_canonical;
   for (const auto& p : stage.named_parameters()) {
     auto tied = node.tied_parameters.find(p.name);
@@ -86,10 +85,9 @@ std::vector<WorkerPort::RingWork> shared_gradient_work(
   }
   std::set<std::string> buffers;
   for (const auto& b : stage.named_buffers()) buffers.insert(b.name);
-  std::vector<WorkerPort::RingWork> work;
+  std::vector<SharedParameters> shared;
   for (const auto& ring : shared_rings) {
-    WorkerPort::RingWork item;
-    item.ring = &ring;
+    SharedParameters item{&ring, {}};
     for (const auto& name : ring.parameters) {
       auto it = by_canonical.find(name);
       if (it == by_canonical.end()) {
@@ -99,9 +97,22 @@ std::vector<WorkerPort::RingWork> shared_gradient_work(
         if (buffers.count(name)) continue;
         throw std::runtime_error("shared parameter " + name + " is not in this stage");
       }
-      item.tensors.push_back(gradient_of(it->second));
+      item.parameters.push_back(it->second);
     }
-    if (!item.tensors.empty()) work.push_back(std::move(item));
+    if (!item.parameters.empty()) shared.push_back(std::move(item));
+  }
+  return shared;
+}
+
+std::vector<WorkerPort::RingWork> shared_gradient_work(
+    const stage::Stage& stage, const config::NodeMetadata& node,
+    const std::vector<config::RingMembership>& shared_rings) {
+  std::vector<WorkerPort::RingWork> work;
+  for (auto& shared : shared_parameters(stage, node, shared_rings)) {
+    WorkerPort::RingWork item;
+    item.ring = shared.ring;
+    for (auto& parameter : shared.parameters) item.tensors.push_back(gradient_of(parameter));
+    work.push_back(std::move(item));
   }
   return work;
 }

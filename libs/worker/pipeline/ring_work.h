@@ -32,8 +32,18 @@ std::vector<WorkerPort::RingWork> outer_ring_work(
     const stage::Stage& stage, const std::vector<config::RingMembership>& rings,
     const std::map<std::string, at::Tensor>& deltas);
 
-// Within a cluster: the gradients of the tensors this stage shares with others (tied names by
-// the name they are tied to). Throws std::runtime_error for a shared name the stage lacks.
+// Within a cluster: the tensors this stage shares with others (tied names by the name they are
+// tied to), per shared ring in the ring's order, rings this stage holds nothing of left out.
+// Throws std::runtime_error for a shared name the stage lacks.
+struct SharedParameters {
+  const config::RingMembership* ring;
+  std::vector<at::Tensor> parameters;
+};
+std::vector<SharedParameters> shared_parameters(const stage::Stage& stage, const config::NodeMetadata& node,
+                                               const std::vector<config::RingMembership>& shared_rings);
+
+// Their gradients (zeros where undefined), as one ring work item per ring. Throws as
+// shared_parameters.
 std::vector<WorkerPort::RingWork> shared_gradient_work(
     const stage::Stage& stage, const config::NodeMetadata& node,
     const std::vector<config::RingMembership>& shared_rings);

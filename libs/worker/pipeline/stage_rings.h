@@ -24,7 +24,17 @@ class StageRings {
       : setup_(setup), port_(port), transfers_(transfers) {}
 
   // Each copy of a shared tensor gets the gradient of the whole model: the sum over its holders.
+  // With the shares kept by keep_shared_shares, added as autograd adds them in one process that
+  // runs the same micro-batches: each micro-batch's holders summed first (the ring's sum; for
+  // two holders the order of one addition does not matter), then micro-batch after micro-batch
+  // into the gradient, as AccumulateGrad does. Without shares, each holder's own gradient (its
+  // share over every micro-batch) is summed.
   void sum_shared_gradients();
+  // Synchronous schedules, right after each training micro-batch's backward on this stage:
+  // moves this stage's gradients of its shared tensors aside (one set per micro-batch of the
+  // update) and leaves them undefined for the next micro-batch. Costs one gradient of each
+  // shared tensor per micro-batch until the update, and as many in the ring.
+  void keep_shared_shares();
   // Averages what `what` says with this node's copies in the other clusters. What changes the
   // parameters (kState, kFinal) runs inside `change_weights` (under async: a new version).
   void reduce_across_clusters(RingTensors what,
@@ -40,6 +50,9 @@ class StageRings {
   uint64_t shared_round = 0;  // within the cluster, so far
 
  private:
+  // Per training micro-batch since the last update, in backward order: this stage's gradients of
+  // its shared tensors, in shared_parameters' order.
+  std::vector<std::vector<at::Tensor>> shares_;
   const WorkerSetup& setup_;
   WorkerPort& port_;
   DeviceTransfers& transfers_;

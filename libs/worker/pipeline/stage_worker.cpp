@@ -413,6 +413,7 @@ void StageWorker::leaf_loss(Micro& m, const c10::IValue& result) {
     // fp16: GradScaler.scale(loss); every stage's gradients are unscaled before the update.
     if (gradients_.loss_scale() != 1.0) weighted = weighted * gradients_.loss_scale();
     weighted.backward();
+    if (keeps_shared_shares()) rings_.keep_shared_shares();
     metrics_->add_training(m.batch, counted == 0 ? 0 : loss.item<double>(), share);
     return;
   }
@@ -488,6 +489,7 @@ void StageWorker::backward(Micro& m) {
     stash_.release(m.version);
   } else if (!is_leaf()) {
     backward_outputs(m);
+    if (keeps_shared_shares()) rings_.keep_shared_shares();
   }
   send_gradients(m);
   if (feeder_) feeder_->micro_batch_done(m.batch.samples);

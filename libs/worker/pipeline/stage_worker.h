@@ -134,6 +134,10 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   void backward(Micro& m);
   void backward_outputs(Micro& m);
   bool asynchronous() const { return setup_.schedule == config::PipelineSchedule::kAsync; }
+  // Whether each training micro-batch's gradients of shared tensors are kept apart until the
+  // update (StageRings::keep_shared_shares): synchronous pipelines whose stage shares a tensor
+  // with another stage of its cluster.
+  bool keeps_shared_shares() const { return !setup_.shared_rings.empty() && !servers_ && !asynchronous(); }
   // Async: the forward of `m` again, on `module` (the weights it first ran on), for its backward.
   void recompute_forward(Micro& m, stage::Stage& module);
   // Changes the parameters in place (`change`): under async, a new version of the weights.
