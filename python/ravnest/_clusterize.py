@@ -1,5 +1,11 @@
 """ravnest.clusterize: Ravnest's clusterize(model, example_args) over `ravnest clusterize`.
 
+On a torch that has torch.export's training IR (2.10 and later), with a `ravnest` built on
+LibTorch 2.x, the model is exported: torch.export.export(model, example_args, dynamic_shapes=
+{0: Dim.AUTO} for each input) in training mode, saved to WORK/model.pt2 and cut as a .pt2
+(docs/exported.md). Otherwise, or with format="torchscript", it takes the legacy path, said on
+stderr when torch.export was not asked against:
+
 The model is scripted (torch.jit.script); a model TorchScript cannot script is traced with
 example_args instead, which is said on stderr (a trace records one path through the code: the
 control flow that depends on the data is frozen). A traced model (the package's trace, or a
@@ -58,6 +64,57 @@ def script_or_trace(model, example_args):
 
 
 STATE_KEYS = "state_keys.json"  # beside model.pt: the user's state dict's names, in order
+EXPORT_SINCE = (2, 10)  # torch.export returns the training IR (aten ops, not decomposed)
+
+
+def version_tuple(text):
+    """(major, minor) of "2.15.0+cu132", "1.13.0a0", "LibTorch 1.13.0"; (0, 0) when unreadable."""
+    import re
+    found = re.search(r"(\d+)\.(\d+)", text or "")
+    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+
+
+def choose_format(requested, torch_version, binary_line):
+    """("torch.export" or "torchscript", why or None) for format=`requested` (None: the best this
+    torch and this binary run), torch.__version__ and `ravnest --version`'s line (pure)."""
+    libtorch = version_tuple(binary_line.split("LibTorch", 1)[1]) if "LibTorch" in binary_line \
+        else (0, 0)
+    if requested not in (None, "torch.export", "torchscript"):
+        raise RavnestError("clusterize: format=%r is neither 'torch.export' nor 'torchscript'"
+                           % (requested,))
+    if requested == "torchscript":
+        return "torchscript", None
+    problem = None
+    if version_tuple(torch_version) < EXPORT_SINCE:
+        problem = "this torch (%s) predates torch.export's training IR (2.10)" % torch_version
+    elif libtorch < (2, 0):
+        problem = ("the ravnest binary runs LibTorch %d.%d, which cannot run a .pt2 (build it "
+                   "with scripts/build --torch2)" % libtorch)
+    if problem and requested == "torch.export":
+        raise RavnestError("clusterize: format='torch.export': " + problem)
+    if problem:
+        return "torchscript", problem + "; the model goes as TorchScript (deprecated by PyTorch)"
+    return "torch.export", None
+
+
+def export_program(model, example_args):
+    """torch.export.export of `model` in training mode, dim 0 of every tensor input dynamic
+    (Dim.AUTO: a batch of 1 in the example stays static, which clusterize then names)."""
+    auto = torch.export.Dim.AUTO
+    dynamic = tuple({0: auto} if isinstance(a, torch.Tensor) and a.dim() > 0 else None
+                    for a in example_args)
+    was_training = model.training
+    model.train()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            return torch.export.export(model, tuple(example_args), dynamic_shapes=dynamic)
+    except Exception as e:  # export raises many kinds
+        raise RavnestError("clusterize: torch.export cannot export %s (%s); format='torchscript' "
+                           "takes the legacy path" % (type(model).__name__,
+                                                      (str(e).strip().splitlines() or ["?"])[0])
+                           ) from None
+    finally:
+        model.train(was_training)
 TRACED_RECORD = "ravnest/traced"  # libs/torch_support/traced_mode.h: kTracedRecord
 
 
@@ -117,12 +174,15 @@ def positional_examples(model, example_args, example_kwargs):
 
 def clusterize(model, example_args=(), nodes="node_data/node_configs.json", stages=None,
                clusters=None, verify=True, out="node_data", push=True, memory_probe=True,
-               device=None, work_dir=".ravnest", example_kwargs=None, pass_data=False):
+               device=None, work_dir=".ravnest", example_kwargs=None, pass_data=False,
+               format=None):
     """Cuts `model` over the pool `nodes` into the plan directory `out` and, with push, stores
     each stage on its daemon. stages/clusters ask for that layout (`--stages`/`--clusters`).
     example_kwargs (Ravnest's) follow example_args in forward's order. pass_data=True (Ravnest:
     size the model by running it) asks for the measured memory, memory_probe=True.
-    Returns the command's output (the plan's lines, as Ravnest prints Node(0, Cluster(1)))."""
+    format: "torch.export" or "torchscript"; None takes torch.export where this torch and the
+    ravnest binary run it. Returns the command's output (the plan's lines, as Ravnest prints
+    Node(0, Cluster(1)))."""
     if not isinstance(example_args, (tuple, list)):
         example_args = (example_args,)
     example_args = positional_examples(model, example_args, example_kwargs or {})
@@ -130,9 +190,19 @@ def clusterize(model, example_args=(), nodes="node_data/node_configs.json", stag
         raise RavnestError("clusterize: pass_data=True asks for the memory measured by running "
                            "the model; memory_probe=False forbids it")
     os.makedirs(work_dir, exist_ok=True)
-    scripted = script_or_trace(model, example_args)
-    model_path = os.path.join(work_dir, "model.pt")
-    save_module(scripted, model_path)
+    chosen, why = choose_format(format, torch.__version__,
+                                run(["--version"]) if format != "torchscript" else "")
+    if why:
+        print("ravnest: " + why, file=sys.stderr)
+    if chosen == "torch.export" and isinstance(model, torch.nn.Module) and \
+            not isinstance(model, torch.jit.ScriptModule):
+        program = export_program(model, example_args)
+        model_path = os.path.join(work_dir, "model.pt2")
+        torch.export.save(program, model_path)
+    else:
+        scripted = script_or_trace(model, example_args)
+        model_path = os.path.join(work_dir, "model.pt")
+        save_module(scripted, model_path)
     if isinstance(model, torch.nn.Module):
         # TorchScript keeps no buffer's persistent=False: the fused state dict is cut to these.
         with open(os.path.join(work_dir, STATE_KEYS), "w") as f:

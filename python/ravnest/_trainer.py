@@ -275,7 +275,7 @@ class Trainer:
             self.write_job()
         out = os.path.join(self.work_dir, "trained")
         model_fusion(cluster_id, plan=self.plan, out=out)
-        args = ["evaluate", os.path.join(out, "model.pt"), self.job_path]
+        args = ["evaluate", fused_model(out, self.plan), self.job_path]
         if self.val_loader is None:
             args.append("--train-data")
         text = run(args)
@@ -313,9 +313,25 @@ def _parse_evaluation(text):
     return result
 
 
+def fused_model(out, plan):
+    """The fused model `ravnest fuse` wrote into `out` for `plan`: model.pt2 when the plan's
+    model came from torch.export (a zip holding models/*.json), model.pt for TorchScript."""
+    import zipfile
+    try:
+        with open(os.path.join(plan, "plan.json")) as f:
+            model_path = json.load(f)["model"]
+        with zipfile.ZipFile(model_path) as archive:
+            exported = any("/models/" in "/" + name and name.endswith(".json")
+                           for name in archive.namelist())
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile):
+        exported = False
+    return os.path.join(out, "model.pt2" if exported else "model.pt")
+
+
 def model_fusion(cluster_id=0, plan="node_data", out="trained"):
     """The trained state dict of cluster `cluster_id` (`ravnest fuse`, then torch.load), as
-    Ravnest's model_fusion; out/model.pt is the fused TorchScript model."""
+    Ravnest's model_fusion; out/model.pt2 (torch.export) or out/model.pt (TorchScript) is the
+    fused model."""
     run(["fuse", "--cluster", cluster_id, "--plan", plan, "--out", out])
     state = torch.load(os.path.join(out, "trained_state_dict.pt"))
     return user_state(state, plan)

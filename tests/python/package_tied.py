@@ -74,7 +74,8 @@ def main():
     with ravnest.local(nodes=3):
         for micro_batches, update_frequency in ((1, 1), (4, 1), (2, 2)):
             model.load_state_dict(start)
-            text = ravnest.clusterize(model, example_args=(x,), stages=3, memory_probe=False)
+            text = ravnest.clusterize(model, example_args=(x,), stages=3, memory_probe=False,
+                                      format="torchscript")
             verify = re.search(r"verify: largest absolute difference (\S+)", text)
             assert verify, text
             assert float(verify.group(1)) == 0, "verify differs by " + verify.group(1)

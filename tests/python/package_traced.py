@@ -86,8 +86,9 @@ def train(cls, initial, x, y, with_validation, name):
     val_set = torch.utils.data.TensorDataset(x[192:256], y[192:256])
     train_loader = torch.utils.data.DataLoader(train_set, batch_size=32)
     val_loader = torch.utils.data.DataLoader(val_set, batch_size=64) if with_validation else None
+    # The TorchScript path's tracing is what this checks (torch.export records no trace).
     ravnest.clusterize(model, example_args=(x[:32],), stages=3, memory_probe=False, out=plan,
-                       work_dir=work)
+                       work_dir=work, format="torchscript")
     trainer = ravnest.Trainer(node=ravnest.Node(optimizer=torch.optim.SGD,
                                                 optimizer_params={"lr": 0.1},
                                                 criterion=nn.CrossEntropyLoss()),

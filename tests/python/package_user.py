@@ -99,9 +99,11 @@ def main():
     fused.eval()
     with torch.no_grad():
         pred_diff = (predictions - fused(x[192:256])).abs().max().item()
-    print("package_user: torch %s, 3 stages, %d epochs, fused vs one process: max |diff| %.3g over %d "
-          "tensors; pred() vs fused forward %.3g; evaluate %s" % (
-              torch.__version__, EPOCHS, worst, len(state_dict), pred_diff, evaluation))
+    exported = os.path.exists(os.path.join(".ravnest", "model.pt2"))
+    print("package_user: torch %s, the model as %s, 3 stages, %d epochs, fused vs one process: "
+          "max |diff| %.3g over %d tensors; pred() vs fused forward %.3g; evaluate %s" % (
+              torch.__version__, "torch.export (.pt2)" if exported else "TorchScript", EPOCHS,
+              worst, len(state_dict), pred_diff, evaluation))
     # Debian's PyTorch runs LibTorch's kernels: the same weights; 2.x may differ in the last bits.
     tolerance = 0 if torch.__version__.startswith("1.13") else 1e-5
     assert worst <= tolerance, "fused weights differ from PyTorch's by %g" % worst
