@@ -299,8 +299,16 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
   }
   // Everything that can be checked here is, before any node is touched.
   impl_->check_nodes();
+  std::string resume_identity;  // the checkpoints', when a resume takes a join in
   if (options.resume) {
-    const auto point = impl_->resume_point(identity, job_path);
+    auto point = impl_->resume_point(identity, job_path);
+    if (point.updates == 0) {
+      if (const auto joined = take_in_at_resume(job_text, job_path, options.log)) {
+        point = {};
+        point.updates = joined->updates;
+        resume_identity = joined->identity;
+      }
+    }
     // A node whose own checkpoint is damaged or gone gets its keeper's copy first.
     for (const auto& repair : point.repairs) {
       const auto& n = repair.node;
@@ -334,7 +342,7 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
                         [&]() {
                           impl_->ship_job_files(shipments, log);
                           impl_->load_job(job_text, result.job_id, identity,
-                                          result.resumed_from, shipments);
+                                          result.resumed_from, shipments, resume_identity);
                           if (!job.predict) remember_job(plan.dir, job_path);
                         },
                         [&]() {
