@@ -626,6 +626,48 @@ TEST_CASE("churn: two ravnest join at the same moment join as two clusters one a
   CHECK(plan.nodes.size() == 4);
 }
 
+TEST_CASE("churn: ravnest pool remove of a planned node while a job nobody follows runs is refused",
+          "[churn][pool]") {
+  // Issue 43 item 7, a detached job: its nodes are asked; once it is stopped the remove goes on.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  test::write_text(cluster.dir() / "job.toml", job_text(100000));
+  const std::string plan_json = test::read_text(cluster.plan_dir() + "/plan.json");
+  const std::string pool = test::read_text(cluster.pool_file());
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string() + " --detach", 60);
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  REQUIRE(cluster.wait_for_batches(0, 4));
+  const std::string remove = "cd " + cluster.dir().string() + " && " + test::binary_dir() +
+                             "/apps/ravnest/ravnest pool remove node_1 --nodes " +
+                             cluster.pool_file() + " --plan " + cluster.plan_dir() +
+                             " --secret-file " + cluster.secret_file();
+  auto refused = test::run_command(remove);
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("node_1 holds a stage of cluster 1, whose node_1 runs job") !=
+        std::string::npos);
+  CHECK(refused.err.find("which no `ravnest train` follows") != std::string::npos);
+  CHECK(test::read_text(cluster.plan_dir() + "/plan.json") == plan_json);
+  CHECK(test::read_text(cluster.pool_file()) == pool);
+  // A wrong secret is said, not taken for a node that does not answer.
+  test::write_text(cluster.dir() / "wrong_secret", "not the secret\n");
+  auto wrong = test::run_command("cd " + cluster.dir().string() + " && " + test::binary_dir() +
+                                 "/apps/ravnest/ravnest pool remove node_1 --nodes " +
+                                 cluster.pool_file() + " --plan " + cluster.plan_dir() +
+                                 " --secret-file " + (cluster.dir() / "wrong_secret").string());
+  INFO(wrong.out << wrong.err);
+  CHECK(wrong.exit_code != 0);
+  CHECK(wrong.err.find("secret") != std::string::npos);
+  CHECK(test::read_text(cluster.plan_dir() + "/plan.json") == plan_json);
+  REQUIRE(cluster.ravnest("stop").exit_code == 0);
+  auto removed = test::run_command(remove);
+  INFO(removed.out << removed.err);
+  CHECK(removed.exit_code == 0);
+  CHECK(removed.out.find("node_2 takes its stage in cluster 1") != std::string::npos);
+}
+
 TEST_CASE("churn: ravnest pool remove of a planned node while a followed job runs is refused",
           "[churn][pool]") {
   // Issue 43: it was accepted; the trained node left the plan, fuse and losses could not reach
