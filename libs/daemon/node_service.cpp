@@ -31,7 +31,7 @@ NodeService::NodeService(store::NodeStore& store, std::shared_ptr<wire::Transpor
       job_(store, compute, ring_, links_, traffic_, rpc_, inbox_, *this, threads, device, memory_limit),
       files_(store, job_, device),
       checkpoints_(
-          job_.checkpoint_store(), links_, rpc_,
+          job_.checkpoint_store(), links_, rpc_, compute,
           [this]() -> const config::NodeMetadata* {
             return job_.has_stage() ? &job_.metadata() : nullptr;
           },

@@ -2,15 +2,11 @@
 // formula (parameters, gradients, Adam's moments, activations, inputs); what a daemon really holds
 // also has its own baseline, allocator slack, the checkpoint's copies, the schedule's
 // micro-batches in flight, the messages being sent. So clusterize measures instead of assuming:
-//
-//  1. plan the pool as if memory were unlimited, cut those stages and probe each one (a child
-//     process trains it as a daemon does: MemoryProbe); the probes give a daemon's baseline and,
-//     per stage, measured over modelled bytes, which becomes its units' memory_scale;
-//  2. plan the real pool with that calibrated model, cut and probe the stages not probed yet,
-//     calibrate again; repeat (at most kMaxRounds) until every stage of the plan was measured and
-//     fits its node: measured peak x memory_margin() <= RAM;
-//  3. a plan whose measured stages still do not fit is refused, naming the node, its need and
-//     its RAM.
+// planner::plan_on_measurements (libs/planner/measured_planning.h) decides which stages to
+// measure, calibrates on them and re-plans until every stage of a plan was measured and fits its
+// node (measured peak x memory_margin() <= RAM), or refuses naming a node, its need and its RAM;
+// here each stage asked for is cut and probed (a child process trains it as a daemon does:
+// MemoryProbe).
 // Blocks for the probes (a stage's training, twice, in a child process each).
 #pragma once
 
@@ -26,6 +22,7 @@
 #include "libs/graph/stage_memory.h"
 #include "libs/graph/stage_writer.h"
 #include "libs/planner/cluster_plan.h"
+#include "libs/planner/measured_planning.h"
 
 namespace ravnest::graph {
 
@@ -35,8 +32,6 @@ struct MeasuredPlan {
   std::map<int, StageMemory> by_node;    // each planned node's stage, measured
   int probes = 0;                        // child processes run
 };
-
-inline constexpr int kMaxMemoryRounds = 3;
 
 // `scratch_dir` holds each round's stages and inputs (removed after). Throws
 // planner::PoolTooSmall with a one-line message naming a node, what it needs and its RAM when

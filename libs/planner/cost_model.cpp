@@ -144,6 +144,22 @@ NodeModel NodeModel::of(const config::NodeConfig& node, double reference_gflops,
   return model;
 }
 
+double measured_memory_scale(const ModelProfile& profile, size_t first, size_t end,
+                             int64_t measured_bytes, int64_t stash_versions) {
+  const int64_t inputs = first == 0 ? profile.input_bytes : profile.boundary_bytes[first - 1];
+  int64_t modelled = 0;  // the units' terms as if unscaled
+  for (size_t i = first; i < end; ++i) {
+    Unit unscaled = profile.units[i];
+    unscaled.memory_scale = 1.0;
+    modelled += unit_memory_bytes(unscaled, stash_versions);
+  }
+  // A stage of nothing but inputs cannot be scaled; the floor keeps a scale meaningful when the
+  // probe saw less than its own inputs (the model never counts a stage below a tenth).
+  if (modelled <= 0) return 0;
+  return std::max(static_cast<double>(measured_bytes - inputs) / static_cast<double>(modelled),
+                  0.1);
+}
+
 }  // namespace detail
 
 double memory_margin() { return detail::kHeadroom; }
@@ -154,20 +170,9 @@ void calibrate_stage_memory(ModelProfile* profile, size_t first, size_t end, int
     throw std::invalid_argument("calibrate_stage_memory: bad unit range [" + std::to_string(first) +
                                 ", " + std::to_string(end) + ")");
   }
-  const int64_t versions = stashed_versions(options, stages);
-  const int64_t inputs = first == 0 ? profile->input_bytes : profile->boundary_bytes[first - 1];
-  int64_t modelled = 0;  // the units' terms as if unscaled
-  for (size_t i = first; i < end; ++i) {
-    Unit unscaled = profile->units[i];
-    unscaled.memory_scale = 1.0;
-    modelled += detail::unit_memory_bytes(unscaled, versions);
-  }
-  // A stage of nothing but inputs cannot be scaled; the floor keeps a scale meaningful when the
-  // probe saw less than its own inputs (the model never counts a stage below a tenth).
-  if (modelled <= 0) return;
-  const double scale = std::max(static_cast<double>(measured_bytes - inputs) /
-                                    static_cast<double>(modelled),
-                                0.1);
+  const double scale = detail::measured_memory_scale(*profile, first, end, measured_bytes,
+                                                     stashed_versions(options, stages));
+  if (!(scale > 0)) return;
   for (size_t i = first; i < end; ++i) profile->units[i].memory_scale = scale;
 }
 

@@ -39,6 +39,11 @@ int64_t unit_memory_bytes(const Unit& unit, int64_t stash_versions = 0);
 int64_t raw_stage_bytes(const ModelProfile& profile, size_t first, size_t end,
                         int64_t stash_versions = 0);
 
+// The memory_scale that makes the units [first, end) of a stage, with its inputs unscaled, model
+// `measured_bytes` (at least 0.1); 0 when the units model no bytes at all (nothing to scale).
+double measured_memory_scale(const ModelProfile& profile, size_t first, size_t end,
+                             int64_t measured_bytes, int64_t stash_versions);
+
 // The largest raw byte count whose memory (raw * kHeadroom) fits in `ram_bytes`.
 int64_t raw_capacity(double ram_bytes);
 

@@ -182,12 +182,12 @@ bool Requester::Impl::finished_everywhere(uint64_t job_id) {
 std::vector<uint64_t> Requester::Impl::intact_checkpoints(const config::NodeMetadata& at,
                                                          const std::string& identity,
                                                          int cluster, int position,
-                                                         bool* finished) {
+                                                         bool* finished, bool verify) {
   auto request = node(at).checkpointsRequest();
   request.setIdentity(identity);
   request.setCluster(cluster);
   request.setPosition(position);
-  request.setVerify(true);
+  request.setVerify(verify);
   auto response = await(request.send(), at, "list checkpoints", 120);
   if (finished) *finished = response.getFinished();
   std::vector<uint64_t> updates;
@@ -199,12 +199,15 @@ Requester::Impl::ResumePoint Requester::Impl::resume_point(const std::string& id
                                                            const std::string& job_path) {
   ResumePoint point;
   // Each node's intact checkpoints, then the intact copies its keeper holds of its slot.
-  std::map<int, std::set<uint64_t>> own, kept;
+  std::map<int, std::set<uint64_t>> own, kept, listed;  // listed: own and kept, unread
   std::map<int, config::NodeMetadata> keeper_of;
   bool all_finished = true;
   for (const auto& meta : plan_.nodes) {
     bool finished = false;
     for (uint64_t u : intact_checkpoints(meta, identity, -1, -1, &finished)) own[meta.node_id].insert(u);
+    for (uint64_t u : intact_checkpoints(meta, identity, -1, -1, nullptr, false)) {
+      listed[meta.node_id].insert(u);
+    }
     all_finished = all_finished && finished;
   }
   if (all_finished) {
@@ -220,12 +223,33 @@ Requester::Impl::ResumePoint Requester::Impl::resume_point(const std::string& id
         for (uint64_t u : intact_checkpoints(k, identity, meta.cluster, meta.position)) {
           kept[meta.node_id].insert(u);
         }
+        for (uint64_t u :
+             intact_checkpoints(k, identity, meta.cluster, meta.position, nullptr, false)) {
+          listed[meta.node_id].insert(u);
+        }
         keeper_of[meta.node_id] = k;
       } catch (const NodeCallError&) {
         // A keeper that does not answer offers nothing; its own listing above answered.
       }
     }
   }
+  // Said whatever the point: the files each node (and its keeper) has past it that were not
+  // usable, so the damage has names.
+  auto name_skipped = [&](uint64_t after) {
+    for (const auto& meta : plan_.nodes) {
+      std::string updates;
+      for (uint64_t u : listed[meta.node_id]) {
+        if (u <= after || own[meta.node_id].count(u) || kept[meta.node_id].count(u)) continue;
+        updates += (updates.empty() ? "" : ", ") + std::string("update_") + std::to_string(u) + ".pt";
+      }
+      if (updates.empty()) continue;
+      const auto keeper = keeper_of.find(meta.node_id);
+      point.skipped.push_back(
+          meta.name + ": " + updates + " (checkpoints/" + identity + "/ in its data directory" +
+          (keeper != keeper_of.end() ? ", and the copies " + keeper->second.name + " keeps" : "") +
+          ") damaged or not this job's, slot's and update's: not used");
+    }
+  };
   std::set<uint64_t> common;
   bool first = true;
   for (const auto& meta : plan_.nodes) {
@@ -233,6 +257,7 @@ Requester::Impl::ResumePoint Requester::Impl::resume_point(const std::string& id
     held.insert(kept[meta.node_id].begin(), kept[meta.node_id].end());
     if (held.empty()) {
       point.why_none = meta.name + " holds none";
+      name_skipped(0);
       return point;
     }
     if (first) {
@@ -246,10 +271,12 @@ Requester::Impl::ResumePoint Requester::Impl::resume_point(const std::string& id
     }
     if (common.empty()) {
       point.why_none = meta.name + " has none in common with the others";
+      name_skipped(0);
       return point;
     }
   }
   point.updates = *common.rbegin();
+  name_skipped(point.updates);
   for (const auto& meta : plan_.nodes) {
     if (!own[meta.node_id].count(point.updates)) {
       point.repairs.push_back({meta, keeper_of.at(meta.node_id)});
@@ -299,8 +326,17 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
   }
   // Everything that can be checked here is, before any node is touched.
   impl_->check_nodes();
+  std::string resume_identity;  // the checkpoints', when a resume takes a join in
   if (options.resume) {
-    const auto point = impl_->resume_point(identity, job_path);
+    auto point = impl_->resume_point(identity, job_path);
+    for (const auto& line : point.skipped) log("warning: " + line);
+    if (point.updates == 0) {
+      if (const auto joined = take_in_at_resume(job_text, job_path, options.log)) {
+        point = {};
+        point.updates = joined->updates;
+        resume_identity = joined->identity;
+      }
+    }
     // A node whose own checkpoint is damaged or gone gets its keeper's copy first.
     for (const auto& repair : point.repairs) {
       const auto& n = repair.node;
@@ -334,7 +370,7 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
                         [&]() {
                           impl_->ship_job_files(shipments, log);
                           impl_->load_job(job_text, result.job_id, identity,
-                                          result.resumed_from, shipments);
+                                          result.resumed_from, shipments, resume_identity);
                           if (!job.predict) remember_job(plan.dir, job_path);
                         },
                         [&]() {

@@ -204,6 +204,21 @@ class Requester {
                             const config::JobSpec& job, const std::string& job_text,
                             std::string* identity, std::string* plan_json, int64_t train_samples,
                             const std::function<void(const std::string&)>& log);
+  // `ravnest resume` of a job whose follower ended after a `ravnest join` and before it took the
+  // cluster in: plan.json names clusters the job never ran, so no node holds a checkpoint of the
+  // grown plan's identity. Finds the plan before the join (the clusters plan.json names, its
+  // last ones left out, that config::admit_clusters takes the rest in from) whose nodes hold a
+  // checkpoint every one of them has; then restores damaged ones from their keepers, gives the
+  // nodes that trained the grown plan's metadata and copies each stage's checkpoint to the joined
+  // slots, as a followed job's take-in does. nullopt when there is no such plan. Throws when the
+  // job before the join finished on every node, or a copy or push fails. Blocks for them.
+  struct ResumedJoin {
+    std::string identity;  // the checkpoints' (loadJob's resumeIdentity)
+    uint64_t updates = 0;  // the update they resume after
+  };
+  std::optional<ResumedJoin> take_in_at_resume(const std::string& job_text,
+                                               const std::string& job_path,
+                                               const std::function<void(const std::string&)>& log);
   // Once a followed job ended: the nodes whose metadata plan.json changed since the job took its
   // plan (a join not taken in, or one that came as the job ended) get it now, so that the next
   // job runs the plan as plan.json says. A failure is said on `log` (the job is done).

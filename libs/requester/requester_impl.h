@@ -251,13 +251,17 @@ class Requester::Impl {
       config::NodeMetadata node, keeper;
     };
     std::vector<Repair> repairs;
+    // Checkpoints newer than `updates` that a node or its keeper lists but that are damaged or
+    // not this job's, slot's and update's, one line a node: what the resume passed over.
+    std::vector<std::string> skipped;
   };
   ResumePoint resume_point(const std::string& identity, const std::string& job_path);
   // The intact checkpoints `at` holds of the slot (cluster, position; -1: its own) and whether it
-  // finished the job.
+  // finished the job; with `verify` false, every one it lists, unread.
   std::vector<uint64_t> intact_checkpoints(const config::NodeMetadata& at,
                                            const std::string& identity, int cluster,
-                                           int position, bool* finished = nullptr);
+                                           int position, bool* finished = nullptr,
+                                           bool verify = true);
 
   Plan plan_;
   wire::PeerLinks links_;  // one connection per node, kept until a call over it fails

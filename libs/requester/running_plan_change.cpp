@@ -27,11 +27,14 @@
 // round-level change: every cluster pauses for the stop and the load (seconds).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
+#include <utility>
 
 #include "libs/base/atomic_file.h"
 #include "libs/base/clock.h"
@@ -55,6 +58,31 @@ std::string cluster_words(const std::vector<int>& clusters) {
   std::string all;
   for (int c : clusters) all += (all.empty() ? "" : ", ") + std::to_string(c);
   return (clusters.size() > 1 ? "clusters " : "cluster ") + all;
+}
+
+// Each stage's checkpoint of update `updates` copied from the source cluster to the slot of that
+// stage in each cluster `taken` in, made the slot's own (a checkpoint names its slot, and a node
+// resumes only its own); the source's losses and validation rounds are not the new leaf's: its
+// losses.txt holds the batches it trains from there on.
+void adopt_checkpoints(Requester& requester, const Plan& now, const std::string& identity,
+                       uint64_t updates, const std::vector<int>& taken,
+                       const std::map<int, int>& source) {
+  for (int c : taken) {
+    std::map<int, config::NodeMetadata> source_at;  // by position
+    for (const auto& m : now.cluster(source.at(c))) source_at[m.position] = m;
+    for (const auto& m : now.cluster(c)) {
+      const auto& from = source_at.at(m.position);
+      copy_checkpoint(requester, now.dir, identity, updates, {from, from.cluster, from.position},
+                      {m, m.cluster, m.position}, [&m](const std::string& path) {
+                        training::StageCheckpoint adopted = training::load_checkpoint(path);
+                        adopted.cluster = m.cluster;
+                        adopted.position = m.position;
+                        adopted.losses.clear();
+                        adopted.validation.clear();
+                        training::save_checkpoint(adopted, path);
+                      });
+    }
+  }
 }
 
 }  // namespace
@@ -215,27 +243,7 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, ui
   push_metadata(changed, log);
   const std::string resumed_identity = *identity;
   const std::string next_identity = job_identity(job_text, now);
-  for (int c : taken) {
-    const int source_cluster = admission.source.at(c);
-    std::map<int, config::NodeMetadata> source_at;  // by position
-    for (const auto& m : now.cluster(source_cluster)) source_at[m.position] = m;
-    for (const auto& m : now.cluster(c)) {
-      const auto& source = source_at.at(m.position);
-      // The slot's own from now on (a checkpoint names its slot, and a node resumes only its
-      // own); the source's losses and validation rounds are not the new leaf's: its losses.txt
-      // holds the batches it trains from U on.
-      copy_checkpoint(*this, impl.plan_.dir, resumed_identity, updates,
-                      {source, source.cluster, source.position}, {m, m.cluster, m.position},
-                      [&m](const std::string& path) {
-                        training::StageCheckpoint adopted = training::load_checkpoint(path);
-                        adopted.cluster = m.cluster;
-                        adopted.position = m.position;
-                        adopted.losses.clear();
-                        adopted.validation.clear();
-                        training::save_checkpoint(adopted, path);
-                      });
-    }
-  }
+  adopt_checkpoints(*this, now, resumed_identity, updates, taken, admission.source);
 
   // 3. Every cluster loads the job from update U and starts; the rings are the plan's again.
   const uint64_t next_id = load_from_boundary(
@@ -299,6 +307,60 @@ void Requester::hand_over_plan(const Log& log) {
   } catch (const std::exception& e) {
     if (log) log(std::string("warning: ") + e.what());
   }
+}
+
+std::optional<Requester::ResumedJoin> Requester::take_in_at_resume(
+    const std::string& job_text, const std::string& job_path, const Log& log) {
+  Impl& impl = *impl_;
+  const Plan now = impl.plan_;
+  const auto ids = now.cluster_ids();
+  // The clusters a join appended are the last ones: the plan before it is a prefix of them.
+  for (size_t kept = ids.size() > 1 ? ids.size() - 1 : 0; kept >= 1; --kept) {
+    Plan before = now;
+    before.nodes.clear();
+    for (const auto& m : now.nodes) {
+      if (std::find(ids.begin(), ids.begin() + kept, m.cluster) != ids.begin() + kept) {
+        before.nodes.push_back(m);
+      }
+    }
+    const auto admission = config::admit_clusters(before.nodes, now.nodes, {});
+    if (!admission.wait.empty() || admission.joining.empty() || !admission.rejoining.empty()) {
+      continue;
+    }
+    const std::string identity = job_identity(job_text, before);
+    const Plan whole = std::exchange(impl.plan_, before);
+    Impl::ResumePoint point;
+    try {
+      point = impl.resume_point(identity, job_path);
+    } catch (...) {
+      impl.plan_ = whole;
+      throw;
+    }
+    impl.plan_ = whole;
+    if (point.updates == 0) continue;
+    for (const auto& repair : point.repairs) {
+      const auto& n = repair.node;
+      copy_checkpoint(*this, now.dir, identity, point.updates, {repair.keeper, n.cluster, n.position},
+                      {n, n.cluster, n.position});
+      if (log) {
+        log(n.name + ": its checkpoint after update " + std::to_string(point.updates) +
+            " is damaged or missing: restored from the copy " + repair.keeper.name + " keeps");
+      }
+    }
+    // The nodes that trained got no metadata of the grown plan (their follower gives it at the
+    // take-in): they get it now, and the joined clusters their source's checkpoints.
+    push_metadata(before.nodes, log);
+    adopt_checkpoints(*this, now, identity, point.updates, admission.joining, admission.source);
+    if (log) {
+      for (int c : admission.joining) {
+        log("cluster " + std::to_string(c) + " joined the plan after the job's last `ravnest "
+            "train` ended: it comes in now, from cluster " + std::to_string(admission.source.at(c)) +
+            "'s checkpoint after update " + std::to_string(point.updates));
+      }
+    }
+    return ResumedJoin{identity, point.updates};
+  }
+  return std::nullopt;
 }
 
 }  // namespace ravnest::requester

@@ -37,6 +37,31 @@ DataDirLock::DataDirLock(const fs::path& dir) {
     }
     throw std::runtime_error(path.string() + ": cannot lock: " + std::strerror(error));
   }
+  // A daemon whose lock file was deleted (or replaced) still holds DIR's lock.
+  dir_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct flock probe {};
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  struct flock shared {};
+  shared.l_type = F_RDLCK;
+  shared.l_whence = SEEK_SET;
+  const bool probed = dir_fd_ >= 0 && ::fcntl(dir_fd_, F_OFD_GETLK, &probe) == 0;
+  if (probed && probe.l_type != F_UNLCK) {
+    ::close(dir_fd_);
+    ::close(fd_);
+    dir_fd_ = fd_ = -1;
+    throw std::runtime_error("data directory " + dir.string() + " is in use by another ravnestd " +
+                             "(its lock file was deleted or replaced); give each daemon its own " +
+                             "--data-dir");
+  }
+  if (!probed || ::fcntl(dir_fd_, F_OFD_SETLK, &shared) != 0) {
+    const int error = errno;
+    if (dir_fd_ >= 0) ::close(dir_fd_);
+    ::close(fd_);
+    dir_fd_ = fd_ = -1;
+    throw std::runtime_error(dir.string() + ": cannot lock the data directory: " +
+                             std::strerror(error));
+  }
   const std::string self = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd_, 0) == 0) {
     [[maybe_unused]] const ssize_t written = ::pwrite(fd_, self.data(), self.size(), 0);
@@ -44,7 +69,8 @@ DataDirLock::DataDirLock(const fs::path& dir) {
 }
 
 DataDirLock::~DataDirLock() {
-  if (fd_ >= 0) ::close(fd_);  // releases the flock
+  if (dir_fd_ >= 0) ::close(dir_fd_);  // releases DIR's lock
+  if (fd_ >= 0) ::close(fd_);          // releases the flock
 }
 
 }  // namespace ravnest::store

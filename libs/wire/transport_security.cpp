@@ -28,9 +28,29 @@ std::string openssl_reason(const kj::Exception& e) {
   return colon == std::string::npos ? text : text.substr(colon + 1);
 }
 
+// A client's handshake that the server cut (closed or reset before it finished: OpenSSL's "SSL
+// unable to continue I/O", or the socket's own error): what a daemon does to a connection over
+// its limits, before any byte it could explain itself with. Said so; still DISCONNECTED (a
+// retry may find room), else nullptr.
+kj::Maybe<kj::Exception> handshake_cut(const kj::Exception& e) {
+  const std::string reason = kj_reason(e);
+  if (e.getType() != kj::Exception::Type::DISCONNECTED &&
+      reason.find("unable to continue I/O") == std::string::npos) {
+    return nullptr;
+  }
+  return kj_failure("the node closed the connection during the TLS handshake (" + reason +
+                        "): it may be at its connection limit (ravnestd.toml [limits] "
+                        "connections, connections_per_peer)",
+                    kj::Exception::Type::DISCONNECTED);
+}
+
+// `client`: the handshake is this end's as a client (handshake_cut applies).
 kj::Promise<kj::Own<kj::AsyncIoStream>> refusing(
-    kj::Promise<kj::Own<kj::AsyncIoStream>>&& handshake) {
-  return handshake.catch_([](kj::Exception&& e) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+    kj::Promise<kj::Own<kj::AsyncIoStream>>&& handshake, bool client) {
+  return handshake.catch_([client](kj::Exception&& e) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+    if (client) {
+      KJ_IF_MAYBE(cut, handshake_cut(e)) { return kj::mv(*cut); }
+    }
     if (e.getType() == kj::Exception::Type::DISCONNECTED) return kj::mv(e);
     return kj_failure(tls_refusal(e));
   });
@@ -119,7 +139,7 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> pinned_handshake(
   auto handshake = context->wrapClient(kj::mv(stream), kPinnedHostName).attach(kj::mv(context));
   return handshake.catch_(
       [address](kj::Exception&& e) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
-        if (e.getType() == kj::Exception::Type::DISCONNECTED) return kj::mv(e);
+        KJ_IF_MAYBE(cut, handshake_cut(e)) { return kj::mv(*cut); }
         return kj_failure("refused: " + address + " does not show the certificate pinned for it (" +
                           tls_refusal(e).substr(9) + ")");
       });
@@ -178,7 +198,7 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> TransportSecurity::wrap_client(
   if (!tls_) return kj::mv(stream);
   stream = kj::heap<CoalescingStream>(kj::mv(stream));  // TLS records in few syscalls
   const auto pin = pinned_->pin_of(address);
-  if (!pin) return refusing(tls_->wrapClient(kj::mv(stream), kTlsHostName));
+  if (!pin) return refusing(tls_->wrapClient(kj::mv(stream), kTlsHostName), true);
   std::vector<uint8_t> known;
   if (auto context = pinned_->context_of(*pin, &known)) {
     return pinned_handshake(std::move(context), kj::mv(stream), address, known);
@@ -215,7 +235,7 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> TransportSecurity::wrap_server(
     kj::Own<kj::AsyncIoStream> stream) {
   if (!tls_) return kj::mv(stream);
   stream = kj::heap<CoalescingStream>(kj::mv(stream));  // TLS records in few syscalls
-  return refusing((server_tls_ ? *server_tls_ : *tls_).wrapServer(kj::mv(stream)));
+  return refusing((server_tls_ ? *server_tls_ : *tls_).wrapServer(kj::mv(stream)), false);
 }
 
 std::shared_ptr<TransportSecurity> make_transport_security(std::string_view secret,

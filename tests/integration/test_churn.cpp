@@ -545,6 +545,63 @@ TEST_CASE("churn: a grown job never resumes nor is outranked by another run's ch
   }
 }
 
+TEST_CASE("churn: a join its follower never took in comes in at ravnest resume",
+          "[churn][join]") {
+  // Issue 43 item 4: the `ravnest train` that follows the job ends (kill -9) after `ravnest join`
+  // returned and before it took the cluster in. plan.json then names three clusters, the nodes
+  // trained two: resume said "node_0 holds none", started from update 0 and hung. Now it takes
+  // cluster 2 in from cluster 0's checkpoint, as the follower would have.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const int steps = 300;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";
+  const std::string plan =
+      " --plan " + cluster.plan_dir() + " --secret-file " + cluster.secret_file();
+  const std::string marker = (cluster.dir() / "plan" / ".following").string();
+  // The follower is stopped while the join runs (so the join finds it alive and leaves the take-in
+  // to it), then killed.
+  auto interrupted = test::run_command(
+      "cd " + cluster.dir().string() + " && " + ravnest + " train " +
+          (cluster.dir() / "job.toml").string() + plan + " & p=$!; for i in $(seq 600); do " +
+          "[ -f " + marker + " ] && break; sleep 0.05; done; sleep 0.5; kill -STOP $p; " + ravnest +
+          " join node_2 --like 0 --nodes " + cluster.pool_file() + plan +
+          "; echo join=$?; kill -KILL $p; kill -CONT $p; wait $p; echo rc=$?",
+      120);
+  INFO(interrupted.out << interrupted.err);
+  REQUIRE(interrupted.out.find("join=0") != std::string::npos);
+  REQUIRE(interrupted.out.find("cluster 2 joined after update") == std::string::npos);
+  auto resume = cluster.ravnest("resume", "", 200);
+  INFO(resume.out << resume.err);
+  REQUIRE(resume.exit_code == 0);
+  const std::string said = resume.out + resume.err;
+  CHECK(said.find("holds none") == std::string::npos);
+  std::smatch match;
+  REQUIRE(std::regex_search(said, match, std::regex("resuming after update ([0-9]+)")));
+  const int joined_at = std::stoi(match[1].str());
+  CHECK(joined_at > 0);
+  CHECK(said.find("cluster 2 joined the plan after the job's last `ravnest train` ended: it comes "
+                  "in now, from cluster 0's checkpoint after update " +
+                  std::to_string(joined_at)) != std::string::npos);
+  CHECK(said.find("started on 3 node(s)") != std::string::npos);
+  // Exact: two clusters to the join, three from there on, as a followed take-in trains it.
+  auto trained = fused_alike(cluster, 3);
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  std::vector<std::vector<std::string>> rings;
+  for (const auto& ring : config::load_plan_file(cluster.plan_dir() + "/plan.json").rings) {
+    rings.push_back(ring.parameters);
+  }
+  auto reference = training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {},
+                                                      {{joined_at, 0}}, rings);
+  std::string where;
+  const double diff = test::largest_difference(reference.state, trained[0], &where);
+  INFO("joined at resume after update " << joined_at << ": " << diff << " from the reference in "
+                                        << where);
+  CHECK(diff <= 1e-5);
+  CHECK(cluster.log(2).find("job finished") != std::string::npos);
+}
+
 TEST_CASE("churn: two ravnest join at the same moment join as two clusters one after the other",
           "[churn][join]") {
   // Issue 43: both read plan.json, both became "cluster 2", and the job deadlocked. The plan
@@ -567,6 +624,48 @@ TEST_CASE("churn: two ravnest join at the same moment join as two clusters one a
   const auto plan = requester::load_plan(cluster.plan_dir());
   CHECK(plan.cluster_ids() == std::vector<int>{0, 1, 2, 3});
   CHECK(plan.nodes.size() == 4);
+}
+
+TEST_CASE("churn: ravnest pool remove of a planned node while a job nobody follows runs is refused",
+          "[churn][pool]") {
+  // Issue 43 item 7, a detached job: its nodes are asked; once it is stopped the remove goes on.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  test::write_text(cluster.dir() / "job.toml", job_text(100000));
+  const std::string plan_json = test::read_text(cluster.plan_dir() + "/plan.json");
+  const std::string pool = test::read_text(cluster.pool_file());
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string() + " --detach", 60);
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  REQUIRE(cluster.wait_for_batches(0, 4));
+  const std::string remove = "cd " + cluster.dir().string() + " && " + test::binary_dir() +
+                             "/apps/ravnest/ravnest pool remove node_1 --nodes " +
+                             cluster.pool_file() + " --plan " + cluster.plan_dir() +
+                             " --secret-file " + cluster.secret_file();
+  auto refused = test::run_command(remove);
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("node_1 holds a stage of cluster 1, whose node_1 runs job") !=
+        std::string::npos);
+  CHECK(refused.err.find("which no `ravnest train` follows") != std::string::npos);
+  CHECK(test::read_text(cluster.plan_dir() + "/plan.json") == plan_json);
+  CHECK(test::read_text(cluster.pool_file()) == pool);
+  // A wrong secret is said, not taken for a node that does not answer.
+  test::write_text(cluster.dir() / "wrong_secret", "not the secret\n");
+  auto wrong = test::run_command("cd " + cluster.dir().string() + " && " + test::binary_dir() +
+                                 "/apps/ravnest/ravnest pool remove node_1 --nodes " +
+                                 cluster.pool_file() + " --plan " + cluster.plan_dir() +
+                                 " --secret-file " + (cluster.dir() / "wrong_secret").string());
+  INFO(wrong.out << wrong.err);
+  CHECK(wrong.exit_code != 0);
+  CHECK(wrong.err.find("secret") != std::string::npos);
+  CHECK(test::read_text(cluster.plan_dir() + "/plan.json") == plan_json);
+  REQUIRE(cluster.ravnest("stop").exit_code == 0);
+  auto removed = test::run_command(remove);
+  INFO(removed.out << removed.err);
+  CHECK(removed.exit_code == 0);
+  CHECK(removed.out.find("node_2 takes its stage in cluster 1") != std::string::npos);
 }
 
 TEST_CASE("churn: ravnest pool remove of a planned node while a followed job runs is refused",

@@ -191,6 +191,17 @@ torch.jit.script(Scaled()).save(sys.argv[1])
                                   " --example-input 4x4 4x4 --out " + out),
                        "forward's input 'times' is int; every input must be a tensor");
   }
+  SECTION("a layout of stages or clusters not a whole number of 1 or more") {
+    // Issue 43: CLI11's PositiveNumber named its range as a 309-digit double.
+    for (const std::string flag : {" --stages -1", " --clusters 0", " --stages 2.5"}) {
+      const auto result = clusterize(small + " --nodes " + pool + good_input + flag);
+      INFO(flag << ": " << result.err);
+      CHECK(result.exit_code != 0);
+      CHECK(result.err.find(flag.substr(1, flag.find(' ', 1) - 1) +
+                            ": must be a whole number, 1 or more") != std::string::npos);
+      CHECK(result.err.size() < 200);
+    }
+  }
   SECTION("malformed example input") {
     expect_clear_error(
         clusterize(small + " --nodes " + pool + " --example-input 4xAx8 --out " + out), "4xAx8");

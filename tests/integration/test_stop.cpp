@@ -332,6 +332,12 @@ TEST_CASE("stop: damaged, a damaged checkpoint: the keeper's copy, then an older
     auto resumed = s.cluster->ravnest("resume");
     INFO(resumed.out << resumed.err);
     REQUIRE(resumed.exit_code == 0);
+    // Issue 43: passed over without a word; the files are named.
+    CHECK((resumed.out + resumed.err)
+              .find("warning: node_1: " + name + " (checkpoints/") != std::string::npos);
+    CHECK((resumed.out + resumed.err)
+              .find("and the copies node_0 keeps) damaged or not this job's, slot's and "
+                    "update's: not used") != std::string::npos);
     std::smatch match;
     REQUIRE(std::regex_search(resumed.out, match, std::regex("resuming after update ([0-9]+)")));
     CHECK(std::stoull(match[1]) < s.boundary);

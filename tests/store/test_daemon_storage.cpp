@@ -179,6 +179,11 @@ TEST_CASE("one NodeStore per data directory at a time", "[daemon][store][lock]")
                           std::to_string(::getpid()) + "); give each daemon its own --data-dir");
     CHECK(fs::exists(data / ("trained.pt.tmp." + std::to_string(::getpid()) + ".1")));
     store::NodeStore other(dir / "other", "node_1");  // another directory: no conflict
+    // Issue 43: with the lock file deleted, a second daemon locked a new one.
+    fs::remove(data / "lock");
+    CHECK_THROWS_WITH(store::NodeStore(data, "node_0"),
+                      "data directory " + data.string() + " is in use by another ravnestd (its "
+                      "lock file was deleted or replaced); give each daemon its own --data-dir");
   }
   store::NodeStore again(data, "node_0");  // released with the first
   CHECK(again.node_name() == "node_0");

@@ -702,6 +702,16 @@ TEST_CASE("RpcServer: connections over the limit of a host are closed at once, r
                  "4 more connections closed at once: more than 3 from 127.0.0.1"));
   PeerLinks links(make_transport_security("limits secret", insecure));
   CHECK(status_over(links, server) == "node_7");
+  if (!insecure) {
+    // Three again (fds 1 and 2, and `links`): a client refused so is told the likely cause
+    // (issue 43: TLS's "SSL unable to continue I/O", or the socket's error, alone).
+    PeerLinks refused_links(make_transport_security("limits secret", insecure));
+    const std::string told = status_over(refused_links, server);
+    INFO(told);
+    CHECK(told.find("the node closed the connection during the TLS handshake") !=
+          std::string::npos);
+    CHECK(told.find("connection limit") != std::string::npos);
+  }
   for (int i = 1; i < 8; ++i) ::close(fds[i]);
 }
 

@@ -96,6 +96,16 @@ void ClusterizeCommand::report(const graph::ClusterizeResult& result) const {
   std::fflush(stdout);
 }
 
+// --stages and --clusters: CLI::PositiveNumber's refusal printed its range as a 309-digit double.
+std::string positive_count(const std::string& value) {
+  try {
+    size_t used = 0;
+    if (std::stol(value, &used) >= 1 && used == value.size()) return std::string();
+  } catch (const std::exception&) {
+  }
+  return "must be a whole number, 1 or more";
+}
+
 }  // namespace
 
 Command add_clusterize(CLI::App& app) {
@@ -152,10 +162,10 @@ Command add_clusterize(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--stages", o.planning.stages,
                   "every cluster this many stages (the planner still picks the nodes and cuts)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_count);
   cmd->add_option("--clusters", o.planning.clusters,
                   "this many clusters (copies of the model trained data-parallel)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_count);
   cmd->add_option("--plan-file", c->plan_file,
                   "a TOML file whose [plan] block sets stages = K and/or clusters = C (the "
                   "flags win)");

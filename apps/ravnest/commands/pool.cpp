@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "apps/ravnest/commands/commands.h"
+#include "apps/ravnest/commands/connection.h"
 #include "apps/ravnest/commands/console.h"
 #include "apps/ravnest/memory_probe_process.h"
 #include "libs/base/atomic_file.h"
@@ -45,10 +46,13 @@ struct PoolCommand {
   bool replan = false;
   bool no_memory_probe = false;
   CLI::Option* gpu_memory = nullptr;
+  Connection connection;  // remove: its --secret-file and --insecure, to ask the plan's nodes
 
   bool has_plan() const { return fs::exists(config::PlanLayout(plan_dir).plan_file()); }
   int add();
   int remove();
+  void refuse_if_cluster_runs_a_job(const requester::Plan& plan, int cluster,
+                                    const std::string& removed);
   std::vector<std::unique_ptr<base::EditLock>> lock_for_edit() const;
   void full_replan() const;
 };
@@ -128,6 +132,7 @@ int PoolCommand::remove() {
                              "(pid " + std::to_string(following->pid) + "): nothing changed; " +
                              "remove it once the job ended (`ravnest stop` ends it now)");
   }
+  if (!following) refuse_if_cluster_runs_a_job(plan, decision.cluster, removed);
   if (!decision.spare) {
     // Nothing written: the pool and the plan stay as they were.
     char need[160];
@@ -155,6 +160,33 @@ int PoolCommand::remove() {
       "cluster " + std::to_string(decision.cluster) + " (node files rewritten: " + names +
       "); `ravnest push` sends them");
   return 0;
+}
+
+// A job nobody follows (`train --detach`, or its `ravnest train` gone) trains on the cluster too:
+// its nodes are asked. One that does not answer runs nothing it could lose (it may be why the
+// node goes); one that runs a job keeps the pool and the plan as they are.
+void PoolCommand::refuse_if_cluster_runs_a_job(const requester::Plan& plan, int cluster,
+                                               const std::string& removed) {
+  connection.plan_dir = plan_dir;
+  auto requester = connection.open();
+  for (const auto& m : plan.cluster(cluster)) {
+    wire::NodeStatusData status;
+    try {
+      status = requester.status_of(m, 5);
+    } catch (const std::exception& e) {
+      // Refused for its secret: it answered, and would not say.
+      const std::string why = e.what();
+      if (why.find("secret") != std::string::npos) throw std::runtime_error(explain_refusal(why));
+      continue;
+    }
+    if (status.state == wire::NodeState::kTraining || status.state == wire::NodeState::kReady) {
+      throw std::runtime_error(removed + " holds a stage of cluster " + std::to_string(cluster) +
+                               ", whose " + m.name + " runs job " +
+                               std::to_string(status.job_id) + ", which no `ravnest train` " +
+                               "follows: nothing changed; remove it once the job ended (`ravnest " +
+                               "stop` ends it now)");
+    }
+  }
 }
 
 // clusterize again with what plan.json recorded: the model, seed and example inputs.
@@ -197,6 +229,11 @@ Command add_pool(CLI::App& app) {
     sub->add_flag("--no-memory-probe", c->no_memory_probe,
                   "with --replan: plan memory with the formula alone");
   }
+  remove->add_option("--secret-file", c->connection.secret_file,
+                     "file holding the daemons' shared secret, to ask the plan's nodes whether "
+                     "they run a job (default: $RAVNEST_SECRET_FILE, else the plan's or "
+                     "node_data's secret)");
+  remove->add_flag("--insecure", c->connection.insecure, "plain TCP instead of TLS");
   add->add_option("--ip", c->node.address, "the node's daemon, HOST:PORT")->required();
   add->add_option("--ram", c->node.ram_gb, "its memory in GB")->required();
   add->add_option("--bandwidth", c->node.bandwidth_mbps, "its bandwidth in Mbps")->required();

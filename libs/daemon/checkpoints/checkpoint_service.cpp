@@ -1,6 +1,8 @@
 #include "libs/daemon/checkpoints/checkpoint_service.h"
 
 #include <filesystem>
+#include <map>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -24,42 +26,56 @@ bool own_slot(const config::NodeMetadata* self, int cluster, int position) {
 
 CheckpointService::CheckpointService(std::shared_ptr<store::CheckpointStore> store,
                                      wire::PeerLinks& links,
-                                     RpcThread& rpc,
+                                     RpcThread& rpc, asio::io_context& compute,
                                      std::function<const config::NodeMetadata*()> metadata,
                                      std::function<bool()> busy)
     : store_(std::move(store)),
       links_(links),
       rpc_(rpc),
+      compute_(compute),
       metadata_(std::move(metadata)),
       busy_(std::move(busy)) {}
 
 kj::Promise<void> CheckpointService::checkpoints(CheckpointsCall context) {
   auto params = context.getParams();
   bool finished = false;
-  const auto updates = checked([&] {
-    const std::string identity = params.getIdentity();
+  // The files to check, by update, named here (the store is the RPC thread's).
+  auto files = std::make_shared<std::map<uint64_t, std::filesystem::path>>();
+  std::string identity;
+  int slot_cluster = -1, slot_position = -1;
+  const auto listed = checked([&] {
+    identity = params.getIdentity();
     const int cluster = params.getCluster(), position = params.getPosition();
     const bool own = own_slot(metadata_(), cluster, position);
     if (own) finished = store_->finished(identity);
     auto listed = own ? store_->updates(identity) : store_->kept_updates(identity, cluster, position);
-    if (!params.getVerify()) return listed;
-    // Each file loaded (hashed, and read for its job, slot and update, on the RPC thread: a
-    // resume waits for it anyway): one intact but of another node, job or update would make
-    // the resume refuse it instead of taking the keeper's copy or an older update.
     const config::NodeMetadata* self = metadata_();
-    const int slot_cluster = own ? (self ? self->cluster : -1) : cluster;
-    const int slot_position = own ? (self ? self->position : -1) : position;
-    return store::CheckpointStore::usable(
-        listed,
-        [&](uint64_t u) {
-          return own ? store_->file(identity, u) : store_->kept_file(identity, cluster, position, u);
-        },
-        identity, slot_cluster, slot_position);
+    slot_cluster = own ? (self ? self->cluster : -1) : cluster;
+    slot_position = own ? (self ? self->position : -1) : position;
+    for (uint64_t u : listed) {
+      (*files)[u] = own ? store_->file(identity, u) : store_->kept_file(identity, cluster, position, u);
+    }
+    return listed;
   });
   context.getResults().setFinished(finished);
-  auto out = context.getResults().initUpdates(static_cast<unsigned>(updates.size()));
-  for (size_t i = 0; i < updates.size(); ++i) out.set(static_cast<unsigned>(i), updates[i]);
-  return kj::READY_NOW;
+  auto answer = [context](const std::vector<uint64_t>& updates) mutable {
+    auto out = context.getResults().initUpdates(static_cast<unsigned>(updates.size()));
+    for (size_t i = 0; i < updates.size(); ++i) out.set(static_cast<unsigned>(i), updates[i]);
+  };
+  if (!params.getVerify()) {
+    answer(listed);
+    return kj::READY_NOW;
+  }
+  // Each file loaded (hashed, and read for its job, slot and update): one intact but of another
+  // node, job or update would make the resume refuse it instead of taking the keeper's copy or
+  // an older update. A file trimmed meanwhile is not usable.
+  auto usable = std::make_shared<std::vector<uint64_t>>();
+  return on_compute(compute_, [usable, listed, files, identity, slot_cluster, slot_position] {
+           *usable = store::CheckpointStore::usable(
+               listed, [&](uint64_t u) { return files->at(u); }, identity, slot_cluster,
+               slot_position);
+         })
+      .then([answer, usable]() mutable { answer(*usable); });
 }
 
 kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall context,

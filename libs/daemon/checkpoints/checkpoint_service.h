@@ -8,7 +8,9 @@
 // a job runs; of another slot (from a peer, while its job runs), a kept copy. Files arrive through
 // wire::FileSink: complete, checked (size, SHA-256) and renamed, or absent.
 //
-// RPC thread, except checkpoint_written (compute thread).
+// RPC thread, except checkpoint_written (compute thread). A verified listing reads each
+// checkpoint whole: that runs on the compute thread (on_compute), the RPC thread answering others
+// meanwhile.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include <asio/io_context.hpp>
 #include <kj/async.h>
 
 #include "libs/wire/stream_limits.h"
@@ -34,7 +37,7 @@ class CheckpointService {
   // `metadata` gives the stored stage's metadata (nullptr when none), `busy` whether a job runs;
   // both are called on the RPC thread.
   CheckpointService(std::shared_ptr<store::CheckpointStore> store,
-                    wire::PeerLinks& links, RpcThread& rpc,
+                    wire::PeerLinks& links, RpcThread& rpc, asio::io_context& compute,
                     std::function<const config::NodeMetadata*()> metadata,
                     std::function<bool()> busy);
 
@@ -56,6 +59,7 @@ class CheckpointService {
   std::shared_ptr<store::CheckpointStore> store_;
   wire::PeerLinks& links_;
   RpcThread& rpc_;
+  asio::io_context& compute_;
   std::function<const config::NodeMetadata*()> metadata_;
   std::function<bool()> busy_;
   BackgroundTasks tasks_;  // last: cancelled before what its tasks use
