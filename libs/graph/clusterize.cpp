@@ -287,7 +287,7 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   const std::unique_ptr<CutModel> model = load_cut_model(options.model_path);
   if (options.mode != PlanMode::kPipeline && !dynamic_cast<const ModelGraph*>(model.get())) {
     throw std::invalid_argument(options.model_path + ": --mode " +
-                                (options.mode == PlanMode::kHybrid ? "hybrid" : "parameter-server") +
+                                (options.mode == PlanMode::kHybrid ? "hybrid" : "ps") +
                                 " takes a TorchScript model; a " + model->format() +
                                 " model trains as a pipeline (--mode pipeline)");
   }

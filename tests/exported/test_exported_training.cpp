@@ -193,3 +193,51 @@ TEST_CASE("exported: daemons: .pt2 models trained over daemons equal eager PyTor
   train_against_eager({"segmentation", 2, 1, 1, "gpipe"});
   train_against_eager({"transformer", 2, 2, 2, "gpipe"});
 }
+
+// What cannot be trained is refused at clusterize, one line each, nothing written: a static
+// batch the example or micro-batches would change; a parameter-server plan of a .pt2; a file of
+// neither format. A static batch equal to the example's plans, and verify says why it skips the
+// micro-batches.
+TEST_CASE("exported: refusals: clusterize refuses what a .pt2 cannot train, in one line") {
+  test::TempDir dir;
+  const std::string stat = (dir / "static.pt2").string();
+  auto exported = test::run_command(
+      test::python() + " -c \"import sys, torch; sys.path.insert(0, '" + test::source_dir() +
+      "/tests/models'); from small_cnn import SmallCNN; torch.manual_seed(0); "
+      "m = SmallCNN(num_classes=10).train(); "
+      "torch.export.save(torch.export.export(m, (torch.randn(16, 1, 8, 8),)), sys.argv[1])\" " +
+      stat);
+  INFO(exported.out << exported.err);
+  REQUIRE(exported.exit_code == 0);
+  test::write_text(dir / "nodes.json",
+                   "{\"0\": {\"IP\": \"127.0.0.1:1\", \"benchmarks\": {\"ram\": 4, \"bandwidth\": 100}},"
+                   " \"1\": {\"IP\": \"127.0.0.1:2\", \"benchmarks\": {\"ram\": 4, \"bandwidth\": 100}}}");
+  const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest clusterize ";
+  const std::string common = " --nodes " + (dir / "nodes.json").string() +
+                             " --no-memory-probe --out " + (dir / "plan").string();
+  auto one_line_refusal = [&](const std::string& args, const std::string& expected) {
+    auto run = test::run_command(ravnest + args + common);
+    INFO(args << "\n" << run.out << run.err);
+    CHECK(run.exit_code != 0);
+    CHECK(run.err.find(expected) != std::string::npos);
+    CHECK(std::count(run.err.begin(), run.err.end(), '\n') == 1);
+    CHECK(!fs::exists(dir / "plan" / "plan.json"));
+  };
+  one_line_refusal(stat + " --stages 2 --example-input 8x1x8x8:float32",
+                   "exported with batch 16; the example input has 8 samples");
+  one_line_refusal(stat + " --stages 2 --example-input 16x1x8x8:float32 --schedule gpipe "
+                          "--micro-batches 4",
+                   "micro-batches of 4 need dynamic_shapes with a batch Dim");
+  one_line_refusal(pt2_of(test::model_files("small_cnn")) +
+                       " --example-input 16x1x8x8:float32 --mode ps",
+                   "a torch.export model trains as a pipeline");
+  test::write_text(dir / "text.pt2", "not a model\n");
+  one_line_refusal((dir / "text.pt2").string() + " --example-input 16x1x8x8:float32", "text.pt2");
+
+  auto planned = test::run_command(ravnest + stat + " --stages 2 --example-input 16x1x8x8:float32 --verify" + common);
+  INFO(planned.out << planned.err);
+  CHECK(planned.exit_code == 0);
+  CHECK(planned.out.find("exported with a static batch of 16") != std::string::npos);
+  CHECK(planned.out.find("skipped, the model runs at its exported batch of 16 only") !=
+        std::string::npos);
+}

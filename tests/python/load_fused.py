@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Load a fused state dict into the original TorchScript model (strict).
+"""Load a fused state dict into the original model (strict): TorchScript, or torch.export's .pt2.
 
-Usage: load_fused.py STATE_DICT.pt ORIGINAL_MODEL.pt
+Usage: load_fused.py STATE_DICT.pt ORIGINAL_MODEL.pt|ORIGINAL_MODEL.pt2
 
 STATE_DICT.pt is a torch.save'd / torch::pickle_save'd dict of name -> tensor (e.g.
 the weights gathered back from all pipeline stages). ORIGINAL_MODEL.pt is loaded
@@ -9,8 +9,9 @@ with torch.jit.load (a RecursiveScriptModule, whose nn.Module.load_state_dict wo
 and load_state_dict(sd, strict=True) is called; afterwards every tensor of the
 model's state dict is compared with the file's to make sure it was really copied.
 
-Prints "ok N tensors" and exits 0, or exits 1 with a one-line "FAIL: ..." message.
-Must run with /usr/bin/python3 (Debian's, with torch).
+A .pt2 is loaded with torch.export.load(...).module() (a torch >= 2.10: the Python of
+`bash scripts/venv`). Prints "ok N tensors" and exits 0, or exits 1 with a one-line "FAIL: ..."
+message. Run with a Python that has torch (/usr/bin/python3, Debian's, for TorchScript).
 """
 
 import sys
@@ -28,13 +29,26 @@ def fail(msg: str) -> int:
     return 1
 
 
+def is_exported(path: str) -> bool:
+    """Whether `path` is a torch.export archive: a zip holding models/*.json."""
+    import zipfile
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any("/models/" in "/" + n and n.endswith(".json") for n in archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
 def main(argv) -> int:
     if len(argv) != 3:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
     sd_path, model_path = argv[1], argv[2]
     try:
-        model = torch.jit.load(model_path, map_location="cpu")
+        if is_exported(model_path):
+            model = torch.export.load(model_path).module()
+        else:
+            model = torch.jit.load(model_path, map_location="cpu")
     except Exception as e:
         return fail("cannot load model %s: %s" % (model_path, first_line(e)))
     try:

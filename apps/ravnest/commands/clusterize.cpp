@@ -112,10 +112,11 @@ Command add_clusterize(CLI::App& app) {
   auto c = std::make_shared<ClusterizeCommand>();
   auto& o = c->options;
   auto* cmd = app.add_subcommand(
-      "clusterize", "Profile a TorchScript model, group the nodes into clusters and cut the model "
-                    "into one stage per node");
+      "clusterize", "Profile a model (torch.export's .pt2, or TorchScript), group the nodes into "
+                    "clusters and cut the model into one stage per node");
   cmd->add_option("model", o.model_path,
-                  "TorchScript model (.pt) from torch.jit.script or torch.jit.trace")
+                  "the model: a torch.export archive (.pt2, torch.export.save; the LibTorch 2.x "
+                  "build) or a TorchScript model (.pt, torch.jit.script or torch.jit.trace)")
       ->required();
   cmd->add_option("--nodes", o.nodes_path,
                   "node pool, Ravnest's node_configs.json or the same as TOML")
