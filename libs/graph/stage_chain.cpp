@@ -292,8 +292,11 @@ ChainComparison compare_with_model(const std::string& model_path, StageChain& ch
   std::map<std::string, at::Tensor> chain_grads;  // keyed by the model tensor's first name
   std::map<std::string, bool> held;
   for (const auto& grads : micro_grads) {
-    std::map<std::string, at::Tensor> share;  // this micro-batch's, summed over the stages
-    for (size_t s = 0; s < chain.stages().size(); ++s) {
+    // This micro-batch's, summed over the stages from the last: autograd adds a tensor's
+    // gradients as its uses' backward functions run, the last use's first ((g3 + g2) + g1 for a
+    // weight used in three stages; two holders' order does not matter).
+    std::map<std::string, at::Tensor> share;
+    for (size_t s = chain.stages().size(); s-- > 0;) {
       std::unordered_set<const c10::TensorImpl*> seen;
       for (const auto& p : chain.stages()[s]->named_parameters()) {
         auto it = model_params.find(model_name_of(s, p.name));

@@ -79,7 +79,8 @@ class WholeModelFailure : public std::runtime_error {
 // a stage that overwrites what an earlier micro-batch's graph still needs is caught (autograd's
 // error comes back as `failure`, naming the micro-batch). Parameters held by several stages (a
 // module used twice, tied weights) are compared as the sum of their gradients, added as autograd
-// adds them in the whole model: each micro-batch's shares of the stages first, then micro-batch
+// adds them in the whole model: each micro-batch's shares of the stages first (the last stage's
+// first, as the last use's gradient arrives first), then micro-batch
 // after micro-batch (summed the other way, the rounding differs). `chain` must be fresh from
 // load(): its gradients (left undefined) and buffers are changed. Throws when the inputs cannot be
 // cut (no common dim 0), WholeModelFailure when the whole model itself fails.
