@@ -285,11 +285,10 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   const auto pool = config::load_node_pool(options.nodes_path);
   const bool on_gpu = planned_on_gpu(options.device);
   const std::unique_ptr<CutModel> model = load_cut_model(options.model_path);
-  if (options.mode != PlanMode::kPipeline && !dynamic_cast<const ModelGraph*>(model.get())) {
-    throw std::invalid_argument(options.model_path + ": --mode " +
-                                (options.mode == PlanMode::kHybrid ? "hybrid" : "ps") +
-                                " takes a TorchScript model; a " + model->format() +
-                                " model trains as a pipeline (--mode pipeline)");
+  if (options.mode == PlanMode::kHybrid && !dynamic_cast<const ModelGraph*>(model.get())) {
+    // Its embedding tables are found and emptied as TorchScript attributes (sparse_tables.h).
+    throw std::invalid_argument(options.model_path + ": --mode hybrid takes a TorchScript model; a " +
+                                model->format() + " model trains as a pipeline or with --mode ps");
   }
   if (options.example_inputs.empty()) {
     throw std::invalid_argument("clusterize needs --example-input, one per forward argument of " +
@@ -340,8 +339,7 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   std::vector<SparseTableUse> tables;
   phase.start("plan");
   if (options.mode == PlanMode::kParameterServer) {
-    const ModelGraph& script = dynamic_cast<const ModelGraph&>(*model);
-    const auto state = state_tensors_for_servers(script);
+    const auto state = state_tensors_for_servers(*model);
     result.ps_plan = planner::plan_parameter_servers(profile, state, pool,
                                                      options.parameter_servers);
   } else if (options.mode == PlanMode::kHybrid) {
@@ -412,11 +410,10 @@ ClusterizeResult clusterize(const ClusterizeOptions& options,
   phase.start("cut");
 
   if (result.ps_plan) {
-    const ModelGraph& script = dynamic_cast<const ModelGraph&>(*model);
     result.nodes = options.mode == PlanMode::kHybrid
-                       ? write_hybrid_plan(script, *result.ps_plan, tables, pool, header,
+                       ? write_hybrid_plan(dynamic_cast<const ModelGraph&>(*model), *result.ps_plan, tables, pool, header,
                                            staging.path().string())
-                       : write_parameter_server_plan(script, *result.ps_plan, pool, header,
+                       : write_parameter_server_plan(*model, *result.ps_plan, pool, header,
                                                      staging.path().string());
     // Every node's stage is cut from the whole model alike: checking one checks them all (a
     // hybrid trainer's is a server's with the tables emptied, which only rows can fill).

@@ -95,6 +95,10 @@ class CutModel {
   virtual std::map<std::string, std::string> canonical_names() const = 0;
   // Every state name in the model's state_dict order.
   virtual std::vector<std::string> state_names() const = 0;
+  // The state dict's tensors under those names (tied names share a tensor), and the parameters
+  // among them: what a parameter-server plan shards (ps_plan_writer.h).
+  virtual std::vector<std::pair<std::string, at::Tensor>> named_state() const = 0;
+  virtual std::vector<std::pair<std::string, at::Tensor>> named_parameters() const = 0;
   // The one batch size the model runs at (a .pt2 exported without a batch Dim in its
   // dynamic_shapes: micro-batches of another size fail), or 0: any batch.
   virtual int64_t static_batch() const { return 0; }

@@ -318,6 +318,23 @@ class ExportedCutModel final : public CutModel {
     return names;
   }
 
+  std::vector<std::pair<std::string, at::Tensor>> named_state() const override {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const auto& name : state_names()) {
+      if (const at::Tensor* t = state_tensor(name)) out.emplace_back(name, *t);
+    }
+    return out;
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> named_parameters() const override {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const InputSpec& spec : archive_.program.input_specs) {
+      if (spec.kind != InputSpec::Kind::kParameter) continue;
+      if (const at::Tensor* t = state_tensor(spec.target)) out.emplace_back(spec.target, *t);
+    }
+    return out;
+  }
+
  private:
   const at::Tensor* state_tensor(const std::string& name) const {
     if (const auto it = archive_.weights.find(name); it != archive_.weights.end()) return &it->second;

@@ -46,6 +46,8 @@ class ModelGraph final : public CutModel {
                         const std::string& stage_name, const std::string& path) const override;
   std::map<std::string, std::string> canonical_names() const override;
   std::vector<std::string> state_names() const override;
+  std::vector<std::pair<std::string, at::Tensor>> named_state() const override;
+  std::vector<std::pair<std::string, at::Tensor>> named_parameters() const override;
 
   torch::jit::Module& module() { return module_; }
   const std::shared_ptr<torch::jit::Graph>& graph() const { return graph_; }

@@ -18,10 +18,10 @@
 
 namespace ravnest::graph {
 
-std::vector<planner::StateTensor> state_tensors_for_servers(const ModelGraph& model) {
+std::vector<planner::StateTensor> state_tensors_for_servers(const CutModel& model) {
   std::vector<planner::StateTensor> out;
   std::unordered_map<const c10::TensorImpl*, std::string> first_name_of;
-  for (const auto& [name, tensor] : named_state(const_cast<ModelGraph&>(model).module())) {
+  for (const auto& [name, tensor] : model.named_state()) {
     auto [it, fresh] = first_name_of.emplace(tensor.unsafeGetTensorImpl(), name);
     if (!fresh) {
       throw std::invalid_argument("a parameter-server plan cannot hold tied weights: " + name +
@@ -36,12 +36,12 @@ std::vector<planner::StateTensor> state_tensors_for_servers(const ModelGraph& mo
 namespace {
 
 // The nodes of a parameter-server or hybrid plan, each with the whole model as its stage.
-std::vector<config::NodeMetadata> write_role_nodes(const ModelGraph& model,
+std::vector<config::NodeMetadata> write_role_nodes(const CutModel& model,
                                                    const planner::PsPoolPlan& plan,
                                                    const config::ParameterServerPlan& ps,
                                                    const std::map<int, config::NodeConfig>& pool,
                                                    const std::string& dir) {
-  const size_t units = model.units().size();
+  const size_t units = model.unit_count();
   struct Member {
     int node_id;
     config::Role role;
@@ -69,9 +69,7 @@ std::vector<config::NodeMetadata> write_role_nodes(const ModelGraph& model,
     members.push_back({*plan.evaluator, config::Role::kEvaluator, -1, cost});
   }
   std::map<std::string, int64_t> parameter_counts;
-  for (const auto& p : const_cast<ModelGraph&>(model).module().named_parameters()) {
-    parameter_counts[p.name] = p.value.numel();
-  }
+  for (const auto& [name, value] : model.named_parameters()) parameter_counts[name] = value.numel();
   size_t servers_written = 0;
   std::vector<config::NodeMetadata> nodes;
   for (const auto& member : members) {
@@ -138,7 +136,7 @@ config::PlanFile role_plan_file(const planner::PsPoolPlan& plan, const PlanHeade
 }  // namespace
 
 std::vector<config::NodeMetadata> write_parameter_server_plan(
-    const ModelGraph& model, const planner::PsPoolPlan& plan,
+    const CutModel& model, const planner::PsPoolPlan& plan,
     const std::vector<config::NodeConfig>& pool, const PlanHeader& header, const std::string& dir) {
   std::map<int, config::NodeConfig> node_config;
   for (const auto& node : pool) node_config[node.id] = node;

@@ -19,11 +19,11 @@ namespace ravnest::graph {
 // The model's state (parameters, then buffers, in state-dict order) with each tensor's bytes.
 // Throws std::invalid_argument when two names are the same tensor (tied weights), which a
 // server's shard cannot hold twice.
-std::vector<planner::StateTensor> state_tensors_for_servers(const ModelGraph& model);
+std::vector<planner::StateTensor> state_tensors_for_servers(const CutModel& model);
 
 // Returns the nodes' metadata: workers by index, then servers, then the evaluator.
 std::vector<config::NodeMetadata> write_parameter_server_plan(
-    const ModelGraph& model, const planner::PsPoolPlan& plan,
+    const CutModel& model, const planner::PsPoolPlan& plan,
     const std::vector<config::NodeConfig>& pool, const PlanHeader& header, const std::string& dir);
 
 // A hybrid plan (`plan`'s shards are the tables): the servers hold the whole model and serve

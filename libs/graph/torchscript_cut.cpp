@@ -112,4 +112,14 @@ std::map<std::string, std::string> ModelGraph::canonical_names() const {
 
 std::vector<std::string> ModelGraph::state_names() const { return graph::state_names(module_); }
 
+std::vector<std::pair<std::string, at::Tensor>> ModelGraph::named_state() const {
+  return graph::named_state(module_);
+}
+
+std::vector<std::pair<std::string, at::Tensor>> ModelGraph::named_parameters() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& p : module_.named_parameters()) out.emplace_back(p.name, p.value);
+  return out;
+}
+
 }  // namespace ravnest::graph

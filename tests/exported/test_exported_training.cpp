@@ -20,6 +20,9 @@
 
 #include "libs/config/job/job_spec.h"
 #include "libs/config/plan/node_metadata.h"
+#include <torch/csrc/jit/serialization/import.h>
+
+#include "libs/graph/clusterize.h"
 #include "libs/graph/cut_model.h"
 #include "libs/graph/example_input.h"
 #include "libs/graph/stage_chain.h"
@@ -195,8 +198,8 @@ TEST_CASE("exported: daemons: .pt2 models trained over daemons equal eager PyTor
 }
 
 // What cannot be trained is refused at clusterize, one line each, nothing written: a static
-// batch the example or micro-batches would change; a parameter-server plan of a .pt2; a file of
-// neither format. A static batch equal to the example's plans, and verify says why it skips the
+// batch the example or micro-batches would change; a hybrid plan of a .pt2 (its tables are
+// TorchScript attributes); a file of neither format. A static batch equal to the example's plans, and verify says why it skips the
 // micro-batches.
 TEST_CASE("exported: refusals: clusterize refuses what a .pt2 cannot train, in one line") {
   test::TempDir dir;
@@ -229,8 +232,8 @@ TEST_CASE("exported: refusals: clusterize refuses what a .pt2 cannot train, in o
                           "--micro-batches 4",
                    "micro-batches of 4 need dynamic_shapes with a batch Dim");
   one_line_refusal(pt2_of(test::model_files("small_cnn")) +
-                       " --example-input 16x1x8x8:float32 --mode ps",
-                   "a torch.export model trains as a pipeline");
+                       " --example-input 16x1x8x8:float32 --mode hybrid --on-server conv1",
+                   "--mode hybrid takes a TorchScript model");
   test::write_text(dir / "text.pt2", "not a model\n");
   one_line_refusal((dir / "text.pt2").string() + " --example-input 16x1x8x8:float32", "text.pt2");
 
@@ -240,4 +243,55 @@ TEST_CASE("exported: refusals: clusterize refuses what a .pt2 cannot train, in o
   CHECK(planned.out.find("exported with a static batch of 16") != std::string::npos);
   CHECK(planned.out.find("skipped, the model runs at its exported batch of 16 only") !=
         std::string::npos);
+}
+
+// A parameter-server plan of a .pt2 (every node holds the whole archive; the servers their
+// shards): the digits CNN exported by examples/digits/export_model.py (the weights of the
+// TorchScript digits model), 1 server and 2 workers, synchronous, against one process stepping
+// on the workers' average gradient (training::train_reference_clusters on the TorchScript twin).
+TEST_CASE("exported: ps: a .pt2 trained by parameter servers equals one process") {
+  test::TempDir dir;
+  auto exported = test::run_command(test::python() + " " + test::source_dir() +
+                                    "/examples/digits/export_model.py --out " + dir.path().string());
+  INFO(exported.out << exported.err);
+  REQUIRE(exported.exit_code == 0);
+  const std::string pt2 = (dir / "small_cnn.pt2").string();
+  test::LocalCluster cluster(pt2, {{}, {}, {}}, {"32x1x8x8"});
+  graph::ClusterizeOptions options;
+  options.model_path = pt2;
+  options.nodes_path = cluster.pool_file();
+  options.example_inputs = {"32x1x8x8"};
+  options.out_dir = cluster.plan_dir();
+  options.mode = graph::PlanMode::kParameterServer;
+  options.parameter_servers = {1, false};
+  graph::clusterize(options, [](const std::string&) {});
+  cluster.start_all();
+  auto push = cluster.ravnest("push");
+  INFO(push.out << push.err);
+  REQUIRE(push.exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(job_path,
+                   "[train]\nepochs = 2\nbatch_size = 32\nmicro_batches = 2\nseed = 5\n\n[data]\n"
+                   "format = \"csv\"\ntrain = \"" +
+                       (test::digits_dir() / "digits_train.csv").string() +
+                       "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\n"
+                       "num_classes = 10\n\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\n"
+                       "name = \"sgd\"\nlr = 0.05\n\n[ps]\nmode = \"sync\"\n");
+  auto train = cluster.ravnest("train", job_path.string());
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  auto fuse = cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string());
+  INFO(fuse.out << fuse.err);
+  REQUIRE(fuse.exit_code == 0);
+  const auto trained = test::load_state_dict(cluster.dir() / "trained" / "trained_state_dict.pt");
+  auto as_one_process = config::load_job(job_path.string());
+  as_one_process.train.reduce = config::ReduceMode::kGradients;
+  const auto reference =
+      training::train_reference_clusters(test::digits_model(), as_one_process, 2);
+  std::string where;
+  const double diff = test::largest_difference(reference.state, trained, &where);
+  INFO("largest difference from one process: " << diff << " in " << where);
+  CHECK(diff <= 1e-5);
+  CHECK(test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
+                                 trained, &where) > 1e-3);
 }
