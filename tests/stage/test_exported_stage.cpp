@@ -2,6 +2,9 @@
 // PyTorch on export_pt2_zoo.py's zoo (forward, backward, buffers, eval: bit for bit); a deep copy
 // independent of its source; save then load_stage giving the same stage; train/eval switching;
 // on a CUDA device (when there is one), one training step as eager on the CPU within tolerance.
+#include <algorithm>
+#include <cstdio>
+
 #include <torch/torch.h>
 
 #include "libs/stage/exported_stage.h"
@@ -180,16 +183,18 @@ TEST_CASE("exported stage: train and eval switch dropout and BatchNorm as nn.Mod
 // loaded onto cuda:0 trains one step as eager PyTorch on the CPU did, within float32 tolerance
 // (other kernels: cuDNN, cuBLAS; TF32 off so that the tolerance is float32's). The models whose
 // training forward draws random numbers (dropout, gpt's attention dropout) are left out: CUDA's
-// generator draws other numbers.
+// generator draws other numbers. Prints each model's largest relative difference (scripts/gpu-check
+// reports them).
 TEST_CASE("exported stage: on cuda, forward and backward as eager PyTorch on the CPU") {
   if (!torch::cuda::is_available()) {
-    WARN("no CUDA device: the cuda case did not run");
+    std::printf("no CUDA device: the cuda case did not run\n");
     return;
   }
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);
   const c10::Device cuda("cuda:0");
-  const auto close = [](const at::Tensor& ours, const at::Tensor& eager, const std::string& what) {
+  double largest = 0;  // of the model in hand, relative to its tensor's scale
+  const auto close = [&largest](const at::Tensor& ours, const at::Tensor& eager, const std::string& what) {
     INFO(what);
     REQUIRE(ours.device().is_cuda());
     const at::Tensor a = ours.detach().cpu().to(at::kDouble), b = eager.to(at::kDouble);
@@ -198,10 +203,12 @@ TEST_CASE("exported stage: on cuda, forward and backward as eager PyTorch on the
     const double scale = b.numel() ? std::max(1.0, b.abs().max().item<double>()) : 1.0;
     INFO("largest difference " << diff << " at scale " << scale);
     CHECK(diff <= 1e-4 * scale);
+    largest = std::max(largest, diff / scale);
   };
   for (const std::string& name : test::zoo_models()) {
     if (name == "dropout" || name == "gpt") continue;
     INFO("model " << name);
+    largest = 0;
     const test::ZooReference ref = test::zoo_reference(name);
     std::shared_ptr<stage::Stage> s = stage::load_stage(test::zoo(name + ".pt2"), cuda);
     std::vector<c10::IValue> inputs;
@@ -226,5 +233,7 @@ TEST_CASE("exported stage: on cuda, forward and backward as eager PyTorch on the
       REQUIRE(ref.buffers.count(b.name));
       close(b.value, ref.buffers.at(b.name), "buffer " + b.name);
     }
+    std::printf("cuda %s: largest difference %.2e of the scale (outputs, gradients, buffers)\n",
+                name.c_str(), largest);
   }
 }
