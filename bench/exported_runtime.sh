@@ -10,7 +10,7 @@
 #   RAVNEST_BUILD_DIR=build-torch2 bash scripts/build --torch2 bench_exported_runtime
 #   bench/exported_runtime.sh [--reps N] [--rounds R] [--models a,b] [--quick]
 # --quick: digits and resblock, 10 repetitions, one round (a smoke check, under a minute).
-# Defaults: all four models, 8 repetitions, 3 rounds (about 5 minutes on one loaded core).
+# Defaults: all four models, 8 repetitions, 3 rounds (about 3 minutes on one core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${RAVNEST_BUILD_DIR:-build-torch2}
