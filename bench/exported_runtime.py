@@ -19,7 +19,6 @@ bench_exported_runtime printed over the rounds and prints, per model, the median
 each time and of each round's ratios.
 """
 import argparse
-import math
 import os
 import re
 import statistics
