@@ -1,14 +1,16 @@
-// bench_exported_runtime DIR [--reps N]: one micro-batch's forward + backward (train mode, the
-// gradient of the outputs' sum) through libs/exported's runtime and through TorchScript
-// (torch::jit::load) on one thread, beside eager PyTorch's time that exported_runtime.py wrote,
-// for the models it wrote (digits, resblock). Prints one line a model: median milliseconds and
-// the ratios to eager. Run by bench/exported_runtime.sh.
+// bench_exported_runtime DIR [--reps N] [--models a,b]: one micro-batch's forward + backward
+// (train mode, the gradient of the outputs' sum) through libs/exported's runtime and through
+// TorchScript (torch::jit::load) on one thread, beside eager PyTorch's time that
+// exported_runtime.py wrote just before, for the models it wrote (default digits,resblock).
+// Prints one line a model: median milliseconds and the ratios to eager (exported_runtime.py
+// --summarize parses it). Run by bench/exported_runtime.sh, once a round.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,12 +27,12 @@ namespace {
 // load drifts; it then weighs on both alike).
 std::vector<double> median_ms(int reps, const std::vector<std::function<void()>>& steps) {
   std::vector<std::vector<double>> times(steps.size());
-  for (int rep = 0; rep < reps + 5; ++rep) {
+  for (int rep = 0; rep < reps + 2; ++rep) {
     for (size_t s = 0; s < steps.size(); ++s) {
       const auto start = std::chrono::steady_clock::now();
       steps[s]();
       const auto end = std::chrono::steady_clock::now();
-      if (rep >= 5) times[s].push_back(std::chrono::duration<double, std::milli>(end - start).count());
+      if (rep >= 2) times[s].push_back(std::chrono::duration<double, std::milli>(end - start).count());
     }
   }
   std::vector<double> medians;
@@ -51,14 +53,27 @@ at::Tensor load_tensor(const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: bench_exported_runtime DIR [--reps N]\n";
+    std::cerr << "usage: bench_exported_runtime DIR [--reps N] [--models a,b]\n";
     return 2;
   }
   const std::string dir = argv[1];
   int reps = 50;
-  if (argc == 4 && std::string(argv[2]) == "--reps") reps = std::stoi(argv[3]);
+  std::vector<std::string> models = {"digits", "resblock"};
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--reps") {
+      reps = std::stoi(argv[i + 1]);
+    } else if (flag == "--models") {
+      models.clear();
+      std::stringstream list(argv[i + 1]);
+      for (std::string name; std::getline(list, name, ',');) models.push_back(name);
+    } else {
+      std::cerr << "bench_exported_runtime: unknown argument " << flag << "\n";
+      return 2;
+    }
+  }
   at::set_num_threads(1);
-  for (const std::string name : {"digits", "resblock"}) {
+  for (const std::string& name : models) {
     const at::Tensor x = load_tensor(dir + "/" + name + ".input.pt");
     double eager = 0;
     std::ifstream(dir + "/" + name + ".eager_ms") >> eager;
