@@ -1,7 +1,8 @@
 // What follows training for .pt2 models as for TorchScript (issue 42, item 3), on real daemons.
 // The models are the zoo's (tests/models/export_models.py): NAME.pt2 is the same eager module
 // with the same weights as its TorchScript twin NAME.pt, exported in training mode with a batch
-// Dim; small_cnn (BatchNorm) and dropout_twice (one Dropout in two stages) take the digits.
+// Dim; small_cnn (BatchNorm and dropout) and dropout_twice (one Dropout in two stages) take the
+// digits.
 //
 //  - eval: an export taken in training mode validates, predicts (through the daemons and in one
 //    process from the fused model.pt2) and evaluates as model.eval() would: the outputs equal the
@@ -11,7 +12,11 @@
 //    same job without validation fuses to the same state).
 //  - resume: a job killed (every daemon, kill -9) after a few checkpoints and resumed ends with
 //    the weights, losses and validation rounds of the same job run without interruption, as
-//    tests/integration/test_resume.cpp checks for TorchScript.
+//    tests/integration/test_resume.cpp checks for TorchScript; replace: the same when a spare
+//    takes a killed stage's place (`ravnest replace`).
+//  - knobs: gradient clipping and bf16 autocast equal reference_train.py on the archive.
+//  - diloco: two clusters with outer Nesterov steps equal the one-process emulation on the twin.
+//  - async: max_in_flight 1 equals GPipe; the default trains.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -21,6 +26,7 @@
 #include <cstdio>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -28,6 +34,8 @@
 #include <vector>
 
 #include "libs/base/secret.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/training/reference_trainer.h"
 #include "libs/requester/requester.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
@@ -171,7 +179,7 @@ void check_eval_mode(const std::string& name, int stages) {
 }  // namespace
 
 TEST_CASE("exported downstream: eval: validation, predict and evaluate run in eval mode") {
-  check_eval_mode("small_cnn", 2);      // BatchNorm: running statistics, not the batch's
+  check_eval_mode("small_cnn", 2);      // BatchNorm's running statistics, dropout off
   check_eval_mode("dropout_twice", 2);  // dropout off in both stages
 }
 
@@ -199,7 +207,7 @@ uint64_t wait_for_updates(const test::LocalCluster& cluster, uint64_t updates) {
 }  // namespace
 
 TEST_CASE("exported downstream: resume: killed and resumed equals uninterrupted") {
-  // small_cnn over 3 stages: BatchNorm's running statistics, momentum and dropout-free.
+  // small_cnn over 3 stages: BatchNorm's running statistics, dropout's generator, momentum.
   const std::string name = "small_cnn";
   const test::ModelFiles files = test::model_files(name);
   const std::string path = pt2_of(name);
@@ -246,4 +254,211 @@ TEST_CASE("exported downstream: resume: killed and resumed equals uninterrupted"
   CHECK(!expected.losses.empty());
   CHECK(got.validation == expected.validation);
   CHECK(!expected.validation.empty());
+}
+
+TEST_CASE("exported downstream: replace: a spare takes a killed stage's place and resumes") {
+  // small_cnn over 3 stages; the middle daemon killed for good, the spare replaces it with the
+  // checkpoint its keeper holds, and `ravnest resume` ends as the uninterrupted run.
+  const std::string name = "small_cnn";
+  const test::ModelFiles files = test::model_files(name);
+  const std::string path = pt2_of(name);
+  test::LocalCluster cluster(path, {test::LocalCluster::even_cuts(path, 3)}, files.example_inputs,
+                             1);
+  const int leaf = 2, victim = 1, spare = cluster.nodes() - 1;
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(job_path, digits_job("epochs = 2\nbatch_size = 32\nmicro_batches = 2\nseed = 5\n"
+                                        "val_freq = 10\nsave_every = " +
+                                            std::to_string(kSaveEvery),
+                                        true));
+  auto whole = cluster.ravnest("train", job_path.string());
+  INFO(whole.out << whole.err);
+  REQUIRE(whole.exit_code == 0);
+  const auto expected = cluster.fuse_all(1, leaf, "whole");
+
+  auto detached = cluster.ravnest("train", job_path.string() + " --detach");
+  REQUIRE(detached.exit_code == 0);
+  const uint64_t reached = wait_for_updates(cluster, 3 * kSaveEvery + 1);
+  cluster.kill(victim, SIGKILL);
+  cluster.wait_exit(victim, 10);
+  const std::string old_name = "node_" + std::to_string(victim);
+  const std::string spare_name = "node_" + std::to_string(spare);
+  auto replaced = cluster.ravnest("replace", old_name + " --with " + spare_name + " --nodes " +
+                                                 cluster.pool_file());
+  INFO(replaced.out << replaced.err);
+  REQUIRE(replaced.exit_code == 0);
+  CHECK(replaced.out.find(spare_name + " replaces " + old_name) != std::string::npos);
+  auto resumed = cluster.ravnest("resume");
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  std::smatch match;
+  const std::string said = resumed.out + resumed.err;
+  REQUIRE(std::regex_search(said, match, std::regex("resuming after update (\\d+)")));
+  INFO("killed at about update " << reached << ", resumed after update " << match[1]);
+  const auto got = cluster.fuse_all(1, leaf, "resumed");
+  std::string where;
+  const double diff = test::largest_difference(expected.clusters[0], got.clusters[0], &where);
+  INFO("largest difference " << diff << " in " << where);
+  CHECK(diff <= 1e-6);
+  CHECK(got.losses == expected.losses);
+  CHECK(got.validation == expected.validation);
+}
+
+namespace {
+
+// reference_train.py's state dict for `job` on the archive `model` (torch.export.load(...).module()).
+std::map<std::string, at::Tensor> python_state(const fs::path& job, const std::string& model,
+                                               const fs::path& out) {
+  auto run = test::run_command(test::python() + " " + test::source_dir() +
+                               "/tests/python/reference_train.py " + job.string() + " " + model +
+                               " " + out.string());
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  return test::load_state_dict(out);
+}
+
+}  // namespace
+
+TEST_CASE("exported downstream: knobs: clipping and bf16 autocast equal PyTorch's") {
+  // small_cnn.pt2 over 2 stages, SGD with a large step so that clipping acts on every update,
+  // against eager PyTorch on the same archive (tests/python/reference_train.py).
+  const std::string name = "small_cnn";
+  const test::ModelFiles files = test::model_files(name);
+  const std::string path = pt2_of(name);
+  test::LocalCluster cluster(path, {test::LocalCluster::even_cuts(path, 2)}, files.example_inputs);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const std::string keys = "epochs = 1\nbatch_size = 32\nmicro_batches = 2\nseed = 5\n"
+                           "max_steps = 6\nschedule = \"gpipe\"\n";
+  struct Run {
+    std::string tag, extra, without;  // `without`: the same job less the knob under test
+  };
+  const Run runs[] = {{"clip", "grad_clip_norm = 0.25", ""},
+                      {"bf16", "autocast = \"bf16\"\ngrad_clip_norm = 0.5", "grad_clip_norm = 0.5"}};
+  for (const auto& run : runs) {
+    INFO(run.tag << ": " << run.extra);
+    const auto job = cluster.dir() / (run.tag + ".toml");
+    test::write_text(job, digits_job(keys + run.extra, false));
+    const auto out = cluster.dir() / ("trained_" + run.tag);
+    REQUIRE_NOTHROW(cluster.train_and_fuse(job.string(), out.string()));
+    const auto trained = test::load_state_dict(out / "trained_state_dict.pt");
+    const auto python = python_state(job, path, cluster.dir() / ("python_" + run.tag + ".pt"));
+    std::string where;
+    const double diff = test::largest_difference(python, trained, &where);
+    INFO("largest difference from PyTorch " << diff << " in " << where);
+    CHECK(diff <= 1e-5);
+    // The knob acted: PyTorch without it ends elsewhere.
+    const auto without_job = cluster.dir() / (run.tag + "_without.toml");
+    test::write_text(without_job, digits_job(keys + run.without, false));
+    const auto without =
+        python_state(without_job, path, cluster.dir() / ("without_" + run.tag + ".pt"));
+    const double apart = test::largest_difference(without, trained, &where);
+    INFO("without the knob: " << apart << " in " << where);
+    CHECK(apart > 1e-4);
+    std::printf("knobs %s: %g from PyTorch, %g from PyTorch without it\n", run.tag.c_str(), diff,
+                apart);
+  }
+}
+
+TEST_CASE("exported downstream: diloco: outer Nesterov steps equal the emulation's") {
+  // Two clusters of small_cnn.pt2 over 2 stages, outer steps every 3 Adam updates, against one
+  // process emulating them on the TorchScript twin (libs/training/reference_trainer.h).
+  const std::string name = "small_cnn";
+  const test::ModelFiles files = test::model_files(name);
+  const std::string path = pt2_of(name);
+  const auto cuts = test::LocalCluster::even_cuts(path, 2);
+  test::LocalCluster cluster(path, {cuts, cuts}, files.example_inputs);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  constexpr int kSteps = 10;
+  const auto job_path = cluster.dir() / "job.toml";
+  std::string job = digits_job("epochs = 1\nbatch_size = 32\nmicro_batches = 2\nseed = 5\n"
+                               "schedule = \"1f1b\"\nmax_steps = " + std::to_string(kSteps),
+                               false);
+  const std::string sgd = "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9";
+  REQUIRE(job.find(sgd) != std::string::npos);
+  job.replace(job.find(sgd), sgd.size(), "name = \"adam\"\nlr = 0.01");
+  test::write_text(job_path,
+                   job + "\n[outer]\nname = \"nesterov\"\nlr = 0.7\nmomentum = 0.9\nevery = 3\n");
+  REQUIRE_NOTHROW(cluster.train_and_fuse(job_path.string(), (cluster.dir() / "trained_0").string()));
+  const auto spec = config::load_job(job_path.string());
+  const auto emulated = training::train_reference_clusters(twin_of(name), spec, 2, kSteps);
+  auto averaged_spec = spec;
+  averaged_spec.outer.reset();
+  const auto averaged = training::train_reference_clusters(twin_of(name), averaged_spec, 2, kSteps);
+  std::string where;
+  const double apart = test::largest_difference(averaged.state, emulated.state, &where);
+  INFO("DiLoCo vs parameter averaging: " << apart << " in " << where);
+  CHECK(apart > 1e-3);
+  for (int c = 0; c < 2; ++c) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    if (c > 0) {
+      auto fuse = cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+      INFO(fuse.out << fuse.err);
+      REQUIRE(fuse.exit_code == 0);
+    }
+    const auto trained = test::load_state_dict(out / "trained_state_dict.pt");
+    const double diff = test::largest_difference(emulated.state, trained, &where);
+    INFO("cluster " << c << " vs the emulation: " << diff << " in " << where);
+    CHECK(diff <= 1e-5);
+    std::printf("diloco cluster %d: %g from the emulation (averaging: %g apart)\n", c, diff, apart);
+  }
+}
+
+TEST_CASE("exported downstream: async: max_in_flight 1 is synchronous; stale backwards train") {
+  // small_cnn.pt2 over 3 stages: async with one micro-batch in flight equals GPipe (docs/async.md);
+  // with the default (3) the stashed weights' recomputation runs on a clone of the exported stage
+  // (BatchNorm and dropout, with the generator's state): it trains as its TorchScript twin does.
+  const std::string keys = "epochs = 1\nbatch_size = 32\nmicro_batches = 2\nseed = 5\n"
+                           "max_steps = 20\nval_freq = 20\n";
+  {
+    const std::string path = pt2_of("small_cnn");
+    const test::ModelFiles files = test::model_files("small_cnn");
+    test::LocalCluster cluster(path, {test::LocalCluster::even_cuts(path, 3)}, files.example_inputs);
+    cluster.start_all();
+    REQUIRE(cluster.ravnest("push").exit_code == 0);
+    const auto sync_job = cluster.dir() / "sync.toml", one_job = cluster.dir() / "one.toml";
+    test::write_text(sync_job, digits_job(keys + "schedule = \"gpipe\"", false));
+    test::write_text(one_job,
+                     digits_job(keys + "schedule = \"async\"\nmax_in_flight = 1", false));
+    REQUIRE_NOTHROW(cluster.train_and_fuse(sync_job.string(), (cluster.dir() / "sync").string()));
+    REQUIRE_NOTHROW(cluster.train_and_fuse(one_job.string(), (cluster.dir() / "one").string()));
+    std::string where;
+    const double diff = test::largest_difference(
+        test::load_state_dict(cluster.dir() / "sync/trained_state_dict.pt"),
+        test::load_state_dict(cluster.dir() / "one/trained_state_dict.pt"), &where);
+    INFO("async with max_in_flight 1 against gpipe: " << diff << " in " << where);
+    CHECK(diff <= 1e-6);
+  }
+  for (const std::string name : {"small_cnn"}) {
+    INFO(name);
+    double accuracy[2] = {0, 0};
+    int k = 0;
+    for (const std::string& path : {pt2_of(name), twin_of(name)}) {
+      const test::ModelFiles files = test::model_files(name);
+      test::LocalCluster cluster(path, {test::LocalCluster::even_cuts(path, 3)},
+                                 files.example_inputs);
+      cluster.start_all();
+      REQUIRE(cluster.ravnest("push").exit_code == 0);
+      const auto job = cluster.dir() / "async.toml";
+      test::write_text(job, digits_job(keys + "schedule = \"async\"", true));
+      requester::Requester requester(requester::load_plan(cluster.plan_dir()),
+                                     base::read_secret(cluster.secret_file()));
+      const auto result = requester.train(job.string(), {});
+      REQUIRE(result.clusters.size() == 1);
+      REQUIRE(result.clusters[0].has_validation);
+      CHECK(std::isfinite(result.clusters[0].validation_loss));
+      accuracy[k++] = result.clusters[0].validation_accuracy;
+    }
+    // Async is not exact and its staleness follows the stages' timing: both must train (the
+    // digits' chance is 0.1). Measured: small_cnn 0.62-0.64 (.pt2) against 0.74-0.78
+    // (TorchScript) over three runs each; a recomputation on a deepcopy of the exported stage
+    // gives the forward's outputs and gradients to 0, so the gap is not yet explained.
+    INFO(".pt2 validation accuracy " << accuracy[0] << ", TorchScript " << accuracy[1]);
+    CHECK(accuracy[0] >= 0.3);
+    CHECK(accuracy[1] >= 0.3);
+    std::printf("async %s: validation accuracy .pt2 %.4f, TorchScript %.4f\n", name.c_str(),
+                accuracy[0], accuracy[1]);
+  }
 }
