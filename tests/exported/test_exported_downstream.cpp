@@ -454,9 +454,12 @@ TEST_CASE("exported downstream: async: max_in_flight 1 is synchronous; stale bac
       accuracy[k++] = result.clusters[0].validation_accuracy;
     }
     // Async is not exact and its staleness follows the stages' timing: both must train (the
-    // digits' chance is 0.1). Measured: small_cnn 0.62-0.64 (.pt2) against 0.74-0.78
-    // (TorchScript) over three runs each; a recomputation on a deepcopy of the exported stage
-    // gives the forward's outputs and gradients to 0, so the gap is not yet explained.
+    // digits' chance is 0.1). Measured: small_cnn 0.62-0.64 (.pt2) against 0.72-0.78
+    // (TorchScript) over four runs each. In one process (InProcessCluster, the same staleness)
+    // the .pt2 and the twin end equal (0) without stale backwards, and for traced_inplace and
+    // dropout_twice with them, but small_cnn (BatchNorm) ends 1e-4 to 1e-3 apart once backwards
+    // are stale; a recomputation on the exported stage's deepcopy equals the stage's own forward
+    // and gradients (0), so the gap is not yet explained.
     INFO(".pt2 validation accuracy " << accuracy[0] << ", TorchScript " << accuracy[1]);
     CHECK(accuracy[0] >= 0.3);
     CHECK(accuracy[1] >= 0.3);
