@@ -8,7 +8,7 @@
 #include "libs/config/plan/plan_layout.h"
 #include "libs/torch_support/module_file.h"
 #include "libs/worker/job_setup.h"
-#include "libs/graph/model_graph.h"
+#include "libs/graph/cut_model.h"
 #include "libs/graph/stage_builder.h"
 #include "libs/graph/stage_writer.h"
 #include "tests/support/local_port.h"
@@ -33,9 +33,9 @@ std::unique_ptr<store::NodeStore> store_node(const fs::path& dir, const fs::path
 }  // namespace
 
 InProcessCluster::InProcessCluster(const ModelFiles& files, const std::vector<size_t>& cuts) {
-  auto model = graph::ModelGraph::load(files.model);
+  auto model = graph::load_cut_model(files.model);  // TorchScript or a .pt2
   planner::PoolPlan plan;
-  plan.clusters.push_back(cluster_with_cuts(cuts, model->units().size()));
+  plan.clusters.push_back(cluster_with_cuts(cuts, model->unit_count()));
   std::vector<config::NodeConfig> pool;
   for (const auto& stage : plan.clusters[0].stages) {
     pool.push_back(loopback_node(stage.node_id, 19000 + stage.node_id));
