@@ -144,11 +144,25 @@ def coverage():
     return 1 if problems else 0
 
 
+def source_entries():
+    """The repository root's entries a document may use: what git tracks, and the build folders
+    (build-torch2 for the torch.export path). What a run leaves in the root (.ravnest, node_data,
+    my_first_job) is not linked: a block writing there would write through into the checkout."""
+    try:
+        tracked = subprocess.run(["git", "-C", SOURCE, "ls-files"], capture_output=True,
+                                 text=True, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        return [e for e in os.listdir(SOURCE) if e != ".git"]
+    entries = {path.split("/", 1)[0] for path in tracked}
+    entries |= {e for e in os.listdir(SOURCE) if e.startswith("build")}
+    return sorted(entries)
+
+
 def shadow_root():
     """A temporary folder that looks like the repository root, with build -> RAVNEST_BINARY_DIR."""
     shadow = tempfile.mkdtemp(prefix="ravnest-docs-")
-    for entry in os.listdir(SOURCE):
-        if entry in (".git", "build"):
+    for entry in source_entries():
+        if entry in (".git", "build") or not os.path.exists(os.path.join(SOURCE, entry)):
             continue
         os.symlink(os.path.join(SOURCE, entry), os.path.join(shadow, entry))
     os.symlink(BINARY, os.path.join(shadow, "build"))
