@@ -16,6 +16,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -35,7 +37,27 @@ struct Pt2Archive {
   // require grad (leaves); nothing else does.
   std::map<std::string, at::Tensor> weights;
   std::map<std::string, at::Tensor> constants;
+
+  // The tensor of a fully qualified name, a weight or a constant; nullptr for neither.
+  const at::Tensor* tensor(const std::string& name) const {
+    if (const auto it = weights.find(name); it != weights.end()) return &it->second;
+    if (const auto it = constants.find(name); it != constants.end()) return &it->second;
+    return nullptr;
+  }
 };
+
+// The archive's state dict as PyTorch's would hold it: parameters and persistent buffers under
+// their names, in the exported signature's order; tied names share a tensor. Pure lookup: any
+// thread, both builds.
+inline std::vector<std::pair<std::string, at::Tensor>> state_dict(const Pt2Archive& archive) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& spec : archive.program.input_specs) {
+    using Kind = InputSpec::Kind;
+    if (spec.kind != Kind::kParameter && !(spec.kind == Kind::kBuffer && spec.persistent)) continue;
+    if (const at::Tensor* t = archive.tensor(spec.target)) out.emplace_back(spec.target, *t);
+  }
+  return out;
+}
 
 // The archive at `path`, named `path` in messages.
 Pt2Archive read_pt2_archive(const std::string& path);

@@ -184,7 +184,7 @@ class ExportedCutModel final : public CutModel {
           if (name.empty()) continue;
           const auto state = state_of_placeholder_.find(name);
           if (state != state_of_placeholder_.end()) {
-            if (const at::Tensor* t = state_tensor(state->second)) attribute(u, *t);
+            if (const at::Tensor* t = archive_.tensor(state->second)) attribute(u, *t);
             continue;
           }
           auto& last = last_used_at[name];
@@ -284,7 +284,7 @@ class ExportedCutModel final : public CutModel {
       if (parameter || buffer) saved.parameters.push_back(spec.target);
       if (parameter) {
         saved.trained_parameters.push_back(spec.target);
-        const at::Tensor* t = state_tensor(spec.target);
+        const at::Tensor* t = archive_.tensor(spec.target);
         if (t && counted.insert(t->unsafeGetTensorImpl()).second) saved.parameter_count += t->numel();
       }
     }
@@ -298,10 +298,8 @@ class ExportedCutModel final : public CutModel {
   std::map<std::string, std::string> canonical_names() const override {
     std::unordered_map<const c10::TensorImpl*, std::string> first_name_of;
     std::map<std::string, std::string> canonical;
-    for (const auto& name : state_names()) {
-      const at::Tensor* t = state_tensor(name);
-      if (!t) continue;
-      auto [it, fresh] = first_name_of.emplace(t->unsafeGetTensorImpl(), name);
+    for (const auto& [name, t] : exported::state_dict(archive_)) {
+      auto [it, fresh] = first_name_of.emplace(t.unsafeGetTensorImpl(), name);
       canonical[name] = it->second;
     }
     return canonical;
@@ -309,39 +307,24 @@ class ExportedCutModel final : public CutModel {
 
   std::vector<std::string> state_names() const override {
     std::vector<std::string> names;
-    for (const InputSpec& spec : archive_.program.input_specs) {
-      if (spec.kind == InputSpec::Kind::kParameter ||
-          (spec.kind == InputSpec::Kind::kBuffer && spec.persistent)) {
-        names.push_back(spec.target);
-      }
-    }
+    for (const auto& [name, tensor] : exported::state_dict(archive_)) names.push_back(name);
     return names;
   }
 
   std::vector<std::pair<std::string, at::Tensor>> named_state() const override {
-    std::vector<std::pair<std::string, at::Tensor>> out;
-    for (const auto& name : state_names()) {
-      if (const at::Tensor* t = state_tensor(name)) out.emplace_back(name, *t);
-    }
-    return out;
+    return exported::state_dict(archive_);
   }
 
   std::vector<std::pair<std::string, at::Tensor>> named_parameters() const override {
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (const InputSpec& spec : archive_.program.input_specs) {
       if (spec.kind != InputSpec::Kind::kParameter) continue;
-      if (const at::Tensor* t = state_tensor(spec.target)) out.emplace_back(spec.target, *t);
+      if (const at::Tensor* t = archive_.tensor(spec.target)) out.emplace_back(spec.target, *t);
     }
     return out;
   }
 
  private:
-  const at::Tensor* state_tensor(const std::string& name) const {
-    if (const auto it = archive_.weights.find(name); it != archive_.weights.end()) return &it->second;
-    if (const auto it = archive_.constants.find(name); it != archive_.constants.end()) return &it->second;
-    return nullptr;
-  }
-
   std::string path_;
   exported::Pt2Archive archive_;
   exported::ExportedModule module_;

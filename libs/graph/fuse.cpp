@@ -99,23 +99,6 @@ struct Gathered {
   std::set<std::string> shared;         // names met on more than one stage
 };
 
-// A .pt2's state dict: parameters and persistent buffers under their names, in the signature's
-// order (tied names share a tensor, as the archive reader gives them).
-NamedTensors exported_state(const exported::Pt2Archive& archive) {
-  NamedTensors out;
-  for (const auto& spec : archive.program.input_specs) {
-    using Kind = exported::InputSpec::Kind;
-    if (spec.kind != Kind::kParameter && !(spec.kind == Kind::kBuffer && spec.persistent)) continue;
-    auto it = archive.weights.find(spec.target);
-    if (it == archive.weights.end()) {
-      it = archive.constants.find(spec.target);
-      if (it == archive.constants.end()) continue;
-    }
-    out.emplace_back(spec.target, it->second);
-  }
-  return out;
-}
-
 exported::Pt2Archive load_archive(const std::string& what, const std::string& path,
                                   const std::string* bytes) {
   try {
@@ -135,7 +118,7 @@ Original load_original(const std::string& model_path) {
   }
   if (format == stage::StageFormat::kExported) {
     o.archive = load_archive(model_path, model_path, nullptr);
-    o.tensors = exported_state(*o.archive);
+    o.tensors = exported::state_dict(*o.archive);
   } else {
     o.model = load_module(model_path, model_path, nullptr);
     o.tensors = graph::named_state(o.model);
@@ -155,7 +138,7 @@ NamedTensors stage_tensors(const StageFile& stage, const std::string& what,
                            const Original& original) {
   const std::string* bytes = stage.bytes.empty() ? nullptr : &stage.bytes;
   NamedTensors tensors = original.archive
-                             ? exported_state(load_archive(what, stage.path, bytes))
+                             ? exported::state_dict(load_archive(what, stage.path, bytes))
                              : graph::named_state(load_module(what, stage.path, bytes));
   const auto& index_of = original.index_of;
   std::stable_sort(tensors.begin(), tensors.end(), [&](const auto& a, const auto& b) {
