@@ -4,7 +4,7 @@
 #include <sstream>
 #include <vector>
 
-#include "bench/harness/local_daemons.h"
+#include "libs/local/local_daemons.h"
 #include "libs/graph/model_graph.h"
 #include "libs/graph/stage_writer.h"
 

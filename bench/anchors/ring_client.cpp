@@ -17,7 +17,7 @@
 
 #include <kj/async-io.h>
 
-#include "bench/harness/allreduce_bench.h"
+#include "libs/local/allreduce_bench.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/transport_security.h"
 #include "schemas/ravnest.capnp.h"

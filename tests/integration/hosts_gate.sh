@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The *_hosts_* ctest entries (issue 27: hosts, not ports): runs a test binary's cases with
 # RAVNEST_TEST_HOSTS=1, so that LocalCluster starts each daemon in a network namespace of its own
-# (bench/harness/namespace_hosts.h). Where namespaces cannot be made (not root, no `ip`, no
+# (libs/local/namespace_hosts.h). Where namespaces cannot be made (not root, no `ip`, no
 # CAP_NET_ADMIN) it says so loudly and exits 77, which ctest reports as a skip (SKIP_RETURN_CODE),
 # never a pass. Namespaces the binary leaves (killed, crashed) are torn down here.
 #   tests/integration/hosts_gate.sh TEST_BINARY CATCH2_ARGS...

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/harness/local_daemons.h"
+#include "libs/local/local_daemons.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
 

@@ -27,7 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/harness/local_daemons.h"
+#include "libs/local/local_daemons.h"
 #include "libs/config/plan/node_metadata.h"
 #include "libs/base/process_memory.h"
 #include "libs/planner/cluster_plan.h"

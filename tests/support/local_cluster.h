@@ -21,8 +21,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "bench/harness/local_daemons.h"
-#include "bench/harness/namespace_hosts.h"
+#include "libs/local/local_daemons.h"
+#include "libs/local/namespace_hosts.h"
 #include "tests/support/test_env.h"
 
 namespace ravnest::test {

@@ -1,5 +1,5 @@
 // ravnest bench allreduce: the ring all-reduce between local daemons, next to Gloo's measured in
-// the same run (bench/harness); with --hosts each daemon (and Gloo rank) in a network namespace of
+// the same run (libs/local); with --hosts each daemon (and Gloo rank) in a network namespace of
 // its own over veth links, with --rate those links shaped and their bound measured in the run.
 #include <algorithm>
 #include <cstdio>
@@ -9,9 +9,9 @@
 #include <stdexcept>
 
 #include "apps/ravnest/commands/commands.h"
-#include "bench/harness/allreduce_bench.h"
-#include "bench/harness/local_daemons.h"
-#include "bench/harness/namespace_hosts.h"
+#include "libs/local/allreduce_bench.h"
+#include "libs/local/local_daemons.h"
+#include "libs/local/namespace_hosts.h"
 #include "libs/config/job/compression_spec.h"
 
 namespace ravnest::cli {

@@ -25,7 +25,7 @@
 #include "apps/ravnest/commands/commands.h"
 #include "apps/ravnest/commands/console.h"
 #include "apps/ravnest/local_pool.h"
-#include "bench/harness/local_daemons.h"
+#include "libs/local/local_daemons.h"
 #include "libs/base/atomic_file.h"
 #include "libs/base/secret.h"
 #include "libs/requester/requester.h"

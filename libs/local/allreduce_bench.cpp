@@ -1,4 +1,4 @@
-#include "bench/harness/allreduce_bench.h"
+#include "libs/local/allreduce_bench.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,8 +21,8 @@
 #endif
 #include <kj/async-io.h>
 
-#include "bench/harness/local_daemons.h"
-#include "bench/harness/namespace_hosts.h"
+#include "libs/local/local_daemons.h"
+#include "libs/local/namespace_hosts.h"
 #include "libs/wire/peer_links.h"
 #include "libs/wire/transport_security.h"
 #include "schemas/ravnest.capnp.h"

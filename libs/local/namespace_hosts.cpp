@@ -1,4 +1,4 @@
-#include "bench/harness/namespace_hosts.h"
+#include "libs/local/namespace_hosts.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

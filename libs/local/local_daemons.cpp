@@ -1,4 +1,4 @@
-#include "bench/harness/local_daemons.h"
+#include "libs/local/local_daemons.h"
 
 #include "libs/base/atomic_file.h"
 
