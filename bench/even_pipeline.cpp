@@ -32,7 +32,7 @@ requester::TrainResult train_even_pipeline(const fs::path& dir, const std::strin
     node.id = s;
     node.name = "node_" + std::to_string(s);
     node.host = "127.0.0.1";
-    node.port = bench::free_loopback_port();
+    node.port = local::free_loopback_port();
     node.address = "127.0.0.1:" + std::to_string(node.port);
     node.ram_gb = 8;
     node.bandwidth_mbps = 1000;
@@ -55,7 +55,7 @@ requester::TrainResult train_even_pipeline(const fs::path& dir, const std::strin
     names.push_back(node.name);
     ports.push_back(node.port);
   }
-  bench::LocalDaemons daemons(bench::sibling_ravnestd(), dir.string(), "", names, ports);
+  local::LocalDaemons daemons(local::sibling_ravnestd(), dir.string(), "", names, ports);
   daemons.set_insecure(insecure);
   for (size_t i = 0; i < names.size(); ++i) daemons.set_flags(i, daemon_flags);
   daemons.start_all();

@@ -55,7 +55,7 @@ int run(int argc, char** argv) {
       return argv[++i];
     };
     if (flag == "--peers") peers = split(value());
-    else if (flag == "--bytes") bytes = ravnest::bench::parse_size(value());
+    else if (flag == "--bytes") bytes = ravnest::local::parse_size(value());
     else if (flag == "--reps") repetitions = std::stoi(value());
     else if (flag == "--secret-file") secret_file = value();
     else if (flag == "--insecure") insecure = true;

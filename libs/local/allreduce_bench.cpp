@@ -27,7 +27,7 @@
 #include "libs/wire/transport_security.h"
 #include "schemas/ravnest.capnp.h"
 
-namespace ravnest::bench {
+namespace ravnest::local {
 
 namespace fs = std::filesystem;
 
@@ -225,4 +225,4 @@ AllReduceFigures bench_gloo_allreduce(int nodes, uint64_t bytes, int repetitions
 }
 #endif
 
-}  // namespace ravnest::bench
+}  // namespace ravnest::local

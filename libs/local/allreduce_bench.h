@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace ravnest::bench {
+namespace ravnest::local {
 
 struct AllReduceFigures {
   std::string name;
@@ -49,4 +49,4 @@ AllReduceFigures bench_gloo_allreduce(int nodes, uint64_t bytes, int repetitions
 
 uint64_t parse_size(const std::string& text);  // "64MiB", "1GiB", "4096", "10MB"
 
-}  // namespace ravnest::bench
+}  // namespace ravnest::local

@@ -22,7 +22,7 @@
 
 extern char** environ;
 
-namespace ravnest::bench {
+namespace ravnest::local {
 
 namespace fs = std::filesystem;
 
@@ -259,4 +259,4 @@ int LocalDaemons::wait_exit(size_t i, double seconds) {
   return -1;
 }
 
-}  // namespace ravnest::bench
+}  // namespace ravnest::local

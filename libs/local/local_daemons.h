@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace ravnest::bench {
+namespace ravnest::local {
 
 int free_loopback_port();
 
@@ -91,4 +91,4 @@ class LocalDaemons {
   std::map<size_t, std::string> cgroup_procs_;
 };
 
-}  // namespace ravnest::bench
+}  // namespace ravnest::local

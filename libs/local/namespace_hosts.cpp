@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-namespace ravnest::bench {
+namespace ravnest::local {
 
 namespace fs = std::filesystem;
 
@@ -205,4 +205,4 @@ double measure_link_bandwidth(const NamespaceHosts& hosts, size_t from, size_t t
   return static_cast<double>(received) / receive_seconds;
 }
 
-}  // namespace ravnest::bench
+}  // namespace ravnest::local

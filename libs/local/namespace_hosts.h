@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace ravnest::bench {
+namespace ravnest::local {
 
 // Thrown when namespaces cannot be made here (not root, no `ip`, no scripts/wan).
 struct HostsUnavailable : std::runtime_error {
@@ -61,4 +61,4 @@ void enter_namespace(const std::string& ns);
 double measure_link_bandwidth(const NamespaceHosts& hosts, size_t from, size_t to,
                               double seconds = 2.0, int port = 19777);
 
-}  // namespace ravnest::bench
+}  // namespace ravnest::local

@@ -20,7 +20,7 @@ ip netns delete "$probe"
 export RAVNEST_TEST_HOSTS=1
 "$@" &
 child=$!
-# LocalCluster names its sets rnt<pid % 1000><letter> (bench::unique_hosts_name).
+# LocalCluster names its sets rnt<pid % 1000><letter> (local::unique_hosts_name).
 cleanup() {
   local prefix=rnt$((child % 1000))
   for name in $( (ip netns list; ip -o link show) 2>/dev/null |

@@ -83,7 +83,7 @@ TEST_CASE("the dashboard shows the plan, live progress, the curves and the job i
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
   const fs::path dir = cluster.dir();
-  const int port = bench::free_loopback_port();
+  const int port = local::free_loopback_port();
   Dashboard dashboard;
   auto started = test::run_command(
       "cd " + dir.string() + " && setsid " + test::binary_dir() + "/apps/ravnest/ravnest dashboard --plan " +

@@ -220,7 +220,7 @@ void check_fit(const Model& model) {
   if (skip_without_cgroups()) return;
   test::TempDir dir;
   std::vector<int> ports;
-  for (int i = 0; i < kNodes; ++i) ports.push_back(bench::free_loopback_port());
+  for (int i = 0; i < kNodes; ++i) ports.push_back(local::free_loopback_port());
 
   // a, b: what each stage peaks at, measured by clusterize on a generous pool.
   auto generous = clusterize(model, dir.path(), ports, 8'000 * kMB, "plan_generous");
@@ -265,7 +265,7 @@ void check_fit(const Model& model) {
     names.push_back(node.name);
     node_ports.push_back(ports.at(node.node_id));
   }
-  bench::LocalDaemons daemons(ravnestd_binary(), dir.path().string(),
+  local::LocalDaemons daemons(ravnestd_binary(), dir.path().string(),
                                 (dir / "secret").string(), names, node_ports);
   for (size_t i = 0; i < nodes.size(); ++i) {
     groups.push_back(std::make_unique<test::MemoryCgroup>(ram));
@@ -385,7 +385,7 @@ TEST_CASE("memory fit: harness, a process charged from its start, OOM-killed ove
     test::TempDir dir;
     test::write_text(dir / "secret", "memory-fit\n");
     fs::permissions(dir / "secret", fs::perms::owner_read | fs::perms::owner_write);
-    bench::LocalDaemons daemons(ravnestd_binary(), dir.path().string(),
+    local::LocalDaemons daemons(ravnestd_binary(), dir.path().string(),
                                   (dir / "secret").string(), {"node_0"});
     daemons.set_cgroup_procs_file(0, group.procs_file());
     daemons.set_flags(0, {"--threads", "1"});
@@ -419,7 +419,7 @@ TEST_CASE("memory fit: refusal of a pool below what a stage needs", "[memory][cl
   const Model model{"gpt_mini", "8x32:int64:2048", 8};
   test::TempDir dir;
   std::vector<int> free_ports;
-  for (int i = 0; i < kNodes; ++i) free_ports.push_back(bench::free_loopback_port());
+  for (int i = 0; i < kNodes; ++i) free_ports.push_back(local::free_loopback_port());
   auto generous = clusterize(model, dir.path(), free_ports, 8'000 * kMB, "plan_generous");
   INFO("clusterize (generous pool): " << generous.out << generous.err);
   REQUIRE(generous.exit_code == 0);

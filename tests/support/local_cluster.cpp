@@ -48,12 +48,12 @@ LocalCluster::LocalCluster(const std::string& model_path,
   if (hosts_mode_requested()) {
     size_t total = static_cast<size_t>(spares);
     for (const auto& cuts : clusters) total += cuts.size() + 1;
-    hosts_ = std::make_unique<bench::NamespaceHosts>(bench::unique_hosts_name("rnt"),
+    hosts_ = std::make_unique<local::NamespaceHosts>(local::unique_hosts_name("rnt"),
                                                      static_cast<int>(total));
   }
   // Node k's pool entry: a free loopback port, or host k's address and the hosts' fixed port.
   auto pool_node = [&](int id) {
-    if (!hosts_) return loopback_node(id, bench::free_loopback_port());
+    if (!hosts_) return loopback_node(id, local::free_loopback_port());
     auto node = loopback_node(id, kHostsPort);
     node.host = hosts_->address(static_cast<size_t>(id));
     node.address = node.host + ":" + std::to_string(node.port);
@@ -87,7 +87,7 @@ LocalCluster::LocalCluster(const std::string& model_path,
   fs::permissions(dir_ / "secret", fs::perms::owner_read | fs::perms::owner_write);
   std::vector<std::string> names;
   for (size_t i = 0; i < ports_.size(); ++i) names.push_back("node_" + std::to_string(i));
-  daemons_ = std::make_unique<bench::LocalDaemons>(binary_dir() + "/apps/ravnestd/ravnestd",
+  daemons_ = std::make_unique<local::LocalDaemons>(binary_dir() + "/apps/ravnestd/ravnestd",
                                                      dir_.path().string(), secret_file(), names,
                                                      ports_);
   // One intra-op thread per daemon, as every test process computes its references with

@@ -4,10 +4,10 @@
 // then SIGKILL after a few seconds. Every command it runs is bounded in time.
 //
 // The hosts mode (RAVNEST_TEST_HOSTS=1 in the environment, set by the ctest entries *_hosts):
-// each daemon runs in a network namespace of its own on one bridge (bench::NamespaceHosts, named
+// each daemon runs in a network namespace of its own on one bridge (local::NamespaceHosts, named
 // rnt<pid><letter>), listens on that host's address, and the pool says so: segments go over TCP
 // as between machines. The namespaces are torn down with the cluster (after its daemons). Where
-// namespaces cannot be made the constructor throws bench::HostsUnavailable (the ctest entries
+// namespaces cannot be made the constructor throws local::HostsUnavailable (the ctest entries
 // check first, and report a skip: tests/integration/hosts_gate.sh).
 #pragma once
 
@@ -108,8 +108,8 @@ class LocalCluster {
   TempDir dir_;
   std::string model_path_;
   std::vector<int> ports_;
-  std::unique_ptr<bench::NamespaceHosts> hosts_;  // before daemons_: outlives them
-  std::unique_ptr<bench::LocalDaemons> daemons_;
+  std::unique_ptr<local::NamespaceHosts> hosts_;  // before daemons_: outlives them
+  std::unique_ptr<local::LocalDaemons> daemons_;
   bool insecure_ = false;
 };
 

@@ -17,7 +17,7 @@
 namespace ravnest::cli {
 namespace {
 
-void print_figures(const bench::AllReduceFigures& f) {
+void print_figures(const local::AllReduceFigures& f) {
   std::printf("%-13s N=%d %8.1f MiB  median %8.4f s  algbw %8.4f GB/s  busbw %8.4f GB/s\n",
               f.name.c_str(), f.nodes, f.bytes / 1048576.0, f.median_seconds(),
               f.algorithm_bandwidth() / 1e9, f.bus_bandwidth() / 1e9);
@@ -35,7 +35,7 @@ struct AllReduceCommand {
 
   int run() const {
     if (nodes < 2) throw std::invalid_argument("--nodes: an all-reduce needs at least 2 nodes");
-    const uint64_t bytes = bench::parse_size(size);
+    const uint64_t bytes = local::parse_size(size);
     config::WireCodec parsed_codec;
     if (!codec.empty() && !config::parse_wire_codec(codec, parsed_codec)) {
       throw std::invalid_argument("--codec '" + codec + "': use none, fp16, bf16 or int8");
@@ -44,33 +44,33 @@ struct AllReduceCommand {
       std::cerr << "ravnest: warning: --insecure: the daemons of the benchmark run without TLS\n";
     }
     const bool in_namespaces = hosts || !rate.empty();
-    std::optional<bench::NamespaceHosts> namespaces;
+    std::optional<local::NamespaceHosts> namespaces;
     double link_bound = 0;
     if (in_namespaces) {
-      if (const std::string why = bench::hosts_unavailable(); !why.empty()) {
+      if (const std::string why = local::hosts_unavailable(); !why.empty()) {
         throw std::runtime_error("--hosts: " + why);
       }
-      namespaces.emplace(bench::unique_hosts_name(name), nodes, rate);
+      namespaces.emplace(local::unique_hosts_name(name), nodes, rate);
       std::printf("hosts: %d network namespaces (%s*) on one bridge, links %s\n", nodes,
                   namespaces->name().c_str(), rate.empty() ? "unshaped" : rate.c_str());
       if (!rate.empty()) {
         // Host 1 to host 0: two shaped link ends and the bridge, as every ring hop crosses.
-        link_bound = bench::measure_link_bandwidth(*namespaces, 1, 0);
+        link_bound = local::measure_link_bandwidth(*namespaces, 1, 0);
         std::printf("link bound   one TCP stream host 1 -> 0 for 2 s: %.1f Mbit/s = %.4f GB/s "
                     "(nominal %s)\n",
                     link_bound * 8 / 1e6, link_bound / 1e9, rate.c_str());
       }
     }
-    bench::AllReduceSetup setup;
+    local::AllReduceSetup setup;
     setup.insecure = insecure;
     setup.shared_memory = !no_shared_memory;
     setup.hosts = namespaces ? &*namespaces : nullptr;
     setup.codec = codec;
     auto ours =
-        bench::bench_daemon_allreduce(nodes, bytes, repetitions, bench::sibling_ravnestd(), setup);
+        local::bench_daemon_allreduce(nodes, bytes, repetitions, local::sibling_ravnestd(), setup);
     print_figures(ours);
     if (!no_gloo) {
-      auto baseline = bench::bench_gloo_allreduce(nodes, bytes, repetitions, setup.hosts);
+      auto baseline = local::bench_gloo_allreduce(nodes, bytes, repetitions, setup.hosts);
       print_figures(baseline);
       print_ratio("ravnest/gloo", ours.bus_bandwidth(), baseline.bus_bandwidth());
       if (link_bound > 0) {

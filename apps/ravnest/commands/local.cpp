@@ -55,7 +55,7 @@ std::optional<std::string> text_if_present(const fs::path& path) {
 // The ravnestd beside this ravnest (installed, or the build tree), else the first on PATH.
 std::string find_ravnestd() {
   try {
-    return bench::sibling_ravnestd();
+    return local::sibling_ravnestd();
   } catch (const std::exception&) {
   }
   if (const char* path = std::getenv("PATH")) {
@@ -197,7 +197,7 @@ int LocalCommand::run() const {
   write_fresh_secret(secret_file);
 
   catch_interrupts();
-  bench::LocalDaemons daemons(ravnestd, local_dir.string(), secret_file.string(), names);
+  local::LocalDaemons daemons(ravnestd, local_dir.string(), secret_file.string(), names);
   daemons.set_per_node_dirs(true);
   daemons.set_die_with_parent(true);  // a `ravnest local` killed with kill -9 takes them along
   daemons.set_log_level("info");
