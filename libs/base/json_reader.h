@@ -1,4 +1,4 @@
-// JsonReader: strict reading of a JSON file the program wrote (node files, plan.json, pool.json):
+// JsonReader: strict reading of a JSON file (node files, plan.json, a .pt2's exported program):
 // every field named, every type checked, and an error is one ConfigError line naming the file and
 // the field's path, "<origin>: <path>: <problem>" (e.g. "nodes/node_3.json: rings[0].peers[1].node:
 // must be an integer, got a string"). Keys and values come from a file, so both are made

@@ -13,7 +13,7 @@ namespace ravnest::base {
 // (so neither "." nor ".." nor hidden files, nor the ".<name>.part" of a write in progress).
 // Otherwise throws ConfigError "file name \"...\": why" (the name shown with non-printable bytes
 // escaped). Such a name is safe as a path component; wherever one is logged or shown, it goes
-// through printable() (config/printable.h).
+// through printable() (base/printable.h).
 std::filesystem::path child_path(const std::filesystem::path& dir, const std::string& name);
 
 // Whether child_path would accept `name`.

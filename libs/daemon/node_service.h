@@ -2,9 +2,11 @@
 // Node): the roles that serve its methods, which each connection's NodeEndpoint
 // (node_endpoint.h) forwards to, and the stage worker's WorkerPort. The roles, each owning its
 // state:
-//   NodeFiles      the node's files (pushStage, pushFile, fetchStage, fetchLosses,
+//   NodeFiles      the node's files (pushStage, pushMetadata, pushFile, fetchStage, fetchLosses,
 //                  fetchPredictions)
-//   JobControl     the job (loadJob, start, stop, hold, status; subscribe through JobEvents)
+//   JobControl     the job (loadJob, start, stop, hold, status; subscribe through JobEvents) and
+//                  the ring membership the requester sets when clusters drop or join (setRings,
+//                  ringRounds)
 //   CheckpointService  checkpoints (listing, storing, fetching; copies to the keeper)
 //   TransferPlane  micro-batches between daemons (send, and the worker's sends)
 //   WorkerInbox    what arrives for the job's worker: the running worker, its mailboxes and the

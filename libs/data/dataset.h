@@ -99,7 +99,7 @@ Dataset read_tensors(const std::string& path, bool labels_optional = false);
 
 // The bytes of a file, gunzipped when it is gzip (checked by content, not by name). The file must
 // be a regular file: a FIFO or a device is refused ("<path>: is a FIFO, not a regular file")
-// without blocking (config/regular_file.h).
+// without blocking (base/regular_file.h).
 std::string read_maybe_gzip(const std::string& path);
 
 }  // namespace ravnest::data

@@ -1,4 +1,4 @@
-// LocalDaemons: ravnestd processes on 127.0.0.1, for `ravnest bench` and the integration tests.
+// LocalDaemons: ravnestd processes on 127.0.0.1, for `ravnest local`, `ravnest bench` and tests.
 // Each gets a free port, its own data directory and log under `dir`, and the shared secret file;
 // all are stopped on destruction (SIGTERM, then SIGKILL after a few seconds). In the hosts mode
 // (set_hosts) daemon i runs in network namespace i of a NamespaceHosts instead, listening on that

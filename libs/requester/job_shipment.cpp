@@ -48,7 +48,7 @@ JobShipment job_shipment_for(const config::JobSpec& job, const config::NodeMetad
     for (const auto& relative : files.files) {
       ShippedFile file;
       file.local = (files.root / relative).string();
-      // The daemon takes only names it can store (config/safe_path.h); refused here, before
+      // The daemon takes only names it can store (base/safe_path.h); refused here, before
       // anything ships, rather than by the node mid-ship.
       try {
         base::child_relative_path(fs::path(), relative);

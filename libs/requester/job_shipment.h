@@ -6,7 +6,7 @@
 // travels with its labels, and a file of the same name left by an earlier job is never read.
 //
 // Errors are the readers' one-line errors naming the path, and one naming the job's field and the
-// file for a file the daemon could not store under its name (config/safe_path.h: a control
+// file for a file the daemon could not store under its name (base/safe_path.h: a control
 // character, a leading dot).
 #pragma once
 

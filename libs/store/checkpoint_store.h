@@ -67,7 +67,7 @@ class CheckpointStore {
                                      int position) const;  // ascending
   // Makes `dir` (the store's directory or one under it, such as a file()'s parent) a directory,
   // through no symlink: throws base::ConfigError naming a symlink in the way, so that a
-  // checkpoints/ replaced by one is never written through (config/safe_path.h).
+  // checkpoints/ replaced by one is never written through (base/safe_path.h).
   void make_dir(const std::filesystem::path& dir) const;
   // Drops the oldest files beyond `keep`, once one more was stored (own or kept).
   void trim(const std::string& identity);

@@ -3,8 +3,8 @@
 // whether a job trains and tells it when the stored stage changed; the job's progress events go
 // to its listeners through JobEvents (job_events.h).
 //
-// It owns the job's state and makes its JobWorker (a pipeline stage, a parameter server or an
-// evaluator: job_worker.h), which it sets in the node's WorkerInbox when the job starts and
+// It owns the job's state and makes its JobWorker (whichever of the five roles the plan gives the
+// node: job_worker.h), which it sets in the node's WorkerInbox when the job starts and
 // clears when the job ends; what arrives for the worker goes through the inbox. The Node methods
 // and publish() run on the RPC thread, abandon_job(), defer() and the loaded job on the compute
 // thread.
