@@ -1,3 +1,6 @@
+// Long because: the three steps of a cut (units and their cut rules, the stages' wiring, each
+// stage's model.json) share the helpers that name what a node reads, writes and defines; the
+// model.json step (stage_model_json, user_input_batches) is the one to move out first.
 #include "libs/exported/exported_cut.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// Long because: one runtime in three steps that share the Impl's plan types (Source, Sink,
+// Step): each node resolved against its operator's schema (resolve: every argument kind), the
+// slots laid out once (build), and the steps run (run).
 #include "libs/exported/exported_module.h"
 
 #include <chrono>

@@ -1,3 +1,6 @@
+// Long because: the single-process reference re-implements every training mode (pipeline,
+// clusters with their rings, drops and joins, sparse tables, DiLoCo) in train_reference_clusters;
+// issue 44 makes it one loop over the update plan the workers run.
 #include "libs/stage/torchscript_stage.h"
 #include "libs/torch_support/module_file.h"
 #include "libs/training/reference_trainer.h"

@@ -1,3 +1,5 @@
+// Long because: job.toml has one reader, a parse_<section> per [section] beside its neighbours
+// (the rules between sections are checked where both are at hand); no one section is long.
 #include "libs/config/job/job_spec.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// Long because: besides the job's lifecycle it still holds the agreed stop
+// (stop_agreed_on_shutdown, ask_requester_to_stop) and the ring membership calls (set_rings,
+// ring_rounds); issue 44 moves both out of JobControl.
 #include "libs/daemon/job/job_control.h"
 
 #include <cstdio>

@@ -1,3 +1,6 @@
+// Long because: StageWorker drives every phase of a batch (enter, forward, backward, the leaf's
+// loss, the update); its parts by role are files of their own (root_feeder, stage_rings,
+// leaf_metrics, update_gradients, ...), and batch_finished's update is what issue 44 makes a plan.
 #include "libs/worker/pipeline/stage_worker.h"
 
 #include <algorithm>
