@@ -198,11 +198,11 @@ int run_daemon(const config::DaemonConfig& config) {
 
   spdlog::info("serving {} on {} (port {}, {}, certificate sha256:{})", config.node, listen, port,
                config.insecure ? "plain TCP" : "TLS", credentials->fingerprint().substr(0, 16));
-  config::notify_ready();
-  config::notify_status("serving on " + listen);
+  notify_ready();
+  notify_status("serving on " + listen);
 
   shutdown.promise.wait(wait_scope);
-  config::notify_stopping();
+  notify_stopping();
   // A job that trains stops after the same update on every node, as a stop from the requester
   // does (in a plan of several clusters, the requester following it stops it), so that
   // `ravnest resume` continues from the checkpoints written there.

@@ -4,7 +4,7 @@
 
 #include <systemd/sd-daemon.h>
 
-namespace ravnest::config {
+namespace ravnest::daemon {
 
 bool notify_state(const std::string& state) {
   const char* socket = std::getenv("NOTIFY_SOCKET");
@@ -25,4 +25,4 @@ void notify_status(const std::string& status) {
   notify_state("STATUS=" + line);
 }
 
-}  // namespace ravnest::config
+}  // namespace ravnest::daemon

@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace ravnest::config {
+namespace ravnest::daemon {
 
 void notify_ready();                             // READY=1: startup finished, serving
 void notify_stopping();                          // STOPPING=1: shutting down
@@ -15,4 +15,4 @@ void notify_status(const std::string& status);   // STATUS=<one line>, shown by 
 // was sent, false when NOTIFY_SOCKET is unset or sending failed.
 bool notify_state(const std::string& state);
 
-}  // namespace ravnest::config
+}  // namespace ravnest::daemon

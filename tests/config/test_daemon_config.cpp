@@ -22,6 +22,7 @@
 
 using namespace ravnest;
 using namespace ravnest::config;
+using namespace ravnest::daemon;
 using namespace ravnest::base;
 namespace fs = std::filesystem;
 
