@@ -95,6 +95,11 @@ def system_include(tree):
     return rf"^libs/worker/job_worker\.h:{n}: system: "
 
 
+def wrong_namespace(tree):
+    n = tree.replace("libs/base/clock.h", "namespace ravnest::base {", "namespace ravnest::core {")
+    return rf"^libs/base/clock\.h:{n}: namespace: opens ravnest::core"
+
+
 def link_line(tree):
     n = tree.append("libs/config/CMakeLists.txt", "target_link_libraries(ravnest_config PUBLIC ravnest_daemon)\n")
     return rf"^libs/config/CMakeLists\.txt:{n}: link: .*ravnest_daemon"
@@ -130,7 +135,7 @@ def unmapped_folder(tree):
     return r"^libs/orphan:0: row: "
 
 
-CASES = [upward_include, header_not_allowed, system_include, link_line, stale_column,
+CASES = [upward_include, header_not_allowed, system_include, wrong_namespace, link_line, stale_column,
          missing_named_file, missing_name, missing_comment_path, long_file, unmapped_folder]
 
 
