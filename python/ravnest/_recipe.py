@@ -435,9 +435,9 @@ def function_loss(function, update_frequency=1, outputs=None, label_layout=None)
     (a Hugging Face collator's batch) read as targets['key']: the data file then holds the keys'
     tensors side by side in one tensor [N, width], label_layout [(key, sample shape), ...] in
     that order (None: one column per key, for the checks before the data is read), and forward
-    cuts them back into a Dict[str, Tensor]. preds is the model's output: a tuple of `outputs`
-    tensors when the model gives one (clusterize wrote it), else of as many as the function
-    reads (preds[0], preds[1]), else one tensor. Loss modules it reads from its file (Ravnest's
+    cuts them back into a Dict[str, Tensor]. preds is the model's output: when the function
+    indexes it (preds[0], preds[1]) a tuple of `outputs` tensors (the model's, clusterize wrote
+    it) or else of as many as it reads; otherwise one tensor. Loss modules it reads from its file (Ravnest's
     loss_fct = nn.CrossEntropyLoss()) become submodules; moves to a device are dropped; a
     division by a name whose value is update_frequency (> 1; Ravnest's
     total_loss.div_(update_frequency)) is dropped, as a job weighs each loss by 1 /
@@ -462,7 +462,8 @@ def function_loss(function, update_frequency=1, outputs=None, label_layout=None)
     else:
         layout = [(k, []) for k in keys]
     indices = _int_indices(definition, preds)
-    arity = outputs if outputs else (max(indices) + 1 if indices else 0)
+    # A function that indexes preds reads a tuple output (of clusterize's length when known).
+    arity = (outputs or max(indices) + 1) if indices else 0
     preds_type = "Tuple[%s]" % ", ".join(["Tensor"] * arity) if arity else "Tensor"
     scope = dict(function.__globals__)
     scope.update(inspect.getclosurevars(function).nonlocals)
