@@ -64,6 +64,11 @@ def script_or_trace(model, example_args):
 
 
 STATE_KEYS = "state_keys.json"  # beside model.pt: the user's state dict's names, in order
+# beside model.pt: {"inputs": forward's parameter names the model's inputs are, in order (null
+# when forward's signature cannot be read), "outputs": the number of tensors of a tuple output
+# (0: one tensor; null: not known)}; a Trainer maps node.forward_compute's keywords and a loss
+# function's preds by it.
+MODEL_IO = "model_io.json"
 EXPORT_SINCE = (2, 10)  # torch.export returns the training IR (aten ops, not decomposed)
 
 
@@ -145,6 +150,28 @@ def clusterize_args(model_path, example_paths, nodes, out, stages, clusters, ver
     return args
 
 
+def input_names(model, count):
+    """forward's first `count` parameter names, the model's inputs; None when unreadable."""
+    try:
+        parameters = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return parameters[:count] if len(parameters) >= count else None
+
+
+def output_count(program):
+    """The number of tensors of an exported program's tuple or list output, 0 for one tensor,
+    None for any other structure."""
+    spec = program.call_spec.out_spec
+    if spec is None:
+        return None
+    if spec.type in (tuple, list) and all(c.num_children == 0 for c in spec.children_specs):
+        return spec.num_children
+    if spec.num_children == 0:
+        return 0
+    return None
+
+
 def positional_examples(model, example_args, example_kwargs):
     """example_args followed by example_kwargs in the order of forward's parameters: the model's
     inputs are positional here. A keyword that leaves a parameter between them out (its default
@@ -194,11 +221,13 @@ def clusterize(model, example_args=(), nodes="node_data/node_configs.json", stag
                                 run(["--version"]) if format != "torchscript" else "")
     if why:
         print("ravnest: " + why, file=sys.stderr)
+    outputs = None
     if chosen == "torch.export" and isinstance(model, torch.nn.Module) and \
             not isinstance(model, torch.jit.ScriptModule):
         program = export_program(model, example_args)
         model_path = os.path.join(work_dir, "model.pt2")
         torch.export.save(program, model_path)
+        outputs = output_count(program)
     else:
         scripted = script_or_trace(model, example_args)
         model_path = os.path.join(work_dir, "model.pt")
@@ -207,6 +236,8 @@ def clusterize(model, example_args=(), nodes="node_data/node_configs.json", stag
         # TorchScript keeps no buffer's persistent=False: the fused state dict is cut to these.
         with open(os.path.join(work_dir, STATE_KEYS), "w") as f:
             json.dump(list(model.state_dict().keys()), f)
+    with open(os.path.join(work_dir, MODEL_IO), "w") as f:
+        json.dump({"inputs": input_names(model, len(example_args)), "outputs": outputs}, f)
     example_paths = []
     for i, arg in enumerate(example_args):
         if not isinstance(arg, torch.Tensor):

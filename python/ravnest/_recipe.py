@@ -243,10 +243,13 @@ class _CriterionSource(ast.NodeTransformer):
     attributes of other Python objects (Ravnest's `update_frequency`, BERT's
     `config.vocab_size`), become constants, which TorchScript cannot read from a global; moves
     to a device (`.to(device)`, `.cuda()`, `.cpu()`) are dropped: the loss runs where the outputs
-    are. Names the function binds itself are its own."""
+    are. Divisions by a name in `dropped_divisors` (Ravnest's `total_loss.div_(update_frequency)`,
+    which a job's 1 / update_frequency weighting does already) are dropped. Names the function
+    binds itself are its own."""
 
-    def __init__(self, scope, definition):
+    def __init__(self, scope, definition, dropped_divisors=()):
         self.modules = {}
+        self.dropped_divisors = set(dropped_divisors)
         local = {a.arg for a in definition.args.args}
         local.update(n.id for n in ast.walk(definition)
                      if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
@@ -286,9 +289,28 @@ class _CriterionSource(ast.NodeTransformer):
             return isinstance(self.scope.get(node.id), torch.device)
         return False
 
-    def visit_Call(self, node):
+    def _dropped(self, divisor):
+        return isinstance(divisor, ast.Name) and divisor.id in self.dropped_divisors
+
+    def visit_BinOp(self, node):
+        if isinstance(node.op, ast.Div) and self._dropped(node.right):
+            return self.visit(node.left)
         self.generic_visit(node)
+        return node
+
+    def visit_AugAssign(self, node):
+        if isinstance(node.op, ast.Div) and self._dropped(node.value):
+            return ast.copy_location(ast.Expr(value=ast.Constant(value=None)), node)
+        self.generic_visit(node)
+        return node
+
+    def visit_Call(self, node):
         func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in ("div", "div_", "true_divide",
+                                                             "true_divide_") and \
+                len(node.args) == 1 and not node.keywords and self._dropped(node.args[0]):
+            return self.visit(func.value)
+        self.generic_visit(node)
         if isinstance(func, ast.Attribute) and not node.keywords:
             if func.attr in ("cuda", "cpu") and not node.args:
                 return func.value
@@ -348,14 +370,80 @@ def _string_keys(definition, name):
     return keys
 
 
-def function_loss(function):
-    """Ravnest's criterion, a plain function loss_fn(preds, targets) whose targets is the labels
-    loader's whole batch (inputs, labels) and which reads targets[1]: its body becomes a method
-    criterion(preds: Tensor, targets: Tuple[Tensor, Tensor]) of a module whose forward(outputs,
-    labels) calls it with (labels, labels), scripted. Loss modules it reads from its file
-    (Ravnest's loss_fct = nn.CrossEntropyLoss()) become submodules; moves to a device are
-    dropped. The loss runs where the outputs are, which has the labels but not the inputs: a
-    function that reads targets[0] is refused, as is one TorchScript cannot compile."""
+def _int_indices(definition, name):
+    """The integer constants a function indexes its argument `name` with (name[0], name[1])."""
+    found = set()
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+                node.value.id == name:
+            index = node.slice
+            if type(index).__name__ == "Index":  # Python < 3.9 wraps the key
+                index = index.value
+            if isinstance(index, ast.Constant) and isinstance(index.value, int) and \
+                    not isinstance(index.value, bool) and index.value >= 0:
+                found.add(index.value)
+    return found
+
+
+def label_keys(function):
+    """The string keys Ravnest's loss function reads of its targets (targets['labels']), in the
+    order written; [] when it reads none or its source cannot be read."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    definition = tree.body[0] if tree.body else None
+    if not isinstance(definition, ast.FunctionDef) or len(definition.args.args) != 2:
+        return []
+    return _string_keys(definition, definition.args.args[1].arg)
+
+
+_CRITERION_SOURCE = """import torch
+from torch import Tensor
+from typing import Dict, List, Tuple
+
+
+class RavnestCriterion(torch.nn.Module):
+    label_keys: List[str]
+    label_bounds: List[int]
+    label_shapes: List[List[int]]
+
+    def criterion(self, %(preds)s: %(preds_type)s, ravnest_targets: %(targets_type)s) -> Tensor:
+%(body)s
+
+    def forward(self, outputs: %(preds_type)s, labels: Tensor) -> Tensor:
+%(forward)s
+"""
+
+# forward of a loss reading targets[1] of the batch (inputs, labels).
+_TUPLE_FORWARD = "        return self.criterion(outputs, (labels, labels))"
+# forward of a loss reading a dict of labels: the data file holds them side by side in one
+# tensor [N, width] (label_layout), cut back into the dict here.
+_DICT_FORWARD = """        targets: Dict[str, Tensor] = {}
+        for i in range(len(self.label_keys)):
+            shape = [labels.size(0)] + self.label_shapes[i]
+            part = labels[:, self.label_bounds[i]:self.label_bounds[i + 1]]
+            # contiguous: the loss may view() them, as a collator's own tensors allow.
+            targets[self.label_keys[i]] = part.reshape(shape).contiguous()
+        return self.criterion(outputs, targets)"""
+
+
+def function_loss(function, update_frequency=1, outputs=None, label_layout=None):
+    """Ravnest's criterion, a plain function loss_fn(preds, targets), scripted as a module whose
+    forward(outputs, labels) calls it. Its targets are the labels loader's whole batch: either
+    (inputs, labels), read as targets[1] (forward calls it with (labels, labels)), or a dict
+    (a Hugging Face collator's batch) read as targets['key']: the data file then holds the keys'
+    tensors side by side in one tensor [N, width], label_layout [(key, sample shape), ...] in
+    that order (None: one column per key, for the checks before the data is read), and forward
+    cuts them back into a Dict[str, Tensor]. preds is the model's output: when the function
+    indexes it (preds[0], preds[1]) a tuple of `outputs` tensors (the model's, clusterize wrote
+    it) or else of as many as it reads; otherwise one tensor. Loss modules it reads from its file (Ravnest's
+    loss_fct = nn.CrossEntropyLoss()) become submodules; moves to a device are dropped; a
+    division by a name whose value is update_frequency (> 1; Ravnest's
+    total_loss.div_(update_frequency)) is dropped, as a job weighs each loss by 1 /
+    update_frequency itself. The loss runs where the outputs are, which has the labels but not
+    the inputs: a function that reads targets[0] is refused, as is one TorchScript cannot
+    compile."""
     name = getattr(function, "__name__", repr(function))
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
@@ -369,29 +457,28 @@ def function_loss(function):
                            "targets) as in Ravnest" % name)
     preds, targets = (a.arg for a in definition.args.args)
     keys = _string_keys(definition, targets)
-    if keys:
-        raise RavnestError("criterion: %s reads %s, a dict of labels (Hugging Face's collators "
-                           "give one); a job's targets are the batch (inputs, labels) with the "
-                           "labels one tensor, read as targets[1]: make train_loader give "
-                           "(inputs, labels) and the loss read targets[1]"
-                           % (name, ", ".join("%s[%r]" % (targets, k) for k in keys)))
+    if label_layout is not None:
+        layout = [(str(k), [int(d) for d in shape]) for k, shape in label_layout]
+    else:
+        layout = [(k, []) for k in keys]
+    indices = _int_indices(definition, preds)
+    # A function that indexes preds reads a tuple output (of clusterize's length when known).
+    arity = (outputs or max(indices) + 1) if indices else 0
+    preds_type = "Tuple[%s]" % ", ".join(["Tensor"] * arity) if arity else "Tensor"
     scope = dict(function.__globals__)
     scope.update(inspect.getclosurevars(function).nonlocals)
-    rewrite = _CriterionSource(scope, definition)
+    dropped = divides_by(function, update_frequency) if update_frequency > 1 else []
+    rewrite = _CriterionSource(scope, definition, dropped)
     definition = rewrite.visit(definition)
+    ast.fix_missing_locations(definition)
     _rename_argument(definition.body, targets, "ravnest_targets")
     body = "\n".join("        " + line for line in
                      "\n".join(ast.unparse(statement) for statement in definition.body)
                      .splitlines())
-    source = (
-        "import torch\n"
-        "from torch import Tensor\n"
-        "from typing import Tuple\n\n\n"
-        "class RavnestCriterion(torch.nn.Module):\n"
-        "    def criterion(self, %s: Tensor, ravnest_targets: Tuple[Tensor, Tensor]) -> Tensor:\n"
-        "%s\n\n"
-        "    def forward(self, outputs: Tensor, labels: Tensor) -> Tensor:\n"
-        "        return self.criterion(outputs, (labels, labels))\n" % (preds, body))
+    source = _CRITERION_SOURCE % {
+        "preds": preds, "preds_type": preds_type, "body": body,
+        "targets_type": "Dict[str, Tensor]" if keys else "Tuple[Tensor, Tensor]",
+        "forward": _DICT_FORWARD if keys else _TUPLE_FORWARD}
     # TorchScript reads a method's source from its file: the class is written to one.
     folder = tempfile.mkdtemp(prefix="ravnest_criterion_")
     try:
@@ -404,17 +491,24 @@ def function_loss(function):
         for key, value in scope.items():
             generated.__dict__.setdefault(key, value)
         module = generated.RavnestCriterion()
+        bounds = [0]
+        for _, shape in layout:
+            bounds.append(bounds[-1] + int(torch.Size(shape).numel()))
+        module.label_keys = [k for k, _ in layout]
+        module.label_bounds = bounds
+        module.label_shapes = [shape for _, shape in layout]
         for key, value in rewrite.modules.items():
             setattr(module, key, value)
         try:
             module = torch.jit.script(module)
         except Exception as e:  # TorchScript raises several kinds
             raise RavnestError("criterion: TorchScript cannot script %s with targets the batch "
-                               "(inputs, labels) (%s)" % (name, str(e).strip().splitlines()[0])) \
+                               "%s (%s)" % (name, "as a dict of tensors" if keys else
+                                            "(inputs, labels)", str(e).strip().splitlines()[0])) \
                 from None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    if _targets_read(module.criterion.graph, 2) - {1}:
+    if not keys and _targets_read(module.criterion.graph, 2) - {1}:
         raise RavnestError("criterion: %s reads targets other than targets[1] (the labels); the "
                            "loss is computed on the last stage, which has the labels but not the "
                            "batch's inputs" % name)
@@ -448,15 +542,15 @@ def divides_by(function, value):
     return names
 
 
-def loss_table(criterion, work_dir):
+def loss_table(criterion, work_dir, update_frequency=1, outputs=None, label_layout=None):
     """[loss]: the built-in name of a known loss module, else the module (or Ravnest's loss
-    function, function_loss) scripted to a file."""
+    function, function_loss with the other arguments) scripted to a file."""
     if isinstance(criterion, str):
         return {"name": criterion}
     if not isinstance(criterion, torch.nn.Module) and inspect.isfunction(criterion):
         path = os.path.abspath(os.path.join(work_dir, "loss.pt"))
         os.makedirs(work_dir, exist_ok=True)
-        function_loss(criterion).save(path)
+        function_loss(criterion, update_frequency, outputs, label_layout).save(path)
         return {"name": "script", "path": path}
     if not isinstance(criterion, torch.nn.Module):
         raise RavnestError("criterion: %r is neither a torch.nn.Module (forward(outputs, labels)) "

@@ -17,11 +17,13 @@ import warnings
 import torch
 
 from ._cli import RavnestError, run
-from ._clusterize import STATE_KEYS
+from ._clusterize import MODEL_IO, STATE_KEYS
 from ._data import (cast_inputs, check_samples, collect, drawn_once, epoch_orders,
                     first_inputs_dtype, index_order, write_tensors)
-from ._recipe import (accuracy_is_argmax, divides_by, loss_table, optimizer_table,
+from ._recipe import (accuracy_is_argmax, divides_by, label_keys, loss_table, optimizer_table,
                       scheduler_table)
+from ._recorded import (LoaderTap, RecordingNode, batch_size as recorded_batch_size,
+                        recorded_inputs, recorded_labels)
 from ._seed import last_seed
 
 
@@ -108,11 +110,14 @@ class Trainer:
                  optimizer_params=None, criterion=None, lr_step_on_epoch_change=None, seed=None,
                  shuffle=None, max_steps=None, schedule=None, plan="node_data",
                  work_dir=".ravnest", inputs_dtype=None):
-        self._check_overrides()
+        recorded = self._check_overrides()
         node = node or Node()
         if train_loader is None:
             raise RavnestError("Trainer: train_loader is required")
-        check_samples(train_loader, "train_loader")
+        if not recorded:
+            # A subclass's own train() (recorded) may read dict batches: its forward_compute
+            # names the inputs.
+            check_samples(train_loader, "train_loader")
         if val_loader is not None:
             check_samples(val_loader, "val_loader")
         for given, used, what in ((node.labels, train_loader, "labels"),
@@ -129,8 +134,13 @@ class Trainer:
         self.inputs_dtype = inputs_dtype
         self.plan = plan
         self.work_dir = work_dir
+        # Ravnest's Trainer attributes, which a subclass's own train() reads.
+        self.node = node
         self.train_loader = train_loader
         self.val_loader = val_loader
+        self.epochs = int(epochs)
+        self.n_forwards = 0
+        self.model_io = model_io(plan)
         self.optimizer = optimizer if optimizer is not None else node.optimizer
         self.optimizer_params = optimizer_params or node.optimizer_params
         self.criterion = next(c for c in (loss_fn, criterion, node.criterion, "cross_entropy")
@@ -167,25 +177,44 @@ class Trainer:
         if frequency > 1 and inspect.isfunction(self.criterion):
             for name in divides_by(self.criterion, frequency):
                 note("criterion: %s divides the loss by %s (%d), as Ravnest needs; a job already "
-                     "weighs each micro-batch's loss by 1 / update_frequency, so here it is "
-                     "divided twice (the gradients %d times smaller): drop the division"
-                     % (self.criterion.__name__, name, frequency, frequency))
+                     "weighs each micro-batch's loss by 1 / update_frequency, so that division "
+                     "is dropped here (the gradients are Ravnest's; the losses reported are "
+                     "the undivided ones)" % (self.criterion.__name__, name, frequency))
+        keys = label_keys(self.criterion) if inspect.isfunction(self.criterion) else []
+        if keys and not recorded:
+            raise RavnestError("criterion: %s reads %s, a dict of labels (Hugging Face's "
+                               "collators give one); the Trainer's own loop gives the batch "
+                               "(inputs, labels), read as targets[1]: make train_loader give "
+                               "(inputs, labels), or loop in a Trainer subclass's train() "
+                               "calling node.forward_compute per batch (Ravnest's BERT_Trainer)"
+                               % (self.criterion.__name__,
+                                  ", ".join("targets[%r]" % k for k in keys)))
+        if recorded and self.lr_scheduler is not None and self.per_epoch and self.epochs > 1:
+            raise RavnestError("Node(lr_step_on_epoch_change=True): %s's own train() is recorded "
+                               "and its %d epochs run as one pass of the job, so a scheduler "
+                               "cannot step per epoch here; pass lr_step_on_epoch_change=False "
+                               "(per update)" % (type(self).__name__, self.epochs))
         # The recipe's refusals come now, before any data is read (a script loss is written to
         # WORK/loss.pt).
-        self.recipe = {"loss": loss_table(self.criterion, os.path.abspath(work_dir)),
+        self.recipe = {"loss": loss_table(self.criterion, os.path.abspath(work_dir), frequency,
+                                          self.model_io.get("outputs")),
                        "optimizer": optimizer_table(self.optimizer, self.optimizer_params),
                        "scheduler": scheduler_table(self.lr_scheduler, self.lr_scheduler_params,
                                                     self.per_epoch)}
         self.job_path = None
+        if recorded:
+            self.train = self._recording(type(self).train)
 
     # What the package runs of a Trainer: a subclass that replaces one of these would run its own
     # Python where the package runs the daemons.
-    _RUN = ("train", "write_job", "evaluate", "pred", "model_fusion")
+    _RUN = ("write_job", "evaluate", "pred", "model_fusion")
 
     def _check_overrides(self):
         """A subclass is taken when it adds or wraps only what the package never calls (its own
-        __init__ calling this one, helpers); one that replaces train() (Ravnest's BERT_Trainer,
-        whose loop calls node.forward_compute) is refused in one line naming it."""
+        __init__ calling this one, helpers), or replaces train() (Ravnest's BERT_Trainer, whose
+        loop calls node.forward_compute): that train() is recorded (_recorded.py). One that
+        replaces another method the package runs is refused in one line naming it. Returns
+        whether train() is the subclass's."""
         cls = type(self)
         replaced = [m for m in self._RUN if getattr(cls, m) is not getattr(Trainer, m)]
         if replaced:
@@ -196,6 +225,45 @@ class Trainer:
                                % (cls.__name__, ", ".join(m + "()" for m in replaced),
                                   "methods" if len(replaced) > 1 else replaced[0] + "()",
                                   replaced[0]))
+        return cls.train is not Trainer.train
+
+    def prelim_checks(self):
+        """Ravnest's: a stem or leaf node waits there; here the requester runs every stage."""
+
+    def _recording(self, user_train):
+        """The subclass's train() run with a RecordingNode as self.node and a LoaderTap as
+        self.train_loader; the job runs at the epochs-th node.wait_for_backwards() (Ravnest's
+        end of the last epoch), or when train() returns without it."""
+        def train(*args, **kwargs):
+            node, loader = self.node, self.train_loader
+            tap = LoaderTap(loader)
+            ran = []
+
+            def on_wait(count):
+                if count == self.epochs and not ran:
+                    ran.append(self._run_recorded(recorder))
+
+            recorder = RecordingNode(node, tap, self.model_io.get("inputs"), on_wait)
+            self.node, self.train_loader = recorder, tap
+            try:
+                value = user_train(self, *args, **kwargs)
+            finally:
+                self.node, self.train_loader = node, loader
+            if not ran:
+                self._run_recorded(recorder)
+            return value
+        return train
+
+    def _run_recorded(self, recorder):
+        """Writes the recorded batches as the job's data and runs it (`ravnest train`)."""
+        recorder.closed = "the job ran (%s's train() recorded %d batches)" % (
+            type(self).__name__, len(recorder.batches))
+        if not recorder.batches:
+            raise RavnestError("Trainer: %s's train() called no node.forward_compute: no batch "
+                               "to train on" % type(self).__name__)
+        self.n_forwards = len(recorder.batches)
+        job = self.write_job(recorded=recorder)
+        return run(["train", job, "--plan", self.plan], stream=True)
 
     def _check_step_size(self, step_size, batch_size):
         """step_size is [train] micro_batches: at most the batch size, refused naming it."""
@@ -211,12 +279,56 @@ class Trainer:
                                "leave it out to train on whole batches"
                                % (step_size, int(batch_size)))
 
-    def write_job(self):
-        """Writes WORK/train.pt (and val.pt) and WORK/job.toml; returns the job file's path."""
+    def write_job(self, recorded=None):
+        """Writes WORK/train.pt (and val.pt) and WORK/job.toml; returns the job file's path.
+        recorded: a RecordingNode whose batches are the data (a subclass's own train())."""
         os.makedirs(self.work_dir, exist_ok=True)
         work = os.path.abspath(self.work_dir)
         train = dict(self.train_table)
-        loader = self.train_loader
+        if recorded is not None:
+            data = self._write_recorded(recorded, train, work)
+        else:
+            data = self._write_loader(self.train_loader, train, work)
+        if self.val_loader is not None:
+            v_inputs, v_labels, _ = collect(self.val_loader)
+            write_tensors(os.path.join(work, "val.pt"), cast_inputs(v_inputs, self.inputs_dtype),
+                          v_labels)
+            data["validation"] = os.path.join(work, "val.pt")
+        tables = {"train": train, "data": data, "loss": self.recipe["loss"],
+                  "optimizer": self.recipe["optimizer"], "scheduler": self.recipe["scheduler"],
+                  "compression": self.compression}
+        self.job_path = os.path.join(work, "job.toml")
+        with open(self.job_path + ".tmp", "w") as f:
+            f.write(job_text(tables))
+        os.replace(self.job_path + ".tmp", self.job_path)
+        return self.job_path
+
+    def _write_recorded(self, recorded, train, work):
+        """WORK/train.pt of the recorded batches in the order drawn, read once in order
+        ([train] epochs = 1: every epoch's batches are in the file); the loss module rewritten
+        for the labels' layout when the criterion reads a dict. Returns [data]."""
+        batches = recorded.batches
+        keys = label_keys(self.criterion) if inspect.isfunction(self.criterion) else []
+        inputs = recorded_inputs(batches)
+        labels, layout = recorded_labels(batches, keys)
+        size = recorded_batch_size(batches)
+        if layout is not None:
+            self.recipe["loss"] = loss_table(self.criterion, work, train["update_frequency"],
+                                             self.model_io.get("outputs"), layout)
+        if recorded.waits > 1:
+            note("%s's train(): its %d epochs' %d batches, drawn as its loop drew them, run as "
+                 "one pass of the job ([train] epochs = 1)" % (
+                     type(self).__name__, recorded.waits, len(batches)))
+        train["epochs"] = 1
+        train["batch_size"] = int(size)
+        train["shuffle"] = False
+        write_tensors(os.path.join(work, "train.pt"), cast_inputs(inputs, self.inputs_dtype),
+                      labels)
+        return {"format": "tensors", "train": os.path.join(work, "train.pt")}
+
+    def _write_loader(self, loader, train, work):
+        """WORK/train.pt (and order.pt) of train_loader, as the job's loop reads it. Returns
+        [data]."""
         drawn = drawn_once(loader)
         if drawn and train["epochs"] > 1:
             note("train_loader's %s run once, when the data is written: what they draw at random "
@@ -244,19 +356,7 @@ class Trainer:
             # The file holds the loader's samples: read them in order, in the loader's batches.
             train.setdefault("batch_size", int(facts["batch_size"]))
             train["shuffle"] = False
-        if self.val_loader is not None:
-            v_inputs, v_labels, _ = collect(self.val_loader)
-            write_tensors(os.path.join(work, "val.pt"), cast_inputs(v_inputs, self.inputs_dtype),
-                          v_labels)
-            data["validation"] = os.path.join(work, "val.pt")
-        tables = {"train": train, "data": data, "loss": self.recipe["loss"],
-                  "optimizer": self.recipe["optimizer"], "scheduler": self.recipe["scheduler"],
-                  "compression": self.compression}
-        self.job_path = os.path.join(work, "job.toml")
-        with open(self.job_path + ".tmp", "w") as f:
-            f.write(job_text(tables))
-        os.replace(self.job_path + ".tmp", self.job_path)
-        return self.job_path
+        return data
 
     def train(self):
         """Runs the job on the plan's daemons (`ravnest train`), its progress on stdout."""
@@ -326,6 +426,18 @@ def fused_model(out, plan):
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile):
         exported = False
     return os.path.join(out, "model.pt2" if exported else "model.pt")
+
+
+def model_io(plan):
+    """clusterize's model_io.json beside the plan's model ({} when it is not there)."""
+    try:
+        with open(os.path.join(plan, "plan.json")) as f:
+            model_path = json.load(f)["model"]
+        with open(os.path.join(os.path.dirname(model_path), MODEL_IO)) as f:
+            found = json.load(f)
+        return found if isinstance(found, dict) else {}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def model_fusion(cluster_id=0, plan="node_data", out="trained"):

@@ -354,3 +354,39 @@ TEST_CASE("local: tied: a weight tied across stages verifies and trains exactly"
     CHECK(run.out.find("package_tied: torch") != std::string::npos);
   }
 }
+
+// Ravnest's BERT example (provider.py's shape, its bert_trainer.py unchanged) on three daemons
+// in three stages: every batch's loss and the fused weights against one process
+// (tests/python/package_bert.py). transformers needs PyTorch 2.x: the venv's, with the 2.x
+// build's binary (CMake registers it there only).
+namespace {
+void run_bert_example(const std::string& variant, const std::string& expect) {
+  const std::string venv = std::string(std::getenv("HOME") ? std::getenv("HOME") : "") +
+                           "/.cache/ravnest/venv-torch2/bin/python";
+  if (!fs::exists(venv)) {
+    WARN("no PyTorch 2.x venv at " << venv << ": Ravnest's BERT example is not run");
+    return;
+  }
+  test::TempDir work;
+  auto run = test::run_command("PYTHONPATH=" + test::source_dir() + "/python " + venv + " " +
+                                   test::source_dir() + "/tests/python/package_bert.py " +
+                                   (work / "bert").string() + " " + variant,
+                               400);
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.out.find(expect) != std::string::npos);
+  const auto said = run.out.find("package_bert:");
+  if (said != std::string::npos) std::printf("%s\n", run.out.substr(said).c_str());
+}
+}  // namespace
+
+TEST_CASE("local: bert: Ravnest's BERT example equals one process", "[local][python]") {
+  run_bert_example("adam", "package_bert: torch");
+}
+
+// The same with Ravnest's own optimizer, torch_optimizer.Lamb: skipped (said) where the package
+// has no [optimizer] lamb.
+TEST_CASE("local: lamb: Ravnest's BERT example with Lamb equals one process",
+          "[local][python]") {
+  run_bert_example("lamb", "package_bert:");
+}

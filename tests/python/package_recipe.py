@@ -98,6 +98,141 @@ def bert_loss_fn(y_pred, targets):
         loss_fct(y_pred[1].view(-1, 2), sentence_order_label.view(-1))
 
 
+# examples/bert/provider.py's loss_fn, reading its globals loss_fct, config and update_frequency.
+def dict_loss_fn(y_pred, targets):
+    targets = targets.to(torch.device('cuda'))
+    labels = targets['labels']
+    sentence_order_label = targets['sentence_order_label']
+
+    masked_lm_loss = loss_fct(y_pred[0].view(-1, config.vocab_size), labels.view(-1))
+    sentence_order_loss = loss_fct(y_pred[1].view(-1, 2), sentence_order_label.view(-1))
+    total_loss = masked_lm_loss + sentence_order_loss
+    total_loss.div_(update_frequency)
+    return total_loss
+
+
+class OnCpu(dict):
+    def to(self, device):
+        return self
+
+
+class BERT_Trainer(ravnest.Trainer):  # examples/bert/bert_trainer.py
+    def __init__(self, node=None, train_loader=None, epochs=1, **kwargs):
+        super().__init__(node=node, train_loader=train_loader, epochs=epochs, **kwargs)
+
+    def train(self):
+        self.prelim_checks()
+        for epoch in range(self.epochs):
+            for batch in self.train_loader:
+                self.node.forward_compute(input_ids=batch['input_ids'],
+                                          attention_mask=batch['attention_mask'])
+            self.node.wait_for_backwards()
+        print('BERT Training Done!')
+
+
+def recorded_checks():
+    """A Trainer subclass's own train() recorded without a daemon (`ravnest train` replaced by
+    a stand-in): the batches as its loop drew them, every epoch's random masking its own; the
+    dict labels and tuple outputs through the scripted loss; its refusals in one line."""
+    import json
+    import ravnest._trainer as trainer_module
+
+    class Rows(torch.utils.data.Dataset):  # a tokenized dataset's rows
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            ids = torch.arange(6) % 5 + i % 3 + 1
+            return {"input_ids": ids, "attention_mask": torch.ones(6, dtype=torch.long),
+                    "sentence_order_label": i % 2}
+
+    def masking(rows):  # a masking collator: draws from torch's generator per batch
+        batch = {k: torch.stack([torch.as_tensor(r[k]) for r in rows]) for k in rows[0]}
+        chosen = torch.rand(batch["input_ids"].shape) < 0.3
+        batch["labels"] = torch.where(chosen, batch["input_ids"], torch.full_like(
+            batch["input_ids"], -100))
+        batch["input_ids"] = torch.where(chosen, torch.zeros_like(batch["input_ids"]),
+                                         batch["input_ids"])
+        return batch
+
+    def loader():
+        generator = torch.Generator().manual_seed(3)
+        return torch.utils.data.DataLoader(Rows(), batch_size=4, shuffle=True,
+                                           collate_fn=masking, generator=generator)
+
+    with tempfile.TemporaryDirectory() as work:
+        plan, model_dir = os.path.join(work, "plan"), os.path.join(work, "model")
+        os.makedirs(plan)
+        os.makedirs(model_dir)
+        with open(os.path.join(plan, "plan.json"), "w") as f:
+            json.dump({"model": os.path.join(model_dir, "model.pt2")}, f)
+        with open(os.path.join(model_dir, "model_io.json"), "w") as f:
+            json.dump({"inputs": ["input_ids", "attention_mask"], "outputs": 2}, f)
+        node = ravnest.Node(optimizer="adam", criterion=dict_loss_fn, update_frequency=4,
+                            labels=None, device=torch.device("cuda"))
+        ran = []
+        real_run = trainer_module.run
+        trainer_module.run = lambda args, stream=False: ran.append(args) or ""
+        try:
+            torch.manual_seed(5)
+            trainer = BERT_Trainer(node=node, train_loader=loader(), epochs=2, plan=plan,
+                                   work_dir=os.path.join(work, "w"))
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                trainer.train()
+            assert len(ran) == 1 and ran[0][0] == "train", ran
+            assert trainer.node is node and trainer.n_forwards == 4
+            # The user's loop again, in one process: the same batches, masks drawn per epoch.
+            torch.manual_seed(5)
+            again = loader()
+            batches = [b for _ in range(2) for b in again]
+            inputs, labels = torch.load(os.path.join(work, "w", "train.pt"))
+            assert torch.equal(inputs[0], torch.cat([b["input_ids"] for b in batches]))
+            assert torch.equal(inputs[1], torch.cat([b["attention_mask"] for b in batches]))
+            assert not torch.equal(inputs[0][:8], inputs[0][8:]), "the masks were drawn once"
+            job = open(os.path.join(work, "w", "job.toml")).read()
+            assert "epochs = 1" in job and "shuffle = false" in job and "batch_size = 4" in job
+            scripted = torch.jit.load(os.path.join(work, "w", "loss.pt"))
+            outputs = (torch.randn(4, 6, config.vocab_size), torch.randn(4, 2))
+            for i, batch in enumerate(batches):
+                got = scripted(outputs, labels[4 * i:4 * i + 4])
+                want = dict_loss_fn(outputs, OnCpu(batch)) * update_frequency
+                assert torch.allclose(got, want, rtol=0, atol=1e-6), (i, got, want)
+            # What cannot be recorded, in one line each.
+            trainer = BERT_Trainer(node=node, train_loader=loader(), epochs=2, plan=plan,
+                                   work_dir=os.path.join(work, "w"))
+            for call, needle in (
+                    (lambda n, b: n.forward_compute(input_ids=b["input_ids"]),
+                     "missing: attention_mask"),
+                    (lambda n, b: n.forward_compute(input_ids=b["input_ids"], attention_mask=b[
+                        "attention_mask"], position_ids=b["input_ids"]),
+                     "not inputs: position_ids"),
+                    (lambda n, b: n.no_grad_forward_compute(tensors=b["input_ids"]),
+                     "Node.no_grad_forward_compute: not recorded"),
+                    (lambda n, b: n.comm_session, "Node.comm_session: not recorded")):
+                class Odd(ravnest.Trainer):
+                    def train(self):
+                        for batch in self.train_loader:
+                            call(self.node, batch)
+
+                refused(Odd(node=node, train_loader=loader(), plan=plan).train, needle)
+
+            class Outside(ravnest.Trainer):
+                def train(self):
+                    self.node.forward_compute(input_ids=torch.zeros(4, 6, dtype=torch.long),
+                                              attention_mask=torch.zeros(4, 6, dtype=torch.long))
+
+            refused(Outside(node=node, train_loader=loader(), plan=plan).train,
+                    "Node.forward_compute: called while no batch of train_loader is being "
+                    "iterated")
+            refused(lambda: BERT_Trainer(node=ravnest.Node(
+                optimizer="adam", criterion=dict_loss_fn, lr_scheduler="step",
+                lr_scheduler_params={"step_size": 1}), train_loader=loader(), epochs=2,
+                plan=plan), "Node(lr_step_on_epoch_change=True): BERT_Trainer's own train()")
+        finally:
+            trainer_module.run = real_run
+
+
 def refused(call, needle):
     try:
         call()
@@ -370,16 +505,14 @@ def main():
                                                [r[0] for r in rows])})
     refused(lambda: collect(as_dicts), "data: the DataLoader gives a dict (x)")
 
-    class BERT_Trainer(ravnest.Trainer):
-        def __init__(self, node=None, train_loader=None, epochs=1):
-            super().__init__(node=node, train_loader=train_loader, epochs=epochs)
+    class Evaluating(ravnest.Trainer):  # replaces a method the package runs besides train()
+        def evaluate(self):
+            return 1.0
 
-        def train(self):
-            self.prelim_checks()
-
-    refused(lambda: BERT_Trainer(node=node, train_loader=unread),
-            "Trainer: BERT_Trainer overrides train(): here the loop over train_loader runs in "
+    refused(lambda: Evaluating(node=node, train_loader=unread),
+            "Trainer: Evaluating overrides evaluate(): here the loop over train_loader runs in "
             "the daemons")
+    recorded_checks()
 
     class Helpful(ravnest.Trainer):  # adds and wraps only what the package never calls
         def __init__(self, **kwargs):
@@ -403,8 +536,16 @@ def main():
                                                   update_frequency=frequency),
                                 train_loader=unread, work_dir=work)
             line = ("criterion: divided_loss_fn divides the loss by update_frequency (4), as "
-                    "Ravnest needs; a job already weighs")
+                    "Ravnest needs; a job already weighs each micro-batch's loss by 1 / "
+                    "update_frequency, so that division is dropped here")
             assert (line in err.getvalue()) == said, (frequency, err.getvalue())
+        # Dropped from the scripted loss with update_frequency 4 (the job weighs it), kept
+        # with 1 (nothing to drop: a job with update_frequency 1 does not divide).
+        for frequency, expected in ((4, 1.0), (1, 0.25)):
+            table = loss_table(divided_loss_fn, work, frequency)
+            scripted = torch.jit.load(table["path"])(logits, labels)
+            assert torch.equal(scripted, divided_loss_fn(logits, (None, labels)) *
+                               (4 * expected)), (frequency, scripted)
     refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=64), "step_size=64")
     refused(lambda: ravnest.Trainer(node=node, train_loader=unread, step_size=0), "step_size=0")
     ravnest.Trainer(node=node, train_loader=unread, step_size=4)
