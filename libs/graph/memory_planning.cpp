@@ -46,7 +46,7 @@ MeasuredPlan plan_with_measured_memory(const CutModel& model, planner::ModelProf
     round_header.planning = planning;
     // Only the clusters a probe is asked of are cut and written: a stage's file depends on its
     // cluster's cut alone, and the node files of a whole large pool (every ring member in each)
-    // cost more than the probe (1,000 one-stage clusters: 6 s to probe one stage).
+    // cost seconds (1,000 one-stage clusters: about 3 s of writing before their one probe).
     planner::PoolPlan probed_clusters;
     std::vector<size_t> cluster_of;  // probed_clusters.clusters[i] is plan.clusters[cluster_of[i]]
     for (size_t c = 0; c < plan.clusters.size(); ++c) {
