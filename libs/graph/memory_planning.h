@@ -5,8 +5,8 @@
 // planner::plan_on_measurements (libs/planner/measured_planning.h) decides which stages to
 // measure, calibrates on them and re-plans until every stage of a plan was measured and fits its
 // node (measured peak x memory_margin() <= RAM), or refuses naming a node, its need and its RAM;
-// here each stage asked for is cut and probed (a child process trains it as a daemon does:
-// MemoryProbe).
+// here the clusters holding the stages asked for, and only those, are cut and written, and each
+// stage asked for is probed (a child process trains it as a daemon does: MemoryProbe).
 // Blocks for the probes (a stage's training, twice, in a child process each).
 #pragma once
 

@@ -61,6 +61,15 @@ void CheckpointStore::make_dir(const fs::path& dir) const {
   base::create_directories_within(parent_of(dir_), dir);
 }
 
+void CheckpointStore::make_room(const fs::path& file) const {
+  make_dir(file.parent_path());
+  std::error_code ec;
+  const auto status = fs::symlink_status(file, ec);
+  if (!ec && fs::exists(status) && !fs::is_regular_file(status)) {
+    fs::remove_all(file);  // a symlink itself, never what it names
+  }
+}
+
 void CheckpointStore::check_identity(const std::string& identity) {
   store::check_identity(identity);
 }
@@ -99,7 +108,7 @@ void CheckpointStore::trim_kept(const std::string& identity, int cluster, int po
 
 void CheckpointStore::write(const training::StageCheckpoint& checkpoint) {
   const fs::path target = file(checkpoint.identity, checkpoint.updates);
-  make_dir(target.parent_path());
+  make_room(target);
   save_checkpoint(checkpoint, target.string());
   trim(checkpoint.identity);
 }

@@ -69,6 +69,11 @@ class CheckpointStore {
   // through no symlink: throws base::ConfigError naming a symlink in the way, so that a
   // checkpoints/ replaced by one is never written through (base/safe_path.h).
   void make_dir(const std::filesystem::path& dir) const;
+  // Readies `file` (a file() or kept_file()) to be renamed into: its directory made (make_dir)
+  // and whatever is at its name that is not a regular file removed (a directory named
+  // update_N.pt, a dangling symlink), which would fail every write of that update, so every
+  // resume that reaches it. Throws what make_dir throws.
+  void make_room(const std::filesystem::path& file) const;
   // Drops the oldest files beyond `keep`, once one more was stored (own or kept).
   void trim(const std::string& identity);
   void trim_kept(const std::string& identity, int cluster, int position);

@@ -699,3 +699,47 @@ TEST_CASE("churn: ravnest pool remove of a planned node while a followed job run
   INFO(train.out << train.err);
   CHECK(train.exit_code == 0);
 }
+
+TEST_CASE("churn: while a job nobody follows runs, a join is refused and pool edits of spares "
+          "leave it alone", "[churn][pool][join]") {
+  // faults.md's joins and pool edits during a job, beside the cases above: a join needs the
+  // `ravnest train` that follows the job (it takes the cluster in), so one of a detached job is
+  // refused with nothing changed; adding a node and removing spares touch only the pool file,
+  // and the job trains on to the end it was given.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  test::write_text(cluster.dir() / "job.toml", job_text(100000));
+  const std::string plan_json = test::read_text(cluster.plan_dir() + "/plan.json");
+  auto train = cluster.ravnest("train", (cluster.dir() / "job.toml").string() + " --detach", 60);
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  REQUIRE(cluster.wait_for_batches(0, 4));
+
+  auto join = cluster.ravnest("join", "node_2 --like 0 --nodes " + cluster.pool_file());
+  INFO(join.out << join.err);
+  CHECK(join.exit_code != 0);
+  CHECK(join.err.find("which no `ravnest train` follows") != std::string::npos);
+  CHECK(test::read_text(cluster.plan_dir() + "/plan.json") == plan_json);
+
+  const std::string pool = "cd " + cluster.dir().string() + " && " + test::binary_dir() +
+                           "/apps/ravnest/ravnest pool ";
+  const std::string where = " --nodes " + cluster.pool_file() + " --plan " + cluster.plan_dir() +
+                            " --secret-file " + cluster.secret_file();
+  auto added = test::run_command(pool + "add node_7 --ip 127.0.0.1:9 --ram 4 --bandwidth 100 --nodes " +
+                                 cluster.pool_file() + " --plan " + cluster.plan_dir());
+  INFO(added.out << added.err);
+  CHECK(added.exit_code == 0);
+  CHECK(test::read_text(cluster.pool_file()).find("127.0.0.1:9\"") != std::string::npos);
+  for (const std::string spare : {"node_7", "node_2"}) {
+    auto removed = test::run_command(pool + "remove " + spare + where);
+    INFO(spare << "\n" << removed.out << removed.err);
+    CHECK(removed.exit_code == 0);
+  }
+  CHECK(test::read_text(cluster.pool_file()).find("127.0.0.1:9\"") == std::string::npos);
+  CHECK(test::read_text(cluster.plan_dir() + "/plan.json") == plan_json);
+  // The job trained on through all of it, on both clusters.
+  CHECK(cluster.wait_for_batches(0, 12));
+  CHECK(cluster.wait_for_batches(1, 12));
+  REQUIRE(cluster.ravnest("stop").exit_code == 0);
+}

@@ -243,3 +243,20 @@ TEST_CASE("a symlink in the store is never written through", "[checkpoint]") {
                     Catch::Contains(kIdentity + " is a symlink; ravnestd writes only inside"));
   CHECK(fs::is_empty(elsewhere));
 }
+
+TEST_CASE("a directory named as a checkpoint does not stop that checkpoint's write", "[checkpoint]") {
+  // Issue 43: a directory named update_N.pt failed the write of update N, so every resume that
+  // reached it; a dangling symlink alike. Neither is listed; both give way to the checkpoint.
+  test::TempDir dir;
+  CheckpointStore store(dir.path());
+  store.write(sample(4));
+  fs::create_directories(dir.path() / kIdentity / "update_8.pt" / "inside");
+  fs::create_symlink(dir / "nowhere", dir.path() / kIdentity / "update_12.pt");
+  CHECK(store.updates(kIdentity) == std::vector<uint64_t>{4});
+  store.write(sample(8));
+  store.write(sample(12));
+  CHECK(store.updates(kIdentity) == std::vector<uint64_t>{4, 8, 12});
+  CHECK(store.read(kIdentity, 8, 0, 2).batches == 24);
+  CHECK(store.read(kIdentity, 12, 0, 2).batches == 36);
+  CHECK_FALSE(fs::exists(dir / "nowhere"));
+}

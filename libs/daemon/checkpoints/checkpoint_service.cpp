@@ -91,7 +91,7 @@ kj::Promise<void> CheckpointService::store_checkpoint(StoreCheckpointCall contex
     if (own && busy_()) throw std::runtime_error("busy: a job is running");
     const std::filesystem::path file = own ? store_->file(identity, updates)
                                            : store_->kept_file(identity, cluster, position, updates);
-    std::filesystem::create_directories(file.parent_path());
+    store_->make_room(file);
     return wire::FileSink::open(file.parent_path(), file.filename().string(), params.getSize(),
                                 params.getSha256());
   });
