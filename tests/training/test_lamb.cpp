@@ -12,16 +12,19 @@
 // up to 2.4e-7 apart over these steps), so each build has to meet its own version's reference.
 #include <catch2/catch.hpp>
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/optim/adam.h>
 
 #include "libs/base/atomic_file.h"
 #include "libs/torch_support/torch_compat.h"
 #include "libs/training/checkpoint.h"
 #include "libs/training/lamb.h"
+#include "libs/training/lr_schedule.h"
 #include "libs/training/optimizer.h"
 #include "tests/support/test_env.h"
 
@@ -207,4 +210,35 @@ TEST_CASE("lamb: refuses what torch_optimizer.Lamb refuses", "[lamb]") {
   p.mutable_grad() = at::ones({3}).to_sparse();
   CHECK_THROWS_WITH(lamb.step(), Catch::Contains("Lamb does not support sparse gradients"));
   CHECK(at::equal(p.detach(), at::ones({3})));
+}
+
+TEST_CASE("lamb: onecycle cycles its beta1 and lr as Adam's", "[lamb]") {
+  // OneCycleLR cycles betas[0] of any optimizer whose defaults hold betas, torch_optimizer.Lamb's
+  // too; test_training checks Adam's against OneCycleLR itself.
+  const std::string job = "[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[scheduler]\n"
+                          "name = \"onecycle\"\nmax_lr = 0.05\ntotal_steps = 30\nthree_phase = true\n"
+                          "per = \"update\"\n[optimizer]\nbetas = [0.9, 0.99]\nname = ";
+  const auto lamb_job = config::parse_job(job + "\"lamb\"\n", "j.toml");
+  const auto adam_job = config::parse_job(job + "\"adam\"\n", "j.toml");
+  const std::vector<at::Tensor> lamb_params = {at::zeros({1}).requires_grad_(true)};
+  const std::vector<at::Tensor> adam_params = {at::zeros({1}).requires_grad_(true)};
+  auto lamb = training::make_optimizer(lamb_job.optimizer, lamb_params);
+  auto adam = training::make_optimizer(adam_job.optimizer, adam_params);
+  training::LrSchedule lamb_schedule(*lamb, lamb_job.scheduler);
+  training::LrSchedule adam_schedule(*adam, adam_job.scheduler);
+  std::set<double> beta1s;
+  for (int t = 0; t < 30; ++t) {
+    INFO("step " << t);
+    const auto& l = static_cast<const training::LambOptions&>(lamb->param_groups()[0].options());
+    const auto& a = static_cast<const torch::optim::AdamOptions&>(adam->param_groups()[0].options());
+    CHECK(l.lr() == a.lr());
+    CHECK(l.betas() == a.betas());
+    CHECK(std::get<1>(l.betas()) == 0.99);
+    beta1s.insert(std::get<0>(l.betas()));
+    lamb_schedule.on_update();
+    adam_schedule.on_update();
+  }
+  CHECK(beta1s.size() >= 8);  // it did cycle (up and down through the same values)
+  CHECK(*beta1s.begin() == Approx(0.85));
+  CHECK(*beta1s.rbegin() == Approx(0.95));
 }
