@@ -10,6 +10,12 @@
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
 
+#if TORCH_VERSION_MAJOR >= 2
+#include <ATen/ops/linalg_vector_norm.h>
+#else
+#include <ATen/ops/frobenius_norm.h>
+#endif
+
 #ifndef RAVNEST_WITH_CUDA
 #error "RAVNEST_WITH_CUDA comes from cmake/TorchFlavor.cmake (link ravnest_torch_compat)"
 #endif
@@ -25,8 +31,6 @@ inline constexpr int kTorchMinor = TORCH_VERSION_MINOR;
 // still find no GPU at run time: ask at::hasCUDA() for that.
 inline constexpr bool kWithCuda = RAVNEST_WITH_CUDA != 0;
 
-// The key under which Optimizer::state() keeps `parameter`'s state: 1.13 keys it by the
-// TensorImpl's address printed as a string (c10::guts::to_string), 2.x by the address itself.
 // "LibTorch 2.15.0 with CUDA" or "LibTorch 1.13.0, CPU only": what --version says of the build.
 inline std::string torch_description() {
   return std::string("LibTorch ") + kTorchVersion + (kWithCuda ? " with CUDA" : ", CPU only");
@@ -44,6 +48,18 @@ inline void python_adam_first_moment(at::Tensor& exp_avg, const at::Tensor& grad
 #endif
 }
 
+// What Python's torch.norm(t) (no p, no dim) computes in this version, which
+// torch_optimizer.Lamb calls: linalg.vector_norm(t, 2) in 2.x, frobenius_norm(t, dim=()) in 1.13.
+inline at::Tensor python_norm(const at::Tensor& t) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::linalg_vector_norm(t, 2);
+#else
+  return at::frobenius_norm(t, at::IntArrayRef{}, /*keepdim=*/false);
+#endif
+}
+
+// The key under which Optimizer::state() keeps `parameter`'s state: 1.13 keys it by the
+// TensorImpl's address printed as a string (c10::guts::to_string), 2.x by the address itself.
 #if TORCH_VERSION_MAJOR >= 2
 inline void* optimizer_state_key(const at::Tensor& parameter) {
   return parameter.unsafeGetTensorImpl();

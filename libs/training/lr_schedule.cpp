@@ -10,6 +10,8 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include "libs/training/lamb.h"
+
 namespace ravnest::training {
 
 LrSchedule::LrSchedule(torch::optim::Optimizer& optimizer, std::optional<config::SchedulerSpec> spec)
@@ -137,6 +139,9 @@ void LrSchedule::apply() {
       adam->betas({*momentum, std::get<1>(adam->betas())});
     } else if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&options)) {
       adamw->betas({*momentum, std::get<1>(adamw->betas())});
+    } else if (auto* lamb = dynamic_cast<LambOptions*>(&options)) {
+      // torch_optimizer.Lamb's defaults hold betas: OneCycleLR cycles its beta1 as Adam's.
+      lamb->betas({*momentum, std::get<1>(lamb->betas())});
     } else {
       // The job parser refuses cycle_momentum with adagrad; any other optimizer is a new one
       // this switch has not learnt.

@@ -9,6 +9,7 @@
 #include <torch/optim/sgd.h>
 
 #include "libs/torch_support/torch_compat.h"
+#include "libs/training/lamb.h"
 #include "libs/training/python_adam.h"
 
 namespace ravnest::training {
@@ -64,6 +65,15 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerS
                       .weight_decay(spec.weight_decay)
                       .initial_accumulator_value(spec.initial_accumulator_value)
                       .eps(spec.eps));
+    case OptimizerName::kLamb:
+      return std::make_unique<Lamb>(
+          params, LambOptions(spec.lr)
+                      .betas(std::make_tuple(spec.betas.first, spec.betas.second))
+                      .eps(spec.eps)
+                      .weight_decay(spec.weight_decay)
+                      .clamp_value(spec.clamp_value)
+                      .adam(spec.adam)
+                      .debias(spec.debias));
   }
   throw std::logic_error("make_optimizer: unknown optimizer");
 }
@@ -98,6 +108,9 @@ std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimiz
     add(rms->grad_avg());
   } else if (auto* adagrad = dynamic_cast<torch::optim::AdagradParamState*>(s)) {
     add(adagrad->sum());
+  } else if (auto* lamb = dynamic_cast<LambParamState*>(s)) {
+    add(lamb->exp_avg());
+    add(lamb->exp_avg_sq());
   }
   return out;
 }

@@ -1,4 +1,5 @@
-// The job's [optimizer] as a LibTorch optimizer (SGD, Adam, AdamW, RMSprop, Adagrad).
+// The job's [optimizer] as a LibTorch optimizer (SGD, Adam, AdamW, RMSprop, Adagrad, and
+// torch_optimizer's Lamb: lamb.h).
 #pragma once
 
 #include <memory>

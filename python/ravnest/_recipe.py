@@ -27,7 +27,11 @@ _OPTIMIZERS = {
     "AdamW": ("adamw", ["lr", "betas", "eps", "weight_decay", "amsgrad"]),
     "RMSprop": ("rmsprop", ["lr", "alpha", "eps", "weight_decay", "momentum", "centered"]),
     "Adagrad": ("adagrad", ["lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"]),
+    # torch_optimizer.Lamb (pytorch-optimizer), Ravnest's BERT example's: clamp_value, adam and
+    # debias are attributes of the object, not of its param groups.
+    "Lamb": ("lamb", ["lr", "betas", "eps", "weight_decay", "clamp_value", "adam", "debias"]),
 }
+_LAMB_ATTRIBUTES = ("clamp_value", "adam", "debias")
 # Options of PyTorch's optimizers that change how, not what, they compute, or that the job file
 # cannot hold when set (their defaults pass).
 _HOW_ONLY = {"foreach", "capturable", "differentiable", "fused", "params", "initial_lr"}
@@ -56,6 +60,9 @@ def optimizer_table(optimizer, params=None):
         options = dict(first)
         if "initial_lr" in options:
             options["lr"] = options["initial_lr"]
+        if cls == "Lamb":
+            options.update({k: getattr(optimizer, k) for k in _LAMB_ATTRIBUTES
+                            if hasattr(optimizer, k)})
     else:
         name = optimizer if isinstance(optimizer, str) else getattr(optimizer, "__name__", "")
         cls = _by_name(name, _OPTIMIZERS)
@@ -66,6 +73,13 @@ def optimizer_table(optimizer, params=None):
     if cls not in _OPTIMIZERS:
         raise RavnestError("optimizer: torch.optim.%s has no [optimizer] name (%s)" % (
             cls, ", ".join(n for n, _ in _OPTIMIZERS.values())))
+    if cls == "Lamb" and not isinstance(optimizer, str):
+        # Other packages' Lamb (timm's, apex's) compute something else under that name.
+        module = getattr(optimizer if isinstance(optimizer, type) else type(optimizer),
+                         "__module__", "")
+        if module.split(".")[0] != "torch_optimizer":
+            raise RavnestError("optimizer: %s.Lamb is not torch_optimizer.Lamb, the job file's "
+                               "lamb" % module)
     job_name, keys = _OPTIMIZERS[cls]
     table = {"name": job_name}
     for key, value in options.items():

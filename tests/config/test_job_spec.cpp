@@ -247,6 +247,24 @@ TEST_CASE("optimizers get PyTorch's defaults and their own options") {
   CHECK(o.lr_decay == 0.01);
   CHECK(o.initial_accumulator_value == 0.1);
   CHECK(o.eps == 1e-10);
+  // torch_optimizer.Lamb's defaults, and Ravnest's BERT example's options.
+  o = opt("name = \"lamb\"");
+  CHECK(o.name == OptimizerName::kLamb);
+  CHECK(o.lr == 1e-3);
+  CHECK(o.betas == std::make_pair(0.9, 0.999));
+  CHECK(o.eps == 1e-6);
+  CHECK(o.weight_decay == 0);
+  CHECK(o.clamp_value == 10);
+  CHECK_FALSE(o.adam);
+  CHECK_FALSE(o.debias);
+  o = opt("name = \"lamb\"\nlr = 0.00176\neps = 1e-6\ndebias = true\nweight_decay = 0.01\n"
+          "clamp_value = 10000.0\nadam = true\nbetas = [0.8, 0.99]");
+  CHECK(o.lr == 0.00176);
+  CHECK(o.debias);
+  CHECK(o.adam);
+  CHECK(o.weight_decay == 0.01);
+  CHECK(o.clamp_value == 10000.0);
+  CHECK(o.betas == std::make_pair(0.8, 0.99));
   o = opt("name = \"sgd\"\nlr = 0.5");
   CHECK(o.momentum == 0);
   CHECK(o.dampening == 0);
@@ -391,7 +409,7 @@ TEST_CASE("every error names the file and the field") {
        "job.toml: loss.class_dim: only for name = \"cross_entropy\" or \"nll\""},
       // [optimizer]
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adamw2\"\n",
-       "job.toml: optimizer.name: unknown optimizer 'adamw2'; did you mean 'adamw'? (sgd, adam, adamw, rmsprop, adagrad)"},
+       "job.toml: optimizer.name: unknown optimizer 'adamw2'; did you mean 'adamw'? (sgd, adam, adamw, rmsprop, adagrad, lamb)"},
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nlr = 0.1\n", "job.toml: optimizer.name: missing"},
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"sgd\"\n",
        "job.toml: optimizer.lr: missing: sgd has no default learning rate"},
@@ -412,6 +430,18 @@ TEST_CASE("every error names the file and the field") {
        "job.toml: optimizer.amsgrad: not an option of rmsprop"},
       {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"adagrad\"\nmomentum = 0.1\n",
        "job.toml: optimizer.momentum: not an option of adagrad"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"lamb\"\namsgrad = true\n",
+       "job.toml: optimizer.amsgrad: not an option of lamb (name, lr, betas, eps, weight_decay, clamp_value, adam, debias)"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"lamb\"\nlr = 0\n",
+       "job.toml: optimizer.lr: must be > 0, got 0"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"lamb\"\nclamp_value = -1\n",
+       "job.toml: optimizer.clamp_value: must be >= 0, got -1"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"lamb\"\ndebias = 1\n",
+       "job.toml: optimizer.debias: must be true or false, got an integer"},
+      {"[data]\nformat = \"csv\"\ntrain = \"t\"\n[loss]\nname = \"nll\"\n[optimizer]\nname = \"lamb\"\nweight_decay = -0.01\n",
+       "job.toml: optimizer.weight_decay: must be >= 0"},
+      {with("optimizer", "clamp_value = 10.0"),
+       "job.toml: optimizer.clamp_value: not an option of adam (name, lr, betas, eps, weight_decay, amsgrad)"},
       // [scheduler]
       {with("scheduler", "step_size = 3"), "job.toml: scheduler.name: missing (step, multistep, exponential, cosine, linear_warmup, warmup_cosine, warmup_linear, onecycle)"},
       {with("scheduler", "name = \"plateau\""), "job.toml: scheduler.name: unknown scheduler 'plateau'"},

@@ -1,9 +1,9 @@
 // Checkpoint and resume on real daemons: a synchronous job interrupted by kill -9 (of one daemon,
 // or of all) and resumed with `ravnest train --resume` ends with the same weights, and the same
 // losses.txt, as the same job run without interruption; with one cluster and with two, SGD with
-// momentum and Adam. The same when the killed daemon stays dead and a spare takes its place
-// (`ravnest replace`, with the checkpoint its keeper holds), validation.txt included. Also: what
-// resume and replace refuse.
+// momentum and Adam, and Lamb with one cluster. The same when the killed daemon stays dead and a
+// spare takes its place (`ravnest replace`, with the checkpoint its keeper holds), validation.txt
+// included. Also: what resume and replace refuse.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -163,6 +163,13 @@ TEST_CASE("resume: one_cluster_sgd, one daemon killed", "[resume][faults]") {
 
 TEST_CASE("resume: one_cluster_adam, every daemon killed", "[resume][faults]") {
   check_resume({2}, "name = \"adam\"\nlr = 0.002", Kill::kAll, 0);
+}
+
+TEST_CASE("resume: one_cluster_lamb, every daemon killed", "[resume][faults][lamb]") {
+  // Ravnest's BERT example's torch_optimizer.Lamb options: its moments and step count travel in
+  // the checkpoints (LambParamState).
+  check_resume({2}, "name = \"lamb\"\nlr = 0.00176\neps = 1e-6\ndebias = true\nweight_decay = 0.01\n"
+                    "clamp_value = 10000.0", Kill::kAll, 0);
 }
 
 TEST_CASE("resume: two_clusters_adam, one daemon killed", "[resume][faults]") {

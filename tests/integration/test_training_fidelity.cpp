@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -182,6 +183,38 @@ void check_every_cut(const std::string& name) {
   check_cuts({name}, cut_lists, {{2, "gpipe"}, {2, "1f1b", 2}});
 }
 
+// traced_inplace over 2 stages on daemons started and pushed to once, for jobs that differ in
+// their [optimizer] and [scheduler] only: 16 samples in batches of 4 over 2 epochs (8 updates), 2
+// micro-batches, 1F1B, each job from the pushed weights.
+struct TwoStageJobs {
+  const test::ModelFiles files = test::model_files("traced_inplace");
+  const std::map<std::string, at::Tensor> initial = training::state_of(torch::jit::load(files.model));
+  test::LocalCluster cluster{files.model, {test::LocalCluster::even_cuts(files.model, 2)},
+                             files.example_inputs};
+
+  TwoStageJobs() {
+    cluster.start_all();
+    auto push = cluster.ravnest("push");
+    INFO(push.out << push.err);
+    REQUIRE(push.exit_code == 0);
+  }
+
+  // The job file `name`.toml in the cluster's folder, with `tables` after [train], [data], [loss].
+  fs::path write_job(const std::string& name, const std::string& tables) const {
+    const auto path = cluster.dir() / (name + ".toml");
+    test::write_text(path, "[train]\nepochs = 2\nbatch_size = 4\nmicro_batches = 2\nschedule = \"1f1b\"\n"
+                           "seed = 11\n\n[data]\nformat = \"tensors\"\ntrain = \"" + files.train_file +
+                           "\"\n\n[loss]\nname = \"" + files.loss + "\"\n" + tables);
+    return path;
+  }
+
+  // tests/python/reference_train.py on the job, writing its state dict to `out`.
+  test::CommandResult train_in_python(const fs::path& job, const fs::path& out) const {
+    return test::run_command(test::python() + " " + test::source_dir() + "/tests/python/reference_train.py " +
+                             job.string() + " " + files.model + " " + out.string());
+  }
+};
+
 }  // namespace
 
 TEST_CASE("fidelity: every_cut of small models, two micro-batches", "[fidelity]") {
@@ -205,21 +238,12 @@ TEST_CASE("fidelity: schedules warmup_cosine, onecycle and warmup_linear over 2 
       // transformers' get_linear_schedule_with_warmup, ending (lr 0) before the last update.
       "[optimizer]\nname = \"adamw\"\nlr = 0.01\n[scheduler]\nname = \"warmup_linear\"\nwarmup_steps = 2\n"
       "total_steps = 7\nper = \"update\"\n"};
-  const test::ModelFiles files = test::model_files("traced_inplace");
-  const auto initial = training::state_of(torch::jit::load(files.model));
-  test::LocalCluster cluster(files.model, {test::LocalCluster::even_cuts(files.model, 2)},
-                             files.example_inputs);
-  cluster.start_all();
-  auto push = cluster.ravnest("push");
-  INFO(push.out << push.err);
-  REQUIRE(push.exit_code == 0);
+  TwoStageJobs jobs;
+  auto& cluster = jobs.cluster;
   for (size_t i = 0; i < schedules.size(); ++i) {
     INFO(schedules[i]);
-    const auto job_path = cluster.dir() / ("schedule_job_" + std::to_string(i) + ".toml");
+    const auto job_path = jobs.write_job("schedule_job_" + std::to_string(i), schedules[i]);
     const auto out_dir = cluster.dir() / ("schedule_trained_" + std::to_string(i));
-    test::write_text(job_path, "[train]\nepochs = 2\nbatch_size = 4\nmicro_batches = 2\nschedule = \"1f1b\"\n"
-                               "seed = 11\n\n[data]\nformat = \"tensors\"\ntrain = \"" + files.train_file +
-                               "\"\n\n[loss]\nname = \"" + files.loss + "\"\n" + schedules[i]);
     const auto metrics_before = fs::exists(cluster.plan_dir() + "/metrics")
                                     ? std::distance(fs::directory_iterator(cluster.plan_dir() + "/metrics"),
                                                     fs::directory_iterator{})
@@ -227,13 +251,11 @@ TEST_CASE("fidelity: schedules warmup_cosine, onecycle and warmup_linear over 2 
     REQUIRE_NOTHROW(cluster.train_and_fuse(job_path.string(), out_dir.string()));
     const auto trained = test::load_state_dict(out_dir / "trained_state_dict.pt");
     const auto python_out = out_dir / "python_state_dict.pt";
-    auto python = test::run_command(test::python() + " " + test::source_dir() +
-                                    "/tests/python/reference_train.py " + job_path.string() + " " +
-                                    files.model + " " + python_out.string());
+    auto python = jobs.train_in_python(job_path, python_out);
     INFO(python.out << python.err);
     REQUIRE(python.exit_code == 0);
     const auto p = test::compare_state({trained.begin(), trained.end()},
-                                       test::load_state_dict(python_out), initial);
+                                       test::load_state_dict(python_out), jobs.initial);
     INFO("against PyTorch in Python: largest difference " << p.worst << " in " << p.name);
     CHECK(p.worst <= 1e-5);
     CHECK(p.moved > 1e-3);
@@ -267,6 +289,51 @@ TEST_CASE("fidelity: schedules warmup_cosine, onecycle and warmup_linear over 2 
       ++rows;
     }
     CHECK(rows == 8);
+  }
+}
+
+TEST_CASE("fidelity: lamb (torch_optimizer.Lamb) over 2 stages equals PyTorch, with BERT's options and with "
+          "onecycle cycling its beta1", "[fidelity][lamb]") {
+  // Ravnest's BERT example's optimizer_params; then a clamp_value the weights' norms exceed,
+  // weight decay without debias, under onecycle (its beta1 cycled, as OneCycleLR does for
+  // torch_optimizer.Lamb, whose defaults hold betas). 8 updates each.
+  const std::vector<std::string> optimizers = {
+      "[optimizer]\nname = \"lamb\"\nlr = 0.00176\neps = 1e-6\ndebias = true\nweight_decay = 0.01\n"
+      "clamp_value = 10000.0\n",
+      "[optimizer]\nname = \"lamb\"\nlr = 0.01\nweight_decay = 0.05\nclamp_value = 0.5\n[scheduler]\n"
+      "name = \"onecycle\"\nmax_lr = 0.05\ntotal_steps = 8\nper = \"update\"\n"};
+  TwoStageJobs jobs;
+  for (size_t i = 0; i < optimizers.size(); ++i) {
+    INFO(optimizers[i]);
+    const auto job_path = jobs.write_job("lamb_job_" + std::to_string(i), optimizers[i]);
+    const auto out_dir = jobs.cluster.dir() / ("lamb_trained_" + std::to_string(i));
+    REQUIRE_NOTHROW(jobs.cluster.train_and_fuse(job_path.string(), out_dir.string()));
+    const auto trained = test::load_state_dict(out_dir / "trained_state_dict.pt");
+    // The single-process C++ reference trainer (its Lamb is test_lamb's, bitwise torch_optimizer's).
+    const auto ref = training::train_reference(jobs.files.model, config::load_job(job_path.string()));
+    REQUIRE(ref.updates == 8);
+    const auto d = test::compare_state({trained.begin(), trained.end()}, ref.state, jobs.initial);
+    INFO("against the reference trainer: largest difference " << d.worst << " in " << d.name
+                                                              << "; training moved weights by " << d.moved);
+    CHECK(d.worst <= 1e-5);
+    CHECK(d.moved > 1e-4);  // BERT's lr moves these weights by 5e-4 in 8 updates
+    // torch_optimizer.Lamb in one PyTorch process. Debian's Python (the 1.13 build's) has no
+    // torch_optimizer: reference_train.py says so with exit code 3.
+    const auto python_out = out_dir / "python_state_dict.pt";
+    auto python = jobs.train_in_python(job_path, python_out);
+    if (python.exit_code == 3 && torch_support::kTorchMajor < 2) {
+      WARN("no torch_optimizer for " << test::python() << ": compared with the reference trainer only");
+      std::printf("lamb job %zu: %g from the reference trainer, weights moved by %g\n", i, d.worst, d.moved);
+      continue;
+    }
+    INFO(python.out << python.err);
+    REQUIRE(python.exit_code == 0);
+    const auto p = test::compare_state({trained.begin(), trained.end()},
+                                       test::load_state_dict(python_out), jobs.initial);
+    INFO("against torch_optimizer.Lamb in Python: largest difference " << p.worst << " in " << p.name);
+    CHECK(p.worst <= 1e-5);
+    std::printf("lamb job %zu: %g from the reference trainer, %g from torch_optimizer.Lamb in Python, "
+                "weights moved by %g\n", i, d.worst, p.worst, d.moved);
   }
 }
 

@@ -283,6 +283,24 @@ def main():
         assert torch.equal(loaded(out, labels),
                            torch.nn.CrossEntropyLoss(label_smoothing=0.1)(out, labels))
 
+    # torch_optimizer.Lamb, Ravnest's BERT example's: the class with its optimizer_params, or
+    # the object (clamp_value, adam and debias are its attributes). Another package's Lamb is not it.
+    bert_lamb = {"lr": 0.00176, "eps": 1e-6, "debias": True, "weight_decay": 0.01,
+                 "clamp_value": 10000.0}
+    try:
+        import torch_optimizer
+    except ImportError:  # Debian's Python
+        torch_optimizer = None
+    if torch_optimizer is not None:
+        assert optimizer_table(torch_optimizer.Lamb, bert_lamb) == dict(name="lamb", **bert_lamb)
+        lamb = torch_optimizer.Lamb(params, betas=(0.8, 0.99), **bert_lamb)
+        assert optimizer_table(lamb) == dict(name="lamb", betas=[0.8, 0.99], adam=False,
+                                             **bert_lamb), optimizer_table(lamb)
+    assert optimizer_table("lamb", bert_lamb) == dict(name="lamb", **bert_lamb)
+    other_lamb = type("Lamb", (torch.optim.Optimizer,), {"__module__": "timm.optim.lamb"})
+    refused(lambda: optimizer_table(other_lamb, {"lr": 0.01}), "timm.optim.lamb.Lamb is not "
+            "torch_optimizer.Lamb")
+    refused(lambda: optimizer_table("lamb", {"amsgrad": True}), "amsgrad is not an option of lamb")
     refused(lambda: optimizer_table(torch.optim.Adamax(params)), "Adamax")
     refused(lambda: optimizer_table(torch.optim.SGD(params, lr=0.1, maximize=True)), "maximize")
     refused(lambda: optimizer_table(torch.optim.SGD(

@@ -118,6 +118,16 @@ def make_optimizer(spec: dict, params, single_tensor: bool = False):
         o["foreach"] = False
     if "betas" in o:
         o["betas"] = tuple(o["betas"])
+    if name == "lamb":
+        # torch_optimizer.Lamb (pytorch-optimizer): one parameter at a time already, no foreach.
+        o.pop("foreach", None)
+        try:
+            import torch_optimizer
+        except ImportError:
+            print("reference_train.py: torch_optimizer is not installed for " + sys.executable,
+                  file=sys.stderr)
+            sys.exit(3)
+        return torch_optimizer.Lamb(params, **o)
     cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
            "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad}[name]
     return cls(params, **o)

@@ -53,7 +53,7 @@ const std::vector<std::pair<std::string, OptimizerName>>& optimizer_names() {
   static const std::vector<std::pair<std::string, OptimizerName>> names = {
       {"sgd", OptimizerName::kSgd},         {"adam", OptimizerName::kAdam},
       {"adamw", OptimizerName::kAdamW},     {"rmsprop", OptimizerName::kRmsprop},
-      {"adagrad", OptimizerName::kAdagrad}};
+      {"adagrad", OptimizerName::kAdagrad}, {"lamb", OptimizerName::kLamb}};
   return names;
 }
 const std::vector<std::pair<std::string, SchedulerName>>& scheduler_names() {
@@ -278,10 +278,11 @@ std::optional<std::pair<double, double>> parse_betas(const Section& s) {
 
 OptimizerSpec parse_optimizer(const Section& s) {
   s.check_known({"name", "lr", "momentum", "dampening", "nesterov", "weight_decay", "betas", "eps",
-                 "amsgrad", "alpha", "centered", "lr_decay", "initial_accumulator_value"});
+                 "amsgrad", "alpha", "centered", "lr_decay", "initial_accumulator_value", "clamp_value",
+                 "adam", "debias"});
   OptimizerSpec o;
   auto name = s.string("name");
-  if (!name) s.fail("name", "missing (sgd, adam, adamw, rmsprop, adagrad)");
+  if (!name) s.fail("name", "missing (sgd, adam, adamw, rmsprop, adagrad, lamb)");
   o.name = choose(s, "name", *name, optimizer_names(), "optimizer");
   switch (o.name) {
     case OptimizerName::kSgd:
@@ -304,6 +305,14 @@ OptimizerSpec parse_optimizer(const Section& s) {
       o.lr = 1e-2;
       o.eps = 1e-10;
       break;
+    case OptimizerName::kLamb:
+      // torch_optimizer.Lamb (pytorch-optimizer 0.3.0) and its defaults.
+      s.check_applicable({"name", "lr", "betas", "eps", "weight_decay", "clamp_value", "adam", "debias"},
+                         "lamb");
+      o.lr = 1e-3;
+      o.eps = 1e-6;
+      s.number("lr", 0, /*exclusive=*/true);  // torch_optimizer.Lamb refuses lr = 0 too
+      break;
   }
   if (auto v = s.number("lr", 0)) o.lr = *v;
   if (auto v = s.number("weight_decay", 0)) o.weight_decay = *v;
@@ -316,6 +325,9 @@ OptimizerSpec parse_optimizer(const Section& s) {
   if (auto v = s.boolean("centered")) o.centered = *v;
   if (auto v = s.number("lr_decay", 0)) o.lr_decay = *v;
   if (auto v = s.number("initial_accumulator_value", 0)) o.initial_accumulator_value = *v;
+  if (auto v = s.number("clamp_value", 0)) o.clamp_value = *v;
+  if (auto v = s.boolean("adam")) o.adam = *v;
+  if (auto v = s.boolean("debias")) o.debias = *v;
   if (auto betas = parse_betas(s)) o.betas = *betas;
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
     s.fail("nesterov", "needs momentum > 0 and dampening = 0");

@@ -4,7 +4,7 @@
 // its checks are documented in docs/job-file.md.
 //
 // Errors are ConfigError with one line naming the file and the field, e.g.
-//   job.toml: optimizer.name: unknown optimizer 'adamw2' (sgd, adam, adamw, rmsprop, adagrad)
+//   job.toml: optimizer.name: unknown optimizer 'adamw2' (sgd, adam, adamw, rmsprop, adagrad, lamb)
 // Unknown keys and tables are errors too (a typo must not silently fall back to a default).
 #pragma once
 
@@ -121,7 +121,7 @@ struct LossSpec {
   int class_dim = 0;
 };
 
-enum class OptimizerName { kSgd, kAdam, kAdamW, kRmsprop, kAdagrad };
+enum class OptimizerName { kSgd, kAdam, kAdamW, kRmsprop, kAdagrad, kLamb };
 
 // Every field holds the value in effect: PyTorch's default for the chosen optimizer unless the
 // job sets it. Fields that do not belong to the chosen optimizer keep these values, unused.
@@ -132,13 +132,16 @@ struct OptimizerSpec {
   double momentum = 0;                    // sgd, rmsprop
   double dampening = 0;                   // sgd
   bool nesterov = false;                  // sgd
-  std::pair<double, double> betas{0.9, 0.999};  // adam, adamw
-  double eps = 1e-8;                      // adam, adamw, rmsprop (1e-8); adagrad (1e-10)
+  std::pair<double, double> betas{0.9, 0.999};  // adam, adamw, lamb
+  double eps = 1e-8;                      // adam, adamw, rmsprop (1e-8); adagrad (1e-10); lamb (1e-6)
   bool amsgrad = false;                   // adam, adamw
   double alpha = 0.99;                    // rmsprop
   bool centered = false;                  // rmsprop
   double lr_decay = 0;                    // adagrad
   double initial_accumulator_value = 0;   // adagrad
+  double clamp_value = 10;                // lamb: the weight norm's upper clamp
+  bool adam = false;                      // lamb: trust ratio 1 (Adam with L2 in the step)
+  bool debias = false;                    // lamb: Adam's bias correction in the step size
 };
 
 enum class SchedulerName {

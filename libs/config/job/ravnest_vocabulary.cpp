@@ -6,7 +6,7 @@ const std::vector<RavnestWord>& ravnest_vocabulary() {
   static const std::vector<RavnestWord> words = {
       {"name", "Node", "ravnestd --node node_3 (the daemon serving that node of the plan)"},
       {"model", "Node", "ravnest clusterize MODEL.pt (the TorchScript model it cuts into stages)"},
-      {"optimizer", "Node", "[optimizer] name = \"sgd\" | \"adam\" | \"adamw\" | \"rmsprop\" | \"adagrad\""},
+      {"optimizer", "Node", "[optimizer] name = \"sgd\" | \"adam\" | \"adamw\" | \"rmsprop\" | \"adagrad\" | \"lamb\" (torch_optimizer.Lamb)"},
       {"optimizer_params", "Node", "the keys of [optimizer] (lr, momentum, betas, weight_decay, ...)"},
       {"lr_scheduler", "Node", "[scheduler] name = \"step\" | \"multistep\" | \"exponential\" | \"cosine\" | \"linear_warmup\" | \"warmup_cosine\" | \"warmup_linear\" | \"onecycle\""},
       {"lr_scheduler_params", "Node", "the keys of [scheduler] (step_size, gamma, milestones, t_max, ...)"},
