@@ -91,7 +91,7 @@ TrackerLink::TrackerLink(std::string address, std::shared_ptr<wire::TransportSec
 TrackerLink::~TrackerLink() = default;
 
 kj::Promise<void> TrackerLink::run() {
-  return session()
+  return kj::evalNow([this]() { return session(); })
       .then([]() {}, [this](kj::Exception&& e) {
         const std::string problem = wire::kj_reason(e);
         if (problem != last_problem_) {
