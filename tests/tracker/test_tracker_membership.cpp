@@ -6,6 +6,7 @@
 #include "libs/base/config_error.h"
 #include "libs/config/pool/node_pool.h"
 #include "libs/tracker/membership.h"
+#include "libs/tracker/reachable_addresses.h"
 #include "libs/tracker/tracker_state.h"
 
 namespace rt = ravnest::tracker;
@@ -206,4 +207,16 @@ TEST_CASE("the pool file is Ravnest's node_configs.json with the measured figure
   CHECK(pool[1].ram_gb == Approx(2.5));
   CHECK(pool[1].bandwidth_mbps == Approx(940));
   CHECK(pool[1].gflops == 0);  // not measured: absent, every node equal to the planner
+}
+
+TEST_CASE("a daemon registers the addresses it listens at") {
+  using rt::reachable_addresses;
+  const std::vector<std::string> interfaces = {"127.0.0.1", "10.0.0.5", "192.168.1.9"};
+  CHECK(reachable_addresses("0.0.0.0", 8080, interfaces) ==
+        std::vector<std::string>{"10.0.0.5:8080", "192.168.1.9:8080"});
+  CHECK(reachable_addresses("0.0.0.0", 8080, {"127.0.0.1"}) ==
+        std::vector<std::string>{"127.0.0.1:8080"});
+  CHECK(reachable_addresses("10.0.0.5", 8081, interfaces) ==
+        std::vector<std::string>{"10.0.0.5:8081"});
+  CHECK(reachable_addresses("::1", 8082, interfaces) == std::vector<std::string>{"[::1]:8082"});
 }

@@ -7,11 +7,11 @@
 #include <torch/torch.h>
 #include <spdlog/spdlog.h>
 
-#include "libs/base/address.h"
 #include "libs/base/byte_size.h"
 #include "libs/base/clock.h"
 #include "libs/base/atomic_file.h"
 #include "libs/config/daemon/memory_budget.h"
+#include "libs/tracker/reachable_addresses.h"
 #include "libs/training/device_memory.h"
 
 namespace ravnest::daemon {
@@ -55,29 +55,13 @@ double measure_gflops(const c10::Device& device, double seconds) {
 
 }  // namespace
 
-std::vector<std::string> reachable_addresses(const std::string& listen_host, unsigned port,
-                                             const std::vector<std::string>& interface_ipv4) {
-  const std::string suffix = ":" + std::to_string(port);
-  std::vector<std::string> out;
-  if (listen_host.empty() || listen_host == "0.0.0.0" || listen_host == "::") {
-    for (const auto& ip : interface_ipv4) {
-      if (ip.rfind("127.", 0) != 0) out.push_back(ip + suffix);
-    }
-    if (out.empty()) out.push_back("127.0.0.1" + suffix);
-    return out;
-  }
-  const bool v6 = listen_host.find(':') != std::string::npos;
-  out.push_back((v6 ? "[" + listen_host + "]" : listen_host) + suffix);
-  return out;
-}
-
 tracker::Registration measure_registration(const std::string& name,
                                            const std::string& listen_host, unsigned port,
                                            int64_t memory_limit, const c10::Device& device,
                                            double compute_seconds) {
   tracker::Registration r;
   r.name = name;
-  r.addresses = reachable_addresses(listen_host, port, interface_ipv4());
+  r.addresses = tracker::reachable_addresses(listen_host, port, interface_ipv4());
   auto& h = r.hardware;
   h.declared_memory_bytes = memory_limit > 0 ? static_cast<uint64_t>(memory_limit) : 0;
   std::string meminfo;

@@ -25,10 +25,4 @@ tracker::Registration measure_registration(const std::string& name,
                                            int64_t memory_limit, const c10::Device& device,
                                            double compute_seconds = 0.2);
 
-// Pure: the addresses a daemon listening on `listen_host`:`port` is reached at, given its
-// interfaces' IPv4 addresses (loopback included or not). A wildcard host ("0.0.0.0", "::", "")
-// gives every non-loopback one, else "127.0.0.1"; any other host itself.
-std::vector<std::string> reachable_addresses(const std::string& listen_host, unsigned port,
-                                             const std::vector<std::string>& interface_ipv4);
-
 }  // namespace ravnest::daemon
