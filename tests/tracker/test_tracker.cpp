@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "bench/harness/local_daemons.h"
 #include "libs/config/pool/node_pool.h"
 #include "libs/tracker/tracker_client.h"
@@ -31,10 +33,11 @@ namespace {
 
 std::string ravnest_binary() { return test::binary_dir() + "/apps/ravnest/ravnest"; }
 
-// `ravnest tracker` as a child process, its output in `log`; SIGKILL on destruction.
-class TrackerProcess {
+// A child process (`ravnest tracker`, `ravnest dashboard`), its output in `log`; SIGKILL on
+// destruction.
+class ChildProcess {
  public:
-  TrackerProcess(std::vector<std::string> args, std::string log) : log_(std::move(log)) {
+  ChildProcess(std::vector<std::string> args, std::string log) : log_(std::move(log)) {
     pid_ = ::fork();
     REQUIRE(pid_ >= 0);
     if (pid_ == 0) {
@@ -48,7 +51,7 @@ class TrackerProcess {
       _exit(127);
     }
   }
-  ~TrackerProcess() { kill(SIGKILL); }
+  ~ChildProcess() { kill(SIGKILL); }
   void kill(int signal) {
     if (pid_ <= 0) return;
     ::kill(pid_, signal);
@@ -109,7 +112,7 @@ TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its r
       ravnest_binary(), "tracker", "--listen", address, "--state-dir", (dir / "state").string(),
       "--secret-file", (dir / "secret").string(), "--heartbeat-seconds", "1",
       "--expiry-seconds", "3", "--max-nodes-per-host", "8"};
-  auto tracker = std::make_unique<TrackerProcess>(tracker_args, (dir / "tracker.log").string());
+  auto tracker = std::make_unique<ChildProcess>(tracker_args, (dir / "tracker.log").string());
 
   bench::LocalDaemons daemons(test::binary_dir() + "/apps/ravnestd/ravnestd", dir.path().string(),
                               (dir / "secret").string(), {"node_0", "node_1", "node_2"});
@@ -162,6 +165,27 @@ TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its r
   INFO("clusterize: " << planned.out << planned.err);
   CHECK(planned.exit_code == 0);
   CHECK(fs::exists(dir / "plan" / "plan.json"));
+
+  // The dashboard shows the live pool beside the plan.
+  {
+    const int dashboard_port = bench::free_loopback_port();
+    ChildProcess dashboard({ravnest_binary(), "dashboard", "--plan", (dir / "plan").string(),
+                            "--secret-file", (dir / "secret").string(), "--tracker", address,
+                            "--listen", "127.0.0.1:" + std::to_string(dashboard_port)},
+                           (dir / "dashboard.log").string());
+    std::string state;
+    CHECK(eventually(20, [&] {
+      auto got = test::run_command("curl -s --max-time 5 http://127.0.0.1:" +
+                                       std::to_string(dashboard_port) + "/api/state", 10);
+      state = got.out;
+      return got.exit_code == 0 && state.find("\"tracker\"") != std::string::npos;
+    }));
+    INFO(state);
+    const auto parsed = nlohmann::json::parse(state, nullptr, false);
+    REQUIRE(parsed.is_object());
+    CHECK(parsed["tracker"]["nodes"].size() == 3);
+    CHECK(parsed["tracker"]["nodes"][0]["name"] == "node_0");
+  }
 
   // A wrong secret: one line, refused; the tracker logs it and serves on.
   test::write_text(dir / "wrong", "not the secret at all, but long enough 1234\n");
@@ -228,7 +252,7 @@ TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its r
   // kill -9 of the tracker, then a new one on the same state: the pool is there at once, and the
   // daemons register again over new connections.
   tracker->kill(SIGKILL);
-  tracker = std::make_unique<TrackerProcess>(tracker_args, (dir / "tracker2.log").string());
+  tracker = std::make_unique<ChildProcess>(tracker_args, (dir / "tracker2.log").string());
   std::string error;
   REQUIRE(eventually(10, [&] { return !pool_of(address, secret, &error).members.empty(); }));
   const auto restarted = pool_of(address, secret);

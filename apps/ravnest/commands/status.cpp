@@ -6,6 +6,7 @@
 #include "apps/ravnest/commands/connection.h"
 #include "apps/ravnest/commands/tracker_pool.h"
 #include "apps/ravnest/memory_view.h"
+#include "apps/ravnest/tracker_view.h"
 #include "apps/ravnest/traffic_view.h"
 
 namespace ravnest::cli {

@@ -1,6 +1,5 @@
 #include "apps/ravnest/commands/tracker_pool.h"
 
-#include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 
@@ -30,37 +29,6 @@ void write_tracker_pool(const tracker::PoolSnapshot& pool, const std::string& ad
   const auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);
   base::write_file_atomically(path, tracker::pool_file_json(pool));
-}
-
-std::string tracker_pool_table(const tracker::PoolSnapshot& pool) {
-  std::string out;
-  char line[512];
-  std::snprintf(line, sizeof line, "%-10s %-22s %10s %-24s %10s %10s %9s\n", "node", "address",
-                "memory GB", "GPU memory GB", "GFLOP/s", "Mbit/s", "heard");
-  out += line;
-  for (const auto& m : pool.members) {
-    const auto& h = m.registration.hardware;
-    std::string gpus;
-    for (auto bytes : h.gpu_memory_bytes) {
-      char one[32];
-      std::snprintf(one, sizeof one, "%s%.1f", gpus.empty() ? "" : ",",
-                    static_cast<double>(bytes) / 1e9);
-      gpus += one;
-    }
-    if (gpus.empty()) gpus = "-";
-    char heard[32];
-    std::snprintf(heard, sizeof heard, "%.0fs ago", m.seconds_since_heartbeat);
-    std::snprintf(line, sizeof line, "%-10s %-22s %10.2f %-24s %10.1f %10.0f %9s\n",
-                  m.registration.name.c_str(), m.registration.addresses.front().c_str(),
-                  static_cast<double>(h.memory_bytes) / 1e9, gpus.c_str(), h.gflops,
-                  h.bandwidth_mbps, heard);
-    out += line;
-  }
-  std::snprintf(line, sizeof line, "%zu node(s) live, epoch %llu (a node leaves after %.0f s "
-                "without a heartbeat)\n", pool.members.size(),
-                static_cast<unsigned long long>(pool.epoch.value), pool.expiry_seconds);
-  out += line;
-  return out;
 }
 
 }  // namespace ravnest::cli

@@ -1,6 +1,6 @@
 // The live pool a tracker holds, as the requester's subcommands use it (`--tracker HOST:PORT` on
 // pool, status and clusterize; docs/tracker.md): read over the daemons' TLS and secret
-// (Connection's --secret-file, --insecure), written as node_configs.json, shown as a table.
+// (Connection's --secret-file, --insecure), written as node_configs.json; tracker_view.h shows it.
 #pragma once
 
 #include <string>
@@ -17,8 +17,5 @@ tracker::PoolSnapshot read_tracker_pool(const std::string& address, const Connec
 // naming the tracker when the pool is empty (nothing to plan on), leaving `path` as it was.
 void write_tracker_pool(const tracker::PoolSnapshot& pool, const std::string& address,
                         const std::string& path);
-
-// One line a node: name, address, memory, GPUs, GFLOP/s, Mbit/s, seconds since its heartbeat.
-std::string tracker_pool_table(const tracker::PoolSnapshot& pool);
 
 }  // namespace ravnest::cli
