@@ -1,6 +1,7 @@
 #include "libs/tracker/tracker_service.h"
 
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 
@@ -185,7 +186,13 @@ int run_tracker(const TrackerOptions& options, const std::function<void(unsigned
   try {
     check_bounds(options.bounds);
   } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(std::string("tracker: ") + e.what());
+    char given[160];
+    std::snprintf(given, sizeof given,
+                  "--heartbeat-seconds %g, --expiry-seconds %g, --max-nodes %zu, "
+                  "--max-nodes-per-host %zu: ",
+                  options.bounds.heartbeat_seconds, options.bounds.expiry_seconds,
+                  options.bounds.max_members, options.bounds.max_per_host);
+    throw std::runtime_error(given + std::string(e.what()));
   }
   std::string why;
   const auto address = base::Address::try_parse(options.listen,
