@@ -1,5 +1,6 @@
 // The tracker's gate (schemas/tracker.capnp, interface TrackerGate): the daemons' gate
-// (libs/wire/gate.h) with the same proofs over the same nonces, giving a Tracker instead of a Node.
+// (libs/wire/gate.h) with the same proofs (wire::GateProofs, gate_opening, check_server_proof),
+// giving a Tracker instead of a Node.
 // Once per connection: challenge(), then open() with HMAC proofs from the shared secret; a wrong
 // proof fails with "refused: wrong secret" and is reported once through `on_refused`.
 //
@@ -12,6 +13,7 @@
 
 #include <kj/async.h>
 
+#include "libs/wire/gate.h"
 #include "libs/wire/guarded_stream.h"
 #include "libs/wire/node_credentials.h"
 #include "schemas/tracker.capnp.h"
@@ -29,12 +31,8 @@ class TrackerGateServer final : public schema::TrackerGate::Server {
   kj::Promise<void> open(OpenContext context) override;
 
  private:
-  std::shared_ptr<const wire::NodeCredentials> credentials_;
+  wire::GateProofs proofs_;
   schema::Tracker::Client tracker_;
-  std::shared_ptr<wire::ConnectionTrust> trust_;
-  std::function<void(const std::string&)> on_refused_;
-  kj::Maybe<wire::GateBytes> nonce_;
-  bool refused_ = false;
 };
 
 // The Tracker behind `gate`, usable at once (calls wait for the gate; a refusal fails them with a
