@@ -15,7 +15,8 @@ struct Hardware {
                                  # its cgroup's limit and MemAvailable
   memorySource @1 :Text;         # which of those it is ("memory_limit", "cgroup memory.max", ...)
   declaredMemoryBytes @2 :UInt64;  # its memory_limit (0: none); above memoryBytes, it is ignored
-  gpuMemoryBytes @3 :List(UInt64); # each CUDA device's total memory; empty without CUDA
+  gpuMemoryBytes @3 :List(UInt64); # the total memory of each CUDA device it computes on (today
+                                 # its one compute device); empty on a CPU daemon
   gflops @4 :Float64;            # float32 matrix products per second on its compute device, GFLOP/s
   bandwidthMbps @5 :Float64;     # upload to the tracker, timed (probe), Mbit/s
 }

@@ -19,7 +19,6 @@
 
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,7 +38,7 @@ struct MeasuredHardware {
   uint64_t memory_bytes = 0;           // what it may use: min(memory_limit, cgroup, MemAvailable)
   std::string memory_source;           // which of them
   uint64_t declared_memory_bytes = 0;  // its memory_limit; 0: none
-  std::vector<uint64_t> gpu_memory_bytes;  // per CUDA device; empty: none
+  std::vector<uint64_t> gpu_memory_bytes;  // per CUDA device it computes on; empty: none
   double gflops = 0;                   // float32 matmul on its compute device
   double bandwidth_mbps = 0;           // its upload to the tracker
   bool operator==(const MeasuredHardware& o) const;

@@ -130,7 +130,6 @@ kj::Promise<void> TrackerLink::session() {
         return request.send();
       })
       .then([this, s](capnp::Response<schema::Tracker::RegisterResults>&& registered) {
-        ++registrations_;
         const double interval = registered.getHeartbeatSeconds();
         spdlog::info("registered with tracker {} as {} (epoch {}; {:.0f} Mbit/s to it); "
                      "heartbeat every {} s",
@@ -156,8 +155,7 @@ kj::Promise<void> TrackerLink::heartbeats(std::shared_ptr<Session> s, double int
           auto request = s->tracker.registerRequest();
           encode_registration(registration_, request.initRegistration());
           return request.send().then([this, s, interval](auto&&) {
-            ++registrations_;
-            return heartbeats(s, interval);
+                return heartbeats(s, interval);
           });
         }
         return heartbeats(s, interval);

@@ -49,9 +49,6 @@ class TrackerLink {
   // Runs until the promise is dropped (the daemon stopping).
   kj::Promise<void> run();
 
-  // For tests and logs: how many registrations were accepted so far.
-  uint64_t registrations() const { return registrations_; }
-
  private:
   struct Session;
   kj::Promise<void> session();
@@ -63,7 +60,6 @@ class TrackerLink {
   kj::Timer& timer_;
   uint64_t probe_bytes_;
   double retry_seconds_;
-  uint64_t registrations_ = 0;
   std::string last_problem_;  // logged once until it changes
 };
 

@@ -12,7 +12,6 @@
 // logged once.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <string>
 
