@@ -239,6 +239,18 @@ TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its r
   const std::string log = test::read_text(dir / "tracker.log");
   CHECK(count_of(log, "too many calls") <= 2);  // logged once, not 2,000 times
 
+  // node_2 stopped (SIGSTOP) past the expiry: it leaves; running again, its next heartbeat is
+  // not known and it registers again over the same connection.
+  auto has = [&](const std::string& name) {
+    const auto now = names(pool_of(address, secret));
+    return std::find(now.begin(), now.end(), name) != now.end();
+  };
+  daemons.signal(2, SIGSTOP);
+  CHECK(eventually(10, [&] { return !has("node_2"); }));
+  daemons.signal(2, SIGCONT);
+  CHECK(eventually(10, [&] { return has("node_2"); }));
+  CHECK(test::read_text(daemons.log_path(2)).find("no longer knows node_2") != std::string::npos);
+
   // kill -9 of node_2: it expires (3 s without a heartbeat); the others stay.
   daemons.signal(2, SIGKILL);
   CHECK(eventually(10, [&] {
