@@ -46,6 +46,9 @@ interface Tracker {
     # The live pool, sorted by name.
   probe @3 (payload :Data) -> ();
     # Bytes to time an upload with (at most 16 MiB a call); nothing is kept.
+  leave @4 (name :Text) -> (left :Bool);
+    # A daemon stopping: `name` leaves the pool now rather than at its expiry. Only from the host it
+    # registered from; `left` false when it was no member (or registered from elsewhere).
 }
 
 interface TrackerGate {

@@ -217,7 +217,12 @@ int run_daemon(const config::DaemonConfig& config) {
   config::notify_status("serving on " + listen);
 
   shutdown.promise.wait(wait_scope);
-  tracker_run = kj::READY_NOW;  // no more heartbeats: the tracker expires this node
+  if (tracker_link) {
+    // Out of the pool now rather than at the expiry; a tracker that does not answer in 2 s
+    // expires this node instead.
+    tracker_link->leave().exclusiveJoin(io->timer().afterDelay(2 * kj::SECONDS)).wait(wait_scope);
+  }
+  tracker_run = kj::READY_NOW;  // no more heartbeats
   config::notify_stopping();
   // A job that trains stops after the same update on every node, as a stop from the requester
   // does (in a plan of several clusters, the requester following it stops it), so that

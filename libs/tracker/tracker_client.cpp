@@ -93,6 +93,7 @@ TrackerLink::~TrackerLink() = default;
 kj::Promise<void> TrackerLink::run() {
   return kj::evalNow([this]() { return session(); })
       .then([]() {}, [this](kj::Exception&& e) {
+        registered_.reset();
         const std::string problem = wire::kj_reason(e);
         if (problem != last_problem_) {
           spdlog::warn("tracker {}: {}; trying again every {} s", address_, problem,
@@ -130,6 +131,7 @@ kj::Promise<void> TrackerLink::session() {
         return request.send();
       })
       .then([this, s](capnp::Response<schema::Tracker::RegisterResults>&& registered) {
+        registered_ = s;
         const double interval = registered.getHeartbeatSeconds();
         spdlog::info("registered with tracker {} as {} (epoch {}; {:.0f} Mbit/s to it); "
                      "heartbeat every {} s",
@@ -138,6 +140,17 @@ kj::Promise<void> TrackerLink::session() {
         last_problem_.clear();
         return heartbeats(s, interval > 0 ? interval : 10);
       });
+}
+
+kj::Promise<void> TrackerLink::leave() {
+  if (!registered_) return kj::READY_NOW;
+  auto request = registered_->tracker.leaveRequest();
+  request.setName(registration_.name);
+  return request.send()
+      .then([this](capnp::Response<schema::Tracker::LeaveResults>&& left) {
+        if (left.getLeft()) spdlog::info("left tracker {}", address_);
+      })
+      .catch_([](kj::Exception&&) {});
 }
 
 kj::Promise<void> TrackerLink::heartbeats(std::shared_ptr<Session> s, double interval) {

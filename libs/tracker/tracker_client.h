@@ -49,6 +49,10 @@ class TrackerLink {
   // Runs until the promise is dropped (the daemon stopping).
   kj::Promise<void> run();
 
+  // The daemon stopping: asks the tracker to drop it now (over the connection run() holds, when
+  // it is registered); never fails. Drop run()'s promise once this one is done.
+  kj::Promise<void> leave();
+
  private:
   struct Session;
   kj::Promise<void> session();
@@ -61,6 +65,7 @@ class TrackerLink {
   uint64_t probe_bytes_;
   double retry_seconds_;
   std::string last_problem_;  // logged once until it changes
+  std::shared_ptr<Session> registered_;  // the session whose registration was accepted
 };
 
 }  // namespace ravnest::tracker

@@ -147,6 +147,21 @@ class TrackerEndpoint final : public schema::Tracker::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> leave(LeaveContext context) override {
+    if (!admit()) return storm();
+    const std::string name = context.getParams().getName();
+    auto& members = core_.membership().members;
+    const auto found = members.find(name);
+    bool left = false;
+    if (found != members.end() && found->second.from_host == host_) {
+      left = tracker::leave(core_.membership(), name);
+      core_.save();
+      spdlog::info("{} left (its daemon stopped); epoch {}", name, core_.membership().epoch.value);
+    }
+    context.getResults().setLeft(left);
+    return kj::READY_NOW;
+  }
+
   kj::Promise<void> probe(ProbeContext context) override {
     if (!admit()) return storm();
     if (context.getParams().getPayload().size() > kMaxProbeBytes) {

@@ -1,10 +1,11 @@
 // The tracker end to end on 127.0.0.1 (docs/tracker.md): `ravnest tracker` and 3 ravnestd
-// --tracker processes. The daemons register what they measured and heartbeat; a daemon killed
-// with -9 expires; a tracker killed with -9 starts again with the pool it had and the daemons
-// register again; a wrong secret is refused in one line; a flood of fake registrations and
-// heartbeats from one connection leaves the pool bounded; `ravnest pool --tracker` writes a pool
-// file and `ravnest clusterize --tracker` plans on it. Every process is bounded in time and
-// stopped at the end.
+// --tracker processes. The daemons register what they measured and heartbeat; a daemon stopped
+// past the expiry leaves and registers again when it runs again; a daemon killed with -9 expires;
+// a tracker killed with -9 starts again with the pool it had and the daemons register again; a
+// daemon stopped with SIGTERM leaves at once; a wrong secret is refused in one line; a flood of
+// fake registrations and heartbeats from one connection leaves the pool bounded; `ravnest pool
+// --tracker` writes a pool file, `ravnest clusterize --tracker` plans on it, the dashboard shows
+// the pool. Every process is bounded in time and stopped at the end.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -279,4 +280,11 @@ TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its r
   CHECK(eventually(10, [&] {
     return names(pool_of(address, secret)) == std::vector<std::string>{"node_0", "node_1"};
   }));
+
+  // A daemon stopped with SIGTERM leaves at once, not at its expiry.
+  daemons.signal(1, SIGTERM);
+  CHECK(daemons.wait_exit(1, 30) == 0);
+  CHECK(names(pool_of(address, secret)) == std::vector<std::string>{"node_0"});
+  CHECK(test::read_text(dir / "tracker2.log").find("node_1 left (its daemon stopped)") !=
+        std::string::npos);
 }
