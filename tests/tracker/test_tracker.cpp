@@ -53,6 +53,7 @@ class ChildProcess {
     }
   }
   ~ChildProcess() { kill(SIGKILL); }
+  pid_t pid() const { return pid_; }
   void kill(int signal) {
     if (pid_ <= 0) return;
     ::kill(pid_, signal);
@@ -237,6 +238,14 @@ TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its r
   }
   pool = pool_of(address, secret);
   CHECK(pool.members.size() <= 8);
+  // Its memory after the flood: LibTorch's share of `ravnest` (about 160 MB here) and little else.
+  const std::string status_text =
+      test::read_text("/proc/" + std::to_string(tracker->pid()) + "/status");
+  const auto peak_at = status_text.find("VmHWM:");
+  REQUIRE(peak_at != std::string::npos);
+  const long peak_kib = std::stol(status_text.substr(peak_at + 6));
+  INFO("tracker peak " << peak_kib << " KiB");
+  CHECK(peak_kib < 400 * 1024);
   const std::string log = test::read_text(dir / "tracker.log");
   CHECK(count_of(log, "too many calls") <= 2);  // logged once, not 2,000 times
 
