@@ -44,6 +44,7 @@ const char* dashboard_page() {
   <section><h2>Loss per cluster</h2><div id="curves"></div></section>
   <section><h2>Clusters</h2><table id="cluster-table"><thead><tr><th>cluster</th><th>batches</th><th>last loss</th><th>validation loss</th><th>accuracy</th></tr></thead><tbody></tbody></table></section>
   <section class="wide"><h2>Bytes on the wire</h2><table id="traffic"><thead><tr><th>node</th><th>activations</th><th>gradients</th><th>rings</th><th>weights</th><th>other</th><th>sent</th><th>received</th></tr></thead><tbody></tbody></table></section>
+  <section class="wide" id="tracker-section" hidden><h2>Live pool <span class="meta" id="tracker-meta"></span></h2><table id="tracker"><thead><tr><th>node</th><th>address</th><th>memory</th><th>GPU memory</th><th>GFLOP/s</th><th>Mbit/s</th><th>heard</th></tr></thead><tbody></tbody></table></section>
   <section class="wide"><h2>Job <span class="meta" id="job-path"></span></h2><pre id="job">(no job trained with this plan yet)</pre></section>
 </main>
 <script>
@@ -170,6 +171,30 @@ function drawTraffic(state) {
     body.appendChild(tr);
   }
 }
+function drawTracker(state) {
+  const t = state.tracker;
+  document.getElementById("tracker-section").hidden = !t;
+  if (!t) return;
+  const body = document.querySelector("#tracker tbody");
+  body.replaceChildren();
+  if (t.error) {
+    document.getElementById("tracker-meta").textContent = t.address + ": " + t.error;
+    return;
+  }
+  document.getElementById("tracker-meta").textContent =
+      t.address + ", epoch " + t.epoch + ", " + t.nodes.length + " node(s) live";
+  for (const n of t.nodes) {
+    const tr = el("tr", {"data-name": n.name});
+    tr.appendChild(el("td", {}, n.name));
+    tr.appendChild(el("td", {}, n.address));
+    tr.appendChild(el("td", {}, bytes(n.memory_bytes)));
+    tr.appendChild(el("td", {}, n.gpu_memory_bytes.length ? n.gpu_memory_bytes.map(bytes).join(", ") : "-"));
+    tr.appendChild(el("td", {}, fixed(n.gflops, 1)));
+    tr.appendChild(el("td", {}, fixed(n.bandwidth_mbps, 0)));
+    tr.appendChild(el("td", {}, fixed(n.seconds_since_heartbeat, 0) + " s ago"));
+    body.appendChild(tr);
+  }
+}
 async function poll() {
   try {
     const response = await fetch("/api/state", {cache: "no-store"});
@@ -179,6 +204,7 @@ async function poll() {
     drawNodes(state);
     drawCurves(state);
     drawTraffic(state);
+    drawTracker(state);
     if (state.job) {
       document.getElementById("job").textContent = state.job;
       document.getElementById("job-path").textContent = state.job_path;

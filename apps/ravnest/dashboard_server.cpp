@@ -13,6 +13,7 @@
 
 #include "apps/ravnest/dashboard_page.h"
 #include "apps/ravnest/dashboard_state.h"
+#include "apps/ravnest/tracker_view.h"
 #include "libs/base/address.h"
 #include "libs/base/atomic_file.h"
 #include "libs/requester/job_identity.h"
@@ -87,7 +88,19 @@ class StateSource {
       job_text = base::read_file(job_path);
     } catch (const std::exception&) {
     }
-    cached_ = dashboard_state(plan_, reports, histories, job_path, job_text).dump();
+    auto state = dashboard_state(plan_, reports, histories, job_path, job_text);
+    if (!options_.tracker.empty()) {
+      try {
+        state["tracker"] = tracker_pool_state(
+            tracker::fetch_pool(options_.tracker,
+                                wire::make_transport_security(options_.secret, options_.insecure),
+                                3),
+            options_.tracker);
+      } catch (const std::exception& e) {
+        state["tracker"] = {{"address", options_.tracker}, {"error", e.what()}};
+      }
+    }
+    cached_ = state.dump();
     taken_ = now;
     return cached_;
   }

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   commands.push_back(cli::add_bench(app));
   commands.push_back(cli::add_local(app));
   commands.push_back(cli::add_pool(app));
+  commands.push_back(cli::add_tracker(app));
 
   if (cli::wants_cli_description(argc, argv)) {
     std::cout << cli::describe_cli(app).dump(2) << '\n';

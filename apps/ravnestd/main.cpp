@@ -47,6 +47,11 @@ int main(int argc, char** argv) {
       "--memory-limit", memory_limit,
       "this daemon's memory budget: bytes, or a size such as 600MiB or 1.4GB (default: the "
       "cgroup's limit or the machine's RAM; docs/daemon.md#memory)");
+  std::string tracker;
+  auto* tracker_opt = app.add_option(
+      "--tracker", tracker,
+      "HOST:PORT of a tracker (ravnest tracker) to register what this daemon measured with, and "
+      "heartbeat to (docs/tracker.md)");
   app.add_flag("--no-shared-memory", flags.no_shared_memory,
                "ring segments to daemons on this host go through the connection, not shared memory");
   app.add_flag("--insecure", flags.insecure,
@@ -77,6 +82,7 @@ int main(int argc, char** argv) {
     if (*key_opt) flags.tls_key = tls_key;
     if (*threads_opt) flags.threads = threads;
     if (*device_opt) flags.device = device;
+    if (*tracker_opt) flags.tracker = tracker;
     if (*memory_opt) {
       flags.memory_limit = ravnest::config::parse_memory_limit(memory_limit, "--memory-limit");
     }

@@ -17,6 +17,8 @@
 #include "libs/base/byte_size.h"
 #include "libs/base/secret.h"
 #include "libs/daemon/systemd_notify.h"
+#include "libs/daemon/tracker/hardware_probe.h"
+#include "libs/tracker/tracker_client.h"
 #include "libs/worker/compute_device.h"
 #include "libs/daemon/rpc/endpoint_limits.h"
 #include "libs/daemon/node_endpoint.h"
@@ -196,12 +198,31 @@ int run_daemon(const config::DaemonConfig& config) {
   };
   signals.async_wait(on_signal);
 
+  // Registered with the tracker once the port is open, heartbeating on this loop until the end.
+  kj::Own<tracker::TrackerLink> tracker_link;
+  kj::Promise<void> tracker_run = kj::READY_NOW;
+  if (!config.tracker.empty()) {
+    auto registration = measure_registration(config.node, listen_address(listen).host(), port,
+                                             config.memory_limit, device);
+    tracker_link = kj::heap<tracker::TrackerLink>(config.tracker, security,
+                                                  std::move(registration), io->timer());
+    tracker_run = tracker_link->run().eagerlyEvaluate([](kj::Exception&& e) {
+      spdlog::warn("tracker link ended: {}", wire::kj_reason(e));
+    });
+  }
+
   spdlog::info("serving {} on {} (port {}, {}, certificate sha256:{})", config.node, listen, port,
                config.insecure ? "plain TCP" : "TLS", credentials->fingerprint().substr(0, 16));
   notify_ready();
   notify_status("serving on " + listen);
 
   shutdown.promise.wait(wait_scope);
+  if (tracker_link) {
+    // Out of the pool now rather than at the expiry; a tracker that does not answer in 2 s
+    // expires this node instead.
+    tracker_link->leave().exclusiveJoin(io->timer().afterDelay(2 * kj::SECONDS)).wait(wait_scope);
+  }
+  tracker_run = kj::READY_NOW;  // no more heartbeats
   notify_stopping();
   // A job that trains stops after the same update on every node, as a stop from the requester
   // does (in a plan of several clusters, the requester following it stops it), so that

@@ -48,6 +48,7 @@ TEST_CASE("the .deb holds everything a provider installs", "[packaging]") {
   REQUIRE(contents.exit_code == 0);
   for (const char* path :
        {"./usr/bin/ravnest", "./usr/bin/ravnestd", "./usr/lib/systemd/system/ravnestd.service",
+        "./usr/lib/systemd/system/ravnest-tracker.service",
         "./usr/lib/sysusers.d/ravnest.conf", "./etc/ravnest/ravnestd.toml.example",
         "./usr/share/doc/ravnest/docs/security.md", "./usr/share/doc/ravnest/docs/job-file.md",
         "./usr/share/man/man1/ravnest.1.gz", "./usr/share/man/man1/ravnest-train.1.gz",

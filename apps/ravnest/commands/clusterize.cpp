@@ -6,6 +6,7 @@
 
 #include "apps/ravnest/commands/commands.h"
 #include "apps/ravnest/commands/connection.h"
+#include "apps/ravnest/commands/tracker_pool.h"
 #include "apps/ravnest/commands/console.h"
 #include "apps/ravnest/clusterize_progress_view.h"
 #include "apps/ravnest/memory_probe_process.h"
@@ -24,6 +25,7 @@ struct ClusterizeCommand {
   bool push = false;
   bool no_memory_probe = false;
   std::string plan_file;  // --plan-file: a [plan] block
+  std::string tracker;    // --tracker: --nodes written from its live pool first
   CLI::Option* servers = nullptr;
   CLI::Option* evaluator = nullptr;
   CLI::Option* on_server = nullptr;
@@ -44,6 +46,12 @@ int ClusterizeCommand::run() {
   flags.on_server_given = on_server->count() > 0;
   graph::apply_clusterize_flags(flags, options);
   connection.plan_dir = options.out_dir;
+  if (!tracker.empty()) {
+    const auto pool = read_tracker_pool(tracker, connection);
+    write_tracker_pool(pool, tracker, options.nodes_path);
+    say("wrote " + options.nodes_path + ": " + std::to_string(pool.members.size()) +
+        " node(s) from tracker " + tracker + " (epoch " + std::to_string(pool.epoch.value) + ")");
+  }
   if (!no_memory_probe) {
     // The probes run where the daemons will train: this machine must have that device.
     try {
@@ -173,6 +181,9 @@ Command add_clusterize(CLI::App& app) {
   cmd->add_option("--compression", c->flags.compression,
                   "plan for activations and gradients sent as none, fp16, bf16 or int8");
   cmd->add_flag("--push", c->push, "push the stages to the daemons afterwards");
+  cmd->add_option("--tracker", c->tracker,
+                  "HOST:PORT of a tracker (ravnest tracker): write --nodes from its live pool, "
+                  "then plan on it");
   cmd->add_option("--secret-file", c->connection.secret_file, "the daemons' shared secret");
   return {cmd, [c] { return c->run(); }};
 }

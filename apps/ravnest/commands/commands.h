@@ -23,6 +23,7 @@ Command add_evaluate(CLI::App& app);      // evaluate.cpp
 Command add_probe_memory(CLI::App& app);  // probe_memory.cpp (hidden: clusterize's probe)
 Command add_bench(CLI::App& app);         // bench.cpp: bench allreduce
 Command add_local(CLI::App& app);         // local.cpp: N daemons on this machine
-Command add_pool(CLI::App& app);          // pool.cpp: pool add, pool remove
+Command add_pool(CLI::App& app);          // pool.cpp: pool add, pool remove, pool --tracker
+Command add_tracker(CLI::App& app);       // tracker.cpp: the tracker service
 
 }  // namespace ravnest::cli

@@ -12,6 +12,7 @@ namespace {
 struct DashboardCommand {
   Connection connection;
   std::string listen = "127.0.0.1:8650";
+  std::string tracker;
 };
 
 }  // namespace
@@ -23,6 +24,8 @@ Command add_dashboard(CLI::App& app) {
                    "live while a job runs (docs/dashboard.md)");
   cmd->add_option("--listen", c->listen, "host:port to serve on")->capture_default_str();
   add_connection_options(cmd, c->connection);
+  cmd->add_option("--tracker", c->tracker,
+                  "HOST:PORT of a tracker: show its live pool too (docs/tracker.md)");
   return {cmd, [c] {
             c->connection.warn_if_insecure();
             catch_interrupts();
@@ -31,6 +34,7 @@ Command add_dashboard(CLI::App& app) {
             options.secret = c->connection.secret();
             options.insecure = c->connection.insecure;
             options.listen = c->listen;
+            options.tracker = c->tracker;
             options.log = say;
             options.interrupted = interrupted;
             run_dashboard(options);

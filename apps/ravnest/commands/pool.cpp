@@ -5,6 +5,8 @@
 // The pool's and the plan's directories are locked for the edit (base::EditLock), so that edits
 // at the same moment all count.
 // No daemon is asked: `ravnest push` sends what changed.
+// ravnest pool --tracker HOST:PORT: node_configs.json written from a tracker's live pool
+// (tracker_pool.h, docs/tracker.md).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +18,7 @@
 #include "apps/ravnest/commands/commands.h"
 #include "apps/ravnest/commands/connection.h"
 #include "apps/ravnest/commands/console.h"
+#include "apps/ravnest/commands/tracker_pool.h"
 #include "apps/ravnest/memory_probe_process.h"
 #include "libs/base/atomic_file.h"
 #include "libs/base/edit_lock.h"
@@ -47,6 +50,7 @@ struct PoolCommand {
   bool no_memory_probe = false;
   CLI::Option* gpu_memory = nullptr;
   Connection connection;  // remove: its --secret-file and --insecure, to ask the plan's nodes
+  std::string tracker;    // --tracker: write nodes_path from this tracker's live pool
 
   bool has_plan() const { return fs::exists(config::PlanLayout(plan_dir).plan_file()); }
   int add();
@@ -215,7 +219,16 @@ Command add_pool(CLI::App& app) {
   auto c = std::make_shared<PoolCommand>();
   auto* cmd = app.add_subcommand("pool", "Add a node to the pool or remove one, and replan only "
                                          "what the change touches");
-  cmd->require_subcommand(1);
+  cmd->require_subcommand(0, 1);
+  cmd->add_option("--tracker", c->tracker,
+                  "HOST:PORT of a tracker (ravnest tracker): write --write from its live pool, "
+                  "with the figures each daemon measured");
+  cmd->add_option("--write", c->nodes_path, "with --tracker: the pool file to write")
+      ->capture_default_str();
+  cmd->add_option("--secret-file", c->connection.secret_file,
+                  "with --tracker: the shared secret (default: $RAVNEST_SECRET_FILE, else "
+                  "node_data's secret)");
+  cmd->add_flag("--insecure", c->connection.insecure, "with --tracker: plain TCP instead of TLS");
   auto* add = cmd->add_subcommand("add", "Add a node to node_configs.json; it becomes a spare");
   auto* remove = cmd->add_subcommand(
       "remove", "Remove a node from node_configs.json; a spare takes its stage in the plan");
@@ -238,7 +251,25 @@ Command add_pool(CLI::App& app) {
   add->add_option("--ram", c->node.ram_gb, "its memory in GB")->required();
   add->add_option("--bandwidth", c->node.bandwidth_mbps, "its bandwidth in Mbps")->required();
   c->gpu_memory = add->add_option("--gpu-memory", c->gpu_memory_gb, "its GPU's memory in GB");
-  return {cmd, [c, add] { return add->parsed() ? c->add() : c->remove(); }};
+  return {cmd, [c, cmd, add, remove] {
+            if (!c->tracker.empty()) {
+              if (add->parsed() || remove->parsed()) {
+                throw std::runtime_error("ravnest pool: --tracker writes the whole pool; it "
+                                         "takes no add or remove");
+              }
+              const auto pool = read_tracker_pool(c->tracker, c->connection);
+              write_tracker_pool(pool, c->tracker, c->nodes_path);
+              say("wrote " + c->nodes_path + ": " + std::to_string(pool.members.size()) +
+                  " node(s) from tracker " + c->tracker + " (epoch " +
+                  std::to_string(pool.epoch.value) + ")");
+              return 0;
+            }
+            if (!add->parsed() && !remove->parsed()) {
+              throw std::runtime_error("ravnest pool: give add, remove or --tracker HOST:PORT (" +
+                                       cmd->get_name() + " --help)");
+            }
+            return add->parsed() ? c->add() : c->remove();
+          }};
 }
 
 }  // namespace ravnest::cli

@@ -4,7 +4,9 @@
 
 #include "apps/ravnest/commands/commands.h"
 #include "apps/ravnest/commands/connection.h"
+#include "apps/ravnest/commands/tracker_pool.h"
 #include "apps/ravnest/memory_view.h"
+#include "apps/ravnest/tracker_view.h"
 #include "apps/ravnest/traffic_view.h"
 
 namespace ravnest::cli {
@@ -61,9 +63,16 @@ int run_status(const Connection& c) {
 
 Command add_status(CLI::App& app) {
   auto c = std::make_shared<Connection>();
+  auto tracker = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("status", "Show where every node of the plan is");
   add_connection_options(cmd, *c);
-  return {cmd, [c] { return run_status(*c); }};
+  cmd->add_option("--tracker", *tracker,
+                  "HOST:PORT of a tracker: show its live pool instead of the plan's nodes");
+  return {cmd, [c, tracker] {
+            if (tracker->empty()) return run_status(*c);
+            std::printf("%s", tracker_pool_table(read_tracker_pool(*tracker, *c)).c_str());
+            return 0;
+          }};
 }
 
 }  // namespace ravnest::cli

@@ -19,9 +19,10 @@
 namespace ravnest::config {
 namespace {
 
-constexpr std::array<std::string_view, 9> kKeys = {"node",        "listen",   "data_dir",
-                                                   "log_level",   "log_file", "secret_file",
-                                                   "tls_cert",    "tls_key",  "device"};
+constexpr std::array<std::string_view, 10> kKeys = {"node",        "listen",   "data_dir",
+                                                    "log_level",   "log_file", "secret_file",
+                                                    "tls_cert",    "tls_key",  "device",
+                                                    "tracker"};
 constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug",    "info", "warn",
                                                      "error", "critical", "off"};
 
@@ -215,6 +216,7 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
     else if (name == "tls_cert") config.tls_cert = text_value;
     else if (name == "tls_key") config.tls_key = text_value;
     else if (name == "device") config.device = text_value;
+    else if (name == "tracker") config.tracker = text_value;
   }
   check_values(config, origin, /*need_node=*/false);
   return config;
@@ -238,6 +240,7 @@ DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags) {
   if (flags.device) file.device = *flags.device;
   if (flags.no_shared_memory) file.shared_memory = false;
   if (flags.memory_limit) file.memory_limit = *flags.memory_limit;
+  if (flags.tracker) file.tracker = *flags.tracker;
   return file;
 }
 
@@ -251,6 +254,7 @@ void validate_daemon_config(const DaemonConfig& config, const std::string& origi
     throw base::ConfigError(origin + ": memory_limit: " + std::to_string(config.memory_limit) +
                       " is negative");
   }
+  if (!config.tracker.empty()) base::Address::parse(config.tracker, origin + ": tracker");
   if (config.insecure && !config.tls_cert.empty()) {
     throw base::ConfigError(origin + ": tls_cert: a certificate with --insecure (no TLS) would be ignored");
   }

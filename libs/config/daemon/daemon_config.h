@@ -17,6 +17,8 @@
 //   memory_limit = "600MiB"         # this daemon's memory budget: bytes, or a size with a unit
 //                                   #   (byte_size.h); absent = the cgroup's limit or MemTotal
 //                                   #   (docs/daemon.md#memory)
+//   tracker = ""                    # host:port of a tracker to register with and heartbeat to
+//                                   #   (docs/tracker.md); empty = none
 //   [limits]                        # what a peer may make the daemon hold (daemon_limits.h)
 //   idle_seconds = 600
 //
@@ -49,6 +51,7 @@ struct DaemonConfig {
   std::string device = "cpu";               // "cpu", "cuda", "cuda:N" (parse_device)
   bool shared_memory = true;                // rings to daemons on this host (shared_segments.h)
   int64_t memory_limit = 0;                 // bytes; 0 = none (memory_budget.h)
+  std::string tracker;                      // "host:port"; empty = no tracker
   DaemonLimits limits;                      // [limits]; not overridden by flags
 };
 
@@ -67,6 +70,7 @@ struct DaemonConfigOverrides {
   std::optional<std::string> device;
   bool no_shared_memory = false;  // --no-shared-memory
   std::optional<int64_t> memory_limit;  // --memory-limit, read by parse_memory_limit
+  std::optional<std::string> tracker;   // --tracker
 };
 
 // A device's name as the config writes it: "cpu", "cuda" (the current CUDA device) or "cuda:N".
@@ -92,8 +96,8 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
 // `flags` over `file`. The result is not validated: call validate_daemon_config on it.
 DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags);
 
-// Throws ConfigError "<origin>: <field>: ..." for a missing node, a malformed listen address,
-// an unknown log level, an empty data_dir or a device that is not cpu, cuda or cuda:N. `origin` names where the values came from, e.g.
+// Throws ConfigError "<origin>: <field>: ..." for a missing node, a malformed listen or tracker
+// address, an unknown log level, an empty data_dir or a device that is not cpu, cuda or cuda:N. `origin` names where the values came from, e.g.
 // "/etc/ravnest/ravnestd.toml and the command line".
 void validate_daemon_config(const DaemonConfig& config, const std::string& origin);
 

@@ -158,12 +158,16 @@ std::optional<int64_t> parse_memory_stat(const std::string& text, const std::str
 }
 
 int64_t parse_mem_total(const std::string& meminfo) {
+  return parse_meminfo_bytes(meminfo, "MemTotal");
+}
+
+int64_t parse_meminfo_bytes(const std::string& meminfo, const std::string& key) {
   std::istringstream lines(meminfo);
   std::string line;
   while (std::getline(lines, line)) {
     const auto fields = words(line);
     // "MemTotal:       24684084 kB"
-    if (fields.size() >= 2 && fields[0] == "MemTotal:") {
+    if (fields.size() >= 2 && fields[0] == key + ":") {
       const auto kib = whole_number(fields[1]);
       return kib ? *kib * 1024 : 0;
     }

@@ -58,6 +58,8 @@ std::optional<int64_t> parse_memory_stat(const std::string& text, const std::str
 
 // MemTotal from /proc/meminfo, in bytes; 0 when absent.
 int64_t parse_mem_total(const std::string& meminfo);
+// Any line of /proc/meminfo in bytes ("MemAvailable"); 0 when absent.
+int64_t parse_meminfo_bytes(const std::string& meminfo, const std::string& key);
 
 // What the memory cgroup of this process says.
 struct CgroupMemory {
