@@ -155,7 +155,7 @@ void decode(Message which, capnp::MessageReader& message) {
       break;
     }
     case kRingSegment: {
-      // RingSinkImpl leaves the bytes in the mailbox; the all-reduce takes them with the size it
+      // RingSinkServer leaves the bytes in the mailbox; the all-reduce takes them with the size it
       // expects (here: the one sent, or 64 bytes when the round is odd).
       auto p = message.getRoot<schema::RingSink::SegmentParams>();
       auto data = p.getData();

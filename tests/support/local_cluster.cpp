@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 const int kHostsPort = 18500;  // every host has its ports to itself
-// What ring_link.cpp logs when a ring's segments go through shared memory.
+// What rings/media/ring_opener.cpp logs when a ring's segments go through shared memory.
 const char kSharedMemoryLine[] = "segments through shared memory";
 }  // namespace
 

@@ -49,7 +49,7 @@ class LocalCluster {
   bool hosts() const { return hosts_ != nullptr; }
   // True when the environment asks for the hosts mode (RAVNEST_TEST_HOSTS=1).
   static bool hosts_mode_requested();
-  // The daemons' logs' lines saying a ring's segments go through shared memory (ring_link.cpp):
+  // The daemons' logs' lines saying a ring's segments go through shared memory (ring_opener.cpp):
   // none may appear in the hosts mode, where only TCP joins the daemons.
   int shared_memory_lines() const;
   std::filesystem::path data_dir(int node) const { return daemons_->data_dir(node); }

@@ -1,7 +1,10 @@
 // RingMailbox: where a daemon's RPC thread leaves the ring segments that peers send it, and where
-// the threads running all-reduces wait for them. Keyed by (ring, round, step, segment); abort()
-// wakes every waiter with a reason (a member failed, or the requester stopped the job). It also
-// holds each ring's data channel, when the previous member sends over one instead.
+// the threads running all-reduces wait for them: the receiving side of every medium
+// (media/ring_medium.h). Segments of segment calls and of shared memory come from the ring's
+// RingSinkServer, keyed by (ring, round, step, segment); a ring's data channel, when the previous
+// member's medium is one, from RingMember::accept_channel. A waiter takes whichever comes, since
+// a member that offered a channel and could not connect it sends segment calls instead.
+// abort() wakes every waiter with a reason (a member failed, or the requester stopped the job).
 #pragma once
 
 #include <condition_variable>

@@ -16,6 +16,8 @@
 #include <spdlog/spdlog.h>
 
 #include "libs/base/printable.h"
+#include "libs/daemon/rings/media/media_choice.h"
+#include "libs/daemon/rings/media/ring_sink_server.h"
 #include "libs/daemon/rings/ring_link.h"
 #include "libs/daemon/rings/shared_segments.h"
 #include "libs/daemon/rpc/parked_thread.h"
@@ -58,61 +60,6 @@ ChannelMode daemon_ring_channels(bool insecure) {
 namespace {
 
 constexpr size_t kMaxOfferedChannels = 256;
-
-// One ring's segments from its previous member. A segment's call stays open until the
-// all-reduce has taken the bytes out of the message (added them, or copied them into place): no
-// copy on receipt, and the sender's limit on unanswered calls bounds what waits here. With the
-// sender's memory (`shared`, when it runs on this host) the bytes are read where the sender put
-// them, and the mapping stays until the last segment in it was taken.
-class RingSinkImpl final : public schema::RingSink::Server {
- public:
-  RingSinkImpl(RingMailbox& mailbox, wire::WireTraffic& traffic, uint32_t ring,
-               std::shared_ptr<const SharedSegmentsReader> shared)
-      : mailbox_(mailbox), traffic_(traffic), ring_(ring), shared_(std::move(shared)) {}
-
- protected:
-  kj::Promise<void> segment(SegmentContext context) override {
-    auto params = context.getParams();
-    auto data = params.getData();
-    traffic_.received(wire::TrafficKind::kRings, params.totalSize().wordCount * 8);
-    // The bytes stay in the call's message, which lives until the call is answered.
-    return hold_until_taken({ring_, params.getRound(), params.getStep(), params.getSegment()},
-                            data.begin(), data.size(), nullptr);
-  }
-
-  kj::Promise<void> sharedSegment(SharedSegmentContext context) override {
-    auto params = context.getParams();
-    if (shared_ == nullptr) {
-      return KJ_EXCEPTION(FAILED, "this ring's sink took no shared memory");
-    }
-    const uint32_t slot = params.getSlot();
-    const uint64_t bytes = params.getBytes();
-    if (slot >= shared_->slots() || bytes > shared_->slot_bytes()) {
-      return KJ_EXCEPTION(FAILED, "a shared segment beyond the memory offered");
-    }
-    traffic_.received(wire::TrafficKind::kRings, bytes);
-    return hold_until_taken({ring_, params.getRound(), params.getStep(), params.getSegment()},
-                            shared_->slot(slot), bytes, shared_);
-  }
-
- private:
-  // Leaves `size` bytes at `data` in the mailbox and answers the call once the all-reduce has
-  // taken them; `keeps` (the shared mapping, or nothing) lives until then.
-  kj::Promise<void> hold_until_taken(const RingMailbox::Key& key, const void* data, size_t size,
-                                     std::shared_ptr<const void> keeps) {
-    auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
-    auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<void>>>(
-        kj::mv(paf.fulfiller));
-    mailbox_.deposit_borrowed(key, data, size,
-                              [fulfiller, keeps = std::move(keeps)]() { (*fulfiller)->fulfill(); });
-    return kj::mv(paf.promise);
-  }
-
-  RingMailbox& mailbox_;
-  wire::WireTraffic& traffic_;
-  uint32_t ring_;
-  std::shared_ptr<const SharedSegmentsReader> shared_;  // null: segments come in messages
-};
 
 }  // namespace
 
@@ -189,38 +136,40 @@ kj::Promise<void> RingMember::open_ring(OpenRingCall context, wire::StreamSlot s
   }
   // The ring opened again: whatever channel it had belongs to an earlier link.
   mailbox_.drop_channel(params.getRing());
-  bool channel = false;
-  if (shared == nullptr && params.hasChannel() &&
-      daemon_ring_channels(insecure_) != ChannelMode::kOff) {
+  MediaOffered offered;
+  offered.shared_memory = params.hasShared();
+  offered.data_channel = params.hasChannel();
+  if (offered.data_channel) {
+    offered.channel_token_bytes = params.getChannel().getToken().size();
+    offered.channel_key_bytes = params.getChannel().getKey().size();
+  }
+  const MediaAccepted accepted = accept_media(
+      offered, {shared != nullptr, daemon_ring_channels(insecure_) != ChannelMode::kOff, insecure_});
+  if (accepted.data_channel) {
     auto offer = params.getChannel();
     auto token = offer.getToken();
     auto key = offer.getKey();
-    // With TLS only sealed channels: a plain one would send in the clear what TLS protects.
-    const bool key_ok = key.size() == wire::kChannelKeyBytes || (key.size() == 0 && insecure_);
-    if (token.size() == wire::kChannelTokenBytes && key_ok) {
-      const uint32_t ring = params.getRing();
-      for (auto it = offered_channels_.begin(); it != offered_channels_.end();) {
-        it = it->second.ring == ring ? offered_channels_.erase(it) : std::next(it);
-      }
-      // Full (a peer that opens rings and never connects): one offer goes, a random one, as
-      // tokens are random; its sender then finds no channel and uses RPC calls.
-      if (offered_channels_.size() >= kMaxOfferedChannels) {
-        offered_channels_.erase(offered_channels_.begin());
-      }
-      offered_channels_[std::string(token.asChars().begin(), token.size())] = {
-          ring, std::string(key.asChars().begin(), key.size()),
-          config::node_name(params.getFromNode())};
-      channel = true;
-    } else {
-      spdlog::debug("ring {}: {} offered a data channel this daemon does not take ({})",
-                    params.getRing(), config::node_name(params.getFromNode()),
-                    key_ok ? "a token of another size" : "plain, and this daemon speaks TLS");
+    const uint32_t ring = params.getRing();
+    for (auto it = offered_channels_.begin(); it != offered_channels_.end();) {
+      it = it->second.ring == ring ? offered_channels_.erase(it) : std::next(it);
     }
+    // Full (a peer that opens rings and never connects): one offer goes, a random one, as
+    // tokens are random; its sender then finds no channel and uses RPC calls.
+    if (offered_channels_.size() >= kMaxOfferedChannels) {
+      offered_channels_.erase(offered_channels_.begin());
+    }
+    offered_channels_[std::string(token.asChars().begin(), token.size())] = {
+        ring, std::string(key.asChars().begin(), key.size()),
+        config::node_name(params.getFromNode())};
+  } else if (!accepted.channel_refusal.empty()) {
+    spdlog::debug("ring {}: {} offered a data channel this daemon does not take ({})",
+                  params.getRing(), config::node_name(params.getFromNode()),
+                  accepted.channel_refusal);
   }
-  context.getResults().setSharedAccepted(shared != nullptr);
-  context.getResults().setChannelAccepted(channel);
+  context.getResults().setSharedAccepted(accepted.shared_memory);
+  context.getResults().setChannelAccepted(accepted.data_channel);
   context.getResults().setSink(
-      kj::heap<RingSinkImpl>(mailbox_, traffic_, params.getRing(), kj::mv(shared))
+      kj::heap<RingSinkServer>(mailbox_, traffic_, params.getRing(), kj::mv(shared))
           .attach(kj::mv(slot)));
   return kj::READY_NOW;
 }

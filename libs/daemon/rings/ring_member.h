@@ -37,14 +37,14 @@ namespace ravnest::daemon {
 // Segments between daemons: each one costs two thread hops and a call, so they are larger than
 // the algorithm's default. RAVNEST_RING_SEGMENT_BYTES overrides it (for benchmarks).
 ring::RingAllReduceOptions daemon_ring_options();
-// Unanswered segment calls per link (ring_link.h): two keep the link busy while the receiver
-// adds. RAVNEST_RING_IN_FLIGHT overrides it (for benchmarks).
+// Unanswered segment calls per link (media/ring_sink_calls.h): two keep the link busy while the
+// receiver adds. RAVNEST_RING_IN_FLIGHT overrides it (for benchmarks).
 size_t daemon_ring_in_flight();
-// The slots a ring link offers to a next member on this host (ring_link.h): one segment each;
-// 0 when the daemon config's `shared_memory` is off.
+// The slots a ring link offers to a next member on this host (media/shared_memory_medium.h):
+// one segment each; 0 when the daemon config's `shared_memory` is off.
 uint64_t daemon_ring_shared_slot_bytes(bool shared_memory);
-// How this daemon's ring links offer data channels (ring_link.h): sealed with TLS, plain under
-// --insecure; RAVNEST_RING_CHANNELS=0 turns them off (to measure the RPC path).
+// How this daemon's ring links offer data channels (media/data_channel_medium.h): sealed with
+// TLS, plain under --insecure; RAVNEST_RING_CHANNELS=0 turns them off (to measure the RPC path).
 ChannelMode daemon_ring_channels(bool insecure);
 
 class RingMember {
