@@ -1,0 +1,45 @@
+// ElasticChoice: what `ravnest train --elastic` does when a node of its plan is lost (expired in
+// the tracker, or its daemon failed mid-job): which idle registered node takes its place, or that
+// its cluster is dropped because none fits. A plain function on plain data, no clock and no I/O
+// (docs/tracker.md, issue 45 item 3).
+//
+// A candidate fits when it is live in the pool, not already in the plan, not already chosen for
+// another lost node, and its measured memory is at least the lost stage's need. Among those that
+// fit, the one with the most measured memory is chosen (ties: the smallest name), so the choice
+// is the same whatever order the pool arrives in. Lost nodes are decided in name order.
+//
+// Any thread; throws nothing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "libs/tracker/membership.h"
+
+namespace ravnest::tracker {
+
+struct PlannedNode {
+  std::string name;           // node_<id>
+  int cluster = 0;
+  uint64_t need_bytes = 0;    // the stage's memory need
+};
+
+struct ElasticChange {
+  enum class Kind { replace, drop_cluster };
+  Kind kind = Kind::replace;
+  std::string lost;           // the planned node that was lost
+  std::string replacement;    // kind == replace: the idle node taking its place
+  int cluster = 0;
+  // One line for train's output and the metrics files.
+  std::string line() const;
+};
+
+// `plan`: every node of the running plan. `lost`: the names among them that were lost.
+// `pool`: the live members now (names → members, as Membership holds them).
+std::vector<ElasticChange> choose_elastic_changes(const std::vector<PlannedNode>& plan,
+                                                  const std::vector<std::string>& lost,
+                                                  const std::map<std::string, Member>& pool);
+
+}  // namespace ravnest::tracker

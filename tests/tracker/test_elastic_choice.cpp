@@ -1,0 +1,62 @@
+// What `train --elastic` does on a lost node (libs/tracker/elastic_choice.h): the replacement that
+// fits, or the cluster dropped; plain data, no processes.
+#include <catch2/catch.hpp>
+
+#include "libs/tracker/elastic_choice.h"
+
+namespace rt = ravnest::tracker;
+
+namespace {
+
+std::map<std::string, rt::Member> pool_of(const std::vector<std::pair<std::string, uint64_t>>& nodes) {
+  std::map<std::string, rt::Member> pool;
+  for (const auto& [name, memory] : nodes) {
+    rt::Member m;
+    m.registration.name = name;
+    m.registration.addresses = {"127.0.0.1:1"};
+    m.registration.hardware.memory_bytes = memory;
+    pool[name] = m;
+  }
+  return pool;
+}
+
+const std::vector<rt::PlannedNode> plan = {
+    {"node_0", 0, 4'000}, {"node_1", 0, 6'000}, {"node_2", 1, 4'000}, {"node_3", 1, 6'000}};
+
+}  // namespace
+
+TEST_CASE("elastic: a lost node is replaced by the idle node that fits, never one in the plan") {
+  auto pool = pool_of({{"node_0", 9'000}, {"node_2", 9'000}, {"node_3", 9'000},
+                       {"node_7", 5'000}, {"node_8", 7'000}});
+  auto changes = rt::choose_elastic_changes(plan, {"node_1"}, pool);
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].kind == rt::ElasticChange::Kind::replace);
+  CHECK(changes[0].lost == "node_1");
+  CHECK(changes[0].replacement == "node_8");  // node_7 has less than the stage needs
+  CHECK(changes[0].cluster == 0);
+  CHECK(changes[0].line() == "elastic: node_1 lost; node_8 takes its place in cluster 0");
+}
+
+TEST_CASE("elastic: no idle node fits, the lost node's cluster is dropped once") {
+  auto pool = pool_of({{"node_0", 9'000}, {"node_1", 9'000}, {"node_7", 3'000}});
+  auto changes = rt::choose_elastic_changes(plan, {"node_3", "node_2"}, pool);
+  REQUIRE(changes.size() == 1);  // node_2 first (name order): dropped; node_3's cluster is gone too
+  CHECK(changes[0].kind == rt::ElasticChange::Kind::drop_cluster);
+  CHECK(changes[0].lost == "node_2");
+  CHECK(changes[0].cluster == 1);
+  CHECK(changes[0].line() == "elastic: node_2 lost; no idle node fits, cluster 1 dropped");
+}
+
+TEST_CASE("elastic: two lost nodes never get the same replacement; ties go to the smallest name") {
+  auto pool = pool_of({{"node_9", 8'000}, {"node_8", 8'000}});
+  auto changes = rt::choose_elastic_changes(plan, {"node_1", "node_3"}, pool);
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[0].replacement == "node_8");
+  CHECK(changes[1].replacement == "node_9");
+  CHECK(changes[1].cluster == 1);
+}
+
+TEST_CASE("elastic: a lost name that is not in the plan changes nothing") {
+  auto changes = rt::choose_elastic_changes(plan, {"node_5"}, pool_of({{"node_8", 8'000}}));
+  CHECK(changes.empty());
+}
