@@ -15,7 +15,7 @@ Node(..., labels=train_loader, device=torch.device('cuda')) and bert_trainer.py'
 token_type_ids=..., attention_mask=...). What differs: no wikitext or tokenizer offline, so the
 test writes a small vocabulary and sentences, and BertConfig is tiny, without dropout (the
 daemons draw dropout from the job's seed, not from the loop's generator); the optimizer is Adam
-(Lamb, Ravnest's, with `lamb`: skipped where the package has no [optimizer] lamb); clusterize
+(Lamb, Ravnest's, with `lamb`: the job's [optimizer] lamb); clusterize
 asks for 3 stages.
 
 Checked: every batch's loss (runs' metrics.csv) and the fused weights, loaded strictly into the
@@ -187,14 +187,6 @@ if __name__ == '__main__':
         optimizer = Lamb
         optimizer_params = {'lr': 0.00176, 'eps': 1e-6, 'debias': True, 'weight_decay': 0.01,
                             'clamp_value': 10000.0}
-        try:
-            from ravnest._recipe import optimizer_table
-            optimizer_table(Lamb, optimizer_params)
-        except ravnest.RavnestError as e:
-            if "is not one of" not in str(e) and "has no [optimizer] name" not in str(e):
-                raise  # Lamb is known and something else of it is refused: a failure
-            print("package_bert: lamb skipped (the package has no [optimizer] lamb): %s" % e)
-            sys.exit(0)
     else:
         optimizer = torch.optim.Adam
         optimizer_params = {'lr': 0.00176, 'eps': 1e-6, 'weight_decay': 0.01}
