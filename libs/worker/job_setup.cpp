@@ -98,46 +98,11 @@ std::shared_ptr<stage::Stage> load_pushed_stage(const store::NodeStore& store) {
   return stage::load_stage(path);
 }
 
-}  // namespace
-
-std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
-                                            const config::JobSpec& job_in, uint64_t job_id,
-                                            c10::Device device) {
-  const config::JobSpec& job = job_in;  // its paths are where this node finds them
-  auto made = std::make_unique<JobSetup>();
-  WorkerSetup& setup = made->common;
-  setup.node = store.metadata();
+// What every training role copies from the job: the update's knobs, and the refusals of
+// settings this node or this plan cannot train.
+void apply_train_settings(WorkerSetup& setup, const store::NodeStore& store,
+                          const config::JobSpec& job, c10::Device device) {
   const auto& node = setup.node;
-  // A prediction runs on what training made of the stage, when it made something.
-  const bool trained = job.predict && std::filesystem::exists(store.trained_path());
-  setup.stage = trained ? stage::load_stage(store.trained_path().string())
-                        : load_pushed_stage(store);
-  setup.job_id = job_id;
-  if (job.predict && (node.role == config::Role::kServer ||
-                      node.role == config::Role::kEvaluator || !node.parameter_server.servers.empty())) {
-    throw std::runtime_error("[predict]: a parameter-server plan predicts in one process: "
-                             "ravnest fuse, then ravnest predict the fused model.pt");
-  }
-  if (node.role == config::Role::kServer || node.role == config::Role::kEvaluator) {
-    made->role = make_ps_role_options(setup, store, job);
-    return made;
-  }
-  if (node.pipeline.empty()) throw std::runtime_error("the stored metadata names no pipeline");
-  setup.root_node = node.pipeline.front();
-  setup.leaf_node = node.pipeline.back();
-  // Before the optimizer takes the parameters.
-  setup.device = device;
-  setup.stage->to(device);
-
-  // A hybrid trainer's tables are the servers' to optimize.
-  std::set<std::string> tables;
-  for (const auto& t : node.parameter_server.sparse_tables) tables.insert(t.weight);
-  std::vector<at::Tensor> parameters;
-  for (const auto& p : setup.stage->named_parameters()) {
-    if (!tables.count(p.name)) parameters.push_back(p.value);
-  }
-  setup.optimizer = training::make_optimizer(job.optimizer, parameters);
-  setup.lr_schedule = std::make_unique<training::LrSchedule>(*setup.optimizer, job.scheduler);
   setup.update_frequency = job.train.update_frequency;
   setup.schedule = job.train.schedule;
   setup.max_in_flight = job.train.max_in_flight;
@@ -176,25 +141,33 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
                              " on several nodes of a cluster, which training with several "
                              "clusters does not support yet; plan one cluster or cut elsewhere");
   }
+}
 
-  if (job.predict) {
-    // Every sample, in order, whatever the cluster: the data is what `ravnest predict` was given.
-    StagePredictor::Options predictor;
-    predictor.predictions_path = store.predictions_path().string();
-    if (node.position == 0) {
-      predictor.data = std::make_shared<data::Dataset>(
-          data::load_dataset(job.data, data::Split::kTrain, data::Labels::kOptional));
-      predictor.batch_size = job.train.batch_size;
-      predictor.micro_batches = job.train.micro_batches;
-    }
-    // The leaf predicts without a loss, but the job's loss loads there as it does for training,
-    // so a job whose loss cannot load fails the same way in both.
-    if (node.returns_model_output) {
-      training::Loss check_loss(job.loss);
-    }
-    made->role = std::move(predictor);
-    return made;
+// A prediction: every sample, in order, at the root; the leaf writes what the model returns.
+StagePredictor::Options make_predictor_options(const store::NodeStore& store,
+                                               const config::JobSpec& job,
+                                               const config::NodeMetadata& node) {
+  // Every sample, in order, whatever the cluster: the data is what `ravnest predict` was given.
+  StagePredictor::Options predictor;
+  predictor.predictions_path = store.predictions_path().string();
+  if (node.position == 0) {
+    predictor.data = std::make_shared<data::Dataset>(
+        data::load_dataset(job.data, data::Split::kTrain, data::Labels::kOptional));
+    predictor.batch_size = job.train.batch_size;
+    predictor.micro_batches = job.train.micro_batches;
   }
+  // The leaf predicts without a loss, but the job's loss loads there as it does for training,
+  // so a job whose loss cannot load fails the same way in both.
+  if (node.returns_model_output) {
+    training::Loss check_loss(job.loss);
+  }
+  return predictor;
+}
+
+// A training stage: the root's data and validation, the leaf's loss and metrics.
+StageWorker::Options make_stage_worker_options(const store::NodeStore& store,
+                                               const config::JobSpec& job,
+                                               const config::NodeMetadata& node) {
   StageWorker::Options options;
   // A parameter server's workers leave validation to the evaluator; hybrid trainers validate.
   const bool has_validation =
@@ -235,7 +208,55 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
     options.leaf.losses_path = store.losses_path().string();  // emptied by LeafMetrics
     options.leaf.has_validation = has_validation;
   }
-  made->role = std::move(options);
+  return options;
+}
+
+}  // namespace
+
+std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
+                                            const config::JobSpec& job_in, uint64_t job_id,
+                                            c10::Device device) {
+  const config::JobSpec& job = job_in;  // its paths are where this node finds them
+  auto made = std::make_unique<JobSetup>();
+  WorkerSetup& setup = made->common;
+  setup.node = store.metadata();
+  const auto& node = setup.node;
+  // A prediction runs on what training made of the stage, when it made something.
+  const bool trained = job.predict && std::filesystem::exists(store.trained_path());
+  setup.stage = trained ? stage::load_stage(store.trained_path().string())
+                        : load_pushed_stage(store);
+  setup.job_id = job_id;
+  if (job.predict && (node.role == config::Role::kServer ||
+                      node.role == config::Role::kEvaluator || !node.parameter_server.servers.empty())) {
+    throw std::runtime_error("[predict]: a parameter-server plan predicts in one process: "
+                             "ravnest fuse, then ravnest predict the fused model.pt");
+  }
+  if (node.role == config::Role::kServer || node.role == config::Role::kEvaluator) {
+    made->role = make_ps_role_options(setup, store, job);
+    return made;
+  }
+  if (node.pipeline.empty()) throw std::runtime_error("the stored metadata names no pipeline");
+  setup.root_node = node.pipeline.front();
+  setup.leaf_node = node.pipeline.back();
+  // Before the optimizer takes the parameters.
+  setup.device = device;
+  setup.stage->to(device);
+
+  // A hybrid trainer's tables are the servers' to optimize.
+  std::set<std::string> tables;
+  for (const auto& t : node.parameter_server.sparse_tables) tables.insert(t.weight);
+  std::vector<at::Tensor> parameters;
+  for (const auto& p : setup.stage->named_parameters()) {
+    if (!tables.count(p.name)) parameters.push_back(p.value);
+  }
+  setup.optimizer = training::make_optimizer(job.optimizer, parameters);
+  setup.lr_schedule = std::make_unique<training::LrSchedule>(*setup.optimizer, job.scheduler);
+  apply_train_settings(setup, store, job, device);
+  if (job.predict) {
+    made->role = make_predictor_options(store, job, node);
+  } else {
+    made->role = make_stage_worker_options(store, job, node);
+  }
   return made;
 }
 

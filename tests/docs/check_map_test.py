@@ -130,13 +130,23 @@ def long_file(tree):
     return r"^libs/base/sha256\.cpp:1: long-file: "
 
 
+LONG_BODY = "  int x = 0;\n" + "  x += 1;\n" * 100 + "  return x;\n"
+
+
+def long_function(tree):
+    n = tree.append("libs/worker/compute_threads.cpp",
+                    "namespace ravnest::worker {\nint padded_count(int a) {\n" + LONG_BODY + "}\n}\n")
+    return rf"^libs/worker/compute_threads\.cpp:{n - 104}: long-function: padded_count is 104 lines"
+
+
 def unmapped_folder(tree):
     tree.append("libs/orphan/orphan.cpp", "int orphan() { return 0; }\n")
     return r"^libs/orphan:0: row: "
 
 
 CASES = [upward_include, header_not_allowed, system_include, wrong_namespace, link_line, stale_column,
-         missing_named_file, missing_name, missing_comment_path, long_file, unmapped_folder]
+         missing_named_file, missing_name, missing_comment_path, long_file, long_function,
+         unmapped_folder]
 
 
 def main():
@@ -167,6 +177,17 @@ def main():
             failures.append("long_with_reason: a 'Long because:' line should pass: " + "; ".join(said))
         else:
             print("long_with_reason: passes as it should")
+        # A long function that says why passes.
+        tree.append("libs/worker/compute_threads.cpp",
+                    "namespace ravnest::worker {\n// Long because: a test of scripts/check-map.\n"
+                    "int padded_count(int a) {\n" + LONG_BODY + "}\n}\n")
+        _, lines = run(root)
+        tree.restore()
+        said = [l for l in lines - baseline if "padded_count" in l]
+        if said:
+            failures.append("long_function_with_reason: a 'Long because:' line should pass: " + "; ".join(said))
+        else:
+            print("long_function_with_reason: passes as it should")
         if run(root)[1] != baseline:
             failures.append("the copy did not come back to what it was after the cases")
     for f in failures:
