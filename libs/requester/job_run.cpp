@@ -75,6 +75,34 @@ int64_t check_job_data(const config::JobSpec& job, const Log& log, const Plan& p
   return train_data.size();
 }
 
+// Every cluster's progress, with the seconds since the job started, to the caller's callback.
+void report_progress(Watch& watch, const TrainOptions& options, double started) {
+  if (!options.on_progress) return;
+  std::vector<TrainProgress> all;
+  for (auto& [id, p] : watch.progress) {
+    p.elapsed_seconds = now_seconds() - started;
+    all.push_back(p);
+  }
+  options.on_progress(all);
+}
+
+// The nodes' events from now on into the metrics files (CSV, TensorBoard) under `dir`.
+void record_metrics(Watch& watch, const std::string& dir, int update_frequency,
+                    const std::function<void(const std::string&)>& log) {
+  auto files = std::make_shared<MetricsFiles>(dir, update_frequency);
+  watch.record = [files, log](const wire::NodeEvent& e) mutable {
+    if (!files) return;
+    try {
+      files->record(e, base::seconds_since_epoch());  // a date: TensorBoard's wall time
+    } catch (const std::exception& error) {
+      // Metrics are a record, not the job: said once, and training goes on without them.
+      if (log) log(std::string("warning: ") + error.what() + "; no more metrics are written");
+      files.reset();
+    }
+  };
+  if (log) log("metrics (CSV, TensorBoard): " + dir);
+}
+
 }  // namespace
 
 // Every node answers, serves the plan's node, holds the plan's stage and runs no job: checked
@@ -437,31 +465,14 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
       watch->progress[id].cluster = id;
       watch->progress[id].epochs = result.epochs;
     }
-    watch->report = [&]() {
-      if (!options.on_progress) return;
-      std::vector<TrainProgress> all;
-      for (auto& [id, p] : watch->progress) {
-        p.elapsed_seconds = now_seconds() - started;
-        all.push_back(p);
-      }
-      options.on_progress(all);
+    watch->report = [&watch = *watch, &options, started]() {
+      report_progress(watch, options, started);
     };
     if (!options.detach && update_frequency > 0) {
       result.metrics_dir = (std::filesystem::path(plan_.dir) / "metrics" /
                             ("job_" + std::to_string(result.job_id)))
                                .string();
-      auto files = std::make_shared<MetricsFiles>(result.metrics_dir, update_frequency);
-      watch->record = [files, log = options.log](const wire::NodeEvent& e) mutable {
-        if (!files) return;
-        try {
-          files->record(e, base::seconds_since_epoch());  // a date: TensorBoard's wall time
-        } catch (const std::exception& error) {
-          // Metrics are a record, not the job: said once, and training goes on without them.
-          if (log) log(std::string("warning: ") + error.what() + "; no more metrics are written");
-          files.reset();
-        }
-      };
-      if (options.log) options.log("metrics (CSV, TensorBoard): " + result.metrics_dir);
+      record_metrics(*watch, result.metrics_dir, update_frequency, options.log);
     }
     if (!options.detach) subscribe(watch, options.log);
     if (start) start();
