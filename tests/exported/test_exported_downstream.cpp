@@ -17,7 +17,8 @@
 //  - knobs: gradient clipping and bf16 autocast equal reference_train.py on the archive.
 //  - diloco: two clusters with outer Nesterov steps equal the one-process emulation on the twin.
 //  - async: max_in_flight 1 equals GPipe; the default trains; async_records: in one process
-//    every stale backward runs on its forward's weights (the stash's clone of the stage).
+//    every stale backward runs on its forward's weights (the stash's clone of the stage);
+//    async_twin: in one process, with stale backwards, the .pt2 equals its twin cut alike (0).
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -498,8 +499,8 @@ TEST_CASE("exported downstream: async: max_in_flight 1 is synchronous; stale bac
     // digits' chance is 0.1). Measured with the twin cut as the .pt2: 0.6278/0.6389/0.6250
     // (.pt2) against 0.6278/0.6361/0.6389 (TorchScript). Cut at the same unit indices instead
     // (even_cuts of each), conv2 sat on the twin's second stage, less stale, and the twin
-    // validated at 0.72-0.78 against the .pt2's 0.62-0.64; in one process the two then end
-    // equal to the last bit (async_twin).
+    // validated at 0.72-0.78 against the .pt2's 0.62-0.64. Cut alike, in one process the two
+    // end equal to the last bit (async_twin).
     INFO(".pt2 validation accuracy " << accuracy[0] << ", TorchScript " << accuracy[1]);
     CHECK(accuracy[0] >= 0.3);
     CHECK(accuracy[1] >= 0.3);
@@ -549,7 +550,8 @@ TEST_CASE("exported downstream: async_twin: stale backwards train the .pt2 as it
   // stages, async with max_in_flight 3 and SGD, against its TorchScript twin cut so that each
   // stage holds the same parameters and buffers: every tensor ends equal to the last bit. (Cut
   // at the same unit indices, `even_cuts` of each, the twin's first stage lacks conv2: conv2's
-  // weights are then one update less stale and the runs end 1.4e-3 apart, docs/exported.md.)
+  // weights are then on its second stage, less stale, and the runs end 1.4e-3 apart;
+  // docs/exported.md.)
   const std::string pt2 = pt2_of("small_cnn"), twin = twin_of("small_cnn");
   const auto pt2_cuts = test::LocalCluster::even_cuts(pt2, 3);
   const auto twin_cuts = matching_cuts(pt2, pt2_cuts, twin);
