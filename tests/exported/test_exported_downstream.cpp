@@ -412,10 +412,12 @@ TEST_CASE("exported downstream: diloco: outer Nesterov steps equal the emulation
   }
 }
 
+namespace {
+
 // The cuts of `twin` whose stages hold the state (parameters and buffers) that the stages of
 // `model` cut at `cuts` hold: units differ between the formats (a TorchScript graph has its
-// GetAttr nodes, an exported program its functional BatchNorm), so the same unit indices cut
-// elsewhere. Cuts in test::cluster_with_cuts' terms: stage k ends after unit cuts[k].
+// GetAttr nodes, an exported program its functional BatchNorm), so cuts chosen alike in unit
+// terms (LocalCluster::even_cuts) cut elsewhere. Cuts in test::cluster_with_cuts' terms: stage k ends after unit cuts[k].
 std::vector<size_t> matching_cuts(const std::string& model, const std::vector<size_t>& cuts,
                                   const std::string& twin) {
   auto held_before = [](const graph::CutModel& m, size_t end) {
@@ -446,6 +448,8 @@ std::vector<size_t> matching_cuts(const std::string& model, const std::vector<si
   }
   return out;
 }
+
+}  // namespace
 
 TEST_CASE("exported downstream: async: max_in_flight 1 is synchronous; stale backwards train") {
   // small_cnn.pt2 over 3 stages: async with one micro-batch in flight equals GPipe (docs/async.md);
@@ -497,8 +501,8 @@ TEST_CASE("exported downstream: async: max_in_flight 1 is synchronous; stale bac
     }
     // Async is not exact and its staleness follows the stages' timing: both must train (the
     // digits' chance is 0.1). Measured with the twin cut as the .pt2: 0.6278/0.6389/0.6250
-    // (.pt2) against 0.6278/0.6361/0.6389 (TorchScript). Cut at the same unit indices instead
-    // (even_cuts of each), conv2 sat on the twin's second stage, less stale, and the twin
+    // (.pt2) against 0.6278/0.6361/0.6389 (TorchScript). Cut at even_cuts of each format instead,
+    // conv2 sat on the twin's second stage, less stale, and the twin
     // validated at 0.72-0.78 against the .pt2's 0.62-0.64. Cut alike, in one process the two
     // end equal to the last bit (async_twin).
     INFO(".pt2 validation accuracy " << accuracy[0] << ", TorchScript " << accuracy[1]);
@@ -549,7 +553,7 @@ TEST_CASE("exported downstream: async_twin: stale backwards train the .pt2 as it
   // In one process (InProcessCluster, deterministic): small_cnn.pt2 (BatchNorm, dropout) over 3
   // stages, async with max_in_flight 3 and SGD, against its TorchScript twin cut so that each
   // stage holds the same parameters and buffers: every tensor ends equal to the last bit. (Cut
-  // at the same unit indices, `even_cuts` of each, the twin's first stage lacks conv2: conv2's
+  // at `even_cuts` of each format, the twin's first stage lacks conv2: conv2's
   // weights are then on its second stage, less stale, and the runs end 1.4e-3 apart;
   // docs/exported.md.)
   const std::string pt2 = pt2_of("small_cnn"), twin = twin_of("small_cnn");
