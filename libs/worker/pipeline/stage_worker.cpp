@@ -136,7 +136,7 @@ void StageWorker::timed(F&& work) {
 
 void StageWorker::start() {
   started_at_ = base::now_seconds();
-  spdlog::info("node {}: the update: {}", setup_.node.node_id, training::describe(plan_));
+  spdlog::info("node {}: the job's mode: {}", setup_.node.node_id, training::describe(plan_));
   guarded([&] {
     if (setup_.resume) {
       resume_from(*setup_.resume);
