@@ -9,6 +9,7 @@
 #include <torch/optim/sgd.h>
 
 #include "libs/torch_support/torch_compat.h"
+#include "libs/training/grad_clip.h"
 #include "libs/training/lamb.h"
 #include "libs/training/python_adam.h"
 
@@ -113,6 +114,15 @@ std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimiz
     add(lamb->exp_avg_sq());
   }
   return out;
+}
+
+void clip_as_job_says(const config::TrainSpec& train, torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor> grads;
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) grads.push_back(p.grad());
+  }
+  if (train.grad_clip_value) clip_gradients_by_value(grads, *train.grad_clip_value);
+  if (train.grad_clip_norm) clip_grad_norm(grads, *train.grad_clip_norm, train.grad_clip_norm_type);
 }
 
 }  // namespace ravnest::training

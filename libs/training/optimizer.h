@@ -27,4 +27,9 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerS
 std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer,
                                                 const at::Tensor& parameter);
 
+// [train] grad_clip_value, then grad_clip_norm (grad_clip.h), on the gradients the optimizer
+// steps, in its order: the whole model's in one process (the reference trainers; no autocast
+// there: they run float32).
+void clip_as_job_says(const config::TrainSpec& train, torch::optim::Optimizer& optimizer);
+
 }  // namespace ravnest::training

@@ -2,7 +2,8 @@
 // cluster trains it -- same batch order (BatchOrder), same micro-batches
 // (split_micro_batches), same loss weighting (micro_batch_loss_weight), same optimizer and
 // LR schedule, same update points. It is the exactness reference of distributed training tests
-// and the baseline of benchmarks.
+// and the baseline of benchmarks. Its updates run the steps of the workers' update plan
+// (update_plan.h): a mode is the plan's, not a branch of the reference.
 //
 // Order of events, for batch k (counting from 1 over all epochs):
 //   forward + backward of each micro-batch, in order, loss * micro_batch_loss_weight(...)

@@ -1,6 +1,6 @@
 // Long because: StageWorker drives every phase of a batch (enter, forward, backward, the leaf's
 // loss, the update); its parts by role are files of their own (root_feeder, stage_rings,
-// leaf_metrics, update_gradients, ...), and batch_finished's update is what issue 44 makes a plan.
+// leaf_metrics, update_gradients, ...), and batch_finished runs the job's update plan.
 #include "libs/worker/pipeline/stage_worker.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <spdlog/spdlog.h>
 
 #include "libs/base/clock.h"
 #include "libs/store/checkpoint_store.h"
@@ -25,6 +26,27 @@
 #include "libs/training/schedule.h"
 
 namespace ravnest::worker {
+
+namespace {
+
+// The facts of this node's update plan: its role, its stage's rings, the job's update knobs.
+training::UpdateFacts update_facts(const WorkerSetup& setup) {
+  training::UpdateFacts facts;
+  facts.clusters = setup.cluster_count;
+  facts.reduce = setup.reduce;
+  facts.reduce_factor = setup.reduce_factor;
+  const bool worker = setup.node.role == config::Role::kWorker;  // of parameter servers
+  facts.parameter_servers = worker && !setup.node.parameter_server.hybrid();
+  facts.embedding_rows = worker && setup.node.parameter_server.hybrid();
+  facts.shared_tensors = !setup.shared_rings.empty();
+  facts.loss_scaler = setup.autocast == config::Autocast::kFp16;
+  facts.clip = setup.grad_clip_norm.has_value() || setup.grad_clip_value.has_value();
+  if (setup.outer) facts.outer_every = setup.outer->every;
+  facts.save_every = setup.save_every;
+  return facts;
+}
+
+}  // namespace
 
 StageWorker::StageWorker(WorkerSetup setup, Options options, WorkerPort& port)
     : WorkerBase(std::move(setup), port, AfterFinish::kGoOn),
@@ -56,6 +78,7 @@ StageWorker::StageWorker(WorkerSetup setup, Options options, WorkerPort& port)
     }
   }
   if (setup_.outer && !servers_) outer_ = std::make_unique<OuterStep>(setup_, rings_);
+  plan_ = training::make_update_plan(update_facts(setup_));
   for (const auto& p : setup_.stage->parameters()) state_storages_.insert(p.storage().data());
   for (const auto& b : setup_.stage->buffers()) state_storages_.insert(b.storage().data());
 }
@@ -113,6 +136,7 @@ void StageWorker::timed(F&& work) {
 
 void StageWorker::start() {
   started_at_ = base::now_seconds();
+  spdlog::info("node {}: the job's mode: {}", setup_.node.node_id, training::describe(plan_));
   guarded([&] {
     if (setup_.resume) {
       resume_from(*setup_.resume);
@@ -529,36 +553,11 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
   }
   // The lr this batch trains with, before its update moves the schedule on (metrics files).
   const double lr = setup_.lr_schedule && setup_.optimizer ? setup_.lr_schedule->lr() : std::nan("");
-  bool updated = false;
-  const bool data_parallel = setup_.cluster_count > 1;
-  if (training::update_due(batches_done_, setup_.update_frequency, batch.last)) {
+  UpdateRun run{batch};
+  const bool updated = training::update_due(batches_done_, setup_.update_frequency, batch.last);
+  if (updated) {
     boundary_valid_ = false;  // the parameters are about to change
-    if (servers_) {
-      servers_->exchange(*setup_.stage, updates_done_, batch);
-    } else {
-      if (!setup_.shared_rings.empty()) rings_.sum_shared_gradients();
-      if (data_parallel && setup_.reduce == config::ReduceMode::kGradients) {
-        reduce_across_clusters(RingTensors::kGradients);
-      }
-      // Unscaled and clipped as the whole model's would be; skipped on every stage at once.
-      const bool step = gradients_.prepare();
-      if (step) timed([&] { update_weights([&] { setup_.optimizer->step(); }); });
-      gradients_.after_step(step);
-      if (rows_) rows_->push_gradients(updates_done_, batch);
-    }
-    setup_.optimizer->zero_grad();
-    if (setup_.lr_schedule) setup_.lr_schedule->on_update();
-    ++updates_done_;
-    updated = true;
-    if (outer_) {
-      if (outer_->due(updates_done_, batch.last)) {
-        outer_->run([this](const std::function<void()>& change) { update_weights(change); });
-      }
-    } else if (data_parallel && setup_.reduce == config::ReduceMode::kParameters &&
-               updates_done_ % static_cast<uint64_t>(setup_.reduce_factor) == 0) {
-      reduce_across_clusters(RingTensors::kState);
-    }
-    if (setup_.save_every > 0 && updates_done_ % setup_.save_every == 0) save_stage();
+    run_steps(plan_.update, run);
   }
   set_status([&](WorkerStatus& s) {
     s.epoch = batch.epoch;
@@ -570,17 +569,64 @@ void StageWorker::batch_finished(const MicroBatchTag& batch) {
     s.running_seconds = base::now_seconds() - started_at_;
   });
   if (metrics_) metrics_->batch_finished(batch, batches_done_, lr);
-  if (updated && !batch.last) {
-    // An update boundary: what a checkpoint holds, now or when the job is stopped before the
-    // next one. The last batch needs none: the job is done.
-    mark_boundary();
-    if (setup_.save_every > 0 && updates_done_ % setup_.save_every == 0) write_checkpoint();
-  }
+  // An update boundary: what a checkpoint holds, now or when the job is stopped before the next
+  // one. The last batch needs none: the job is done.
+  if (updated && !batch.last) run_steps(plan_.boundary, run);
   if (batch.last) {
     training_done_ = true;
-    if (data_parallel && !servers_) reduce_across_clusters(RingTensors::kFinal);
-    save_stage();
+    run_steps(plan_.end, run);
   }
+  schedule_next_batch(batch, updated);
+}
+
+void StageWorker::run_steps(const std::vector<training::UpdateStep>& steps, UpdateRun& run) {
+  for (const auto& step : steps) run_step(step, run);
+}
+
+void StageWorker::run_step(const training::UpdateStep& step, UpdateRun& run) {
+  using training::StepKind;
+  switch (step.kind) {
+    case StepKind::kServerExchange: servers_->exchange(*setup_.stage, updates_done_, run.batch); break;
+    case StepKind::kSumSharedGradients: rings_.sum_shared_gradients(); break;
+    case StepKind::kReduceGradients: reduce_across_clusters(RingTensors::kGradients); break;
+    // Unscaled and clipped as the whole model's would be; skipped on every stage at once.
+    case StepKind::kUnscaleAndClip: run.step = gradients_.prepare(); break;
+    case StepKind::kOptimizerStep: optimizer_step(run); break;
+    case StepKind::kScalerUpdate: gradients_.after_step(run.step); break;
+    case StepKind::kPushRows: rows_->push_gradients(updates_done_, run.batch); break;
+    case StepKind::kZeroGrad: setup_.optimizer->zero_grad(); break;
+    case StepKind::kLrOnUpdate:
+      if (setup_.lr_schedule) setup_.lr_schedule->on_update();
+      break;
+    case StepKind::kCountUpdate: ++updates_done_; break;
+    case StepKind::kOuterStep: outer_step(run); break;
+    case StepKind::kAverageParameters:
+      if (training::due_every(step.every, updates_done_)) reduce_across_clusters(RingTensors::kState);
+      break;
+    case StepKind::kSaveStage:
+      if (training::due_every(step.every, updates_done_)) save_stage();
+      break;
+    case StepKind::kMarkBoundary: mark_boundary(); break;
+    case StepKind::kWriteCheckpoint:
+      if (training::due_every(step.every, updates_done_)) write_checkpoint();
+      break;
+    case StepKind::kAverageFinal: reduce_across_clusters(RingTensors::kFinal); break;
+    case StepKind::kSaveTrained: save_stage(); break;
+  }
+}
+
+void StageWorker::optimizer_step(const UpdateRun& run) {
+  if (run.step) timed([&] { update_weights([&] { setup_.optimizer->step(); }); });
+}
+
+// DiLoCo: every `every` updates and after the last (OuterOptimizer::due).
+void StageWorker::outer_step(const UpdateRun& run) {
+  if (!outer_->due(updates_done_, run.batch.last)) return;
+  outer_->run([this](const std::function<void()>& change) { update_weights(change); });
+}
+
+// After a batch: a validation round when one is due, then the next batch (or the end).
+void StageWorker::schedule_next_batch(const MicroBatchTag& batch, bool updated) {
   if (feeder_) {
     if ((updated && training::validation_due(updates_done_, options_.root.val_freq, false)) ||
         (options_.root.val_freq <= 0 && feeder_->epoch_ends_with(batch.step)) || batch.last) {

@@ -3,7 +3,10 @@
 // labels) are all there, backward when the gradients of every consumer are there, an optimizer
 // update after the last backward of an update (see schedule.h), with the random stream passed
 // along the chain of nodes that draw (NodeMetadata::random_nodes) and the reduces over shared
-// and cross-cluster rings before or after it.
+// and cross-cluster rings before or after it. The update is the job's update plan
+// (training/update_plan.h), made once at construction from the node's setup and logged at
+// start(): batch_finished runs its steps in order, each a small member function (run_step), so a
+// mode (parameter servers, hybrid, rings, DiLoCo, fp16, checkpoints) is a plan, not a branch.
 //
 // Its role-specific parts, each made only when the node's role needs it: the root's RootFeeder
 // (root_feeder.h) reads the data and lets micro-batches in; the leaf's LeafMetrics
@@ -52,6 +55,7 @@
 #include "libs/worker/worker_setup.h"
 #include "libs/torch_support/autocast_scope.h"
 #include "libs/training/checkpoint.h"
+#include "libs/training/update_plan.h"
 
 namespace ravnest::worker {
 
@@ -143,6 +147,17 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   // Changes the parameters in place (`change`): under async, a new version of the weights.
   void update_weights(const std::function<void()>& change);
   void batch_finished(const MicroBatchTag& batch);
+  // One run of a phase of plan_: the batch it follows, and whether this update's step is taken
+  // (kUnscaleAndClip may skip it).
+  struct UpdateRun {
+    const MicroBatchTag& batch;
+    bool step = true;
+  };
+  void run_steps(const std::vector<training::UpdateStep>& steps, UpdateRun& run);
+  void run_step(const training::UpdateStep& step, UpdateRun& run);
+  void optimizer_step(const UpdateRun& run);
+  void outer_step(const UpdateRun& run);
+  void schedule_next_batch(const MicroBatchTag& batch, bool updated);
   void advance(Key& cursor, const MicroBatchTag& batch);
   void send_gradients(const Micro& m);
   TransferMessage message_to(TransferKind kind, int to, const MicroBatchTag& batch) const;
@@ -196,6 +211,7 @@ class StageWorker final : public WorkerBase, private FeedTarget {
   void timed(F&& work);
   bool held_ = false;  // the root's begin_batch() met its feeder's hold
 
+  training::UpdatePlan plan_;  // the job's update, made once (the mode)
   bool training_done_ = false;  // the last batch finished (the final validation may follow)
   InputSlots input_slots_;
   RandomChain random_;
