@@ -210,6 +210,15 @@ RpcServer::RpcServer(Bootstrap bootstrap, const std::string& host, uint16_t port
   tasks_.add(accept_loop());
 }
 
+RpcServer::RpcServer(Bootstrap bootstrap, Options options)
+    : io_(ThreadIo::get()),
+      bootstrap_(std::move(bootstrap)),
+      options_(std::move(options)),
+      gated_(options_.connection.security != nullptr && options_.connection.gated),
+      tasks_(*this) {
+  options_.limits.message_bytes = options_.connection.max_message_bytes;
+}
+
 RpcServer::RpcServer(capnp::Capability::Client main, const std::string& host, uint16_t port,
                      const ConnectionOptions& options)
     : RpcServer(
@@ -395,11 +404,15 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> RpcServer::hand_over_channel(
   });
 }
 
-void RpcServer::serve(kj::Own<kj::AsyncIoStream> stream) {
+void RpcServer::adopt(kj::Own<kj::AsyncIoStream> stream, const std::string& peer) {
+  serve(kj::mv(stream), peer);
+}
+
+void RpcServer::serve(kj::Own<kj::AsyncIoStream> stream, const std::string& peer) {
   auto trust = std::make_shared<ConnectionTrust>();
-  trust->peer = peer_address(*stream);
+  trust->peer = peer.empty() ? peer_address(*stream) : peer + " (relayed)";
   trust->opened = !gated_;
-  const std::string host = peer_host(trust->peer);
+  const std::string host = peer_host(peer.empty() ? trust->peer : peer);
   if (!admit(host, trust->peer)) return;  // `stream` closes here
   // However the connection ends, it is counted out.
   auto counted = kj::defer([this, host]() { release(host); });

@@ -95,6 +95,9 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
 
   // Listens on host:port (port 0: a free port, see port()); throws kj::Exception when it cannot.
   RpcServer(Bootstrap bootstrap, const std::string& host, uint16_t port, Options options);
+  // Listens nowhere: serves only the streams adopt() hands it (a daemon behind NAT, whose
+  // connections come through a relay: relay_link.h). port() is 0.
+  RpcServer(Bootstrap bootstrap, Options options);
   // `main` to every connection, plain TCP, open from the start (tests and benchmarks of the wire).
   RpcServer(capnp::Capability::Client main, const std::string& host = "127.0.0.1",
             uint16_t port = 0, const ConnectionOptions& options = {});
@@ -103,6 +106,12 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
   uint16_t port() const { return port_; }
   kj::WaitScope& wait_scope() { return io_->wait_scope(); }
   kj::Timer& timer() { return io_->timer(); }
+
+  // A connection made elsewhere (a relayed session: relay_link.h), served as an accepted one:
+  // the same handshake, limits, gate and data-channel preface. `peer` is the host:port of the
+  // far end as the relay saw it: what the limits per host count and the logs name (with
+  // " (relayed)").
+  void adopt(kj::Own<kj::AsyncIoStream> stream, const std::string& peer);
 
  private:
   struct Served;
@@ -114,7 +123,8 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
   // Counts a new connection of `host`; false (and reported) when it is one too many.
   bool admit(const std::string& host, const std::string& peer);
   void release(const std::string& host);
-  void serve(kj::Own<kj::AsyncIoStream> stream);
+  // `peer`: the far end's host:port; empty: the stream's own peer.
+  void serve(kj::Own<kj::AsyncIoStream> stream, const std::string& peer = "");
   // The connection under `security`: its first byte read to refuse, in the client's own protocol,
   // a client that disagrees on --insecure (protocol_mismatch.h), then the TLS handshake. A data
   // channel's preface instead hands the socket to options_.on_data_channel and ends here.
