@@ -280,6 +280,8 @@ kj::Promise<void> Relay::splice(uint64_t session, kj::Own<kj::AsyncIoStream> pee
     sp.last_byte = now();
     if (flip > 0 && sp.towards_node < flip && sp.towards_node + bytes.size() >= flip) {
       bytes[flip - sp.towards_node - 1] ^= 0x01;
+      say("relay: session " + std::to_string(sp.session) + ": byte " + std::to_string(flip) +
+          " towards the node flipped (flip_byte_at, for tests)");
     }
     sp.towards_node += bytes.size();
   });
