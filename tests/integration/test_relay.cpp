@@ -176,3 +176,49 @@ TEST_CASE("a relay that flips a byte is caught: the job stops in a line or train
   REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code == 0);
   CHECK(worst_difference(cluster, job_path, 10) <= 1e-5);
 }
+
+TEST_CASE("a cluster behind NAT averages over a ring whose data channel crosses the relay",
+          "[daemon][relay][data-parallel]") {
+  // Two one-node clusters: node_0 relays, node_1 is behind it; segments through the
+  // connections (no shared memory), so node_0's data channel to node_1 is a relayed session.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"});
+  const std::string relay = "127.0.0.1:" + std::to_string(free_port());
+  cluster.set_daemon_flags(0, {"--offer-relay", relay, "--no-shared-memory"});
+  cluster.set_daemon_flags(1, {"--relay", relay, "--no-shared-memory"});
+  cluster.start(0);
+  cluster.start(1);
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(
+      job_path,
+      "[train]\nepochs = 1\nbatch_size = 32\nmicro_batches = 2\nseed = 5\nschedule = \"1f1b\"\n"
+      "reduce = \"gradients\"\nmax_steps = 12\n\n[data]\nformat = \"csv\"\ntrain = \"" +
+          (test::digits_dir() / "digits_train.csv").string() +
+          "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\n"
+          "num_classes = 10\n\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\n"
+          "name = \"adam\"\nlr = 0.01\n");
+  auto train = cluster.ravnest("train", job_path.string());
+  INFO(train.out << train.err << cluster.log(0) << cluster.log(1));
+  REQUIRE(train.exit_code == 0);
+  auto reference = training::train_reference_clusters(
+      test::digits_model(), config::load_job(job_path.string()), 2, 12);
+  for (int c = 0; c < 2; ++c) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse = cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    auto trained = test::load_state_dict(out / "trained_state_dict.pt");
+    std::string where;
+    const double diff = test::largest_difference(reference.state, trained, &where);
+    INFO("cluster " << c << ": largest difference " << diff << " in " << where);
+    CHECK(diff <= 1e-5);
+  }
+  // The relay spliced sessions to node_1 beyond the requester's: node_0's own, for the ring.
+  const std::string log0 = cluster.log(0);
+  CHECK(log0.find("through shared memory") == std::string::npos);
+  // node_0 -> node_1 is the link through the relay: its segments over a data channel spliced
+  // there, not fallen back to RPC calls.
+  CHECK(log0.find("segments to node_1 over a data channel") != std::string::npos);
+  CHECK(log0.find("no data channel to node_1") == std::string::npos);
+  CHECK(log0.find("relay: holds port " + std::to_string(cluster.port(1))) != std::string::npos);
+}
