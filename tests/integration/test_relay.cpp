@@ -8,8 +8,10 @@
 #include <kj/thread.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <future>
 
 #include "libs/config/job/job_spec.h"
@@ -107,6 +109,32 @@ class RelayThread {
   kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;
   kj::Own<kj::Thread> thread_;
   uint16_t port_ = 0;
+};
+
+// A child process, its output in `log`; SIGKILL on destruction.
+class ChildProcess {
+ public:
+  ChildProcess(std::vector<std::string> args, const std::string& log) {
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      FILE* out = std::freopen(log.c_str(), "a", stderr);
+      if (out == nullptr) _exit(127);
+      ::dup2(::fileno(stderr), 1);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~ChildProcess() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
 };
 
 }  // namespace
@@ -221,4 +249,48 @@ TEST_CASE("a cluster behind NAT averages over a ring whose data channel crosses 
   CHECK(log0.find("segments to node_1 over a data channel") != std::string::npos);
   CHECK(log0.find("no data channel to node_1") == std::string::npos);
   CHECK(log0.find("relay: holds port " + std::to_string(cluster.port(1))) != std::string::npos);
+}
+
+TEST_CASE("the tracker relays: a stage behind NAT registers and trains through it",
+          "[daemon][relay][tracker]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                             {"32x1x8x8"});
+  const std::string tracker = "127.0.0.1:" + std::to_string(free_port());
+  const std::string relay = "127.0.0.1:" + std::to_string(free_port());
+  const auto log = cluster.dir() / "tracker.log";
+  ChildProcess tracker_process({test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
+                                "--listen", tracker, "--offer-relay", relay, "--state-dir",
+                                (cluster.dir() / "tracker-state").string(), "--secret-file",
+                                cluster.secret_file()},
+                               log.string());
+  for (int i = 0; i < 300 && test::read_text(log).find("relaying for daemons") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  INFO(test::read_text(log));
+  REQUIRE(test::read_text(log).find("relaying for daemons behind NAT on 127.0.0.1") !=
+          std::string::npos);
+  cluster.set_daemon_flags(1, {"--relay", relay, "--tracker", tracker});
+  cluster.start_all();
+  // node_1 registered the address peers reach it at: the relay's host, its port.
+  auto status = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest status --tracker " +
+                                  tracker + " --secret-file " + cluster.secret_file());
+  for (int i = 0; i < 50 && status.out.find("node_1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    status = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest status --tracker " +
+                               tracker + " --secret-file " + cluster.secret_file());
+  }
+  INFO(status.out << status.err << cluster.log(1));
+  CHECK(status.out.find("127.0.0.1:" + std::to_string(cluster.port(1))) != std::string::npos);
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(job_path, job_text(10));
+  auto train = cluster.ravnest("train", job_path.string());
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code == 0);
+  CHECK(worst_difference(cluster, job_path, 10) <= 1e-5);
+  CHECK(test::read_text(log).find("relay: holds port " + std::to_string(cluster.port(1))) !=
+        std::string::npos);
 }
