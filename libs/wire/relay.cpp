@@ -99,7 +99,12 @@ double Relay::now() const {
 }
 
 void Relay::say(const std::string& line) {
-  if (options_.on_event) options_.on_event(line);
+  if (!options_.on_event || !log_budget_.take(now())) return;
+  if (const uint64_t left_out = log_budget_.left_out(); left_out > 0) {
+    options_.on_event("relay: " + std::to_string(left_out) + " lines not logged (more than " +
+                      std::to_string(static_cast<int>(log_budget_.per_second())) + " a second)");
+  }
+  options_.on_event(line);
 }
 
 void Relay::taskFailed(kj::Exception&& exception) {

@@ -11,7 +11,8 @@
 // Bounds (RelayTable, relay_table.h): ports held in all and per host, sessions per node and per
 // peer host, a node that does not join in time, a spliced session idle too long, a hello line
 // longer than kRelayLineBytes or not sent in time. A line that is not the protocol is answered
-// "refused: WHY" and closed, and reported once through on_event; the relay serves on.
+// "refused: WHY" and closed, and reported once through on_event (a burst of 20 lines, then 2 a
+// second, the ones left out counted in the next: line_budget.h); the relay serves on.
 //
 // Runs on the calling thread's KJ event loop (thread_io.h): create, use and destroy it there.
 // The constructor listens (throws kj::Exception when it cannot); nothing else blocks.
@@ -24,6 +25,7 @@
 #include <map>
 #include <string>
 
+#include "libs/wire/line_budget.h"
 #include "libs/wire/relay_table.h"
 #include "libs/wire/thread_io.h"
 
@@ -74,6 +76,7 @@ class Relay : private kj::TaskSet::ErrorHandler {
   std::string host_;
   Options options_;
   RelayTable table_;
+  LineBudget log_budget_{20, 2};  // say()'s lines: a burst of 20, then 2 a second
   uint16_t port_ = 0;
   kj::Own<kj::ConnectionReceiver> listener_;
   std::map<uint16_t, kj::Own<Held>> held_;                       // by relayed port

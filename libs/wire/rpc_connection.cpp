@@ -249,19 +249,12 @@ void RpcServer::refused(const std::string& peer, const std::string& why) {
   // the log; what was left out is counted in the next line that is written.
   const double now = std::chrono::duration<double>(
                          std::chrono::steady_clock::now().time_since_epoch()).count();
-  log_budget_ = std::min(kRefusalBurst, log_budget_ + (now - budget_at_) * kRefusalsPerSecond);
-  budget_at_ = now;
-  if (log_budget_ < 1) {
-    ++refusals_left_out_;
-    return;
-  }
-  log_budget_ -= 1;
-  if (refusals_left_out_ > 0) {
-    options_.on_refused("(listener)", std::to_string(refusals_left_out_) +
+  if (!log_budget_.take(now)) return;
+  if (const uint64_t left_out = log_budget_.left_out(); left_out > 0) {
+    options_.on_refused("(listener)", std::to_string(left_out) +
                                           " refusals not logged (more than " +
-                                          std::to_string(static_cast<int>(kRefusalsPerSecond)) +
+                                          std::to_string(static_cast<int>(log_budget_.per_second())) +
                                           " a second)");
-    refusals_left_out_ = 0;
   }
   options_.on_refused(peer, why);
 }

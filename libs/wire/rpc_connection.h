@@ -30,6 +30,7 @@
 #include <string>
 
 #include "libs/wire/guarded_stream.h"
+#include "libs/wire/line_budget.h"
 #include "libs/wire/thread_io.h"
 #include "libs/wire/transport_security.h"
 
@@ -144,12 +145,8 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
   kj::Own<kj::ConnectionReceiver> listener_;
   size_t connections_ = 0;
   size_t refused_over_total_ = 0;
-  // refused()'s lines: a burst of kRefusalBurst, then kRefusalsPerSecond.
-  static constexpr double kRefusalBurst = 20;
-  static constexpr double kRefusalsPerSecond = 2;
-  double log_budget_ = kRefusalBurst;
-  double budget_at_ = 0;  // steady seconds when log_budget_ was last topped up
-  uint64_t refusals_left_out_ = 0;
+  // refused()'s lines: a burst of 20, then 2 a second.
+  LineBudget log_budget_{20, 2};
   std::map<std::string, PeerCount> peers_;  // hosts with connections
   kj::TaskSet tasks_;  // the accept loop and every connection
 };

@@ -299,6 +299,10 @@ TEST_CASE("the relay refuses what is not its protocol in one line and serves on"
         "refused: no session 4242 waits (ended, or never opened)\n");
   CHECK(raw(std::string(500, 'x')).rfind("", 0) == 0);  // a long line: closed
   CHECK(relayed.said("a line longer than 128 bytes"));
+  // A flood of bad hellos: each refused, the log bounded (a burst of 20, then 2 a second).
+  const size_t before = relayed.lines.size();
+  for (int i = 0; i < 60; ++i) CHECK(raw("flood\n").rfind("refused: not a relay hello", 0) == 0);
+  CHECK(relayed.lines.size() - before <= 24);
   // Asking for the port the node holds: refused, the node keeps it.
   CHECK(raw("ravnest-relay 1 control " + std::to_string(relayed.link->port()) + "\n")
             .rfind("refused: cannot open port", 0) == 0);
