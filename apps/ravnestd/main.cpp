@@ -52,6 +52,14 @@ int main(int argc, char** argv) {
       "--tracker", tracker,
       "HOST:PORT of a tracker (ravnest tracker) to register what this daemon measured with, and "
       "heartbeat to (docs/tracker.md)");
+  std::string relay, offer_relay;
+  auto* relay_opt = app.add_option(
+      "--relay", relay,
+      "HOST:PORT of a relay (a daemon started with --offer-relay): this daemon is behind NAT, "
+      "listens nowhere, and is reached at the relay's host on its --listen port (docs/relay.md)");
+  auto* offer_relay_opt = app.add_option(
+      "--offer-relay", offer_relay,
+      "HOST:PORT to relay on for daemons behind NAT (docs/relay.md)");
   app.add_flag("--no-shared-memory", flags.no_shared_memory,
                "ring segments to daemons on this host go through the connection, not shared memory");
   app.add_flag("--insecure", flags.insecure,
@@ -83,6 +91,8 @@ int main(int argc, char** argv) {
     if (*threads_opt) flags.threads = threads;
     if (*device_opt) flags.device = device;
     if (*tracker_opt) flags.tracker = tracker;
+    if (*relay_opt) flags.relay = relay;
+    if (*offer_relay_opt) flags.offer_relay = offer_relay;
     if (*memory_opt) {
       flags.memory_limit = ravnest::config::parse_memory_limit(memory_limit, "--memory-limit");
     }

@@ -19,6 +19,8 @@
 #include "libs/daemon/systemd_notify.h"
 #include "libs/daemon/tracker/hardware_probe.h"
 #include "libs/tracker/tracker_client.h"
+#include "libs/wire/relay.h"
+#include "libs/wire/relay_link.h"
 #include "libs/worker/compute_device.h"
 #include "libs/daemon/rpc/endpoint_limits.h"
 #include "libs/daemon/node_endpoint.h"
@@ -159,14 +161,47 @@ int run_daemon(const config::DaemonConfig& config) {
         [peer](const std::string& why) { spdlog::warn("refused {}: {}", peer, why); }));
   };
   kj::Own<wire::RpcServer> server;
+  // Behind NAT (docs/relay.md): no port of its own; every connection comes through the relay,
+  // which holds `listen`'s port on its own host for this node, and is served as one accepted.
+  kj::Own<wire::RelayLink> relay_link;
+  kj::Promise<void> relay_run = kj::READY_NOW;
+  // Relaying for others: their ports and sessions, on this loop.
+  kj::Own<wire::Relay> relay;
+  std::string reached_at = listen;
   try {
     const auto address = listen_address(listen);
-    server = kj::heap<wire::RpcServer>(gate, address.host(), address.port(), options);
+    if (config.relay.empty()) {
+      server = kj::heap<wire::RpcServer>(gate, address.host(), address.port(), options);
+    } else {
+      server = kj::heap<wire::RpcServer>(gate, options);
+      wire::RpcServer* served = server.get();
+      relay_link = kj::heap<wire::RelayLink>(
+          config.relay, address.port(),
+          [served](kj::Own<kj::AsyncIoStream> stream, const std::string& peer) {
+            served->adopt(kj::mv(stream), peer);
+          },
+          [](const std::string& line) { spdlog::info("{}", line); });
+      relay_run = relay_link->run().eagerlyEvaluate(nullptr);
+      reached_at = base::Address::parse(config.relay, "--relay").host() + ":" +
+                   std::to_string(address.port());
+    }
   } catch (const kj::Exception& e) {
     throw std::runtime_error("cannot listen on " + listen + ": " + wire::kj_reason(e));
   }
+  if (!config.offer_relay.empty()) {
+    const auto at = base::Address::parse(config.offer_relay, "--offer-relay",
+                                         base::Address::PortRule::kZeroAllowed);
+    wire::Relay::Options relay_options;
+    relay_options.on_event = [](const std::string& line) { spdlog::info("{}", line); };
+    try {
+      relay = kj::heap<wire::Relay>(at.host(), at.port(), relay_options);
+    } catch (const kj::Exception& e) {
+      throw std::runtime_error("cannot relay on " + config.offer_relay + ": " + wire::kj_reason(e));
+    }
+    spdlog::info("relaying for daemons behind NAT on {}:{}", at.host(), relay->port());
+  }
   auto& wait_scope = io->wait_scope();
-  const unsigned port = server->port();
+  const unsigned port = config.relay.empty() ? server->port() : listen_address(listen).port();
   {
     // What an idle daemon holds (LibTorch and the server, nothing computed): the part of a pushed
     // stage's measured peak that this daemon replaces by its own (docs/daemon.md#memory).
@@ -202,7 +237,11 @@ int run_daemon(const config::DaemonConfig& config) {
   kj::Own<tracker::TrackerLink> tracker_link;
   kj::Promise<void> tracker_run = kj::READY_NOW;
   if (!config.tracker.empty()) {
-    auto registration = measure_registration(config.node, listen_address(listen).host(), port,
+    // Behind a relay, peers reach it at the relay's host.
+    const std::string host = config.relay.empty()
+                                 ? listen_address(listen).host()
+                                 : base::Address::parse(config.relay, "--relay").host();
+    auto registration = measure_registration(config.node, host, port,
                                              config.memory_limit, device);
     tracker_link = kj::heap<tracker::TrackerLink>(config.tracker, security,
                                                   std::move(registration), io->timer());
@@ -211,7 +250,11 @@ int run_daemon(const config::DaemonConfig& config) {
     });
   }
 
-  spdlog::info("serving {} on {} (port {}, {}, certificate sha256:{})", config.node, listen, port,
+  if (relay_link) {
+    spdlog::info("behind NAT: listening nowhere; reached through the relay {} at {}", config.relay,
+                 reached_at);
+  }
+  spdlog::info("serving {} on {} (port {}, {}, certificate sha256:{})", config.node, reached_at, port,
                config.insecure ? "plain TCP" : "TLS", credentials->fingerprint().substr(0, 16));
   notify_ready();
   notify_status("serving on " + listen);

@@ -17,6 +17,7 @@
 #include "libs/tracker/tracker_gate.h"
 #include "libs/tracker/tracker_state.h"
 #include "libs/wire/kj_reason.h"
+#include "libs/wire/relay.h"
 #include "libs/wire/rpc_connection.h"
 #include "libs/wire/thread_io.h"
 #include "libs/wire/transport_security.h"
@@ -287,6 +288,23 @@ int run_tracker(const TrackerOptions& options, const std::function<void(unsigned
                credentials->fingerprint().substr(0, 16), options.bounds.heartbeat_seconds,
                options.bounds.expiry_seconds, options.bounds.max_members,
                options.bounds.max_per_host, options.state_dir);
+  // Relaying for daemons behind NAT (docs/relay.md), on this loop.
+  kj::Own<wire::Relay> relay;
+  if (!options.offer_relay.empty()) {
+    std::string relay_why;
+    const auto at = base::Address::try_parse(options.offer_relay,
+                                             base::Address::PortRule::kZeroAllowed, &relay_why);
+    if (!at) throw std::runtime_error("--offer-relay " + options.offer_relay + ": " + relay_why);
+    wire::Relay::Options relay_options;
+    relay_options.on_event = [](const std::string& line) { spdlog::info("{}", line); };
+    try {
+      relay = kj::heap<wire::Relay>(at->host(), at->port(), relay_options);
+    } catch (const kj::Exception& e) {
+      throw std::runtime_error("cannot relay on " + options.offer_relay + ": " +
+                               wire::kj_reason(e));
+    }
+    spdlog::info("relaying for daemons behind NAT on {}:{}", at->host(), relay->port());
+  }
   if (on_listening) on_listening(server->port());
   auto& wait_scope = io->wait_scope();
   double last_tick = base::now_seconds();

@@ -28,11 +28,12 @@ struct TrackerOptions {
   size_t max_connections = 4096;
   size_t max_connections_per_host = 64;
   std::string log_level = "info";
+  std::string offer_relay;   // host:port to relay on for daemons behind NAT; empty: none
 };
 
 // Serves until SIGTERM or SIGINT (returns 0). `on_listening(port)`, if set, is called once the
 // port is open. Throws std::exception with a one-line reason when it cannot start (bad listen
-// address, port taken, unreadable secret or state file, bad bounds).
+// address, port taken, unreadable secret or state file, bad bounds, a relay it cannot open).
 int run_tracker(const TrackerOptions& options,
                 const std::function<void(unsigned)>& on_listening = {});
 

@@ -11,7 +11,25 @@ kj::Exception kj_failure(const std::string& description, kj::Exception::Type typ
   return kj::Exception(type, __FILE__, __LINE__, kj::heapString(description.c_str()));
 }
 
+std::string openssl_reason(const std::string& description) {
+  if (description.find("OpenSSL error") == std::string::npos) return "";
+  std::string text = description;
+  const auto line = text.rfind('\n');
+  if (line != std::string::npos) text.erase(0, line + 1);
+  const auto colons = text.rfind("::");
+  if (colons != std::string::npos) return text.substr(colons + 2);
+  const auto colon = text.rfind(':');
+  return colon == std::string::npos ? text : text.substr(colon + 1);
+}
+
 std::string kj_reason(const std::string& description) {
+  const std::string tls = openssl_reason(description);
+  if (!tls.empty() && tls != "OpenSSL error") {
+    const bool altered = tls.find("bad record mac") != std::string::npos ||
+                         tls.find("decryption failed") != std::string::npos;
+    return "TLS: " + tls +
+           (altered ? " (a record altered on the way: the connection is dropped)" : "");
+  }
   std::string text = description;
   for (const char* prefix : {"remote exception: ", "std::exception: ", "(remote) "}) {
     for (auto at = text.find(prefix); at != std::string::npos; at = text.find(prefix)) {

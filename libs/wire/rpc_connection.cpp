@@ -210,6 +210,15 @@ RpcServer::RpcServer(Bootstrap bootstrap, const std::string& host, uint16_t port
   tasks_.add(accept_loop());
 }
 
+RpcServer::RpcServer(Bootstrap bootstrap, Options options)
+    : io_(ThreadIo::get()),
+      bootstrap_(std::move(bootstrap)),
+      options_(std::move(options)),
+      gated_(options_.connection.security != nullptr && options_.connection.gated),
+      tasks_(*this) {
+  options_.limits.message_bytes = options_.connection.max_message_bytes;
+}
+
 RpcServer::RpcServer(capnp::Capability::Client main, const std::string& host, uint16_t port,
                      const ConnectionOptions& options)
     : RpcServer(
@@ -240,19 +249,12 @@ void RpcServer::refused(const std::string& peer, const std::string& why) {
   // the log; what was left out is counted in the next line that is written.
   const double now = std::chrono::duration<double>(
                          std::chrono::steady_clock::now().time_since_epoch()).count();
-  log_budget_ = std::min(kRefusalBurst, log_budget_ + (now - budget_at_) * kRefusalsPerSecond);
-  budget_at_ = now;
-  if (log_budget_ < 1) {
-    ++refusals_left_out_;
-    return;
-  }
-  log_budget_ -= 1;
-  if (refusals_left_out_ > 0) {
-    options_.on_refused("(listener)", std::to_string(refusals_left_out_) +
+  if (!log_budget_.take(now)) return;
+  if (const uint64_t left_out = log_budget_.left_out(); left_out > 0) {
+    options_.on_refused("(listener)", std::to_string(left_out) +
                                           " refusals not logged (more than " +
-                                          std::to_string(static_cast<int>(kRefusalsPerSecond)) +
+                                          std::to_string(static_cast<int>(log_budget_.per_second())) +
                                           " a second)");
-    refusals_left_out_ = 0;
   }
   options_.on_refused(peer, why);
 }
@@ -395,11 +397,15 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> RpcServer::hand_over_channel(
   });
 }
 
-void RpcServer::serve(kj::Own<kj::AsyncIoStream> stream) {
+void RpcServer::adopt(kj::Own<kj::AsyncIoStream> stream, const std::string& peer) {
+  serve(kj::mv(stream), peer);
+}
+
+void RpcServer::serve(kj::Own<kj::AsyncIoStream> stream, const std::string& peer) {
   auto trust = std::make_shared<ConnectionTrust>();
-  trust->peer = peer_address(*stream);
+  trust->peer = peer.empty() ? peer_address(*stream) : peer + " (relayed)";
   trust->opened = !gated_;
-  const std::string host = peer_host(trust->peer);
+  const std::string host = peer_host(peer.empty() ? trust->peer : peer);
   if (!admit(host, trust->peer)) return;  // `stream` closes here
   // However the connection ends, it is counted out.
   auto counted = kj::defer([this, host]() { release(host); });

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "libs/wire/guarded_stream.h"
+#include "libs/wire/line_budget.h"
 #include "libs/wire/thread_io.h"
 #include "libs/wire/transport_security.h"
 
@@ -95,6 +96,9 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
 
   // Listens on host:port (port 0: a free port, see port()); throws kj::Exception when it cannot.
   RpcServer(Bootstrap bootstrap, const std::string& host, uint16_t port, Options options);
+  // Listens nowhere: serves only the streams adopt() hands it (a daemon behind NAT, whose
+  // connections come through a relay: relay_link.h). port() is 0.
+  RpcServer(Bootstrap bootstrap, Options options);
   // `main` to every connection, plain TCP, open from the start (tests and benchmarks of the wire).
   RpcServer(capnp::Capability::Client main, const std::string& host = "127.0.0.1",
             uint16_t port = 0, const ConnectionOptions& options = {});
@@ -103,6 +107,12 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
   uint16_t port() const { return port_; }
   kj::WaitScope& wait_scope() { return io_->wait_scope(); }
   kj::Timer& timer() { return io_->timer(); }
+
+  // A connection made elsewhere (a relayed session: relay_link.h), served as an accepted one:
+  // the same handshake, limits, gate and data-channel preface. `peer` is the host:port of the
+  // far end as the relay saw it: what the limits per host count and the logs name (with
+  // " (relayed)").
+  void adopt(kj::Own<kj::AsyncIoStream> stream, const std::string& peer);
 
  private:
   struct Served;
@@ -114,7 +124,8 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
   // Counts a new connection of `host`; false (and reported) when it is one too many.
   bool admit(const std::string& host, const std::string& peer);
   void release(const std::string& host);
-  void serve(kj::Own<kj::AsyncIoStream> stream);
+  // `peer`: the far end's host:port; empty: the stream's own peer.
+  void serve(kj::Own<kj::AsyncIoStream> stream, const std::string& peer = "");
   // The connection under `security`: its first byte read to refuse, in the client's own protocol,
   // a client that disagrees on --insecure (protocol_mismatch.h), then the TLS handshake. A data
   // channel's preface instead hands the socket to options_.on_data_channel and ends here.
@@ -134,12 +145,8 @@ class RpcServer : private kj::TaskSet::ErrorHandler {
   kj::Own<kj::ConnectionReceiver> listener_;
   size_t connections_ = 0;
   size_t refused_over_total_ = 0;
-  // refused()'s lines: a burst of kRefusalBurst, then kRefusalsPerSecond.
-  static constexpr double kRefusalBurst = 20;
-  static constexpr double kRefusalsPerSecond = 2;
-  double log_budget_ = kRefusalBurst;
-  double budget_at_ = 0;  // steady seconds when log_budget_ was last topped up
-  uint64_t refusals_left_out_ = 0;
+  // refused()'s lines: a burst of 20, then 2 a second.
+  LineBudget log_budget_{20, 2};
   std::map<std::string, PeerCount> peers_;  // hosts with connections
   kj::TaskSet tasks_;  // the accept loop and every connection
 };

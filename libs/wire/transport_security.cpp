@@ -16,16 +16,9 @@ namespace {
 
 // OpenSSL's reason: the end of its last error line ("error:0A000086:SSL routines::certificate
 // verify failed" -> "certificate verify failed").
-std::string openssl_reason(const kj::Exception& e) {
-  std::string text = e.getDescription().cStr();
-  const auto marker = text.find("OpenSSL error");
-  if (marker == std::string::npos) return kj_reason(e);
-  const auto line = text.rfind('\n');
-  if (line != std::string::npos) text.erase(0, line + 1);
-  const auto colons = text.rfind("::");
-  if (colons != std::string::npos) return text.substr(colons + 2);
-  const auto colon = text.rfind(':');
-  return colon == std::string::npos ? text : text.substr(colon + 1);
+std::string reason_of(const kj::Exception& e) {
+  const std::string reason = openssl_reason(std::string(e.getDescription().cStr()));
+  return reason.empty() ? kj_reason(e) : reason;
 }
 
 // A client's handshake that the server cut (closed or reset before it finished: OpenSSL's "SSL
@@ -148,7 +141,7 @@ kj::Promise<kj::Own<kj::AsyncIoStream>> pinned_handshake(
 }  // namespace
 
 std::string tls_refusal(const kj::Exception& e) {
-  const std::string reason = openssl_reason(e);
+  const std::string reason = reason_of(e);
   // What a plain daemon answers a TLS client (protocol_mismatch.h); ravnest's TLS ends never
   // disagree on a version otherwise.
   if (reason.find("alert protocol version") != std::string::npos) return kDaemonSpeaksPlain;

@@ -111,13 +111,26 @@ shared_memory = false
 TEST_CASE("daemon config: errors name the file and the field", "[config][daemon]") {
   CHECK(error_of([] { parse_daemon_config("lsiten = \"a:1\"", "d.toml"); }) ==
         "d.toml: unknown key \"lsiten\" (known keys: node, listen, data_dir, log_level, "
-        "log_file, secret_file, tls_cert, tls_key, device, tracker, threads, shared_memory, "
+        "log_file, secret_file, tls_cert, tls_key, device, tracker, relay, offer_relay, threads, "
+        "shared_memory, "
         "memory_limit, [limits]); did you mean \"listen\"?");
   CHECK(error_of([] {
           auto config = parse_daemon_config("node = \"node_0\"\ntracker = \"10.0.0.1\"", "d.toml");
           validate_daemon_config(config, "d.toml");
         }).rfind("d.toml: tracker: \"10.0.0.1\"", 0) == 0);
   CHECK(parse_daemon_config("tracker = \"10.0.0.1:8090\"", "d.toml").tracker == "10.0.0.1:8090");
+  CHECK(parse_daemon_config("relay = \"10.0.0.1:9000\"", "d.toml").relay == "10.0.0.1:9000");
+  CHECK(error_of([] {
+          auto config = parse_daemon_config("node = \"node_0\"\nrelay = \"10.0.0.1\"", "d.toml");
+          validate_daemon_config(config, "d.toml");
+        }).rfind("d.toml: relay: \"10.0.0.1\"", 0) == 0);
+  CHECK(error_of([] {
+          auto config = parse_daemon_config(
+              "node = \"node_0\"\nrelay = \"10.0.0.1:9000\"\noffer_relay = \"0.0.0.0:9000\"",
+              "d.toml");
+          validate_daemon_config(config, "d.toml");
+        }) == "d.toml: offer_relay: a daemon behind a relay (relay = \"10.0.0.1:9000\") cannot be "
+              "reached to relay for others");
   CHECK(error_of([] { parse_daemon_config("shared_memory = \"no\"", "d.toml"); }) ==
         "d.toml: shared_memory: must be true or false, got a string");
   CHECK(error_of([] { parse_daemon_config("device = \"gpu\"", "d.toml"); }) ==

@@ -26,3 +26,13 @@ TEST_CASE("kj_reason keeps the reason and drops KJ's decorations", "[wire][error
     CHECK(kj_reason(e) == "file ByteSink: size mismatch");
   }
 }
+
+TEST_CASE("kj_reason gives OpenSSL's reason, and says what a failed record means", "[wire][errors]") {
+  CHECK(kj_reason("OpenSSL error; message = error:0A000119:SSL routines::decryption failed or "
+                  "bad record mac") ==
+        "TLS: decryption failed or bad record mac (a record altered on the way: the connection "
+        "is dropped)");
+  CHECK(kj_reason("OpenSSL error; message = error:0A000086:SSL routines::certificate verify "
+                  "failed") == "TLS: certificate verify failed");
+  CHECK(ravnest::wire::openssl_reason("Connection reset by peer").empty());
+}

@@ -22,6 +22,8 @@ Command add_tracker(CLI::App& app) {
   cmd->add_option("--secret-file", o->secret_file,
                   "the shared secret the daemons and requesters hold (TLS and the gate)");
   cmd->add_flag("--insecure", o->insecure, "plain TCP instead of TLS (benchmarks only)");
+  cmd->add_option("--offer-relay", o->offer_relay,
+                  "HOST:PORT to relay on for daemons behind NAT (ravnestd --relay; docs/relay.md)");
   cmd->add_option("--heartbeat-seconds", o->bounds.heartbeat_seconds,
                   "how often daemons are told to heartbeat")
       ->capture_default_str();

@@ -19,10 +19,10 @@
 namespace ravnest::config {
 namespace {
 
-constexpr std::array<std::string_view, 10> kKeys = {"node",        "listen",   "data_dir",
+constexpr std::array<std::string_view, 12> kKeys = {"node",        "listen",   "data_dir",
                                                     "log_level",   "log_file", "secret_file",
                                                     "tls_cert",    "tls_key",  "device",
-                                                    "tracker"};
+                                                    "tracker",     "relay",    "offer_relay"};
 constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug",    "info", "warn",
                                                      "error", "critical", "off"};
 
@@ -217,6 +217,8 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
     else if (name == "tls_key") config.tls_key = text_value;
     else if (name == "device") config.device = text_value;
     else if (name == "tracker") config.tracker = text_value;
+    else if (name == "relay") config.relay = text_value;
+    else if (name == "offer_relay") config.offer_relay = text_value;
   }
   check_values(config, origin, /*need_node=*/false);
   return config;
@@ -241,6 +243,8 @@ DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags) {
   if (flags.no_shared_memory) file.shared_memory = false;
   if (flags.memory_limit) file.memory_limit = *flags.memory_limit;
   if (flags.tracker) file.tracker = *flags.tracker;
+  if (flags.relay) file.relay = *flags.relay;
+  if (flags.offer_relay) file.offer_relay = *flags.offer_relay;
   return file;
 }
 
@@ -255,6 +259,15 @@ void validate_daemon_config(const DaemonConfig& config, const std::string& origi
                       " is negative");
   }
   if (!config.tracker.empty()) base::Address::parse(config.tracker, origin + ": tracker");
+  if (!config.relay.empty()) base::Address::parse(config.relay, origin + ": relay");
+  if (!config.offer_relay.empty()) {
+    base::Address::parse(config.offer_relay, origin + ": offer_relay",
+                         base::Address::PortRule::kZeroAllowed);
+  }
+  if (!config.relay.empty() && !config.offer_relay.empty()) {
+    throw base::ConfigError(origin + ": offer_relay: a daemon behind a relay (relay = \"" +
+                            config.relay + "\") cannot be reached to relay for others");
+  }
   if (config.insecure && !config.tls_cert.empty()) {
     throw base::ConfigError(origin + ": tls_cert: a certificate with --insecure (no TLS) would be ignored");
   }

@@ -19,6 +19,10 @@
 //                                   #   (docs/daemon.md#memory)
 //   tracker = ""                    # host:port of a tracker to register with and heartbeat to
 //                                   #   (docs/tracker.md); empty = none
+//   relay = ""                      # host:port of a relay: this daemon is behind NAT, accepts no
+//                                   #   connection itself, and is reached at the relay's host on
+//                                   #   its listen port (docs/relay.md); empty = listens itself
+//   offer_relay = ""                # host:port to relay on for daemons behind NAT; empty = none
 //   [limits]                        # what a peer may make the daemon hold (daemon_limits.h)
 //   idle_seconds = 600
 //
@@ -52,6 +56,8 @@ struct DaemonConfig {
   bool shared_memory = true;                // rings to daemons on this host (shared_segments.h)
   int64_t memory_limit = 0;                 // bytes; 0 = none (memory_budget.h)
   std::string tracker;                      // "host:port"; empty = no tracker
+  std::string relay;                        // "host:port"; empty = not behind a relay
+  std::string offer_relay;                  // "host:port"; empty = relays for no one
   DaemonLimits limits;                      // [limits]; not overridden by flags
 };
 
@@ -71,6 +77,8 @@ struct DaemonConfigOverrides {
   bool no_shared_memory = false;  // --no-shared-memory
   std::optional<int64_t> memory_limit;  // --memory-limit, read by parse_memory_limit
   std::optional<std::string> tracker;   // --tracker
+  std::optional<std::string> relay;     // --relay
+  std::optional<std::string> offer_relay;  // --offer-relay
 };
 
 // A device's name as the config writes it: "cpu", "cuda" (the current CUDA device) or "cuda:N".
@@ -96,8 +104,8 @@ DaemonConfig parse_daemon_config(const std::string& text, const std::string& ori
 // `flags` over `file`. The result is not validated: call validate_daemon_config on it.
 DaemonConfig merge(DaemonConfig file, const DaemonConfigOverrides& flags);
 
-// Throws ConfigError "<origin>: <field>: ..." for a missing node, a malformed listen or tracker
-// address, an unknown log level, an empty data_dir or a device that is not cpu, cuda or cuda:N. `origin` names where the values came from, e.g.
+// Throws ConfigError "<origin>: <field>: ..." for a missing node, a malformed listen, tracker,
+// relay or offer_relay address, both relay and offer_relay, an unknown log level, an empty data_dir or a device that is not cpu, cuda or cuda:N. `origin` names where the values came from, e.g.
 // "/etc/ravnest/ravnestd.toml and the command line".
 void validate_daemon_config(const DaemonConfig& config, const std::string& origin);
 

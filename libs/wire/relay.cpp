@@ -1,0 +1,316 @@
+#include "libs/wire/relay.h"
+
+#include <kj/debug.h>
+
+#include <chrono>
+#include <memory>
+
+#include "libs/wire/kj_reason.h"
+#include "libs/wire/rpc_connection.h"
+
+namespace ravnest::wire {
+namespace {
+
+constexpr size_t kSpliceBufferBytes = 64 * 1024;
+
+kj::Promise<std::string> read_line_from(kj::AsyncIoStream& stream, kj::Own<std::string> line) {
+  auto byte = kj::heap<kj::byte>(0);
+  auto& b = *byte;
+  return stream.tryRead(&b, 1, 1).then(
+      [&stream, line = kj::mv(line), byte = kj::mv(byte)](size_t n) mutable
+      -> kj::Promise<std::string> {
+        if (n == 0) {
+          return kj_failure(line->empty() ? "closed before a line"
+                                          : "closed in the middle of a line",
+                            kj::Exception::Type::DISCONNECTED);
+        }
+        if (*byte == '\n') return std::string(kj::mv(*line));
+        if (line->size() >= kRelayLineBytes) {
+          return kj_failure("a line longer than " + std::to_string(kRelayLineBytes) + " bytes");
+        }
+        line->push_back(static_cast<char>(*byte));
+        return read_line_from(stream, kj::mv(line));
+      });
+}
+
+kj::Promise<void> write_line(kj::AsyncIoStream& stream, const std::string& line) {
+  auto owned = kj::heap<std::string>(line);
+  auto& text = *owned;
+  return stream.write(text.data(), text.size()).attach(kj::mv(owned));
+}
+
+}  // namespace
+
+kj::Promise<std::string> read_relay_line(kj::AsyncIoStream& stream) {
+  return read_line_from(stream, kj::heap<std::string>());
+}
+
+// A node's relayed port: its control connection, the listener peers dial, its queue of lines.
+struct Relay::Held {
+  uint16_t port = 0;
+  std::string host;  // of the control connection
+  kj::Own<kj::AsyncIoStream> control;
+  kj::Own<kj::ConnectionReceiver> listener;
+  kj::Promise<void> writes = kj::READY_NOW;  // "open" lines, one after the other
+  kj::Promise<void> accepting = nullptr;     // after `listener`: cancelled before it goes
+};
+
+// Two streams spliced: each direction's buffer, the time of the last byte either way.
+struct Relay::Splice {
+  uint64_t session = 0;
+  kj::Own<kj::AsyncIoStream> peer;
+  kj::Own<kj::AsyncIoStream> node;
+  kj::Array<kj::byte> up = kj::heapArray<kj::byte>(kSpliceBufferBytes);    // peer -> node
+  kj::Array<kj::byte> down = kj::heapArray<kj::byte>(kSpliceBufferBytes);  // node -> peer
+  uint64_t towards_node = 0;
+  double last_byte = 0;
+};
+
+Relay::Relay(const std::string& host, uint16_t port, Options options)
+    : io_(ThreadIo::get()), host_(host), options_(std::move(options)), table_(options_.limits),
+      tasks_(*this) {
+  auto address = io_->network().parseAddress(host, port).wait(io_->wait_scope());
+  listener_ = address->listen();
+  port_ = static_cast<uint16_t>(listener_->getPort());
+  tasks_.add(accept_loop());
+  tasks_.add([this]() -> kj::Promise<void> {
+    // Once a second: sessions whose node did not join in time go.
+    struct Tick {
+      static kj::Promise<void> run(Relay* relay) {
+        return relay->io_->timer().afterDelay(1 * kj::SECONDS).then([relay]() {
+          for (uint64_t session : relay->table_.expire(relay->now())) {
+            relay->pending_.erase(session);
+            relay->say("relay: session " + std::to_string(session) + ": the node did not join in " +
+                       std::to_string(static_cast<int>(relay->options_.limits.join_seconds)) +
+                       " s; the peer is closed");
+          }
+          return run(relay);
+        });
+      }
+    };
+    return Tick::run(this);
+  }());
+}
+
+Relay::~Relay() noexcept(false) = default;
+
+double Relay::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void Relay::say(const std::string& line) {
+  if (!options_.on_event || !log_budget_.take(now())) return;
+  if (const uint64_t left_out = log_budget_.left_out(); left_out > 0) {
+    options_.on_event("relay: " + std::to_string(left_out) + " lines not logged (more than " +
+                      std::to_string(static_cast<int>(log_budget_.per_second())) + " a second)");
+  }
+  options_.on_event(line);
+}
+
+void Relay::taskFailed(kj::Exception&& exception) {
+  say("relay: " + kj_reason(exception));
+}
+
+kj::Promise<void> Relay::accept_loop() {
+  return listener_->accept()
+      .then([this](kj::Own<kj::AsyncIoStream> stream) {
+        tasks_.add(greet(kj::mv(stream)));
+        return accept_loop();
+      })
+      .catch_([this](kj::Exception&& e) {
+        say("relay: accept failed: " + kj_reason(e));
+        return io_->timer().afterDelay(100 * kj::MILLISECONDS).then([this]() {
+          return accept_loop();
+        });
+      });
+}
+
+kj::Promise<void> Relay::refuse(kj::Own<kj::AsyncIoStream> stream, const std::string& peer,
+                                const std::string& refusal) {
+  say("relay: " + peer + " " + refusal);
+  auto& s = *stream;
+  return io_->timer()
+      .timeoutAfter(2 * kj::SECONDS, write_line(s, refusal + "\n"))
+      .then([&s]() { s.shutdownWrite(); }, [](kj::Exception&&) {})
+      .attach(kj::mv(stream));
+}
+
+kj::Promise<void> Relay::greet(kj::Own<kj::AsyncIoStream> stream) {
+  const std::string peer = peer_address(*stream);
+  auto& s = *stream;
+  auto line = io_->timer().timeoutAfter(options_.hello_timeout, read_relay_line(s));
+  return line.then(
+      [this, stream = kj::mv(stream), peer](std::string text) mutable -> kj::Promise<void> {
+        std::string why;
+        auto hello = parse_relay_hello(text, why);
+        if (!hello) return refuse(kj::mv(stream), peer, "refused: " + why);
+        if (hello->kind == RelayHello::Kind::kControl) {
+          return hold(kj::mv(stream), peer_host(peer), hello->port);
+        }
+        return join(kj::mv(stream), peer_host(peer), hello->session);
+      },
+      [this, peer](kj::Exception&& e) -> kj::Promise<void> {
+        // A port probe that connects and leaves is no refusal.
+        if (e.getType() != kj::Exception::Type::DISCONNECTED) {
+          say("relay: " + peer + " refused: no hello line: " + kj_reason(e));
+        }
+        return kj::READY_NOW;
+      });
+}
+
+kj::Promise<void> Relay::hold(kj::Own<kj::AsyncIoStream> control, const std::string& host,
+                              uint16_t asked) {
+  std::string refusal = table_.may_hold(host);
+  if (!refusal.empty()) return refuse(kj::mv(control), host, refusal);
+  auto kept = std::make_shared<kj::Own<kj::AsyncIoStream>>(kj::mv(control));
+  return io_->network()
+      .parseAddress(host_, asked)
+      .then([](kj::Own<kj::NetworkAddress> address) { return address->listen(); })
+      .then(
+          [this, kept, host](kj::Own<kj::ConnectionReceiver> listener) -> kj::Promise<void> {
+            // Asked again: another node of this host may have been admitted meanwhile.
+            std::string refusal = table_.may_hold(host);
+            if (!refusal.empty()) return refuse(kj::mv(*kept), host, refusal);
+            return serve_held(kj::mv(*kept), host, kj::mv(listener));
+          },
+          [this, kept, host, asked](kj::Exception&& e) -> kj::Promise<void> {
+            return refuse(kj::mv(*kept), host,
+                          "refused: cannot open port " + std::to_string(asked) + ": " +
+                              kj_reason(e));
+          });
+}
+
+kj::Promise<void> Relay::serve_held(kj::Own<kj::AsyncIoStream> control, const std::string& host,
+                                    kj::Own<kj::ConnectionReceiver> listener) {
+  auto held = kj::heap<Held>();
+  held->port = static_cast<uint16_t>(listener->getPort());
+  held->host = host;
+  held->control = kj::mv(control);
+  held->listener = kj::mv(listener);
+  table_.hold(held->port, host);
+  const uint16_t port = held->port;
+  say("relay: holds port " + std::to_string(port) + " for a node at " + host);
+  Held& h = *held;
+  held_[port] = kj::mv(held);
+  h.writes = write_line(*h.control, allocated_line(port)).eagerlyEvaluate(nullptr);
+  h.accepting = accept_peers(h).eagerlyEvaluate(nullptr);
+  // The node says nothing more: its connection ending (or a byte from it) releases the port.
+  auto byte = kj::heap<kj::byte>(0);
+  auto& b = *byte;
+  return h.control->tryRead(&b, 1, 1)
+      .then([](size_t) {}, [](kj::Exception&&) {})
+      .then([this, port]() {
+        const auto ended = table_.release(port);
+        for (uint64_t session : ended) pending_.erase(session);
+        held_.erase(port);
+        say("relay: released port " + std::to_string(port) +
+            " (its node's control connection ended)");
+      })
+      .attach(kj::mv(byte));
+}
+
+kj::Promise<void> Relay::accept_peers(Held& held) {
+  return held.listener->accept().then([this, &held](kj::Own<kj::AsyncIoStream> peer) {
+    peer_arrived(held, kj::mv(peer));
+    return accept_peers(held);
+  });
+}
+
+void Relay::peer_arrived(Held& held, kj::Own<kj::AsyncIoStream> peer) {
+  const std::string address = peer_address(*peer);
+  auto opened = table_.open(held.port, peer_host(address), now());
+  if (opened.session == 0) {
+    // The peer speaks TLS, not this protocol: it sees its connection closed.
+    say("relay: " + address + " to port " + std::to_string(held.port) + " " + opened.refusal);
+    return;
+  }
+  pending_[opened.session] = kj::mv(peer);
+  const std::string line = open_line(opened.session, address);
+  held.writes = held.writes.then([&held, line]() { return write_line(*held.control, line); })
+                    .eagerlyEvaluate([this, port = held.port](kj::Exception&& e) {
+                      say("relay: port " + std::to_string(port) + ": cannot tell its node: " +
+                          kj_reason(e));
+                    });
+}
+
+kj::Promise<void> Relay::join(kj::Own<kj::AsyncIoStream> node, const std::string& host,
+                              uint64_t session) {
+  std::string refusal = table_.join(session, host);
+  auto it = pending_.find(session);
+  if (refusal.empty() && it == pending_.end()) {
+    refusal = "refused: session " + std::to_string(session) + " has no peer waiting";
+    table_.end(session);
+  }
+  if (!refusal.empty()) return refuse(kj::mv(node), host, refusal);
+  auto peer = kj::mv(it->second);
+  pending_.erase(it);
+  auto& n = *node;
+  return write_line(n, kJoinedLine)
+      .then([this, session, peer = kj::mv(peer), node = kj::mv(node)]() mutable {
+        return splice(session, kj::mv(peer), kj::mv(node));
+      })
+      .attach(kj::defer([this, session]() { table_.end(session); }));
+}
+
+namespace {
+
+// One direction of a splice, until its source ends (then the other side's write is shut).
+kj::Promise<void> pump(kj::AsyncIoStream& from, kj::AsyncIoStream& to, kj::ArrayPtr<kj::byte> buffer,
+                       std::function<void(kj::ArrayPtr<kj::byte>)> seen) {
+  return from.tryRead(buffer.begin(), 1, buffer.size())
+      .then([&from, &to, buffer, seen = std::move(seen)](size_t n) mutable -> kj::Promise<void> {
+        if (n == 0) {
+          to.shutdownWrite();
+          return kj::READY_NOW;
+        }
+        seen(buffer.slice(0, n));
+        return to.write(buffer.begin(), n).then([&from, &to, buffer, seen = std::move(seen)]() mutable {
+          return pump(from, to, buffer, std::move(seen));
+        });
+      });
+}
+
+}  // namespace
+
+kj::Promise<void> Relay::splice(uint64_t session, kj::Own<kj::AsyncIoStream> peer,
+                                kj::Own<kj::AsyncIoStream> node) {
+  auto s = kj::heap<Splice>();
+  s->session = session;
+  s->peer = kj::mv(peer);
+  s->node = kj::mv(node);
+  s->last_byte = now();
+  Splice& sp = *s;
+  const uint64_t flip = options_.flip_byte_at;
+  auto up = pump(*sp.peer, *sp.node, sp.up, [this, &sp, flip](kj::ArrayPtr<kj::byte> bytes) {
+    sp.last_byte = now();
+    if (flip > 0 && sp.towards_node < flip && sp.towards_node + bytes.size() >= flip) {
+      bytes[flip - sp.towards_node - 1] ^= 0x01;
+      say("relay: session " + std::to_string(sp.session) + ": byte " + std::to_string(flip) +
+          " towards the node flipped (flip_byte_at, for tests)");
+    }
+    sp.towards_node += bytes.size();
+  });
+  auto down = pump(*sp.node, *sp.peer, sp.down,
+                   [this, &sp](kj::ArrayPtr<kj::byte>) { sp.last_byte = now(); });
+  // Idle: checked a few times per idle period; a session quiet for all of it ends.
+  struct Idle {
+    static kj::Promise<void> watch(Relay* relay, Splice* sp) {
+      const double idle = relay->options_.limits.idle_seconds;
+      const auto step = static_cast<int64_t>(idle * 250) * kj::MILLISECONDS;
+      return relay->io_->timer().afterDelay(step).then([relay, sp, idle]() -> kj::Promise<void> {
+        if (relay->now() - sp->last_byte >= idle) {
+          relay->say("relay: session " + std::to_string(sp->session) + " idle for " +
+                     std::to_string(static_cast<int>(idle)) + " s: closed");
+          return kj::READY_NOW;
+        }
+        return watch(relay, sp);
+      });
+    }
+  };
+  auto both = kj::joinPromises(kj::arr(kj::mv(up), kj::mv(down)));
+  return both.exclusiveJoin(Idle::watch(this, &sp))
+      .catch_([](kj::Exception&&) {})  // either side reset: the session ends
+      .attach(kj::mv(s));
+}
+
+}  // namespace ravnest::wire

@@ -1,0 +1,91 @@
+// Relay: reaching a daemon behind NAT (docs/relay.md). A node that cannot accept connections
+// keeps one control connection to a relay (RelayLink, relay_link.h, on the node); the relay opens
+// a port of its own for it (the node's relayed address, as TURN allocates one: RFC 8656); a peer
+// dials that port exactly as it would dial the node; the relay tells the node "open SESSION"
+// over its control connection, the node opens a fresh connection to the relay ("join SESSION"),
+// and the relay splices the two byte streams. The relay never reads what it splices: the peer's
+// TLS, the gate's proofs of the secret, Cap'n Proto and a ring's sealed data channel run end to
+// end, so the relay sees ciphertext and a byte it alters fails the TLS record (or the data
+// channel's AES-GCM tag) at the node or the peer.
+//
+// Bounds (RelayTable, relay_table.h): ports held in all and per host, sessions per node and per
+// peer host, a node that does not join in time, a spliced session idle too long, a hello line
+// longer than kRelayLineBytes or not sent in time. A line that is not the protocol is answered
+// "refused: WHY" and closed, and reported once through on_event (a burst of 20 lines, then 2 a
+// second, the ones left out counted in the next: line_budget.h); the relay serves on.
+//
+// Runs on the calling thread's KJ event loop (thread_io.h): create, use and destroy it there.
+// The constructor listens (throws kj::Exception when it cannot); nothing else blocks.
+#pragma once
+
+#include <kj/async-io.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "libs/wire/line_budget.h"
+#include "libs/wire/relay_table.h"
+#include "libs/wire/thread_io.h"
+
+namespace ravnest::wire {
+
+class Relay : private kj::TaskSet::ErrorHandler {
+ public:
+  struct Options {
+    RelayLimits limits;
+    kj::Duration hello_timeout = 10 * kj::SECONDS;
+    // One line for each thing the relay did or refused ("relay: ..."). Unset: silent.
+    std::function<void(const std::string&)> on_event;
+    // For the tests that show a relay cannot alter what it carries unnoticed: when > 0, the
+    // byte at this place (1-based) of every session's stream towards the node is flipped.
+    uint64_t flip_byte_at = 0;
+  };
+
+  // Listens for nodes' control and join connections on host:port (0: a free port, see port());
+  // the ports it opens for nodes are on `host` too.
+  Relay(const std::string& host, uint16_t port, Options options);
+  ~Relay() noexcept(false);
+
+  uint16_t port() const { return port_; }
+  const RelayTable& table() const { return table_; }
+
+ private:
+  struct Held;
+  struct Splice;
+  kj::Promise<void> accept_loop();
+  kj::Promise<void> greet(kj::Own<kj::AsyncIoStream> stream);
+  kj::Promise<void> hold(kj::Own<kj::AsyncIoStream> control, const std::string& host,
+                         uint16_t asked);
+  kj::Promise<void> serve_held(kj::Own<kj::AsyncIoStream> control, const std::string& host,
+                               kj::Own<kj::ConnectionReceiver> listener);
+  kj::Promise<void> accept_peers(Held& held);
+  void peer_arrived(Held& held, kj::Own<kj::AsyncIoStream> peer);
+  kj::Promise<void> join(kj::Own<kj::AsyncIoStream> node, const std::string& host,
+                         uint64_t session);
+  kj::Promise<void> splice(uint64_t session, kj::Own<kj::AsyncIoStream> peer,
+                           kj::Own<kj::AsyncIoStream> node);
+  kj::Promise<void> refuse(kj::Own<kj::AsyncIoStream> stream, const std::string& peer,
+                           const std::string& refusal);
+  void say(const std::string& line);
+  double now() const;
+  void taskFailed(kj::Exception&& exception) override;
+
+  kj::Own<ThreadIo> io_;  // first: the event loop outlives everything below
+  std::string host_;
+  Options options_;
+  RelayTable table_;
+  LineBudget log_budget_{20, 2};  // say()'s lines: a burst of 20, then 2 a second
+  uint16_t port_ = 0;
+  kj::Own<kj::ConnectionReceiver> listener_;
+  std::map<uint16_t, kj::Own<Held>> held_;                       // by relayed port
+  std::map<uint64_t, kj::Own<kj::AsyncIoStream>> pending_;       // peers waiting for a join
+  kj::TaskSet tasks_;  // last: destroyed first
+};
+
+// Reads one line ending in '\n' (returned without it), at most kRelayLineBytes, a byte at a time
+// so that nothing after it is consumed; rejects on a longer line or an end before '\n'.
+kj::Promise<std::string> read_relay_line(kj::AsyncIoStream& stream);
+
+}  // namespace ravnest::wire

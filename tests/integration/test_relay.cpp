@@ -1,0 +1,296 @@
+// A daemon behind NAT (ravnestd --relay: it listens nowhere) as one stage of a pipeline, reached
+// through a relay (another daemon's --offer-relay, or this test's own relay that flips a byte):
+// the job trains to the weights of one process, as over direct links; a flipped byte is caught
+// by TLS and nothing is trained on it. Daemons on 127.0.0.1, every command bounded in time.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <kj/thread.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <future>
+
+#include "libs/config/job/job_spec.h"
+#include "libs/training/reference_trainer.h"
+#include "libs/wire/relay.h"
+#include "tests/support/digits.h"
+#include "tests/support/local_cluster.h"
+
+using namespace ravnest;
+
+namespace {
+
+// A port free on 127.0.0.1 now (bound and closed: another process could take it, which the
+// daemons' start then reports).
+uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  socklen_t len = sizeof at;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&at), &len) == 0);
+  ::close(fd);
+  return ntohs(at.sin_port);
+}
+
+std::string job_text(int max_steps) {
+  return "[train]\nepochs = 2\nbatch_size = 32\nmicro_batches = 4\nupdate_frequency = 1\n"
+         "seed = 3\nschedule = \"1f1b\"\nmax_steps = " + std::to_string(max_steps) +
+         "\n\n[data]\nformat = \"csv\"\ntrain = \"" +
+         (test::digits_dir() / "digits_train.csv").string() +
+         "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\nnum_classes = 10\n"
+         "\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\nname = \"adam\"\nlr = 0.01\n";
+}
+
+// The largest difference between the fused trained model and the single-process reference.
+double worst_difference(const test::LocalCluster& cluster, const std::filesystem::path& job_path,
+                        int steps) {
+  auto trained = test::load_state_dict(cluster.dir() / "trained/trained_state_dict.pt");
+  auto reference =
+      training::train_reference(test::digits_model(), config::load_job(job_path.string()), steps);
+  REQUIRE(trained.size() == reference.state.size());
+  double worst = 0;
+  for (const auto& [name, tensor] : reference.state) {
+    REQUIRE(trained.count(name) == 1);
+    worst = std::max(worst, (trained[name].to(at::kDouble) - tensor.to(at::kDouble))
+                                .abs().max().item<double>());
+  }
+  return worst;
+}
+
+// A wire::Relay on a thread of its own (its own event loop), stopped and joined on destruction.
+class RelayThread {
+ public:
+  explicit RelayThread(uint64_t flip_byte_at) {
+    std::promise<uint16_t> port;
+    auto future = port.get_future();
+    thread_ = kj::heap<kj::Thread>([this, &port, flip_byte_at]() {
+      wire::Relay::Options options;
+      options.flip_byte_at = flip_byte_at;
+      options.on_event = [this](const std::string& line) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        lines_.push_back(line);
+      };
+      wire::Relay relay("127.0.0.1", 0, options);
+      auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = kj::mv(stop.fulfiller);
+      }
+      port.set_value(relay.port());
+      stop.promise.wait(wire::ThreadIo::get()->wait_scope());
+    });
+    REQUIRE(future.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    port_ = future.get();
+  }
+  ~RelayThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stop_.get() != nullptr) stop_->fulfill();
+    }
+    thread_ = nullptr;
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string lines() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string out;
+    for (const auto& line : lines_) out += line + "\n";
+    return out;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;
+  kj::Own<kj::Thread> thread_;
+  uint16_t port_ = 0;
+};
+
+// A child process, its output in `log`; SIGKILL on destruction.
+class ChildProcess {
+ public:
+  ChildProcess(std::vector<std::string> args, const std::string& log) {
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      FILE* out = std::freopen(log.c_str(), "a", stderr);
+      if (out == nullptr) _exit(127);
+      ::dup2(::fileno(stderr), 1);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~ChildProcess() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("a stage behind NAT trains through a relay to the weights of one process",
+          "[daemon][relay]") {
+  // node_0 relays; node_1, behind NAT, holds its port on node_0's relay; node_2 is direct.
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 3)},
+                             {"32x1x8x8"});
+  const std::string relay = "127.0.0.1:" + std::to_string(free_port());
+  cluster.set_daemon_flags(0, {"--offer-relay", relay});
+  cluster.set_daemon_flags(1, {"--relay", relay});
+  cluster.start(0);
+  cluster.start(1);  // waits until its port, which the relay holds, answers
+  cluster.start(2);
+  INFO(cluster.log(0) << cluster.log(1));
+  CHECK(cluster.log(1).find("behind NAT: listening nowhere; reached through the relay " + relay +
+                            " at 127.0.0.1:" + std::to_string(cluster.port(1))) !=
+        std::string::npos);
+  // The relay, not node_1, holds node_1's port.
+  CHECK(cluster.log(0).find("relay: holds port " + std::to_string(cluster.port(1))) !=
+        std::string::npos);
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(job_path, job_text(20));
+  auto train = cluster.ravnest("train", job_path.string());
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code == 0);
+  const double worst = worst_difference(cluster, job_path, 20);
+  INFO("largest difference " << worst);
+  CHECK(worst <= 1e-5);
+  // Activations and gradients crossed the relay both ways: node_1 received and sent.
+  auto status = cluster.ravnest("status");
+  INFO(status.out);
+  CHECK(status.exit_code == 0);
+}
+
+TEST_CASE("a relay that flips a byte is caught: the job stops in a line or trains exactly",
+          "[daemon][relay]") {
+  // Byte 5,000 of every session towards the node behind NAT: past the TLS handshake, in the
+  // gate's or the first calls' records (the stage pushed, a micro-batch's activations).
+  RelayThread relay(5000);
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                             {"32x1x8x8"});
+  cluster.set_daemon_flags(1, {"--relay", relay.address()});
+  cluster.start_all();
+  const auto push = cluster.ravnest("push", "", 120);
+  INFO(push.out << push.err << relay.lines() << cluster.log(1));
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(job_path, job_text(10));
+  CHECK(relay.lines().find("towards the node flipped") != std::string::npos);
+  if (push.exit_code != 0) {
+    // The altered record: one line naming the node, nothing stored.
+    CHECK(push.err.find("node_1") != std::string::npos);
+    CHECK(push.err.find("altered on the way") != std::string::npos);
+    CHECK(std::count(push.err.begin(), push.err.end(), '\n') <= 3);
+    CHECK(cluster.log(1).find("stored stage") == std::string::npos);
+    return;
+  }
+  // Should the stage have crossed whole, training may not: it stops, or trains exactly.
+  auto train = cluster.ravnest("train", job_path.string(), 180);
+  INFO(train.out << train.err);
+  if (train.exit_code != 0) return;
+  REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code == 0);
+  CHECK(worst_difference(cluster, job_path, 10) <= 1e-5);
+}
+
+TEST_CASE("a cluster behind NAT averages over a ring whose data channel crosses the relay",
+          "[daemon][relay][data-parallel]") {
+  // Two one-node clusters: node_0 relays, node_1 is behind it; segments through the
+  // connections (no shared memory), so node_0's data channel to node_1 is a relayed session.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"});
+  const std::string relay = "127.0.0.1:" + std::to_string(free_port());
+  cluster.set_daemon_flags(0, {"--offer-relay", relay, "--no-shared-memory"});
+  cluster.set_daemon_flags(1, {"--relay", relay, "--no-shared-memory"});
+  cluster.start(0);
+  cluster.start(1);
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(
+      job_path,
+      "[train]\nepochs = 1\nbatch_size = 32\nmicro_batches = 2\nseed = 5\nschedule = \"1f1b\"\n"
+      "reduce = \"gradients\"\nmax_steps = 12\n\n[data]\nformat = \"csv\"\ntrain = \"" +
+          (test::digits_dir() / "digits_train.csv").string() +
+          "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\n"
+          "num_classes = 10\n\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\n"
+          "name = \"adam\"\nlr = 0.01\n");
+  auto train = cluster.ravnest("train", job_path.string());
+  INFO(train.out << train.err << cluster.log(0) << cluster.log(1));
+  REQUIRE(train.exit_code == 0);
+  auto reference = training::train_reference_clusters(
+      test::digits_model(), config::load_job(job_path.string()), 2, 12);
+  for (int c = 0; c < 2; ++c) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse = cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    auto trained = test::load_state_dict(out / "trained_state_dict.pt");
+    std::string where;
+    const double diff = test::largest_difference(reference.state, trained, &where);
+    INFO("cluster " << c << ": largest difference " << diff << " in " << where);
+    CHECK(diff <= 1e-5);
+  }
+  // The relay spliced sessions to node_1 beyond the requester's: node_0's own, for the ring.
+  const std::string log0 = cluster.log(0);
+  CHECK(log0.find("through shared memory") == std::string::npos);
+  // node_0 -> node_1 is the link through the relay: its segments over a data channel spliced
+  // there, not fallen back to RPC calls.
+  CHECK(log0.find("segments to node_1 over a data channel") != std::string::npos);
+  CHECK(log0.find("no data channel to node_1") == std::string::npos);
+  CHECK(log0.find("relay: holds port " + std::to_string(cluster.port(1))) != std::string::npos);
+}
+
+TEST_CASE("the tracker relays: a stage behind NAT registers and trains through it",
+          "[daemon][relay][tracker]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                             {"32x1x8x8"});
+  const std::string tracker = "127.0.0.1:" + std::to_string(free_port());
+  const std::string relay = "127.0.0.1:" + std::to_string(free_port());
+  const auto log = cluster.dir() / "tracker.log";
+  ChildProcess tracker_process({test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
+                                "--listen", tracker, "--offer-relay", relay, "--state-dir",
+                                (cluster.dir() / "tracker-state").string(), "--secret-file",
+                                cluster.secret_file()},
+                               log.string());
+  for (int i = 0; i < 300 && test::read_text(log).find("relaying for daemons") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  INFO(test::read_text(log));
+  REQUIRE(test::read_text(log).find("relaying for daemons behind NAT on 127.0.0.1") !=
+          std::string::npos);
+  cluster.set_daemon_flags(1, {"--relay", relay, "--tracker", tracker});
+  cluster.start_all();
+  // node_1 registered the address peers reach it at: the relay's host, its port.
+  auto status = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest status --tracker " +
+                                  tracker + " --secret-file " + cluster.secret_file());
+  for (int i = 0; i < 50 && status.out.find("node_1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    status = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest status --tracker " +
+                               tracker + " --secret-file " + cluster.secret_file());
+  }
+  INFO(status.out << status.err << cluster.log(1));
+  CHECK(status.out.find("127.0.0.1:" + std::to_string(cluster.port(1))) != std::string::npos);
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(job_path, job_text(10));
+  auto train = cluster.ravnest("train", job_path.string());
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code == 0);
+  CHECK(worst_difference(cluster, job_path, 10) <= 1e-5);
+  CHECK(test::read_text(log).find("relay: holds port " + std::to_string(cluster.port(1))) !=
+        std::string::npos);
+}

@@ -1,0 +1,316 @@
+// The relay (libs/wire/relay.h, relay_table.h, relay_link.h): its lines and its table as plain
+// data; then, on this thread's event loop over 127.0.0.1, a node that listens nowhere, reached
+// through a relay: TLS and the gate end to end, a transfer byte-exact; a relay that flips one
+// byte: the node's TLS refuses the record and nothing is delivered; hellos that are not the
+// protocol refused in one line while the relay serves on. Every wait is bounded.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "libs/wire/kj_reason.h"
+#include "libs/wire/peer_links.h"
+#include "libs/wire/relay.h"
+#include "libs/wire/relay_link.h"
+#include "libs/wire/relay_table.h"
+#include "tests/wire/wire_test_util.h"
+
+using namespace ravnest::wire;
+using namespace ravnest::wire::test;
+namespace schema = ravnest::schema;
+
+TEST_CASE("relay lines are written and read back; anything else is refused naming it",
+          "[wire][relay]") {
+  std::string why;
+  auto control = parse_relay_hello(control_hello(8082).substr(0, control_hello(8082).size() - 1), why);
+  REQUIRE(control);
+  CHECK(control->kind == RelayHello::Kind::kControl);
+  CHECK(control->port == 8082);
+  auto join = parse_relay_hello("ravnest-relay 1 join 17", why);
+  REQUIRE(join);
+  CHECK(join->kind == RelayHello::Kind::kJoin);
+  CHECK(join->session == 17);
+  CHECK(join_hello(17) == "ravnest-relay 1 join 17\n");
+  auto open = parse_open_line("open 9 10.0.0.2:40000", why);
+  REQUIRE(open);
+  CHECK(open->session == 9);
+  CHECK(open->peer == "10.0.0.2:40000");
+  CHECK(open_line(9, "10.0.0.2:40000") == "open 9 10.0.0.2:40000\n");
+  CHECK(parse_allocated_line("ok 41000", why) == std::optional<uint16_t>(41000));
+
+  for (const std::string& bad : std::vector<std::string>
+       {"GET / HTTP/1.1", "ravnest-relay 1 control 70000", "ravnest-relay 1 control -1",
+        "ravnest-relay 1 join 0", "ravnest-relay 1 join x", "ravnest-relay 1 dance 3",
+        "ravnest-relay 2 control 1", std::string("ravnest-relay 1 control 1\x1b[2J")}) {
+    INFO(bad);
+    why.clear();
+    CHECK_FALSE(parse_relay_hello(bad, why));
+    CHECK(!why.empty());
+    CHECK(why.find('\x1b') == std::string::npos);  // quoted printable
+  }
+  CHECK_FALSE(parse_open_line("open 3", why));
+  CHECK_FALSE(parse_open_line("open 3 not-an-address", why));
+  CHECK_FALSE(parse_open_line("open 0 1.2.3.4:5", why));
+  CHECK_FALSE(parse_allocated_line("refused: the relay holds 64 nodes (at most 64)", why));
+  CHECK(why == "refused: the relay holds 64 nodes (at most 64)");
+  CHECK_FALSE(parse_allocated_line("ok 0", why));
+  CHECK(why.rfind("not an answer of a relay", 0) == 0);
+}
+
+TEST_CASE("relay table: ports and sessions bounded per host, per node and in all", "[wire][relay]") {
+  RelayLimits limits;
+  limits.max_nodes = 3;
+  limits.max_nodes_per_host = 2;
+  limits.max_sessions_per_node = 2;
+  limits.max_sessions_per_peer = 3;
+  limits.join_seconds = 10;
+  RelayTable table(limits);
+
+  SECTION("ports: two a host, three in all") {
+    CHECK(table.may_hold("10.0.0.5").empty());
+    table.hold(9001, "10.0.0.5");
+    table.hold(9002, "10.0.0.5");
+    CHECK(table.may_hold("10.0.0.5") ==
+          "refused: 2 nodes relayed for 10.0.0.5 already (at most 2 a host)");
+    CHECK(table.may_hold("10.0.0.6").empty());
+    table.hold(9003, "10.0.0.6");
+    CHECK(table.may_hold("10.0.0.7") == "refused: the relay holds 3 nodes (at most 3)");
+    table.release(9001);
+    CHECK(table.may_hold("10.0.0.5").empty());
+  }
+
+  SECTION("sessions: an unknown port, the bound per node and per peer, joins") {
+    table.hold(9001, "10.0.0.5");
+    table.hold(9002, "10.0.0.6");
+    CHECK(table.open(9999, "10.0.0.9", 0).refusal == "refused: no node holds port 9999");
+    auto a = table.open(9001, "10.0.0.9", 0);
+    auto b = table.open(9001, "10.0.0.9", 0);
+    REQUIRE(a.session != 0);
+    REQUIRE(b.session != 0);
+    CHECK(a.session != b.session);
+    CHECK(table.open(9001, "10.0.0.8", 0).refusal ==
+          "refused: 2 sessions open to the node at port 9001 (at most 2)");
+    auto c = table.open(9002, "10.0.0.9", 0);
+    REQUIRE(c.session != 0);
+    CHECK(table.open(9002, "10.0.0.9", 0).refusal ==
+          "refused: 3 sessions open from 10.0.0.9 (at most 3)");
+    // Joined only from the node's own host, once.
+    CHECK(table.join(a.session, "10.0.0.6").find("not from its node's host") != std::string::npos);
+    CHECK(table.join(a.session, "10.0.0.5").empty());
+    CHECK(table.join(a.session, "10.0.0.5") ==
+          "refused: session " + std::to_string(a.session) + " joined already");
+    CHECK(table.join(777, "10.0.0.5").rfind("refused: no session 777 waits", 0) == 0);
+    // Expiry takes only the pending ones, and only once join_seconds passed.
+    CHECK(table.expire(9.9).empty());
+    const auto expired = table.expire(10.0);
+    CHECK(expired == std::vector<uint64_t>{b.session, c.session});
+    CHECK(table.sessions() == 1);
+    CHECK(table.open(9001, "10.0.0.9", 11).session != 0);  // room again
+    // A node that goes ends its sessions.
+    const auto ended = table.release(9001);
+    CHECK(ended.size() == 2);
+    CHECK(table.sessions() == 0);
+    CHECK(table.nodes() == 1);
+  }
+}
+
+namespace {
+
+// A node that listens nowhere (RpcServer without a port) behind a relay on 127.0.0.1, TLS and
+// the gate of `secret`, all on this thread's loop; every line the relay, the link and the
+// server say is kept.
+struct RelayedNode {
+  RelayedNode(const std::string& secret, uint64_t flip_byte_at = 0) {
+    Relay::Options relay_options;
+    relay_options.on_event = [this](const std::string& line) { lines.push_back(line); };
+    relay_options.flip_byte_at = flip_byte_at;
+    relay = kj::heap<Relay>("127.0.0.1", 0, relay_options);
+    RpcServer::Options options;
+    options.connection.security = make_transport_security(secret);
+    options.on_refused = [this](const std::string& peer, const std::string& why) {
+      lines.push_back("refused " + peer + ": " + why);
+    };
+    auto credentials = options.connection.security->credentials();
+    auto node = std::make_shared<schema::Node::Client>(
+        kj::heap<TestNode>(events, dir.path, DecodeLimits{}));
+    server = kj::heap<RpcServer>(
+        [credentials, node](std::shared_ptr<ConnectionTrust> trust) {
+          return capnp::Capability::Client(
+              kj::heap<GateServer>(credentials, *node, std::move(trust), nullptr));
+        },
+        options);
+    link = kj::heap<RelayLink>(
+        "127.0.0.1:" + std::to_string(relay->port()), 0,
+        [this](kj::Own<kj::AsyncIoStream> stream, const std::string& peer) {
+          server->adopt(kj::mv(stream), peer);
+        },
+        [this](const std::string& line) { lines.push_back(line); });
+    linked = link->run().eagerlyEvaluate(nullptr);
+    for (int i = 0; i < 1000 && link->port() == 0; ++i) turn(10 * kj::MILLISECONDS);
+    REQUIRE(link->port() != 0);
+  }
+  void turn(kj::Duration d) { server->timer().afterDelay(d).wait(server->wait_scope()); }
+  std::optional<ServerEvent> next_event(int seconds) {
+    for (int i = 0; i < seconds * 100; ++i) {
+      if (auto e = events.pop(std::chrono::milliseconds(0))) return e;
+      turn(10 * kj::MILLISECONDS);
+    }
+    return std::nullopt;
+  }
+  bool said(const std::string& text) const {
+    for (const auto& line : lines) {
+      if (line.find(text) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  EventQueue events;
+  TempDir dir;
+  std::vector<std::string> lines;
+  kj::Own<Relay> relay;
+  kj::Own<RpcServer> server;
+  kj::Own<RelayLink> link;
+  kj::Promise<void> linked = nullptr;
+};
+
+// One transfer whose 16 MiB tensor is streamed after the message.
+kj::Promise<void> send_big(schema::Node::Client node, const std::vector<IndexedIValue>& values) {
+  auto request = node.sendRequest();
+  auto transfer = request.initTransfer();
+  transfer.setKind(schema::TransferKind::ACTIVATIONS);
+  transfer.setFromNode(1);
+  transfer.initBatch().setStep(3);
+  auto encoded = kj::heap<EncodedTensors>(encode_values(transfer, values, 1024));
+  auto& enc = *encoded;
+  return request.send()
+      .then([&enc](capnp::Response<schema::Node::SendResults>&& response) -> kj::Promise<void> {
+        if (enc.streamed.empty()) return kj::READY_NOW;
+        return stream_tensors(response.getSink(), std::move(enc.streamed), kDefaultChunkBytes);
+      })
+      .attach(kj::mv(encoded));
+}
+
+template <typename T>
+T wait_for(RelayedNode& relayed, kj::Promise<T>&& promise, int seconds = 60) {
+  return promise
+      .exclusiveJoin(relayed.server->timer().afterDelay(seconds * kj::SECONDS).then(
+          []() -> kj::Promise<T> { return KJ_EXCEPTION(FAILED, "test timed out"); }))
+      .wait(relayed.server->wait_scope());
+}
+
+}  // namespace
+
+TEST_CASE("a node that listens nowhere is served through a relay: TLS, the gate, bytes exact",
+          "[wire][relay]") {
+  RelayedNode relayed("relay secret");
+  const std::string address = relayed.link->relayed_address();
+  CHECK(address == "127.0.0.1:" + std::to_string(relayed.link->port()));
+  CHECK(relayed.said("reached at " + address));
+  at::manual_seed(5);
+  std::vector<IndexedIValue> values = {{0, at::randn({4, 1024, 1024})}, {1, at::ones({3})}};
+  {
+    PeerLinks links(make_transport_security("relay secret"));
+    for (int rep = 0; rep < 2; ++rep) {  // the second over the same relayed connection
+      wait_for(relayed, send_big(links.node(address), values));
+      auto event = relayed.next_event(30);
+      REQUIRE(event);
+      INFO(event->text);
+      REQUIRE(event->kind == "values");
+      REQUIRE(event->values.size() == 2);
+      std::string why;
+      CHECK(same_value(values[0].value, event->values[0].value, &why));
+      INFO(why);
+      CHECK(same_value(values[1].value, event->values[1].value, &why));
+    }
+    CHECK(relayed.relay->table().sessions() == 1);
+  }
+  // The peer gone, its session ends.
+  for (int i = 0; i < 300 && relayed.relay->table().sessions() > 0; ++i) {
+    relayed.turn(10 * kj::MILLISECONDS);
+  }
+  CHECK(relayed.relay->table().sessions() == 0);
+  {
+    // A wrong secret through the relay: refused by the node's own TLS, as directly.
+    PeerLinks links(make_transport_security("not the secret"));
+    std::string reason;
+    try {
+      wait_for(relayed, send_big(links.node(address), values), 20);
+    } catch (const kj::Exception& e) {
+      reason = kj_reason(e);
+    }
+    CHECK(reason.rfind("refused: wrong secret", 0) == 0);
+  }
+  CHECK(relayed.relay->table().nodes() == 1);
+}
+
+TEST_CASE("a relay that flips one byte is detected: nothing is delivered", "[wire][relay]") {
+  // Byte 100,000 towards the node: inside the transfer's streamed tensor, past the handshakes.
+  RelayedNode relayed("relay secret", 100000);
+  at::manual_seed(6);
+  std::vector<IndexedIValue> values = {{0, at::randn({1024, 1024})}};
+  PeerLinks links(make_transport_security("relay secret"));
+  std::string reason;
+  try {
+    wait_for(relayed, send_big(links.node(relayed.link->relayed_address()), values), 30);
+  } catch (const kj::Exception& e) {
+    reason = kj_reason(e);
+  }
+  INFO("sender: " << reason);
+  auto event = relayed.next_event(3);
+  // Either nothing reached the node, or an error: never values.
+  if (event) {
+    INFO(event->text);
+    CHECK(event->kind != "values");
+  }
+  // One line that says what happened.
+  CHECK(reason.find("TLS: ") != std::string::npos);
+  CHECK(reason.find("altered on the way") != std::string::npos);
+  CHECK(relayed.said("byte 100000 towards the node flipped"));
+}
+
+TEST_CASE("the relay refuses what is not its protocol in one line and serves on", "[wire][relay]") {
+  RelayedNode relayed("relay secret");
+  auto raw = [&](const std::string& text) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    to.sin_port = htons(relayed.relay->port());
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0);
+    REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    std::string answer;
+    ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    for (int i = 0; i < 300; ++i) {
+      char buffer[256];
+      const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+      if (n > 0) answer.append(buffer, static_cast<size_t>(n));
+      if (n == 0 || (n < 0 && errno != EAGAIN)) break;
+      relayed.turn(10 * kj::MILLISECONDS);
+    }
+    ::close(fd);
+    return answer;
+  };
+  CHECK(raw("GET / HTTP/1.1\r\n\r\n") == "refused: not a relay hello: \"GET / HTTP/1.1\\x0d\"\n");
+  CHECK(raw("ravnest-relay 1 join 4242\n") ==
+        "refused: no session 4242 waits (ended, or never opened)\n");
+  CHECK(raw(std::string(500, 'x')).rfind("", 0) == 0);  // a long line: closed
+  CHECK(relayed.said("a line longer than 128 bytes"));
+  // A flood of bad hellos: each refused, the log bounded (a burst of 20, then 2 a second).
+  const size_t before = relayed.lines.size();
+  for (int i = 0; i < 60; ++i) CHECK(raw("flood\n").rfind("refused: not a relay hello", 0) == 0);
+  CHECK(relayed.lines.size() - before <= 24);
+  // Asking for the port the node holds: refused, the node keeps it.
+  CHECK(raw("ravnest-relay 1 control " + std::to_string(relayed.link->port()) + "\n")
+            .rfind("refused: cannot open port", 0) == 0);
+  // And the node is still served.
+  PeerLinks links(make_transport_security("relay secret"));
+  std::vector<IndexedIValue> values = {{0, at::ones({64, 1024})}};
+  wait_for(relayed, send_big(links.node(relayed.link->relayed_address()), values));
+  auto event = relayed.next_event(30);
+  REQUIRE(event);
+  CHECK(event->kind == "values");
+}
