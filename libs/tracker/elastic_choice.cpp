@@ -5,12 +5,11 @@
 
 namespace ravnest::tracker {
 
-std::string ElasticChange::line() const {
+std::string ElasticChange::line(const std::string& why) const {
+  const std::string head = "elastic: " + lost + " lost" + (why.empty() ? "" : " (" + why + ")");
   if (kind == Kind::replace)
-    return "elastic: " + lost + " lost; " + replacement + " takes its place in cluster " +
-           std::to_string(cluster);
-  return "elastic: " + lost + " lost; no idle node fits, cluster " + std::to_string(cluster) +
-         " dropped";
+    return head + "; " + replacement + " takes its place in cluster " + std::to_string(cluster);
+  return head + "; no idle node fits, cluster " + std::to_string(cluster) + " dropped";
 }
 
 std::vector<ElasticChange> choose_elastic_changes(const std::vector<PlannedNode>& plan,

@@ -32,8 +32,9 @@ struct ElasticChange {
   std::string lost;           // the planned node that was lost
   std::string replacement;    // kind == replace: the idle node taking its place
   int cluster = 0;
-  // One line for train's output and the metrics files.
-  std::string line() const;
+  // One line for train's output and the metrics files; `why`, when given, follows "lost" in
+  // parentheses ("elastic: node_1 lost (no heartbeat for 30 s); node_8 takes ...").
+  std::string line(const std::string& why = "") const;
 };
 
 // `plan`: every node of the running plan. `lost`: the names among them that were lost.

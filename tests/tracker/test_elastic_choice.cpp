@@ -45,6 +45,8 @@ TEST_CASE("elastic: no idle node fits, the lost node's cluster is dropped once")
   CHECK(changes[0].lost == "node_2");
   CHECK(changes[0].cluster == 1);
   CHECK(changes[0].line() == "elastic: node_2 lost; no idle node fits, cluster 1 dropped");
+  CHECK(changes[0].line("no heartbeat for 30 s") ==
+        "elastic: node_2 lost (no heartbeat for 30 s); no idle node fits, cluster 1 dropped");
 }
 
 TEST_CASE("elastic: two lost nodes never get the same replacement; ties go to the smallest name") {

@@ -1,0 +1,189 @@
+#include "libs/requester/elastic_follower.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+#include "libs/base/clock.h"
+#include "libs/config/pool/node_pool.h"
+#include "libs/requester/following_marker.h"
+#include "libs/requester/replacement.h"
+#include "libs/requester/requester.h"
+#include "libs/tracker/elastic_choice.h"
+#include "libs/tracker/tracker_client.h"
+#include "libs/wire/transport_security.h"
+
+namespace ravnest::requester {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// CSV's quoting: the field in double quotes, each double quote doubled.
+std::string quoted(const std::string& field) {
+  std::string out = "\"";
+  for (char c : field) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// The stage's memory need as planned: the measured peak (a daemon's baseline included) when the
+// plan has it, else the planner's estimate.
+uint64_t need_bytes(const config::NodeMetadata& meta) {
+  const auto& e = meta.estimates;
+  if (e.peak_memory_bytes > 0) return static_cast<uint64_t>(e.peak_memory_bytes);
+  return e.memory_bytes > 0 ? static_cast<uint64_t>(e.memory_bytes) : 0;
+}
+
+// Appends one row to <plan>/metrics/job_<job>/elastic.csv (the header first in a new file). A
+// job whose train writes no metrics folder gets none; a file that cannot be written is said.
+void record_change(const std::string& plan_dir, uint64_t job, const std::string& kind,
+                   const tracker::ElasticChange& change, const std::string& line,
+                   const std::function<void(const std::string&)>& log) {
+  const fs::path dir = fs::path(plan_dir) / "metrics" / ("job_" + std::to_string(job));
+  if (!fs::is_directory(dir)) return;
+  const fs::path path = dir / "elastic.csv";
+  const bool fresh = !fs::exists(path) || fs::file_size(path) == 0;
+  std::ofstream out(path, std::ios::app);
+  if (fresh) out << "wall_time,job,kind,lost,replacement,cluster,line\n";
+  out << elastic_csv_row(base::seconds_since_epoch(), job, kind, change.lost, change.replacement,
+                         change.cluster, line);
+  out.flush();
+  if (!out) log("warning: " + path.string() + ": cannot write the elastic change");
+}
+
+}  // namespace
+
+std::string elastic_csv_row(double wall_time, uint64_t job_id, const std::string& kind,
+                            const std::string& lost, const std::string& replacement, int cluster,
+                            const std::string& line) {
+  char time[64];
+  std::snprintf(time, sizeof time, "%.3f", wall_time);
+  return std::string(time) + "," + std::to_string(job_id) + "," + kind + "," + lost + "," +
+         replacement + "," + std::to_string(cluster) + "," + quoted(line) + "\n";
+}
+
+ElasticFollower::ElasticFollower(ElasticOptions options) : options_(std::move(options)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+ElasticFollower::~ElasticFollower() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void ElasticFollower::run() {
+  const auto& log = options_.log;
+  std::shared_ptr<wire::TransportSecurity> security;
+  try {
+    security = wire::make_transport_security(options_.secret, options_.insecure);
+  } catch (const std::exception& e) {
+    log(std::string("elastic: off: ") + e.what());
+    return;
+  }
+  const std::string origin = "tracker " + options_.tracker;
+  std::string tracker_problem;          // said once until it changes
+  std::set<std::string> decided;        // lost nodes acted on
+  std::set<int> dropped_for_good;       // clusters no idle node fitted
+  std::set<std::string> said_training;  // lost nodes whose cluster still trained, said once
+  std::set<std::string> failed_spares;  // spares whose replacement failed, not tried again
+  uint64_t metrics_job = 0;             // the id the job started with: its metrics folder's
+  const auto poll = std::chrono::duration<double>(options_.poll_seconds);
+  while (!stop_) {
+    const auto wake = std::chrono::steady_clock::now() + poll;
+    while (!stop_ && std::chrono::steady_clock::now() < wake) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (stop_) break;
+    const auto following = read_following(options_.plan_dir);
+    if (!following) continue;  // the job is not followed yet (or any more)
+    if (metrics_job == 0) metrics_job = following->job_id;
+
+    tracker::PoolSnapshot pool;
+    try {
+      pool = tracker::fetch_pool(options_.tracker, security, 5);
+      if (!tracker_problem.empty()) log("elastic: " + origin + " answers again");
+      tracker_problem.clear();
+    } catch (const std::exception& e) {
+      if (e.what() != tracker_problem) {
+        log(std::string("elastic: ") + e.what() + "; asked again every " +
+            std::to_string(static_cast<int>(options_.poll_seconds)) + " s");
+      }
+      tracker_problem = e.what();
+      continue;
+    }
+    Plan plan;
+    try {
+      plan = load_plan(options_.plan_dir);
+    } catch (const std::exception& e) {
+      continue;  // plan.json is rewritten atomically: read again at the next poll
+    }
+
+    std::map<std::string, tracker::Member> live, idle;
+    for (const auto& m : pool.members) {
+      tracker::Member member;
+      member.registration = m.registration;
+      member.from_host = m.from_host;
+      member.registered_at_unix = m.registered_at_unix;
+      live.emplace(m.registration.name, member);
+      if (!failed_spares.count(m.registration.name)) idle.emplace(m.registration.name, member);
+    }
+    std::vector<tracker::PlannedNode> planned;
+    std::vector<std::string> lost;
+    for (const auto& meta : plan.nodes) {
+      planned.push_back({meta.name, meta.cluster, need_bytes(meta)});
+      if (live.count(meta.name) || decided.count(meta.name)) continue;
+      if (dropped_for_good.count(meta.cluster)) continue;
+      if (following->dropped.count(meta.cluster)) {
+        lost.push_back(meta.name);
+      } else if (said_training.insert(meta.name).second) {
+        // The tracker lost it, the requester still hears from it: it goes on training, and its
+        // cluster is dropped (then decided on here) only when the requester loses it too.
+        log("elastic: " + meta.name + " has no heartbeat at " + origin + ", but cluster " +
+            std::to_string(meta.cluster) + " still trains with it: nothing is changed");
+      }
+    }
+    if (lost.empty()) continue;
+
+    const std::string why =
+        "no heartbeat for " + std::to_string(static_cast<int>(pool.expiry_seconds)) + " s";
+    for (const auto& change : tracker::choose_elastic_changes(planned, lost, idle)) {
+      if (change.kind == tracker::ElasticChange::Kind::drop_cluster) {
+        // The requester dropped the cluster already, as a manual drop leaves it.
+        const std::string line = change.line(why) + "; the others train on";
+        log(line);
+        record_change(options_.plan_dir, metrics_job, "drop_cluster", change, line, log);
+        dropped_for_good.insert(change.cluster);
+        decided.insert(change.lost);
+        continue;
+      }
+      try {
+        const auto spares =
+            config::parse_node_pool(tracker::pool_file_json(pool), origin, /*toml=*/false);
+        const config::NodeConfig& spare = config::pool_node(spares, change.replacement, origin);
+        replace_node(
+            options_.plan_dir, options_.secret, change.lost, spare,
+            [&log](const std::string& said) { log("elastic: " + said); }, options_.insecure);
+      } catch (const std::exception& e) {
+        log("elastic: " + change.replacement + " could not take " + change.lost +
+            "'s place: " + e.what() + "; another idle node is tried at the next poll");
+        failed_spares.insert(change.replacement);
+        continue;
+      }
+      const std::string line =
+          change.line(why) + ", which rejoins at the next update boundary";
+      log(line);
+      record_change(options_.plan_dir, metrics_job, "replace", change, line, log);
+      decided.insert(change.lost);
+    }
+  }
+}
+
+}  // namespace ravnest::requester

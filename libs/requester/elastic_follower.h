@@ -1,0 +1,65 @@
+// ElasticFollower: what `ravnest train JOB --elastic --tracker HOST:PORT` adds to a followed job
+// (docs/tracker.md#elastic-jobs): the person who would type `ravnest replace`. On a thread of its
+// own it reads the tracker's live pool about once a second; a node of the plan that is no longer
+// in it (no heartbeat for the tracker's expiry), once the train's requester dropped its cluster
+// (--drop-failed-clusters, which --elastic implies), is decided on by tracker::elastic_choice:
+//   - an idle registered node that fits takes its place through replace_node (replacement.h),
+//     exactly as `ravnest replace OLD --with SPARE` does while a followed job runs: the spare gets
+//     the stage, plan.json names it, and the train's requester brings the cluster back at the next
+//     update boundary (running_plan_change.cpp), saying "cluster C rejoined after update U";
+//   - when none fits, the cluster stays dropped (the requester already dropped it, as a manual
+//     drop does) and the others train on.
+// Each change is one line on `log` ("elastic: node_2 lost (no heartbeat for 3 s); node_3 takes its
+// place in cluster 2, which rejoins at the next update boundary") and one row of elastic.csv in
+// the job's metrics folder (<plan>/metrics/job_<id>, the id the job started with):
+//   wall_time,job,kind,lost,replacement,cluster,line
+// A replacement that fails (the spare refuses, stopped answering) is one line too; that spare is
+// not tried again for that node, and the next poll decides again.
+//
+// Not here: a node the tracker lost that still answers the requester (its cluster goes on training;
+// said once), idle nodes taken in as one more cluster, a graceful leave handed over.
+//
+// Threads: the constructor starts the follower's thread (its own KJ event loop: fetch_pool and
+// replace_node's Requester run on it); `log` is called on that thread, so the caller serialises
+// it with its own output. The destructor stops the thread and waits for it (at most one
+// replacement in progress, bounded by replace_node's own timeouts). Throws nothing after
+// construction: a tracker that does not answer is said once until it answers again.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+
+namespace ravnest::requester {
+
+struct ElasticOptions {
+  std::string tracker;   // HOST:PORT
+  std::string plan_dir;
+  std::string secret;
+  bool insecure = false;
+  double poll_seconds = 1;
+  std::function<void(const std::string&)> log;  // called on the follower's thread
+};
+
+class ElasticFollower {
+ public:
+  explicit ElasticFollower(ElasticOptions options);
+  ~ElasticFollower();
+  ElasticFollower(const ElasticFollower&) = delete;
+  ElasticFollower& operator=(const ElasticFollower&) = delete;
+
+ private:
+  void run();
+  ElasticOptions options_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// The row elastic.csv gets for one change (its '\n' included; the line quoted as CSV quotes).
+std::string elastic_csv_row(double wall_time, uint64_t job_id, const std::string& kind,
+                            const std::string& lost, const std::string& replacement, int cluster,
+                            const std::string& line);
+
+}  // namespace ravnest::requester
