@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 
 #include "apps/ravnest/commands/commands.h"
@@ -19,6 +20,7 @@
 #include "apps/ravnest/live_lines.h"
 #include "apps/ravnest/progress_view.h"
 #include "apps/ravnest/traffic_view.h"
+#include "libs/requester/elastic_follower.h"
 #include "libs/requester/job_identity.h"
 
 namespace ravnest::cli {
@@ -40,20 +42,29 @@ double progress_seconds(double flag) {
   return seconds;
 }
 
+// `elastic_tracker`: --tracker with --elastic (docs/tracker.md#elastic-jobs): a lost node is
+// replaced by an idle one without a person, or its cluster stays dropped; implies
+// drop_failed_clusters. Empty: no elastic follower.
 int run_train(const Connection& c, const std::string& job, bool detach, bool resume,
-              bool attach, double record_seconds, bool drop_failed_clusters = false) {
+              bool attach, double record_seconds, bool drop_failed_clusters = false,
+              const std::string& elastic_tracker = "") {
   auto requester = c.open();
   requester::TrainOptions options;
   options.detach = detach;
-  options.drop_failed_clusters = drop_failed_clusters;
+  options.drop_failed_clusters = drop_failed_clusters || !elastic_tracker.empty();
   options.resume = resume;
   // Ctrl-C or SIGTERM stops the job on every node instead of leaving it running unwatched (or,
   // attached, stops following it: Requester::attach).
   catch_interrupts();
   options.interrupted = interrupted;
+  // The elastic follower says its lines from its own thread: one lock for every use of `live`.
+  std::mutex output;
   LiveLines live;
   const bool tty = live.tty();
-  options.log = [&](const std::string& line) { live.say(line); };
+  options.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(output);
+    live.say(line);
+  };
   // Not on a terminal (a pipe, a log file): a record per cluster every record_seconds, the
   // first one record_seconds after the start.
   auto last_record = std::chrono::steady_clock::now();
@@ -71,12 +82,25 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     // Redrawn at most ten times a second: events come with every batch of every cluster.
     std::vector<std::string> lines;
     for (const auto& p : clusters) lines.push_back(progress_line(p));
+    std::lock_guard<std::mutex> lock(output);
     live.draw(lines);
   };
+  // Declared after `live` and `output`, which its thread uses: stopped before they go.
+  std::unique_ptr<requester::ElasticFollower> elastic;
+  if (!elastic_tracker.empty()) {
+    requester::ElasticOptions follow;
+    follow.tracker = elastic_tracker;
+    follow.plan_dir = c.plan_dir;
+    follow.secret = c.secret();
+    follow.insecure = c.insecure;
+    follow.log = options.log;
+    elastic = std::make_unique<requester::ElasticFollower>(std::move(follow));
+  }
   requester::TrainResult result;
   try {
     result = attach ? requester.attach(options) : requester.train(job, options);
   } catch (const requester::TrainInterrupted& e) {
+    elastic.reset();
     live.clear();
     std::string line;
     if (e.stopped_by.empty()) {
@@ -98,6 +122,7 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     std::cerr << line << '\n';
     return 130;
   }
+  elastic.reset();  // the job ended: nothing more to follow
   if (result.detached) {
     live.clear();
     std::cerr << "ravnest: detached from job " << result.job_id
@@ -119,6 +144,8 @@ struct TrainCommand {
   Connection connection;
   std::string job;
   bool detach = false, resume = false, attach = false, drop_failed_clusters = false;
+  bool elastic = false;
+  std::string tracker;  // --tracker, which --elastic follows
   double progress_every = -1;  // not given
 };
 
@@ -151,6 +178,11 @@ std::vector<Command> add_train_and_resume(CLI::App& app) {
   train->add_flag("--drop-failed-clusters", t->drop_failed_clusters,
                   "a plan of several clusters: a cluster whose node fails is dropped from the "
                   "rings and the others go on (docs/faults.md#providers-that-come-and-go)");
+  train->add_flag("--elastic", t->elastic,
+                  "follow --tracker: a node that stops heartbeating is replaced by an idle "
+                  "registered node that fits, or its cluster dropped, without a person; implies "
+                  "--drop-failed-clusters (docs/tracker.md#elastic-jobs)");
+  train->add_option("--tracker", t->tracker, "the tracker HOST:PORT that --elastic follows");
   add_progress_option(train, *t);
   add_connection_options(train, t->connection);
 
@@ -172,8 +204,18 @@ std::vector<Command> add_train_and_resume(CLI::App& app) {
                throw std::runtime_error("ravnest train: --attach follows a running job; it takes "
                                         "no --detach or --resume");
              }
+             if (t->elastic != !t->tracker.empty()) {
+               throw std::runtime_error(t->elastic
+                                            ? "ravnest train: --elastic needs --tracker HOST:PORT"
+                                            : "ravnest train: --tracker is for --elastic");
+             }
+             if (t->elastic && t->detach) {
+               throw std::runtime_error("ravnest train: --elastic follows the job; it takes no "
+                                        "--detach");
+             }
              return run_train(t->connection, t->job, t->detach, t->resume, t->attach,
-                              progress_seconds(t->progress_every), t->drop_failed_clusters);
+                              progress_seconds(t->progress_every), t->drop_failed_clusters,
+                              t->elastic ? t->tracker : "");
            }},
           {resume, [r] {
              const std::string job =

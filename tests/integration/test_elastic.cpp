@@ -1,0 +1,182 @@
+// Elastic jobs without a person (docs/tracker.md#elastic-jobs): `ravnest tracker`, three one-node
+// clusters and an idle node, every daemon registered with the tracker; `ravnest train --elastic
+// --tracker` follows the job. node_2 is killed with -9 mid-job: the requester drops its cluster,
+// the tracker expires it, and the follower gives its slot to node_3 through replace_node, as the
+// manual `ravnest replace` of test_churn's "a killed cluster rejoins after ravnest replace" does;
+// the job ends without a command, with the reference that case checks: every cluster, the
+// rejoined one too, the same weights at the end, trained, and the rejoined cluster's first loss
+// near the survivors' at the update it rejoined after. Bounded in time; every process stopped.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "libs/base/secret.h"
+#include "libs/local/local_daemons.h"
+#include "libs/tracker/tracker_client.h"
+#include "libs/training/reference_trainer.h"
+#include "libs/wire/transport_security.h"
+#include "tests/support/digits.h"
+#include "tests/support/local_cluster.h"
+
+using namespace ravnest;
+namespace fs = std::filesystem;
+
+namespace {
+
+// `ravnest tracker ...`, its output in `log`; SIGKILL on destruction.
+class TrackerProcess {
+ public:
+  TrackerProcess(std::vector<std::string> args, const std::string& log) {
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      FILE* out = std::freopen(log.c_str(), "a", stderr);
+      if (out == nullptr) _exit(127);
+      ::dup2(::fileno(stderr), 1);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~TrackerProcess() {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+size_t pool_size(const std::string& address, const std::string& secret) {
+  try {
+    return tracker::fetch_pool(address, wire::make_transport_security(secret), 5).members.size();
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// The numbers, one a line, of the newest `name` under `dir` (recursively).
+std::vector<double> numbers_of_newest(const fs::path& dir, const std::string& name) {
+  fs::path newest;
+  fs::file_time_type when{};
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.path().filename() == name && (newest.empty() || e.last_write_time() > when)) {
+      newest = e.path();
+      when = e.last_write_time();
+    }
+  }
+  std::vector<double> numbers;
+  if (newest.empty()) return numbers;
+  std::istringstream in(test::read_text(newest));
+  double x = 0;
+  while (in >> x) numbers.push_back(x);
+  return numbers;
+}
+
+std::string job_text(int max_steps) {
+  return "[train]\nepochs = 300\nbatch_size = 32\nmicro_batches = 2\nseed = 5\n"
+         "schedule = \"1f1b\"\nreduce = \"parameters\"\nmax_steps = " +
+         std::to_string(max_steps) + "\n\n[data]\nformat = \"csv\"\ntrain = \"" +
+         (test::digits_dir() / "digits_train.csv").string() +
+         "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\n"
+         "num_classes = 10\n\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\n"
+         "name = \"sgd\"\nlr = 0.05\n";
+}
+
+}  // namespace
+
+TEST_CASE("elastic: a node killed with -9 mid-job is replaced by an idle registered node, "
+          "without a command; the job ends with all three clusters alike", "[elastic]") {
+  // Three one-node clusters and an idle node (node_3), all registered with a tracker.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
+  const std::string secret = base::read_secret(cluster.secret_file());
+  const std::string address = "127.0.0.1:" + std::to_string(local::free_loopback_port());
+  TrackerProcess tracker({test::binary_dir() + "/apps/ravnest/ravnest", "tracker", "--listen",
+                          address, "--state-dir", (cluster.dir() / "tracker").string(),
+                          "--secret-file", cluster.secret_file(), "--heartbeat-seconds", "1",
+                          "--expiry-seconds", "3"},
+                         (cluster.dir() / "tracker.log").string());
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    cluster.set_daemon_flags(node, {"--tracker", address});
+  }
+  cluster.start_all();
+  for (int i = 0; i < 150 && pool_size(address, secret) < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  INFO(test::read_text(cluster.dir() / "tracker.log"));
+  REQUIRE(pool_size(address, secret) == 4);
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+
+  const int steps = 400;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  auto killer = std::thread([&cluster] {
+    cluster.wait_for_batches(0, 4);
+    cluster.kill(2, SIGKILL);
+    cluster.wait_exit(2, 10);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  killer.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  CHECK(said.find("cluster 2 dropped (node_2") != std::string::npos);
+  CHECK(said.find("elastic: node_2 lost (no heartbeat for 3 s); node_3 takes its place in "
+                  "cluster 2, which rejoins at the next update boundary") != std::string::npos);
+  std::smatch match;
+  REQUIRE(std::regex_search(said, match, std::regex("cluster 2 rejoined after update ([0-9]+)")));
+  const int rejoined_at = std::stoi(match[1].str());
+  CHECK(rejoined_at > 0);
+  CHECK(rejoined_at < steps);
+
+  // The change's row in the job's metrics folder.
+  std::smatch metrics;
+  REQUIRE(std::regex_search(said, metrics, std::regex("metrics \\(CSV, TensorBoard\\): (\\S+)")));
+  const std::string rows = test::read_text(fs::path(metrics[1].str()) / "elastic.csv");
+  CHECK(rows.rfind("wall_time,job,kind,lost,replacement,cluster,line\n", 0) == 0);
+  CHECK(rows.find(",replace,node_2,node_3,2,\"elastic: node_2 lost") != std::string::npos);
+
+  // The plan names node_3 in node_2's place; every cluster trained to the last update and
+  // averaged after each: the same weights everywhere, not the untrained ones.
+  std::map<int, std::map<std::string, at::Tensor>> trained;
+  for (int c = 0; c < 3; ++c) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse =
+        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
+  }
+  std::string where;
+  for (int c = 1; c < 3; ++c) {
+    const double apart = test::largest_difference(trained[0], trained[c], &where);
+    INFO("clusters 0 and " << c << " differ by " << apart << " in " << where);
+    CHECK(apart <= 1e-6);
+  }
+  CHECK(test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
+                                 trained[2], &where) > 1e-3);
+  CHECK(cluster.log(3).find("job finished") != std::string::npos);
+  const auto rejoined = numbers_of_newest(cluster.data_dir(3), "losses.txt");
+  const auto survivor = numbers_of_newest(cluster.data_dir(0), "losses.txt");
+  REQUIRE(rejoined.size() == static_cast<size_t>(steps - rejoined_at));
+  REQUIRE(survivor.size() == static_cast<size_t>(steps));
+  INFO("first losses: untrained " << survivor[0] << ", survivor after update " << rejoined_at
+                                  << " " << survivor[rejoined_at] << ", rejoined "
+                                  << rejoined[0]);
+  CHECK(rejoined[0] < survivor[0] - 0.5);
+  CHECK(std::abs(rejoined[0] - survivor[rejoined_at]) < 0.5);
+  WARN("elastic: rejoined after update " << rejoined_at);
+}
