@@ -146,8 +146,8 @@ void ElasticFollower::run() {
       } else if (said_training.insert(meta.name).second) {
         // The tracker lost it, the requester still hears from it: it goes on training, and its
         // cluster is dropped (then decided on here) only when the requester loses it too.
-        log("elastic: " + meta.name + " has no heartbeat at " + origin + ", but cluster " +
-            std::to_string(meta.cluster) + " still trains with it: nothing is changed");
+        log("elastic: " + meta.name + " has no heartbeat at " + origin + "; cluster " +
+            std::to_string(meta.cluster) + " trains with it until the job's requester drops it");
       }
     }
     if (lost.empty()) continue;

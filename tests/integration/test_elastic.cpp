@@ -5,7 +5,8 @@
 // manual `ravnest replace` of test_churn's "a killed cluster rejoins after ravnest replace" does;
 // the job ends without a command, with the reference that case checks: every cluster, the
 // rejoined one too, the same weights at the end, trained, and the rejoined cluster's first loss
-// near the survivors' at the update it rejoined after. Bounded in time; every process stopped.
+// near the survivors' at the update it rejoined after. Without an idle node, the lost node's
+// cluster stays dropped and the others train to the end. Bounded in time; every process stopped.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <filesystem>
 #include <regex>
 #include <sstream>
@@ -22,6 +24,7 @@
 
 #include "libs/base/secret.h"
 #include "libs/local/local_daemons.h"
+#include "libs/requester/requester.h"
 #include "libs/tracker/tracker_client.h"
 #include "libs/training/reference_trainer.h"
 #include "libs/wire/transport_security.h"
@@ -96,36 +99,100 @@ std::string job_text(int max_steps) {
          "name = \"sgd\"\nlr = 0.05\n";
 }
 
+// Every daemon of `cluster` registered with a tracker (heartbeat 1 s, expiry 3 s) before they
+// start; returns once all are in its pool, the plan pushed. The tracker lives in `*tracker`.
+std::string start_with_tracker(test::LocalCluster& cluster,
+                               std::unique_ptr<TrackerProcess>* tracker) {
+  const std::string secret = base::read_secret(cluster.secret_file());
+  const std::string address = "127.0.0.1:" + std::to_string(local::free_loopback_port());
+  *tracker = std::make_unique<TrackerProcess>(
+      std::vector<std::string>{test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
+                               "--listen", address, "--state-dir",
+                               (cluster.dir() / "tracker").string(), "--secret-file",
+                               cluster.secret_file(), "--heartbeat-seconds", "1",
+                               "--expiry-seconds", "3"},
+      (cluster.dir() / "tracker.log").string());
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    cluster.set_daemon_flags(node, {"--tracker", address});
+  }
+  cluster.start_all();
+  const size_t all = static_cast<size_t>(cluster.nodes());
+  for (int i = 0; i < 150 && pool_size(address, secret) < all; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  INFO(test::read_text(cluster.dir() / "tracker.log"));
+  REQUIRE(pool_size(address, secret) == all);
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  return address;
+}
+
+// The lines of `said` about the elastic changes and cluster 2.
+std::string change_lines(const std::string& said) {
+  std::istringstream lines(said);
+  std::string line, changes;
+  while (std::getline(lines, line)) {
+    if (line.find("elastic:") != std::string::npos || line.find("cluster 2 ") != std::string::npos)
+      changes += line + "\n";
+  }
+  return changes;
+}
+
+// The job's elastic.csv, from the metrics folder train names.
+std::string elastic_rows(const std::string& said) {
+  std::smatch metrics;
+  if (!std::regex_search(said, metrics, std::regex("metrics \\(CSV, TensorBoard\\): (\\S+)"))) {
+    return "";
+  }
+  const fs::path path = fs::path(metrics[1].str()) / "elastic.csv";
+  return fs::exists(path) ? test::read_text(path) : "";
+}
+
+// `ravnest fuse` of clusters 0 .. count - 1, their state dicts by cluster.
+std::map<int, std::map<std::string, at::Tensor>> fused(test::LocalCluster& cluster, int count) {
+  std::map<int, std::map<std::string, at::Tensor>> trained;
+  for (int c = 0; c < count; ++c) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse =
+        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
+  }
+  return trained;
+}
+
 }  // namespace
 
 TEST_CASE("elastic: a node killed with -9 mid-job is replaced by an idle registered node, "
           "without a command; the job ends with all three clusters alike", "[elastic]") {
   // Three one-node clusters and an idle node (node_3), all registered with a tracker.
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
-  const std::string secret = base::read_secret(cluster.secret_file());
-  const std::string address = "127.0.0.1:" + std::to_string(local::free_loopback_port());
-  TrackerProcess tracker({test::binary_dir() + "/apps/ravnest/ravnest", "tracker", "--listen",
-                          address, "--state-dir", (cluster.dir() / "tracker").string(),
-                          "--secret-file", cluster.secret_file(), "--heartbeat-seconds", "1",
-                          "--expiry-seconds", "3"},
-                         (cluster.dir() / "tracker.log").string());
-  for (int node = 0; node < cluster.nodes(); ++node) {
-    cluster.set_daemon_flags(node, {"--tracker", address});
-  }
-  cluster.start_all();
-  for (int i = 0; i < 150 && pool_size(address, secret) < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  INFO(test::read_text(cluster.dir() / "tracker.log"));
-  REQUIRE(pool_size(address, secret) == 4);
-  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  std::unique_ptr<TrackerProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker);
 
   const int steps = 400;
   test::write_text(cluster.dir() / "job.toml", job_text(steps));
-  auto killer = std::thread([&cluster] {
+  // From the kill to the replacement's first batch: the time the job trains without cluster 2.
+  double back_after = -1;
+  auto killer = std::thread([&cluster, &back_after] {
     cluster.wait_for_batches(0, 4);
     cluster.kill(2, SIGKILL);
+    const auto killed = std::chrono::steady_clock::now();
     cluster.wait_exit(2, 10);
+    // wait_for_batches asks the plan's nodes: once plan.json names node_3.
+    auto named = [&cluster] {
+      for (const auto& meta : requester::load_plan(cluster.plan_dir()).nodes) {
+        if (meta.node_id == 3) return true;
+      }
+      return false;
+    };
+    for (int i = 0; i < 1200 && !named(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (named() && cluster.wait_for_batches(3, 1, 120)) {
+      back_after =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+    }
   });
   auto train = cluster.ravnest(
       "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
@@ -133,6 +200,9 @@ TEST_CASE("elastic: a node killed with -9 mid-job is replaced by an idle registe
   INFO(train.out << train.err);
   REQUIRE(train.exit_code == 0);
   const std::string said = train.out + train.err;
+  WARN(change_lines(said) << "the replacement's first batch " << back_after
+                          << " s after the kill");
+  CHECK(back_after > 0);
   CHECK(said.find("cluster 2 dropped (node_2") != std::string::npos);
   CHECK(said.find("elastic: node_2 lost (no heartbeat for 3 s); node_3 takes its place in "
                   "cluster 2, which rejoins at the next update boundary") != std::string::npos);
@@ -143,23 +213,13 @@ TEST_CASE("elastic: a node killed with -9 mid-job is replaced by an idle registe
   CHECK(rejoined_at < steps);
 
   // The change's row in the job's metrics folder.
-  std::smatch metrics;
-  REQUIRE(std::regex_search(said, metrics, std::regex("metrics \\(CSV, TensorBoard\\): (\\S+)")));
-  const std::string rows = test::read_text(fs::path(metrics[1].str()) / "elastic.csv");
+  const std::string rows = elastic_rows(said);
   CHECK(rows.rfind("wall_time,job,kind,lost,replacement,cluster,line\n", 0) == 0);
   CHECK(rows.find(",replace,node_2,node_3,2,\"elastic: node_2 lost") != std::string::npos);
 
   // The plan names node_3 in node_2's place; every cluster trained to the last update and
   // averaged after each: the same weights everywhere, not the untrained ones.
-  std::map<int, std::map<std::string, at::Tensor>> trained;
-  for (int c = 0; c < 3; ++c) {
-    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
-    auto fuse =
-        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
-    INFO(fuse.out << fuse.err);
-    REQUIRE(fuse.exit_code == 0);
-    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
-  }
+  auto trained = fused(cluster, 3);
   std::string where;
   for (int c = 1; c < 3; ++c) {
     const double apart = test::largest_difference(trained[0], trained[c], &where);
@@ -179,4 +239,35 @@ TEST_CASE("elastic: a node killed with -9 mid-job is replaced by an idle registe
   CHECK(rejoined[0] < survivor[0] - 0.5);
   CHECK(std::abs(rejoined[0] - survivor[rejoined_at]) < 0.5);
   WARN("elastic: rejoined after update " << rejoined_at);
+}
+
+TEST_CASE("elastic: a node killed with -9 mid-job and no idle node registered: its cluster stays "
+          "dropped, the others train to the end", "[elastic]") {
+  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"});
+  std::unique_ptr<TrackerProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker);
+  const int steps = 400;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  auto killer = std::thread([&cluster] {
+    cluster.wait_for_batches(0, 4);
+    cluster.kill(2, SIGKILL);
+    cluster.wait_exit(2, 10);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  killer.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said));
+  CHECK(said.find("cluster 2 dropped (node_2") != std::string::npos);
+  CHECK(said.find("elastic: node_2 lost (no heartbeat for 3 s); no idle node fits, cluster 2 "
+                  "dropped; the others train on") != std::string::npos);
+  CHECK(said.find("rejoined") == std::string::npos);
+  CHECK(elastic_rows(said).find(",drop_cluster,node_2,,2,\"elastic: node_2 lost") !=
+        std::string::npos);
+  // Clusters 0 and 1 trained to the end, averaging between them: the same weights.
+  auto trained = fused(cluster, 2);
+  std::string where;
+  CHECK(test::largest_difference(trained[0], trained[1], &where) <= 1e-6);
 }
