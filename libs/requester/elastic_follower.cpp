@@ -12,6 +12,7 @@
 #include "libs/base/clock.h"
 #include "libs/config/pool/node_pool.h"
 #include "libs/requester/following_marker.h"
+#include "libs/requester/joining.h"
 #include "libs/requester/replacement.h"
 #include "libs/requester/requester.h"
 #include "libs/tracker/elastic_choice.h"
@@ -45,16 +46,15 @@ uint64_t need_bytes(const config::NodeMetadata& meta) {
 // Appends one row to <plan>/metrics/job_<job>/elastic.csv (the header first in a new file). A
 // job whose train writes no metrics folder gets none; a file that cannot be written is said.
 void record_change(const std::string& plan_dir, uint64_t job, const std::string& kind,
-                   const tracker::ElasticChange& change, const std::string& line,
-                   const std::function<void(const std::string&)>& log) {
+                   const std::string& lost, const std::string& joined, int cluster,
+                   const std::string& line, const std::function<void(const std::string&)>& log) {
   const fs::path dir = fs::path(plan_dir) / "metrics" / ("job_" + std::to_string(job));
   if (!fs::is_directory(dir)) return;
   const fs::path path = dir / "elastic.csv";
   const bool fresh = !fs::exists(path) || fs::file_size(path) == 0;
   std::ofstream out(path, std::ios::app);
   if (fresh) out << "wall_time,job,kind,lost,replacement,cluster,line\n";
-  out << elastic_csv_row(base::seconds_since_epoch(), job, kind, change.lost, change.replacement,
-                         change.cluster, line);
+  out << elastic_csv_row(base::seconds_since_epoch(), job, kind, lost, joined, cluster, line);
   out.flush();
   if (!out) log("warning: " + path.string() + ": cannot write the elastic change");
 }
@@ -95,6 +95,8 @@ void ElasticFollower::run() {
   std::set<std::string> said_training;  // lost nodes whose cluster still trained, said once
   std::set<std::string> failed_spares;  // spares whose replacement failed, not tried again
   uint64_t metrics_job = 0;             // the id the job started with: its metrics folder's
+  std::set<std::string> spares;         // idle at the job's start: kept for replacements
+  bool spares_known = false;
   const auto poll = std::chrono::duration<double>(options_.poll_seconds);
   while (!stop_) {
     const auto wake = std::chrono::steady_clock::now() + poll;
@@ -135,6 +137,14 @@ void ElasticFollower::run() {
       live.emplace(m.registration.name, member);
       if (!failed_spares.count(m.registration.name)) idle.emplace(m.registration.name, member);
     }
+    std::set<std::string> in_plan;
+    for (const auto& meta : plan.nodes) in_plan.insert(meta.name);
+    if (!spares_known) {
+      for (const auto& [name, member] : live) {
+        if (!in_plan.count(name)) spares.insert(name);
+      }
+      spares_known = true;
+    }
     std::vector<tracker::PlannedNode> planned;
     std::vector<std::string> lost;
     for (const auto& meta : plan.nodes) {
@@ -150,7 +160,10 @@ void ElasticFollower::run() {
             std::to_string(meta.cluster) + " trains with it until the job's requester drops it");
       }
     }
-    if (lost.empty()) continue;
+    if (lost.empty()) {
+      join_newcomers(plan, pool, live, in_plan, spares, *following, failed_spares, metrics_job);
+      continue;
+    }
 
     const std::string why =
         "no heartbeat for " + std::to_string(static_cast<int>(pool.expiry_seconds)) + " s";
@@ -159,7 +172,8 @@ void ElasticFollower::run() {
         // The requester dropped the cluster already, as a manual drop leaves it.
         const std::string line = change.line(why) + "; the others train on";
         log(line);
-        record_change(options_.plan_dir, metrics_job, "drop_cluster", change, line, log);
+        record_change(options_.plan_dir, metrics_job, "drop_cluster", change.lost, "",
+                      change.cluster, line, log);
         dropped_for_good.insert(change.cluster);
         decided.insert(change.lost);
         continue;
@@ -180,9 +194,63 @@ void ElasticFollower::run() {
       const std::string line =
           change.line(why) + ", which rejoins at the next update boundary";
       log(line);
-      record_change(options_.plan_dir, metrics_job, "replace", change, line, log);
+      record_change(options_.plan_dir, metrics_job, "replace", change.lost, change.replacement,
+                    change.cluster, line, log);
       decided.insert(change.lost);
     }
+  }
+}
+
+// Nodes that registered while the job runs (not idle at its start: those stay spares), enough for
+// one more cluster cut like the first cluster still training, join it through join_nodes, as
+// `ravnest join NODE... --like C` does while a followed job runs; the job's requester takes the
+// cluster in at the next update boundary. A join that fails is said; its nodes are not tried again.
+void ElasticFollower::join_newcomers(const Plan& plan, const tracker::PoolSnapshot& pool,
+                                     const std::map<std::string, tracker::Member>& live,
+                                     const std::set<std::string>& in_plan,
+                                     const std::set<std::string>& spares,
+                                     const Following& following,
+                                     std::set<std::string>& failed, uint64_t metrics_job) {
+  const auto& log = options_.log;
+  std::map<std::string, tracker::Member> newcomers;
+  for (const auto& [name, member] : live) {
+    if (!in_plan.count(name) && !spares.count(name) && !failed.count(name)) {
+      newcomers.emplace(name, member);
+    }
+  }
+  if (newcomers.empty()) return;
+  int like = -1;
+  for (const int id : plan.cluster_ids()) {
+    if (!following.dropped.count(id)) {
+      like = id;
+      break;
+    }
+  }
+  if (like < 0) return;
+  std::vector<uint64_t> needs;
+  for (const auto& meta : plan.cluster(like)) needs.push_back(need_bytes(meta));
+  const auto chosen = tracker::choose_join(needs, newcomers);
+  if (chosen.empty()) return;  // not enough yet: more may register
+  const std::string origin = "tracker " + options_.tracker;
+  try {
+    const auto pool_nodes =
+        config::parse_node_pool(tracker::pool_file_json(pool), origin, /*toml=*/false);
+    std::vector<config::NodeConfig> joining;
+    for (const auto& name : chosen) joining.push_back(config::pool_node(pool_nodes, name, origin));
+    const Joining joined = join_nodes(
+        options_.plan_dir, options_.secret, joining, like,
+        [&log](const std::string& said) { log("elastic: " + said); }, options_.insecure);
+    const std::string line = tracker::join_line(chosen, joined.joined.cluster);
+    log(line);
+    std::string names;
+    for (const auto& name : chosen) names += (names.empty() ? "" : ";") + name;
+    record_change(options_.plan_dir, metrics_job, "join", "", names, joined.joined.cluster, line,
+                  log);
+  } catch (const std::exception& e) {
+    std::string names;
+    for (const auto& name : chosen) names += (names.empty() ? "" : ", ") + name;
+    log("elastic: " + names + " could not join: " + e.what());
+    failed.insert(chosen.begin(), chosen.end());
   }
 }
 

@@ -9,15 +9,21 @@
 //     update boundary (running_plan_change.cpp), saying "cluster C rejoined after update U";
 //   - when none fits, the cluster stays dropped (the requester already dropped it, as a manual
 //     drop does) and the others train on.
+// Nodes that register while the job runs (the idle ones at its start stay spares for
+// replacements), enough for one more cluster cut like the first cluster still training (choose_join:
+// a node that fits each stage), join it through join_nodes (joining.h), as `ravnest join NODE...
+// --like C` does while a followed job runs: the requester takes the cluster in at the next update
+// boundary ("cluster C joined after update U"). Not while a lost node waits for its decision.
 // Each change is one line on `log` ("elastic: node_2 lost (no heartbeat for 3 s); node_3 takes its
 // place in cluster 2, which rejoins at the next update boundary") and one row of elastic.csv in
 // the job's metrics folder (<plan>/metrics/job_<id>, the id the job started with):
 //   wall_time,job,kind,lost,replacement,cluster,line
+// kind: replace, drop_cluster or join (replacement: the joined nodes, root first, ';' between).
 // A replacement that fails (the spare refuses, stopped answering) is one line too; that spare is
 // not tried again for that node, and the next poll decides again.
 //
 // Not here: a node the tracker lost that still answers the requester (its cluster goes on training;
-// said once), idle nodes taken in as one more cluster, a graceful leave handed over.
+// said once), a graceful leave handed over.
 //
 // Threads: the constructor starts the follower's thread (its own KJ event loop: fetch_pool and
 // replace_node's Requester run on it); `log` is called on that thread, so the caller serialises
@@ -29,8 +35,14 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <thread>
+
+#include "libs/requester/following_marker.h"
+#include "libs/requester/requester.h"
+#include "libs/tracker/tracker_client.h"
 
 namespace ravnest::requester {
 
@@ -52,6 +64,11 @@ class ElasticFollower {
 
  private:
   void run();
+  void join_newcomers(const Plan& plan, const tracker::PoolSnapshot& pool,
+                      const std::map<std::string, tracker::Member>& live,
+                      const std::set<std::string>& in_plan, const std::set<std::string>& spares,
+                      const Following& following, std::set<std::string>& failed,
+                      uint64_t metrics_job);
   ElasticOptions options_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

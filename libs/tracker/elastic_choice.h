@@ -8,7 +8,7 @@
 // fit, the one with the most measured memory is chosen (ties: the smallest name), so the choice
 // is the same whatever order the pool arrives in. Lost nodes are decided in name order.
 //
-// Any thread; throws nothing.
+// choose_join: which idle nodes become one more cluster. Any thread; throws nothing.
 #pragma once
 
 #include <cstdint>
@@ -42,5 +42,16 @@ struct ElasticChange {
 std::vector<ElasticChange> choose_elastic_changes(const std::vector<PlannedNode>& plan,
                                                   const std::vector<std::string>& lost,
                                                   const std::map<std::string, Member>& pool);
+
+// Idle nodes enough for one more cluster (issue 45 item 3's joins): `stage_needs` are the memory
+// needs of the stages of the cluster the new one is cut like, root first; `candidates` the idle
+// members that may join. For each stage in order, the candidate with the most measured memory at
+// least its need, not chosen already (ties: the smallest name). Returns the chosen names, root
+// first, or nothing when some stage has no candidate that fits (or there are no stages).
+std::vector<std::string> choose_join(const std::vector<uint64_t>& stage_needs,
+                                     const std::map<std::string, Member>& candidates);
+
+// "elastic: node_4 and node_5 registered; they join as cluster 2 at the next update boundary"
+std::string join_line(const std::vector<std::string>& names, int cluster);
 
 }  // namespace ravnest::tracker

@@ -6,7 +6,9 @@
 // the job ends without a command, with the reference that case checks: every cluster, the
 // rejoined one too, the same weights at the end, trained, and the rejoined cluster's first loss
 // near the survivors' at the update it rejoined after. Without an idle node, the lost node's
-// cluster stays dropped and the others train to the end. Bounded in time; every process stopped.
+// cluster stays dropped and the others train to the end. A provider that registers mid-job joins
+// as one more cluster, with the weights of `ravnest join` at that update (the join's reference).
+// Bounded in time; every process stopped.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -23,6 +25,8 @@
 #include <vector>
 
 #include "libs/base/secret.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/plan_file.h"
 #include "libs/local/local_daemons.h"
 #include "libs/requester/requester.h"
 #include "libs/tracker/tracker_client.h"
@@ -99,10 +103,11 @@ std::string job_text(int max_steps) {
          "name = \"sgd\"\nlr = 0.05\n";
 }
 
-// Every daemon of `cluster` registered with a tracker (heartbeat 1 s, expiry 3 s) before they
-// start; returns once all are in its pool, the plan pushed. The tracker lives in `*tracker`.
+// Every daemon of `cluster` gets --tracker (heartbeat 1 s, expiry 3 s); the first `started` (all
+// when negative) start, and it returns once they are in its pool, the plan pushed. The tracker
+// lives in `*tracker`.
 std::string start_with_tracker(test::LocalCluster& cluster,
-                               std::unique_ptr<TrackerProcess>* tracker) {
+                               std::unique_ptr<TrackerProcess>* tracker, int started = -1) {
   const std::string secret = base::read_secret(cluster.secret_file());
   const std::string address = "127.0.0.1:" + std::to_string(local::free_loopback_port());
   *tracker = std::make_unique<TrackerProcess>(
@@ -115,8 +120,9 @@ std::string start_with_tracker(test::LocalCluster& cluster,
   for (int node = 0; node < cluster.nodes(); ++node) {
     cluster.set_daemon_flags(node, {"--tracker", address});
   }
-  cluster.start_all();
-  const size_t all = static_cast<size_t>(cluster.nodes());
+  if (started < 0) started = cluster.nodes();
+  for (int node = 0; node < started; ++node) cluster.start(node);
+  const size_t all = static_cast<size_t>(started);
   for (int i = 0; i < 150 && pool_size(address, secret) < all; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -270,4 +276,60 @@ TEST_CASE("elastic: a node killed with -9 mid-job and no idle node registered: i
   auto trained = fused(cluster, 2);
   std::string where;
   CHECK(test::largest_difference(trained[0], trained[1], &where) <= 1e-6);
+}
+
+TEST_CASE("elastic: a provider that registers mid-job joins as one more cluster at the next "
+          "update boundary; the weights are the join's reference", "[elastic][join]") {
+  // Two one-node clusters train; node_2's daemon starts (and registers) once the job runs.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+  std::unique_ptr<TrackerProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker, 2);
+  const int steps = 600;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  auto newcomer = std::thread([&cluster] {
+    cluster.wait_for_batches(0, 4);
+    // The follower saw the job start (its marker) without node_2: node_2 is no spare.
+    for (int i = 0; i < 300; ++i) {
+      if (fs::exists(cluster.dir() / "plan" / ".following")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    cluster.start(2);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  newcomer.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said));
+  CHECK(said.find("elastic: node_2 registered; it joins as cluster 2 at the next update "
+                  "boundary") != std::string::npos);
+  std::smatch match;
+  REQUIRE(std::regex_search(said, match, std::regex("cluster 2 joined after update ([0-9]+)")));
+  const int joined_at = std::stoi(match[1].str());
+  CHECK(joined_at > 0);
+  CHECK(joined_at < steps);
+  CHECK(elastic_rows(said).find(",join,,node_2,2,\"elastic: node_2 registered") !=
+        std::string::npos);
+
+  // Exactly what `ravnest join` at that update gives (test_churn's reference): two clusters for
+  // `joined_at` updates, then a third from cluster 0's state, the data dealt in three.
+  auto trained = fused(cluster, 3);
+  std::string where;
+  CHECK(test::largest_difference(trained[0], trained[2], &where) <= 1e-6);
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  std::vector<std::vector<std::string>> rings;
+  for (const auto& ring : config::load_plan_file(cluster.plan_dir() + "/plan.json").rings) {
+    rings.push_back(ring.parameters);
+  }
+  auto reference = training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {},
+                                                      {{joined_at, 0}}, rings);
+  const double diff = test::largest_difference(reference.state, trained[0], &where);
+  INFO("joined after update " << joined_at << ": " << diff << " from the reference in " << where);
+  CHECK(diff <= 1e-5);
+  auto unjoined =
+      training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {}, {}, rings);
+  CHECK(test::largest_difference(unjoined.state, trained[0], &where) > 1e-4);
+  WARN("joined after update " << joined_at << ": " << diff << " from the join's reference");
 }
