@@ -8,7 +8,7 @@
 // near the survivors' at the update it rejoined after. Without an idle node, the lost node's
 // cluster stays dropped and the others train to the end. A provider that registers mid-job joins
 // as one more cluster, with the weights of `ravnest join` at that update (the join's reference).
-// Bounded in time; every process stopped.
+// The flags' misuse is refused in one line. Bounded in time; every process stopped.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -332,4 +332,20 @@ TEST_CASE("elastic: a provider that registers mid-job joins as one more cluster 
       training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {}, {}, rings);
   CHECK(test::largest_difference(unjoined.state, trained[0], &where) > 1e-4);
   WARN("joined after update " << joined_at << ": " << diff << " from the join's reference");
+}
+
+TEST_CASE("elastic: --elastic without --tracker, --tracker alone, --elastic with --detach: one line "
+          "each, exit 1", "[elastic]") {
+  const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"--elastic", "ravnest train: --elastic needs --tracker HOST:PORT"},
+      {"--tracker 127.0.0.1:1", "ravnest train: --tracker is for --elastic"},
+      {"--elastic --tracker 127.0.0.1:1 --detach",
+       "ravnest train: --elastic follows the job; it takes no --detach"}};
+  for (const auto& [flags, line] : refused) {
+    auto run = test::run_command(ravnest + " train job.toml " + flags);
+    INFO(flags << ": " << run.out << run.err);
+    CHECK(run.exit_code == 1);
+    CHECK(run.err.find(line) != std::string::npos);
+  }
 }
