@@ -1,14 +1,15 @@
 // ElasticChoice: what `ravnest train --elastic` does when a node of its plan is lost (expired in
 // the tracker, or its daemon failed mid-job): which idle registered node takes its place, or that
-// its cluster is dropped because none fits. A plain function on plain data, no clock and no I/O
-// (docs/tracker.md, issue 45 item 3).
+// its cluster is dropped because none fits; and which newly registered nodes join as one more
+// cluster (choose_join). Plain functions on plain data, no clock and no I/O (docs/tracker.md,
+// issue 45 item 3; libs/requester/elastic_follower.h acts on them).
 //
 // A candidate fits when it is live in the pool, not already in the plan, not already chosen for
 // another lost node, and its measured memory is at least the lost stage's need. Among those that
 // fit, the one with the most measured memory is chosen (ties: the smallest name), so the choice
 // is the same whatever order the pool arrives in. Lost nodes are decided in name order.
 //
-// choose_join: which idle nodes become one more cluster. Any thread; throws nothing.
+// Any thread; throws nothing.
 #pragma once
 
 #include <cstdint>
