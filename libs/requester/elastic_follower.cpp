@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <stdexcept>
 #include <vector>
@@ -252,6 +253,49 @@ void ElasticFollower::join_newcomers(const Plan& plan, const tracker::PoolSnapsh
     log("elastic: " + names + " could not join: " + e.what());
     failed.insert(chosen.begin(), chosen.end());
   }
+}
+
+std::optional<std::string> hand_over(const ElasticOptions& options, const std::string& stopped_by,
+                                     uint64_t job_id, uint64_t boundary) {
+  // agreed_stop.cpp's words: "<node> was stopped (<signal>)".
+  std::smatch said;
+  if (!std::regex_search(stopped_by, said, std::regex("^(node_[0-9]+) was stopped \\(([A-Z]+)\\)"))) {
+    return std::nullopt;
+  }
+  const std::string node = said[1].str(), signal = said[2].str();
+  const Plan plan = load_plan(options.plan_dir);
+  std::vector<tracker::PlannedNode> planned;
+  for (const auto& meta : plan.nodes) planned.push_back({meta.name, meta.cluster, need_bytes(meta)});
+  const auto security = wire::make_transport_security(options.secret, options.insecure);
+  const auto pool = tracker::fetch_pool(options.tracker, security, 5);
+  std::map<std::string, tracker::Member> live;
+  for (const auto& m : pool.members) {
+    if (m.registration.name == node) continue;  // it left, or will within seconds
+    tracker::Member member;
+    member.registration = m.registration;
+    member.from_host = m.from_host;
+    live.emplace(m.registration.name, member);
+  }
+  const auto changes = tracker::choose_elastic_changes(planned, {node}, live);
+  if (changes.empty()) return std::nullopt;  // not a node of the plan
+  const auto& change = changes.front();
+  const std::string why = "left (" + signal + ") after update " + std::to_string(boundary);
+  if (change.kind != tracker::ElasticChange::Kind::replace) {
+    options.log("elastic: " + node + " " + why + "; no idle node fits: the job stays stopped");
+    return std::nullopt;
+  }
+  const std::string origin = "tracker " + options.tracker;
+  const auto spares = config::parse_node_pool(tracker::pool_file_json(pool), origin, false);
+  replace_node(
+      options.plan_dir, options.secret, node, config::pool_node(spares, change.replacement, origin),
+      [&options](const std::string& line) { options.log("elastic: " + line); }, options.insecure);
+  const std::string line = "elastic: " + node + " " + why + "; " + change.replacement +
+                           " takes its place in cluster " + std::to_string(change.cluster) +
+                           ", the job resumes from there";
+  options.log(line);
+  record_change(options.plan_dir, job_id, "handover", node, change.replacement, change.cluster,
+                line, options.log);
+  return line;
 }
 
 }  // namespace ravnest::requester

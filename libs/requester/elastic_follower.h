@@ -22,8 +22,11 @@
 // A replacement that fails (the spare refuses, stopped answering) is one line too; that spare is
 // not tried again for that node, and the next poll decides again.
 //
+// A provider stopped gracefully (SIGTERM: its daemon asks for the agreed stop, docs/faults.md#stopping,
+// and leaves the tracker at once) is hand_over's, below, once the job stopped at that update.
+//
 // Not here: a node the tracker lost that still answers the requester (its cluster goes on training;
-// said once), a graceful leave handed over.
+// said once).
 //
 // Threads: the constructor starts the follower's thread (its own KJ event loop: fetch_pool and
 // replace_node's Requester run on it); `log` is called on that thread, so the caller serialises
@@ -36,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -73,6 +77,18 @@ class ElasticFollower {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+// A graceful leave handed over: the job `job_id` stopped on every node after update `boundary`
+// because `stopped_by` (TrainInterrupted::stopped_by, "node_3 was stopped (SIGTERM)") was. The
+// idle node elastic_choice picks from the tracker's pool takes that node's slot through
+// replace_node (the checkpoints of the stop moved to it), so that resuming the job continues from
+// that update with it, no update lost. Returns the line said ("elastic: node_3 left (SIGTERM)
+// after update 40; node_4 takes its place in cluster 1, the job resumes from there"), also a row
+// of elastic.csv (kind handover); nothing when `stopped_by` names no node of the plan or no idle
+// node fits (said on `options.log`: the job stays stopped, `ravnest resume` continues it). Blocks;
+// on the calling thread. Throws what fetch_pool and replace_node throw.
+std::optional<std::string> hand_over(const ElasticOptions& options, const std::string& stopped_by,
+                                     uint64_t job_id, uint64_t boundary);
 
 // The row elastic.csv gets for one change (its '\n' included; the line quoted as CSV quotes).
 std::string elastic_csv_row(double wall_time, uint64_t job_id, const std::string& kind,

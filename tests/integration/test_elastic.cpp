@@ -8,7 +8,8 @@
 // near the survivors' at the update it rejoined after. Without an idle node, the lost node's
 // cluster stays dropped and the others train to the end. A provider that registers mid-job joins
 // as one more cluster, with the weights of `ravnest join` at that update (the join's reference).
-// The flags' misuse is refused in one line. Bounded in time; every process stopped.
+// A provider stopped with SIGTERM hands its slot over at the agreed update, the weights those of
+// the uninterrupted job. The flags' misuse is refused in one line. Bounded in time; every process stopped.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -332,6 +333,56 @@ TEST_CASE("elastic: a provider that registers mid-job joins as one more cluster 
       training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {}, {}, rings);
   CHECK(test::largest_difference(unjoined.state, trained[0], &where) > 1e-4);
   WARN("joined after update " << joined_at << ": " << diff << " from the join's reference");
+}
+
+TEST_CASE("elastic: a provider stopped with SIGTERM mid-job hands its slot to an idle node at "
+          "the update every node stopped after; no update is lost", "[elastic][handover]") {
+  // Three one-node clusters and an idle node (node_3), all registered with a tracker.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
+  std::unique_ptr<TrackerProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker);
+  const int steps = 400;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  auto stopper = std::thread([&cluster] {
+    cluster.wait_for_batches(0, 4);
+    for (int i = 0; i < 300; ++i) {  // the rings agreed: the stop is the agreed one
+      if (fs::exists(cluster.dir() / "plan" / ".following")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    cluster.kill(2, SIGTERM);
+    cluster.wait_exit(2, 30);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  stopper.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said));
+  std::smatch match;
+  REQUIRE(std::regex_search(
+      said, match,
+      std::regex("elastic: node_2 left \\(SIGTERM\\) after update ([0-9]+); node_3 takes its "
+                 "place in cluster 2, the job resumes from there")));
+  const int boundary = std::stoi(match[1].str());
+  CHECK(boundary > 0);
+  CHECK(boundary < steps);
+  CHECK(said.find("resuming after update " + std::to_string(boundary)) != std::string::npos);
+  CHECK(said.find("dropped") == std::string::npos);
+
+  // Nothing lost: exactly the uninterrupted job of three clusters (the reference adding in the
+  // ring's order), every cluster alike.
+  auto trained = fused(cluster, 3);
+  std::string where;
+  for (int c = 1; c < 3; ++c) CHECK(test::largest_difference(trained[0], trained[c], &where) <= 1e-6);
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  auto reference = training::train_reference_clusters(test::digits_model(), job, 3, steps);
+  const double diff = test::largest_difference(reference.state, trained[0], &where);
+  INFO("handed over after update " << boundary << ": " << diff << " from the reference in "
+                                   << where);
+  CHECK(diff <= 1e-5);
+  CHECK(cluster.log(3).find("job finished") != std::string::npos);
+  WARN("handed over after update " << boundary << ": " << diff << " from the reference");
 }
 
 TEST_CASE("elastic: --elastic without --tracker, --tracker alone, --elastic with --detach: one line "

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include "apps/ravnest/commands/commands.h"
@@ -86,21 +87,37 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     live.draw(lines);
   };
   // Declared after `live` and `output`, which its thread uses: stopped before they go.
+  requester::ElasticOptions follow;
   std::unique_ptr<requester::ElasticFollower> elastic;
   if (!elastic_tracker.empty()) {
-    requester::ElasticOptions follow;
     follow.tracker = elastic_tracker;
     follow.plan_dir = c.plan_dir;
     follow.secret = c.secret();
     follow.insecure = c.insecure;
     follow.log = options.log;
-    elastic = std::make_unique<requester::ElasticFollower>(std::move(follow));
+    elastic = std::make_unique<requester::ElasticFollower>(follow);
   }
   requester::TrainResult result;
   try {
     result = attach ? requester.attach(options) : requester.train(job, options);
   } catch (const requester::TrainInterrupted& e) {
     elastic.reset();
+    // --elastic: a provider stopped gracefully (SIGTERM) hands its slot to an idle node at the
+    // update every node stopped after, and the job resumes from there with it.
+    if (elastic_tracker.size() && !attach && !e.stopped_by.empty() && e.boundary &&
+        e.not_stopped.empty()) {
+      std::optional<std::string> handed;
+      try {
+        handed = requester::hand_over(follow, e.stopped_by, e.job_id, *e.boundary);
+      } catch (const std::exception& error) {
+        options.log(std::string("elastic: no handover: ") + error.what());
+      }
+      if (handed) {
+        live.clear();
+        return run_train(c, job, false, /*resume=*/true, false, record_seconds,
+                         drop_failed_clusters, elastic_tracker);
+      }
+    }
     live.clear();
     std::string line;
     if (e.stopped_by.empty()) {
