@@ -18,7 +18,8 @@
 // place in cluster 2, which rejoins at the next update boundary") and one row of elastic.csv in
 // the job's metrics folder (<plan>/metrics/job_<id>, the id the job started with):
 //   wall_time,job,kind,lost,replacement,cluster,line
-// kind: replace, drop_cluster or join (replacement: the joined nodes, root first, ';' between).
+// kind: replace, drop_cluster, join (replacement: the joined nodes, root first, ';' between) or
+// handover (hand_over, below).
 // A replacement that fails (the spare refuses, stopped answering) is one line too; that spare is
 // not tried again for that node, and the next poll decides again.
 //
