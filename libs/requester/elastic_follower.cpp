@@ -89,15 +89,7 @@ void ElasticFollower::run() {
     log(std::string("elastic: off: ") + e.what());
     return;
   }
-  const std::string origin = "tracker " + options_.tracker;
-  std::string tracker_problem;          // said once until it changes
-  std::set<std::string> decided;        // lost nodes acted on
-  std::set<int> dropped_for_good;       // clusters no idle node fitted
-  std::set<std::string> said_training;  // lost nodes whose cluster still trained, said once
-  std::set<std::string> failed_spares;  // spares whose replacement failed, not tried again
-  uint64_t metrics_job = 0;             // the id the job started with: its metrics folder's
-  std::set<std::string> spares;         // idle at the job's start: kept for replacements
-  bool spares_known = false;
+  std::string tracker_problem;  // said once until it changes
   const auto poll = std::chrono::duration<double>(options_.poll_seconds);
   while (!stop_) {
     const auto wake = std::chrono::steady_clock::now() + poll;
@@ -107,12 +99,12 @@ void ElasticFollower::run() {
     if (stop_) break;
     const auto following = read_following(options_.plan_dir);
     if (!following) continue;  // the job is not followed yet (or any more)
-    if (metrics_job == 0) metrics_job = following->job_id;
+    if (seen_.metrics_job == 0) seen_.metrics_job = following->job_id;
 
     tracker::PoolSnapshot pool;
     try {
       pool = tracker::fetch_pool(options_.tracker, security, 5);
-      if (!tracker_problem.empty()) log("elastic: " + origin + " answers again");
+      if (!tracker_problem.empty()) log("elastic: tracker " + options_.tracker + " answers again");
       tracker_problem.clear();
     } catch (const std::exception& e) {
       if (e.what() != tracker_problem) {
@@ -128,77 +120,87 @@ void ElasticFollower::run() {
     } catch (const std::exception& e) {
       continue;  // plan.json is rewritten atomically: read again at the next poll
     }
+    follow_pool(plan, pool, *following);
+  }
+}
 
-    std::map<std::string, tracker::Member> live, idle;
-    for (const auto& m : pool.members) {
-      tracker::Member member;
-      member.registration = m.registration;
-      member.from_host = m.from_host;
-      member.registered_at_unix = m.registered_at_unix;
-      live.emplace(m.registration.name, member);
-      if (!failed_spares.count(m.registration.name)) idle.emplace(m.registration.name, member);
+void ElasticFollower::follow_pool(const Plan& plan, const tracker::PoolSnapshot& pool,
+                                  const Following& following) {
+  std::map<std::string, tracker::Member> live, idle;
+  for (const auto& m : pool.members) {
+    tracker::Member member;
+    member.registration = m.registration;
+    member.from_host = m.from_host;
+    member.registered_at_unix = m.registered_at_unix;
+    live.emplace(m.registration.name, member);
+    if (!seen_.failed.count(m.registration.name)) idle.emplace(m.registration.name, member);
+  }
+  std::set<std::string> in_plan;
+  for (const auto& meta : plan.nodes) in_plan.insert(meta.name);
+  if (!seen_.spares_known) {
+    for (const auto& [name, member] : live) {
+      if (!in_plan.count(name)) seen_.spares.insert(name);
     }
-    std::set<std::string> in_plan;
-    for (const auto& meta : plan.nodes) in_plan.insert(meta.name);
-    if (!spares_known) {
-      for (const auto& [name, member] : live) {
-        if (!in_plan.count(name)) spares.insert(name);
-      }
-      spares_known = true;
+    seen_.spares_known = true;
+  }
+  std::vector<tracker::PlannedNode> planned;
+  std::vector<std::string> lost;
+  for (const auto& meta : plan.nodes) {
+    planned.push_back({meta.name, meta.cluster, need_bytes(meta)});
+    if (live.count(meta.name) || seen_.decided.count(meta.name)) continue;
+    if (seen_.dropped_for_good.count(meta.cluster)) continue;
+    if (following.dropped.count(meta.cluster)) {
+      lost.push_back(meta.name);
+    } else if (seen_.said_training.insert(meta.name).second) {
+      // The tracker lost it, the requester still hears from it: it goes on training, and its
+      // cluster is dropped (then decided on here) only when the requester loses it too.
+      options_.log("elastic: " + meta.name + " has no heartbeat at tracker " + options_.tracker +
+                   "; cluster " + std::to_string(meta.cluster) +
+                   " trains with it until the job's requester drops it");
     }
-    std::vector<tracker::PlannedNode> planned;
-    std::vector<std::string> lost;
-    for (const auto& meta : plan.nodes) {
-      planned.push_back({meta.name, meta.cluster, need_bytes(meta)});
-      if (live.count(meta.name) || decided.count(meta.name)) continue;
-      if (dropped_for_good.count(meta.cluster)) continue;
-      if (following->dropped.count(meta.cluster)) {
-        lost.push_back(meta.name);
-      } else if (said_training.insert(meta.name).second) {
-        // The tracker lost it, the requester still hears from it: it goes on training, and its
-        // cluster is dropped (then decided on here) only when the requester loses it too.
-        log("elastic: " + meta.name + " has no heartbeat at " + origin + "; cluster " +
-            std::to_string(meta.cluster) + " trains with it until the job's requester drops it");
-      }
-    }
-    if (lost.empty()) {
-      join_newcomers(plan, pool, live, in_plan, spares, *following, failed_spares, metrics_job);
+  }
+  if (lost.empty()) {
+    join_newcomers(plan, pool, live, in_plan, following);
+  } else {
+    replace_lost(tracker::choose_elastic_changes(planned, lost, idle), pool);
+  }
+}
+
+void ElasticFollower::replace_lost(const std::vector<tracker::ElasticChange>& changes,
+                                   const tracker::PoolSnapshot& pool) {
+  const auto& log = options_.log;
+  const std::string origin = "tracker " + options_.tracker;
+  const std::string why =
+      "no heartbeat for " + std::to_string(static_cast<int>(pool.expiry_seconds)) + " s";
+  for (const auto& change : changes) {
+    if (change.kind == tracker::ElasticChange::Kind::drop_cluster) {
+      // The requester dropped the cluster already, as a manual drop leaves it.
+      const std::string line = change.line(why) + "; the others train on";
+      log(line);
+      record_change(options_.plan_dir, seen_.metrics_job, "drop_cluster", change.lost, "",
+                    change.cluster, line, log);
+      seen_.dropped_for_good.insert(change.cluster);
+      seen_.decided.insert(change.lost);
       continue;
     }
-
-    const std::string why =
-        "no heartbeat for " + std::to_string(static_cast<int>(pool.expiry_seconds)) + " s";
-    for (const auto& change : tracker::choose_elastic_changes(planned, lost, idle)) {
-      if (change.kind == tracker::ElasticChange::Kind::drop_cluster) {
-        // The requester dropped the cluster already, as a manual drop leaves it.
-        const std::string line = change.line(why) + "; the others train on";
-        log(line);
-        record_change(options_.plan_dir, metrics_job, "drop_cluster", change.lost, "",
-                      change.cluster, line, log);
-        dropped_for_good.insert(change.cluster);
-        decided.insert(change.lost);
-        continue;
-      }
-      try {
-        const auto spares =
-            config::parse_node_pool(tracker::pool_file_json(pool), origin, /*toml=*/false);
-        const config::NodeConfig& spare = config::pool_node(spares, change.replacement, origin);
-        replace_node(
-            options_.plan_dir, options_.secret, change.lost, spare,
-            [&log](const std::string& said) { log("elastic: " + said); }, options_.insecure);
-      } catch (const std::exception& e) {
-        log("elastic: " + change.replacement + " could not take " + change.lost +
-            "'s place: " + e.what() + "; another idle node is tried at the next poll");
-        failed_spares.insert(change.replacement);
-        continue;
-      }
-      const std::string line =
-          change.line(why) + ", which rejoins at the next update boundary";
-      log(line);
-      record_change(options_.plan_dir, metrics_job, "replace", change.lost, change.replacement,
-                    change.cluster, line, log);
-      decided.insert(change.lost);
+    try {
+      const auto spares =
+          config::parse_node_pool(tracker::pool_file_json(pool), origin, /*toml=*/false);
+      const config::NodeConfig& spare = config::pool_node(spares, change.replacement, origin);
+      replace_node(
+          options_.plan_dir, options_.secret, change.lost, spare,
+          [&log](const std::string& said) { log("elastic: " + said); }, options_.insecure);
+    } catch (const std::exception& e) {
+      log("elastic: " + change.replacement + " could not take " + change.lost + "'s place: " +
+          e.what() + "; another idle node is tried at the next poll");
+      seen_.failed.insert(change.replacement);
+      continue;
     }
+    const std::string line = change.line(why) + ", which rejoins at the next update boundary";
+    log(line);
+    record_change(options_.plan_dir, seen_.metrics_job, "replace", change.lost,
+                  change.replacement, change.cluster, line, log);
+    seen_.decided.insert(change.lost);
   }
 }
 
@@ -209,13 +211,11 @@ void ElasticFollower::run() {
 void ElasticFollower::join_newcomers(const Plan& plan, const tracker::PoolSnapshot& pool,
                                      const std::map<std::string, tracker::Member>& live,
                                      const std::set<std::string>& in_plan,
-                                     const std::set<std::string>& spares,
-                                     const Following& following,
-                                     std::set<std::string>& failed, uint64_t metrics_job) {
+                                     const Following& following) {
   const auto& log = options_.log;
   std::map<std::string, tracker::Member> newcomers;
   for (const auto& [name, member] : live) {
-    if (!in_plan.count(name) && !spares.count(name) && !failed.count(name)) {
+    if (!in_plan.count(name) && !seen_.spares.count(name) && !seen_.failed.count(name)) {
       newcomers.emplace(name, member);
     }
   }
@@ -245,13 +245,13 @@ void ElasticFollower::join_newcomers(const Plan& plan, const tracker::PoolSnapsh
     log(line);
     std::string names;
     for (const auto& name : chosen) names += (names.empty() ? "" : ";") + name;
-    record_change(options_.plan_dir, metrics_job, "join", "", names, joined.joined.cluster, line,
-                  log);
+    record_change(options_.plan_dir, seen_.metrics_job, "join", "", names, joined.joined.cluster,
+                  line, log);
   } catch (const std::exception& e) {
     std::string names;
     for (const auto& name : chosen) names += (names.empty() ? "" : ", ") + name;
     log("elastic: " + names + " could not join: " + e.what());
-    failed.insert(chosen.begin(), chosen.end());
+    seen_.failed.insert(chosen.begin(), chosen.end());
   }
 }
 

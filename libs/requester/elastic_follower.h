@@ -44,9 +44,11 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "libs/requester/following_marker.h"
 #include "libs/requester/requester.h"
+#include "libs/tracker/elastic_choice.h"
 #include "libs/tracker/tracker_client.h"
 
 namespace ravnest::requester {
@@ -68,12 +70,25 @@ class ElasticFollower {
   ElasticFollower& operator=(const ElasticFollower&) = delete;
 
  private:
-  void run();
+  void run();  // the thread: a poll about every poll_seconds until stop_
+  // One poll's pool against the plan: lost nodes to replace_lost, else newcomers to join_newcomers.
+  void follow_pool(const Plan& plan, const tracker::PoolSnapshot& pool, const Following& following);
+  void replace_lost(const std::vector<tracker::ElasticChange>& changes,
+                    const tracker::PoolSnapshot& pool);
   void join_newcomers(const Plan& plan, const tracker::PoolSnapshot& pool,
                       const std::map<std::string, tracker::Member>& live,
-                      const std::set<std::string>& in_plan, const std::set<std::string>& spares,
-                      const Following& following, std::set<std::string>& failed,
-                      uint64_t metrics_job);
+                      const std::set<std::string>& in_plan, const Following& following);
+  // What the thread remembers between polls (only it touches this).
+  struct Seen {
+    std::set<std::string> decided;        // lost nodes acted on
+    std::set<int> dropped_for_good;       // clusters no idle node fitted
+    std::set<std::string> said_training;  // lost nodes whose cluster still trained, said once
+    std::set<std::string> failed;         // spares or newcomers that failed, not tried again
+    std::set<std::string> spares;         // idle at the job's start: kept for replacements
+    bool spares_known = false;
+    uint64_t metrics_job = 0;             // the id the job started with: its metrics folder's
+  };
+  Seen seen_;
   ElasticOptions options_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
