@@ -255,14 +255,22 @@ void ElasticFollower::join_newcomers(const Plan& plan, const tracker::PoolSnapsh
   }
 }
 
-std::optional<std::string> hand_over(const ElasticOptions& options, const std::string& stopped_by,
-                                     uint64_t job_id, uint64_t boundary) {
-  // agreed_stop.cpp's words: "<node> was stopped (<signal>)".
+std::optional<GracefulLeave> graceful_leave(const std::string& stopped_by) {
+  // libs/daemon/job/agreed_stop.cpp's words: "<node> was stopped (<signal>)".
   std::smatch said;
-  if (!std::regex_search(stopped_by, said, std::regex("^(node_[0-9]+) was stopped \\(([A-Z]+)\\)"))) {
+  if (!std::regex_search(stopped_by, said,
+                         std::regex("^(node_[0-9]+) was stopped \\(([A-Z]+)\\)"))) {
     return std::nullopt;
   }
-  const std::string node = said[1].str(), signal = said[2].str();
+  return GracefulLeave{said[1].str(), said[2].str()};
+}
+
+std::optional<std::string> hand_over(const ElasticOptions& options, const std::string& stopped_by,
+                                     uint64_t job_id, uint64_t boundary) {
+  const auto leave = graceful_leave(stopped_by);
+  if (!leave) return std::nullopt;
+  const std::string& node = leave->node;
+  const std::string& signal = leave->signal;
   const Plan plan = load_plan(options.plan_dir);
   std::vector<tracker::PlannedNode> planned;
   for (const auto& meta : plan.nodes) planned.push_back({meta.name, meta.cluster, need_bytes(meta)});

@@ -106,6 +106,13 @@ class ElasticFollower {
 std::optional<std::string> hand_over(const ElasticOptions& options, const std::string& stopped_by,
                                      uint64_t job_id, uint64_t boundary);
 
+// Which node a stop was for and by which signal, from TrainInterrupted::stopped_by as the daemon's
+// agreed stop words it ("node_3 was stopped (SIGTERM)"); nothing for any other words.
+struct GracefulLeave {
+  std::string node, signal;
+};
+std::optional<GracefulLeave> graceful_leave(const std::string& stopped_by);
+
 // The row elastic.csv gets for one change (its '\n' included; the line quoted as CSV quotes).
 std::string elastic_csv_row(double wall_time, uint64_t job_id, const std::string& kind,
                             const std::string& lost, const std::string& replacement, int cluster,
