@@ -2,7 +2,8 @@
 // daemons and follow it until it ends. Ctrl-C stops a job this command started on every node at
 // one update boundary; `train --attach` only watches, so there Ctrl-C detaches and the job goes on.
 // On a terminal the clusters' progress is a bar redrawn in place; piped or in a file, a record per
-// cluster every --progress-every seconds.
+// cluster every --progress-every seconds. With --elastic --tracker, the tracker's pool is followed
+// beside the job (docs/tracker.md#elastic-jobs).
 #include <signal.h>
 #include <unistd.h>
 
@@ -44,7 +45,9 @@ double progress_seconds(double flag) {
 }
 
 // `elastic_tracker`: --tracker with --elastic (docs/tracker.md#elastic-jobs): a lost node is
-// replaced by an idle one without a person, or its cluster stays dropped; implies
+// replaced by an idle one without a person, or its cluster stays dropped, providers that register
+// mid-job join as one more cluster (requester::ElasticFollower), and a provider stopped with
+// SIGTERM hands its slot over (requester::hand_over, then this again with resume); implies
 // drop_failed_clusters. Empty: no elastic follower.
 int run_train(const Connection& c, const std::string& job, bool detach, bool resume,
               bool attach, double record_seconds, bool drop_failed_clusters = false,
@@ -104,7 +107,7 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     elastic.reset();
     // --elastic: a provider stopped gracefully (SIGTERM) hands its slot to an idle node at the
     // update every node stopped after, and the job resumes from there with it.
-    if (elastic_tracker.size() && !attach && !e.stopped_by.empty() && e.boundary &&
+    if (!elastic_tracker.empty() && !attach && !e.stopped_by.empty() && e.boundary &&
         e.not_stopped.empty()) {
       std::optional<std::string> handed;
       try {
@@ -197,8 +200,10 @@ std::vector<Command> add_train_and_resume(CLI::App& app) {
                   "rings and the others go on (docs/faults.md#providers-that-come-and-go)");
   train->add_flag("--elastic", t->elastic,
                   "follow --tracker: a node that stops heartbeating is replaced by an idle "
-                  "registered node that fits, or its cluster dropped, without a person; implies "
-                  "--drop-failed-clusters (docs/tracker.md#elastic-jobs)");
+                  "registered node that fits, or its cluster dropped, without a person; providers "
+                  "registering mid-job join as one more cluster; a provider stopped with SIGTERM "
+                  "hands over to an idle node; implies --drop-failed-clusters "
+                  "(docs/tracker.md#elastic-jobs)");
   train->add_option("--tracker", t->tracker, "the tracker HOST:PORT that --elastic follows");
   add_progress_option(train, *t);
   add_connection_options(train, t->connection);
