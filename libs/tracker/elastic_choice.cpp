@@ -5,12 +5,11 @@
 
 namespace ravnest::tracker {
 
-std::string ElasticChange::line() const {
+std::string ElasticChange::line(const std::string& why) const {
+  const std::string head = "elastic: " + lost + " lost" + (why.empty() ? "" : " (" + why + ")");
   if (kind == Kind::replace)
-    return "elastic: " + lost + " lost; " + replacement + " takes its place in cluster " +
-           std::to_string(cluster);
-  return "elastic: " + lost + " lost; no idle node fits, cluster " + std::to_string(cluster) +
-         " dropped";
+    return head + "; " + replacement + " takes its place in cluster " + std::to_string(cluster);
+  return head + "; no idle node fits, cluster " + std::to_string(cluster) + " dropped";
 }
 
 std::vector<ElasticChange> choose_elastic_changes(const std::vector<PlannedNode>& plan,
@@ -51,6 +50,35 @@ std::vector<ElasticChange> choose_elastic_changes(const std::vector<PlannedNode>
     changes.push_back(change);
   }
   return changes;
+}
+
+std::vector<std::string> choose_join(const std::vector<uint64_t>& stage_needs,
+                                     const std::map<std::string, Member>& candidates) {
+  std::vector<std::string> chosen;
+  std::set<std::string> taken;
+  for (const uint64_t need : stage_needs) {
+    const Member* best = nullptr;
+    for (const auto& [name, member] : candidates) {  // name order: ties go to the smallest
+      if (taken.count(name) || member.registration.hardware.memory_bytes < need) continue;
+      if (!best || member.registration.hardware.memory_bytes >
+                       best->registration.hardware.memory_bytes)
+        best = &member;
+    }
+    if (!best) return {};
+    chosen.push_back(best->registration.name);
+    taken.insert(best->registration.name);
+  }
+  return chosen;
+}
+
+std::string join_line(const std::vector<std::string>& names, int cluster) {
+  std::string who;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) who += i + 1 == names.size() ? " and " : ", ";
+    who += names[i];
+  }
+  return "elastic: " + who + " registered; " + (names.size() == 1 ? "it joins" : "they join") +
+         " as cluster " + std::to_string(cluster) + " at the next update boundary";
 }
 
 }  // namespace ravnest::tracker

@@ -1,5 +1,6 @@
 // What `train --elastic` does on a lost node (libs/tracker/elastic_choice.h): the replacement that
-// fits, or the cluster dropped; plain data, no processes.
+// fits, or the cluster dropped; and which idle nodes join as one more cluster; plain data, no
+// processes.
 #include <catch2/catch.hpp>
 
 #include "libs/tracker/elastic_choice.h"
@@ -45,6 +46,8 @@ TEST_CASE("elastic: no idle node fits, the lost node's cluster is dropped once")
   CHECK(changes[0].lost == "node_2");
   CHECK(changes[0].cluster == 1);
   CHECK(changes[0].line() == "elastic: node_2 lost; no idle node fits, cluster 1 dropped");
+  CHECK(changes[0].line("no heartbeat for 30 s") ==
+        "elastic: node_2 lost (no heartbeat for 30 s); no idle node fits, cluster 1 dropped");
 }
 
 TEST_CASE("elastic: two lost nodes never get the same replacement; ties go to the smallest name") {
@@ -59,4 +62,23 @@ TEST_CASE("elastic: two lost nodes never get the same replacement; ties go to th
 TEST_CASE("elastic: a lost name that is not in the plan changes nothing") {
   auto changes = rt::choose_elastic_changes(plan, {"node_5"}, pool_of({{"node_8", 8'000}}));
   CHECK(changes.empty());
+}
+
+TEST_CASE("elastic: idle nodes join as one more cluster only when every stage has one that fits") {
+  // Stages needing 4,000 then 6,000: the root takes the most memory that fits, then the leaf the
+  // most of what is left.
+  auto joined = rt::choose_join({4'000, 6'000}, pool_of({{"node_7", 9'000}, {"node_8", 6'000}}));
+  CHECK(joined == std::vector<std::string>{"node_7", "node_8"});
+  CHECK(rt::join_line(joined, 2) ==
+        "elastic: node_7 and node_8 registered; they join as cluster 2 at the next update "
+        "boundary");
+  CHECK(rt::join_line({"node_4"}, 1) ==
+        "elastic: node_4 registered; it joins as cluster 1 at the next update boundary");
+  // One node for two stages, or none that fits the leaf: no join.
+  CHECK(rt::choose_join({4'000, 6'000}, pool_of({{"node_7", 9'000}})).empty());
+  CHECK(rt::choose_join({4'000, 6'000}, pool_of({{"node_7", 5'000}, {"node_8", 5'000}})).empty());
+  CHECK(rt::choose_join({}, pool_of({{"node_7", 5'000}})).empty());
+  // Ties go to the smallest name.
+  CHECK(rt::choose_join({1'000}, pool_of({{"node_9", 5'000}, {"node_8", 5'000}})) ==
+        std::vector<std::string>{"node_8"});
 }

@@ -2,7 +2,8 @@
 // daemons and follow it until it ends. Ctrl-C stops a job this command started on every node at
 // one update boundary; `train --attach` only watches, so there Ctrl-C detaches and the job goes on.
 // On a terminal the clusters' progress is a bar redrawn in place; piped or in a file, a record per
-// cluster every --progress-every seconds.
+// cluster every --progress-every seconds. With --elastic --tracker, the tracker's pool is followed
+// beside the job (docs/tracker.md#elastic-jobs).
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include "apps/ravnest/commands/commands.h"
@@ -19,6 +22,7 @@
 #include "apps/ravnest/live_lines.h"
 #include "apps/ravnest/progress_view.h"
 #include "apps/ravnest/traffic_view.h"
+#include "libs/requester/elastic_follower.h"
 #include "libs/requester/job_identity.h"
 
 namespace ravnest::cli {
@@ -40,20 +44,31 @@ double progress_seconds(double flag) {
   return seconds;
 }
 
+// `elastic_tracker`: --tracker with --elastic (docs/tracker.md#elastic-jobs): a lost node is
+// replaced by an idle one without a person, or its cluster stays dropped, providers that register
+// mid-job join as one more cluster (requester::ElasticFollower), and a provider stopped with
+// SIGTERM hands its slot over (requester::hand_over, then this again with resume); implies
+// drop_failed_clusters. Empty: no elastic follower.
 int run_train(const Connection& c, const std::string& job, bool detach, bool resume,
-              bool attach, double record_seconds, bool drop_failed_clusters = false) {
+              bool attach, double record_seconds, bool drop_failed_clusters = false,
+              const std::string& elastic_tracker = "") {
   auto requester = c.open();
   requester::TrainOptions options;
   options.detach = detach;
-  options.drop_failed_clusters = drop_failed_clusters;
+  options.drop_failed_clusters = drop_failed_clusters || !elastic_tracker.empty();
   options.resume = resume;
   // Ctrl-C or SIGTERM stops the job on every node instead of leaving it running unwatched (or,
   // attached, stops following it: Requester::attach).
   catch_interrupts();
   options.interrupted = interrupted;
+  // The elastic follower says its lines from its own thread: one lock for every use of `live`.
+  std::mutex output;
   LiveLines live;
   const bool tty = live.tty();
-  options.log = [&](const std::string& line) { live.say(line); };
+  options.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(output);
+    live.say(line);
+  };
   // Not on a terminal (a pipe, a log file): a record per cluster every record_seconds, the
   // first one record_seconds after the start.
   auto last_record = std::chrono::steady_clock::now();
@@ -71,12 +86,41 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     // Redrawn at most ten times a second: events come with every batch of every cluster.
     std::vector<std::string> lines;
     for (const auto& p : clusters) lines.push_back(progress_line(p));
+    std::lock_guard<std::mutex> lock(output);
     live.draw(lines);
   };
+  // Declared after `live` and `output`, which its thread uses: stopped before they go.
+  requester::ElasticOptions follow;
+  std::unique_ptr<requester::ElasticFollower> elastic;
+  if (!elastic_tracker.empty()) {
+    follow.tracker = elastic_tracker;
+    follow.plan_dir = c.plan_dir;
+    follow.secret = c.secret();
+    follow.insecure = c.insecure;
+    follow.log = options.log;
+    elastic = std::make_unique<requester::ElasticFollower>(follow);
+  }
   requester::TrainResult result;
   try {
     result = attach ? requester.attach(options) : requester.train(job, options);
   } catch (const requester::TrainInterrupted& e) {
+    elastic.reset();
+    // --elastic: a provider stopped gracefully (SIGTERM) hands its slot to an idle node at the
+    // update every node stopped after, and the job resumes from there with it.
+    if (!elastic_tracker.empty() && !attach && !e.stopped_by.empty() && e.boundary &&
+        e.not_stopped.empty()) {
+      std::optional<std::string> handed;
+      try {
+        handed = requester::hand_over(follow, e.stopped_by, e.job_id, *e.boundary);
+      } catch (const std::exception& error) {
+        options.log(std::string("elastic: no handover: ") + error.what());
+      }
+      if (handed) {
+        live.clear();
+        return run_train(c, job, false, /*resume=*/true, false, record_seconds,
+                         drop_failed_clusters, elastic_tracker);
+      }
+    }
     live.clear();
     std::string line;
     if (e.stopped_by.empty()) {
@@ -98,6 +142,7 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     std::cerr << line << '\n';
     return 130;
   }
+  elastic.reset();  // the job ended: nothing more to follow
   if (result.detached) {
     live.clear();
     std::cerr << "ravnest: detached from job " << result.job_id
@@ -119,6 +164,8 @@ struct TrainCommand {
   Connection connection;
   std::string job;
   bool detach = false, resume = false, attach = false, drop_failed_clusters = false;
+  bool elastic = false;
+  std::string tracker;  // --tracker, which --elastic follows
   double progress_every = -1;  // not given
 };
 
@@ -151,6 +198,13 @@ std::vector<Command> add_train_and_resume(CLI::App& app) {
   train->add_flag("--drop-failed-clusters", t->drop_failed_clusters,
                   "a plan of several clusters: a cluster whose node fails is dropped from the "
                   "rings and the others go on (docs/faults.md#providers-that-come-and-go)");
+  train->add_flag("--elastic", t->elastic,
+                  "follow --tracker: a node that stops heartbeating is replaced by an idle "
+                  "registered node that fits, or its cluster dropped, without a person; providers "
+                  "registering mid-job join as one more cluster; a provider stopped with SIGTERM "
+                  "hands over to an idle node; implies --drop-failed-clusters "
+                  "(docs/tracker.md#elastic-jobs)");
+  train->add_option("--tracker", t->tracker, "the tracker HOST:PORT that --elastic follows");
   add_progress_option(train, *t);
   add_connection_options(train, t->connection);
 
@@ -172,8 +226,18 @@ std::vector<Command> add_train_and_resume(CLI::App& app) {
                throw std::runtime_error("ravnest train: --attach follows a running job; it takes "
                                         "no --detach or --resume");
              }
+             if (t->elastic != !t->tracker.empty()) {
+               throw std::runtime_error(t->elastic
+                                            ? "ravnest train: --elastic needs --tracker HOST:PORT"
+                                            : "ravnest train: --tracker is for --elastic");
+             }
+             if (t->elastic && t->detach) {
+               throw std::runtime_error("ravnest train: --elastic follows the job; it takes no "
+                                        "--detach");
+             }
              return run_train(t->connection, t->job, t->detach, t->resume, t->attach,
-                              progress_seconds(t->progress_every), t->drop_failed_clusters);
+                              progress_seconds(t->progress_every), t->drop_failed_clusters,
+                              t->elastic ? t->tracker : "");
            }},
           {resume, [r] {
              const std::string job =

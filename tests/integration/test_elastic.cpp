@@ -1,0 +1,402 @@
+// Elastic jobs without a person (docs/tracker.md#elastic-jobs): `ravnest tracker`, three one-node
+// clusters and an idle node, every daemon registered with the tracker; `ravnest train --elastic
+// --tracker` follows the job. node_2 is killed with -9 mid-job: the requester drops its cluster,
+// the tracker expires it, and the follower gives its slot to node_3 through replace_node, as the
+// manual `ravnest replace` of test_churn's "a killed cluster rejoins after ravnest replace" does;
+// the job ends without a command, with the reference that case checks: every cluster, the
+// rejoined one too, the same weights at the end, trained, and the rejoined cluster's first loss
+// near the survivors' at the update it rejoined after. Without an idle node, the lost node's
+// cluster stays dropped and the others train to the end. A provider that registers mid-job joins
+// as one more cluster, with the weights of `ravnest join` at that update (the join's reference).
+// A provider stopped with SIGTERM hands its slot over at the agreed update, the weights those of
+// the uninterrupted job. The flags' misuse is refused in one line. Bounded in time; every process stopped.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "libs/base/secret.h"
+#include "libs/config/job/job_spec.h"
+#include "libs/config/plan/plan_file.h"
+#include "libs/local/local_daemons.h"
+#include "libs/requester/requester.h"
+#include "libs/tracker/tracker_client.h"
+#include "libs/training/reference_trainer.h"
+#include "libs/wire/transport_security.h"
+#include "tests/support/digits.h"
+#include "tests/support/local_cluster.h"
+
+using namespace ravnest;
+namespace fs = std::filesystem;
+
+namespace {
+
+// `ravnest tracker ...`, its output in `log`; SIGKILL on destruction.
+class TrackerProcess {
+ public:
+  TrackerProcess(std::vector<std::string> args, const std::string& log) {
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      FILE* out = std::freopen(log.c_str(), "a", stderr);
+      if (out == nullptr) _exit(127);
+      ::dup2(::fileno(stderr), 1);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~TrackerProcess() {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+size_t pool_size(const std::string& address, const std::string& secret) {
+  try {
+    return tracker::fetch_pool(address, wire::make_transport_security(secret), 5).members.size();
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// The numbers, one a line, of the newest `name` under `dir` (recursively).
+std::vector<double> numbers_of_newest(const fs::path& dir, const std::string& name) {
+  fs::path newest;
+  fs::file_time_type when{};
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.path().filename() == name && (newest.empty() || e.last_write_time() > when)) {
+      newest = e.path();
+      when = e.last_write_time();
+    }
+  }
+  std::vector<double> numbers;
+  if (newest.empty()) return numbers;
+  std::istringstream in(test::read_text(newest));
+  double x = 0;
+  while (in >> x) numbers.push_back(x);
+  return numbers;
+}
+
+std::string job_text(int max_steps) {
+  return "[train]\nepochs = 300\nbatch_size = 32\nmicro_batches = 2\nseed = 5\n"
+         "schedule = \"1f1b\"\nreduce = \"parameters\"\nmax_steps = " +
+         std::to_string(max_steps) + "\n\n[data]\nformat = \"csv\"\ntrain = \"" +
+         (test::digits_dir() / "digits_train.csv").string() +
+         "\"\nlabel_column = \"label\"\ninput_shape = [1, 8, 8]\nscale = 0.0625\n"
+         "num_classes = 10\n\n[loss]\nname = \"cross_entropy\"\n\n[optimizer]\n"
+         "name = \"sgd\"\nlr = 0.05\n";
+}
+
+// Every daemon of `cluster` gets --tracker (heartbeat 1 s, expiry 3 s); the first `started` (all
+// when negative) start, and it returns once they are in its pool, the plan pushed. The tracker
+// lives in `*tracker`.
+std::string start_with_tracker(test::LocalCluster& cluster,
+                               std::unique_ptr<TrackerProcess>* tracker, int started = -1) {
+  const std::string secret = base::read_secret(cluster.secret_file());
+  const std::string address = "127.0.0.1:" + std::to_string(local::free_loopback_port());
+  *tracker = std::make_unique<TrackerProcess>(
+      std::vector<std::string>{test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
+                               "--listen", address, "--state-dir",
+                               (cluster.dir() / "tracker").string(), "--secret-file",
+                               cluster.secret_file(), "--heartbeat-seconds", "1",
+                               "--expiry-seconds", "3"},
+      (cluster.dir() / "tracker.log").string());
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    cluster.set_daemon_flags(node, {"--tracker", address});
+  }
+  if (started < 0) started = cluster.nodes();
+  for (int node = 0; node < started; ++node) cluster.start(node);
+  const size_t all = static_cast<size_t>(started);
+  for (int i = 0; i < 150 && pool_size(address, secret) < all; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  INFO(test::read_text(cluster.dir() / "tracker.log"));
+  REQUIRE(pool_size(address, secret) == all);
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  return address;
+}
+
+// The lines of `said` about the elastic changes and cluster 2.
+std::string change_lines(const std::string& said) {
+  std::istringstream lines(said);
+  std::string line, changes;
+  while (std::getline(lines, line)) {
+    if (line.find("elastic:") != std::string::npos || line.find("cluster 2 ") != std::string::npos)
+      changes += line + "\n";
+  }
+  return changes;
+}
+
+// The job's elastic.csv, from the metrics folder train names.
+std::string elastic_rows(const std::string& said) {
+  std::smatch metrics;
+  if (!std::regex_search(said, metrics, std::regex("metrics \\(CSV, TensorBoard\\): (\\S+)"))) {
+    return "";
+  }
+  const fs::path path = fs::path(metrics[1].str()) / "elastic.csv";
+  return fs::exists(path) ? test::read_text(path) : "";
+}
+
+// `ravnest fuse` of clusters 0 .. count - 1, their state dicts by cluster.
+std::map<int, std::map<std::string, at::Tensor>> fused(test::LocalCluster& cluster, int count) {
+  std::map<int, std::map<std::string, at::Tensor>> trained;
+  for (int c = 0; c < count; ++c) {
+    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
+    auto fuse =
+        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
+  }
+  return trained;
+}
+
+}  // namespace
+
+TEST_CASE("elastic: a node killed with -9 mid-job is replaced by an idle registered node, "
+          "without a command; the job ends with all three clusters alike", "[elastic]") {
+  // Three one-node clusters and an idle node (node_3), all registered with a tracker.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
+  std::unique_ptr<TrackerProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker);
+
+  const int steps = 400;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  // From the kill to the replacement's first batch: the time the job trains without cluster 2.
+  double back_after = -1;
+  auto killer = std::thread([&cluster, &back_after] {
+    cluster.wait_for_batches(0, 4);
+    cluster.kill(2, SIGKILL);
+    const auto killed = std::chrono::steady_clock::now();
+    cluster.wait_exit(2, 10);
+    // wait_for_batches asks the plan's nodes: once plan.json names node_3.
+    auto named = [&cluster] {
+      for (const auto& meta : requester::load_plan(cluster.plan_dir()).nodes) {
+        if (meta.node_id == 3) return true;
+      }
+      return false;
+    };
+    for (int i = 0; i < 1200 && !named(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (named() && cluster.wait_for_batches(3, 1, 120)) {
+      back_after =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+    }
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  killer.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said) << "the replacement's first batch " << back_after
+                          << " s after the kill");
+  CHECK(back_after > 0);
+  CHECK(said.find("cluster 2 dropped (node_2") != std::string::npos);
+  CHECK(said.find("elastic: node_2 lost (no heartbeat for 3 s); node_3 takes its place in "
+                  "cluster 2, which rejoins at the next update boundary") != std::string::npos);
+  std::smatch match;
+  REQUIRE(std::regex_search(said, match, std::regex("cluster 2 rejoined after update ([0-9]+)")));
+  const int rejoined_at = std::stoi(match[1].str());
+  CHECK(rejoined_at > 0);
+  CHECK(rejoined_at < steps);
+
+  // The change's row in the job's metrics folder.
+  const std::string rows = elastic_rows(said);
+  CHECK(rows.rfind("wall_time,job,kind,lost,replacement,cluster,line\n", 0) == 0);
+  CHECK(rows.find(",replace,node_2,node_3,2,\"elastic: node_2 lost") != std::string::npos);
+
+  // The plan names node_3 in node_2's place; every cluster trained to the last update and
+  // averaged after each: the same weights everywhere, not the untrained ones.
+  auto trained = fused(cluster, 3);
+  std::string where;
+  for (int c = 1; c < 3; ++c) {
+    const double apart = test::largest_difference(trained[0], trained[c], &where);
+    INFO("clusters 0 and " << c << " differ by " << apart << " in " << where);
+    CHECK(apart <= 1e-6);
+  }
+  CHECK(test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
+                                 trained[2], &where) > 1e-3);
+  CHECK(cluster.log(3).find("job finished") != std::string::npos);
+  const auto rejoined = numbers_of_newest(cluster.data_dir(3), "losses.txt");
+  const auto survivor = numbers_of_newest(cluster.data_dir(0), "losses.txt");
+  REQUIRE(rejoined.size() == static_cast<size_t>(steps - rejoined_at));
+  REQUIRE(survivor.size() == static_cast<size_t>(steps));
+  INFO("first losses: untrained " << survivor[0] << ", survivor after update " << rejoined_at
+                                  << " " << survivor[rejoined_at] << ", rejoined "
+                                  << rejoined[0]);
+  CHECK(rejoined[0] < survivor[0] - 0.5);
+  CHECK(std::abs(rejoined[0] - survivor[rejoined_at]) < 0.5);
+  WARN("elastic: rejoined after update " << rejoined_at);
+}
+
+TEST_CASE("elastic: a node killed with -9 mid-job and no idle node registered: its cluster stays "
+          "dropped, the others train to the end", "[elastic]") {
+  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"});
+  std::unique_ptr<TrackerProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker);
+  const int steps = 400;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  auto killer = std::thread([&cluster] {
+    cluster.wait_for_batches(0, 4);
+    cluster.kill(2, SIGKILL);
+    cluster.wait_exit(2, 10);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  killer.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said));
+  CHECK(said.find("cluster 2 dropped (node_2") != std::string::npos);
+  CHECK(said.find("elastic: node_2 lost (no heartbeat for 3 s); no idle node fits, cluster 2 "
+                  "dropped; the others train on") != std::string::npos);
+  CHECK(said.find("rejoined") == std::string::npos);
+  CHECK(elastic_rows(said).find(",drop_cluster,node_2,,2,\"elastic: node_2 lost") !=
+        std::string::npos);
+  // Clusters 0 and 1 trained to the end, averaging between them: the same weights.
+  auto trained = fused(cluster, 2);
+  std::string where;
+  CHECK(test::largest_difference(trained[0], trained[1], &where) <= 1e-6);
+}
+
+TEST_CASE("elastic: a provider that registers mid-job joins as one more cluster at the next "
+          "update boundary; the weights are the join's reference", "[elastic][join]") {
+  // Two one-node clusters train; node_2's daemon starts (and registers) once the job runs.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
+  std::unique_ptr<TrackerProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker, 2);
+  const int steps = 600;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  auto newcomer = std::thread([&cluster] {
+    cluster.wait_for_batches(0, 4);
+    // The follower saw the job start (its marker) without node_2: node_2 is no spare.
+    for (int i = 0; i < 300; ++i) {
+      if (fs::exists(cluster.dir() / "plan" / ".following")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    cluster.start(2);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  newcomer.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said));
+  CHECK(said.find("elastic: node_2 registered; it joins as cluster 2 at the next update "
+                  "boundary") != std::string::npos);
+  std::smatch match;
+  REQUIRE(std::regex_search(said, match, std::regex("cluster 2 joined after update ([0-9]+)")));
+  const int joined_at = std::stoi(match[1].str());
+  CHECK(joined_at > 0);
+  CHECK(joined_at < steps);
+  CHECK(elastic_rows(said).find(",join,,node_2,2,\"elastic: node_2 registered") !=
+        std::string::npos);
+
+  // Exactly what `ravnest join` at that update gives (test_churn's reference): two clusters for
+  // `joined_at` updates, then a third from cluster 0's state, the data dealt in three.
+  auto trained = fused(cluster, 3);
+  std::string where;
+  CHECK(test::largest_difference(trained[0], trained[2], &where) <= 1e-6);
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  std::vector<std::vector<std::string>> rings;
+  for (const auto& ring : config::load_plan_file(cluster.plan_dir() + "/plan.json").rings) {
+    rings.push_back(ring.parameters);
+  }
+  auto reference = training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {},
+                                                      {{joined_at, 0}}, rings);
+  const double diff = test::largest_difference(reference.state, trained[0], &where);
+  INFO("joined after update " << joined_at << ": " << diff << " from the reference in " << where);
+  CHECK(diff <= 1e-5);
+  auto unjoined =
+      training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {}, {}, rings);
+  CHECK(test::largest_difference(unjoined.state, trained[0], &where) > 1e-4);
+  WARN("joined after update " << joined_at << ": " << diff << " from the join's reference");
+}
+
+TEST_CASE("elastic: a provider stopped with SIGTERM mid-job hands its slot to an idle node at "
+          "the update every node stopped after; no update is lost", "[elastic][handover]") {
+  // Three one-node clusters and an idle node (node_3), all registered with a tracker.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
+  std::unique_ptr<TrackerProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker);
+  const int steps = 400;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  auto stopper = std::thread([&cluster] {
+    cluster.wait_for_batches(0, 4);
+    for (int i = 0; i < 300; ++i) {  // the rings agreed: the stop is the agreed one
+      if (fs::exists(cluster.dir() / "plan" / ".following")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    cluster.kill(2, SIGTERM);
+    cluster.wait_exit(2, 30);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  stopper.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said));
+  std::smatch match;
+  REQUIRE(std::regex_search(
+      said, match,
+      std::regex("elastic: node_2 left \\(SIGTERM\\) after update ([0-9]+); node_3 takes its "
+                 "place in cluster 2, the job resumes from there")));
+  const int boundary = std::stoi(match[1].str());
+  CHECK(boundary > 0);
+  CHECK(boundary < steps);
+  CHECK(said.find("resuming after update " + std::to_string(boundary)) != std::string::npos);
+  CHECK(said.find("dropped") == std::string::npos);
+
+  // Nothing lost: exactly the uninterrupted job of three clusters (the reference adding in the
+  // ring's order), every cluster alike.
+  auto trained = fused(cluster, 3);
+  std::string where;
+  for (int c = 1; c < 3; ++c) CHECK(test::largest_difference(trained[0], trained[c], &where) <= 1e-6);
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  auto reference = training::train_reference_clusters(test::digits_model(), job, 3, steps);
+  const double diff = test::largest_difference(reference.state, trained[0], &where);
+  INFO("handed over after update " << boundary << ": " << diff << " from the reference in "
+                                   << where);
+  CHECK(diff <= 1e-5);
+  CHECK(cluster.log(3).find("job finished") != std::string::npos);
+  WARN("handed over after update " << boundary << ": " << diff << " from the reference");
+}
+
+TEST_CASE("elastic: --elastic without --tracker, --tracker alone, --elastic with --detach: one line "
+          "each, exit 1", "[elastic]") {
+  const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"--elastic", "ravnest train: --elastic needs --tracker HOST:PORT"},
+      {"--tracker 127.0.0.1:1", "ravnest train: --tracker is for --elastic"},
+      {"--elastic --tracker 127.0.0.1:1 --detach",
+       "ravnest train: --elastic follows the job; it takes no --detach"}};
+  for (const auto& [flags, line] : refused) {
+    auto run = test::run_command(ravnest + " train job.toml " + flags);
+    INFO(flags << ": " << run.out << run.err);
+    CHECK(run.exit_code == 1);
+    CHECK(run.err.find(line) != std::string::npos);
+  }
+}
