@@ -207,7 +207,7 @@ class Requester {
   // `ravnest resume` of a job whose follower ended after a `ravnest join` and before it took the
   // cluster in: plan.json names clusters the job never ran, so no node holds a checkpoint of the
   // grown plan's identity. Finds the plan before the join (the clusters plan.json names, its
-  // last ones left out, that config::admit_clusters takes the rest in from) whose nodes hold a
+  // last ones left out, that membership::admit_clusters takes the rest in from) whose nodes hold a
   // checkpoint every one of them has; then restores damaged ones from their keepers, gives the
   // nodes that trained the grown plan's metadata and copies each stage's checkpoint to the joined
   // slots, as a followed job's take-in does. nullopt when there is no such plan. Throws when the

@@ -3,7 +3,7 @@
 // node again (it rejoins: only `ravnest train --drop-failed-clusters` drops one), or a cluster
 // `ravnest join` added (it joins). The `ravnest train` that follows the job looks at plan.json
 // at every poll; which clusters
-// come in and from which cluster each starts is config::admit_clusters. Then:
+// come in and from which cluster each starts is membership::admit_clusters. Then:
 //
 // 1. the roots of the clusters still training hold at one update boundary U (hold_at_boundary),
 //    and those clusters stop there, each node writing its checkpoint of update U;
@@ -38,7 +38,7 @@
 
 #include "libs/base/atomic_file.h"
 #include "libs/base/clock.h"
-#include "libs/config/plan/cluster_admission.h"
+#include "libs/membership/cluster_admission.h"
 #include "libs/config/plan/plan_layout.h"
 #include "libs/requester/checkpoint_copy.h"
 #include "libs/requester/following_marker.h"
@@ -114,7 +114,7 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch_ptr, ui
     waiting_for_ = why;
     return 0;
   };
-  const auto admission = config::admit_clusters(impl.plan_.nodes, now.nodes, watch.dropped);
+  const auto admission = membership::admit_clusters(impl.plan_.nodes, now.nodes, watch.dropped);
   if (!admission.wait.empty()) return wait(admission.wait);
   if (admission.empty()) {
     *plan_json = text;
@@ -323,7 +323,7 @@ std::optional<Requester::ResumedJoin> Requester::take_in_at_resume(
         before.nodes.push_back(m);
       }
     }
-    const auto admission = config::admit_clusters(before.nodes, now.nodes, {});
+    const auto admission = membership::admit_clusters(before.nodes, now.nodes, {});
     if (!admission.wait.empty() || admission.joining.empty() || !admission.rejoining.empty()) {
       continue;
     }

@@ -222,24 +222,6 @@ TEST_CASE("daemon checks: ring views: the round to run from, and the rounds comp
   CHECK_FALSE(views.run_from(3, &given));
   CHECK(views.completed().empty());
 
-  using daemon::RoundToRun;
-  using daemon::round_to_run;
-  // Failed (or not begun) the round the others run from: run it.
-  CHECK(round_to_run(3, 6, 6, std::nullopt) == RoundToRun::kThisRound);
-  CHECK(round_to_run(3, 6, 6, 5) == RoundToRun::kThisRound);
-  // Completed it while a neighbour failed it: it runs it again first, from the kept inputs.
-  CHECK(round_to_run(3, 7, 6, 6) == RoundToRun::kPreviousFirst);
-  CHECK(error_of([] { round_to_run(3, 7, 6, std::nullopt); }) ==
-        "ring 3: the requester runs it from round 6, but this node is at round 7 and did not "
-        "keep the inputs of round 6");
-  CHECK(error_of([] { round_to_run(3, 7, 6, 4); }).find("did not keep") != std::string::npos);
-  CHECK(error_of([] { round_to_run(3, 8, 6, 7); }) ==
-        "ring 3: the requester runs it from round 6, but this node is at round 8 (members more "
-        "than one round apart, or a stale count)");
-  CHECK(error_of([] { round_to_run(3, 6, 7, 5); }).find("more than one round") !=
-        std::string::npos);
-  CHECK(error_of([] { round_to_run(3, 0, 5, std::nullopt); }).find("at round 0") !=
-        std::string::npos);
 }
 
 TEST_CASE("daemon checks: a benchmark request is bounded", "[daemon]") {

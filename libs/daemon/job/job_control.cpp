@@ -24,6 +24,7 @@
 #include "libs/config/job/job_spec.h"
 #include "libs/daemon/rpc/thread_bridge.h"
 #include "libs/wire/kj_reason.h"
+#include "libs/wire/membership_codec.h"
 #include "libs/config/plan/node_metadata.h"
 #include "libs/wire/node_report_codec.h"
 #include "libs/worker/compute_device.h"
@@ -323,19 +324,20 @@ kj::Promise<void> JobControl::set_rings(SetRingsCall context) {
   std::map<int, config::RingMembership> views;
   std::map<int, uint64_t> run_from;
   for (auto v : params.getViews()) {
-    config::RingMembership view;
-    view.id = static_cast<int>(v.getRing());
-    view.size = static_cast<int>(v.getSize());
-    view.position = static_cast<int>(v.getPosition());
-    view.next = {v.getNextNode(), v.getNextCluster(), v.getNextAddress()};
-    view.prev = {v.getPrevNode(), v.getPrevCluster(), v.getPrevAddress()};
+    membership::RingView decoded;
+    try {
+      decoded = wire::decode_ring_view(v);
+    } catch (const wire::WireError& e) {
+      return KJ_EXCEPTION(FAILED, std::string("setRings: ") + e.what());
+    }
+    config::RingMembership& view = decoded.ring;
     const bool known = std::any_of(metadata_.rings.begin(), metadata_.rings.end(),
                                    [&](const config::RingMembership& r) { return r.id == view.id; });
-    if (!known || view.size < 1 || view.position < 0 || view.position >= view.size) {
+    if (!known) {
       return KJ_EXCEPTION(FAILED, "setRings: ring " + std::to_string(view.id) +
-                                      ": not one of this node's rings, or a position outside it");
+                                      ": not one of this node's rings");
     }
-    if (v.getRunFromKnown()) run_from[view.id] = v.getRunFrom();
+    if (decoded.run_from) run_from[view.id] = *decoded.run_from;
     views[view.id] = std::move(view);
   }
   const uint64_t epoch = params.getEpoch();
@@ -375,13 +377,8 @@ kj::Promise<void> JobControl::ring_rounds(RingRoundsCall context) {
     }
   }
   const auto completed = rings_.views().completed();
-  auto list = context.getResults().initRings(static_cast<unsigned>(completed.size()));
-  unsigned i = 0;
-  for (const auto& [ring, rounds] : completed) {
-    list[i].setRing(static_cast<uint32_t>(ring));
-    list[i].setCompleted(rounds);
-    ++i;
-  }
+  wire::encode_completed_rounds(
+      completed, context.getResults().initRings(static_cast<unsigned>(completed.size())));
   return kj::READY_NOW;
 }
 

@@ -295,7 +295,8 @@ std::string RingMember::catch_up(uint64_t round, std::vector<worker::WorkerPort:
     const auto kept = kept_rounds_.find(ring);
     const auto kept_round =
         kept == kept_rounds_.end() ? std::nullopt : std::optional<uint64_t>(kept->second.round);
-    if (round_to_run(ring, round, *from, kept_round) == RoundToRun::kThisRound) {
+    if (membership::round_to_run(ring, round, *from, kept_round) ==
+        membership::RoundToRun::kThisRound) {
       run_from_followed_[ring] = given_at;
       continue;
     }

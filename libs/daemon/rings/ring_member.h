@@ -27,6 +27,7 @@
 #include "libs/daemon/rings/ring_mailbox.h"
 #include "libs/daemon/rings/ring_views.h"
 #include "libs/membership/epoch_round.h"
+#include "libs/membership/ring_membership.h"
 #include "libs/daemon/rpc/rpc_thread.h"
 #include "libs/worker/worker_port.h"
 #include "libs/ring/ring_allreduce.h"
@@ -123,7 +124,7 @@ class RingMember {
   std::map<int, std::unique_ptr<Session>> sessions_;  // by ring id; compute thread only
   // Coordinated jobs, compute thread: the inputs of the last round each cross-cluster ring
   // completed, kept until its next round completes (a member that completed a round its
-  // neighbour failed runs it again from them: ring_views.h, round_to_run), and the newest
+  // neighbour failed runs it again from them: membership::round_to_run), and the newest
   // membership epoch whose round to run from (RingViews::run_from) each ring has followed.
   struct KeptRound {
     uint64_t round = 0;

@@ -59,15 +59,4 @@ class RingViews {
   std::map<int, uint64_t> completed_;  // by ring id
 };
 
-// What a member does first at its reduce of `round` of ring `ring` over a membership whose
-// coordinator says the ring runs from `from` (RingView.runFrom, once per membership):
-// kThisRound: nothing more (it failed or has not begun this round, as the others);
-// kPreviousFirst: it completed round `from` = round - 1 while another member failed it, so it
-// runs that round again from the inputs it kept (`kept_round`), for the others, and keeps its
-// own result. Throws std::runtime_error naming the ring and rounds for any other `from` (members
-// more than one round apart, which one dead member cannot cause) or when round - 1 was not kept.
-enum class RoundToRun { kThisRound, kPreviousFirst };
-RoundToRun round_to_run(int ring, uint64_t round, uint64_t from,
-                        std::optional<uint64_t> kept_round);
-
 }  // namespace ravnest::daemon
