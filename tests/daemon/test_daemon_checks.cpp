@@ -19,7 +19,7 @@
 #include "libs/store/node_store.h"
 #include "libs/daemon/rings/relay_store.h"
 #include "libs/daemon/rings/ring_mailbox.h"
-#include "libs/daemon/rings/ring_views.h"
+#include "libs/daemon/membership/ring_views.h"
 #include "libs/membership/epoch_round.h"
 #include "tests/support/test_env.h"
 

@@ -25,7 +25,7 @@
 #include "libs/daemon/rpc/node_calls.h"
 #include "libs/daemon/rings/ring_link.h"
 #include "libs/daemon/rings/ring_mailbox.h"
-#include "libs/daemon/rings/ring_views.h"
+#include "libs/daemon/membership/ring_views.h"
 #include "libs/membership/epoch_round.h"
 #include "libs/membership/ring_membership.h"
 #include "libs/daemon/rpc/rpc_thread.h"

@@ -1,4 +1,4 @@
-#include "libs/daemon/rings/ring_views.h"
+#include "libs/daemon/membership/ring_views.h"
 
 #include <algorithm>
 #include <stdexcept>

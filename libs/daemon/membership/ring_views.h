@@ -1,8 +1,9 @@
 // RingViews: the running job's ring membership when the requester that follows it drops failed
-// clusters (Node.setRings; docs/faults.md#providers-that-come-and-go). Until a new membership
-// comes, a node's rings are its node file's; each setRings of a higher epoch replaces them, by
-// ring id. `coordinated` (setRings epoch 0) says that a requester will send one when a cluster
-// fails, so a failed cross-cluster reduce waits for it (wait_newer) instead of failing the job.
+// clusters (Node.setRings, which MembershipService serves: membership_service.h;
+// docs/faults.md#providers-that-come-and-go). Until a new membership comes, a node's rings are
+// its node file's; each setRings of a higher epoch replaces them, by ring id. `coordinated`
+// (setRings epoch 0) says that a requester will send one when a cluster fails, so a failed
+// cross-cluster reduce waits for it (wait_newer) instead of failing the job.
 //
 // set() on the RPC thread, the rest on the compute thread and the rings' threads: one mutex.
 #pragma once
