@@ -192,9 +192,9 @@ class Requester {
   TrainResult run(const config::JobSpec& job, const std::string& job_text,
                   const std::string& job_path, const TrainOptions& options);
   // The clusters plan.json gained while the followed job `job_id` ran, taken in
-  // (running_plan_change.cpp, docs/faults.md#providers-that-come-and-go): a dropped cluster that
-  // `ravnest replace` gave nodes again, a cluster `ravnest join` added. Returns the id of the job
-  // that goes on with them, or 0 when plan.json (compared with `*plan_json`, then updated) brings
+  // (membership/running_plan_change.cpp, docs/faults.md#providers-that-come-and-go): a dropped
+  // cluster that `ravnest replace` gave nodes again, a cluster `ravnest join` added. Returns the
+  // id of the job that goes on with them, or 0 when plan.json (compared with `*plan_json`, then updated) brings
   // none in, or not yet (said once on `log`). `*identity` becomes the job's identity in the grown
   // plan. Blocks for the hold, the stop, the checkpoint copies and the load (seconds). Throws when
   // taking them in fails (the job then stops, as after any failure). A joined cluster whose
@@ -224,6 +224,7 @@ class Requester {
   // job runs the plan as plan.json says. A failure is said on `log` (the job is done).
   void hand_over_plan(const std::function<void(const std::string&)>& log);
   std::string waiting_for_;  // why take_in_clusters last waited, said once
+  class TakeIn;  // take_in_clusters' steps (membership/running_plan_change.cpp)
   class Impl;
   std::unique_ptr<Impl> impl_;
 };
