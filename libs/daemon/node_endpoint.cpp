@@ -69,10 +69,10 @@ kj::Promise<void> NodeEndpoint::hold(HoldContext context) {
 }
 
 kj::Promise<void> NodeEndpoint::setRings(SetRingsContext context) {
-  return forward("setRings", [&] { return service_.job().set_rings(context); });
+  return forward("setRings", [&] { return service_.membership().set_rings(context); });
 }
 kj::Promise<void> NodeEndpoint::ringRounds(RingRoundsContext context) {
-  return forward("ringRounds", [&] { return service_.job().ring_rounds(context); });
+  return forward("ringRounds", [&] { return service_.membership().ring_rounds(context); });
 }
 kj::Promise<void> NodeEndpoint::checkpoints(CheckpointsContext context) {
   return forward("checkpoints", [&] { return service_.checkpoints().checkpoints(context); });

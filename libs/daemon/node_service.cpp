@@ -29,6 +29,7 @@ NodeService::NodeService(store::NodeStore& store, std::shared_ptr<wire::Transpor
             links_.security() != nullptr && links_.security()->insecure()),
       inbox_(compute),
       job_(store, compute, ring_, links_, traffic_, rpc_, inbox_, *this, threads, device, memory_limit),
+      membership_(job_, ring_),
       files_(store, job_, device),
       checkpoints_(
           job_.checkpoint_store(), links_, rpc_, compute,

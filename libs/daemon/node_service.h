@@ -4,9 +4,9 @@
 // state:
 //   NodeFiles      the node's files (pushStage, pushMetadata, pushFile, fetchStage, fetchLosses,
 //                  fetchPredictions)
-//   JobControl     the job (loadJob, start, stop, hold, status; subscribe through JobEvents) and
-//                  the ring membership the requester sets when clusters drop or join (setRings,
-//                  ringRounds)
+//   JobControl     the job (loadJob, start, stop, hold, status; subscribe through JobEvents)
+//   MembershipService  the ring membership the requester sets when clusters drop or join
+//                  (setRings, ringRounds)
 //   CheckpointService  checkpoints (listing, storing, fetching; copies to the keeper)
 //   TransferPlane  micro-batches between daemons (send, and the worker's sends)
 //   WorkerInbox    what arrives for the job's worker: the running worker, its mailboxes and the
@@ -35,6 +35,7 @@
 #include "libs/daemon/checkpoints/checkpoint_service.h"
 #include "libs/daemon/job/job_control.h"
 #include "libs/daemon/job/node_files.h"
+#include "libs/daemon/membership/membership_service.h"
 #include "libs/store/node_store.h"
 #include "libs/daemon/rpc/rpc_thread.h"
 #include "libs/daemon/rings/ring_member.h"
@@ -88,6 +89,7 @@ class NodeService final : public worker::WorkerPort {
  public:
   // The roles, for the endpoints that forward to them (node_endpoint.h); on the RPC thread.
   JobControl& job() { return job_; }
+  MembershipService& membership() { return membership_; }
   NodeFiles& files() { return files_; }
   CheckpointService& checkpoints() { return checkpoints_; }
   TransferPlane& transfer() { return transfer_; }
@@ -110,6 +112,7 @@ class NodeService final : public worker::WorkerPort {
   RingMember ring_;
   WorkerInbox inbox_;
   JobControl job_;
+  MembershipService membership_;
   NodeFiles files_;
   CheckpointService checkpoints_;
   TransferPlane transfer_;

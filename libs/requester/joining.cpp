@@ -26,7 +26,7 @@ Joining join_nodes(const std::string& plan_dir, const std::string& secret,
   // The plan as it will be; nothing is written yet.
   std::vector<config::NodeMetadata> nodes = plan.nodes;
   Joining joining;
-  joining.joined = config::join_cluster(nodes, like, newcomers);
+  joining.joined = membership::join_cluster(nodes, like, newcomers);
   // A plan of one cluster has no rings (nothing to average with): the grown plan gets them as
   // `clusterize` forms a plan of two clusters. Every node's metadata changed already.
   if (plan.cluster_ids().size() == 1) {
@@ -83,7 +83,7 @@ Joining join_nodes(const std::string& plan_dir, const std::string& secret,
   }
   base::write_file_atomically(
       layout.plan_file(),
-      config::join_cluster_in_plan_json(base::read_file(layout.plan_file()), like, joined, nodes));
+      membership::join_cluster_in_plan_json(base::read_file(layout.plan_file()), like, joined, nodes));
   log("the plan " + plan_dir + " has cluster " + std::to_string(joined.cluster));
   if (following) {
     joining.job_id = following->job_id;

@@ -1,5 +1,5 @@
 // `ravnest join NODE... --like C` (docs/faults.md#providers-that-come-and-go): new providers of
-// the pool become one more cluster of the plan, cut as cluster C is (config::join_cluster), while
+// the pool become one more cluster of the plan, cut as cluster C is (membership::join_cluster), while
 // no job runs. In order: no plan node runs a job and no requester follows one; each newcomer
 // answers as itself and runs no job; each gets its stage and metadata; the plan directory is
 // rewritten (the node files atomically, plan.json last); every other node gets its new metadata
@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "libs/config/plan/cluster_join.h"
+#include "libs/membership/cluster_join.h"
 #include "libs/config/pool/node_pool.h"
 
 namespace ravnest::requester {
 
 struct Joining {
-  config::JoinedCluster joined;
+  membership::JoinedCluster joined;
   uint64_t job_id = 0;   // the followed job that takes the cluster in; 0: none ran
   int follower_pid = 0;  // the `ravnest train` following it
 };

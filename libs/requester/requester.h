@@ -192,9 +192,9 @@ class Requester {
   TrainResult run(const config::JobSpec& job, const std::string& job_text,
                   const std::string& job_path, const TrainOptions& options);
   // The clusters plan.json gained while the followed job `job_id` ran, taken in
-  // (running_plan_change.cpp, docs/faults.md#providers-that-come-and-go): a dropped cluster that
-  // `ravnest replace` gave nodes again, a cluster `ravnest join` added. Returns the id of the job
-  // that goes on with them, or 0 when plan.json (compared with `*plan_json`, then updated) brings
+  // (membership/running_plan_change.cpp, docs/faults.md#providers-that-come-and-go): a dropped
+  // cluster that `ravnest replace` gave nodes again, a cluster `ravnest join` added. Returns the
+  // id of the job that goes on with them, or 0 when plan.json (compared with `*plan_json`, then updated) brings
   // none in, or not yet (said once on `log`). `*identity` becomes the job's identity in the grown
   // plan. Blocks for the hold, the stop, the checkpoint copies and the load (seconds). Throws when
   // taking them in fails (the job then stops, as after any failure). A joined cluster whose
@@ -207,7 +207,7 @@ class Requester {
   // `ravnest resume` of a job whose follower ended after a `ravnest join` and before it took the
   // cluster in: plan.json names clusters the job never ran, so no node holds a checkpoint of the
   // grown plan's identity. Finds the plan before the join (the clusters plan.json names, its
-  // last ones left out, that config::admit_clusters takes the rest in from) whose nodes hold a
+  // last ones left out, that membership::admit_clusters takes the rest in from) whose nodes hold a
   // checkpoint every one of them has; then restores damaged ones from their keepers, gives the
   // nodes that trained the grown plan's metadata and copies each stage's checkpoint to the joined
   // slots, as a followed job's take-in does. nullopt when there is no such plan. Throws when the
@@ -224,6 +224,7 @@ class Requester {
   // job runs the plan as plan.json says. A failure is said on `log` (the job is done).
   void hand_over_plan(const std::function<void(const std::string&)>& log);
   std::string waiting_for_;  // why take_in_clusters last waited, said once
+  class TakeIn;  // take_in_clusters' steps (membership/running_plan_change.cpp)
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

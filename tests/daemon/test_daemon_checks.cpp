@@ -19,7 +19,8 @@
 #include "libs/store/node_store.h"
 #include "libs/daemon/rings/relay_store.h"
 #include "libs/daemon/rings/ring_mailbox.h"
-#include "libs/daemon/rings/ring_views.h"
+#include "libs/daemon/membership/ring_views.h"
+#include "libs/membership/epoch_round.h"
 #include "tests/support/test_env.h"
 
 using namespace ravnest;
@@ -127,12 +128,9 @@ TEST_CASE("daemon checks: an empty ring segment is taken without copying", "[dae
 
 TEST_CASE("daemon checks: an abort ends the reduces of its membership epoch and older ones",
           "[daemon][churn]") {
-  using daemon::RingMailbox;
-  RingMailbox mailbox;
-  const uint64_t old_round = RingMailbox::epoch_round(7, 0);
-  const uint64_t new_round = RingMailbox::epoch_round(7, 1);
-  CHECK(RingMailbox::epoch_of(new_round) == 1);
-  CHECK(old_round != new_round);
+  daemon::RingMailbox mailbox;
+  const uint64_t old_round = membership::encode_round_tag({0, 7});
+  const uint64_t new_round = membership::encode_round_tag({1, 7});
   // A segment of the rerun (epoch 1) arrives, then the late abort of the failed attempt.
   const std::vector<unsigned char> bytes(4, 9);
   mailbox.deposit_borrowed({1, new_round, 0, 0}, bytes.data(), bytes.size(), {});
@@ -224,24 +222,6 @@ TEST_CASE("daemon checks: ring views: the round to run from, and the rounds comp
   CHECK_FALSE(views.run_from(3, &given));
   CHECK(views.completed().empty());
 
-  using daemon::RoundToRun;
-  using daemon::round_to_run;
-  // Failed (or not begun) the round the others run from: run it.
-  CHECK(round_to_run(3, 6, 6, std::nullopt) == RoundToRun::kThisRound);
-  CHECK(round_to_run(3, 6, 6, 5) == RoundToRun::kThisRound);
-  // Completed it while a neighbour failed it: it runs it again first, from the kept inputs.
-  CHECK(round_to_run(3, 7, 6, 6) == RoundToRun::kPreviousFirst);
-  CHECK(error_of([] { round_to_run(3, 7, 6, std::nullopt); }) ==
-        "ring 3: the requester runs it from round 6, but this node is at round 7 and did not "
-        "keep the inputs of round 6");
-  CHECK(error_of([] { round_to_run(3, 7, 6, 4); }).find("did not keep") != std::string::npos);
-  CHECK(error_of([] { round_to_run(3, 8, 6, 7); }) ==
-        "ring 3: the requester runs it from round 6, but this node is at round 8 (members more "
-        "than one round apart, or a stale count)");
-  CHECK(error_of([] { round_to_run(3, 6, 7, 5); }).find("more than one round") !=
-        std::string::npos);
-  CHECK(error_of([] { round_to_run(3, 0, 5, std::nullopt); }).find("at round 0") !=
-        std::string::npos);
 }
 
 TEST_CASE("daemon checks: a benchmark request is bounded", "[daemon]") {

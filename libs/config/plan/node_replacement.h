@@ -16,7 +16,8 @@ namespace ravnest::config {
 
 // Every mention of node `from` in `node` (pipeline, addresses, inputs, outputs, neighbours,
 // shared-parameter holders, random chain, ring peers) as `to` at `address`, the node's own id
-// left alone. True when anything changed. Also config::join_cluster's (cluster_join.h).
+// left alone. True when anything changed. Also membership::join_cluster's
+// (libs/membership/cluster_join.h).
 bool rename_node_mentions(NodeMetadata& node, int from, int to, const std::string& address);
 
 // Rewrites `nodes` in place. Returns the ids (after the replacement) of the nodes whose metadata

@@ -1,6 +1,3 @@
-// Long because: besides the job's lifecycle it still holds the ring membership calls
-// (set_rings, ring_rounds) and the hold's time limit; the agreed stop is in agreed_stop.cpp.
-// Issue 44 moves the membership calls out next.
 #include "libs/daemon/job/job_control.h"
 
 #include <cstdio>
@@ -307,83 +304,22 @@ std::set<std::string> JobControl::other_clusters_ring_peers() const {
   return others;
 }
 
-kj::Promise<void> JobControl::set_rings(SetRingsCall context) {
-  auto params = context.getParams();
-  const uint64_t job_id = params.getJobId();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
+std::string JobControl::job_mismatch(uint64_t job_id, bool loaded) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (loaded) {
     const auto state = effective_state(nullptr);
-    if (job_id != job_id_ ||
-        (state != NodeState::kTraining && state != NodeState::kReady)) {
-      return KJ_EXCEPTION(FAILED, "setRings: job " + std::to_string(job_id) +
-                                      " is not loaded or running here (this node's job is " +
-                                      std::to_string(job_id_) + ")");
+    if (job_id != job_id_ || (state != NodeState::kTraining && state != NodeState::kReady)) {
+      return "job " + std::to_string(job_id) +
+             " is not loaded or running here (this node's job is " + std::to_string(job_id_) + ")";
     }
+  } else if (job_id != job_id_) {
+    return "job " + std::to_string(job_id) + " is not this node's (" + std::to_string(job_id_) +
+           ")";
   }
-  std::map<int, config::RingMembership> views;
-  std::map<int, uint64_t> run_from;
-  for (auto v : params.getViews()) {
-    config::RingMembership view;
-    view.id = static_cast<int>(v.getRing());
-    view.size = static_cast<int>(v.getSize());
-    view.position = static_cast<int>(v.getPosition());
-    view.next = {v.getNextNode(), v.getNextCluster(), v.getNextAddress()};
-    view.prev = {v.getPrevNode(), v.getPrevCluster(), v.getPrevAddress()};
-    const bool known = std::any_of(metadata_.rings.begin(), metadata_.rings.end(),
-                                   [&](const config::RingMembership& r) { return r.id == view.id; });
-    if (!known || view.size < 1 || view.position < 0 || view.position >= view.size) {
-      return KJ_EXCEPTION(FAILED, "setRings: ring " + std::to_string(view.id) +
-                                      ": not one of this node's rings, or a position outside it");
-    }
-    if (v.getRunFromKnown()) run_from[view.id] = v.getRunFrom();
-    views[view.id] = std::move(view);
-  }
-  const uint64_t epoch = params.getEpoch();
-  const std::string refused = rings_.views().set(epoch, views, run_from);
-  if (!refused.empty()) return KJ_EXCEPTION(FAILED, "setRings: " + refused);
-  // A reduce still running over an older membership of these rings may wait for a member that
-  // is gone or stopped without failing (a dropped cluster's node that was not in a reduce tells
-  // no one): it ends now and runs again over this one.
-  for (const auto& [ring, view] : views) {
-    if (epoch == 0) break;  // epoch 0 names no membership (views sent with it are ignored)
-    rings_.mailbox().abort(static_cast<uint32_t>(ring),
-                           "ring membership epoch " + std::to_string(epoch) + " replaced it",
-                           epoch - 1);
-  }
-  if (epoch == 0) {
-    peers_.forget(other_clusters_ring_peers());
-    spdlog::info("job {}: the requester coordinates the rings' membership", job_id);
-  } else {
-    std::string from;
-    for (const auto& [ring, round] : run_from) {
-      from += (from.empty() ? "; runs from round " : ", ") + std::to_string(round) + " (ring " +
-              std::to_string(ring) + ")";
-    }
-    spdlog::info("job {}: ring membership epoch {} ({} rings{})", job_id, epoch, views.size(),
-                 from);
-  }
-  return kj::READY_NOW;
+  return "";
 }
 
-kj::Promise<void> JobControl::ring_rounds(RingRoundsCall context) {
-  const uint64_t job_id = context.getParams().getJobId();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (job_id != job_id_) {
-      return KJ_EXCEPTION(FAILED, "ringRounds: job " + std::to_string(job_id) +
-                                      " is not this node's (" + std::to_string(job_id_) + ")");
-    }
-  }
-  const auto completed = rings_.views().completed();
-  auto list = context.getResults().initRings(static_cast<unsigned>(completed.size()));
-  unsigned i = 0;
-  for (const auto& [ring, rounds] : completed) {
-    list[i].setRing(static_cast<uint32_t>(ring));
-    list[i].setCompleted(rounds);
-    ++i;
-  }
-  return kj::READY_NOW;
-}
+void JobControl::stop_watching_other_clusters() { peers_.forget(other_clusters_ring_peers()); }
 
 void JobControl::abandon_job() {
   const std::shared_ptr<worker::JobWorker> worker = inbox_.current();

@@ -83,13 +83,6 @@ class JobControl {
   kj::Promise<void> load_job(LoadJobCall context);
   kj::Promise<void> start(StartCall context);
   kj::Promise<void> stop(StopCall context);
-  // The requester's ring membership for the running job (Node.setRings, ring_views.h). Refused,
-  // without harm, for another job or a stale epoch.
-  kj::Promise<void> set_rings(SetRingsCall context);
-  // The rounds this node's cross-cluster rings completed in the running job (Node.ringRounds),
-  // answered on the RPC thread while the compute thread may wait in a reduce. Refused for
-  // another job.
-  kj::Promise<void> ring_rounds(RingRoundsCall context);
   // The root holds its job at an update boundary (JobWorker::hold); answered on the RPC thread,
   // never waiting for the compute thread, which may be blocked in a reduce that only another
   // cluster's progress to the boundary ends. A hold is bounded: when the job still runs
@@ -132,6 +125,13 @@ class JobControl {
   // the job's threads may read it.
   const config::NodeMetadata& metadata() const { return metadata_; }
   bool has_stage() const { return store_.has_stage(); }
+  // Empty when `job_id` is this node's job (and, with `loaded`, loaded or training); else why,
+  // in one line naming both jobs. For the membership calls (MembershipService); RPC thread.
+  std::string job_mismatch(uint64_t job_id, bool loaded) const;
+  // The requester coordinates the job's ring membership (setRings epoch 0): this node's ring
+  // neighbours in other clusters are no longer watched (PeerWatch), their failures being the
+  // requester's to handle; RPC thread.
+  void stop_watching_other_clusters();
   bool busy() const;      // a job runs; RPC thread
   bool training() const;  // a job trains; RPC thread
   // Where the node's checkpoints are (CheckpointService serves them).

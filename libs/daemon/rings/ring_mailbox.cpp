@@ -134,7 +134,7 @@ void RingMailbox::release_all(std::unique_lock<std::mutex>& lock) {
 
 const std::string* RingMailbox::ring_aborted(const Key& key) const {
   auto a = aborted_.find(key.ring);
-  if (a == aborted_.end() || a->second.epoch < epoch_of(key.round)) return nullptr;
+  if (a == aborted_.end() || a->second.epoch < membership::decode_round_tag(key.round).epoch) return nullptr;
   return &a->second.reason;
 }
 
@@ -149,12 +149,12 @@ void RingMailbox::abort(uint32_t ring, const std::string& reason, uint64_t epoch
     // fails at once. Not for an abort of one membership epoch (setRings), which may arrive late,
     // after the channel of a newer membership came: its readers see it within their idle check.
     auto c = channels_.find(ring);
-    if (c != channels_.end() && epoch == (~uint64_t{0} >> kEpochShift)) {
+    if (c != channels_.end() && epoch == membership::kEveryEpoch) {
       channel = std::move(c->second);
       channels_.erase(c);
     }
     for (auto it = segments_.begin(); it != segments_.end();) {
-      if (it->first.ring != ring || epoch_of(it->first.round) > epoch) {
+      if (it->first.ring != ring || membership::decode_round_tag(it->first.round).epoch > epoch) {
         ++it;
         continue;
       }

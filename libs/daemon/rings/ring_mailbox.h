@@ -16,6 +16,7 @@
 #include <string>
 #include <tuple>
 
+#include "libs/membership/epoch_round.h"
 #include "libs/wire/data_channel.h"
 
 namespace ravnest::daemon {
@@ -24,7 +25,7 @@ class RingMailbox {
  public:
   struct Key {
     uint32_t ring;
-    uint64_t round;
+    uint64_t round;  // a round tag: its epoch and round (membership::decode_round_tag)
     uint32_t step;
     uint32_t segment;
     bool operator<(const Key& o) const {
@@ -62,16 +63,11 @@ class RingMailbox {
   // The same, but waits up to `timeout_ms` for such an abort (on the condition variable that
   // abort() notifies, as take_in_place waits for segments); returns when none came in time.
   void wait_aborted(uint32_t ring, uint64_t round, int timeout_ms);
-  // Ring membership epochs (ring_views.h) live in a round's top bits, so that the segments of a
-  // reduce run again over a new membership never meet those of the attempt that failed.
-  static constexpr int kEpochShift = 40;
-  static uint64_t epoch_round(uint64_t round, uint64_t epoch) {
-    return round | (epoch << kEpochShift);
-  }
-  static uint64_t epoch_of(uint64_t round) { return round >> kEpochShift; }
-  // This ring's reduces of membership `epoch` or an older one (all of them by default, which
-  // also shuts its data channel down).
-  void abort(uint32_t ring, const std::string& reason, uint64_t epoch = ~uint64_t{0} >> kEpochShift);
+  // This ring's reduces of membership `epoch` or an older one (a key's round is a round tag:
+  // libs/membership/epoch_round.h); of every epoch by default, which also shuts its data channel
+  // down.
+  void abort(uint32_t ring, const std::string& reason,
+             uint64_t epoch = membership::kEveryEpoch);
   void abort_all(const std::string& reason);
   void reset();  // a new job: forget aborts and stale segments
 

@@ -251,8 +251,7 @@ void RingMember::reduce_rings(uint64_t round, std::vector<worker::WorkerPort::Ri
     std::string error;
     if (coordinated) error = catch_up(round, work, seen, pending, average, self, epoch);
     if (error.empty()) {
-      error = try_reduce(RingMailbox::epoch_round(round, epoch), work, seen, pending, average,
-                         self, epoch);
+      error = try_reduce({epoch, round}, work, seen, pending, average, self);
     }
     if (error.empty()) {
       if (coordinated) {
@@ -296,7 +295,8 @@ std::string RingMember::catch_up(uint64_t round, std::vector<worker::WorkerPort:
     const auto kept = kept_rounds_.find(ring);
     const auto kept_round =
         kept == kept_rounds_.end() ? std::nullopt : std::optional<uint64_t>(kept->second.round);
-    if (round_to_run(ring, round, *from, kept_round) == RoundToRun::kThisRound) {
+    if (membership::round_to_run(ring, round, *from, kept_round) ==
+        membership::RoundToRun::kThisRound) {
       run_from_followed_[ring] = given_at;
       continue;
     }
@@ -312,17 +312,19 @@ std::string RingMember::catch_up(uint64_t round, std::vector<worker::WorkerPort:
                "this node completed it, another member did not",
                round - 1, epoch, round);
   std::vector<bool> all(again.size(), true);
-  const std::string error = try_reduce(RingMailbox::epoch_round(round - 1, epoch), again,
-                                       again_seen, all, average, self, epoch);
+  const std::string error =
+      try_reduce({epoch, round - 1}, again, again_seen, all, average, self);
   if (!error.empty()) return error;
   for (size_t i = 0; i < again.size(); ++i) run_from_followed_[again[i].ring->id] = given[i];
   return "";
 }
 
-std::string RingMember::try_reduce(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work,
+std::string RingMember::try_reduce(membership::EpochRound at,
+                                   std::vector<worker::WorkerPort::RingWork>& work,
                                    const std::vector<config::RingMembership>& seen,
                                    std::vector<bool>& pending, bool average,
-                                   const config::NodeMetadata& self, uint64_t epoch) {
+                                   const config::NodeMetadata& self) {
+  const uint64_t tag = membership::encode_round_tag(at);
   std::vector<std::string> errors(work.size());
   std::vector<Session*> sessions;
   for (const auto& ring : seen) {
@@ -333,7 +335,7 @@ std::string RingMember::try_reduce(uint64_t round, std::vector<worker::WorkerPor
   auto run = [&](size_t w) {
     if (sessions[w] == nullptr) return;
     try {
-      sessions[w]->reduce().run(round, work[w].tensors, average,
+      sessions[w]->reduce().run(tag, work[w].tensors, average,
                                 {work[w].codec, work[w].stream});
     } catch (const std::exception& e) {
       errors[w] = e.what();
@@ -357,7 +359,7 @@ std::string RingMember::try_reduce(uint64_t round, std::vector<worker::WorkerPor
     }
     // A failed ring starts again from a fresh link at its next reduce.
     sessions_.erase(seen[w].id);
-    tell_members(seen[w], self.name + ": " + errors[w], self, epoch);
+    tell_members(seen[w], self.name + ": " + errors[w], self, at.epoch);
     if (first_error.empty()) first_error = errors[w];
   }
   return first_error;

@@ -25,7 +25,9 @@
 #include "libs/daemon/rpc/node_calls.h"
 #include "libs/daemon/rings/ring_link.h"
 #include "libs/daemon/rings/ring_mailbox.h"
-#include "libs/daemon/rings/ring_views.h"
+#include "libs/daemon/membership/ring_views.h"
+#include "libs/membership/epoch_round.h"
+#include "libs/membership/ring_membership.h"
 #include "libs/daemon/rpc/rpc_thread.h"
 #include "libs/worker/worker_port.h"
 #include "libs/ring/ring_allreduce.h"
@@ -94,12 +96,13 @@ class RingMember {
                        const std::vector<config::RingMembership>& seen,
                        const std::vector<bool>& pending, bool average,
                        const config::NodeMetadata& self, uint64_t epoch);
-  // One attempt over the memberships `seen` (one per work item) of the items still `pending`
-  // (those that succeed are no longer); returns the first error, or "".
-  std::string try_reduce(uint64_t round, std::vector<worker::WorkerPort::RingWork>& work,
+  // One attempt at round `at.round` over the memberships `seen` of epoch `at.epoch` (one per
+  // work item) of the items still `pending` (those that succeed are no longer); returns the
+  // first error, or "".
+  std::string try_reduce(membership::EpochRound at, std::vector<worker::WorkerPort::RingWork>& work,
                          const std::vector<config::RingMembership>& seen,
                          std::vector<bool>& pending, bool average,
-                         const config::NodeMetadata& self, uint64_t epoch);
+                         const config::NodeMetadata& self);
   void tell_members(const config::RingMembership& ring, const std::string& reason,
                     const config::NodeMetadata& self, uint64_t epoch);
 
@@ -121,7 +124,7 @@ class RingMember {
   std::map<int, std::unique_ptr<Session>> sessions_;  // by ring id; compute thread only
   // Coordinated jobs, compute thread: the inputs of the last round each cross-cluster ring
   // completed, kept until its next round completes (a member that completed a round its
-  // neighbour failed runs it again from them: ring_views.h, round_to_run), and the newest
+  // neighbour failed runs it again from them: membership::round_to_run), and the newest
   // membership epoch whose round to run from (RingViews::run_from) each ring has followed.
   struct KeptRound {
     uint64_t round = 0;

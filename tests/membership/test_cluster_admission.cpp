@@ -2,9 +2,10 @@
 // cluster replaced, a cluster joined), from which cluster each starts, and when it must wait.
 #include <catch2/catch.hpp>
 
-#include "libs/config/plan/cluster_admission.h"
+#include "libs/membership/cluster_admission.h"
 
 using namespace ravnest::config;
+using namespace ravnest::membership;
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include "libs/config/plan/node_metadata.h"
 #include "libs/config/pool/node_pool.h"
 
-namespace ravnest::config {
+namespace ravnest::membership {
 
 struct JoinedCluster {
   int cluster = 0;           // the new cluster's id
@@ -30,8 +30,8 @@ struct JoinedCluster {
 // cluster `like`. Throws std::runtime_error naming the cluster or node: `like` is no cluster of
 // the plan, the count differs from its size, a newcomer's id or address is already in the plan,
 // or two newcomers are one node.
-JoinedCluster join_cluster(std::vector<NodeMetadata>& nodes, int like,
-                           const std::vector<NodeConfig>& newcomers);
+JoinedCluster join_cluster(std::vector<config::NodeMetadata>& nodes, int like,
+                           const std::vector<config::NodeConfig>& newcomers);
 
 // plan.json's text with the joined cluster added: a cluster entry (the `like` cluster's
 // samples_per_second) and the new nodes at the end of the rings they joined. A ring the nodes
@@ -39,6 +39,6 @@ JoinedCluster join_cluster(std::vector<NodeMetadata>& nodes, int like,
 // for the grown plan, planner::assign_rings) is added with every member in its ring order.
 std::string join_cluster_in_plan_json(const std::string& plan_json, int like,
                                       const JoinedCluster& joined,
-                                      const std::vector<NodeMetadata>& nodes);
+                                      const std::vector<config::NodeMetadata>& nodes);
 
-}  // namespace ravnest::config
+}  // namespace ravnest::membership

@@ -6,10 +6,11 @@
 #include <algorithm>
 #include <set>
 
-#include "libs/config/plan/cluster_join.h"
+#include "libs/membership/cluster_join.h"
 #include "libs/config/plan/plan_file.h"
 
 using namespace ravnest::config;
+using namespace ravnest::membership;
 
 namespace {
 

@@ -1,9 +1,9 @@
-#include "libs/planner/ring_membership.h"
+#include "libs/membership/ring_membership.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-namespace ravnest::planner {
+namespace ravnest::membership {
 
 std::map<int, std::vector<config::RingMembership>> ring_views(
     const std::vector<config::PlanRing>& rings, const std::map<int, RingMemberInfo>& members,
@@ -101,4 +101,20 @@ std::map<int, RingMemberInfo> ring_members_of(const std::vector<config::NodeMeta
   return members;
 }
 
-}  // namespace ravnest::planner
+RoundToRun round_to_run(int ring, uint64_t round, uint64_t from,
+                        std::optional<uint64_t> kept_round) {
+  if (from == round) return RoundToRun::kThisRound;
+  const std::string where = "ring " + std::to_string(ring) + ": the requester runs it from round " +
+                            std::to_string(from) + ", but this node is at round " +
+                            std::to_string(round);
+  if (round == 0 || from != round - 1) {
+    throw std::runtime_error(where + " (members more than one round apart, or a stale count)");
+  }
+  if (!kept_round || *kept_round != from) {
+    throw std::runtime_error(where + " and did not keep the inputs of round " +
+                             std::to_string(from));
+  }
+  return RoundToRun::kPreviousFirst;
+}
+
+}  // namespace ravnest::membership

@@ -1,16 +1,18 @@
-// Ring membership when clusters are dropped or come back (libs/planner/ring_membership.h).
+// Ring membership when clusters are dropped or come back (libs/membership/ring_membership.h).
 #include <catch2/catch.hpp>
+#include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "libs/planner/ring_membership.h"
+#include "libs/membership/ring_membership.h"
 #include "libs/planner/rings.h"
 
-using ravnest::planner::ring_views;
-using ravnest::planner::RingMemberInfo;
+using ravnest::membership::ring_views;
+using ravnest::membership::RingMemberInfo;
 
 namespace {
 
@@ -126,7 +128,7 @@ TEST_CASE("a ring member missing from the plan's nodes, or two of one cluster, i
 TEST_CASE("the plan's rings rebuilt from the node files alone", "[rings][membership]") {
   auto nodes = two_stage_clusters(3);
   const auto rings = ravnest::planner::assign_rings(nodes);
-  const auto rebuilt = ravnest::planner::rings_of_nodes(nodes);
+  const auto rebuilt = ravnest::membership::rings_of_nodes(nodes);
   REQUIRE(rebuilt.size() == rings.size());
   for (size_t r = 0; r < rings.size(); ++r) {
     CHECK(rebuilt[r].id == rings[r].id);
@@ -134,7 +136,7 @@ TEST_CASE("the plan's rings rebuilt from the node files alone", "[rings][members
   }
   auto broken = nodes;
   broken[2].rings[0].position = 0;  // node 2 claims node 0's place
-  CHECK_THROWS_WITH(ravnest::planner::rings_of_nodes(broken),
+  CHECK_THROWS_WITH(ravnest::membership::rings_of_nodes(broken),
                     Catch::Contains("both at position 0"));
 }
 
@@ -150,15 +152,50 @@ TEST_CASE("the survivors of a ring run from the fewest rounds any of them comple
   std::map<int, std::map<int, uint64_t>> completed = {
       {0, {{first, 7}}}, {2, {{first, 6}}}, {1, {{second, 5}}}, {3, {{second, 5}}},
       {4, {{first, 9}}}};
-  auto from = ravnest::planner::rounds_to_run_from(views, completed);
+  auto from = ravnest::membership::rounds_to_run_from(views, completed);
   CHECK(from == std::map<int, uint64_t>{{first, 6}, {second, 5}});
   // A member that did not answer: its ring gets no round (each member runs its own), the other
   // ring still does.
   completed.erase(3);
-  from = ravnest::planner::rounds_to_run_from(views, completed);
+  from = ravnest::membership::rounds_to_run_from(views, completed);
   CHECK(from == std::map<int, uint64_t>{{first, 6}});
   completed[3] = {};  // answered, but without that ring
-  CHECK(ravnest::planner::rounds_to_run_from(views, completed) ==
+  CHECK(ravnest::membership::rounds_to_run_from(views, completed) ==
         std::map<int, uint64_t>{{first, 6}});
-  CHECK(ravnest::planner::rounds_to_run_from(views, {}).empty());
+  CHECK(ravnest::membership::rounds_to_run_from(views, {}).empty());
+}
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("ring membership: the round a member runs first over a membership that names one",
+          "[membership][churn]") {
+  using ravnest::membership::RoundToRun;
+  using ravnest::membership::round_to_run;
+  // Failed (or not begun) the round the others run from: run it.
+  CHECK(round_to_run(3, 6, 6, std::nullopt) == RoundToRun::kThisRound);
+  CHECK(round_to_run(3, 6, 6, 5) == RoundToRun::kThisRound);
+  // Completed it while a neighbour failed it: it runs it again first, from the kept inputs.
+  CHECK(round_to_run(3, 7, 6, 6) == RoundToRun::kPreviousFirst);
+  CHECK(error_of([] { round_to_run(3, 7, 6, std::nullopt); }) ==
+        "ring 3: the requester runs it from round 6, but this node is at round 7 and did not "
+        "keep the inputs of round 6");
+  CHECK(error_of([] { round_to_run(3, 7, 6, 4); }).find("did not keep") != std::string::npos);
+  CHECK(error_of([] { round_to_run(3, 8, 6, 7); }) ==
+        "ring 3: the requester runs it from round 6, but this node is at round 8 (members more "
+        "than one round apart, or a stale count)");
+  CHECK(error_of([] { round_to_run(3, 6, 7, 5); }).find("more than one round") !=
+        std::string::npos);
+  CHECK(error_of([] { round_to_run(3, 0, 5, std::nullopt); }).find("at round 0") !=
+        std::string::npos);
 }

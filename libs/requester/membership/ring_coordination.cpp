@@ -8,9 +8,11 @@
 
 #include <unistd.h>
 
-#include "libs/planner/ring_membership.h"
+#include "libs/membership/ring_view.h"
+#include "libs/membership/ring_membership.h"
 #include "libs/requester/following_marker.h"
 #include "libs/requester/requester_impl.h"
+#include "libs/wire/membership_codec.h"
 
 namespace ravnest::requester {
 
@@ -61,8 +63,8 @@ void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
       // Dead or cut off: it cannot rejoin the rings (their members no longer name it).
     }
   }
-  const auto views = planner::ring_views(planner::rings_of_nodes(plan_.nodes),
-                                         planner::ring_members_of(plan_.nodes), live);
+  const auto views = membership::ring_views(membership::rings_of_nodes(plan_.nodes),
+                                            membership::ring_members_of(plan_.nodes), live);
   // The survivors agree on the round each ring runs from: a member may have completed the round
   // its neighbour failed. Asked after the dropped cluster's nodes were stopped, so that no round
   // that needs them completes after the answer.
@@ -73,8 +75,7 @@ void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
       auto request = node(meta).ringRoundsRequest();
       request.setJobId(job_id);
       auto answer = await(request.send(), meta, "ringRounds", 5);
-      auto& rounds = completed[meta.node_id];
-      for (auto r : answer.getRings()) rounds[static_cast<int>(r.getRing())] = r.getCompleted();
+      completed[meta.node_id] = wire::decode_completed_rounds(answer.getRings());
     } catch (const Interrupted&) {
       throw;
     } catch (const std::exception& e) {
@@ -82,7 +83,7 @@ void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
       if (log) log(std::string("warning: ") + e.what());
     }
   }
-  const auto run_from = planner::rounds_to_run_from(views, completed);
+  const auto run_from = membership::rounds_to_run_from(views, completed);
   const uint64_t epoch = ++watch.ring_epoch;
   for (const auto& meta : plan_.nodes) {
     auto it = views.find(meta.node_id);
@@ -92,21 +93,11 @@ void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
     request.setEpoch(epoch);
     auto list = request.initViews(static_cast<unsigned>(it->second.size()));
     for (unsigned i = 0; i < list.size(); ++i) {
-      const auto& v = it->second[i];
-      auto out = list[i];
-      out.setRing(static_cast<uint32_t>(v.id));
-      out.setSize(static_cast<uint32_t>(v.size));
-      out.setPosition(static_cast<uint32_t>(v.position));
-      out.setNextNode(v.next.node);
-      out.setNextCluster(v.next.cluster);
-      out.setNextAddress(v.next.address);
-      out.setPrevNode(v.prev.node);
-      out.setPrevCluster(v.prev.cluster);
-      out.setPrevAddress(v.prev.address);
-      if (auto from = run_from.find(v.id); from != run_from.end()) {
-        out.setRunFrom(from->second);
-        out.setRunFromKnown(true);
+      membership::RingView view{it->second[i], std::nullopt};
+      if (auto from = run_from.find(view.ring.id); from != run_from.end()) {
+        view.run_from = from->second;
       }
+      wire::encode_ring_view(view, list[i]);
     }
     try {
       await(request.send().ignoreResult(), meta, "setRings", 5);

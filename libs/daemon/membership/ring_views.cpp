@@ -1,4 +1,4 @@
-#include "libs/daemon/rings/ring_views.h"
+#include "libs/daemon/membership/ring_views.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -88,22 +88,6 @@ void RingViews::completed(int ring, uint64_t rounds) {
 std::map<int, uint64_t> RingViews::completed() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return completed_;
-}
-
-RoundToRun round_to_run(int ring, uint64_t round, uint64_t from,
-                        std::optional<uint64_t> kept_round) {
-  if (from == round) return RoundToRun::kThisRound;
-  const std::string where = "ring " + std::to_string(ring) + ": the requester runs it from round " +
-                            std::to_string(from) + ", but this node is at round " +
-                            std::to_string(round);
-  if (round == 0 || from != round - 1) {
-    throw std::runtime_error(where + " (members more than one round apart, or a stale count)");
-  }
-  if (!kept_round || *kept_round != from) {
-    throw std::runtime_error(where + " and did not keep the inputs of round " +
-                             std::to_string(from));
-  }
-  return RoundToRun::kPreviousFirst;
 }
 
 }  // namespace ravnest::daemon

@@ -1,4 +1,4 @@
-#include "libs/config/plan/cluster_join.h"
+#include "libs/membership/cluster_join.h"
 
 #include <algorithm>
 #include <map>
@@ -9,7 +9,9 @@
 #include "libs/config/plan/plan_file.h"
 #include "libs/config/plan/plan_layout.h"
 
-namespace ravnest::config {
+namespace ravnest::membership {
+
+using namespace ravnest::config;
 
 JoinedCluster join_cluster(std::vector<NodeMetadata>& nodes, int like,
                            const std::vector<NodeConfig>& newcomers) {
@@ -165,4 +167,4 @@ std::string join_cluster_in_plan_json(const std::string& plan_json, int like,
   return to_json(plan);
 }
 
-}  // namespace ravnest::config
+}  // namespace ravnest::membership

@@ -15,7 +15,7 @@
 
 #include "libs/config/plan/node_metadata.h"
 
-namespace ravnest::config {
+namespace ravnest::membership {
 
 struct ClusterAdmission {
   std::vector<int> rejoining;  // dropped clusters whose nodes plan.json names anew, ascending
@@ -35,7 +35,8 @@ struct ClusterAdmission {
 //   - a dropped cluster would stay dropped beside one taken in (the job would load on its
 //     dead nodes): every dropped cluster must come back at once;
 //   - a cluster taken in has no training cluster of its cut to start from.
-ClusterAdmission admit_clusters(const std::vector<NodeMetadata>& running,
-                                const std::vector<NodeMetadata>& now, const std::set<int>& dropped);
+ClusterAdmission admit_clusters(const std::vector<config::NodeMetadata>& running,
+                                const std::vector<config::NodeMetadata>& now,
+                                const std::set<int>& dropped);
 
-}  // namespace ravnest::config
+}  // namespace ravnest::membership

@@ -1,8 +1,10 @@
-#include "libs/config/plan/cluster_admission.h"
+#include "libs/membership/cluster_admission.h"
 
 #include <algorithm>
 
-namespace ravnest::config {
+namespace ravnest::membership {
+
+using namespace ravnest::config;
 namespace {
 
 std::map<int, std::map<int, const NodeMetadata*>> by_cluster(const std::vector<NodeMetadata>& nodes) {
@@ -91,4 +93,4 @@ ClusterAdmission admit_clusters(const std::vector<NodeMetadata>& running,
   return admission;
 }
 
-}  // namespace ravnest::config
+}  // namespace ravnest::membership

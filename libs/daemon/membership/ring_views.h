@@ -1,8 +1,9 @@
 // RingViews: the running job's ring membership when the requester that follows it drops failed
-// clusters (Node.setRings; docs/faults.md#providers-that-come-and-go). Until a new membership
-// comes, a node's rings are its node file's; each setRings of a higher epoch replaces them, by
-// ring id. `coordinated` (setRings epoch 0) says that a requester will send one when a cluster
-// fails, so a failed cross-cluster reduce waits for it (wait_newer) instead of failing the job.
+// clusters (Node.setRings, which MembershipService serves: membership_service.h;
+// docs/faults.md#providers-that-come-and-go). Until a new membership comes, a node's rings are
+// its node file's; each setRings of a higher epoch replaces them, by ring id. `coordinated`
+// (setRings epoch 0) says that a requester will send one when a cluster fails, so a failed
+// cross-cluster reduce waits for it (wait_newer) instead of failing the job.
 //
 // set() on the RPC thread, the rest on the compute thread and the rings' threads: one mutex.
 #pragma once
@@ -58,16 +59,5 @@ class RingViews {
   std::map<int, RunFrom> run_from_;     // by ring id
   std::map<int, uint64_t> completed_;  // by ring id
 };
-
-// What a member does first at its reduce of `round` of ring `ring` over a membership whose
-// coordinator says the ring runs from `from` (RingView.runFrom, once per membership):
-// kThisRound: nothing more (it failed or has not begun this round, as the others);
-// kPreviousFirst: it completed round `from` = round - 1 while another member failed it, so it
-// runs that round again from the inputs it kept (`kept_round`), for the others, and keeps its
-// own result. Throws std::runtime_error naming the ring and rounds for any other `from` (members
-// more than one round apart, which one dead member cannot cause) or when round - 1 was not kept.
-enum class RoundToRun { kThisRound, kPreviousFirst };
-RoundToRun round_to_run(int ring, uint64_t round, uint64_t from,
-                        std::optional<uint64_t> kept_round);
 
 }  // namespace ravnest::daemon

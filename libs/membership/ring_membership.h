@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,7 +15,7 @@
 #include "libs/config/plan/node_metadata.h"
 #include "libs/config/plan/plan_file.h"
 
-namespace ravnest::planner {
+namespace ravnest::membership {
 
 struct RingMemberInfo {
   int cluster = 0;
@@ -48,4 +49,16 @@ std::map<int, uint64_t> rounds_to_run_from(
 std::vector<config::PlanRing> rings_of_nodes(const std::vector<config::NodeMetadata>& nodes);
 std::map<int, RingMemberInfo> ring_members_of(const std::vector<config::NodeMetadata>& nodes);
 
-}  // namespace ravnest::planner
+// What a member does first at its reduce of `round` of ring `ring` over a membership whose
+// coordinator says the ring runs from `from` (RingView.runFrom, once per membership, from
+// rounds_to_run_from):
+// kThisRound: nothing more (it failed or has not begun this round, as the others);
+// kPreviousFirst: it completed round `from` = round - 1 while another member failed it, so it
+// runs that round again from the inputs it kept (`kept_round`), for the others, and keeps its
+// own result. Throws std::runtime_error naming the ring and rounds for any other `from` (members
+// more than one round apart, which one dead member cannot cause) or when round - 1 was not kept.
+enum class RoundToRun { kThisRound, kPreviousFirst };
+RoundToRun round_to_run(int ring, uint64_t round, uint64_t from,
+                        std::optional<uint64_t> kept_round);
+
+}  // namespace ravnest::membership

@@ -1,0 +1,444 @@
+// A followed job takes in the clusters plan.json gained while it ran
+// (docs/faults.md#providers-that-come-and-go): a dropped cluster that `ravnest replace` gave a
+// node again (it rejoins: only `ravnest train --drop-failed-clusters` drops one), or a cluster
+// `ravnest join` added (it joins). The `ravnest train` that follows the job looks at plan.json
+// at every poll; which clusters
+// come in and from which cluster each starts is membership::admit_clusters. Then:
+//
+// 1. the roots of the clusters still training hold at one update boundary U (hold_at_boundary),
+//    and those clusters stop there, each node writing its checkpoint of update U;
+// 2. the requester takes the new plan, gives every node whose metadata changed its new metadata
+//    (the ring neighbours, and with a joined cluster every node: one more shard of the data),
+//    and copies each stage's checkpoint of update U from the source cluster to the slot of that
+//    stage in each cluster taken in;
+// 3. every cluster loads the job from update U (resumeFrom = U, a new job id) and starts; the
+//    rings' membership is the plan's again. A rejoin keeps the job's identity (the same slots);
+//    a join changes it (one more cluster's slots), and the nodes resume from the checkpoints of
+//    the identity they were written under (loadJob's resumeIdentity).
+//
+// Exact: from U on it is the run of all clusters resumed from U, each cluster taken in with the
+// weights, optimizer state, LR step, random state and ring round counter of its source (with
+// reduce = "parameters" every update those weights are every cluster's). A rejoining cluster reads
+// its own shard from batch U on. A join deals the data into one more shard: from U on every
+// cluster reads shard c of N + 1 at the position batch U has in that dealing (epoch B / per
+// epoch, batch B % per epoch, B = U * update_frequency), as if the plan had always had N + 1
+// clusters; the job's end in updates is that of N + 1 clusters (or max_steps). The epoch of the
+// join sees some samples twice and others not at all; the later epochs are whole passes. Not a
+// round-level change: every cluster pauses for the stop and the load (seconds).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <utility>
+
+#include "libs/base/atomic_file.h"
+#include "libs/base/clock.h"
+#include "libs/membership/cluster_admission.h"
+#include "libs/config/plan/plan_layout.h"
+#include "libs/requester/checkpoint_copy.h"
+#include "libs/requester/following_marker.h"
+#include "libs/requester/job_identity.h"
+#include "libs/requester/requester_impl.h"
+#include "libs/training/checkpoint.h"
+#include "libs/training/job_length.h"
+#include "libs/training/schedule.h"
+
+namespace ravnest::requester {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string cluster_words(const std::vector<int>& clusters) {
+  std::string all;
+  for (int c : clusters) all += (all.empty() ? "" : ", ") + std::to_string(c);
+  return (clusters.size() > 1 ? "clusters " : "cluster ") + all;
+}
+
+// The nodes of `now` whose metadata differs from `before`'s. A node new to the plan is not one:
+// it got its stage and metadata from `replace` or `join`.
+std::vector<config::NodeMetadata> changed_metadata(const Plan& before, const Plan& now) {
+  std::map<int, std::string> old_json;
+  for (const auto& m : before.nodes) old_json[m.node_id] = config::to_json(m);
+  std::vector<config::NodeMetadata> changed;
+  for (const auto& m : now.nodes) {
+    auto it = old_json.find(m.node_id);
+    if (it != old_json.end() && it->second != config::to_json(m)) changed.push_back(m);
+  }
+  return changed;
+}
+
+// Each stage's checkpoint of update `updates` copied from the source cluster to the slot of that
+// stage in each cluster `taken` in, made the slot's own (a checkpoint names its slot, and a node
+// resumes only its own); the source's losses and validation rounds are not the new leaf's: its
+// losses.txt holds the batches it trains from there on.
+void adopt_checkpoints(Requester& requester, const Plan& now, const std::string& identity,
+                       uint64_t updates, const std::vector<int>& taken,
+                       const std::map<int, int>& source) {
+  for (int c : taken) {
+    std::map<int, config::NodeMetadata> source_at;  // by position
+    for (const auto& m : now.cluster(source.at(c))) source_at[m.position] = m;
+    for (const auto& m : now.cluster(c)) {
+      const auto& from = source_at.at(m.position);
+      copy_checkpoint(requester, now.dir, identity, updates, {from, from.cluster, from.position},
+                      {m, m.cluster, m.position}, [&m](const std::string& path) {
+                        training::StageCheckpoint adopted = training::load_checkpoint(path);
+                        adopted.cluster = m.cluster;
+                        adopted.position = m.position;
+                        adopted.losses.clear();
+                        adopted.validation.clear();
+                        training::save_checkpoint(adopted, path);
+                      });
+    }
+  }
+}
+
+}  // namespace
+
+// take_in_clusters' steps, one object a look at plan.json: what it now says, which clusters
+// come in, and the hold, copy and reload that take them in. Calling thread (the follower's).
+class Requester::TakeIn {
+ public:
+  TakeIn(Requester& requester, const std::shared_ptr<Watch>& watch, uint64_t job_id,
+         const config::JobSpec& job, const std::string& job_text, int64_t train_samples,
+         const Log& log)
+      : requester_(requester), impl_(*requester.impl_), watch_ptr_(watch), watch_(*watch),
+        job_id_(job_id), job_(job), job_text_(job_text), train_samples_(train_samples),
+        log_(log) {}
+
+  // Whether plan.json (compared with `*plan_json`, updated once it was looked at) brings
+  // clusters in now; said on the log when they come, or once why not yet.
+  bool admit(std::string* plan_json);
+  // 1. The others hold at one update boundary U and stop there, each writing its checkpoint;
+  // returns U. Throws when they reach none within 60 s.
+  uint64_t hold_and_stop();
+  // A joining cluster's reason not to come in at `boundary` (training::join_too_late), or "".
+  std::string too_late(uint64_t boundary) const;
+  bool rejoins() const { return !admission_.rejoining.empty(); }
+  const std::vector<int>& rejoining_clusters() const { return admission_.rejoining; }
+  // Every node of the running plan loads the job from update `updates` as a new job, followed
+  // as the job was; returns its id.
+  uint64_t resume_as_it_was(const std::string& identity, uint64_t updates);
+  // 2. and 3. The new plan, the checkpoints of update `updates` copied to the slots taken in,
+  // and every cluster resumed from there; `*identity` becomes the grown plan's. Returns the id.
+  uint64_t resume_grown(std::string* identity, uint64_t updates);
+  std::string who() const { return cluster_words(taken_); }
+  int grown() const { return static_cast<int>(now_.cluster_ids().size()); }
+
+ private:
+  bool wait(const std::string& why);  // said once; false
+  std::string taken_node_busy();      // why a node taken in cannot come yet, or ""
+  void say_coming() const;
+  uint64_t load_from_boundary(const std::string& next_identity,
+                              const std::string& resume_identity, uint64_t updates);
+  void start_followed(uint64_t next_id);
+  void say_taken_in(uint64_t updates, uint64_t next_id) const;
+
+  Requester& requester_;
+  Impl& impl_;
+  const std::shared_ptr<Watch>& watch_ptr_;
+  Watch& watch_;
+  const uint64_t job_id_;
+  const config::JobSpec& job_;
+  const std::string& job_text_;
+  const int64_t train_samples_;
+  const Log& log_;
+  Plan now_;
+  membership::ClusterAdmission admission_;
+  std::vector<int> taken_;
+  double paused_ = 0;
+};
+
+bool Requester::TakeIn::wait(const std::string& why) {
+  // Not yet: plan.json is read again at the next poll, and each wait is said once.
+  if (log_ && requester_.waiting_for_ != why) log_("warning: " + why);
+  requester_.waiting_for_ = why;
+  return false;
+}
+
+bool Requester::TakeIn::admit(std::string* plan_json) {
+  const config::PlanLayout layout(impl_.plan_.dir);
+  std::string text;
+  try {
+    text = base::read_file(layout.plan_file());
+  } catch (const std::exception&) {
+    return false;
+  }
+  if (text == *plan_json) return false;
+  try {
+    now_ = load_plan(impl_.plan_.dir);
+  } catch (const std::exception&) {
+    // Half-written by a replace or join that goes on (plan.json is written last): the next poll.
+    return false;
+  }
+  admission_ = membership::admit_clusters(impl_.plan_.nodes, now_.nodes, watch_.dropped);
+  if (!admission_.wait.empty()) return wait(admission_.wait);
+  if (admission_.empty()) {
+    *plan_json = text;
+    return false;
+  }
+  taken_ = admission_.rejoining;
+  taken_.insert(taken_.end(), admission_.joining.begin(), admission_.joining.end());
+  const std::string busy = taken_node_busy();
+  if (!busy.empty()) return wait(busy);
+  // A join whose boundary lies at or past where the grown job ends is not taken in: said once,
+  // and the job goes on as it was. Seen already from the batches the clusters reported (the
+  // boundary is at least theirs), then for sure at the hold (too_late).
+  if (!rejoins()) {
+    uint64_t reported = 0;
+    for (const auto& [c, p] : watch_.progress) {
+      if (!watch_.dropped.count(c)) reported = std::max(reported, p.batches);
+    }
+    const auto why =
+        too_late(training::updates_after(reported, job_.train.update_frequency, false));
+    if (!why.empty()) {
+      *plan_json = text;
+      if (log_) log_(why);
+      return false;
+    }
+  }
+  *plan_json = text;
+  say_coming();
+  return true;
+}
+
+std::string Requester::TakeIn::taken_node_busy() {
+  for (int c : taken_) {
+    for (const auto& m : now_.cluster(c)) {
+      try {
+        const auto s = impl_.status_of(m, 2);
+        if (s.state == wire::NodeState::kTraining || s.state == wire::NodeState::kReady) {
+          return who() + " waits to come in: " + m.name + " runs job " +
+                 std::to_string(s.job_id);
+        }
+      } catch (const Interrupted&) {
+        throw;
+      } catch (const std::exception& e) {
+        return who() + " waits to come in: " + e.what();
+      }
+    }
+  }
+  return "";
+}
+
+void Requester::TakeIn::say_coming() const {
+  if (!log_) return;
+  auto node_names = [&](int c) {
+    std::string names;
+    for (const auto& m : now_.cluster(c)) names += (names.empty() ? "" : ", ") + m.name;
+    return names;
+  };
+  for (int c : admission_.rejoining) {
+    log_("cluster " + std::to_string(c) + " rejoins: plan.json names " + node_names(c));
+  }
+  for (int c : admission_.joining) {
+    log_("cluster " + std::to_string(c) + " joins: plan.json names " + node_names(c));
+  }
+}
+
+std::string Requester::TakeIn::too_late(uint64_t boundary) const {
+  for (int c : admission_.joining) {
+    auto why = training::join_too_late(c, boundary, train_samples_, grown(), job_.train);
+    if (!why.empty()) return why;
+  }
+  return std::string();
+}
+
+uint64_t Requester::TakeIn::hold_and_stop() {
+  paused_ = base::now_seconds();
+  const auto boundary = impl_.hold_at_boundary(job_id_, 60, watch_.dropped);
+  if (!boundary || *boundary == 0) {
+    throw std::runtime_error(who() + " cannot come in: the clusters still training did not "
+                             "reach one update boundary within 60 s");
+  }
+  // The dropped clusters' nodes may be gone (their failures to stop say nothing); a node still
+  // training is found by the status polls of the job that follows.
+  impl_.stop_all(who() + (admission_.joining.empty() ? " rejoins" : " joins") + " the job",
+                 job_id_, 30);
+  return *boundary;
+}
+
+uint64_t Requester::TakeIn::load_from_boundary(const std::string& next_identity,
+                                               const std::string& resume_identity,
+                                               uint64_t updates) {
+  std::vector<JobShipment> shipments;
+  std::map<std::string, std::string> checksums;
+  for (const auto& meta : impl_.plan_.nodes) {
+    shipments.push_back(job_shipment_for(job_, meta, checksums));
+  }
+  impl_.ship_job_files(shipments, log_);
+  const uint64_t next_id =
+      std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
+  impl_.load_job(job_text_, next_id, next_identity, updates, shipments, resume_identity);
+  return next_id;
+}
+
+void Requester::TakeIn::start_followed(uint64_t next_id) {
+  watch_.finished.clear();
+  watch_.ring_epoch = 0;
+  impl_.subscribe(watch_ptr_, log_);
+  impl_.start(next_id);
+  // A plan of one cluster that grew to two has rings to coordinate now.
+  if (watch_.drop_requested) watch_.drop_failed_clusters = impl_.coordinate_rings(next_id);
+  write_following(impl_.plan_.dir, {::getpid(), next_id, watch_.dropped});
+}
+
+uint64_t Requester::TakeIn::resume_as_it_was(const std::string& identity, uint64_t updates) {
+  const uint64_t next_id = load_from_boundary(identity, "", updates);
+  start_followed(next_id);
+  return next_id;
+}
+
+uint64_t Requester::TakeIn::resume_grown(std::string* identity, uint64_t updates) {
+  // 2. The new plan: metadata where it changed, the checkpoints of update U to the slots taken in.
+  const Plan before = impl_.plan_;
+  impl_.plan_ = now_;
+  impl_.pin_certificates();
+  requester_.push_metadata(changed_metadata(before, now_), log_);
+  const std::string resumed_identity = *identity;
+  const std::string next_identity = job_identity(job_text_, now_);
+  adopt_checkpoints(requester_, now_, resumed_identity, updates, taken_, admission_.source);
+
+  // 3. Every cluster loads the job from update U and starts; the rings are the plan's again.
+  const uint64_t next_id = load_from_boundary(
+      next_identity, next_identity == resumed_identity ? "" : resumed_identity, updates);
+  *identity = next_identity;
+  for (int c : admission_.rejoining) watch_.dropped.erase(c);
+  for (int c : admission_.joining) {
+    watch_.progress[c].cluster = c;
+    if (!before.cluster_ids().empty()) {
+      watch_.progress[c].epochs = watch_.progress[before.cluster_ids().front()].epochs;
+    }
+  }
+  start_followed(next_id);
+  say_taken_in(updates, next_id);
+  return next_id;
+}
+
+void Requester::TakeIn::say_taken_in(uint64_t updates, uint64_t next_id) const {
+  if (!log_) return;
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f", base::now_seconds() - paused_);
+  const std::string how = " after update " + std::to_string(updates) +
+                          ": every cluster resumed from there as job " + std::to_string(next_id) +
+                          " (" + seconds + " s from the hold to the start)";
+  for (int c : admission_.rejoining) {
+    log_("cluster " + std::to_string(c) + " rejoined" + how + ", cluster " + std::to_string(c) +
+         " from cluster " + std::to_string(admission_.source.at(c)) + "'s checkpoint");
+  }
+  for (int c : admission_.joining) {
+    log_("cluster " + std::to_string(c) + " joined" + how + ", cluster " + std::to_string(c) +
+         " from cluster " + std::to_string(admission_.source.at(c)) +
+         "'s checkpoint; the data is dealt into " + std::to_string(now_.cluster_ids().size()) +
+         " shards from batch " +
+         std::to_string(updates * static_cast<uint64_t>(std::max(1, job_.train.update_frequency))) +
+         " on");
+  }
+}
+
+uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch, uint64_t job_id,
+                                     const config::JobSpec& job, const std::string& job_text,
+                                     std::string* identity, std::string* plan_json,
+                                     int64_t train_samples, const Log& log) {
+  TakeIn take_in(*this, watch, job_id, job, job_text, train_samples, log);
+  if (!take_in.admit(plan_json)) return 0;
+  const uint64_t updates = take_in.hold_and_stop();
+  const std::string late = take_in.too_late(updates);
+  if (!late.empty() && !take_in.rejoins()) {
+    // The hold landed past the grown job's end: the running plan resumes from U as it was.
+    if (log) log(late);
+    return take_in.resume_as_it_was(*identity, updates);
+  }
+  if (!late.empty() && log) {
+    // A rejoin at the same boundary needs the new plan (its nodes are in it): both come in, and
+    // the grown job, already at its end, ends there.
+    log(late.substr(0, late.find(':')) + " comes in with the rejoining " +
+        cluster_words(take_in.rejoining_clusters()) + " after update " + std::to_string(updates) +
+        ", where a job of " + std::to_string(take_in.grown()) +
+        " clusters has ended: every cluster ends there");
+  }
+  return take_in.resume_grown(identity, updates);
+}
+
+void Requester::hand_over_plan(const Log& log) {
+  Impl& impl = *impl_;
+  Plan now;
+  try {
+    now = load_plan(impl.plan_.dir);
+  } catch (const std::exception& e) {
+    if (log) log(std::string("warning: ") + e.what());
+    return;
+  }
+  const std::vector<config::NodeMetadata> changed = changed_metadata(impl.plan_, now);
+  if (changed.empty()) return;
+  impl.plan_ = now;
+  impl.pin_certificates();
+  try {
+    push_metadata(changed, log);
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (log) log(std::string("warning: ") + e.what());
+  }
+}
+
+std::optional<Requester::ResumedJoin> Requester::take_in_at_resume(
+    const std::string& job_text, const std::string& job_path, const Log& log) {
+  Impl& impl = *impl_;
+  const Plan now = impl.plan_;
+  const auto ids = now.cluster_ids();
+  // The clusters a join appended are the last ones: the plan before it is a prefix of them.
+  for (size_t kept = ids.size() > 1 ? ids.size() - 1 : 0; kept >= 1; --kept) {
+    Plan before = now;
+    before.nodes.clear();
+    for (const auto& m : now.nodes) {
+      if (std::find(ids.begin(), ids.begin() + kept, m.cluster) != ids.begin() + kept) {
+        before.nodes.push_back(m);
+      }
+    }
+    const auto admission = membership::admit_clusters(before.nodes, now.nodes, {});
+    if (!admission.wait.empty() || admission.joining.empty() || !admission.rejoining.empty()) {
+      continue;
+    }
+    const std::string identity = job_identity(job_text, before);
+    const Plan whole = std::exchange(impl.plan_, before);
+    Impl::ResumePoint point;
+    try {
+      point = impl.resume_point(identity, job_path);
+    } catch (...) {
+      impl.plan_ = whole;
+      throw;
+    }
+    impl.plan_ = whole;
+    if (point.updates == 0) continue;
+    for (const auto& repair : point.repairs) {
+      const auto& n = repair.node;
+      copy_checkpoint(*this, now.dir, identity, point.updates, {repair.keeper, n.cluster, n.position},
+                      {n, n.cluster, n.position});
+      if (log) {
+        log(n.name + ": its checkpoint after update " + std::to_string(point.updates) +
+            " is damaged or missing: restored from the copy " + repair.keeper.name + " keeps");
+      }
+    }
+    // The nodes that trained got no metadata of the grown plan (their follower gives it at the
+    // take-in): they get it now, and the joined clusters their source's checkpoints.
+    push_metadata(before.nodes, log);
+    adopt_checkpoints(*this, now, identity, point.updates, admission.joining, admission.source);
+    if (log) {
+      for (int c : admission.joining) {
+        log("cluster " + std::to_string(c) + " joined the plan after the job's last `ravnest "
+            "train` ended: it comes in now, from cluster " + std::to_string(admission.source.at(c)) +
+            "'s checkpoint after update " + std::to_string(point.updates));
+      }
+    }
+    return ResumedJoin{identity, point.updates};
+  }
+  return std::nullopt;
+}
+
+}  // namespace ravnest::requester
