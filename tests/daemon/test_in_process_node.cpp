@@ -64,6 +64,7 @@ class RecordingWorker final : public worker::JobWorker {
     std::lock_guard<std::mutex> lock(mutex);
     failures.push_back(why);
   }
+  void checkpoint_on_stop() override { ++checkpoints; }
   worker::WorkerStatus status() const override { return {}; }
   size_t count() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -73,6 +74,7 @@ class RecordingWorker final : public worker::JobWorker {
   std::mutex mutex;
   std::vector<wire::TransferMessage> received;
   std::vector<std::string> failures;
+  std::atomic<int> checkpoints{0};
 };
 
 // Sets `worker` as the node's running worker, on its compute thread, as JobControl::start does.
@@ -138,18 +140,37 @@ TEST_CASE("JobControl: a malformed job is refused in one line and the node still
   CHECK(state_of(node) == schema::NodeState::IDLE);
 }
 
-TEST_CASE("JobControl: a stop is answered, twice, and ends the running worker",
-          "[daemon][in_process]") {
+TEST_CASE("JobControl: a stop ends the running worker after its checkpoint, once; another "
+          "job's stop is ignored", "[daemon][in_process]") {
   test::TempDir dir;
   daemon::InProcessNode node(dir / "node");
   auto worker = std::make_shared<RecordingWorker>();
   run_worker(node, worker);
-  for (int i = 0; i < 2; ++i) {
-    auto stop = node.node().stopRequest();
-    stop.setReason("the test stops it");
-    CHECK(refusal(node, stop) == "");
-  }
+  auto stop = [&](uint64_t job_id) {
+    auto request = node.node().stopRequest();
+    request.setReason("the test stops it");
+    request.setJobId(job_id);
+    return refusal(node, request);
+  };
+
+  CHECK(stop(99) == "");  // not this node's job (0): nothing happens
+  CHECK(node.service().inbox().current() == worker);
+  CHECK(worker->checkpoints == 0);
+
+  CHECK(stop(0) == "");
+  CHECK(node.service().inbox().current() == nullptr);
+  CHECK(worker->checkpoints == 1);
+  CHECK(stop(0) == "");  // idempotent
+  CHECK(worker->checkpoints == 1);
   CHECK(state_of(node) == schema::NodeState::IDLE);
+
+  // What arrives after the stop reaches no worker.
+  auto late = node.node().sendRequest();
+  wire::encode_transfer(activations(at::ones({2})), late.initTransfer(),
+                        wire::kDefaultInlineLimit);
+  CHECK(refusal(node, late) == "");
+  node.timer().afterDelay(50 * kj::MILLISECONDS).wait(node.wait_scope());
+  CHECK(worker->count() == 0);
 }
 
 TEST_CASE("TransferPlane: a tensor sent to the node arrives at its running worker",
