@@ -296,159 +296,6 @@ void shut_down(NodeService& service, ComputeThread& compute, StopSignals& signal
   compute.join();
 }
 
-
-// The shared secret from its file, with a warning where others may read it or where there is
-// none; "" without one.
-std::string read_node_secret(const config::DaemonConfig& config) {
-  std::string secret;
-  if (!config.secret_file.empty()) {
-    bool readable_by_others = false;
-    secret = base::read_secret(config.secret_file, &readable_by_others);
-    if (readable_by_others) {
-      spdlog::warn("{} is readable by other users; chmod 600 it", config.secret_file);
-    }
-  } else {
-    spdlog::warn("no shared secret configured: every requester without one is trusted");
-  }
-  if (config.insecure) {
-    spdlog::warn("--insecure: TLS is off; everything but the secret travels in clear and "
-                 "unauthenticated. For benchmarks only");
-  }
-  return secret;
-}
-
-// --listen, else the stored stage's address; throws std::runtime_error when neither is given.
-std::string listen_or_stage_address(const config::DaemonConfig& config,
-                                    const store::NodeStore& store) {
-  std::string listen = config.listen;
-  if (listen.empty() && store.has_stage()) listen = store.metadata().address;
-  if (listen.empty()) {
-    throw std::runtime_error("no listen address: give --listen or push a stage first");
-  }
-  return listen;
-}
-
-// The device stages compute on, checked now: a device this LibTorch cannot give fails the start,
-// not the first job.
-c10::Device prepare_compute_device(const config::DaemonConfig& config) {
-  // Before anything touches CUDA (compute_device counts the GPUs): cuBLAS reads it once.
-  if (worker::prepare_cuda_environment(config.device)) {
-    spdlog::info("CUBLAS_WORKSPACE_CONFIG=:4096:8 (for jobs with [train] deterministic)");
-  }
-  const c10::Device device = training::compute_device(config.device);
-  spdlog::info("{}: stages compute on {}", config.node, device.str());
-  if (device.is_cuda()) {
-    // What LibTorch will let cuBLAS and cuDNN do with float32 (NVIDIA_TF32_OVERRIDE=0 in the
-    // environment overrides both, below LibTorch): the first thing to look at when GPU weights
-    // differ from CPU ones by about 1e-3.
-    spdlog::info("TF32 allowed in matrix products (cuBLAS): {}, in convolutions (cuDNN): {}",
-                 at::globalContext().allowTF32CuBLAS(), at::globalContext().allowTF32CuDNN());
-  }
-  return device;
-}
-
-// The server on `listen`. Every connection: the TLS handshake, then only the gate until the peer
-// proved the secret; then its own NodeEndpoint, under the limits of each kind of message.
-// Throws std::runtime_error naming `listen` when it cannot listen there.
-kj::Own<wire::RpcServer> serve_node(const config::DaemonConfig& config, const std::string& listen,
-                                    std::shared_ptr<wire::TransportSecurity> security,
-                                    NodeService* service) {
-  wire::RpcServer::Options options = endpoint_options(config.limits);
-  options.connection.security = security;
-  options.on_refused = [](const std::string& peer, const std::string& why) {
-    spdlog::warn("refused {}: {}", peer, why);
-  };
-  // A ring's data channel (wire/data_channel.h) belongs to the ring member that offered its token.
-  options.on_data_channel = [service](const std::string& token, int fd, const std::string& peer) {
-    return service->ring().accept_channel(token, fd, peer);
-  };
-  auto credentials = security->credentials();
-  auto gate = [credentials, service](std::shared_ptr<wire::ConnectionTrust> trust) {
-    const std::string peer = trust->peer;
-    schema::Node::Client node = kj::heap<NodeEndpoint>(*service, peer);
-    return capnp::Capability::Client(kj::heap<wire::GateServer>(
-        credentials, kj::mv(node), std::move(trust),
-        [peer](const std::string& why) { spdlog::warn("refused {}: {}", peer, why); }));
-  };
-  try {
-    const auto address = listen_address(listen);
-    return kj::heap<wire::RpcServer>(gate, address.host(), address.port(), options);
-  } catch (const kj::Exception& e) {
-    throw std::runtime_error("cannot listen on " + listen + ": " + wire::kj_reason(e));
-  }
-}
-
-// What an idle daemon holds (LibTorch and the server, nothing computed): the part of a pushed
-// stage's measured peak that this daemon replaces by its own (docs/daemon.md#memory).
-void log_memory_budget(NodeService& service) {
-  auto& memory = service.job().memory();
-  const int64_t baseline = memory.measure_baseline();
-  const config::MemoryBudget budget = memory.read().budget;
-  spdlog::info("memory budget {} ({}), {} of it this idle daemon's",
-               budget.bytes > 0 ? base::format_bytes(static_cast<uint64_t>(budget.bytes))
-                                : std::string("unknown"),
-               budget.bytes > 0 ? budget.source : std::string("no limit, no /proc/meminfo"),
-               base::format_bytes(static_cast<uint64_t>(baseline)));
-}
-
-// Registered with the tracker once the port is open, heartbeating on this loop until `run` is
-// dropped; nothing without a tracker in the config.
-struct TrackerRun {
-  kj::Own<tracker::TrackerLink> link;
-  kj::Promise<void> run = kj::READY_NOW;
-};
-
-TrackerRun join_tracker(const config::DaemonConfig& config, const std::string& listen,
-                        unsigned port, const c10::Device& device,
-                        std::shared_ptr<wire::TransportSecurity> security, kj::Timer& timer) {
-  TrackerRun tracker;
-  if (config.tracker.empty()) return tracker;
-  auto registration = measure_registration(config.node, listen_address(listen).host(), port,
-                                           config.memory_limit, device);
-  tracker.link = kj::heap<tracker::TrackerLink>(config.tracker, std::move(security),
-                                                std::move(registration), timer);
-  tracker.run = tracker.link->run().eagerlyEvaluate([](kj::Exception&& e) {
-    spdlog::warn("tracker link ended: {}", wire::kj_reason(e));
-  });
-  return tracker;
-}
-
-// After `stopped_by`: out of the tracker's pool, the job stopped where every node agrees, then
-// dropped on the compute thread once it finished what it was doing, and a benchmark in flight
-// ended. On the RPC thread, with its loop running.
-void stop_serving(NodeService& service, TrackerRun& tracker, asio::io_context& compute,
-                  asio::signal_set& signals, wire::ThreadIo& io, const std::string& stopped_by) {
-  auto& wait_scope = io.wait_scope();
-  if (tracker.link) {
-    // Out of the pool now rather than at the expiry; a tracker that does not answer in 2 s
-    // expires this node instead.
-    tracker.link->leave().exclusiveJoin(io.timer().afterDelay(2 * kj::SECONDS)).wait(wait_scope);
-  }
-  tracker.run = kj::READY_NOW;  // no more heartbeats
-  notify_stopping();
-  // A job that trains stops after the same update on every node, as a stop from the requester
-  // does (in a plan of several clusters, the requester following it stops it), so that
-  // `ravnest resume` continues from the checkpoints written there.
-  service.job().stop_agreed_on_shutdown(wait_scope, io.timer(), 20, stopped_by);
-  // Let the compute thread finish what it is doing (a stage being written), then drop the job.
-  auto done = kj::newPromiseAndCrossThreadFulfiller<void>();
-  auto* done_fulfiller = done.fulfiller.get();
-  asio::post(compute, [&]() {
-    signals.cancel();
-    service.abandon_job();
-    done_fulfiller->fulfill();
-  });
-  done.promise.wait(wait_scope);
-  // A benchmark in flight ends before its service goes: its thread calls the RPC thread on its
-  // way out, so it is waited for here, with the loop running, not in the service's destructor.
-  service.bench()
-      .finish()
-      .exclusiveJoin(io.timer().afterDelay(15 * kj::SECONDS).then([]() {
-        spdlog::warn("a benchmark did not end in 15 s; stopping waits for it");
-      }))
-      .wait(wait_scope);
-}
-
 }  // namespace
 
 int run_daemon(const config::DaemonConfig& config) {
@@ -458,81 +305,39 @@ int run_daemon(const config::DaemonConfig& config) {
   std::signal(SIGPIPE, SIG_IGN);
   open_log(config);
   store::NodeStore store(config.data_dir, config.node);
-  std::string secret = read_node_secret(config);
-  const std::string listen = listen_or_stage_address(config, store);
-  const c10::Device device = prepare_compute_device(config);
+  std::string secret = read_shared_secret(config);
+  const std::string listen = daemon_listen(config, store);
+  const c10::Device device = open_compute_device(config);
 
-  asio::io_context compute;
-  auto work = asio::make_work_guard(compute);
-  // Registered before the port is opened: a SIGTERM that arrives as soon as the daemon accepts
-  // connections waits for the handler below instead of killing the process.
-  asio::signal_set signals(compute, SIGTERM, SIGINT, SIGHUP);
-  // Stages compute as eager PyTorch does (eager_numerics.h); the setting is per thread.
-  std::thread compute_thread([&compute]() {
-    torch_support::EagerNumerics eager;
-    compute.run();
-  });
-  // However this function ends, the compute thread ends first.
-  struct Joiner {
-    asio::io_context& compute;
-    std::thread& thread;
-    decltype(work)& guard;
-    ~Joiner() {
-      guard.reset();
-      compute.stop();
-      if (thread.joinable()) thread.join();
-    }
-  } joiner{compute, compute_thread, work};
-
+  ComputeThread compute;
   // This thread's KJ event loop, before any promise; it outlives the service and the server.
   auto io = wire::ThreadIo::get();
-  std::optional<wire::TlsIdentity> own;
-  if (!config.tls_cert.empty()) {
-    own = wire::load_tls_identity(config.tls_cert, config.tls_key);
-    spdlog::info("TLS certificate {} (pin it in the pool file as \"tls_fingerprint\")",
-                 own->fingerprint);
-  }
-  auto security = wire::make_transport_security(secret, config.insecure, std::move(own));
-  secret.assign(secret.size(), '\0');
+  // Registered before the port is opened: a SIGTERM that arrives as soon as the daemon accepts
+  // connections waits for the handler instead of killing the process.
+  StopSignals signals(compute, config);
+  compute.start();
+  auto security = daemon_security(config, secret);
   // Outlives the server: every connection's endpoint forwards to it.
-  auto service = kj::heap<NodeService>(store, security, compute, config.limits, config.threads,
-                                    config.device, config.shared_memory, config.memory_limit);
+  auto service = kj::heap<NodeService>(store, security, compute.context(), config.limits,
+                                       config.threads, config.device, config.shared_memory,
+                                       config.memory_limit);
   service->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer(), io->low_level());
-  auto server = serve_node(config, listen, security, service.get());
+  auto server = serve_node(*service, config, listen, security);
   const unsigned port = server->port();
   log_memory_budget(*service);
+  signals.watch();
+  TrackerPresence tracker(config, listen, port, device, security, io->timer());
 
-  auto shutdown = kj::newPromiseAndCrossThreadFulfiller<void>();
-  std::string stopped_by = "SIGTERM";  // set by the handler, read once `shutdown` is fulfilled
-  auto* fulfiller = shutdown.fulfiller.get();
-  std::function<void(const std::error_code&, int)> on_signal = [&](const std::error_code& error,
-                                                                    int signal) {
-    if (error) return;
-    if (signal == SIGHUP) {
-      spdlog::info("SIGHUP: reopening the log");
-      open_log(config);
-      signals.async_wait(on_signal);
-      return;
-    }
-    spdlog::info("signal {}: stopping", signal);
-    stopped_by = signal == SIGINT ? "SIGINT" : "SIGTERM";
-    fulfiller->fulfill();
-  };
-  signals.async_wait(on_signal);
-
-  TrackerRun tracker = join_tracker(config, listen, port, device, security, io->timer());
   spdlog::info("serving {} on {} (port {}, {}, certificate sha256:{})", config.node, listen, port,
                config.insecure ? "plain TCP" : "TLS",
                security->credentials()->fingerprint().substr(0, 16));
   notify_ready();
   notify_status("serving on " + listen);
 
-  shutdown.promise.wait(io->wait_scope());
-  stop_serving(*service, tracker, compute, signals, *io, stopped_by);
-  // Nothing may run on the compute thread once the service is gone.
-  work.reset();
-  compute.stop();
-  compute_thread.join();
+  signals.stopped().wait(io->wait_scope());
+  tracker.leave(io->wait_scope(), io->timer());
+  notify_stopping();
+  shut_down(*service, compute, signals, *io);
   spdlog::info("stopped");
   return 0;
 }
