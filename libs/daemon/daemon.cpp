@@ -58,15 +58,9 @@ base::Address listen_address(const std::string& listen) {
   return *address;
 }
 
-}  // namespace
-
-int run_daemon(const config::DaemonConfig& config) {
-  // A write past a file size limit (or to a closed socket) fails that write with an error the
-  // daemon reports; by default these signals would kill it.
-  std::signal(SIGXFSZ, SIG_IGN);
-  std::signal(SIGPIPE, SIG_IGN);
-  open_log(config);
-  store::NodeStore store(config.data_dir, config.node);
+// The secret requesters prove ("" when none is configured), warning about what the
+// configuration leaves open.
+std::string read_shared_secret(const config::DaemonConfig& config) {
   std::string secret;
   if (!config.secret_file.empty()) {
     bool readable_by_others = false;
@@ -81,17 +75,26 @@ int run_daemon(const config::DaemonConfig& config) {
     spdlog::warn("--insecure: TLS is off; everything but the secret travels in clear and "
                  "unauthenticated. For benchmarks only");
   }
+  return secret;
+}
+
+// --listen, else the address the pushed stage was planned at; throws when there is neither.
+std::string daemon_listen(const config::DaemonConfig& config, store::NodeStore& store) {
   std::string listen = config.listen;
   if (listen.empty() && store.has_stage()) listen = store.metadata().address;
   if (listen.empty()) {
     throw std::runtime_error("no listen address: give --listen or push a stage first");
   }
+  return listen;
+}
 
+// The device stages compute on; throws when this LibTorch cannot give it, so that it fails the
+// start, not the first job.
+c10::Device open_compute_device(const config::DaemonConfig& config) {
   // Before anything touches CUDA (compute_device counts the GPUs): cuBLAS reads it once.
   if (worker::prepare_cuda_environment(config.device)) {
     spdlog::info("CUBLAS_WORKSPACE_CONFIG=:4096:8 (for jobs with [train] deterministic)");
   }
-  // A device this LibTorch cannot give fails the start, not the first job.
   const c10::Device device = training::compute_device(config.device);
   spdlog::info("{}: stages compute on {}", config.node, device.str());
   if (device.is_cuda()) {
@@ -101,31 +104,85 @@ int run_daemon(const config::DaemonConfig& config) {
     spdlog::info("TF32 allowed in matrix products (cuBLAS): {}, in convolutions (cuDNN): {}",
                  at::globalContext().allowTF32CuBLAS(), at::globalContext().allowTF32CuDNN());
   }
+  return device;
+}
 
-  asio::io_context compute;
-  auto work = asio::make_work_guard(compute);
-  // Registered before the port is opened: a SIGTERM that arrives as soon as the daemon accepts
-  // connections waits for the handler below instead of killing the process.
-  asio::signal_set signals(compute, SIGTERM, SIGINT, SIGHUP);
-  // Stages compute as eager PyTorch does (eager_numerics.h); the setting is per thread.
-  std::thread compute_thread([&compute]() {
-    torch_support::EagerNumerics eager;
-    compute.run();
-  });
-  // However this function ends, the compute thread ends first.
-  struct Joiner {
-    asio::io_context& compute;
-    std::thread& thread;
-    decltype(work)& guard;
-    ~Joiner() {
-      guard.reset();
-      compute.stop();
-      if (thread.joinable()) thread.join();
-    }
-  } joiner{compute, compute_thread, work};
+// The compute thread: an Asio io_context run by a thread of its own, where stages compute as
+// eager PyTorch does (eager_numerics.h; the setting is per thread). However run_daemon ends, the
+// thread ends first: the destructor lets it finish what it does, then joins it.
+class ComputeThread {
+ public:
+  ComputeThread() : work_(asio::make_work_guard(context_)) {}
+  ComputeThread(const ComputeThread&) = delete;
+  ComputeThread& operator=(const ComputeThread&) = delete;
+  ~ComputeThread() { join(); }
 
-  // This thread's KJ event loop, before any promise; it outlives the service and the server.
-  auto io = wire::ThreadIo::get();
+  asio::io_context& context() { return context_; }
+  void start() {
+    thread_ = std::thread([this]() {
+      torch_support::EagerNumerics eager;
+      context_.run();
+    });
+  }
+  // Nothing runs on the compute thread after this.
+  void join() {
+    work_.reset();
+    context_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  asio::io_context context_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::thread thread_;
+};
+
+// SIGTERM and SIGINT stop the daemon (stopped() is fulfilled, once); SIGHUP reopens the log.
+// Registered when made, on the compute thread's context, where the handler runs; stopped_by()
+// is read on the RPC thread once stopped() is fulfilled. Made on the RPC thread, after its
+// event loop.
+class StopSignals {
+ public:
+  StopSignals(ComputeThread& compute, const config::DaemonConfig& config)
+      : compute_(compute),
+        signals_(compute.context(), SIGTERM, SIGINT, SIGHUP),
+        config_(config),
+        stop_(kj::newPromiseAndCrossThreadFulfiller<void>()) {}
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  // The handler runs on the compute thread and refers to this: that thread ends first.
+  ~StopSignals() { compute_.join(); }
+
+  void watch() {
+    signals_.async_wait([this](const std::error_code& error, int signal) {
+      if (error) return;
+      if (signal == SIGHUP) {
+        spdlog::info("SIGHUP: reopening the log");
+        open_log(config_);
+        watch();
+        return;
+      }
+      spdlog::info("signal {}: stopping", signal);
+      stopped_by_ = signal == SIGINT ? "SIGINT" : "SIGTERM";
+      stop_.fulfiller->fulfill();
+    });
+  }
+  kj::Promise<void>& stopped() { return stop_.promise; }
+  const std::string& stopped_by() const { return stopped_by_; }
+  // On the compute thread.
+  void cancel() { signals_.cancel(); }
+
+ private:
+  ComputeThread& compute_;
+  asio::signal_set signals_;
+  const config::DaemonConfig& config_;
+  kj::PromiseCrossThreadFulfillerPair<void> stop_;
+  std::string stopped_by_ = "SIGTERM";
+};
+
+// TLS from --tls-cert/--tls-key when given, and the secret; wipes `secret`.
+std::shared_ptr<wire::TransportSecurity> daemon_security(const config::DaemonConfig& config,
+                                                         std::string& secret) {
   std::optional<wire::TlsIdentity> own;
   if (!config.tls_cert.empty()) {
     own = wire::load_tls_identity(config.tls_cert, config.tls_key);
@@ -134,14 +191,17 @@ int run_daemon(const config::DaemonConfig& config) {
   }
   auto security = wire::make_transport_security(secret, config.insecure, std::move(own));
   secret.assign(secret.size(), '\0');
-  // Outlives the server: every connection's endpoint forwards to it.
-  auto service = kj::heap<NodeService>(store, security, compute, config.limits, config.threads,
-                                    config.device, config.shared_memory, config.memory_limit);
-  NodeService* service_ptr = service.get();
-  service_ptr->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer(), io->low_level());
+  return security;
+}
 
-  // Every connection: the TLS handshake, then only the gate until the peer proved the secret;
-  // then its own NodeEndpoint, under the limits of each kind of message.
+// Listens on `listen` (behind a relay, on nothing: RelayRoles hands it the relay's sessions).
+// Every connection: the TLS handshake, then only the gate until the peer proved the secret; then
+// its own NodeEndpoint, under the limits of each kind of message.
+// Throws std::runtime_error naming the address when it cannot listen.
+kj::Own<wire::RpcServer> serve_node(NodeService& service, const config::DaemonConfig& config,
+                                    const std::string& listen,
+                                    std::shared_ptr<wire::TransportSecurity> security) {
+  NodeService* service_ptr = &service;
   wire::RpcServer::Options options = endpoint_options(config.limits);
   options.connection.security = security;
   options.on_refused = [](const std::string& peer, const std::string& why) {
@@ -160,138 +220,192 @@ int run_daemon(const config::DaemonConfig& config) {
         credentials, kj::mv(node), std::move(trust),
         [peer](const std::string& why) { spdlog::warn("refused {}: {}", peer, why); }));
   };
-  kj::Own<wire::RpcServer> server;
-  // Behind NAT (docs/relay.md): no port of its own; every connection comes through the relay,
-  // which holds `listen`'s port on its own host for this node, and is served as one accepted.
-  kj::Own<wire::RelayLink> relay_link;
-  kj::Promise<void> relay_run = kj::READY_NOW;
-  // Relaying for others: their ports and sessions, on this loop.
-  kj::Own<wire::Relay> relay;
-  std::string reached_at = listen;
   try {
+    if (!config.relay.empty()) return kj::heap<wire::RpcServer>(gate, options);
     const auto address = listen_address(listen);
-    if (config.relay.empty()) {
-      server = kj::heap<wire::RpcServer>(gate, address.host(), address.port(), options);
-    } else {
-      server = kj::heap<wire::RpcServer>(gate, options);
-      wire::RpcServer* served = server.get();
-      relay_link = kj::heap<wire::RelayLink>(
-          config.relay, address.port(),
-          [served](kj::Own<kj::AsyncIoStream> stream, const std::string& peer) {
-            served->adopt(kj::mv(stream), peer);
-          },
-          [](const std::string& line) { spdlog::info("{}", line); });
-      relay_run = relay_link->run().eagerlyEvaluate(nullptr);
-      reached_at = base::Address::parse(config.relay, "--relay").host() + ":" +
-                   std::to_string(address.port());
-    }
+    return kj::heap<wire::RpcServer>(gate, address.host(), address.port(), options);
   } catch (const kj::Exception& e) {
     throw std::runtime_error("cannot listen on " + listen + ": " + wire::kj_reason(e));
   }
-  if (!config.offer_relay.empty()) {
-    const auto at = base::Address::parse(config.offer_relay, "--offer-relay",
-                                         base::Address::PortRule::kZeroAllowed);
-    wire::Relay::Options relay_options;
-    relay_options.on_event = [](const std::string& line) { spdlog::info("{}", line); };
-    try {
-      relay = kj::heap<wire::Relay>(at.host(), at.port(), relay_options);
-    } catch (const kj::Exception& e) {
-      throw std::runtime_error("cannot relay on " + config.offer_relay + ": " + wire::kj_reason(e));
+}
+
+// The relay's two sides (docs/relay.md). Behind NAT (--relay): no port of this daemon's own; the
+// relay holds `listen`'s port on its own host for it, and every connection that comes through is
+// served by `server` as one it accepted. Relaying for others (--offer-relay): their ports and
+// sessions, on this thread's loop. Throws std::runtime_error naming the flag when either cannot
+// be set up.
+class RelayRoles {
+ public:
+  RelayRoles(const config::DaemonConfig& config, const std::string& listen,
+             wire::RpcServer& server) {
+    if (!config.relay.empty()) {
+      const auto address = listen_address(listen);
+      wire::RpcServer* served = &server;
+      try {
+        link_ = kj::heap<wire::RelayLink>(
+            config.relay, address.port(),
+            [served](kj::Own<kj::AsyncIoStream> stream, const std::string& peer) {
+              served->adopt(kj::mv(stream), peer);
+            },
+            [](const std::string& line) { spdlog::info("{}", line); });
+      } catch (const kj::Exception& e) {
+        throw std::runtime_error("--relay " + config.relay + ": " + wire::kj_reason(e));
+      }
+      run_ = link_->run().eagerlyEvaluate(nullptr);
+      host_ = base::Address::parse(config.relay, "--relay").host();
+      port_ = address.port();
     }
-    spdlog::info("relaying for daemons behind NAT on {}:{}", at.host(), relay->port());
+    if (!config.offer_relay.empty()) {
+      const auto at = base::Address::parse(config.offer_relay, "--offer-relay",
+                                           base::Address::PortRule::kZeroAllowed);
+      wire::Relay::Options options;
+      options.on_event = [](const std::string& line) { spdlog::info("{}", line); };
+      try {
+        relay_ = kj::heap<wire::Relay>(at.host(), at.port(), options);
+      } catch (const kj::Exception& e) {
+        throw std::runtime_error("cannot relay on " + config.offer_relay + ": " +
+                                 wire::kj_reason(e));
+      }
+      spdlog::info("relaying for daemons behind NAT on {}:{}", at.host(), relay_->port());
+    }
   }
-  auto& wait_scope = io->wait_scope();
-  const unsigned port = config.relay.empty() ? server->port() : listen_address(listen).port();
-  {
-    // What an idle daemon holds (LibTorch and the server, nothing computed): the part of a pushed
-    // stage's measured peak that this daemon replaces by its own (docs/daemon.md#memory).
-    auto& memory = service_ptr->job().memory();
-    const int64_t baseline = memory.measure_baseline();
-    const config::MemoryBudget budget = memory.read().budget;
-    spdlog::info("memory budget {} ({}), {} of it this idle daemon's",
-                 budget.bytes > 0 ? base::format_bytes(static_cast<uint64_t>(budget.bytes))
-                                  : std::string("unknown"),
-                 budget.bytes > 0 ? budget.source : std::string("no limit, no /proc/meminfo"),
-                 base::format_bytes(static_cast<uint64_t>(baseline)));
+  bool behind_relay() const { return link_.get() != nullptr; }
+  // Where peers reach this daemon: the relay's host behind NAT, else where it listens.
+  std::string host(const std::string& listen) const {
+    return behind_relay() ? host_ : listen_address(listen).host();
+  }
+  unsigned port(const wire::RpcServer& server) const {
+    return behind_relay() ? port_ : server.port();
   }
 
-  auto shutdown = kj::newPromiseAndCrossThreadFulfiller<void>();
-  std::string stopped_by = "SIGTERM";  // set by the handler, read once `shutdown` is fulfilled
-  auto* fulfiller = shutdown.fulfiller.get();
-  std::function<void(const std::error_code&, int)> on_signal = [&](const std::error_code& error,
-                                                                    int signal) {
-    if (error) return;
-    if (signal == SIGHUP) {
-      spdlog::info("SIGHUP: reopening the log");
-      open_log(config);
-      signals.async_wait(on_signal);
-      return;
-    }
-    spdlog::info("signal {}: stopping", signal);
-    stopped_by = signal == SIGINT ? "SIGINT" : "SIGTERM";
-    fulfiller->fulfill();
-  };
-  signals.async_wait(on_signal);
+ private:
+  kj::Own<wire::RelayLink> link_;
+  kj::Promise<void> run_ = kj::READY_NOW;
+  std::string host_;
+  unsigned port_ = 0;
+  kj::Own<wire::Relay> relay_;
+};
 
-  // Registered with the tracker once the port is open, heartbeating on this loop until the end.
-  kj::Own<tracker::TrackerLink> tracker_link;
-  kj::Promise<void> tracker_run = kj::READY_NOW;
-  if (!config.tracker.empty()) {
-    // Behind a relay, peers reach it at the relay's host.
-    const std::string host = config.relay.empty()
-                                 ? listen_address(listen).host()
-                                 : base::Address::parse(config.relay, "--relay").host();
+// What an idle daemon holds (LibTorch and the server, nothing computed): the part of a pushed
+// stage's measured peak that this daemon replaces by its own (docs/daemon.md#memory).
+void log_memory_budget(NodeService& service) {
+  auto& memory = service.job().memory();
+  const int64_t baseline = memory.measure_baseline();
+  const config::MemoryBudget budget = memory.read().budget;
+  spdlog::info("memory budget {} ({}), {} of it this idle daemon's",
+               budget.bytes > 0 ? base::format_bytes(static_cast<uint64_t>(budget.bytes))
+                                : std::string("unknown"),
+               budget.bytes > 0 ? budget.source : std::string("no limit, no /proc/meminfo"),
+               base::format_bytes(static_cast<uint64_t>(baseline)));
+}
+
+// The daemon in the tracker's pool (--tracker): registered once the port is open, heartbeating
+// on this thread's loop until leave(). Without a tracker, nothing.
+class TrackerPresence {
+ public:
+  TrackerPresence(const config::DaemonConfig& config, const std::string& host, unsigned port,
+                  const c10::Device& device, std::shared_ptr<wire::TransportSecurity> security,
+                  kj::Timer& timer) {
+    if (config.tracker.empty()) return;
     auto registration = measure_registration(config.node, host, port,
                                              config.memory_limit, device);
-    tracker_link = kj::heap<tracker::TrackerLink>(config.tracker, security,
-                                                  std::move(registration), io->timer());
-    tracker_run = tracker_link->run().eagerlyEvaluate([](kj::Exception&& e) {
+    link_ = kj::heap<tracker::TrackerLink>(config.tracker, std::move(security),
+                                           std::move(registration), timer);
+    run_ = link_->run().eagerlyEvaluate([](kj::Exception&& e) {
       spdlog::warn("tracker link ended: {}", wire::kj_reason(e));
     });
   }
-
-  if (relay_link) {
-    spdlog::info("behind NAT: listening nowhere; reached through the relay {} at {}", config.relay,
-                 reached_at);
+  // Out of the pool now rather than at the expiry; a tracker that does not answer in 2 s
+  // expires this node instead. Then no more heartbeats.
+  void leave(kj::WaitScope& wait_scope, kj::Timer& timer) {
+    if (link_) link_->leave().exclusiveJoin(timer.afterDelay(2 * kj::SECONDS)).wait(wait_scope);
+    run_ = kj::READY_NOW;
   }
-  spdlog::info("serving {} on {} (port {}, {}, certificate sha256:{})", config.node, reached_at, port,
-               config.insecure ? "plain TCP" : "TLS", credentials->fingerprint().substr(0, 16));
-  notify_ready();
-  notify_status("serving on " + listen);
 
-  shutdown.promise.wait(wait_scope);
-  if (tracker_link) {
-    // Out of the pool now rather than at the expiry; a tracker that does not answer in 2 s
-    // expires this node instead.
-    tracker_link->leave().exclusiveJoin(io->timer().afterDelay(2 * kj::SECONDS)).wait(wait_scope);
-  }
-  tracker_run = kj::READY_NOW;  // no more heartbeats
-  notify_stopping();
+ private:
+  kj::Own<tracker::TrackerLink> link_;
+  kj::Promise<void> run_ = kj::READY_NOW;
+};
+
+// After a stop signal: the job stops where the others agree, is dropped on the compute thread,
+// a benchmark in flight ends, and the compute thread is joined.
+void shut_down(NodeService& service, ComputeThread& compute, StopSignals& signals,
+               wire::ThreadIo& io) {
+  auto& wait_scope = io.wait_scope();
   // A job that trains stops after the same update on every node, as a stop from the requester
   // does (in a plan of several clusters, the requester following it stops it), so that
   // `ravnest resume` continues from the checkpoints written there.
-  service_ptr->job().stop_agreed_on_shutdown(wait_scope, io->timer(), 20, stopped_by);
+  service.job().stop_agreed_on_shutdown(wait_scope, io.timer(), 20, signals.stopped_by());
   // Let the compute thread finish what it is doing (a stage being written), then drop the job.
   auto done = kj::newPromiseAndCrossThreadFulfiller<void>();
   auto* done_fulfiller = done.fulfiller.get();
-  asio::post(compute, [&]() {
+  asio::post(compute.context(), [&]() {
     signals.cancel();
-    service_ptr->abandon_job();
+    service.abandon_job();
     done_fulfiller->fulfill();
   });
   done.promise.wait(wait_scope);
   // A benchmark in flight ends before its service goes: its thread calls the RPC thread on its
   // way out, so it is waited for here, with the loop running, not in the service's destructor.
-  service_ptr->bench()
+  service.bench()
       .finish()
-      .exclusiveJoin(io->timer().afterDelay(15 * kj::SECONDS).then([]() {
+      .exclusiveJoin(io.timer().afterDelay(15 * kj::SECONDS).then([]() {
         spdlog::warn("a benchmark did not end in 15 s; stopping waits for it");
       }))
       .wait(wait_scope);
   // Nothing may run on the compute thread once the service is gone.
-  work.reset();
-  compute.stop();
-  compute_thread.join();
+  compute.join();
+}
+
+}  // namespace
+
+int run_daemon(const config::DaemonConfig& config) {
+  // A write past a file size limit (or to a closed socket) fails that write with an error the
+  // daemon reports; by default these signals would kill it.
+  std::signal(SIGXFSZ, SIG_IGN);
+  std::signal(SIGPIPE, SIG_IGN);
+  open_log(config);
+  store::NodeStore store(config.data_dir, config.node);
+  std::string secret = read_shared_secret(config);
+  const std::string listen = daemon_listen(config, store);
+  const c10::Device device = open_compute_device(config);
+
+  ComputeThread compute;
+  // This thread's KJ event loop, before any promise; it outlives the service and the server.
+  auto io = wire::ThreadIo::get();
+  // Registered before the port is opened: a SIGTERM that arrives as soon as the daemon accepts
+  // connections waits for the handler instead of killing the process.
+  StopSignals signals(compute, config);
+  compute.start();
+  auto security = daemon_security(config, secret);
+  // Outlives the server: every connection's endpoint forwards to it.
+  auto service = kj::heap<NodeService>(store, security, compute.context(), config.limits,
+                                       config.threads, config.device, config.shared_memory,
+                                       config.memory_limit);
+  service->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer(), io->low_level());
+  auto server = serve_node(*service, config, listen, security);
+  RelayRoles relay(config, listen, *server);
+  const unsigned port = relay.port(*server);
+  const std::string reached_at = relay.host(listen) + ":" + std::to_string(port);
+  log_memory_budget(*service);
+  signals.watch();
+  TrackerPresence tracker(config, relay.host(listen), port, device, security, io->timer());
+
+  if (relay.behind_relay()) {
+    spdlog::info("behind NAT: listening nowhere; reached through the relay {} at {}", config.relay,
+                 reached_at);
+  }
+  spdlog::info("serving {} on {} (port {}, {}, certificate sha256:{})", config.node,
+               relay.behind_relay() ? reached_at : listen, port,
+               config.insecure ? "plain TCP" : "TLS",
+               security->credentials()->fingerprint().substr(0, 16));
+  notify_ready();
+  notify_status("serving on " + listen);
+
+  signals.stopped().wait(io->wait_scope());
+  tracker.leave(io->wait_scope(), io->timer());
+  notify_stopping();
+  shut_down(*service, compute, signals, *io);
   spdlog::info("stopped");
   return 0;
 }

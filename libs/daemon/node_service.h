@@ -94,6 +94,10 @@ class NodeService final : public worker::WorkerPort {
   CheckpointService& checkpoints() { return checkpoints_; }
   TransferPlane& transfer() { return transfer_; }
   RingMember& ring() { return ring_; }
+  // What arrives for the running worker (JobControl sets it); the RPC thread's door for the
+  // other threads. For the in-process harness (in_process_node.h) and its tests.
+  WorkerInbox& inbox() { return inbox_; }
+  RpcThread& rpc() { return rpc_; }
   BenchService& bench() { return bench_; }
   const config::DaemonLimits& limits() const { return limits_; }
   // How many streams each peer holds open, across its connections.
