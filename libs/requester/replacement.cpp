@@ -78,6 +78,74 @@ void write_replacement(const std::string& plan_dir, const std::vector<config::No
   }
 }
 
+// The spare's daemon answers as the spare, with no job loaded; else one line why not.
+void check_spare_is_idle(Requester& requester, const config::NodeMetadata& spare_meta,
+                         const config::NodeConfig& spare) {
+  const auto status = requester.status_of(spare_meta, 5);
+  if (status.node != spare.name) {
+    throw std::runtime_error(spare.name + " (" + spare.address + "): the daemon there serves " +
+                             status.node + "; start `ravnestd --node " + spare.name + "` there");
+  }
+  if (status.state == wire::NodeState::kTraining || status.state == wire::NodeState::kReady) {
+    throw std::runtime_error(spare.name + " (" + spare.address + "): busy: job " +
+                             std::to_string(status.job_id) + " is loaded there");
+  }
+}
+
+// The checkpoint to move into `into`: the newest of `old`'s slot that every other node of the
+// plan holds too, from `old` itself if it still answers, else from its keeper. Sets
+// result.checkpoint and checkpoint_from when one is found; says why not in `log` otherwise.
+void fetch_slot_checkpoint(Requester& requester, const Plan& plan,
+                           const config::NodeMetadata& old, const std::string& identity,
+                           const std::string& into, Replacement& result,
+                           const std::function<void(const std::string&)>& log) {
+  std::set<uint64_t> common;
+  bool first = true;
+  for (const auto& meta : plan.nodes) {
+    if (meta.node_id == old.node_id) continue;
+    const auto held = requester.checkpoints(meta, identity, -1, -1);
+    std::set<uint64_t> mine(held.begin(), held.end());
+    if (first) {
+      common = mine;
+      first = false;
+    } else {
+      std::set<uint64_t> both;
+      std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(),
+                            std::inserter(both, both.begin()));
+      common = both;
+    }
+  }
+  // The old node itself if it still answers, else its keeper.
+  std::vector<const config::NodeMetadata*> sources{&old};
+  if (const auto keeper = config::checkpoint_keeper(old)) {
+    if (const auto* k = find_node(plan, keeper->node)) sources.push_back(k);
+  }
+  std::string tried;
+  for (const auto* source : sources) {
+    std::vector<uint64_t> held;
+    try {
+      held = requester.checkpoints(*source, identity, old.cluster, old.position,
+                                   source == &old ? 3 : 30);
+    } catch (const std::exception& e) {
+      tried += (tried.empty() ? "" : "; ") + std::string(e.what());
+      continue;
+    }
+    for (auto u = held.rbegin(); u != held.rend(); ++u) {
+      if (!first && !common.count(*u)) continue;
+      requester.fetch_checkpoint(*source, identity, old.cluster, old.position, *u, into);
+      result.checkpoint = *u;
+      result.checkpoint_from = source->name;
+      break;
+    }
+    if (result.checkpoint) break;
+    tried += (tried.empty() ? "" : "; ") + source->name + " holds none the others hold";
+  }
+  if (!result.checkpoint) {
+    log("no checkpoint of " + old.name + "'s slot to move (" + tried +
+        "): the job starts afresh with `ravnest train`");
+  }
+}
+
 Replacement replace_node(const std::string& plan_dir, const std::string& secret,
                          const std::string& old_name, const config::NodeConfig& spare,
                          const std::function<void(const std::string&)>& log, bool insecure) {
@@ -111,21 +179,9 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   Plan reached = plan;
   if (!reached.nodes.empty()) reached.nodes.front().tls_fingerprints = spare_meta.tls_fingerprints;
   Requester requester(reached, secret, insecure);
-  Replacement result;
-  result.old_name = old.name;
-  result.spare_name = spare.name;
-  result.cluster = old.cluster;
-  result.position = old.position;
+  Replacement result{old.name, spare.name, old.cluster, old.position};
 
-  const auto status = requester.status_of(spare_meta, 5);
-  if (status.node != spare.name) {
-    throw std::runtime_error(spare.name + " (" + spare.address + "): the daemon there serves " +
-                             status.node + "; start `ravnestd --node " + spare.name + "` there");
-  }
-  if (status.state == wire::NodeState::kTraining || status.state == wire::NodeState::kReady) {
-    throw std::runtime_error(spare.name + " (" + spare.address + "): busy: job " +
-                             std::to_string(status.job_id) + " is loaded there");
-  }
+  check_spare_is_idle(requester, spare_meta, spare);
 
   if (following) {
     result.rejoined_by = following->pid;
@@ -159,51 +215,7 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   } removed{checkpoint};
   const std::string identity = last_job_identity(plan);
   if (!identity.empty()) {
-    std::set<uint64_t> common;
-    bool first = true;
-    for (const auto& meta : plan.nodes) {
-      if (meta.node_id == old.node_id) continue;
-      const auto held = requester.checkpoints(meta, identity, -1, -1);
-      std::set<uint64_t> mine(held.begin(), held.end());
-      if (first) {
-        common = mine;
-        first = false;
-      } else {
-        std::set<uint64_t> both;
-        std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(),
-                              std::inserter(both, both.begin()));
-        common = both;
-      }
-    }
-    // The old node itself if it still answers, else its keeper.
-    std::vector<const config::NodeMetadata*> sources{&old};
-    if (const auto keeper = config::checkpoint_keeper(old)) {
-      if (const auto* k = find_node(plan, keeper->node)) sources.push_back(k);
-    }
-    std::string tried;
-    for (const auto* source : sources) {
-      std::vector<uint64_t> held;
-      try {
-        held = requester.checkpoints(*source, identity, old.cluster, old.position,
-                                     source == &old ? 3 : 30);
-      } catch (const std::exception& e) {
-        tried += (tried.empty() ? "" : "; ") + std::string(e.what());
-        continue;
-      }
-      for (auto u = held.rbegin(); u != held.rend(); ++u) {
-        if (!first && !common.count(*u)) continue;
-        requester.fetch_checkpoint(*source, identity, old.cluster, old.position, *u, checkpoint);
-        result.checkpoint = *u;
-        result.checkpoint_from = source->name;
-        break;
-      }
-      if (result.checkpoint) break;
-      tried += (tried.empty() ? "" : "; ") + source->name + " holds none the others hold";
-    }
-    if (!result.checkpoint) {
-      log("no checkpoint of " + old.name + "'s slot to move (" + tried +
-          "): the job starts afresh with `ravnest train`");
-    }
+    fetch_slot_checkpoint(requester, plan, old, identity, checkpoint, result, log);
   }
 
   // The spare first: it is what most likely refuses (not started, another node's daemon).
