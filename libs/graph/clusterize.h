@@ -3,6 +3,9 @@
 // the output directory and optionally checks it. Nothing is written to the output directory
 // until everything (including the check) has succeeded: the plan is assembled in a temporary
 // directory beside it and moved into place by renames.
+// Each mode is its own plan, made by its own function and written by its own writer
+// (clusterize.cpp: PipelinePlan for pipeline, ServerPlan for ps and hybrid); loading, verifying
+// and committing are shared. The report printed at the end: plan_report.h.
 //
 // Output (docs/node-metadata.md): OUT/plan.json, OUT/nodes/node_<id>.json, OUT/stages/node_<id>.pt
 #pragma once
@@ -67,14 +70,5 @@ struct ClusterizeResult {
 // Throws std::exception with a one-line message naming the file or field on bad input.
 ClusterizeResult clusterize(const ClusterizeOptions& options,
                             const std::function<void(const std::string&)>& log);
-
-// The per-node report Ravnest prints, then the table (also used by `ravnest plan`-like views),
-// after plan_layout_line.
-std::vector<std::string> describe_plan(const std::vector<config::NodeMetadata>& nodes);
-
-// The plan's first line: what the nodes became and why. Copies of the whole model, one node a
-// cluster, are said to be data-parallel copies rather than a pipeline, the model's peak beside a
-// node's RAM, and how to ask for stages; otherwise the clusters' pipelines and their stages.
-std::string plan_layout_line(const std::vector<config::NodeMetadata>& nodes);
 
 }  // namespace ravnest::graph

@@ -27,6 +27,80 @@ void add_unique(std::vector<int>& list, int id) {
   if (std::find(list.begin(), list.end(), id) == list.end()) list.push_back(id);
 }
 
+// A stage's inputs and outputs: from the model's inputs or another node's outputs, to the nodes
+// that consume them; its neighbours each way, sorted.
+void wire_stage(config::NodeMetadata& meta, const CutStage& wiring,
+                const planner::ClusterPlan& cluster) {
+  for (size_t i = 0; i < wiring.inputs.size(); ++i) {
+    config::StageInput input;
+    const CutInput& source = wiring.inputs[i];
+    input.value = source.value;
+    input.type = source.type;
+    if (source.model_input >= 0) {
+      input.model_input = source.model_input;
+    } else {
+      input.from_node = cluster.stages[source.stage].node_id;
+      input.from_output = source.output;
+      add_unique(meta.backward_neighbours, *input.from_node);
+    }
+    meta.inputs.push_back(input);
+  }
+  for (size_t j = 0; j < wiring.outputs.size(); ++j) {
+    config::StageOutput output;
+    output.value = wiring.outputs[j].value;
+    output.type = wiring.outputs[j].type;
+    for (int consumer : wiring.outputs[j].consumers) {
+      output.to_nodes.push_back(cluster.stages[consumer].node_id);
+      add_unique(meta.forward_neighbours, output.to_nodes.back());
+    }
+    meta.outputs.push_back(output);
+  }
+  std::sort(meta.forward_neighbours.begin(), meta.forward_neighbours.end());
+  std::sort(meta.backward_neighbours.begin(), meta.backward_neighbours.end());
+}
+
+// Stage s's file, saved under meta.stage_file, or the same stage written before (`written`,
+// when given: same units, inputs, outputs and held state) reused.
+WrittenStage save_or_reuse_stage(const CutModel& model, const std::vector<CutStage>& wiring,
+                                 size_t s, const planner::StagePlan& stage_plan,
+                                 const config::NodeMetadata& meta, const std::string& node_name,
+                                 const config::PlanLayout& layout, WrittenStages* written) {
+  // What makes the stage's file: its units, its inputs and outputs, the state it holds.
+  std::string key = std::to_string(stage_plan.first_unit) + "-" +
+                    std::to_string(stage_plan.end_unit);
+  for (const auto& input : meta.inputs) key += " <" + input.value;
+  for (const auto& output : meta.outputs) key += " >" + output.value;
+  for (const auto& held : wiring[s].held) key += " ." + held;
+  const auto found = written ? written->find(key) : WrittenStages::iterator{};
+  if (written && found != written->end()) return found->second;
+  WrittenStage stage;
+  stage.stage_file = meta.stage_file;
+  const fs::path stage_path = layout.resolve(stage.stage_file);
+  SavedStage saved = model.save_stage(wiring, s, node_name, stage_path.string());
+  stage.stage_sha256 = base::sha256_hex(base::read_file(stage_path.string()));
+  stage.parameters = std::move(saved.parameters);
+  stage.trained_parameters = std::move(saved.trained_parameters);
+  stage.parameter_count = saved.parameter_count;
+  stage.draws_random_numbers = saved.draws_random_numbers;
+  if (written) written->emplace(key, stage);
+  return stage;
+}
+
+// meta's tensors that other nodes of the cluster hold too (holders_of: canonical name -> node
+// ids), and those tied to another name.
+template <typename CanonicalOf>
+void share_tensors(config::NodeMetadata& meta,
+                   const std::map<std::string, std::vector<int>>& holders_of,
+                   const CanonicalOf& canonical_of) {
+  for (const auto& name : meta.parameters) {
+    auto holders = holders_of.find(canonical_of(name));
+    if (holders != holders_of.end() && holders->second.size() > 1) {
+      meta.shared_parameters[name] = holders->second;
+    }
+    if (canonical_of(name) != name) meta.tied_parameters[name] = canonical_of(name);
+  }
+}
+
 }  // namespace
 
 std::vector<config::NodeMetadata> write_cluster_stages(
@@ -61,54 +135,9 @@ std::vector<config::NodeMetadata> write_cluster_stages(
     meta.role = role_for(s, wiring.size());
     meta.stage_file = config::PlanLayout::stage_file(node.id);
     meta.returns_model_output = wiring[s].is_leaf;
-    for (size_t i = 0; i < wiring[s].inputs.size(); ++i) {
-      config::StageInput input;
-      const CutInput& source = wiring[s].inputs[i];
-      input.value = source.value;
-      input.type = source.type;
-      if (source.model_input >= 0) {
-        input.model_input = source.model_input;
-      } else {
-        input.from_node = cluster.stages[source.stage].node_id;
-        input.from_output = source.output;
-        add_unique(meta.backward_neighbours, *input.from_node);
-      }
-      meta.inputs.push_back(input);
-    }
-    for (size_t j = 0; j < wiring[s].outputs.size(); ++j) {
-      config::StageOutput output;
-      output.value = wiring[s].outputs[j].value;
-      output.type = wiring[s].outputs[j].type;
-      for (int consumer : wiring[s].outputs[j].consumers) {
-        output.to_nodes.push_back(cluster.stages[consumer].node_id);
-        add_unique(meta.forward_neighbours, output.to_nodes.back());
-      }
-      meta.outputs.push_back(output);
-    }
-    std::sort(meta.forward_neighbours.begin(), meta.forward_neighbours.end());
-    std::sort(meta.backward_neighbours.begin(), meta.backward_neighbours.end());
-
-    // What makes the stage's file: its units, its inputs and outputs, the state it holds.
-    std::string key = std::to_string(stage_plan.first_unit) + "-" +
-                      std::to_string(stage_plan.end_unit);
-    for (const auto& input : meta.inputs) key += " <" + input.value;
-    for (const auto& output : meta.outputs) key += " >" + output.value;
-    for (const auto& held : wiring[s].held) key += " ." + held;
-    const auto found = written ? written->find(key) : WrittenStages::iterator{};
-    WrittenStage stage;
-    if (written && found != written->end()) {
-      stage = found->second;
-    } else {
-      stage.stage_file = meta.stage_file;
-      const fs::path stage_path = layout.resolve(stage.stage_file);
-      SavedStage saved = model.save_stage(wiring, s, node.name, stage_path.string());
-      stage.stage_sha256 = base::sha256_hex(base::read_file(stage_path.string()));
-      stage.parameters = std::move(saved.parameters);
-      stage.trained_parameters = std::move(saved.trained_parameters);
-      stage.parameter_count = saved.parameter_count;
-      stage.draws_random_numbers = saved.draws_random_numbers;
-      if (written) written->emplace(key, stage);
-    }
+    wire_stage(meta, wiring[s], cluster);
+    const WrittenStage stage =
+        save_or_reuse_stage(model, wiring, s, stage_plan, meta, node.name, layout, written);
     meta.stage_file = stage.stage_file;
     meta.stage_sha256 = stage.stage_sha256;
     meta.parameters = stage.parameters;
@@ -134,15 +163,7 @@ std::vector<config::NodeMetadata> write_cluster_stages(
   }
   // A tensor on several nodes of the cluster (a module used twice, tied weights) needs its
   // gradients summed across them.
-  for (auto& meta : out) {
-    for (const auto& name : meta.parameters) {
-      auto holders = holders_of.find(canonical_of(name));
-      if (holders != holders_of.end() && holders->second.size() > 1) {
-        meta.shared_parameters[name] = holders->second;
-      }
-      if (canonical_of(name) != name) meta.tied_parameters[name] = canonical_of(name);
-    }
-  }
+  for (auto& meta : out) share_tensors(meta, holders_of, canonical_of);
   return out;
 }
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "libs/graph/clusterize.h"
+#include "libs/graph/plan_report.h"
 
 using ravnest::config::NodeMetadata;
 
