@@ -63,6 +63,8 @@ CHECKS = {
                          "--size", "4MiB"], r"(?i)gloo"),
     "bench_pipeline": (["bench/pipeline.sh", "--models", "digits", "--stages", "2"], r"\d\.\d+x"),
     "bench_wire_throughput": (["bench/wire_throughput.sh", "build", "1"], r"ratio wire/raw: median \d"),
+    "bench_relay_throughput": (["bench/relay_throughput.sh", "build", "1", "4"],
+                               r"ratio relayed/direct: median \d"),
     "bench_clusterize_resnet50": (["env", "BATCH=4", "bench/clusterize_resnet50.sh"], r"(?i)save"),
     "bench_planner": (["bench/planner.sh", "--sizes", "16,128"], r"\d"),
 }
