@@ -33,6 +33,7 @@
 #include "libs/tracker/tracker_client.h"
 #include "libs/training/reference_trainer.h"
 #include "libs/wire/transport_security.h"
+#include "tests/support/child_process.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
 
@@ -40,33 +41,6 @@ using namespace ravnest;
 namespace fs = std::filesystem;
 
 namespace {
-
-// `ravnest tracker ...`, its output in `log`; SIGKILL on destruction.
-class TrackerProcess {
- public:
-  TrackerProcess(std::vector<std::string> args, const std::string& log) {
-    pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      FILE* out = std::freopen(log.c_str(), "a", stderr);
-      if (out == nullptr) _exit(127);
-      ::dup2(::fileno(stderr), 1);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~TrackerProcess() {
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-
- private:
-  pid_t pid_ = -1;
-};
 
 size_t pool_size(const std::string& address, const std::string& secret) {
   try {
@@ -108,10 +82,10 @@ std::string job_text(int max_steps) {
 // when negative) start, and it returns once they are in its pool, the plan pushed. The tracker
 // lives in `*tracker`.
 std::string start_with_tracker(test::LocalCluster& cluster,
-                               std::unique_ptr<TrackerProcess>* tracker, int started = -1) {
+                               std::unique_ptr<test::ChildProcess>* tracker, int started = -1) {
   const std::string secret = base::read_secret(cluster.secret_file());
   const std::string address = "127.0.0.1:" + std::to_string(local::free_loopback_port());
-  *tracker = std::make_unique<TrackerProcess>(
+  *tracker = std::make_unique<test::ChildProcess>(
       std::vector<std::string>{test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
                                "--listen", address, "--state-dir",
                                (cluster.dir() / "tracker").string(), "--secret-file",
@@ -174,7 +148,7 @@ TEST_CASE("elastic: a node killed with -9 mid-job is replaced by an idle registe
           "without a command; the job ends with all three clusters alike", "[elastic]") {
   // Three one-node clusters and an idle node (node_3), all registered with a tracker.
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
-  std::unique_ptr<TrackerProcess> tracker;
+  std::unique_ptr<test::ChildProcess> tracker;
   const std::string address = start_with_tracker(cluster, &tracker);
 
   const int steps = 400;
@@ -251,7 +225,7 @@ TEST_CASE("elastic: a node killed with -9 mid-job is replaced by an idle registe
 TEST_CASE("elastic: a node killed with -9 mid-job and no idle node registered: its cluster stays "
           "dropped, the others train to the end", "[elastic]") {
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"});
-  std::unique_ptr<TrackerProcess> tracker;
+  std::unique_ptr<test::ChildProcess> tracker;
   const std::string address = start_with_tracker(cluster, &tracker);
   const int steps = 400;
   test::write_text(cluster.dir() / "job.toml", job_text(steps));
@@ -283,7 +257,7 @@ TEST_CASE("elastic: a provider that registers mid-job joins as one more cluster 
           "update boundary; the weights are the join's reference", "[elastic][join]") {
   // Two one-node clusters train; node_2's daemon starts (and registers) once the job runs.
   test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
-  std::unique_ptr<TrackerProcess> tracker;
+  std::unique_ptr<test::ChildProcess> tracker;
   const std::string address = start_with_tracker(cluster, &tracker, 2);
   const int steps = 600;
   test::write_text(cluster.dir() / "job.toml", job_text(steps));
@@ -339,7 +313,7 @@ TEST_CASE("elastic: a provider stopped with SIGTERM mid-job hands its slot to an
           "the update every node stopped after; no update is lost", "[elastic][handover]") {
   // Three one-node clusters and an idle node (node_3), all registered with a tracker.
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
-  std::unique_ptr<TrackerProcess> tracker;
+  std::unique_ptr<test::ChildProcess> tracker;
   const std::string address = start_with_tracker(cluster, &tracker);
   const int steps = 400;
   test::write_text(cluster.dir() / "job.toml", job_text(steps));

@@ -17,6 +17,7 @@
 #include "libs/config/job/job_spec.h"
 #include "libs/training/reference_trainer.h"
 #include "libs/wire/relay.h"
+#include "tests/support/child_process.h"
 #include "tests/support/digits.h"
 #include "tests/support/local_cluster.h"
 
@@ -109,32 +110,6 @@ class RelayThread {
   kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;
   kj::Own<kj::Thread> thread_;
   uint16_t port_ = 0;
-};
-
-// A child process, its output in `log`; SIGKILL on destruction.
-class ChildProcess {
- public:
-  ChildProcess(std::vector<std::string> args, const std::string& log) {
-    pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      FILE* out = std::freopen(log.c_str(), "a", stderr);
-      if (out == nullptr) _exit(127);
-      ::dup2(::fileno(stderr), 1);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~ChildProcess() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-
- private:
-  pid_t pid_ = -1;
 };
 
 }  // namespace
@@ -259,7 +234,7 @@ TEST_CASE("the tracker relays: a stage behind NAT registers and trains through i
   const std::string tracker = "127.0.0.1:" + std::to_string(free_port());
   const std::string relay = "127.0.0.1:" + std::to_string(free_port());
   const auto log = cluster.dir() / "tracker.log";
-  ChildProcess tracker_process({test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
+  test::ChildProcess tracker_process({test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
                                 "--listen", tracker, "--offer-relay", relay, "--state-dir",
                                 (cluster.dir() / "tracker-state").string(), "--secret-file",
                                 cluster.secret_file()},

@@ -25,6 +25,7 @@
 #include "libs/wire/kj_reason.h"
 #include "libs/wire/rpc_connection.h"
 #include "libs/wire/thread_io.h"
+#include "tests/support/child_process.h"
 #include "tests/support/test_env.h"
 
 using namespace ravnest;
@@ -33,39 +34,6 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string ravnest_binary() { return test::binary_dir() + "/apps/ravnest/ravnest"; }
-
-// A child process (`ravnest tracker`, `ravnest dashboard`), its output in `log`; SIGKILL on
-// destruction.
-class ChildProcess {
- public:
-  ChildProcess(std::vector<std::string> args, std::string log) : log_(std::move(log)) {
-    pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      FILE* out = std::freopen(log_.c_str(), "a", stderr);
-      if (out == nullptr) _exit(127);
-      ::dup2(::fileno(stderr), 1);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~ChildProcess() { kill(SIGKILL); }
-  pid_t pid() const { return pid_; }
-  void kill(int signal) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, signal);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-};
 
 // The pool as the requester reads it; empty on failure (the reason in `error`).
 tracker::PoolSnapshot pool_of(const std::string& address, const std::string& secret,
@@ -114,7 +82,7 @@ TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its r
       ravnest_binary(), "tracker", "--listen", address, "--state-dir", (dir / "state").string(),
       "--secret-file", (dir / "secret").string(), "--heartbeat-seconds", "1",
       "--expiry-seconds", "3", "--max-nodes-per-host", "8"};
-  auto tracker = std::make_unique<ChildProcess>(tracker_args, (dir / "tracker.log").string());
+  auto tracker = std::make_unique<test::ChildProcess>(tracker_args, (dir / "tracker.log").string());
 
   local::LocalDaemons daemons(test::binary_dir() + "/apps/ravnestd/ravnestd", dir.path().string(),
                               (dir / "secret").string(), {"node_0", "node_1", "node_2"});
@@ -171,7 +139,7 @@ TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its r
   // The dashboard shows the live pool beside the plan.
   {
     const int dashboard_port = local::free_loopback_port();
-    ChildProcess dashboard({ravnest_binary(), "dashboard", "--plan", (dir / "plan").string(),
+    test::ChildProcess dashboard({ravnest_binary(), "dashboard", "--plan", (dir / "plan").string(),
                             "--secret-file", (dir / "secret").string(), "--tracker", address,
                             "--listen", "127.0.0.1:" + std::to_string(dashboard_port)},
                            (dir / "dashboard.log").string());
@@ -274,7 +242,7 @@ TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its r
   // kill -9 of the tracker, then a new one on the same state: the pool is there at once, and the
   // daemons register again over new connections.
   tracker->kill(SIGKILL);
-  tracker = std::make_unique<ChildProcess>(tracker_args, (dir / "tracker2.log").string());
+  tracker = std::make_unique<test::ChildProcess>(tracker_args, (dir / "tracker2.log").string());
   std::string error;
   REQUIRE(eventually(10, [&] { return !pool_of(address, secret, &error).members.empty(); }));
   const auto restarted = pool_of(address, secret);
