@@ -71,6 +71,15 @@ std::string elastic_csv_row(double wall_time, uint64_t job_id, const std::string
          replacement + "," + std::to_string(cluster) + "," + quoted(line) + "\n";
 }
 
+uint64_t stage_need_bytes(const config::NodeMetadata& meta) { return need_bytes(meta); }
+
+void record_elastic_change(const std::string& plan_dir, uint64_t job, const std::string& kind,
+                           const std::string& lost, const std::string& replacement, int cluster,
+                           const std::string& line,
+                           const std::function<void(const std::string&)>& log) {
+  record_change(plan_dir, job, kind, lost, replacement, cluster, line, log);
+}
+
 ElasticFollower::ElasticFollower(ElasticOptions options) : options_(std::move(options)) {
   thread_ = std::thread([this] { run(); });
 }

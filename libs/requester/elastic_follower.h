@@ -118,4 +118,16 @@ std::string elastic_csv_row(double wall_time, uint64_t job_id, const std::string
                             const std::string& lost, const std::string& replacement, int cluster,
                             const std::string& line);
 
+// A stage's memory need as planned (elastic_choice's PlannedNode::need_bytes): the measured peak
+// when the plan has it, else the planner's estimate.
+uint64_t stage_need_bytes(const config::NodeMetadata& meta);
+
+// Appends elastic_csv_row's row to <plan_dir>/metrics/job_<job>/elastic.csv (the header first in
+// a new file); nothing when that folder does not exist, a file that cannot be written said on
+// `log`. On the calling thread.
+void record_elastic_change(const std::string& plan_dir, uint64_t job, const std::string& kind,
+                           const std::string& lost, const std::string& replacement, int cluster,
+                           const std::string& line,
+                           const std::function<void(const std::string&)>& log);
+
 }  // namespace ravnest::requester

@@ -109,7 +109,7 @@ void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& 
 
 // Events as they come, and every node's status twice a second, until every node finished. A
 // node that does not answer for `unresponsive_seconds`, fails, was stopped or moved on to
-// another job fails the job (the caller then stops it everywhere).
+// another job fails the job: TrainFailed (the caller then stops it everywhere).
 void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
                                        double unresponsive_seconds, const Log& log) {
   watch_until_done(watch, &job_id, unresponsive_seconds, log);
@@ -185,7 +185,9 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t* followed,
       }
     }
     report(watch);
-    if (!failure.empty()) throw std::runtime_error(stopped ? failure : "training failed: " + failure);
+    if (!failure.empty()) {
+      throw TrainFailed(stopped ? failure : "training failed: " + failure, job_id);
+    }
     size_t live_nodes = 0, live_finished = 0;
     for (const auto& meta : plan_.nodes) {
       if (watch.dropped.count(meta.cluster)) continue;

@@ -158,6 +158,9 @@ TrainInterrupted::TrainInterrupted(uint64_t id, std::vector<std::string> failed,
       stopped_by(std::move(node_stopped)),
       boundary(after) {}
 
+TrainFailed::TrainFailed(const std::string& what, uint64_t id)
+    : std::runtime_error(what), job_id(id) {}
+
 Requester::Requester(Plan plan, const std::string& secret, bool insecure)
     : impl_(std::make_unique<Impl>(std::move(plan), secret, insecure)) {}
 Requester::~Requester() = default;

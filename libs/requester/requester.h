@@ -85,6 +85,18 @@ class TrainInterrupted : public std::runtime_error {
   std::optional<uint64_t> boundary;  // the update every node stopped after, when they agreed
 };
 
+// train() (or attach()) failed while the job trained: a node failed, stopped answering, or moved
+// on to another job, with no other cluster left to train on (--drop-failed-clusters drops the
+// others' failures). What is left of the job was stopped on every node that answered, each
+// writing the checkpoint of its last update, before this was thrown. `train --elastic` replaces
+// a node the tracker lost and resumes (elastic_resume.h).
+class TrainFailed : public std::runtime_error {
+ public:
+  TrainFailed(const std::string& what, uint64_t job_id);
+  uint64_t job_id;          // the job as it failed (a take-in gives a running job a new id)
+  uint64_t metrics_job = 0; // the id it started with: its metrics folder's, job_<id> (0: none)
+};
+
 struct TrainResult {
   uint64_t job_id = 0;
   uint64_t resumed_from = 0;  // updates done before this run (resume), else 0

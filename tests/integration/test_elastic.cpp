@@ -10,6 +10,9 @@
 // as one more cluster, with the weights of `ravnest join` at that update (the join's reference).
 // A provider stopped with SIGTERM hands its slot over at the agreed update, the weights those of
 // the uninterrupted job. The flags' misuse is refused in one line. Bounded in time; every process stopped.
+// A plan of one cluster whose second stage is killed with -9: the job fails, an idle node takes
+// the stage's place, and the job resumes from the newest checkpoint every node holds, the weights
+// those of the uninterrupted job.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -373,4 +376,105 @@ TEST_CASE("elastic: --elastic without --tracker, --tracker alone, --elastic with
     CHECK(run.exit_code == 1);
     CHECK(run.err.find(line) != std::string::npos);
   }
+}
+
+TEST_CASE("elastic: a plan of one cluster whose second stage is killed with -9 mid-job: an idle "
+          "registered node takes its place and the job resumes from the newest checkpoint every "
+          "node holds; the weights are the uninterrupted job's", "[elastic][one_cluster]") {
+  // One cluster of two stages (node_0, node_1) and an idle node (node_2), all registered.
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                             {"32x1x8x8"}, 1);
+  std::unique_ptr<test::ChildProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker);
+  const int steps = 200;
+  // A checkpoint every 5 updates: the resume reruns at most 5 (the default is every 100).
+  std::string text = job_text(steps);
+  text.replace(text.find("[train]\n"), 8, "[train]\nsave_every = 5\n");
+  test::write_text(cluster.dir() / "job.toml", text);
+  // From the kill to the replacement's first batch: the time the job does not train.
+  double back_after = -1;
+  auto killer = std::thread([&cluster, &back_after] {
+    cluster.wait_for_batches(1, 12);
+    cluster.kill(1, SIGKILL);
+    const auto killed = std::chrono::steady_clock::now();
+    cluster.wait_exit(1, 10);
+    // wait_for_batches asks the plan's nodes: once plan.json names node_2.
+    auto named = [&cluster] {
+      for (const auto& meta : requester::load_plan(cluster.plan_dir()).nodes) {
+        if (meta.node_id == 2) return true;
+      }
+      return false;
+    };
+    for (int i = 0; i < 1200 && !named(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (named() && cluster.wait_for_batches(2, 1, 120)) {
+      back_after =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+    }
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  killer.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said) << "the replacement's first batch " << back_after
+                          << " s after the kill");
+  CHECK(back_after > 0);
+  std::smatch match;
+  REQUIRE(std::regex_search(
+      said, match,
+      std::regex("elastic: node_1 lost \\(no heartbeat for 3 s\\); node_2 takes its place in "
+                 "cluster 0, the job resumes after update ([0-9]+)")));
+  const int resumed_at = std::stoi(match[1].str());
+  CHECK(resumed_at >= 5);
+  CHECK(resumed_at < steps);
+  CHECK(said.find("resuming after update " + std::to_string(resumed_at)) != std::string::npos);
+  CHECK(elastic_rows(said).find(",replace_resume,node_1,node_2,0,\"elastic: node_1 lost") !=
+        std::string::npos);
+
+  // Resumed from update U, the job reran U+1.. with the same data order: the uninterrupted job.
+  auto trained = fused(cluster, 1);
+  std::string where;
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  auto reference = training::train_reference_clusters(test::digits_model(), job, 1, steps);
+  const double diff = test::largest_difference(reference.state, trained[0], &where);
+  INFO("resumed after update " << resumed_at << ": " << diff << " from the reference in "
+                               << where);
+  CHECK(diff <= 1e-5);
+  CHECK(test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
+                                 trained[0], &where) > 1e-3);
+  CHECK(cluster.log(2).find("job finished") != std::string::npos);
+  WARN("one cluster: resumed after update " << resumed_at << ": " << diff
+                                            << " from the reference");
+}
+
+TEST_CASE("elastic: a plan of one cluster whose second stage is killed with -9 mid-job and no idle "
+          "node registered: the job fails, saying no idle node fits", "[elastic][one_cluster]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                             {"32x1x8x8"});
+  std::unique_ptr<test::ChildProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker);
+  test::write_text(cluster.dir() / "job.toml", job_text(400));
+  auto killer = std::thread([&cluster] {
+    cluster.wait_for_batches(1, 4);
+    cluster.kill(1, SIGKILL);
+    cluster.wait_exit(1, 10);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  killer.join();
+  INFO(train.out << train.err);
+  CHECK(train.exit_code == 1);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said));
+  CHECK(said.find("elastic: node_1 lost (no heartbeat for 3 s); no idle node fits its stage: the "
+                  "job fails (`ravnest replace`, then `ravnest resume`, once one does)") !=
+        std::string::npos);
+  CHECK(said.find("ravnest: error: training failed: node_") != std::string::npos);
+  CHECK(said.find("resuming") == std::string::npos);
+  CHECK(elastic_rows(said).find(",fail,node_1,,0,\"elastic: node_1 lost") != std::string::npos);
 }

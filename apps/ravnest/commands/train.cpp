@@ -23,6 +23,7 @@
 #include "apps/ravnest/progress_view.h"
 #include "apps/ravnest/traffic_view.h"
 #include "libs/requester/elastic_follower.h"
+#include "libs/requester/elastic_resume.h"
 #include "libs/requester/job_identity.h"
 
 namespace ravnest::cli {
@@ -47,8 +48,9 @@ double progress_seconds(double flag) {
 // `elastic_tracker`: --tracker with --elastic (docs/tracker.md#elastic-jobs): a lost node is
 // replaced by an idle one without a person, or its cluster stays dropped, providers that register
 // mid-job join as one more cluster (requester::ElasticFollower), and a provider stopped with
-// SIGTERM hands its slot over (requester::hand_over, then this again with resume); implies
-// drop_failed_clusters. Empty: no elastic follower.
+// SIGTERM hands its slot over (requester::hand_over, then this again with resume), and a job
+// that failed with no cluster left has its lost node replaced and is resumed
+// (requester::replace_after_failure); implies drop_failed_clusters. Empty: no elastic follower.
 int run_train(const Connection& c, const std::string& job, bool detach, bool resume,
               bool attach, double record_seconds, bool drop_failed_clusters = false,
               const std::string& elastic_tracker = "") {
@@ -141,6 +143,21 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     }
     std::cerr << line << '\n';
     return 130;
+  } catch (const requester::TrainFailed& e) {
+    elastic.reset();
+    if (elastic_tracker.empty() || attach) throw;
+    // --elastic, no cluster left to train on (a plan of one cluster): a node the tracker lost is
+    // replaced by an idle one, and the job resumes from the newest checkpoint every node holds.
+    std::optional<std::string> replaced;
+    try {
+      replaced = requester::replace_after_failure(follow, e, interrupted);
+    } catch (const std::exception& error) {
+      options.log(std::string("elastic: no replacement: ") + error.what());
+    }
+    if (!replaced) throw;
+    live.clear();
+    return run_train(c, job, false, /*resume=*/true, false, record_seconds, drop_failed_clusters,
+                     elastic_tracker);
   }
   elastic.reset();  // the job ended: nothing more to follow
   if (result.detached) {

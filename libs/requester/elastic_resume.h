@@ -1,0 +1,42 @@
+// What `ravnest train JOB --elastic --tracker HOST:PORT` does when the job failed with no cluster
+// left to train on (docs/tracker.md#elastic-jobs): a plan of one cluster whose node was killed, or
+// the last cluster of several lost. The ElasticFollower replaces a node only while other clusters
+// train; here the job has stopped (TrainFailed: what was left of it stopped on every node that
+// answered, each writing the checkpoint of its last update), and the person who would type
+// `ravnest replace OLD --with SPARE` then `ravnest resume` is this:
+//   1. the plan's nodes that do not answer now are the candidates (every node answers: the job
+//      failed for another reason, and fails as without --elastic);
+//   2. the tracker must lose them: its pool is read until none of them is in it, at most its
+//      expiry and 5 s more (one still heartbeating then is not replaced: the job fails);
+//   3. tracker::choose_elastic_changes picks an idle registered node for each (the most measured
+//      memory at least the stage's need); when one has none, the job fails, said in one line;
+//   4. each goes through replace_node (replacement.h), exactly as `ravnest replace`: the job's
+//      leftovers stopped, the newest checkpoint of the lost slot that every other node holds
+//      moved to the spare from the lost node's keeper, the plan rewritten;
+// and the caller resumes the job from the newest checkpoint every node holds, as `ravnest resume`.
+// Each replacement is one line on `options.log` ("elastic: node_1 lost (no heartbeat for 3 s);
+// node_2 takes its place in cluster 0, the job resumes after update 20") and one row of
+// elastic.csv (kind replace_resume) in the failed job's metrics folder; a lost node no idle node
+// fits is one line and a row of kind fail.
+//
+// Blocks (the wait for the tracker, replace_node's calls), on the calling thread. Throws what
+// fetch_pool and replace_node throw (a tracker that does not answer, a spare that refuses).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "libs/requester/elastic_follower.h"
+#include "libs/requester/requester.h"
+
+namespace ravnest::requester {
+
+// The lines said for the replacements, '\n' between, when every lost node was replaced and the
+// job is to be resumed; nothing when it is to fail as it did (why said on `options.log`, except
+// when every node answers). `interrupted` (Ctrl-C) ends the wait for the tracker: nothing.
+std::optional<std::string> replace_after_failure(const ElasticOptions& options,
+                                                 const TrainFailed& failed,
+                                                 const std::function<bool()>& interrupted = {});
+
+}  // namespace ravnest::requester
