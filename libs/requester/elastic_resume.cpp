@@ -105,10 +105,8 @@ std::optional<std::string> replace_after_failure(const ElasticOptions& options,
                              "); no idle node fits its stage: the job fails (`ravnest replace`, "
                              "then `ravnest resume`, once one does)";
     log(line);
-    if (failed.metrics_job) {
-      record_elastic_change(options.plan_dir, failed.metrics_job, "fail", change.lost, "",
-                            change.cluster, line, log);
-    }
+    record_elastic_change(options.plan_dir, failed.metrics_job, "fail", change.lost, "",
+                          change.cluster, line, log);
     return std::nullopt;
   }
 
@@ -127,10 +125,8 @@ std::optional<std::string> replace_after_failure(const ElasticOptions& options,
                              : std::string("from its start (no checkpoint of its slot that "
                                            "every other node holds)"));
     log(line);
-    if (failed.metrics_job) {
-      record_elastic_change(options.plan_dir, failed.metrics_job, "replace_resume", change.lost,
-                            change.replacement, change.cluster, line, log);
-    }
+    record_elastic_change(options.plan_dir, failed.metrics_job, "replace_resume", change.lost,
+                          change.replacement, change.cluster, line, log);
     said += (said.empty() ? "" : "\n") + line;
   }
   return said;

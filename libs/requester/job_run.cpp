@@ -459,7 +459,6 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
     ~Deactivate() { watch->active = false; watch->report = nullptr; }
   } deactivate{watch};
   const double started = now_seconds();
-  const uint64_t metrics_job = result.job_id;  // take_in changes result.job_id, not the folder
   try {
     if (load) load();
     for (int id : plan_.cluster_ids()) {
@@ -534,13 +533,10 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
                              boundary);
     }
     result.seconds = now_seconds() - started;
-  } catch (std::exception& e) {
+  } catch (const std::exception& e) {
     // Every node is told, so that none stays loaded or training (only this job is stopped).
     watch->active = false;
     stop_all(e.what(), result.job_id);
-    if (auto* failed = dynamic_cast<TrainFailed*>(&e)) {
-      failed->metrics_job = result.metrics_dir.empty() ? 0 : metrics_job;
-    }
     throw;
   }
   for (auto& [id, p] : watch->progress) result.clusters.push_back(p);

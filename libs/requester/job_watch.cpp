@@ -118,6 +118,7 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t job_id,
 void Requester::Impl::watch_until_done(Watch& watch, uint64_t* followed,
                                        double unresponsive_seconds, const Log& log) {
   uint64_t& job_id = *followed;
+  const uint64_t started_as = job_id;  // its metrics folder's: a take-in gives the job a new id
   auto& failure = watch.failure;
   bool stopped = false;  // the failure is that somebody stopped the job
   std::map<int, double> last_heard;
@@ -186,7 +187,7 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t* followed,
     }
     report(watch);
     if (!failure.empty()) {
-      throw TrainFailed(stopped ? failure : "training failed: " + failure, job_id);
+      throw TrainFailed(stopped ? failure : "training failed: " + failure, job_id, started_as);
     }
     size_t live_nodes = 0, live_finished = 0;
     for (const auto& meta : plan_.nodes) {

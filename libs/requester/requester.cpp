@@ -158,8 +158,8 @@ TrainInterrupted::TrainInterrupted(uint64_t id, std::vector<std::string> failed,
       stopped_by(std::move(node_stopped)),
       boundary(after) {}
 
-TrainFailed::TrainFailed(const std::string& what, uint64_t id)
-    : std::runtime_error(what), job_id(id) {}
+TrainFailed::TrainFailed(const std::string& what, uint64_t id, uint64_t started_as)
+    : std::runtime_error(what), job_id(id), metrics_job(started_as) {}
 
 Requester::Requester(Plan plan, const std::string& secret, bool insecure)
     : impl_(std::make_unique<Impl>(std::move(plan), secret, insecure)) {}

@@ -92,9 +92,9 @@ class TrainInterrupted : public std::runtime_error {
 // a node the tracker lost and resumes (elastic_resume.h).
 class TrainFailed : public std::runtime_error {
  public:
-  TrainFailed(const std::string& what, uint64_t job_id);
-  uint64_t job_id;          // the job as it failed (a take-in gives a running job a new id)
-  uint64_t metrics_job = 0; // the id it started with: its metrics folder's, job_<id> (0: none)
+  TrainFailed(const std::string& what, uint64_t job_id, uint64_t metrics_job);
+  uint64_t job_id;       // the job as it failed (a take-in gives a running job a new id)
+  uint64_t metrics_job;  // the id it started with: its metrics folder's name, job_<id>, if any
 };
 
 struct TrainResult {
