@@ -85,11 +85,11 @@ class TrainInterrupted : public std::runtime_error {
   std::optional<uint64_t> boundary;  // the update every node stopped after, when they agreed
 };
 
-// train() (or attach()) failed while the job trained: a node failed, stopped answering, or moved
-// on to another job, with no other cluster left to train on (--drop-failed-clusters drops the
-// others' failures). What is left of the job was stopped on every node that answered, each
-// writing the checkpoint of its last update, before this was thrown. `train --elastic` replaces
-// a node the tracker lost and resumes (elastic_resume.h).
+// train() (or attach()) failed while the job trained: a node failed, stopped answering, moved on
+// to another job or was stopped (with drop_failed_clusters: once no other cluster is left to
+// train on). What is left of the job was stopped on every node that answered, each writing the
+// checkpoint of its last update, before train() let this through. `train --elastic` replaces a
+// node the tracker lost and resumes (elastic_resume.h).
 class TrainFailed : public std::runtime_error {
  public:
   TrainFailed(const std::string& what, uint64_t job_id, uint64_t metrics_job);
