@@ -13,12 +13,6 @@ std::map<int, std::map<int, const NodeMetadata*>> by_cluster(const std::vector<N
   return clusters;
 }
 
-std::string names(const std::vector<int>& clusters) {
-  std::string all;
-  for (int c : clusters) all += (all.empty() ? "" : ", ") + std::to_string(c);
-  return all;
-}
-
 }  // namespace
 
 ClusterAdmission admit_clusters(const std::vector<NodeMetadata>& running,
@@ -52,19 +46,10 @@ ClusterAdmission admit_clusters(const std::vector<NodeMetadata>& running,
 
   std::vector<int> taken = admission.rejoining;
   taken.insert(taken.end(), admission.joining.begin(), admission.joining.end());
-  std::vector<int> still_dropped;
   for (int d : dropped) {
     if (!std::count(admission.rejoining.begin(), admission.rejoining.end(), d)) {
-      still_dropped.push_back(d);
+      admission.staying_dropped.push_back(d);
     }
-  }
-  if (!still_dropped.empty()) {
-    admission.wait = "cluster " + names(taken) + (taken.size() > 1 ? " wait" : " waits") +
-                     ": cluster " + names(still_dropped) +
-                     (still_dropped.size() > 1 ? " are" : " is") +
-                     " dropped too, and every dropped cluster must come back at once "
-                     "(`ravnest replace` its node)";
-    return admission;
   }
   for (int c : taken) {
     const auto& target = after.at(c);

@@ -21,6 +21,9 @@ struct ClusterAdmission {
   std::vector<int> rejoining;  // dropped clusters whose nodes plan.json names anew, ascending
   std::vector<int> joining;    // clusters plan.json has and the running job has not, ascending
   std::map<int, int> source;   // each of them -> the training cluster whose checkpoint it takes
+  // Dropped clusters not taken in, ascending: the job resumes without them (their nodes neither
+  // loaded nor in the rings), and each may rejoin at a later boundary once its nodes are replaced.
+  std::vector<int> staying_dropped;
   // Not empty: nothing can be taken in now (why, one line); the caller looks again later.
   std::string wait;
 
@@ -32,8 +35,6 @@ struct ClusterAdmission {
 // other nodes and no cluster is new. `wait` says why when:
 //   - plan.json no longer names a cluster the job runs (a plan rewritten by hand or by a new
 //     `clusterize`: not a change a running job can take);
-//   - a dropped cluster would stay dropped beside one taken in (the job would load on its
-//     dead nodes): every dropped cluster must come back at once;
 //   - a cluster taken in has no training cluster of its cut to start from.
 ClusterAdmission admit_clusters(const std::vector<config::NodeMetadata>& running,
                                 const std::vector<config::NodeMetadata>& now,

@@ -98,7 +98,7 @@ void ElasticFollower::run() {
     log(std::string("elastic: off: ") + e.what());
     return;
   }
-  std::string tracker_problem;  // said once until it changes
+  bool tracker_silent = false;  // said once, and once when it answers again
   const auto poll = std::chrono::duration<double>(options_.poll_seconds);
   while (!stop_) {
     const auto wake = std::chrono::steady_clock::now() + poll;
@@ -113,14 +113,17 @@ void ElasticFollower::run() {
     tracker::PoolSnapshot pool;
     try {
       pool = tracker::fetch_pool(options_.tracker, security, 5);
-      if (!tracker_problem.empty()) log("elastic: tracker " + options_.tracker + " answers again");
-      tracker_problem.clear();
+      if (tracker_silent) log("elastic: tracker " + options_.tracker + " answers again");
+      tracker_silent = false;
     } catch (const std::exception& e) {
-      if (e.what() != tracker_problem) {
-        log(std::string("elastic: ") + e.what() + "; asked again every " +
+      // A tracker restarting (its state on disk) answers again within seconds; meanwhile nothing
+      // is decided and the job trains on. Its errors may change while it is down: said once.
+      if (!tracker_silent) {
+        log("elastic: tracker " + options_.tracker + " does not answer (" + e.what() +
+            "); the job goes on, asked again every " +
             std::to_string(static_cast<int>(options_.poll_seconds)) + " s");
       }
-      tracker_problem = e.what();
+      tracker_silent = true;
       continue;
     }
     Plan plan;

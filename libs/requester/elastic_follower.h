@@ -33,7 +33,8 @@
 // replace_node's Requester run on it); `log` is called on that thread, so the caller serialises
 // it with its own output. The destructor stops the thread and waits for it (at most one
 // replacement in progress, bounded by replace_node's own timeouts). Throws nothing after
-// construction: a tracker that does not answer is said once until it answers again.
+// construction: a tracker that does not answer is said once ("elastic: tracker HOST:PORT does not
+// answer (...); the job goes on, ..."), and once when it answers again.
 #pragma once
 
 #include <atomic>

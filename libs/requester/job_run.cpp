@@ -132,9 +132,11 @@ void Requester::Impl::check_nodes() {
 }
 
 // Ships each node the files it reads (job_shipment.h).
-void Requester::Impl::ship_job_files(const std::vector<JobShipment>& shipments, const Log& log) {
+void Requester::Impl::ship_job_files(const std::vector<JobShipment>& shipments, const Log& log,
+                                     const std::set<int>& skip) {
   for (size_t n = 0; n < plan_.nodes.size(); ++n) {
     const auto& meta = plan_.nodes[n];
+    if (skip.count(meta.cluster)) continue;
     for (const auto& file : shipments[n].files) {
       // Streamed from the file (never read whole), checked at the daemon against the size and
       // checksum the shipment measured; a file changed since fails there, and is named here.
@@ -159,9 +161,11 @@ void Requester::Impl::ship_job_files(const std::vector<JobShipment>& shipments, 
 void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id,
                                const std::string& identity, uint64_t resume_from,
                                const std::vector<JobShipment>& shipments,
-                               const std::string& resume_identity) {
+                               const std::string& resume_identity,
+                               const std::set<int>& skip) {
   for (size_t n = 0; n < plan_.nodes.size(); ++n) {
     const auto& meta = plan_.nodes[n];
+    if (skip.count(meta.cluster)) continue;
     auto request = node(meta).loadJobRequest();
     request.setJobToml(job_text);
     request.setJobId(job_id);
@@ -178,8 +182,11 @@ void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id,
 }
 
 // Starts the consumers before the producers, so nothing arrives at a node not yet started.
-void Requester::Impl::start(uint64_t job_id) {
-  std::vector<config::NodeMetadata> order = plan_.nodes;
+void Requester::Impl::start(uint64_t job_id, const std::set<int>& skip) {
+  std::vector<config::NodeMetadata> order;
+  for (const auto& meta : plan_.nodes) {
+    if (!skip.count(meta.cluster)) order.push_back(meta);
+  }
   // A parameter server's servers and evaluator (cluster -1) before the workers that send to them.
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     return std::make_pair(a.cluster >= 0, -a.position) < std::make_pair(b.cluster >= 0, -b.position);

@@ -93,8 +93,10 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
 }
 
 // Gives every node a listener for its progress events.
-void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log) {
+void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log,
+                                const std::set<int>& skip) {
   for (const auto& meta : plan_.nodes) {
+    if (skip.count(meta.cluster)) continue;
     auto request = node(meta).subscribeRequest();
     request.setListener(kj::heap<ProgressListenerImpl>(
         [watch, on_log](const wire::NodeEvent& e) {

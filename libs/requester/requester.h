@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -236,6 +237,9 @@ class Requester {
   // job runs the plan as plan.json says. A failure is said on `log` (the job is done).
   void hand_over_plan(const std::function<void(const std::string&)>& log);
   std::string waiting_for_;  // why take_in_clusters last waited, said once
+  // Nodes (ids) of clusters that stayed dropped at a take-in while other nodes got new metadata:
+  // theirs is pushed when their cluster comes back.
+  std::set<int> metadata_owed_;
   class TakeIn;  // take_in_clusters' steps (membership/running_plan_change.cpp)
   class Impl;
   std::unique_ptr<Impl> impl_;

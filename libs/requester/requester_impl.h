@@ -191,16 +191,19 @@ class Requester::Impl {
     return wire::decode_status(response.getStatus());
   }
 
-  // The phases of Requester::train(), in order.
+  // The phases of Requester::train(), in order. `skip`: clusters left out (dropped ones that
+  // stay dropped when a followed job resumes at a take-in: their nodes may be gone).
   void check_nodes();
-  void ship_job_files(const std::vector<JobShipment>& shipments, const Log& log);
+  void ship_job_files(const std::vector<JobShipment>& shipments, const Log& log,
+                      const std::set<int>& skip = {});
   // `resume_identity` (not empty): the identity whose checkpoints of `resume_from` the nodes
   // resume from, when the plan grew (running_plan_change.cpp); empty: `identity`'s own.
   void load_job(const std::string& job_text, uint64_t job_id, const std::string& identity,
                 uint64_t resume_from, const std::vector<JobShipment>& shipments,
-                const std::string& resume_identity = "");
-  void subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log);
-  void start(uint64_t job_id);
+                const std::string& resume_identity = "", const std::set<int>& skip = {});
+  void subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log,
+                 const std::set<int>& skip = {});
+  void start(uint64_t job_id, const std::set<int>& skip = {});
   void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds,
                         const Log& log = nullptr);
   // The same, the job id `*job_id` changing when clusters are taken in (Watch::take_in).
@@ -209,7 +212,13 @@ class Requester::Impl {
   // TrainOptions::drop_failed_clusters (ring_coordination.cpp): tells every ring member that
   // this requester coordinates the job's membership (setRings epoch 0); false when the plan has
   // one cluster or no rings (nothing to drop). Throws like await() when a node refuses.
-  bool coordinate_rings(uint64_t job_id);
+  bool coordinate_rings(uint64_t job_id, const std::set<int>& skip = {});
+  // Sends each ring member of the clusters `live` its rings without the other clusters' members
+  // (membership::ring_views), as membership `epoch`, with the round each ring runs from where
+  // `run_from` names one. A member that refuses is said on `log` (its own failure, if it failed,
+  // drops its cluster at the next status poll).
+  void set_live_rings(uint64_t job_id, uint64_t epoch, const std::set<int>& live,
+                      const std::map<int, uint64_t>& run_from, const Log& log);
   // Drops `cluster` (its node failed: `why`): stops its nodes, sends each member of the other
   // clusters its rings without it (a new epoch), says so on `log`.
   void drop_cluster(Watch& watch, uint64_t job_id, int cluster, const std::string& why,

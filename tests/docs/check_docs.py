@@ -65,6 +65,8 @@ CHECKS = {
     "bench_wire_throughput": (["bench/wire_throughput.sh", "build", "1"], r"ratio wire/raw: median \d"),
     "bench_relay_throughput": (["bench/relay_throughput.sh", "build", "1", "4"],
                                r"ratio relayed/direct: median \d"),
+    "bench_elastic_recovery": (["bench/elastic_recovery.sh", "build", "1"],
+                               r"ratio recovery/expiry: median \d"),
     "bench_clusterize_resnet50": (["env", "BATCH=4", "bench/clusterize_resnet50.sh"], r"(?i)save"),
     "bench_planner": (["bench/planner.sh", "--sizes", "16,128"], r"\d"),
 }

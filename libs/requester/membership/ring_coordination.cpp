@@ -16,11 +16,11 @@
 
 namespace ravnest::requester {
 
-bool Requester::Impl::coordinate_rings(uint64_t job_id) {
+bool Requester::Impl::coordinate_rings(uint64_t job_id, const std::set<int>& skip) {
   if (plan_.cluster_ids().size() < 2) return false;
   bool any = false;
   for (const auto& meta : plan_.nodes) {
-    if (meta.rings.empty()) continue;
+    if (meta.rings.empty() || skip.count(meta.cluster)) continue;
     auto request = node(meta).setRingsRequest();
     request.setJobId(job_id);
     request.setEpoch(0);
@@ -83,8 +83,14 @@ void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
       if (log) log(std::string("warning: ") + e.what());
     }
   }
-  const auto run_from = membership::rounds_to_run_from(views, completed);
-  const uint64_t epoch = ++watch.ring_epoch;
+  set_live_rings(job_id, ++watch.ring_epoch, live,
+                 membership::rounds_to_run_from(views, completed), log);
+}
+
+void Requester::Impl::set_live_rings(uint64_t job_id, uint64_t epoch, const std::set<int>& live,
+                                     const std::map<int, uint64_t>& run_from, const Log& log) {
+  const auto views = membership::ring_views(membership::rings_of_nodes(plan_.nodes),
+                                            membership::ring_members_of(plan_.nodes), live);
   for (const auto& meta : plan_.nodes) {
     auto it = views.find(meta.node_id);
     if (it == views.end() || !live.count(meta.cluster)) continue;

@@ -12,7 +12,9 @@
 //    and copies each stage's checkpoint of update U from the source cluster to the slot of that
 //    stage in each cluster taken in;
 // 3. every cluster loads the job from update U (resumeFrom = U, a new job id) and starts; the
-//    rings' membership is the plan's again. A rejoin keeps the job's identity (the same slots);
+//    rings' membership is the plan's again. A dropped cluster not taken in (not replaced yet, or
+//    for good) stays dropped: its nodes are neither loaded nor started, and the others get their
+//    rings without it (epoch 1) before any starts. A rejoin keeps the job's identity (the same slots);
 //    a join changes it (one more cluster's slots), and the nodes resume from the checkpoints of
 //    the identity they were written under (loadJob's resumeIdentity).
 //
@@ -208,6 +210,19 @@ bool Requester::TakeIn::admit(std::string* plan_json) {
 }
 
 std::string Requester::TakeIn::taken_node_busy() {
+  // The clusters still training hold at the boundary: a node of theirs that died and is not yet
+  // dropped (another cluster lost at the same time) would fail the hold. Its cluster is dropped
+  // at the requester's next status polls; then this one comes in without it.
+  for (const auto& m : impl_.plan_.nodes) {
+    if (watch_.dropped.count(m.cluster)) continue;
+    try {
+      impl_.status_of(m, 2);
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      return who() + " waits to come in: " + e.what();
+    }
+  }
   for (int c : taken_) {
     for (const auto& m : now_.cluster(c)) {
       try {
@@ -266,25 +281,41 @@ uint64_t Requester::TakeIn::hold_and_stop() {
 uint64_t Requester::TakeIn::load_from_boundary(const std::string& next_identity,
                                                const std::string& resume_identity,
                                                uint64_t updates) {
+  // The clusters that stay dropped are left out: their nodes may be gone.
   std::vector<JobShipment> shipments;
   std::map<std::string, std::string> checksums;
   for (const auto& meta : impl_.plan_.nodes) {
     shipments.push_back(job_shipment_for(job_, meta, checksums));
   }
-  impl_.ship_job_files(shipments, log_);
+  impl_.ship_job_files(shipments, log_, watch_.dropped);
   const uint64_t next_id =
       std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
-  impl_.load_job(job_text_, next_id, next_identity, updates, shipments, resume_identity);
+  impl_.load_job(job_text_, next_id, next_identity, updates, shipments, resume_identity,
+                 watch_.dropped);
   return next_id;
 }
 
 void Requester::TakeIn::start_followed(uint64_t next_id) {
   watch_.finished.clear();
   watch_.ring_epoch = 0;
-  impl_.subscribe(watch_ptr_, log_);
-  impl_.start(next_id);
-  // A plan of one cluster that grew to two has rings to coordinate now.
-  if (watch_.drop_requested) watch_.drop_failed_clusters = impl_.coordinate_rings(next_id);
+  const std::set<int>& still_dropped = watch_.dropped;
+  impl_.subscribe(watch_ptr_, log_, still_dropped);
+  if (!still_dropped.empty()) {
+    // Clusters that stay dropped: before any node starts, the others are told that the requester
+    // coordinates the rings (epoch 0) and given their rings without them (epoch 1), so that no
+    // reduce waits for a node that is gone and no node watches one.
+    watch_.drop_failed_clusters = impl_.coordinate_rings(next_id, still_dropped);
+    std::set<int> live;
+    for (int c : impl_.plan_.cluster_ids()) {
+      if (!still_dropped.count(c)) live.insert(c);
+    }
+    impl_.set_live_rings(next_id, ++watch_.ring_epoch, live, {}, log_);
+    impl_.start(next_id, still_dropped);
+  } else {
+    impl_.start(next_id);
+    // A plan of one cluster that grew to two has rings to coordinate now.
+    if (watch_.drop_requested) watch_.drop_failed_clusters = impl_.coordinate_rings(next_id);
+  }
   write_following(impl_.plan_.dir, {::getpid(), next_id, watch_.dropped});
 }
 
@@ -299,7 +330,29 @@ uint64_t Requester::TakeIn::resume_grown(std::string* identity, uint64_t updates
   const Plan before = impl_.plan_;
   impl_.plan_ = now_;
   impl_.pin_certificates();
-  requester_.push_metadata(changed_metadata(before, now_), log_);
+  for (int c : admission_.rejoining) watch_.dropped.erase(c);
+  // The nodes of clusters taken in get theirs too: a spare got its metadata from `replace`, whose
+  // ring neighbours may have been replaced since (two clusters lost at once). The nodes of
+  // clusters that stay dropped may be gone: theirs waits until their cluster is back.
+  std::vector<config::NodeMetadata> changed;
+  std::set<int> pushed;
+  for (const auto& m : changed_metadata(before, now_)) {
+    if (watch_.dropped.count(m.cluster)) {
+      requester_.metadata_owed_.insert(m.node_id);
+    } else {
+      changed.push_back(m);
+      pushed.insert(m.node_id);
+    }
+  }
+  for (const auto& m : now_.nodes) {
+    const bool taken = std::count(taken_.begin(), taken_.end(), m.cluster) > 0;
+    if (!watch_.dropped.count(m.cluster) && !pushed.count(m.node_id) &&
+        (taken || requester_.metadata_owed_.count(m.node_id))) {
+      changed.push_back(m);
+    }
+  }
+  requester_.push_metadata(changed, log_);
+  for (const auto& m : changed) requester_.metadata_owed_.erase(m.node_id);
   const std::string resumed_identity = *identity;
   const std::string next_identity = job_identity(job_text_, now_);
   adopt_checkpoints(requester_, now_, resumed_identity, updates, taken_, admission_.source);
@@ -308,7 +361,6 @@ uint64_t Requester::TakeIn::resume_grown(std::string* identity, uint64_t updates
   const uint64_t next_id = load_from_boundary(
       next_identity, next_identity == resumed_identity ? "" : resumed_identity, updates);
   *identity = next_identity;
-  for (int c : admission_.rejoining) watch_.dropped.erase(c);
   for (int c : admission_.joining) {
     watch_.progress[c].cluster = c;
     if (!before.cluster_ids().empty()) {
@@ -327,9 +379,14 @@ void Requester::TakeIn::say_taken_in(uint64_t updates, uint64_t next_id) const {
   const std::string how = " after update " + std::to_string(updates) +
                           ": every cluster resumed from there as job " + std::to_string(next_id) +
                           " (" + seconds + " s from the hold to the start)";
+  // Clusters that stay dropped (not replaced yet, or for good) are named: the job runs without them.
+  const std::vector<int> still(watch_.dropped.begin(), watch_.dropped.end());
+  const std::string without =
+      still.empty() ? "" : "; " + cluster_words(still) + (still.size() > 1 ? " stay" : " stays") +
+                               " dropped";
   for (int c : admission_.rejoining) {
     log_("cluster " + std::to_string(c) + " rejoined" + how + ", cluster " + std::to_string(c) +
-         " from cluster " + std::to_string(admission_.source.at(c)) + "'s checkpoint");
+         " from cluster " + std::to_string(admission_.source.at(c)) + "'s checkpoint" + without);
   }
   for (int c : admission_.joining) {
     log_("cluster " + std::to_string(c) + " joined" + how + ", cluster " + std::to_string(c) +
@@ -337,7 +394,7 @@ void Requester::TakeIn::say_taken_in(uint64_t updates, uint64_t next_id) const {
          "'s checkpoint; the data is dealt into " + std::to_string(now_.cluster_ids().size()) +
          " shards from batch " +
          std::to_string(updates * static_cast<uint64_t>(std::max(1, job_.train.update_frequency))) +
-         " on");
+         " on" + without);
   }
 }
 
