@@ -166,9 +166,15 @@ void ElasticFollower::follow_pool(const Plan& plan, const tracker::PoolSnapshot&
     } else if (seen_.said_training.insert(meta.name).second) {
       // The tracker lost it, the requester still hears from it: it goes on training, and its
       // cluster is dropped (then decided on here) only when the requester loses it too.
+      // A plan of one cluster is never dropped: losing it fails the job, which
+      // replace_after_failure (elastic_resume.h) then takes up.
+      bool one_cluster = true;
+      for (const auto& other : plan.nodes) one_cluster = one_cluster && other.cluster == meta.cluster;
       options_.log("elastic: " + meta.name + " has no heartbeat at tracker " + options_.tracker +
-                   "; cluster " + std::to_string(meta.cluster) +
-                   " trains with it until the job's requester drops it");
+                   (one_cluster ? "; the job trains with it until the job's requester loses it "
+                                  "(then an idle node takes its place and the job resumes)"
+                                : "; cluster " + std::to_string(meta.cluster) +
+                                      " trains with it until the job's requester drops it"));
     }
   }
   if (lost.empty()) {
