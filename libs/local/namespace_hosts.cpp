@@ -62,7 +62,8 @@ std::string unique_hosts_name(const std::string& prefix) {
   return prefix + std::to_string(::getpid() % 1000) + static_cast<char>('a' + k % 26);
 }
 
-NamespaceHosts::NamespaceHosts(std::string name, int nodes, std::string rate)
+NamespaceHosts::NamespaceHosts(std::string name, int nodes, std::string rate, int behind_nat,
+                               std::string slow)
     : name_(std::move(name)), rate_(rate == "none" ? "" : std::move(rate)) {
   if (const std::string why = hosts_unavailable(); !why.empty()) throw HostsUnavailable(why);
   if (name_.empty() || name_.size() > 10) {
@@ -71,22 +72,31 @@ NamespaceHosts::NamespaceHosts(std::string name, int nodes, std::string rate)
   std::string output;
   const std::string command = "bash " + shell_quote(wan_script()) + " up " +
                               std::to_string(nodes) + " --delay 0 --name " + shell_quote(name_) +
-                              " --rate " + shell_quote(rate_.empty() ? "none" : rate_);
+                              " --rate " + shell_quote(rate_.empty() ? "none" : rate_) +
+                              " --nat " + std::to_string(behind_nat) +
+                              (slow.empty() ? std::string() : " --slow " + shell_quote(slow));
   if (run_command(command, output) != 0) {
     std::string ignored;
     run_command("bash " + shell_quote(wan_script()) + " down --name " + shell_quote(name_),
                 ignored);
     throw std::runtime_error("scripts/wan up failed: " + output);
   }
-  // One line per node: "I listen reach", listen = reach = ADDRESS:PORT in the bridge mode.
+  // One line per node: "I listen reach", listen = reach = ADDRESS:PORT in the bridge mode ("-"
+  // for reach behind NAT), then "bridge ADDRESS".
   std::istringstream lines(output);
   std::string line;
   while (std::getline(lines, line)) {
     std::istringstream fields(line);
+    if (line.rfind("bridge ", 0) == 0) {
+      fields.ignore(7);
+      fields >> bridge_address_;
+      continue;
+    }
     size_t index = 0;
-    std::string listen;
-    if (!(fields >> index >> listen) || index != addresses_.size()) continue;
+    std::string listen, reach;
+    if (!(fields >> index >> listen >> reach) || index != addresses_.size()) continue;
     addresses_.push_back(listen.substr(0, listen.rfind(':')));
+    natted_.push_back(reach == "-");
   }
   if (addresses_.size() != static_cast<size_t>(nodes)) {
     std::string ignored;

@@ -31,9 +31,12 @@ std::string unique_hosts_name(const std::string& prefix);
 class NamespaceHosts {
  public:
   // `rate`: tc's rate on both ends of each node's link ("1gbit", "100mbit"); "" or "none":
-  // unshaped. `name`: at most 10 characters (interface names). Throws HostsUnavailable, or
-  // std::runtime_error with scripts/wan's output when it fails.
-  NamespaceHosts(std::string name, int nodes, std::string rate = "");
+  // unshaped. `name`: at most 10 characters (interface names). The last `behind_nat` hosts sit
+  // behind a NAT each (scripts/wan --nat: iptables masquerade, no port forward): they reach the
+  // bridge, nothing reaches them. `slow` ("I:RATE"): host I's link at RATE. Throws
+  // HostsUnavailable, or std::runtime_error with scripts/wan's output when it fails.
+  NamespaceHosts(std::string name, int nodes, std::string rate = "", int behind_nat = 0,
+                 std::string slow = "");
   ~NamespaceHosts();
   NamespaceHosts(const NamespaceHosts&) = delete;
   NamespaceHosts& operator=(const NamespaceHosts&) = delete;
@@ -43,12 +46,18 @@ class NamespaceHosts {
   const std::string& rate() const { return rate_; }  // "" when unshaped
   std::string namespace_of(size_t i) const { return name_ + std::to_string(i); }
   // Host i's IPv4 address: it listens there, and everyone (this namespace too) reaches it there.
+  // Behind NAT, the address it listens at, which only its own namespace reaches.
   const std::string& address(size_t i) const { return addresses_.at(i); }
+  bool behind_nat(size_t i) const { return natted_.at(i); }
+  // This (the calling) namespace's address on the hosts' bridge: every host reaches it.
+  const std::string& bridge_address() const { return bridge_address_; }
 
  private:
   std::string name_;
   std::string rate_;
   std::vector<std::string> addresses_;
+  std::vector<bool> natted_;
+  std::string bridge_address_;
 };
 
 // Moves the calling thread into network namespace `ns` (/run/netns/NS): sockets it opens from

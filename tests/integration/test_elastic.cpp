@@ -18,6 +18,8 @@
 // A plan of one cluster whose second stage is killed with -9: the job fails, an idle node takes
 // the stage's place, and the job resumes from the newest checkpoint every node holds, the weights
 // those of the uninterrupted job.
+// In network namespaces (hidden; the test_elastic_hosts_nat entry): hosts behind NAT and on a
+// slow link, through a relay, the tracker restarted, a node killed, a newcomer joining.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -180,7 +182,7 @@ TEST_CASE("elastic: the tracker restarted mid-job (kill -9, the same state and a
 
   // Long enough for the restart (about 7 s) and then the kill and the rejoin (about 8 s): 400
   // updates took 6 s here unloaded.
-  const int steps = 1500;
+  const int steps = 600;
   test::write_text(cluster.dir() / "job.toml", job_text(steps));
   // From the kill to the replacement's first batch: the time the job trains without cluster 2.
   double back_after = -1;
@@ -642,4 +644,230 @@ TEST_CASE("elastic: a plan of one cluster whose second stage is killed with -9 m
   CHECK(said.find("ravnest: error: training failed: node_") != std::string::npos);
   CHECK(said.find("resuming") == std::string::npos);
   CHECK(elastic_rows(said).find(",fail,node_1,,0,\"elastic: node_1 lost") != std::string::npos);
+}
+
+namespace {
+
+// The batches node `node_id` of the plan in `plan_dir` reports, waiting until at least `batches`
+// (false after `limit_seconds`).
+bool wait_for_batches(const std::string& plan_dir, const std::string& secret, int node_id,
+                      uint64_t batches, double limit_seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(int64_t(limit_seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      requester::Requester requester(requester::load_plan(plan_dir), secret, false);
+      for (const auto& report : requester.status()) {
+        if (report.node.node_id == node_id && report.status.batches >= batches) return true;
+      }
+    } catch (const std::exception&) {
+      // plan.json being rewritten, a node not answering yet: ask again
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
+}
+
+bool plan_names(const std::string& plan_dir, int node_id) {
+  try {
+    for (const auto& meta : requester::load_plan(plan_dir).nodes) {
+      if (meta.node_id == node_id) return true;
+    }
+  } catch (const std::exception&) {
+  }
+  return false;
+}
+
+}  // namespace
+
+// Issue 45's check in network namespaces (run by the test_elastic_hosts_nat ctest entry through
+// hosts_gate.sh, which skips loudly where namespaces cannot be made; hidden from plain runs):
+// six hosts on one bridge (scripts/wan --nat 2 --slow 3:20mbit): 0, 1, 2 reachable, 3 on a
+// 20 Mbit/s link, 4 and 5 each behind a NAT of its own (iptables masquerade, no port forward:
+// nothing reaches them). The tracker runs on this namespace's bridge address; node_2 offers a
+// relay and node_4, node_5 keep their outbound connection to it (`--relay`). node_2 .. node_5
+// register, `clusterize --tracker` plans four one-node clusters from the live pool, node_0
+// registers as an idle spare, and `train --elastic --tracker` runs: the tracker is killed (-9)
+// and restarted on its state mid-job (the job goes on, every daemon registers again), node_4 is
+// killed with -9 (node_0 takes its place without a command), and node_1 registers mid-job (it
+// joins as one more cluster). Every cluster ends with the same weights, trained.
+TEST_CASE("elastic in namespaces: hosts behind NAT and on a slow link register and train through a "
+          "relay; the tracker restarted, a node killed with -9 replaced, a newcomer joined",
+          "[elastic][.hosts]") {
+  local::NamespaceHosts hosts(local::unique_hosts_name("rnt"), 6, "1gbit", 2, "3:20mbit");
+  REQUIRE(hosts.behind_nat(4));
+  REQUIRE(hosts.behind_nat(5));
+  REQUIRE(!hosts.behind_nat(3));
+  REQUIRE(!hosts.bridge_address().empty());
+  test::TempDir dir;
+  const std::string secret_file = (dir.path() / "secret").string();
+  test::write_text(secret_file, "test-secret-nat-" + std::to_string(::getpid()) + "\n");
+  fs::permissions(secret_file, fs::perms::owner_read | fs::perms::owner_write);
+  const std::string secret = base::read_secret(secret_file);
+  const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";
+  const std::string tracker_address =
+      hosts.bridge_address() + ":" + std::to_string(local::free_loopback_port());
+  const std::string relay_address = hosts.address(2) + ":19000";
+  const auto tracker_log = dir.path() / "tracker.log";
+  auto start_tracker = [&] {
+    return std::make_unique<test::ChildProcess>(
+        std::vector<std::string>{ravnest, "tracker", "--listen", tracker_address, "--state-dir",
+                                 (dir.path() / "tracker").string(), "--secret-file", secret_file,
+                                 "--heartbeat-seconds", "1", "--expiry-seconds", "3"},
+        tracker_log.string());
+  };
+  auto tracker = start_tracker();
+  auto daemon_log = [&](int i) { return dir.path() / ("daemon_" + std::to_string(i) + ".log"); };
+  std::vector<std::unique_ptr<test::ChildProcess>> daemons(6);
+  auto start_daemon = [&](int i) {
+    const std::string port = std::to_string(18500 + i);
+    std::vector<std::string> args = {"/usr/bin/env", "ip", "netns", "exec",
+                                     hosts.namespace_of(i), test::binary_dir() +
+                                     "/apps/ravnestd/ravnestd", "--node",
+                                     "node_" + std::to_string(i), "--listen",
+                                     hosts.address(i) + ":" + port, "--data-dir",
+                                     (dir.path() / ("data_" + std::to_string(i))).string(),
+                                     "--log-file", daemon_log(i).string(), "--log-level", "info",
+                                     "--secret-file", secret_file, "--threads", "1", "--tracker",
+                                     tracker_address};
+    if (i == 2) args.insert(args.end(), {"--offer-relay", relay_address});
+    if (hosts.behind_nat(i)) args.insert(args.end(), {"--relay", relay_address});
+    daemons[i] = std::make_unique<test::ChildProcess>(
+        args, (dir.path() / ("daemon_" + std::to_string(i) + ".out")).string());
+  };
+  auto pool_names = [&] {
+    std::set<std::string> names;
+    try {
+      for (const auto& m : tracker::fetch_pool(tracker_address,
+                                               wire::make_transport_security(secret), 5).members) {
+        names.insert(m.registration.name);
+      }
+    } catch (const std::exception&) {
+    }
+    return names;
+  };
+  auto wait_pool = [&](size_t count) {
+    for (int i = 0; i < 300 && pool_names().size() < count; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    std::string logs = test::read_text(tracker_log);
+    for (int i = 0; i < 6; ++i) {
+      if (fs::exists(daemon_log(i))) logs += test::read_text(daemon_log(i));
+    }
+    INFO(logs);
+    REQUIRE(pool_names().size() == count);
+  };
+  start_daemon(2);
+  for (int i = 0; i < 100 && test::read_text(daemon_log(2)).find("relay") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (int i : {3, 4, 5}) start_daemon(i);
+  wait_pool(4);
+  // Behind NAT: registered at the relay's host, its own port; listening nowhere.
+  {
+    const auto pool = tracker::fetch_pool(tracker_address, wire::make_transport_security(secret), 5);
+    for (const auto& m : pool.members) {
+      if (m.registration.name == "node_4" || m.registration.name == "node_5") {
+        const std::string port = m.registration.name == "node_4" ? "18504" : "18505";
+        CHECK(m.registration.addresses.front() == hosts.address(2) + ":" + port);
+      }
+    }
+  }
+  CHECK(test::read_text(daemon_log(4)).find("behind NAT") != std::string::npos);
+
+  // Four one-node clusters from the live pool, pushed; node_0 an idle spare.
+  const auto plan_dir = dir.path() / "plan";
+  auto planned = test::run_command(
+      "cd " + dir.path().string() + " && " + ravnest + " clusterize " + test::digits_model() +
+          " --tracker " + tracker_address + " --secret-file " + secret_file + " --nodes " +
+          (dir.path() / "node_configs.json").string() + " --out " + plan_dir.string() +
+          " --example-input 32x1x8x8:float32 --no-memory-probe --clusters 4 --stages 1",
+      300);
+  INFO("clusterize: " << planned.out << planned.err);
+  REQUIRE(planned.exit_code == 0);
+  const std::string connection = " --plan " + plan_dir.string() + " --secret-file " + secret_file;
+  auto pushed = test::run_command(ravnest + " push" + connection, 300);
+  INFO("push: " << pushed.out << pushed.err);
+  REQUIRE(pushed.exit_code == 0);
+  start_daemon(0);
+  wait_pool(5);
+
+  const int steps = 600;
+  test::write_text(dir.path() / "job.toml", job_text(steps));
+  double back_after = -1;
+  bool registered_again = false, joined = false;
+  auto events = std::thread([&] {
+    if (!wait_for_batches(plan_dir.string(), secret, 3, 4, 120)) return;
+    // The tracker killed and restarted on its state: the job goes on, the daemons register again.
+    tracker->kill(SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+    tracker = start_tracker();
+    for (int i = 0; i < 300 && !registered_again; ++i) {
+      registered_again = true;
+      for (int node : {0, 2, 3, 4, 5}) {
+        registered_again = registered_again && count_of(test::read_text(daemon_log(node)),
+                                                        "registered with tracker") >= 2;
+      }
+      if (!registered_again) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    // node_4 (behind NAT) killed: node_0 takes its place without a command.
+    daemons[4]->kill(SIGKILL);
+    const auto killed = std::chrono::steady_clock::now();
+    for (int i = 0; i < 1200 && !plan_names(plan_dir.string(), 0); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (plan_names(plan_dir.string(), 0) &&
+        wait_for_batches(plan_dir.string(), secret, 0, 1, 120)) {
+      back_after =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+    }
+    // node_1 registers mid-job: one more cluster.
+    start_daemon(1);
+    for (int i = 0; i < 1200 && !plan_names(plan_dir.string(), 1); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    joined = plan_names(plan_dir.string(), 1) &&
+             wait_for_batches(plan_dir.string(), secret, 1, 1, 120);
+  });
+  auto train = test::run_command("cd " + dir.path().string() + " && " + ravnest + " train " +
+                                     (dir.path() / "job.toml").string() +
+                                     " --elastic --tracker " + tracker_address + connection,
+                                 420);
+  events.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said) << "in namespaces: the replacement's first batch " << back_after
+                          << " s after the kill");
+  CHECK(registered_again);
+  CHECK(count_of(said, "elastic: tracker " + tracker_address + " answers again") == 1);
+  CHECK(back_after > 0);
+  CHECK(said.find("elastic: node_4 lost (no heartbeat for 3 s); node_0 takes its place") !=
+        std::string::npos);
+  CHECK(std::regex_search(said, std::regex("rejoined after update [0-9]+")));
+  CHECK(joined);
+  CHECK(std::regex_search(said, std::regex("cluster 4 joined after update [0-9]+")));
+
+  // Every cluster, the rejoined and the joined one too, ends with the same weights, trained.
+  std::vector<std::map<std::string, at::Tensor>> trained;
+  for (int c = 0; c < 5; ++c) {
+    const auto out = dir.path() / ("trained_" + std::to_string(c));
+    auto fuse = test::run_command(ravnest + " fuse --cluster " + std::to_string(c) + " --out " +
+                                      out.string() + connection, 300);
+    INFO(fuse.out << fuse.err);
+    REQUIRE(fuse.exit_code == 0);
+    trained.push_back(test::load_state_dict(out / "trained_state_dict.pt"));
+  }
+  std::string where;
+  for (int c = 1; c < 5; ++c) {
+    const double apart = test::largest_difference(trained[0], trained[c], &where);
+    INFO("clusters 0 and " << c << " differ by " << apart << " in " << where);
+    CHECK(apart <= 1e-6);
+  }
+  CHECK(test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
+                                 trained[0], &where) > 1e-3);
+  // The relay held the NAT'd nodes' ports; nothing of theirs went through shared memory.
+  CHECK(test::read_text(daemon_log(2)).find("relay: holds port 18505") != std::string::npos);
 }
