@@ -237,7 +237,8 @@ kj::Own<wire::RpcServer> serve_node(NodeService& service, const config::DaemonCo
 class RelayRoles {
  public:
   RelayRoles(const config::DaemonConfig& config, const std::string& listen,
-             wire::RpcServer& server) {
+             wire::RpcServer& server,
+             const std::shared_ptr<const wire::NodeCredentials>& credentials) {
     if (!config.relay.empty()) {
       const auto address = listen_address(listen);
       wire::RpcServer* served = &server;
@@ -247,7 +248,7 @@ class RelayRoles {
             [served](kj::Own<kj::AsyncIoStream> stream, const std::string& peer) {
               served->adopt(kj::mv(stream), peer);
             },
-            [](const std::string& line) { spdlog::info("{}", line); });
+            [](const std::string& line) { spdlog::info("{}", line); }, credentials);
       } catch (const kj::Exception& e) {
         throw std::runtime_error("--relay " + config.relay + ": " + wire::kj_reason(e));
       }
@@ -260,6 +261,7 @@ class RelayRoles {
                                            base::Address::PortRule::kZeroAllowed);
       wire::Relay::Options options;
       options.on_event = [](const std::string& line) { spdlog::info("{}", line); };
+      options.credentials = credentials;
       try {
         relay_ = kj::heap<wire::Relay>(at.host(), at.port(), options);
       } catch (const kj::Exception& e) {
@@ -384,7 +386,7 @@ int run_daemon(const config::DaemonConfig& config) {
                                        config.memory_limit);
   service->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer(), io->low_level());
   auto server = serve_node(*service, config, listen, security);
-  RelayRoles relay(config, listen, *server);
+  RelayRoles relay(config, listen, *server, security->credentials());
   const unsigned port = relay.port(*server);
   const std::string reached_at = relay.host(listen) + ":" + std::to_string(port);
   log_memory_budget(*service);

@@ -297,6 +297,7 @@ int run_tracker(const TrackerOptions& options, const std::function<void(unsigned
     if (!at) throw std::runtime_error("--offer-relay " + options.offer_relay + ": " + relay_why);
     wire::Relay::Options relay_options;
     relay_options.on_event = [](const std::string& line) { spdlog::info("{}", line); };
+    relay_options.credentials = credentials;
     try {
       relay = kj::heap<wire::Relay>(at->host(), at->port(), relay_options);
     } catch (const kj::Exception& e) {

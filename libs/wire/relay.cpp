@@ -145,6 +145,7 @@ kj::Promise<void> Relay::greet(kj::Own<kj::AsyncIoStream> stream) {
         auto hello = parse_relay_hello(text, why);
         if (!hello) return refuse(kj::mv(stream), peer, "refused: " + why);
         if (hello->kind == RelayHello::Kind::kControl) {
+          if (options_.credentials) return challenge(kj::mv(stream), peer, hello->port);
           return hold(kj::mv(stream), peer_host(peer), hello->port);
         }
         return join(kj::mv(stream), peer_host(peer), hello->session);
@@ -156,6 +157,35 @@ kj::Promise<void> Relay::greet(kj::Own<kj::AsyncIoStream> stream) {
         }
         return kj::READY_NOW;
       });
+}
+
+kj::Promise<void> Relay::challenge(kj::Own<kj::AsyncIoStream> control, const std::string& peer,
+                                   uint16_t asked) {
+  const RelayNonce nonce = fresh_nonce();
+  auto& c = *control;
+  return write_line(c, challenge_line(nonce))
+      .then([this, &c]() {
+        return io_->timer().timeoutAfter(options_.hello_timeout, read_relay_line(c));
+      })
+      .then(
+          [this, control = kj::mv(control), peer, asked, nonce](std::string text) mutable
+          -> kj::Promise<void> {
+            std::string why;
+            auto answer = parse_proof_line(text, why);
+            if (!answer) return refuse(kj::mv(control), peer, "refused: " + why);
+            const auto expected =
+                options_.credentials->gate_proof(GateSide::kClient, nonce, answer->client_nonce);
+            if (!proof_matches(expected, answer->proof.data(), answer->proof.size())) {
+              return refuse(kj::mv(control), peer,
+                            "refused: wrong secret (the proof of the relay's challenge does not "
+                            "match)");
+            }
+            return hold(kj::mv(control), peer_host(peer), asked);
+          },
+          [this, peer](kj::Exception&& e) -> kj::Promise<void> {
+            say("relay: " + peer + " refused: no proof of the secret: " + kj_reason(e));
+            return kj::READY_NOW;
+          });
 }
 
 kj::Promise<void> Relay::hold(kj::Own<kj::AsyncIoStream> control, const std::string& host,

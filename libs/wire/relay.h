@@ -10,7 +10,8 @@
 //
 // Bounds (RelayTable, relay_table.h): ports held in all and per host, sessions per node and per
 // peer host, a node that does not join in time, a spliced session idle too long, a hello line
-// longer than kRelayLineBytes or not sent in time. A line that is not the protocol is answered
+// longer than kRelayLineBytes or not sent in time. A control connection proves it knows the secret
+// before it holds a port (Options::credentials): a stranger cannot take the ports of the nodes. A line that is not the protocol is answered
 // "refused: WHY" and closed, and reported once through on_event (a burst of 20 lines, then 2 a
 // second, the ones left out counted in the next: line_budget.h); the relay serves on.
 //
@@ -23,9 +24,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "libs/wire/line_budget.h"
+#include "libs/wire/node_credentials.h"
 #include "libs/wire/relay_table.h"
 #include "libs/wire/thread_io.h"
 
@@ -41,6 +44,10 @@ class Relay : private kj::TaskSet::ErrorHandler {
     // For the tests that show a relay cannot alter what it carries unnoticed: when > 0, the
     // byte at this place (1-based) of every session's stream towards the node is flipped.
     uint64_t flip_byte_at = 0;
+    // The secret's credentials: a control connection then holds a port only after proving it
+    // knows the secret (the challenge of relay_table.h; `refused: wrong secret` otherwise).
+    // Null: no proof asked (tests of the splice alone).
+    std::shared_ptr<const NodeCredentials> credentials;
   };
 
   // Listens for nodes' control and join connections on host:port (0: a free port, see port());
@@ -56,6 +63,8 @@ class Relay : private kj::TaskSet::ErrorHandler {
   struct Splice;
   kj::Promise<void> accept_loop();
   kj::Promise<void> greet(kj::Own<kj::AsyncIoStream> stream);
+  kj::Promise<void> challenge(kj::Own<kj::AsyncIoStream> control, const std::string& peer,
+                              uint16_t asked);
   kj::Promise<void> hold(kj::Own<kj::AsyncIoStream> control, const std::string& host,
                          uint16_t asked);
   kj::Promise<void> serve_held(kj::Own<kj::AsyncIoStream> control, const std::string& host,

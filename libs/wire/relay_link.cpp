@@ -21,9 +21,10 @@ kj::Promise<void> write_text(kj::AsyncIoStream& stream, std::string text) {
 }  // namespace
 
 RelayLink::RelayLink(std::string relay, uint16_t port, Adopt adopt,
-                     std::function<void(const std::string&)> on_event)
+                     std::function<void(const std::string&)> on_event,
+                     std::shared_ptr<const NodeCredentials> credentials)
     : io_(ThreadIo::get()), relay_(std::move(relay)), asked_port_(port), adopt_(std::move(adopt)),
-      on_event_(std::move(on_event)), tasks_(*this) {}
+      on_event_(std::move(on_event)), credentials_(std::move(credentials)), tasks_(*this) {}
 
 RelayLink::~RelayLink() noexcept(false) = default;
 
@@ -65,6 +66,22 @@ kj::Promise<void> RelayLink::control_once() {
         return write_text(c, control_hello(asked_port_))
             .then([this, &c]() {
               return io_->timer().timeoutAfter(kAnswerTimeout, read_relay_line(c));
+            })
+            .then([this, &c](std::string line) -> kj::Promise<std::string> {
+              // A relay that asks for a proof of the secret first (relay_table.h).
+              if (line.rfind("challenge ", 0) != 0) return kj::mv(line);
+              std::string why;
+              auto nonce = parse_challenge_line(line, why);
+              if (!nonce) return kj_failure("the relay said " + why);
+              if (!credentials_) {
+                return kj_failure("the relay asks for a proof of the secret; this node has no "
+                                  "secret to prove");
+              }
+              const RelayNonce mine = fresh_nonce();
+              const auto proof = credentials_->gate_proof(GateSide::kClient, *nonce, mine);
+              return write_text(c, proof_line(mine, proof)).then([this, &c]() {
+                return io_->timer().timeoutAfter(kAnswerTimeout, read_relay_line(c));
+              });
             })
             .then([this, &c](std::string line) -> kj::Promise<void> {
               std::string why;

@@ -22,6 +22,26 @@ std::optional<T> decimal(const std::string& text) {
 
 std::string quoted(const std::string& line) { return "\"" + base::printable_quoted(line, 64) + "\""; }
 
+std::string hex_of(const RelayNonce& bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : bytes) {
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 15]);
+  }
+  return out;
+}
+
+std::optional<RelayNonce> bytes_of(const std::string& hex) {
+  if (hex.size() != 64) return std::nullopt;
+  RelayNonce bytes{};
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    auto [p, ec] = std::from_chars(hex.data() + 2 * i, hex.data() + 2 * i + 2, bytes[i], 16);
+    if (ec != std::errc() || p != hex.data() + 2 * i + 2) return std::nullopt;
+  }
+  return bytes;
+}
+
 }  // namespace
 
 std::string control_hello(uint16_t port) {
@@ -172,6 +192,30 @@ std::optional<uint16_t> RelayTable::port_of(uint64_t session) const {
   auto it = sessions_.find(session);
   if (it == sessions_.end()) return std::nullopt;
   return it->second.port;
+}
+
+std::string challenge_line(const RelayNonce& nonce) { return "challenge " + hex_of(nonce) + "\n"; }
+
+std::string proof_line(const RelayNonce& client_nonce, const RelayNonce& proof) {
+  return "proof " + hex_of(client_nonce) + " " + hex_of(proof) + "\n";
+}
+
+std::optional<RelayNonce> parse_challenge_line(const std::string& line, std::string& why) {
+  if (line.rfind("challenge ", 0) == 0) {
+    if (auto nonce = bytes_of(line.substr(10))) return nonce;
+  }
+  why = "not a challenge line: " + quoted(line);
+  return std::nullopt;
+}
+
+std::optional<ProofLine> parse_proof_line(const std::string& line, std::string& why) {
+  if (line.rfind("proof ", 0) == 0 && line.size() == 6 + 64 + 1 + 64 && line[70] == ' ') {
+    auto nonce = bytes_of(line.substr(6, 64));
+    auto proof = bytes_of(line.substr(71));
+    if (nonce && proof) return ProofLine{*nonce, *proof};
+  }
+  why = "not a proof line: " + quoted(line);
+  return std::nullopt;
 }
 
 }  // namespace ravnest::wire

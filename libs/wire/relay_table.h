@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -25,7 +26,7 @@
 
 namespace ravnest::wire {
 
-inline constexpr size_t kRelayLineBytes = 128;
+inline constexpr size_t kRelayLineBytes = 160;  // a proof line: 6 + 64 + 1 + 64 bytes
 
 struct RelayLimits {
   size_t max_nodes = 64;              // ports held in all
@@ -58,6 +59,20 @@ struct OpenLine {
 std::optional<OpenLine> parse_open_line(const std::string& line, std::string& why);
 // "ok PORT" gives PORT; "refused: WHY" sets `why` to the whole line and gives nullopt.
 std::optional<uint16_t> parse_allocated_line(const std::string& line, std::string& why);
+
+// The secret's gate on a control connection (docs/relay.md): the relay answers a control hello
+// with "challenge NONCE" (its fresh 32 bytes, hex), the node with "proof CLIENT_NONCE PROOF" where
+// PROOF = NodeCredentials::gate_proof(kClient, NONCE, CLIENT_NONCE): the daemons' own gate's
+// HMAC-SHA-256 over both nonces, so the secret never travels and a proof is never replayed.
+using RelayNonce = std::array<uint8_t, 32>;
+std::string challenge_line(const RelayNonce& nonce);
+std::string proof_line(const RelayNonce& client_nonce, const RelayNonce& proof);
+std::optional<RelayNonce> parse_challenge_line(const std::string& line, std::string& why);
+struct ProofLine {
+  RelayNonce client_nonce{};
+  RelayNonce proof{};
+};
+std::optional<ProofLine> parse_proof_line(const std::string& line, std::string& why);
 
 // ---- the table ---------------------------------------------------------------------------------
 

@@ -59,7 +59,37 @@ TEST_CASE("relay lines are written and read back; anything else is refused namin
   CHECK(why == "refused: the relay holds 64 nodes (at most 64)");
   CHECK_FALSE(parse_allocated_line("ok 0", why));
   CHECK(why.rfind("not an answer of a relay", 0) == 0);
+
+  // The secret's challenge and proof, each read back; malformed ones refused naming them.
+  RelayNonce a{}, b{};
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<uint8_t>(i * 7);
+    b[i] = static_cast<uint8_t>(255 - i);
+  }
+  const std::string challenge = challenge_line(a);
+  CHECK(challenge.size() == 10 + 64 + 1);
+  auto nonce = parse_challenge_line(challenge.substr(0, challenge.size() - 1), why);
+  REQUIRE(nonce);
+  CHECK(*nonce == a);
+  const std::string proof = proof_line(a, b);
+  CHECK(proof.size() <= kRelayLineBytes);
+  auto parsed = parse_proof_line(proof.substr(0, proof.size() - 1), why);
+  REQUIRE(parsed);
+  CHECK(parsed->client_nonce == a);
+  CHECK(parsed->proof == b);
+  for (const std::string& bad : std::vector<std::string>
+       {"challenge", "challenge 12", "challenge " + std::string(64, 'g'),
+        "proof " + std::string(64, '0'), "proof " + std::string(64, '0') + "x" +
+        std::string(64, '0'), "proof " + std::string(64, '0') + " " + std::string(63, '0'),
+        "proof " + std::string(64, '0') + " " + std::string(64, '0') + " "}) {
+    INFO(bad);
+    why.clear();
+    CHECK_FALSE(parse_challenge_line(bad, why));
+    CHECK_FALSE(parse_proof_line(bad, why));
+    CHECK(!why.empty());
+  }
 }
+
 
 TEST_CASE("relay table: ports and sessions bounded per host, per node and in all", "[wire][relay]") {
   RelayLimits limits;
@@ -124,8 +154,12 @@ namespace {
 // the gate of `secret`, all on this thread's loop; every line the relay, the link and the
 // server say is kept.
 struct RelayedNode {
-  RelayedNode(const std::string& secret, uint64_t flip_byte_at = 0) {
+  // The relay asks for a proof of `relay_secret` ("": `secret`), the link proves `secret`.
+  RelayedNode(const std::string& secret, uint64_t flip_byte_at = 0,
+              const std::string& relay_secret = "") {
     Relay::Options relay_options;
+    relay_options.credentials =
+        make_transport_security(relay_secret.empty() ? secret : relay_secret)->credentials();
     relay_options.on_event = [this](const std::string& line) { lines.push_back(line); };
     relay_options.flip_byte_at = flip_byte_at;
     relay = kj::heap<Relay>("127.0.0.1", 0, relay_options);
@@ -148,8 +182,12 @@ struct RelayedNode {
         [this](kj::Own<kj::AsyncIoStream> stream, const std::string& peer) {
           server->adopt(kj::mv(stream), peer);
         },
-        [this](const std::string& line) { lines.push_back(line); });
+        [this](const std::string& line) { lines.push_back(line); }, credentials);
     linked = link->run().eagerlyEvaluate(nullptr);
+    if (!relay_secret.empty() && relay_secret != secret) {
+      for (int i = 0; i < 300 && !said("wrong secret"); ++i) turn(10 * kj::MILLISECONDS);
+      return;  // refused: the test looks at what was said
+    }
     for (int i = 0; i < 1000 && link->port() == 0; ++i) turn(10 * kj::MILLISECONDS);
     REQUIRE(link->port() != 0);
   }
@@ -298,14 +336,26 @@ TEST_CASE("the relay refuses what is not its protocol in one line and serves on"
   CHECK(raw("ravnest-relay 1 join 4242\n") ==
         "refused: no session 4242 waits (ended, or never opened)\n");
   CHECK(raw(std::string(500, 'x')).rfind("", 0) == 0);  // a long line: closed
-  CHECK(relayed.said("a line longer than 128 bytes"));
+  CHECK(relayed.said("a line longer than 160 bytes"));
   // A flood of bad hellos: each refused, the log bounded (a burst of 20, then 2 a second).
   const size_t before = relayed.lines.size();
   for (int i = 0; i < 60; ++i) CHECK(raw("flood\n").rfind("refused: not a relay hello", 0) == 0);
   CHECK(relayed.lines.size() - before <= 24);
-  // Asking for the port the node holds: refused, the node keeps it.
-  CHECK(raw("ravnest-relay 1 control " + std::to_string(relayed.link->port()) + "\n")
-            .rfind("refused: cannot open port", 0) == 0);
+  // Asking for the port the node holds without the secret: challenged, a wrong proof refused in
+  // one line, the node keeps its port; a flood of wrong proofs logged within the budget.
+  const std::string zeros(64, '0');
+  const std::string wrong = "ravnest-relay 1 control " + std::to_string(relayed.link->port()) +
+                            "\nproof " + zeros + " " + zeros + "\n";
+  const std::string answer = raw(wrong);
+  CHECK(answer.rfind("challenge ", 0) == 0);
+  CHECK(answer.find("\nrefused: wrong secret (the proof of the relay's challenge does not "
+                    "match)\n") != std::string::npos);
+  CHECK(relayed.relay->table().nodes() == 1);
+  for (int i = 0; i < 200 && relayed.lines.size() >= before; ++i) relayed.turn(kj::SECONDS / 100);
+  const size_t before_proofs = relayed.lines.size();
+  for (int i = 0; i < 40; ++i) CHECK(raw(wrong).find("refused: wrong secret") != std::string::npos);
+  CHECK(relayed.lines.size() - before_proofs <= 24);
+  CHECK(relayed.relay->table().nodes() == 1);
   // And the node is still served.
   PeerLinks links(make_transport_security("relay secret"));
   std::vector<IndexedIValue> values = {{0, at::ones({64, 1024})}};
@@ -313,4 +363,12 @@ TEST_CASE("the relay refuses what is not its protocol in one line and serves on"
   auto event = relayed.next_event(30);
   REQUIRE(event);
   CHECK(event->kind == "values");
+}
+
+TEST_CASE("a node that cannot prove the relay's secret holds no port: one line, the relay serves on",
+          "[wire][relay]") {
+  RelayedNode refused("the node's secret", 0, "the relay's secret");
+  CHECK(refused.link->port() == 0);
+  CHECK(refused.said("refused: wrong secret (the proof of the relay's challenge does not match)"));
+  CHECK(refused.relay->table().nodes() == 0);
 }
