@@ -182,7 +182,7 @@ TEST_CASE("elastic: the tracker restarted mid-job (kill -9, the same state and a
 
   // Long enough for the restart (about 7 s) and then the kill and the rejoin (about 8 s): 400
   // updates took 6 s here unloaded.
-  const int steps = 600;
+  const int steps = 1500;
   test::write_text(cluster.dir() / "job.toml", job_text(steps));
   // From the kill to the replacement's first batch: the time the job trains without cluster 2.
   double back_after = -1;
