@@ -138,14 +138,10 @@ void ElasticFollower::run() {
 
 void ElasticFollower::follow_pool(const Plan& plan, const tracker::PoolSnapshot& pool,
                                   const Following& following) {
-  std::map<std::string, tracker::Member> live, idle;
-  for (const auto& m : pool.members) {
-    tracker::Member member;
-    member.registration = m.registration;
-    member.from_host = m.from_host;
-    member.registered_at_unix = m.registered_at_unix;
-    live.emplace(m.registration.name, member);
-    if (!seen_.failed.count(m.registration.name)) idle.emplace(m.registration.name, member);
+  const std::map<std::string, tracker::Member> live = tracker::members_of(pool);
+  std::map<std::string, tracker::Member> idle;
+  for (const auto& [name, member] : live) {
+    if (!seen_.failed.count(name)) idle.emplace(name, member);
   }
   std::set<std::string> in_plan;
   for (const auto& meta : plan.nodes) in_plan.insert(meta.name);
@@ -294,14 +290,8 @@ std::optional<std::string> hand_over(const ElasticOptions& options, const std::s
   for (const auto& meta : plan.nodes) planned.push_back({meta.name, meta.cluster, need_bytes(meta)});
   const auto security = wire::make_transport_security(options.secret, options.insecure);
   const auto pool = tracker::fetch_pool(options.tracker, security, 5);
-  std::map<std::string, tracker::Member> live;
-  for (const auto& m : pool.members) {
-    if (m.registration.name == node) continue;  // it left, or will within seconds
-    tracker::Member member;
-    member.registration = m.registration;
-    member.from_host = m.from_host;
-    live.emplace(m.registration.name, member);
-  }
+  std::map<std::string, tracker::Member> live = tracker::members_of(pool);
+  live.erase(node);  // it left, or will within seconds
   const auto changes = tracker::choose_elastic_changes(planned, {node}, live);
   if (changes.empty()) return std::nullopt;  // not a node of the plan
   const auto& change = changes.front();

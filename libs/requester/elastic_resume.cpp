@@ -87,14 +87,7 @@ std::optional<std::string> replace_after_failure(const ElasticOptions& options,
   for (const auto& meta : plan.nodes) {
     planned.push_back({meta.name, meta.cluster, stage_need_bytes(meta)});
   }
-  std::map<std::string, tracker::Member> idle;
-  for (const auto& m : pool.members) {
-    tracker::Member member;
-    member.registration = m.registration;
-    member.from_host = m.from_host;
-    member.registered_at_unix = m.registered_at_unix;
-    idle.emplace(m.registration.name, member);
-  }
+  const std::map<std::string, tracker::Member> idle = tracker::members_of(pool);
   const auto changes = tracker::choose_elastic_changes(planned, silent, idle);
   const std::string why =
       "no heartbeat for " + std::to_string(static_cast<int>(pool.expiry_seconds)) + " s";

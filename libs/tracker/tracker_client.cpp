@@ -61,7 +61,7 @@ PoolSnapshot fetch_pool(const std::string& address,
   return snapshot;
 }
 
-std::string pool_file_json(const PoolSnapshot& pool) {
+std::map<std::string, Member> members_of(const PoolSnapshot& pool) {
   std::map<std::string, Member> members;
   for (const auto& m : pool.members) {
     Member member;
@@ -70,8 +70,10 @@ std::string pool_file_json(const PoolSnapshot& pool) {
     member.registered_at_unix = m.registered_at_unix;
     members.emplace(m.registration.name, std::move(member));
   }
-  return pool_json(members);
+  return members;
 }
+
+std::string pool_file_json(const PoolSnapshot& pool) { return pool_json(members_of(pool)); }
 
 struct TrackerLink::Session {
   kj::Own<wire::RpcClient> client;

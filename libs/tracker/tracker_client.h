@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ PoolSnapshot fetch_pool(const std::string& address,
 
 // The members as node_configs.json (tracker_state.h's pool_json).
 std::string pool_file_json(const PoolSnapshot& pool);
+
+// The snapshot's members as the membership's plain data (what elastic_choice and pool_json
+// take), by name; last_heartbeat is left 0 (the snapshot counts seconds since it instead).
+std::map<std::string, Member> members_of(const PoolSnapshot& pool);
 
 // A daemon's registration kept alive: on each (re)connection it times an upload of
 // `probe_bytes` to the tracker (its bandwidth figure), registers, then heartbeats at the interval

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <filesystem>
+#include <functional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -170,6 +171,50 @@ std::map<int, std::map<std::string, at::Tensor>> fused(test::LocalCluster& clust
   return trained;
 }
 
+
+// The batches node `node_id` of the plan in `plan_dir` reports, waiting until at least `batches`
+// (false after `limit_seconds`).
+bool wait_for_batches(const std::string& plan_dir, const std::string& secret, int node_id,
+                      uint64_t batches, double limit_seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(int64_t(limit_seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      requester::Requester requester(requester::load_plan(plan_dir), secret, false);
+      for (const auto& report : requester.status()) {
+        if (report.node.node_id == node_id && report.status.batches >= batches) return true;
+      }
+    } catch (const std::exception&) {
+      // plan.json being rewritten, a node not answering yet: ask again
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
+}
+
+bool plan_names(const std::string& plan_dir, int node_id) {
+  try {
+    for (const auto& meta : requester::load_plan(plan_dir).nodes) {
+      if (meta.node_id == node_id) return true;
+    }
+  } catch (const std::exception&) {
+  }
+  return false;
+}
+
+// From `since` until plan.json (`plan_dir`) names node `node_id` (at most 120 s) and
+// `first_batch` says it trained a batch: seconds, or -1 when either never comes. The time a
+// replacement (or a newcomer) takes to train.
+double seconds_until_training(const std::string& plan_dir, int node_id,
+                              const std::function<bool()>& first_batch,
+                              std::chrono::steady_clock::time_point since) {
+  for (int i = 0; i < 1200 && !plan_names(plan_dir, node_id); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!plan_names(plan_dir, node_id) || !first_batch()) return -1;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
 }  // namespace
 
 TEST_CASE("elastic: the tracker restarted mid-job (kill -9, the same state and address), then a "
@@ -210,19 +255,9 @@ TEST_CASE("elastic: the tracker restarted mid-job (kill -9, the same state and a
     const auto killed = std::chrono::steady_clock::now();
     cluster.wait_exit(2, 10);
     // wait_for_batches asks the plan's nodes: once plan.json names node_3.
-    auto named = [&cluster] {
-      for (const auto& meta : requester::load_plan(cluster.plan_dir()).nodes) {
-        if (meta.node_id == 3) return true;
-      }
-      return false;
-    };
-    for (int i = 0; i < 1200 && !named(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (named() && cluster.wait_for_batches(3, 1, 120)) {
-      back_after =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-    }
+    back_after = seconds_until_training(
+        cluster.plan_dir(), 3, [&cluster] { return cluster.wait_for_batches(3, 1, 120); },
+        killed);
   });
   auto train = cluster.ravnest(
       "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
@@ -567,19 +602,9 @@ TEST_CASE("elastic: a plan of one cluster whose second stage is killed with -9 m
     const auto killed = std::chrono::steady_clock::now();
     cluster.wait_exit(1, 10);
     // wait_for_batches asks the plan's nodes: once plan.json names node_2.
-    auto named = [&cluster] {
-      for (const auto& meta : requester::load_plan(cluster.plan_dir()).nodes) {
-        if (meta.node_id == 2) return true;
-      }
-      return false;
-    };
-    for (int i = 0; i < 1200 && !named(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (named() && cluster.wait_for_batches(2, 1, 120)) {
-      back_after =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-    }
+    back_after = seconds_until_training(
+        cluster.plan_dir(), 2, [&cluster] { return cluster.wait_for_batches(2, 1, 120); },
+        killed);
   });
   auto train = cluster.ravnest(
       "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
@@ -645,40 +670,6 @@ TEST_CASE("elastic: a plan of one cluster whose second stage is killed with -9 m
   CHECK(said.find("resuming") == std::string::npos);
   CHECK(elastic_rows(said).find(",fail,node_1,,0,\"elastic: node_1 lost") != std::string::npos);
 }
-
-namespace {
-
-// The batches node `node_id` of the plan in `plan_dir` reports, waiting until at least `batches`
-// (false after `limit_seconds`).
-bool wait_for_batches(const std::string& plan_dir, const std::string& secret, int node_id,
-                      uint64_t batches, double limit_seconds) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(int64_t(limit_seconds * 1000));
-  while (std::chrono::steady_clock::now() < deadline) {
-    try {
-      requester::Requester requester(requester::load_plan(plan_dir), secret, false);
-      for (const auto& report : requester.status()) {
-        if (report.node.node_id == node_id && report.status.batches >= batches) return true;
-      }
-    } catch (const std::exception&) {
-      // plan.json being rewritten, a node not answering yet: ask again
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  return false;
-}
-
-bool plan_names(const std::string& plan_dir, int node_id) {
-  try {
-    for (const auto& meta : requester::load_plan(plan_dir).nodes) {
-      if (meta.node_id == node_id) return true;
-    }
-  } catch (const std::exception&) {
-  }
-  return false;
-}
-
-}  // namespace
 
 // Issue 45's check in network namespaces (run by the test_elastic_hosts_nat ctest entry through
 // hosts_gate.sh, which skips loudly where namespaces cannot be made; hidden from plain runs):
@@ -815,21 +806,15 @@ TEST_CASE("elastic in namespaces: hosts behind NAT and on a slow link register a
     // node_4 (behind NAT) killed: node_0 takes its place without a command.
     daemons[4]->kill(SIGKILL);
     const auto killed = std::chrono::steady_clock::now();
-    for (int i = 0; i < 1200 && !plan_names(plan_dir.string(), 0); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (plan_names(plan_dir.string(), 0) &&
-        wait_for_batches(plan_dir.string(), secret, 0, 1, 120)) {
-      back_after =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-    }
+    back_after = seconds_until_training(
+        plan_dir.string(), 0,
+        [&] { return wait_for_batches(plan_dir.string(), secret, 0, 1, 120); }, killed);
     // node_1 registers mid-job: one more cluster.
     start_daemon(1);
-    for (int i = 0; i < 1200 && !plan_names(plan_dir.string(), 1); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    joined = plan_names(plan_dir.string(), 1) &&
-             wait_for_batches(plan_dir.string(), secret, 1, 1, 120);
+    joined = seconds_until_training(
+                 plan_dir.string(), 1,
+                 [&] { return wait_for_batches(plan_dir.string(), secret, 1, 1, 120); },
+                 std::chrono::steady_clock::now()) >= 0;
   });
   auto train = test::run_command("cd " + dir.path().string() + " && " + ravnest + " train " +
                                      (dir.path() / "job.toml").string() +
