@@ -2,7 +2,9 @@
 
 #include <kj/debug.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <memory>
 
 #include "libs/wire/kj_reason.h"
@@ -285,19 +287,48 @@ kj::Promise<void> Relay::join(kj::Own<kj::AsyncIoStream> node, const std::string
 namespace {
 
 // One direction of a splice, until its source ends (then the other side's write is shut).
+// `seen` is given each read and returns what of it is forwarded (all of it, but for a tamper).
 kj::Promise<void> pump(kj::AsyncIoStream& from, kj::AsyncIoStream& to, kj::ArrayPtr<kj::byte> buffer,
-                       std::function<void(kj::ArrayPtr<kj::byte>)> seen) {
+                       std::function<kj::ArrayPtr<kj::byte>(kj::ArrayPtr<kj::byte>)> seen) {
   return from.tryRead(buffer.begin(), 1, buffer.size())
       .then([&from, &to, buffer, seen = std::move(seen)](size_t n) mutable -> kj::Promise<void> {
         if (n == 0) {
           to.shutdownWrite();
           return kj::READY_NOW;
         }
-        seen(buffer.slice(0, n));
-        return to.write(buffer.begin(), n).then([&from, &to, buffer, seen = std::move(seen)]() mutable {
-          return pump(from, to, buffer, std::move(seen));
-        });
+        const auto forwarded = seen(buffer.slice(0, n));
+        return to.write(forwarded.begin(), forwarded.size())
+            .then([&from, &to, buffer, seen = std::move(seen)]() mutable {
+              return pump(from, to, buffer, std::move(seen));
+            });
       });
+}
+
+// What a tampering relay (Options::tamper) forwards of `bytes`, the stream's bytes from place
+// `before` + 1 on; `said` is called once, when the tamper happens.
+kj::ArrayPtr<kj::byte> tampered(const Relay::Options::Tamper& tamper, uint64_t before,
+                                kj::ArrayPtr<kj::byte> bytes,
+                                const std::function<void(const std::string&)>& said) {
+  if (tamper.at == 0) return bytes;
+  const uint64_t first = before + 1, last = before + bytes.size();
+  using Kind = Relay::Options::Tamper::Kind;
+  if (tamper.kind == Kind::flip) {
+    if (tamper.at < first || tamper.at > last) return bytes;
+    bytes[tamper.at - first] ^= 0x01;
+    said("byte " + std::to_string(tamper.at) + " towards the node flipped");
+    return bytes;
+  }
+  // drop: the places [at, at + count) that fall in [first, last] are cut out.
+  const uint64_t from = std::max(first, tamper.at);
+  const uint64_t to = std::min(last, tamper.at + tamper.count - 1);
+  if (from > to) return bytes;
+  const size_t cut_begin = from - first, cut_end = to - first + 1;
+  std::memmove(bytes.begin() + cut_begin, bytes.begin() + cut_end, bytes.size() - cut_end);
+  if (from == tamper.at) {
+    said(std::to_string(tamper.count) + " bytes from byte " + std::to_string(tamper.at) +
+         " towards the node dropped");
+  }
+  return bytes.slice(0, bytes.size() - (cut_end - cut_begin));
 }
 
 }  // namespace
@@ -310,18 +341,19 @@ kj::Promise<void> Relay::splice(uint64_t session, kj::Own<kj::AsyncIoStream> pee
   s->node = kj::mv(node);
   s->last_byte = now();
   Splice& sp = *s;
-  const uint64_t flip = options_.flip_byte_at;
-  auto up = pump(*sp.peer, *sp.node, sp.up, [this, &sp, flip](kj::ArrayPtr<kj::byte> bytes) {
+  auto up = pump(*sp.peer, *sp.node, sp.up, [this, &sp](kj::ArrayPtr<kj::byte> bytes) {
     sp.last_byte = now();
-    if (flip > 0 && sp.towards_node < flip && sp.towards_node + bytes.size() >= flip) {
-      bytes[flip - sp.towards_node - 1] ^= 0x01;
-      say("relay: session " + std::to_string(sp.session) + ": byte " + std::to_string(flip) +
-          " towards the node flipped (flip_byte_at, for tests)");
-    }
+    const auto forwarded =
+        tampered(options_.tamper, sp.towards_node, bytes, [this, &sp](const std::string& what) {
+          say("relay: session " + std::to_string(sp.session) + ": " + what + " (tamper, for tests)");
+        });
     sp.towards_node += bytes.size();
+    return forwarded;
   });
-  auto down = pump(*sp.node, *sp.peer, sp.down,
-                   [this, &sp](kj::ArrayPtr<kj::byte>) { sp.last_byte = now(); });
+  auto down = pump(*sp.node, *sp.peer, sp.down, [this, &sp](kj::ArrayPtr<kj::byte> bytes) {
+    sp.last_byte = now();
+    return bytes;
+  });
   // Idle: checked a few times per idle period; a session quiet for all of it ends.
   struct Idle {
     static kj::Promise<void> watch(Relay* relay, Splice* sp) {

@@ -41,9 +41,15 @@ class Relay : private kj::TaskSet::ErrorHandler {
     kj::Duration hello_timeout = 10 * kj::SECONDS;
     // One line for each thing the relay did or refused ("relay: ..."). Unset: silent.
     std::function<void(const std::string&)> on_event;
-    // For the tests that show a relay cannot alter what it carries unnoticed: when > 0, the
-    // byte at this place (1-based) of every session's stream towards the node is flipped.
-    uint64_t flip_byte_at = 0;
+    // For the tests that show a relay cannot alter what it carries unnoticed: what it does to
+    // every session's stream towards the node, from the byte at `at` (1-based; 0: nothing).
+    struct Tamper {
+      enum class Kind { flip, drop };
+      Kind kind = Kind::flip;
+      uint64_t at = 0;
+      uint64_t count = 1;  // drop: how many bytes, from `at`, are never forwarded
+    };
+    Tamper tamper;
     // The secret's credentials: a control connection then holds a port only after proving it
     // knows the secret (the challenge of relay_table.h; `refused: wrong secret` otherwise).
     // Null: no proof asked (tests of the splice alone).

@@ -67,12 +67,12 @@ double worst_difference(const test::LocalCluster& cluster, const std::filesystem
 // A wire::Relay on a thread of its own (its own event loop), stopped and joined on destruction.
 class RelayThread {
  public:
-  explicit RelayThread(uint64_t flip_byte_at) {
+  explicit RelayThread(wire::Relay::Options::Tamper tamper) {
     std::promise<uint16_t> port;
     auto future = port.get_future();
-    thread_ = kj::heap<kj::Thread>([this, &port, flip_byte_at]() {
+    thread_ = kj::heap<kj::Thread>([this, &port, tamper]() {
       wire::Relay::Options options;
-      options.flip_byte_at = flip_byte_at;
+      options.tamper = tamper;
       options.on_event = [this](const std::string& line) {
         std::lock_guard<std::mutex> lock(mutex_);
         lines_.push_back(line);
@@ -149,35 +149,43 @@ TEST_CASE("a stage behind NAT trains through a relay to the weights of one proce
   CHECK(status.exit_code == 0);
 }
 
-TEST_CASE("a relay that flips a byte is caught: the job stops in a line or trains exactly",
+TEST_CASE("a relay that flips or drops bytes is caught: the job stops in a line or trains exactly",
           "[daemon][relay]") {
-  // Byte 5,000 of every session towards the node behind NAT: past the TLS handshake, in the
+  // From byte 5,000 of every session towards the node behind NAT: past the TLS handshake, in the
   // gate's or the first calls' records (the stage pushed, a micro-batch's activations).
-  RelayThread relay(5000);
-  test::LocalCluster cluster(test::digits_model(),
-                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
-                             {"32x1x8x8"});
-  cluster.set_daemon_flags(1, {"--relay", relay.address()});
-  cluster.start_all();
-  const auto push = cluster.ravnest("push", "", 120);
-  INFO(push.out << push.err << relay.lines() << cluster.log(1));
-  const auto job_path = cluster.dir() / "job.toml";
-  test::write_text(job_path, job_text(10));
-  CHECK(relay.lines().find("towards the node flipped") != std::string::npos);
-  if (push.exit_code != 0) {
-    // The altered record: one line naming the node, nothing stored.
-    CHECK(push.err.find("node_1") != std::string::npos);
-    CHECK(push.err.find("altered on the way") != std::string::npos);
-    CHECK(std::count(push.err.begin(), push.err.end(), '\n') <= 3);
-    CHECK(cluster.log(1).find("stored stage") == std::string::npos);
-    return;
+  using Kind = wire::Relay::Options::Tamper::Kind;
+  const std::vector<std::pair<wire::Relay::Options::Tamper, std::string>> cases = {
+      {{Kind::flip, 5000, 1}, "towards the node flipped"},
+      {{Kind::drop, 5000, 300}, "300 bytes from byte 5000 towards the node dropped"}};
+  for (const auto& [tamper, said] : cases) {
+    DYNAMIC_SECTION(said) {
+      RelayThread relay(tamper);
+      test::LocalCluster cluster(test::digits_model(),
+                                 {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                                 {"32x1x8x8"});
+      cluster.set_daemon_flags(1, {"--relay", relay.address()});
+      cluster.start_all();
+      const auto push = cluster.ravnest("push", "", 120);
+      INFO(push.out << push.err << relay.lines() << cluster.log(1));
+      const auto job_path = cluster.dir() / "job.toml";
+      test::write_text(job_path, job_text(10));
+      CHECK(relay.lines().find(said) != std::string::npos);
+      if (push.exit_code != 0) {
+        // The altered record: one line naming the node, nothing stored.
+        CHECK(push.err.find("node_1") != std::string::npos);
+        CHECK(push.err.find("altered on the way") != std::string::npos);
+        CHECK(std::count(push.err.begin(), push.err.end(), '\n') <= 3);
+        CHECK(cluster.log(1).find("stored stage") == std::string::npos);
+        continue;
+      }
+      // Should the stage have crossed whole, training may not: it stops, or trains exactly.
+      auto train = cluster.ravnest("train", job_path.string(), 180);
+      INFO(train.out << train.err);
+      if (train.exit_code != 0) continue;
+      REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code == 0);
+      CHECK(worst_difference(cluster, job_path, 10) <= 1e-5);
+    }
   }
-  // Should the stage have crossed whole, training may not: it stops, or trains exactly.
-  auto train = cluster.ravnest("train", job_path.string(), 180);
-  INFO(train.out << train.err);
-  if (train.exit_code != 0) return;
-  REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code == 0);
-  CHECK(worst_difference(cluster, job_path, 10) <= 1e-5);
 }
 
 TEST_CASE("a cluster behind NAT averages over a ring whose data channel crosses the relay",
