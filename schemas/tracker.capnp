@@ -25,6 +25,8 @@ struct Registration {
   name @0 :Text;                 # the daemon's node name, "node_<id>"
   addresses @1 :List(Text);      # host:port it can be reached at, the first preferred
   hardware @2 :Hardware;
+  relayOffered @3 :Text;         # host:port where it relays for daemons behind NAT (its
+                                 # --offer-relay); empty: it offers none
 }
 
 struct Member {
@@ -49,6 +51,12 @@ interface Tracker {
   leave @4 (name :Text) -> (left :Bool);
     # A daemon stopping: `name` leaves the pool now rather than at its expiry. Only from the host it
     # registered from; `left` false when it was no member (or registered from elsewhere).
+  dialBack @5 (port :UInt16) -> (reached :Bool, why :Text, relays :List(Text));
+    # Whether a daemon can be reached (AutoNAT's question): the tracker opens a TCP connection to
+    # `port` on the host the call came from, as it sees it, within 3 s (`why`: what failed), and
+    # closes it. Only the caller's own host is dialled. `relays`: where the caller may hold a port
+    # instead, the tracker's own relay first (":PORT" when it relays on every interface: on the
+    # host the caller dials the tracker at), then the live members' relayOffered.
 }
 
 interface TrackerGate {

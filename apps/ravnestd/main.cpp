@@ -56,7 +56,9 @@ int main(int argc, char** argv) {
   auto* relay_opt = app.add_option(
       "--relay", relay,
       "HOST:PORT of a relay (a daemon started with --offer-relay): this daemon is behind NAT, "
-      "listens nowhere, and is reached at the relay's host on its --listen port (docs/relay.md)");
+      "listens nowhere, and is reached at the relay's host on its --listen port; or auto (with "
+      "--tracker): the tracker dials this daemon back and names a relay if it cannot "
+      "(docs/relay.md)");
   auto* offer_relay_opt = app.add_option(
       "--offer-relay", offer_relay,
       "HOST:PORT to relay on for daemons behind NAT (docs/relay.md)");

@@ -19,6 +19,7 @@
 #include "libs/daemon/systemd_notify.h"
 #include "libs/daemon/tracker/hardware_probe.h"
 #include "libs/tracker/tracker_client.h"
+#include "libs/tracker/dial_back.h"
 #include "libs/wire/relay.h"
 #include "libs/wire/relay_link.h"
 #include "libs/worker/compute_device.h"
@@ -221,7 +222,9 @@ kj::Own<wire::RpcServer> serve_node(NodeService& service, const config::DaemonCo
         [peer](const std::string& why) { spdlog::warn("refused {}: {}", peer, why); }));
   };
   try {
-    if (!config.relay.empty()) return kj::heap<wire::RpcServer>(gate, options);
+    if (!config.relay.empty() && config.relay != config::kRelayAuto) {
+      return kj::heap<wire::RpcServer>(gate, options);
+    }
     const auto address = listen_address(listen);
     return kj::heap<wire::RpcServer>(gate, address.host(), address.port(), options);
   } catch (const kj::Exception& e) {
@@ -229,63 +232,93 @@ kj::Own<wire::RpcServer> serve_node(NodeService& service, const config::DaemonCo
   }
 }
 
-// The relay's two sides (docs/relay.md). Behind NAT (--relay): no port of this daemon's own; the
-// relay holds `listen`'s port on its own host for it, and every connection that comes through is
-// served by `server` as one it accepted. Relaying for others (--offer-relay): their ports and
+// The relay's two sides (docs/relay.md). Behind NAT (--relay HOST:PORT): no port of this
+// daemon's own; the relay holds `listen`'s port on its own host for it, and every connection that
+// comes through is served by `server` as one it accepted. With --relay auto, the same from the
+// moment hold_on() is called (the tracker could not dial this daemon back), the daemon's own port
+// left open (nobody outside reaches it). Relaying for others (--offer-relay): their ports and
 // sessions, on this thread's loop. Throws std::runtime_error naming the flag when either cannot
 // be set up.
 class RelayRoles {
  public:
   RelayRoles(const config::DaemonConfig& config, const std::string& listen,
              wire::RpcServer& server,
-             const std::shared_ptr<const wire::NodeCredentials>& credentials) {
-    if (!config.relay.empty()) {
-      const auto address = listen_address(listen);
-      wire::RpcServer* served = &server;
-      try {
-        link_ = kj::heap<wire::RelayLink>(
-            config.relay, address.port(),
-            [served](kj::Own<kj::AsyncIoStream> stream, const std::string& peer) {
-              served->adopt(kj::mv(stream), peer);
-            },
-            [](const std::string& line) { spdlog::info("{}", line); }, credentials);
-      } catch (const kj::Exception& e) {
-        throw std::runtime_error("--relay " + config.relay + ": " + wire::kj_reason(e));
-      }
-      run_ = link_->run().eagerlyEvaluate(nullptr);
-      host_ = base::Address::parse(config.relay, "--relay").host();
-      port_ = address.port();
+             std::shared_ptr<const wire::NodeCredentials> credentials)
+      : server_(server), credentials_(std::move(credentials)) {
+    if (!config.relay.empty() && config.relay != config::kRelayAuto) {
+      hold_on(config.relay, listen_address(listen).port(), "--relay");
     }
     if (!config.offer_relay.empty()) {
       const auto at = base::Address::parse(config.offer_relay, "--offer-relay",
                                            base::Address::PortRule::kZeroAllowed);
       wire::Relay::Options options;
       options.on_event = [](const std::string& line) { spdlog::info("{}", line); };
-      options.credentials = credentials;
+      options.credentials = credentials_;
       try {
         relay_ = kj::heap<wire::Relay>(at.host(), at.port(), options);
       } catch (const kj::Exception& e) {
         throw std::runtime_error("cannot relay on " + config.offer_relay + ": " +
                                  wire::kj_reason(e));
       }
+      offered_host_ = at.host();
       spdlog::info("relaying for daemons behind NAT on {}:{}", at.host(), relay_->port());
     }
   }
+  // From now on, behind `relay`: it holds `port` for this daemon. `origin` names where the relay
+  // came from, for the error.
+  void hold_on(const std::string& relay, unsigned port, const std::string& origin) {
+    wire::RpcServer* served = &server_;
+    try {
+      link_ = kj::heap<wire::RelayLink>(
+          relay, port,
+          [served](kj::Own<kj::AsyncIoStream> stream, const std::string& peer) {
+            served->adopt(kj::mv(stream), peer);
+          },
+          [](const std::string& line) { spdlog::info("{}", line); }, credentials_);
+    } catch (const kj::Exception& e) {
+      throw std::runtime_error(origin + " " + relay + ": " + wire::kj_reason(e));
+    }
+    run_ = link_->run().eagerlyEvaluate(nullptr);
+    relay_address_ = relay;
+    host_ = base::Address::parse(relay, origin).host();
+    port_ = port;
+  }
   bool behind_relay() const { return link_.get() != nullptr; }
+  const std::string& relay_address() const { return relay_address_; }
   // Where peers reach this daemon: the relay's host behind NAT, else where it listens.
   std::string host(const std::string& listen) const {
     return behind_relay() ? host_ : listen_address(listen).host();
   }
-  unsigned port(const wire::RpcServer& server) const {
-    return behind_relay() ? port_ : server.port();
+  unsigned port() const { return behind_relay() ? port_ : server_.port(); }
+  // Resolves once the relay holds the port (at most `seconds`; then fails naming the relay).
+  kj::Promise<void> held(kj::Timer& timer, double seconds) {
+    if (link_->port() != 0) return kj::READY_NOW;
+    if (seconds <= 0) {
+      return wire::kj_failure("the relay " + relay_address_ + " did not hold port " +
+                              std::to_string(port_) + " yet");
+    }
+    return timer.afterDelay(100 * kj::MILLISECONDS).then([this, &timer, seconds]() {
+      return held(timer, seconds - 0.1);
+    });
+  }
+  // The relay offered to others, as the tracker passes it on (dial_back.h): on a wildcard host,
+  // the host of `reached_host`, this daemon's first registered address. "": none offered.
+  std::string offered(const std::string& reached_host) const {
+    if (!relay_) return "";
+    const std::string own = tracker::own_relay_address(offered_host_, relay_->port());
+    return own.rfind(':', 0) == 0 ? reached_host + own : own;
   }
 
  private:
+  wire::RpcServer& server_;
+  std::shared_ptr<const wire::NodeCredentials> credentials_;
   kj::Own<wire::RelayLink> link_;
   kj::Promise<void> run_ = kj::READY_NOW;
+  std::string relay_address_;
   std::string host_;
   unsigned port_ = 0;
   kj::Own<wire::Relay> relay_;
+  std::string offered_host_;
 };
 
 // What an idle daemon holds (LibTorch and the server, nothing computed): the part of a pushed
@@ -302,17 +335,61 @@ void log_memory_budget(NodeService& service) {
 }
 
 // The daemon in the tracker's pool (--tracker): registered once the port is open, heartbeating
-// on this thread's loop until leave(). Without a tracker, nothing.
+// on this thread's loop until leave(). With --relay auto, each registration follows the
+// tracker's dial-back (dial_back.h): reached, the daemon's own addresses; not reached, it holds
+// its port on the first relay the tracker names and registers the relay's host (once behind a
+// relay it stays there); not reached and no relay named, it does not register, and asks again
+// every 2 s. Without a tracker, nothing.
 class TrackerPresence {
  public:
-  TrackerPresence(const config::DaemonConfig& config, const std::string& host, unsigned port,
-                  const c10::Device& device, std::shared_ptr<wire::TransportSecurity> security,
-                  kj::Timer& timer) {
+  TrackerPresence(const config::DaemonConfig& config, const std::string& listen,
+                  RelayRoles& relay, const c10::Device& device,
+                  std::shared_ptr<wire::TransportSecurity> security, kj::Timer& timer) {
     if (config.tracker.empty()) return;
-    auto registration = measure_registration(config.node, host, port,
+    auto registration = measure_registration(config.node, relay.host(listen), relay.port(),
                                              config.memory_limit, device);
+    const std::string first = registration.addresses.front();
+    registration.relay_offered = relay.offered(first.substr(0, first.rfind(':')));
+    const auto direct = registration.addresses;
     link_ = kj::heap<tracker::TrackerLink>(config.tracker, std::move(security),
                                            std::move(registration), timer);
+    if (config.relay == config::kRelayAuto) {
+      tracker::TrackerLink::ReachCheck check;
+      check.port = static_cast<uint16_t>(relay.port());
+      const std::string tracker_address = config.tracker;
+      RelayRoles* roles = &relay;
+      kj::Timer* clock = &timer;
+      check.decide = [roles, clock, direct, tracker_address, reported = std::make_shared<bool>(false)](
+                         const tracker::DialBack& answer)
+          -> kj::Promise<std::vector<std::string>> {
+        const unsigned port = roles->port();
+        auto relayed = [roles, port]() {
+          return std::vector<std::string>{roles->host("") + ":" + std::to_string(port)};
+        };
+        if (!roles->behind_relay()) {
+          if (answer.reached) {
+            if (!*reported) {
+              spdlog::info("reachable: the tracker {} dialled port {} back; registering {}",
+                           tracker_address, port, direct.front());
+              *reported = true;
+            }
+            return direct;
+          }
+          const auto relay = tracker::relay_to_hold(answer, tracker_address);
+          if (!relay) {
+            return wire::kj_failure("the tracker cannot dial port " + std::to_string(port) +
+                                    " back (" + answer.why + ") and names no relay "
+                                    "(--relay auto waits for one)");
+          }
+          roles->hold_on(*relay, port, "the relay named by the tracker");
+          spdlog::info("behind NAT: the tracker {} cannot dial port {} back ({}); holding it on "
+                       "the relay {} it named",
+                       tracker_address, port, answer.why, *relay);
+        }
+        return roles->held(*clock, 10).then(kj::mv(relayed));
+      };
+      link_->set_reach_check(std::move(check));
+    }
     run_ = link_->run().eagerlyEvaluate([](kj::Exception&& e) {
       spdlog::warn("tracker link ended: {}", wire::kj_reason(e));
     });
@@ -387,11 +464,11 @@ int run_daemon(const config::DaemonConfig& config) {
   service->set_rpc_executor(kj::getCurrentThreadExecutor(), io->timer(), io->low_level());
   auto server = serve_node(*service, config, listen, security);
   RelayRoles relay(config, listen, *server, security->credentials());
-  const unsigned port = relay.port(*server);
+  const unsigned port = relay.port();
   const std::string reached_at = relay.host(listen) + ":" + std::to_string(port);
   log_memory_budget(*service);
   signals.watch();
-  TrackerPresence tracker(config, relay.host(listen), port, device, security, io->timer());
+  TrackerPresence tracker(config, listen, relay, device, security, io->timer());
 
   if (relay.behind_relay()) {
     spdlog::info("behind NAT: listening nowhere; reached through the relay {} at {}", config.relay,

@@ -1,5 +1,7 @@
 #include "libs/local/local_daemons.h"
 
+#include <algorithm>
+
 #include "libs/base/atomic_file.h"
 
 #include <arpa/inet.h>
@@ -168,9 +170,16 @@ std::string LocalDaemons::log_path(size_t i) const {
 }
 
 void LocalDaemons::start(size_t i, double timeout_seconds) {
-  std::vector<std::string> args = {ravnestd_,   "--node",       names_[i],    "--listen",
-                                   address(i),  "--data-dir",   data_dir(i),  "--log-file",
-                                   log_path(i), "--log-level",  log_level_};
+  const auto extra = flags_.find(i);
+  // A --listen among the daemon's flags replaces address(i), which peers still dial (a daemon
+  // reached through a relay there while it listens elsewhere).
+  const bool own_listen =
+      extra != flags_.end() &&
+      std::find(extra->second.begin(), extra->second.end(), "--listen") != extra->second.end();
+  std::vector<std::string> args = {ravnestd_,   "--node",      names_[i],  "--data-dir",
+                                   data_dir(i), "--log-file",  log_path(i), "--log-level",
+                                   log_level_};
+  if (!own_listen) args.insert(args.end(), {"--listen", address(i)});
   if (!secret_file_.empty()) {
     args.push_back("--secret-file");
     args.push_back(secret_file_);
@@ -180,9 +189,7 @@ void LocalDaemons::start(size_t i, double timeout_seconds) {
     args.push_back("--config");
     args.push_back(config_file_);
   }
-  if (auto extra = flags_.find(i); extra != flags_.end()) {
-    args.insert(args.end(), extra->second.begin(), extra->second.end());
-  }
+  if (extra != flags_.end()) args.insert(args.end(), extra->second.begin(), extra->second.end());
   if (per_node_dirs_) fs::create_directories(fs::path(log_path(i)).parent_path());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

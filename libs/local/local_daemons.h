@@ -57,7 +57,8 @@ class LocalDaemons {
   void set_insecure(bool insecure) { insecure_ = insecure; }
   // Daemons started from now on read this configuration file (--config), e.g. its [limits].
   void set_config_file(std::string path) { config_file_ = std::move(path); }
-  // Daemon i, started from now on, gets these flags too (e.g. its own --tls-cert and --tls-key).
+  // Daemon i, started from now on, gets these flags too (e.g. its own --tls-cert and --tls-key;
+  // a --listen among them replaces address(i) as where it listens, not as where it is dialled).
   void set_flags(size_t i, std::vector<std::string> flags) { flags_[i] = std::move(flags); }
   // Daemon i, started from now on, runs in the cgroup whose cgroup.procs file `path` is (empty:
   // where this process runs): the child writes its own pid there between fork and exec, so that

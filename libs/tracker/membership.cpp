@@ -58,6 +58,14 @@ std::string registration_problem(const Registration& registration) {
              "\" " + why;
     }
   }
+  if (!registration.relay_offered.empty()) {
+    std::string why;
+    if (!base::Address::try_parse(registration.relay_offered, base::Address::PortRule::kRequired,
+                                  &why)) {
+      return registration.name + ": relay offered \"" +
+             base::printable(registration.relay_offered.substr(0, 64)) + "\" " + why;
+    }
+  }
   const auto& h = registration.hardware;
   if (h.memory_bytes == 0) return registration.name + ": no measured memory";
   if (!(h.bandwidth_mbps > 0) || !(h.bandwidth_mbps < 1e9)) {
@@ -91,6 +99,7 @@ RegisterOutcome register_member(Membership& membership, const Registration& regi
     outcome.accepted = true;
     outcome.changed = member.registration.addresses != registration.addresses ||
                       !(member.registration.hardware == registration.hardware) ||
+                      member.registration.relay_offered != registration.relay_offered ||
                       member.from_host != from_host;
     if (member.from_host != from_host) {
       const size_t from_there = std::count_if(

@@ -48,6 +48,7 @@ struct Registration {
   std::string name;                    // "node_<id>"
   std::vector<std::string> addresses;  // host:port, the first preferred; never empty
   MeasuredHardware hardware;
+  std::string relay_offered;           // host:port it relays on for others; "": none
 };
 
 struct Member {

@@ -107,7 +107,8 @@ kj::Promise<void> TrackerLink::run() {
       .then([this]() { return run(); });
 }
 
-// One connection: probe, register, heartbeat until something fails.
+// One connection: probe, the dial-back when asked for (`--relay auto`), register, heartbeat until
+// something fails.
 kj::Promise<void> TrackerLink::session() {
   auto s = std::make_shared<Session>();
   s->client = kj::heap<wire::RpcClient>(address_, connection_options(security_));
@@ -126,6 +127,22 @@ kj::Promise<void> TrackerLink::session() {
           registration_.hardware.bandwidth_mbps =
               static_cast<double>(probe_bytes_) * 8 / elapsed / 1e6;
         });
+      })
+      .then([this, s]() -> kj::Promise<void> {
+        if (!reach_.decide) return kj::READY_NOW;
+        auto request = s->tracker.dialBackRequest();
+        request.setPort(reach_.port);
+        return request.send()
+            .then([this](capnp::Response<schema::Tracker::DialBackResults>&& answer) {
+              DialBack dial_back;
+              dial_back.reached = answer.getReached();
+              dial_back.why = answer.getWhy();
+              for (auto relay : answer.getRelays()) dial_back.relays.emplace_back(relay);
+              return reach_.decide(dial_back);
+            })
+            .then([this](std::vector<std::string> addresses) {
+              registration_.addresses = std::move(addresses);
+            });
       })
       .then([this, s]() {
         auto request = s->tracker.registerRequest();

@@ -15,6 +15,7 @@
 #include <kj/async.h>
 #include <kj/timer.h>
 
+#include "libs/tracker/dial_back.h"
 #include "libs/tracker/tracker_codec.h"
 #include "libs/wire/transport_security.h"
 
@@ -51,6 +52,15 @@ class TrackerLink {
               double retry_seconds = 2);
   ~TrackerLink();
 
+  // `--relay auto` (dial_back.h): before each registration, the tracker dials `port` back and
+  // `decide` is given its answer; the addresses it resolves to are registered (a failure ends the
+  // session, tried again as a lost connection is). Set before run().
+  struct ReachCheck {
+    uint16_t port = 0;
+    std::function<kj::Promise<std::vector<std::string>>(const DialBack&)> decide;
+  };
+  void set_reach_check(ReachCheck check) { reach_ = std::move(check); }
+
   // Runs until the promise is dropped (the daemon stopping).
   kj::Promise<void> run();
 
@@ -69,6 +79,7 @@ class TrackerLink {
   kj::Timer& timer_;
   uint64_t probe_bytes_;
   double retry_seconds_;
+  ReachCheck reach_;
   std::string last_problem_;  // logged once until it changes
   std::shared_ptr<Session> registered_;  // the session whose registration was accepted
 };

@@ -16,6 +16,7 @@ void encode_registration(const Registration& r, schema::Registration::Builder ou
   }
   h.setGflops(r.hardware.gflops);
   h.setBandwidthMbps(r.hardware.bandwidth_mbps);
+  out.setRelayOffered(r.relay_offered);
 }
 
 Registration decode_registration(schema::Registration::Reader in) {
@@ -28,6 +29,7 @@ Registration decode_registration(schema::Registration::Reader in) {
   r.hardware.declared_memory_bytes = h.getDeclaredMemoryBytes();
   for (auto bytes : h.getGpuMemoryBytes()) r.hardware.gpu_memory_bytes.push_back(bytes);
   r.hardware.gflops = h.getGflops();
+  r.relay_offered = in.getRelayOffered();
   r.hardware.bandwidth_mbps = h.getBandwidthMbps();
   return r;
 }

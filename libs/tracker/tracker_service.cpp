@@ -13,6 +13,7 @@
 #include "libs/base/atomic_file.h"
 #include "libs/base/clock.h"
 #include "libs/base/secret.h"
+#include "libs/tracker/dial_back.h"
 #include "libs/tracker/tracker_codec.h"
 #include "libs/tracker/tracker_gate.h"
 #include "libs/tracker/tracker_state.h"
@@ -49,6 +50,9 @@ class TrackerCore {
 
   const Bounds& bounds() const { return bounds_; }
   Membership& membership() { return membership_; }
+  // The tracker's own relay as dialBack names it (dial_back.h); "" when it offers none.
+  const std::string& own_relay() const { return own_relay_; }
+  void set_own_relay(std::string relay) { own_relay_ = std::move(relay); }
 
   // Written before a change is answered: a tracker killed after the answer keeps it.
   void save() const { base::write_file_atomically(state_path_, state_json(membership_)); }
@@ -81,6 +85,7 @@ class TrackerCore {
   Bounds bounds_;
   std::string state_path_;
   Membership membership_;
+  std::string own_relay_;
   RateLimit refusal_lines_{20, 1};
   uint64_t refusals_left_out_ = 0;
 };
@@ -169,6 +174,39 @@ class TrackerEndpoint final : public schema::Tracker::Server {
       return wire::kj_failure("refused: a probe carries at most 16 MiB");
     }
     return kj::READY_NOW;
+  }
+
+  // Dials back the caller's own host (never another): a TCP connection opened and closed, no
+  // byte sent; at most 3 s. The daemon's server sees a connection that ends before its TLS.
+  kj::Promise<void> dialBack(DialBackContext context) override {
+    if (!admit()) return storm();
+    const unsigned port = context.getParams().getPort();
+    if (port == 0) return wire::kj_failure("refused: dialBack: port 0");
+    auto io = wire::ThreadIo::get();
+    auto& timer = io->timer();
+    auto reached = io->network()
+                       .parseAddress(host_, port)
+                       .then([](kj::Own<kj::NetworkAddress> address) {
+                         return address->connect().attach(kj::mv(address));
+                       })
+                       .then([](kj::Own<kj::AsyncIoStream>) { return std::string(); },
+                             [](kj::Exception&& e) { return wire::kj_reason(e); });
+    auto in_time = timer.afterDelay(3 * kj::SECONDS).then([]() {
+      return std::string("no connection within 3 s");
+    });
+    return reached.exclusiveJoin(kj::mv(in_time))
+        .then([this, context, port](std::string why) mutable {
+          auto results = context.getResults();
+          results.setReached(why.empty());
+          results.setWhy(why);
+          core_.expire_now();
+          const auto relays = relays_offered(core_.membership(), core_.own_relay());
+          auto list = results.initRelays(static_cast<unsigned>(relays.size()));
+          for (unsigned i = 0; i < relays.size(); ++i) list.set(i, relays[i]);
+          spdlog::debug("dialled {}:{} back: {}", host_, port,
+                       why.empty() ? std::string("reached") : "not reached (" + why + ")");
+        })
+        .attach(kj::mv(io));
   }
 
  private:
@@ -305,6 +343,7 @@ int run_tracker(const TrackerOptions& options, const std::function<void(unsigned
                                wire::kj_reason(e));
     }
     spdlog::info("relaying for daemons behind NAT on {}:{}", at->host(), relay->port());
+    core.set_own_relay(own_relay_address(at->host(), relay->port()));
   }
   if (on_listening) on_listening(server->port());
   auto& wait_scope = io->wait_scope();

@@ -49,7 +49,8 @@ std::string state_json(const Membership& membership) {
                            {"addresses", m.registration.addresses},
                            {"from_host", m.from_host},
                            {"registered_at_unix", m.registered_at_unix},
-                           {"hardware", hardware_json(m.registration.hardware)}});
+                           {"hardware", hardware_json(m.registration.hardware)},
+                           {"relay_offered", m.registration.relay_offered}});
   }
   return json{{"format", 1}, {"epoch", membership.epoch.value}, {"members", members}}.dump(1) +
          "\n";
@@ -71,6 +72,10 @@ Membership parse_state(const std::string& text, const std::string& origin, doubl
     m.registration.hardware =
         read_hardware(reader, reader.object(members[i], path, "hardware"), path + ".hardware");
     m.from_host = reader.string(members[i], path, "from_host");
+    // Absent in the files of trackers before relays were offered through them.
+    if (members[i].contains("relay_offered")) {
+      m.registration.relay_offered = reader.string(members[i], path, "relay_offered");
+    }
     m.registered_at_unix = reader.number(members[i], path, "registered_at_unix");
     m.last_heartbeat = now;
     const std::string problem = registration_problem(m.registration);

@@ -676,7 +676,9 @@ TEST_CASE("elastic: a plan of one cluster whose second stage is killed with -9 m
 // six hosts on one bridge (scripts/wan --nat 2 --slow 3:20mbit): 0, 1, 2 reachable, 3 on a
 // 20 Mbit/s link, 4 and 5 each behind a NAT of its own (iptables masquerade, no port forward:
 // nothing reaches them). The tracker runs on this namespace's bridge address; node_2 offers a
-// relay and node_4, node_5 keep their outbound connection to it (`--relay`). node_2 .. node_5
+// relay and registers it; every daemon runs `--relay auto`: the tracker dials each back, reaches
+// node_0 .. node_3, and names node_2's relay to node_4 and node_5, which keep their outbound
+// connection to it. node_2 .. node_5
 // register, `clusterize --tracker` plans four one-node clusters from the live pool, node_0
 // registers as an idle spare, and `train --elastic --tracker` runs: the tracker is killed (-9)
 // and restarted on its state mid-job (the job goes on, every daemon registers again), node_4 is
@@ -722,7 +724,7 @@ TEST_CASE("elastic in namespaces: hosts behind NAT and on a slow link register a
                                      "--secret-file", secret_file, "--threads", "1", "--tracker",
                                      tracker_address};
     if (i == 2) args.insert(args.end(), {"--offer-relay", relay_address});
-    if (hosts.behind_nat(i)) args.insert(args.end(), {"--relay", relay_address});
+    if (i != 2) args.insert(args.end(), {"--relay", "auto"});
     daemons[i] = std::make_unique<test::ChildProcess>(
         args, (dir.path() / ("daemon_" + std::to_string(i) + ".out")).string());
   };
@@ -765,7 +767,16 @@ TEST_CASE("elastic in namespaces: hosts behind NAT and on a slow link register a
       }
     }
   }
-  CHECK(test::read_text(daemon_log(4)).find("behind NAT") != std::string::npos);
+  // Told by the tracker's dial-back, not by a flag: node_3 reached, node_4 and node_5 not.
+  CHECK(test::read_text(daemon_log(3)).find("reachable: the tracker " + tracker_address +
+                                            " dialled port 18503 back") != std::string::npos);
+  for (int i : {4, 5}) {
+    CHECK(test::read_text(daemon_log(i)).find(
+              "behind NAT: the tracker " + tracker_address + " cannot dial port 1850" +
+              std::to_string(i) + " back") != std::string::npos);
+    CHECK(test::read_text(daemon_log(i)).find("holding it on the relay " + relay_address +
+                                              " it named") != std::string::npos);
+  }
 
   // Four one-node clusters from the live pool, pushed; node_0 an idle spare.
   const auto plan_dir = dir.path() / "plan";

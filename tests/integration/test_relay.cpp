@@ -277,3 +277,72 @@ TEST_CASE("the tracker relays: a stage behind NAT registers and trains through i
   CHECK(test::read_text(log).find("relay: holds port " + std::to_string(cluster.port(1))) !=
         std::string::npos);
 }
+
+TEST_CASE("--relay auto: the tracker dials each daemon back; one it cannot reach holds its port on "
+          "the relay the tracker names and trains through it",
+          "[daemon][relay][tracker]") {
+  // node_1 listens on 127.0.0.2 but reaches the tracker from 127.0.0.1, which is where the
+  // tracker dials it back (the host a call comes from): nothing listens there, as behind a NAT.
+  // node_0 listens where it calls from: reached, it registers its own address.
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                             {"32x1x8x8"});
+  const std::string tracker = "127.0.0.1:" + std::to_string(free_port());
+  const auto log = cluster.dir() / "tracker.log";
+  // The tracker relays on 127.0.0.1 (not every interface: its ports there would take node_1's
+  // on 127.0.0.2 too).
+  test::ChildProcess tracker_process({test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
+                                      "--listen", tracker, "--offer-relay", "127.0.0.1:0",
+                                      "--state-dir", (cluster.dir() / "tracker-state").string(),
+                                      "--secret-file", cluster.secret_file(), "--log-level",
+                                      "debug"},
+                                     log.string());
+  for (int i = 0; i < 300 && test::read_text(log).find("relaying for daemons") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(test::read_text(log).find("relaying for daemons") != std::string::npos);
+  cluster.set_daemon_flags(0, {"--relay", "auto", "--tracker", tracker});
+  cluster.set_daemon_flags(1, {"--relay", "auto", "--tracker", tracker, "--listen",
+                               "127.0.0.2:" + std::to_string(cluster.port(1))});
+  cluster.start_all();  // node_1's: until its port on 127.0.0.1, which the relay holds, answers
+  INFO(test::read_text(log) << cluster.log(0) << cluster.log(1));
+  CHECK(cluster.log(0).find("reachable: the tracker " + tracker + " dialled port " +
+                            std::to_string(cluster.port(0)) + " back") != std::string::npos);
+  CHECK(cluster.log(1).find("behind NAT: the tracker " + tracker + " cannot dial port " +
+                            std::to_string(cluster.port(1)) + " back") != std::string::npos);
+  CHECK(test::read_text(log).find("relay: holds port " + std::to_string(cluster.port(1))) !=
+        std::string::npos);
+  // Both registered where peers reach them: node_0 its own address, node_1 the relay's host
+  // (127.0.0.1, not the 127.0.0.2 it listens on).
+  const std::string status_command = test::binary_dir() +
+                                     "/apps/ravnest/ravnest status --tracker " + tracker +
+                                     " --secret-file " + cluster.secret_file();
+  auto status = test::run_command(status_command);
+  for (int i = 0; i < 50 && status.out.find("node_1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    status = test::run_command(status_command);
+  }
+  INFO(status.out << status.err);
+  CHECK(status.out.find(cluster.address(0)) != std::string::npos);
+  CHECK(status.out.find("127.0.0.1:" + std::to_string(cluster.port(1))) != std::string::npos);
+  CHECK(status.out.find("127.0.0.2") == std::string::npos);
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(job_path, job_text(10));
+  auto train = cluster.ravnest("train", job_path.string());
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code == 0);
+  CHECK(worst_difference(cluster, job_path, 10) <= 1e-5);
+}
+
+TEST_CASE("--relay auto without a tracker is refused in one line naming the flag", "[daemon][relay]") {
+  const auto run = test::run_command(test::binary_dir() +
+                                     "/apps/ravnestd/ravnestd --node node_1 --listen 127.0.0.1:1 "
+                                     "--data-dir /nonexistent --relay auto");
+  INFO(run.out << run.err);
+  CHECK(run.exit_code != 0);
+  CHECK(run.err.find("relay: \"auto\" asks the tracker whether this daemon can be reached: it "
+                     "needs a tracker (--tracker)") != std::string::npos);
+}

@@ -5,6 +5,7 @@
 
 #include "libs/base/config_error.h"
 #include "libs/config/pool/node_pool.h"
+#include "libs/tracker/dial_back.h"
 #include "libs/tracker/membership.h"
 #include "libs/tracker/reachable_addresses.h"
 #include "libs/tracker/tracker_state.h"
@@ -135,6 +136,10 @@ TEST_CASE("malformed registrations are refused naming what is wrong") {
   no_bandwidth.hardware.bandwidth_mbps = 0;
   CHECK(rt::register_member(m, no_bandwidth, "h", 0, 0, b).refusal ==
         "refused: node_0: no measured bandwidth");
+  auto bad_relay = node(0, "10.0.0.1:8080");
+  bad_relay.relay_offered = "10.0.0.1";
+  CHECK(rt::register_member(m, bad_relay, "h", 0, 0, b).refusal.rfind(
+            "refused: node_0: relay offered \"10.0.0.1\"", 0) == 0);
   CHECK(m.members.empty());
   CHECK(m.epoch == rt::Epoch{0});
 }
@@ -169,6 +174,7 @@ TEST_CASE("the state file reads back what was written, heartbeats counted from t
   gpu.hardware.gpu_memory_bytes = {80'000'000'000, 40'000'000'000};
   gpu.hardware.declared_memory_bytes = 16'000'000'000;
   gpu.addresses.push_back("[::1]:8083");
+  gpu.relay_offered = "10.0.0.3:9000";
   rt::register_member(m, gpu, "10.0.0.3", 5, 1.7e9, b);
   rt::register_member(m, node(1, "10.0.0.1:8081"), "10.0.0.1", 5, 1.7e9, b);
   const std::string text = rt::state_json(m);
@@ -178,6 +184,8 @@ TEST_CASE("the state file reads back what was written, heartbeats counted from t
   const auto& read = back.members.at("node_3");
   CHECK(read.registration.addresses == gpu.addresses);
   CHECK(read.registration.hardware == gpu.hardware);
+  CHECK(read.registration.relay_offered == "10.0.0.3:9000");
+  CHECK(back.members.at("node_1").registration.relay_offered.empty());
   CHECK(read.from_host == "10.0.0.3");
   CHECK(read.last_heartbeat == 100);
   CHECK(rt::state_json(back) == text);
@@ -219,4 +227,38 @@ TEST_CASE("a daemon registers the addresses it listens at") {
   CHECK(reachable_addresses("10.0.0.5", 8081, interfaces) ==
         std::vector<std::string>{"10.0.0.5:8081"});
   CHECK(reachable_addresses("::1", 8082, interfaces) == std::vector<std::string>{"[::1]:8082"});
+}
+
+TEST_CASE("the tracker names its own relay, then the members'; a daemon it cannot reach takes the first") {
+  CHECK(rt::own_relay_address("10.0.0.9", 7000) == "10.0.0.9:7000");
+  CHECK(rt::own_relay_address("0.0.0.0", 7000) == ":7000");
+  CHECK(rt::own_relay_address("::", 7000) == ":7000");
+  CHECK(rt::own_relay_address("::1", 7000) == "[::1]:7000");
+  rt::Membership m;
+  const auto b = bounds();
+  auto relaying = node(2, "10.0.0.2:8082");
+  relaying.relay_offered = "10.0.0.2:9000";
+  auto twice = node(3, "10.0.0.3:8083");
+  twice.relay_offered = "10.0.0.2:9000";  // the same relay named by two members: once
+  REQUIRE(rt::register_member(m, relaying, "10.0.0.2", 0, 0, b).accepted);
+  REQUIRE(rt::register_member(m, twice, "10.0.0.3", 0, 0, b).accepted);
+  REQUIRE(rt::register_member(m, node(1, "10.0.0.1:8081"), "10.0.0.1", 0, 0, b).accepted);
+  CHECK(rt::relays_offered(m, "") == std::vector<std::string>{"10.0.0.2:9000"});
+  CHECK(rt::relays_offered(m, ":7000") == std::vector<std::string>{":7000", "10.0.0.2:9000"});
+  CHECK(rt::relays_offered(m, ":7000", 1) == std::vector<std::string>{":7000"});
+  CHECK(rt::relays_offered(rt::Membership{}, "").empty());
+
+  rt::DialBack answer;
+  answer.relays = {":7000", "10.0.0.2:9000"};
+  // Not reached: the tracker's own relay, on the host the daemon dials the tracker at.
+  CHECK(rt::relay_to_hold(answer, "192.168.1.5:8600") == std::optional<std::string>("192.168.1.5:7000"));
+  CHECK(rt::relay_to_hold(answer, "[fd00::5]:8600") == std::optional<std::string>("[fd00::5]:7000"));
+  answer.relays = {"10.0.0.2:9000"};
+  CHECK(rt::relay_to_hold(answer, "192.168.1.5:8600") == std::optional<std::string>("10.0.0.2:9000"));
+  // Reached, or nothing named: no relay.
+  answer.reached = true;
+  CHECK(!rt::relay_to_hold(answer, "192.168.1.5:8600"));
+  answer.reached = false;
+  answer.relays.clear();
+  CHECK(!rt::relay_to_hold(answer, "192.168.1.5:8600"));
 }

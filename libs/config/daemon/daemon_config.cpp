@@ -259,7 +259,14 @@ void validate_daemon_config(const DaemonConfig& config, const std::string& origi
                       " is negative");
   }
   if (!config.tracker.empty()) base::Address::parse(config.tracker, origin + ": tracker");
-  if (!config.relay.empty()) base::Address::parse(config.relay, origin + ": relay");
+  if (config.relay == kRelayAuto) {
+    if (config.tracker.empty()) {
+      throw base::ConfigError(origin + ": relay: \"auto\" asks the tracker whether this daemon "
+                              "can be reached: it needs a tracker (--tracker)");
+    }
+  } else if (!config.relay.empty()) {
+    base::Address::parse(config.relay, origin + ": relay");
+  }
   if (!config.offer_relay.empty()) {
     base::Address::parse(config.offer_relay, origin + ": offer_relay",
                          base::Address::PortRule::kZeroAllowed);

@@ -21,7 +21,9 @@
 //                                   #   (docs/tracker.md); empty = none
 //   relay = ""                      # host:port of a relay: this daemon is behind NAT, accepts no
 //                                   #   connection itself, and is reached at the relay's host on
-//                                   #   its listen port (docs/relay.md); empty = listens itself
+//                                   #   its listen port (docs/relay.md); empty = listens itself;
+//                                   #   "auto" (with tracker) = the tracker dials it back, and
+//                                   #   names a relay when it cannot (docs/relay.md#auto)
 //   offer_relay = ""                # host:port to relay on for daemons behind NAT; empty = none
 //   [limits]                        # what a peer may make the daemon hold (daemon_limits.h)
 //   idle_seconds = 600
@@ -41,6 +43,9 @@
 
 namespace ravnest::config {
 
+// `relay = "auto"`: behind a relay only if the tracker cannot dial this daemon back.
+inline constexpr const char* kRelayAuto = "auto";
+
 struct DaemonConfig {
   std::string node;                         // "node_<id>"; required once file and flags merge
   std::string listen;                       // "host:port"; empty = from the node metadata
@@ -56,7 +61,8 @@ struct DaemonConfig {
   bool shared_memory = true;                // rings to daemons on this host (shared_segments.h)
   int64_t memory_limit = 0;                 // bytes; 0 = none (memory_budget.h)
   std::string tracker;                      // "host:port"; empty = no tracker
-  std::string relay;                        // "host:port"; empty = not behind a relay
+  std::string relay;                        // "host:port", "auto" (kRelayAuto); empty = not
+                                            // behind a relay
   std::string offer_relay;                  // "host:port"; empty = relays for no one
   DaemonLimits limits;                      // [limits]; not overridden by flags
 };

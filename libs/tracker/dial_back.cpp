@@ -1,0 +1,38 @@
+#include "libs/tracker/dial_back.h"
+
+#include <algorithm>
+
+#include "libs/base/address.h"
+
+namespace ravnest::tracker {
+
+std::string own_relay_address(const std::string& relay_host, unsigned port) {
+  const bool wildcard = relay_host.empty() || relay_host == "0.0.0.0" || relay_host == "::";
+  if (wildcard) return ":" + std::to_string(port);
+  const bool v6 = relay_host.find(':') != std::string::npos;
+  return (v6 ? "[" + relay_host + "]" : relay_host) + ":" + std::to_string(port);
+}
+
+std::vector<std::string> relays_offered(const Membership& membership, const std::string& own_relay,
+                                        size_t at_most) {
+  std::vector<std::string> relays;
+  auto add = [&](const std::string& relay) {
+    if (relay.empty() || relays.size() >= at_most) return;
+    if (std::find(relays.begin(), relays.end(), relay) == relays.end()) relays.push_back(relay);
+  };
+  add(own_relay);
+  for (const auto& [name, member] : membership.members) add(member.registration.relay_offered);
+  return relays;
+}
+
+std::optional<std::string> relay_to_hold(const DialBack& dial_back,
+                                         const std::string& tracker_address) {
+  if (dial_back.reached || dial_back.relays.empty()) return std::nullopt;
+  const std::string& first = dial_back.relays.front();
+  if (first.rfind(':', 0) != 0) return first;
+  // The tracker's host as the daemon writes it ("[v6]" in brackets), the relay's port.
+  const std::string tracker = base::Address::parse(tracker_address, "--tracker").str();
+  return tracker.substr(0, tracker.rfind(':')) + first;
+}
+
+}  // namespace ravnest::tracker
