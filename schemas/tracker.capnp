@@ -52,6 +52,7 @@ interface Tracker {
     # A daemon stopping: `name` leaves the pool now rather than at its expiry. Only from the host it
     # registered from; `left` false when it was no member (or registered from elsewhere).
   dialBack @5 (port :UInt16) -> (reached :Bool, why :Text, relays :List(Text));
+    # At most 4 under way towards one host (more are refused in one line); port 0 is refused.
     # Whether a daemon can be reached (AutoNAT's question): the tracker opens a TCP connection to
     # `port` on the host the call came from, as it sees it, within 3 s (`why`: what failed), and
     # closes it. Only the caller's own host is dialled. `relays`: where the caller may hold a port

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 
 #include <capnp/capability.h>
@@ -34,6 +35,9 @@ extern "C" void note_stop_signal(int signal) { g_stop_signal = signal; }
 
 // One probe call carries at most this much (schemas/tracker.capnp, probe).
 constexpr uint64_t kMaxProbeBytes = uint64_t{16} << 20;
+// Dial-backs under way towards one host at most (each holds a connection attempt up to 3 s):
+// a host's connections cannot make the tracker hold more than this many sockets for it.
+constexpr int kMaxDialBacksPerHost = 4;
 
 // The membership, its bounds and its file: owned by the event loop's thread.
 class TrackerCore {
@@ -53,6 +57,17 @@ class TrackerCore {
   // The tracker's own relay as dialBack names it (dial_back.h); "" when it offers none.
   const std::string& own_relay() const { return own_relay_; }
   void set_own_relay(std::string relay) { own_relay_ = std::move(relay); }
+  // Dial-backs under way towards `host`: taken before one starts (false: already the most),
+  // given back when it ends.
+  bool take_dial_back(const std::string& host) {
+    int& n = dial_backs_[host];
+    if (n >= kMaxDialBacksPerHost) return false;
+    ++n;
+    return true;
+  }
+  void end_dial_back(const std::string& host) {
+    if (--dial_backs_[host] <= 0) dial_backs_.erase(host);
+  }
 
   // Written before a change is answered: a tracker killed after the answer keeps it.
   void save() const { base::write_file_atomically(state_path_, state_json(membership_)); }
@@ -86,6 +101,7 @@ class TrackerCore {
   std::string state_path_;
   Membership membership_;
   std::string own_relay_;
+  std::map<std::string, int> dial_backs_;  // host -> under way
   RateLimit refusal_lines_{20, 1};
   uint64_t refusals_left_out_ = 0;
 };
@@ -182,6 +198,12 @@ class TrackerEndpoint final : public schema::Tracker::Server {
     if (!admit()) return storm();
     const unsigned port = context.getParams().getPort();
     if (port == 0) return wire::kj_failure("refused: dialBack: port 0");
+    if (!core_.take_dial_back(host_)) {
+      const std::string why = std::to_string(kMaxDialBacksPerHost) + " dial-backs to " + host_ +
+                              " under way already";
+      core_.log_refusal(peer_, why);
+      return wire::kj_failure("refused: " + why);
+    }
     auto io = wire::ThreadIo::get();
     auto& timer = io->timer();
     auto reached = io->network()
@@ -206,7 +228,7 @@ class TrackerEndpoint final : public schema::Tracker::Server {
           spdlog::debug("dialled {}:{} back: {}", host_, port,
                        why.empty() ? std::string("reached") : "not reached (" + why + ")");
         })
-        .attach(kj::mv(io));
+        .attach(kj::mv(io), kj::defer([core = &core_, host = host_]() { core->end_dial_back(host); }));
   }
 
  private:

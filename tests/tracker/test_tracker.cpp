@@ -7,6 +7,9 @@
 // --tracker` writes a pool file, `ravnest clusterize --tracker` plans on it, the dashboard shows
 // the pool. Every process is bounded in time and stopped at the end.
 #include <catch2/catch.hpp>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -203,6 +206,66 @@ TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its r
     CHECK(accepted <= 5);
     CHECK(too_many + per_host + accepted == 2000);
     CHECK(too_many > 1900);
+  }
+  // Dial-backs (`--relay auto`): the caller's own host only, at most 4 under way towards it.
+  // The port's listener never accepts and its backlog is full after one connection: the
+  // tracker's further attempts wait until their 3 s end.
+  {
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(listener >= 0);
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&at), sizeof(at)) == 0);
+    REQUIRE(::listen(listener, 0) == 0);
+    socklen_t length = sizeof(at);
+    REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&at), &length) == 0);
+    auto io = wire::ThreadIo::get();
+    auto security = wire::make_transport_security(secret);
+    wire::ConnectionOptions options;
+    options.security = security;
+    wire::RpcClient client(address, options);
+    auto gate = tracker::open_tracker_gate(client.main<schema::TrackerGate>(),
+                                           security->credentials(), client.trust());
+    size_t answered = 0, under_way = 0, other = 0;
+    std::string answers;
+    kj::Vector<kj::Promise<void>> calls;
+    for (int i = 0; i < 12; ++i) {
+      auto request = gate.dialBackRequest();
+      request.setPort(ntohs(at.sin_port));
+      calls.add(request.send().then(
+          [&](capnp::Response<schema::Tracker::DialBackResults>&& answer) {
+            ++answered;
+            answers += std::string(answer.getReached() ? "reached" : "not reached: ") +
+                       answer.getWhy().cStr() + "\n";
+          },
+          [&](kj::Exception&& e) {
+            const auto why = wire::kj_reason(e);
+            if (why == "refused: 4 dial-backs to 127.0.0.1 under way already") {
+              ++under_way;
+            } else {
+              ++other;
+              answers += why + "\n";
+            }
+          }));
+    }
+    kj::joinPromises(calls.releaseAsArray()).wait(io->wait_scope());
+    ::close(listener);
+    INFO(answers);
+    CHECK(other == 0);
+    CHECK(answered + under_way == 12);
+    CHECK(answered <= 5);  // 4 at once, and one more should the first end before the last call
+    CHECK(under_way >= 7);
+    CHECK(answers.find("no connection within 3 s") != std::string::npos);
+    // Port 0 is no port.
+    auto zero = gate.dialBackRequest();
+    std::string why;
+    try {
+      zero.send().wait(io->wait_scope());
+    } catch (const kj::Exception& e) {
+      why = wire::kj_reason(e);
+    }
+    CHECK(why == "refused: dialBack: port 0");
   }
   pool = pool_of(address, secret);
   CHECK(pool.members.size() <= 8);
