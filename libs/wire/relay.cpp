@@ -150,7 +150,7 @@ kj::Promise<void> Relay::greet(kj::Own<kj::AsyncIoStream> stream) {
           if (options_.credentials) return challenge(kj::mv(stream), peer, hello->port);
           return hold(kj::mv(stream), peer_host(peer), hello->port);
         }
-        return join(kj::mv(stream), peer_host(peer), hello->session);
+        return join(kj::mv(stream), peer_host(peer), hello->session, hello->proof);
       },
       [this, peer](kj::Exception&& e) -> kj::Promise<void> {
         // A port probe that connects and leaves is no refusal.
@@ -256,8 +256,9 @@ void Relay::peer_arrived(Held& held, kj::Own<kj::AsyncIoStream> peer) {
     say("relay: " + address + " to port " + std::to_string(held.port) + " " + opened.refusal);
     return;
   }
-  pending_[opened.session] = kj::mv(peer);
-  const std::string line = open_line(opened.session, address);
+  const RelayNonce nonce = fresh_nonce();
+  pending_[opened.session] = Pending{kj::mv(peer), nonce};
+  const std::string line = open_line(opened.session, address, nonce);
   held.writes = held.writes.then([&held, line]() { return write_line(*held.control, line); })
                     .eagerlyEvaluate([this, port = held.port](kj::Exception&& e) {
                       say("relay: port " + std::to_string(port) + ": cannot tell its node: " +
@@ -266,15 +267,23 @@ void Relay::peer_arrived(Held& held, kj::Own<kj::AsyncIoStream> peer) {
 }
 
 kj::Promise<void> Relay::join(kj::Own<kj::AsyncIoStream> node, const std::string& host,
-                              uint64_t session) {
-  std::string refusal = table_.join(session, host);
+                              uint64_t session, const RelayNonce& proof) {
   auto it = pending_.find(session);
+  // Checked before the table takes the join: a wrong proof leaves the session to its node.
+  if (it != pending_.end() && options_.credentials &&
+      !proof_matches(join_proof(*options_.credentials, it->second.nonce), proof.data(),
+                     proof.size())) {
+    return refuse(kj::mv(node), host,
+                  "refused: wrong secret (the proof of joining session " +
+                      std::to_string(session) + " does not match)");
+  }
+  std::string refusal = table_.join(session, host);
   if (refusal.empty() && it == pending_.end()) {
     refusal = "refused: session " + std::to_string(session) + " has no peer waiting";
     table_.end(session);
   }
   if (!refusal.empty()) return refuse(kj::mv(node), host, refusal);
-  auto peer = kj::mv(it->second);
+  auto peer = kj::mv(it->second.peer);
   pending_.erase(it);
   auto& n = *node;
   return write_line(n, kJoinedLine)

@@ -2,7 +2,8 @@
 // keeps one control connection to a relay (RelayLink, relay_link.h, on the node); the relay opens
 // a port of its own for it (the node's relayed address, as TURN allocates one: RFC 8656); a peer
 // dials that port exactly as it would dial the node; the relay tells the node "open SESSION"
-// over its control connection, the node opens a fresh connection to the relay ("join SESSION"),
+// over its control connection, the node opens a fresh connection to the relay ("join SESSION
+// PROOF", proving the secret over the session's nonce),
 // and the relay splices the two byte streams. The relay never reads what it splices: the peer's
 // TLS, the gate's proofs of the secret, Cap'n Proto and a ring's sealed data channel run end to
 // end, so the relay sees ciphertext and a byte it alters fails the TLS record (or the data
@@ -64,6 +65,12 @@ class Relay : private kj::TaskSet::ErrorHandler {
   uint16_t port() const { return port_; }
   const RelayTable& table() const { return table_; }
 
+  // A join's proof of the secret over its session's nonce (relay_table.h): what the node sends
+  // and the relay expects.
+  static RelayNonce join_proof(const NodeCredentials& credentials, const RelayNonce& nonce) {
+    return credentials.gate_proof(GateSide::kClient, nonce, nonce);
+  }
+
  private:
   struct Held;
   struct Splice;
@@ -78,7 +85,7 @@ class Relay : private kj::TaskSet::ErrorHandler {
   kj::Promise<void> accept_peers(Held& held);
   void peer_arrived(Held& held, kj::Own<kj::AsyncIoStream> peer);
   kj::Promise<void> join(kj::Own<kj::AsyncIoStream> node, const std::string& host,
-                         uint64_t session);
+                         uint64_t session, const RelayNonce& proof);
   kj::Promise<void> splice(uint64_t session, kj::Own<kj::AsyncIoStream> peer,
                            kj::Own<kj::AsyncIoStream> node);
   kj::Promise<void> refuse(kj::Own<kj::AsyncIoStream> stream, const std::string& peer,
@@ -95,7 +102,11 @@ class Relay : private kj::TaskSet::ErrorHandler {
   uint16_t port_ = 0;
   kj::Own<kj::ConnectionReceiver> listener_;
   std::map<uint16_t, kj::Own<Held>> held_;                       // by relayed port
-  std::map<uint64_t, kj::Own<kj::AsyncIoStream>> pending_;       // peers waiting for a join
+  struct Pending {
+    kj::Own<kj::AsyncIoStream> peer;
+    RelayNonce nonce;  // told to the node in the open line; its join proves the secret over it
+  };
+  std::map<uint64_t, Pending> pending_;  // peers waiting for a join
   kj::TaskSet tasks_;  // last: destroyed first
 };
 

@@ -100,20 +100,22 @@ kj::Promise<void> RelayLink::follow(kj::AsyncIoStream& control) {
     std::string why;
     auto opened = parse_open_line(line, why);
     if (!opened) return kj::Promise<void>(kj_failure("the relay said " + why));
-    open(opened->session, opened->peer);
+    open(opened->session, opened->peer, opened->nonce);
     return follow(control);
   });
 }
 
-void RelayLink::open(uint64_t session, const std::string& peer) {
+void RelayLink::open(uint64_t session, const std::string& peer, const RelayNonce& nonce) {
+  // A relay without the secret does not look at the proof; this node without one sends zeros.
+  const RelayNonce proof = credentials_ ? Relay::join_proof(*credentials_, nonce) : RelayNonce{};
   tasks_.add(io_->network()
                  .parseAddress(relay_)
                  .then([](kj::Own<kj::NetworkAddress> address) {
                    return address->connect().attach(kj::mv(address));
                  })
-                 .then([this, session, peer](kj::Own<kj::AsyncIoStream> stream) {
+                 .then([this, session, peer, proof](kj::Own<kj::AsyncIoStream> stream) {
                    auto& s = *stream;
-                   return write_text(s, join_hello(session))
+                   return write_text(s, join_hello(session, proof))
                        .then([this, &s]() {
                          return io_->timer().timeoutAfter(kAnswerTimeout, read_relay_line(s));
                        })

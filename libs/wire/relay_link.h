@@ -19,6 +19,7 @@
 
 #include "libs/wire/node_credentials.h"
 #include "libs/wire/thread_io.h"
+#include "libs/wire/relay_table.h"
 
 namespace ravnest::wire {
 
@@ -44,7 +45,7 @@ class RelayLink : private kj::TaskSet::ErrorHandler {
  private:
   kj::Promise<void> control_once();
   kj::Promise<void> follow(kj::AsyncIoStream& control);
-  void open(uint64_t session, const std::string& peer);
+  void open(uint64_t session, const std::string& peer, const RelayNonce& nonce);
   void say(const std::string& line);
   void taskFailed(kj::Exception&& exception) override;
 

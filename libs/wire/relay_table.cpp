@@ -47,11 +47,12 @@ std::optional<RelayNonce> bytes_of(const std::string& hex) {
 std::string control_hello(uint16_t port) {
   return std::string(kHelloPrefix) + "control " + std::to_string(port) + "\n";
 }
-std::string join_hello(uint64_t session) {
-  return std::string(kHelloPrefix) + "join " + std::to_string(session) + "\n";
+std::string join_hello(uint64_t session, const RelayNonce& proof) {
+  return std::string(kHelloPrefix) + "join " + std::to_string(session) + " " + hex_of(proof) +
+         "\n";
 }
-std::string open_line(uint64_t session, const std::string& peer) {
-  return "open " + std::to_string(session) + " " + peer + "\n";
+std::string open_line(uint64_t session, const std::string& peer, const RelayNonce& nonce) {
+  return "open " + std::to_string(session) + " " + peer + " " + hex_of(nonce) + "\n";
 }
 std::string allocated_line(uint16_t port) { return "ok " + std::to_string(port) + "\n"; }
 
@@ -74,13 +75,17 @@ std::optional<RelayHello> parse_relay_hello(const std::string& line, std::string
     return hello;
   }
   if (rest.rfind("join ", 0) == 0) {
-    auto session = decimal<uint64_t>(rest.substr(5));
-    if (!session || *session == 0) {
-      why = "a join without a session number: " + quoted(line);
+    const size_t space = rest.find(' ', 5);
+    auto session = decimal<uint64_t>(rest.substr(5, space == std::string::npos ? std::string::npos
+                                                                               : space - 5));
+    auto proof = space == std::string::npos ? std::nullopt : bytes_of(rest.substr(space + 1));
+    if (!session || *session == 0 || !proof) {
+      why = "a join without a session number and a proof: " + quoted(line);
       return std::nullopt;
     }
     hello.kind = RelayHello::Kind::kJoin;
     hello.session = *session;
+    hello.proof = *proof;
     return hello;
   }
   why = "neither control nor join: " + quoted(line);
@@ -89,10 +94,12 @@ std::optional<RelayHello> parse_relay_hello(const std::string& line, std::string
 
 std::optional<OpenLine> parse_open_line(const std::string& line, std::string& why) {
   const size_t space = line.find(' ', 5);
-  if (line.rfind("open ", 0) == 0 && space != std::string::npos) {
+  const size_t last = line.rfind(' ');
+  if (line.rfind("open ", 0) == 0 && space != std::string::npos && last > space) {
     auto session = decimal<uint64_t>(line.substr(5, space - 5));
-    auto peer = base::Address::try_parse(line.substr(space + 1));
-    if (session && *session != 0 && peer) return OpenLine{*session, peer->str()};
+    auto peer = base::Address::try_parse(line.substr(space + 1, last - space - 1));
+    auto nonce = bytes_of(line.substr(last + 1));
+    if (session && *session != 0 && peer && nonce) return OpenLine{*session, peer->str(), *nonce};
   }
   why = "not an open line: " + quoted(line);
   return std::nullopt;

@@ -6,9 +6,10 @@
 // The protocol (docs/relay.md): every line ends with '\n' and is at most kRelayLineBytes long.
 //   node -> relay, its control connection:  "ravnest-relay 1 control PORT"  (0: any free port)
 //   relay -> node:                           "ok PORT" or "refused: WHY", then "open SESSION
-//                                             PEER" for each peer (its host:port) that
-//                                             connected to PORT
-//   node -> relay, a fresh connection:       "ravnest-relay 1 join SESSION"; relay -> node:
+//                                             PEER NONCE" for each peer (its host:port) that
+//                                             connected to PORT (NONCE: 32 fresh bytes, hex)
+//   node -> relay, a fresh connection:       "ravnest-relay 1 join SESSION PROOF" (PROOF: the
+//                                             join's proof of the secret, below); relay -> node:
 //                                             "joined" or "refused: WHY"; then the bytes of
 //                                             the session (the node's TLS, its gate, its Cap'n
 //                                             Proto or a data channel), spliced to the peer's.
@@ -39,14 +40,17 @@ struct RelayLimits {
 
 // ---- lines -------------------------------------------------------------------------------------
 
+using RelayNonce = std::array<uint8_t, 32>;
+
 struct RelayHello {
   enum class Kind { kControl, kJoin } kind = Kind::kControl;
   uint16_t port = 0;     // kControl: the port asked for
   uint64_t session = 0;  // kJoin
+  RelayNonce proof{};    // kJoin
 };
 std::string control_hello(uint16_t port);
-std::string join_hello(uint64_t session);
-std::string open_line(uint64_t session, const std::string& peer);
+std::string join_hello(uint64_t session, const RelayNonce& proof);
+std::string open_line(uint64_t session, const std::string& peer, const RelayNonce& nonce);
 inline constexpr const char* kJoinedLine = "joined\n";
 std::string allocated_line(uint16_t port);
 // Each takes a line without its '\n'; nullopt with `why` set (a short phrase quoting the line,
@@ -55,6 +59,7 @@ std::optional<RelayHello> parse_relay_hello(const std::string& line, std::string
 struct OpenLine {
   uint64_t session = 0;
   std::string peer;  // host:port as the relay saw it
+  RelayNonce nonce{};
 };
 std::optional<OpenLine> parse_open_line(const std::string& line, std::string& why);
 // "ok PORT" gives PORT; "refused: WHY" sets `why` to the whole line and gives nullopt.
@@ -64,7 +69,10 @@ std::optional<uint16_t> parse_allocated_line(const std::string& line, std::strin
 // with "challenge NONCE" (its fresh 32 bytes, hex), the node with "proof CLIENT_NONCE PROOF" where
 // PROOF = NodeCredentials::gate_proof(kClient, NONCE, CLIENT_NONCE): the daemons' own gate's
 // HMAC-SHA-256 over both nonces, so the secret never travels and a proof is never replayed.
-using RelayNonce = std::array<uint8_t, 32>;
+// A join proves the secret too, without a round trip: its PROOF is gate_proof(kClient, NONCE,
+// NONCE) over the session's NONCE, which only the node's control connection was told (after its
+// own proof), and a session is joined once: a device behind the node's router, which shares its
+// host, cannot take the node's sessions (relay.h's join_proof).
 std::string challenge_line(const RelayNonce& nonce);
 std::string proof_line(const RelayNonce& client_nonce, const RelayNonce& proof);
 std::optional<RelayNonce> parse_challenge_line(const std::string& line, std::string& why);

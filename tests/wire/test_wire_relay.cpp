@@ -30,21 +30,39 @@ TEST_CASE("relay lines are written and read back; anything else is refused namin
   REQUIRE(control);
   CHECK(control->kind == RelayHello::Kind::kControl);
   CHECK(control->port == 8082);
-  auto join = parse_relay_hello("ravnest-relay 1 join 17", why);
+  RelayNonce a{}, b{};
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<uint8_t>(i * 7);
+    b[i] = static_cast<uint8_t>(255 - i);
+  }
+  const std::string a_hex = "00070e151c232a31383f464d545b626970777e858c939aa1a8afb6bdc4cbd2d9";
+  auto join = parse_relay_hello("ravnest-relay 1 join 17 " + a_hex, why);
   REQUIRE(join);
   CHECK(join->kind == RelayHello::Kind::kJoin);
   CHECK(join->session == 17);
-  CHECK(join_hello(17) == "ravnest-relay 1 join 17\n");
-  auto open = parse_open_line("open 9 10.0.0.2:40000", why);
+  CHECK(join->proof == a);
+  CHECK(join_hello(17, a) == "ravnest-relay 1 join 17 " + a_hex + "\n");
+  auto open = parse_open_line("open 9 10.0.0.2:40000 " + a_hex, why);
   REQUIRE(open);
   CHECK(open->session == 9);
   CHECK(open->peer == "10.0.0.2:40000");
-  CHECK(open_line(9, "10.0.0.2:40000") == "open 9 10.0.0.2:40000\n");
+  CHECK(open->nonce == a);
+  CHECK(open_line(9, "10.0.0.2:40000", a) == "open 9 10.0.0.2:40000 " + a_hex + "\n");
+  // The longest: an IPv6 peer and the largest session number, within a line.
+  const std::string longest =
+      open_line(~uint64_t{0}, "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535", b);
+  CHECK(longest.size() <= kRelayLineBytes);
+  auto v6 = parse_open_line(longest.substr(0, longest.size() - 1), why);
+  REQUIRE(v6);
+  CHECK(v6->nonce == b);
+  CHECK(join_hello(~uint64_t{0}, b).size() <= kRelayLineBytes);
   CHECK(parse_allocated_line("ok 41000", why) == std::optional<uint16_t>(41000));
 
   for (const std::string& bad : std::vector<std::string>
        {"GET / HTTP/1.1", "ravnest-relay 1 control 70000", "ravnest-relay 1 control -1",
-        "ravnest-relay 1 join 0", "ravnest-relay 1 join x", "ravnest-relay 1 dance 3",
+        "ravnest-relay 1 join 0 " + a_hex, "ravnest-relay 1 join x " + a_hex,
+        "ravnest-relay 1 join 17", "ravnest-relay 1 join 17 " + a_hex.substr(1),
+        "ravnest-relay 1 join 17 " + a_hex + " ", "ravnest-relay 1 dance 3",
         "ravnest-relay 2 control 1", std::string("ravnest-relay 1 control 1\x1b[2J")}) {
     INFO(bad);
     why.clear();
@@ -53,19 +71,16 @@ TEST_CASE("relay lines are written and read back; anything else is refused namin
     CHECK(why.find('\x1b') == std::string::npos);  // quoted printable
   }
   CHECK_FALSE(parse_open_line("open 3", why));
-  CHECK_FALSE(parse_open_line("open 3 not-an-address", why));
-  CHECK_FALSE(parse_open_line("open 0 1.2.3.4:5", why));
+  CHECK_FALSE(parse_open_line("open 3 not-an-address " + a_hex, why));
+  CHECK_FALSE(parse_open_line("open 0 1.2.3.4:5 " + a_hex, why));
+  CHECK_FALSE(parse_open_line("open 3 1.2.3.4:5", why));  // no nonce
+  CHECK_FALSE(parse_open_line("open 3 1.2.3.4:5 " + a_hex.substr(2), why));
   CHECK_FALSE(parse_allocated_line("refused: the relay holds 64 nodes (at most 64)", why));
   CHECK(why == "refused: the relay holds 64 nodes (at most 64)");
   CHECK_FALSE(parse_allocated_line("ok 0", why));
   CHECK(why.rfind("not an answer of a relay", 0) == 0);
 
   // The secret's challenge and proof, each read back; malformed ones refused naming them.
-  RelayNonce a{}, b{};
-  for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = static_cast<uint8_t>(i * 7);
-    b[i] = static_cast<uint8_t>(255 - i);
-  }
   const std::string challenge = challenge_line(a);
   CHECK(challenge.size() == 10 + 64 + 1);
   auto nonce = parse_challenge_line(challenge.substr(0, challenge.size() - 1), why);
@@ -352,7 +367,7 @@ TEST_CASE("the relay refuses what is not its protocol in one line and serves on"
     return answer;
   };
   CHECK(raw("GET / HTTP/1.1\r\n\r\n") == "refused: not a relay hello: \"GET / HTTP/1.1\\x0d\"\n");
-  CHECK(raw("ravnest-relay 1 join 4242\n") ==
+  CHECK(raw("ravnest-relay 1 join 4242 " + std::string(64, '0') + "\n") ==
         "refused: no session 4242 waits (ended, or never opened)\n");
   CHECK(raw(std::string(500, 'x')).rfind("", 0) == 0);  // a long line: closed
   CHECK(relayed.said("a line longer than 160 bytes"));
@@ -390,4 +405,85 @@ TEST_CASE("a node that cannot prove the relay's secret holds no port: one line, 
   CHECK(refused.link->port() == 0);
   CHECK(refused.said("refused: wrong secret (the proof of the relay's challenge does not match)"));
   CHECK(refused.relay->table().nodes() == 0);
+}
+
+TEST_CASE("a join proves the secret: a wrong proof from the node's host leaves the session to the "
+          "node", "[wire][relay]") {
+  // A relay alone on this thread's loop; the test is its node, speaking the lines itself over
+  // plain sockets (a device behind the node's router shares the node's host, as here).
+  auto io = ThreadIo::get();
+  auto credentials = make_transport_security("relay secret")->credentials();
+  std::vector<std::string> said;
+  Relay::Options options;
+  options.credentials = credentials;
+  options.on_event = [&said](const std::string& line) { said.push_back(line); };
+  Relay relay("127.0.0.1", 0, options);
+  auto turn = [&]() { io->timer().afterDelay(10 * kj::MILLISECONDS).wait(io->wait_scope()); };
+  auto dial = [&](uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    to.sin_port = htons(port);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0);
+    ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    return fd;
+  };
+  auto send = [](int fd, const std::string& text) {
+    REQUIRE(::send(fd, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size()));
+  };
+  // One line (without its '\n'), the loop turning meanwhile; "" when the connection ends first.
+  auto line_of = [&](int fd) {
+    std::string line;
+    for (int i = 0; i < 500; ++i) {
+      char c;
+      const ssize_t n = ::recv(fd, &c, 1, 0);
+      if (n == 1 && c == '\n') return line;
+      if (n == 1) {
+        line.push_back(c);
+        continue;
+      }
+      if (n == 0 || errno != EAGAIN) break;
+      turn();
+    }
+    return line;
+  };
+  const int control = dial(relay.port());
+  send(control, control_hello(0));
+  std::string why;
+  const auto challenge = parse_challenge_line(line_of(control), why);
+  REQUIRE(challenge);
+  const RelayNonce mine = fresh_nonce();
+  send(control, proof_line(mine, credentials->gate_proof(GateSide::kClient, *challenge, mine)));
+  const auto port = parse_allocated_line(line_of(control), why);
+  REQUIRE(port);
+  const int peer = dial(*port);
+  const auto opened = parse_open_line(line_of(control), why);
+  INFO(why);
+  REQUIRE(opened);
+  // A join whose proof is not over this session's nonce: refused, the session still waits.
+  const int stranger = dial(relay.port());
+  send(stranger, join_hello(opened->session, RelayNonce{}));
+  CHECK(line_of(stranger) == "refused: wrong secret (the proof of joining session " +
+                                 std::to_string(opened->session) + " does not match)");
+  ::close(stranger);
+  const int elsewhere = dial(relay.port());
+  RelayNonce other = opened->nonce;
+  other[0] ^= 1;
+  send(elsewhere, join_hello(opened->session, Relay::join_proof(*credentials, other)));
+  CHECK(line_of(elsewhere).rfind("refused: wrong secret", 0) == 0);
+  ::close(elsewhere);
+  CHECK(relay.table().sessions() == 1);
+  // The node's own join, proved: joined, and the bytes cross.
+  const int joined = dial(relay.port());
+  send(joined, join_hello(opened->session, Relay::join_proof(*credentials, opened->nonce)));
+  CHECK(line_of(joined) == "joined");
+  send(peer, "through\n");
+  CHECK(line_of(joined) == "through");
+  // Joined once: the same proof again is refused.
+  const int again = dial(relay.port());
+  send(again, join_hello(opened->session, Relay::join_proof(*credentials, opened->nonce)));
+  CHECK(line_of(again) == "refused: session " + std::to_string(opened->session) +
+                              " joined already");
+  for (int fd : {again, joined, peer, control}) ::close(fd);
 }
