@@ -10,6 +10,7 @@
 #include "libs/requester/replacement.h"
 #include "libs/tracker/elastic_choice.h"
 #include "libs/tracker/tracker_client.h"
+#include "libs/wire/lost_connection.h"
 #include "libs/wire/transport_security.h"
 
 namespace ravnest::requester {
@@ -38,24 +39,45 @@ std::vector<std::string> still_registered(const std::vector<std::string>& nodes,
   return kept;
 }
 
+// The plan's nodes that do not answer now.
+std::vector<std::string> silent_nodes(const Plan& plan, const ElasticOptions& options) {
+  std::vector<std::string> silent;
+  Requester requester(plan, options.secret, options.insecure);
+  for (const auto& report : requester.status()) {
+    if (!report.reachable && report.state == "unreachable") silent.push_back(report.node.name);
+  }
+  return silent;
+}
+
 }  // namespace
 
-std::optional<std::string> replace_after_failure(const ElasticOptions& options,
-                                                 const TrainFailed& failed,
-                                                 const std::function<bool()>& interrupted) {
+std::optional<AfterFailure> replace_after_failure(const ElasticOptions& options,
+                                                  const TrainFailed& failed,
+                                                  int link_resumes_left,
+                                                  const std::function<bool()>& interrupted) {
   const auto& log = options.log;
   const Plan plan = load_plan(options.plan_dir);
+  const bool lost_connection = wire::is_lost_connection(failed.what());
+  // The same nodes again, when the job failed on a connection and no node is lost.
+  auto resume_link = [&]() -> std::optional<AfterFailure> {
+    if (!lost_connection || link_resumes_left <= 0) return std::nullopt;
+    const int nth = kLinkResumes - link_resumes_left + 1;
+    const std::string line = "elastic: job " + std::to_string(failed.job_id) +
+                             " failed on a lost connection (" + failed.what() +
+                             ") and every node answers: it resumes from the newest checkpoint "
+                             "every node holds (" + std::to_string(nth) + " of at most " +
+                             std::to_string(kLinkResumes) + ")";
+    log(line);
+    record_elastic_change(options.plan_dir, failed.metrics_job, "resume_link", "", "", -1, line,
+                          log);
+    return AfterFailure{line, false};
+  };
   // Only a node that does not answer can be lost; any other failure fails the job as it is.
-  std::vector<std::string> silent;
-  {
-    Requester requester(plan, options.secret, options.insecure);
-    for (const auto& report : requester.status()) {
-      if (!report.reachable && report.state == "unreachable") silent.push_back(report.node.name);
-    }
-  }
-  if (silent.empty()) return std::nullopt;
+  std::vector<std::string> silent = silent_nodes(plan, options);
+  if (silent.empty()) return resume_link();
 
-  // The tracker decides that a node is gone: no heartbeat for its expiry.
+  // The tracker decides that a node is gone: no heartbeat for its expiry. A node that answers
+  // again meanwhile was not gone (its connection was).
   const auto security = wire::make_transport_security(options.secret, options.insecure);
   auto pool = tracker::fetch_pool(options.tracker, security, 5);
   const double wait = pool.expiry_seconds + 5;
@@ -65,24 +87,21 @@ std::optional<std::string> replace_after_failure(const ElasticOptions& options,
     log("elastic: job " + std::to_string(failed.job_id) + " failed with no cluster left (" +
         who + (silent.size() == 1 ? " does" : " do") + " not answer); waiting up to " +
         std::to_string(static_cast<int>(wait)) + " s for tracker " + options.tracker +
-        " to expire " + (silent.size() == 1 ? "it" : "them"));
+        " to expire " + (silent.size() == 1 ? "it" : "them") +
+        (lost_connection ? " or for every node to answer again" : ""));
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
     while (!heartbeating.empty() && std::chrono::steady_clock::now() < deadline) {
       if (interrupted && interrupted()) return std::nullopt;
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (lost_connection) {
+        silent = silent_nodes(plan, options);
+        if (silent.empty()) return resume_link();
+      }
       pool = tracker::fetch_pool(options.tracker, security, 5);
       heartbeating = still_registered(silent, pool);
     }
   }
-  if (!heartbeating.empty()) {
-    const bool one = heartbeating.size() == 1;
-    log("elastic: " + names_of(heartbeating) + (one ? " does" : " do") + " not answer but still " +
-        (one ? "heartbeats" : "heartbeat") + " at tracker " + options.tracker +
-        ": not replaced, the job fails");
-    return std::nullopt;
-  }
-
   std::vector<tracker::PlannedNode> planned;
   for (const auto& meta : plan.nodes) {
     planned.push_back({meta.name, meta.cluster, stage_need_bytes(meta)});
@@ -122,7 +141,7 @@ std::optional<std::string> replace_after_failure(const ElasticOptions& options,
                           change.replacement, change.cluster, line, log);
     said += (said.empty() ? "" : "\n") + line;
   }
-  return said;
+  return AfterFailure{said, true};
 }
 
 }  // namespace ravnest::requester

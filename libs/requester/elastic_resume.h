@@ -19,6 +19,13 @@
 // elastic.csv (kind replace_resume) in the failed job's metrics folder; a lost node no idle node
 // fits is one line and a row of kind fail.
 //
+// A lost connection is not a lost node: a job that failed on one (wire/lost_connection.h: a send
+// to a peer failed, a node stopped answering: a relay restarted, a NAT forgot a mapping, a link
+// blinked) while every node answers, or answers again before the tracker would expire it, is
+// resumed with the same nodes, at most `link_resumes_left` times in one command: "elastic: job J
+// failed on a lost connection (WHY) and every node answers: it resumes from the newest
+// checkpoint every node holds (1 of at most 3)", a row of kind resume_link.
+//
 // Blocks (the wait for the tracker, replace_node's calls), on the calling thread. Throws what
 // fetch_pool and replace_node throw (a tracker that does not answer, a spare that refuses).
 #pragma once
@@ -32,11 +39,22 @@
 
 namespace ravnest::requester {
 
-// The lines said for the replacements, '\n' between, when every lost node was replaced and the
-// job is to be resumed; nothing when it is to fail as it did (why said on `options.log`, except
-// when every node answers). `interrupted` (Ctrl-C) ends the wait for the tracker: nothing.
-std::optional<std::string> replace_after_failure(const ElasticOptions& options,
-                                                 const TrainFailed& failed,
-                                                 const std::function<bool()>& interrupted = {});
+// The job is to be resumed: what was said, '\n' between.
+struct AfterFailure {
+  std::string said;
+  bool replaced = false;  // nodes were replaced; false: the same nodes, after a lost connection
+};
+
+// Set when the job is to be resumed (every lost node replaced, or a lost connection with every
+// node answering); nothing when it is to fail as it did (why said on `options.log`, except when
+// every node answers and the failure was not a lost connection). `interrupted` (Ctrl-C) ends the
+// wait for the tracker: nothing.
+std::optional<AfterFailure> replace_after_failure(const ElasticOptions& options,
+                                                  const TrainFailed& failed,
+                                                  int link_resumes_left,
+                                                  const std::function<bool()>& interrupted = {});
+
+// Resumes after a lost connection that one `ravnest train --elastic` makes at most.
+inline constexpr int kLinkResumes = 3;
 
 }  // namespace ravnest::requester

@@ -8,6 +8,7 @@
 
 #include "libs/base/clock.h"
 #include "libs/requester/requester_impl.h"
+#include "libs/wire/lost_connection.h"
 
 namespace ravnest::requester {
 
@@ -181,7 +182,7 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t* followed,
         const auto* call = dynamic_cast<const NodeCallError*>(&e);
         const double silent = now_seconds() - last_heard[meta.node_id];
         if (silent > unresponsive_seconds && failure.empty()) {
-          failed(meta.name + " (" + meta.address + ") stopped answering (" +
+          failed(meta.name + " (" + meta.address + wire::kStoppedAnswering + " (" +
                  (call ? call->reason : std::string(e.what())) + "; silent for " +
                  std::to_string(static_cast<int>(silent)) + " s)");
         }

@@ -346,3 +346,59 @@ TEST_CASE("--relay auto without a tracker is refused in one line naming the flag
   CHECK(run.err.find("relay: \"auto\" asks the tracker whether this daemon can be reached: it "
                      "needs a tracker (--tracker)") != std::string::npos);
 }
+
+TEST_CASE("the relaying tracker killed with -9 mid-job and started again: the node behind it "
+          "holds its port again, train --elastic resumes, the job ends as one process",
+          "[daemon][relay][tracker]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                             {"32x1x8x8"});
+  const std::string tracker = "127.0.0.1:" + std::to_string(free_port());
+  const std::string relay = "127.0.0.1:" + std::to_string(free_port());
+  const auto log = cluster.dir() / "tracker.log";
+  auto start_tracker = [&] {
+    auto process = std::make_unique<test::ChildProcess>(
+        std::vector<std::string>{test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
+                                 "--listen", tracker, "--offer-relay", relay, "--state-dir",
+                                 (cluster.dir() / "tracker-state").string(), "--secret-file",
+                                 cluster.secret_file()},
+        log.string());
+    for (int i = 0; i < 300 && test::read_text(log).find("relaying for daemons") == std::string::npos;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return process;
+  };
+  auto tracker_process = start_tracker();
+  cluster.set_daemon_flags(1, {"--relay", relay, "--tracker", tracker});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const int steps = 300;
+  const auto job_path = cluster.dir() / "job.toml";
+  // A checkpoint every 5 updates: the resume reruns at most 5.
+  std::string text = job_text(steps);
+  text.replace(text.find("[train]\n"), 8, "[train]\nsave_every = 5\n");
+  test::write_text(job_path, text);
+  auto restarter = std::thread([&] {
+    cluster.wait_for_batches(1, 20);
+    tracker_process->kill(SIGKILL);
+    tracker_process.reset();
+    std::filesystem::remove(log);
+    tracker_process = start_tracker();
+  });
+  // The relayed connections end with the relay: the job fails on a lost connection while every
+  // node lives, and --elastic resumes it with the same nodes once node_1 answers again.
+  auto train = cluster.ravnest(
+      "train", job_path.string() + " --elastic --tracker " + tracker, 300);
+  restarter.join();
+  INFO(train.out << train.err << cluster.log(1) << test::read_text(log));
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  CHECK(said.find("failed on a lost connection") != std::string::npos);
+  CHECK(said.find("it resumes from the newest checkpoint every node holds (1 of at most 3)") !=
+        std::string::npos);
+  CHECK(cluster.log(1).find("relay " + relay + ": reached at") !=
+        cluster.log(1).rfind("relay " + relay + ": reached at"));  // held twice
+  REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code == 0);
+  CHECK(worst_difference(cluster, job_path, steps) <= 1e-5);
+}

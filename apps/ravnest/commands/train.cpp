@@ -50,10 +50,13 @@ double progress_seconds(double flag) {
 // mid-job join as one more cluster (requester::ElasticFollower), and a provider stopped with
 // SIGTERM hands its slot over (requester::hand_over, then this again with resume), and a job
 // that failed with no cluster left has its lost node replaced and is resumed
-// (requester::replace_after_failure); implies drop_failed_clusters. Empty: no elastic follower.
+// (requester::replace_after_failure), or, failed on a lost connection with every node
+// answering, resumed with the same nodes (at most `link_resumes_left` more times); implies
+// drop_failed_clusters. Empty: no elastic follower.
 int run_train(const Connection& c, const std::string& job, bool detach, bool resume,
               bool attach, double record_seconds, bool drop_failed_clusters = false,
-              const std::string& elastic_tracker = "") {
+              const std::string& elastic_tracker = "",
+              int link_resumes_left = requester::kLinkResumes) {
   auto requester = c.open();
   requester::TrainOptions options;
   options.detach = detach;
@@ -120,7 +123,7 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
       if (handed) {
         live.clear();
         return run_train(c, job, false, /*resume=*/true, false, record_seconds,
-                         drop_failed_clusters, elastic_tracker);
+                         drop_failed_clusters, elastic_tracker, link_resumes_left);
       }
     }
     live.clear();
@@ -147,17 +150,18 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     elastic.reset();
     if (elastic_tracker.empty() || attach) throw;
     // --elastic, no cluster left to train on (a plan of one cluster): a node the tracker lost is
-    // replaced by an idle one, and the job resumes from the newest checkpoint every node holds.
-    std::optional<std::string> replaced;
+    // replaced by an idle one, and the job resumes from the newest checkpoint every node holds;
+    // a lost connection with every node answering resumes with the same nodes.
+    std::optional<requester::AfterFailure> after;
     try {
-      replaced = requester::replace_after_failure(follow, e, interrupted);
+      after = requester::replace_after_failure(follow, e, link_resumes_left, interrupted);
     } catch (const std::exception& error) {
       options.log(std::string("elastic: no replacement: ") + error.what());
     }
-    if (!replaced) throw;
+    if (!after) throw;
     live.clear();
     return run_train(c, job, false, /*resume=*/true, false, record_seconds, drop_failed_clusters,
-                     elastic_tracker);
+                     elastic_tracker, link_resumes_left - (after->replaced ? 0 : 1));
   }
   elastic.reset();  // the job ended: nothing more to follow
   if (result.detached) {

@@ -1,6 +1,7 @@
 #include "libs/daemon/job/peer_watch.h"
 
 #include "libs/base/clock.h"
+#include "libs/wire/lost_connection.h"
 #include "libs/wire/node_report.h"
 #include "libs/wire/transfer_codec.h"
 
@@ -56,7 +57,7 @@ kj::Promise<void> PeerWatch::tick() {
       const double now = base::now_seconds();
       for (const auto& peer : peers_) {
         if (now - last_answer_[peer.address] > kSilenceSeconds) {
-          report(peer.name + " (" + peer.address + ") stopped answering");
+          report(peer.name + " (" + peer.address + wire::kStoppedAnswering);
           return kj::READY_NOW;
         }
       }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "libs/wire/kj_reason.h"
+#include "libs/wire/lost_connection.h"
 
 namespace ravnest::daemon {
 
@@ -78,13 +79,13 @@ void RingLink::send_segment(const ring::RingTag& tag, const void* data, size_t b
     last_round_ = tag.round;
     medium_->send(tag, data, bytes, relayable, kept);
   } catch (const kj::Exception& e) {
-    throw ring::RingError("cannot send to " + next_.name + " (" + next_.address + ") in ring " +
+    throw ring::RingError(wire::kCannotSendTo + next_.name + " (" + next_.address + ") in ring " +
                               std::to_string(ring_) + ": " + wire::kj_reason(e),
                           next_.name);
   } catch (const MediumBroken& e) {
     medium_.reset();
     throw_abort_or(tag.round,
-                   ring::RingError("cannot send to " + next_.name + " (" + next_.address +
+                   ring::RingError(wire::kCannotSendTo + next_.name + " (" + next_.address +
                                        ") in ring " + std::to_string(ring_) + ": " + e.what(),
                                    next_.name));
   }

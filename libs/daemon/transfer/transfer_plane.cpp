@@ -7,6 +7,7 @@
 
 #include "libs/daemon/rpc/thread_bridge.h"
 #include "libs/wire/kj_reason.h"
+#include "libs/wire/lost_connection.h"
 #include "libs/wire/tensor_stream.h"
 #include "libs/wire/transfer_codec.h"
 
@@ -68,7 +69,7 @@ void TransferPlane::dispatch(wire::TransferMessage message,
     // A failed send drops the connection: the next job reaches a peer that was restarted.
     done = links_.watch(address->second, done.attach(kj::mv(encoded)));
     tasks_.add(done.catch_([this, to, where = address->second](kj::Exception&& e) {
-                     const std::string why = "cannot send to " + config::node_name(to) + " (" +
+                     const std::string why = wire::kCannotSendTo + config::node_name(to) + " (" +
                                              where + "): " + wire::kj_reason(e);
                      spdlog::error("{}", why);
                      // The next send connects anew; later, not from inside the connection's
@@ -77,7 +78,7 @@ void TransferPlane::dispatch(wire::TransferMessage message,
                      inbox_.fail(why);
                    }));
   } catch (const std::exception& e) {
-    inbox_.fail("cannot send to " + config::node_name(to) + ": " + e.what());
+    inbox_.fail(wire::kCannotSendTo + config::node_name(to) + ": " + e.what());
   }
 }
 
