@@ -27,12 +27,17 @@ std::vector<std::string> relays_offered(const Membership& membership, const std:
 
 std::optional<std::string> relay_to_hold(const DialBack& dial_back,
                                          const std::string& tracker_address) {
-  if (dial_back.reached || dial_back.relays.empty()) return std::nullopt;
-  const std::string& first = dial_back.relays.front();
-  if (first.rfind(':', 0) != 0) return first;
-  // The tracker's host as the daemon writes it ("[v6]" in brackets), the relay's port.
+  if (dial_back.reached) return std::nullopt;
+  // The tracker's host as the daemon writes it ("[v6]" in brackets).
   const std::string tracker = base::Address::parse(tracker_address, "--tracker").str();
-  return tracker.substr(0, tracker.rfind(':')) + first;
+  const std::string tracker_host = tracker.substr(0, tracker.rfind(':'));
+  for (const auto& named : dial_back.relays) {
+    const std::string relay = named.rfind(':', 0) == 0 ? tracker_host + named : named;
+    if (auto address = base::Address::try_parse(relay, base::Address::PortRule::kRequired)) {
+      return address->str();
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace ravnest::tracker

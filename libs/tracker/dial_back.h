@@ -29,9 +29,10 @@ std::string own_relay_address(const std::string& relay_host, unsigned port);
 std::vector<std::string> relays_offered(const Membership& membership, const std::string& own_relay,
                                         size_t at_most = 8);
 
-// The relay a daemon the tracker could not reach holds its port on: the first one named, a
-// ":port" one on the host of `tracker_address` (the tracker's "host:port" as the daemon dials
-// it). nullopt when none is named or `dial_back.reached`.
+// The relay a daemon the tracker could not reach holds its port on: the first one named that is
+// a host:port (what the tracker sends is not trusted to be), a ":port" one on the host of
+// `tracker_address` (the tracker's "host:port" as the daemon dials it, already checked), as
+// "host:port". nullopt when none is, or `dial_back.reached`.
 std::optional<std::string> relay_to_hold(const DialBack& dial_back,
                                          const std::string& tracker_address);
 

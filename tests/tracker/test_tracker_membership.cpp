@@ -255,6 +255,11 @@ TEST_CASE("the tracker names its own relay, then the members'; a daemon it canno
   CHECK(rt::relay_to_hold(answer, "[fd00::5]:8600") == std::optional<std::string>("[fd00::5]:7000"));
   answer.relays = {"10.0.0.2:9000"};
   CHECK(rt::relay_to_hold(answer, "192.168.1.5:8600") == std::optional<std::string>("10.0.0.2:9000"));
+  // What is not a host:port is passed over.
+  answer.relays = {"", ":", ":x", "10.0.0.2", "a b:1", "10.0.0.3:9001"};
+  CHECK(rt::relay_to_hold(answer, "192.168.1.5:8600") == std::optional<std::string>("10.0.0.3:9001"));
+  answer.relays = {":0", "nonsense"};
+  CHECK(!rt::relay_to_hold(answer, "192.168.1.5:8600"));
   // Reached, or nothing named: no relay.
   answer.reached = true;
   CHECK(!rt::relay_to_hold(answer, "192.168.1.5:8600"));
