@@ -1,6 +1,7 @@
 // Writes the seed corpora of the RPC fuzz targets: one valid message of each kind rpc_params
 // decodes (tests/fuzz/rpc_params/), and Node.send params of each value kind, with the bytes of
-// their streamed tensors after the message (tests/fuzz/rpc_transfer/). Not a fuzzer; run it
+// their streamed tensors after the message (tests/fuzz/rpc_transfer/), and one of each kind
+// tracker_messages decodes (tests/fuzz/tracker_messages/). Not a fuzzer; run it
 // after a change of the schema or of the targets' input format:
 //   ninja -C build-fuzz fuzz_make_seeds && build-fuzz/tests/fuzz/fuzz_make_seeds tests/fuzz
 #include <capnp/message.h>
@@ -17,8 +18,11 @@
 
 #include "libs/config/plan/node_metadata.h"
 #include "libs/base/sha256.h"
+#include "libs/tracker/tracker_codec.h"
+#include "libs/wire/membership_codec.h"
 #include "libs/wire/node_report_codec.h"
 #include "schemas/ravnest.capnp.h"
+#include "schemas/tracker.capnp.h"
 
 namespace fs = std::filesystem;
 using namespace ravnest;
@@ -36,7 +40,7 @@ void write(const std::string& dir, const std::string& name, uint8_t prefix,
   const auto bytes = words.asBytes();
   fs::create_directories(g_out / dir);
   std::ofstream out(g_out / dir / name, std::ios::binary | std::ios::trunc);
-  if (dir == "rpc_params") out.put(static_cast<char>(prefix));
+  if (dir == "rpc_params" || dir == "tracker_messages") out.put(static_cast<char>(prefix));
   out.write(reinterpret_cast<const char*>(bytes.begin()), static_cast<std::streamsize>(bytes.size()));
   out << tail;
   if (!out) {
@@ -300,6 +304,68 @@ void rpc_transfer() {
   });
 }
 
+tracker::Registration registration(const std::string& name, const std::string& address) {
+  tracker::Registration r;
+  r.name = name;
+  r.addresses = {address};
+  r.hardware.memory_bytes = 8'000'000'000;
+  r.hardware.memory_source = "MemAvailable";
+  r.hardware.declared_memory_bytes = 4'000'000'000;
+  r.hardware.gpu_memory_bytes = {80'000'000'000};
+  r.hardware.gflops = 12.5;
+  r.hardware.bandwidth_mbps = 940;
+  return r;
+}
+
+void tracker_messages() {
+  // The prefixes are tracker_messages.cpp's Message values.
+  write("tracker_messages", "register", 0, [](capnp::MessageBuilder& m) {
+    auto r = registration("node_3", "10.0.0.3:8083");
+    r.relay_offered = "10.0.0.3:9000";
+    tracker::encode_registration(
+        r, m.initRoot<schema::Tracker::RegisterParams>().initRegistration());
+  });
+  write("tracker_messages", "pool_results", 1, [](capnp::MessageBuilder& m) {
+    auto p = m.initRoot<schema::Tracker::PoolResults>();
+    p.setEpoch(7);
+    p.setExpirySeconds(30);
+    auto members = p.initMembers(2);
+    tracker::Member a;
+    a.registration = registration("node_1", "10.0.0.1:8081");
+    a.from_host = "10.0.0.1";
+    tracker::Member b;
+    b.registration = registration("node_2", "[fd00::2]:8082");
+    b.from_host = "fd00::2";
+    tracker::encode_member(a, 1.5, members[0]);
+    tracker::encode_member(b, 0.2, members[1]);
+  });
+  write("tracker_messages", "dial_back_results", 2, [](capnp::MessageBuilder& m) {
+    auto p = m.initRoot<schema::Tracker::DialBackResults>();
+    p.setReached(false);
+    p.setWhy("Connection refused");
+    auto relays = p.initRelays(2);
+    relays.set(0, ":9000");
+    relays.set(1, "10.0.0.2:9000");
+  });
+  write("tracker_messages", "set_rings", 3, [](capnp::MessageBuilder& m) {
+    auto p = m.initRoot<Node::SetRingsParams>();
+    p.setJobId(5);
+    p.setEpoch(2);
+    membership::RingView view;
+    view.ring.id = 1;
+    view.ring.size = 3;
+    view.ring.position = 1;
+    view.ring.next = {2, 2, "10.0.0.2:8082"};
+    view.ring.prev = {0, 0, "10.0.0.1:8081"};
+    view.run_from = 4;
+    wire::encode_ring_view(view, p.initViews(1)[0]);
+  });
+  write("tracker_messages", "ring_rounds_results", 4, [](capnp::MessageBuilder& m) {
+    auto p = m.initRoot<Node::RingRoundsResults>();
+    wire::encode_completed_rounds({{0, 3}, {1, 4}}, p.initRings(2));
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -310,5 +376,6 @@ int main(int argc, char** argv) {
   g_out = argv[1];
   rpc_params();
   rpc_transfer();
+  tracker_messages();
   return 0;
 }
