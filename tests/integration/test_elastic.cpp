@@ -828,6 +828,58 @@ TEST_CASE("elastic: a plan of one cluster whose second stage is killed with -9 m
                                             << " from the reference");
 }
 
+TEST_CASE("elastic: a plan of one cluster whose two stages are both killed with -9 mid-job, two "
+          "idle nodes: each takes a stage, no slot has a checkpoint (each one's keeper was the "
+          "other), and the job runs again from its start; the uninterrupted job's weights",
+          "[elastic][one_cluster]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                             {"32x1x8x8"}, 2);
+  std::unique_ptr<test::ChildProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker);
+  const int steps = 200;
+  std::string text = job_text(steps);
+  text.replace(text.find("[train]\n"), 8, "[train]\nsave_every = 5\n");
+  test::write_text(cluster.dir() / "job.toml", text);
+  auto killer = std::thread([&cluster] {
+    cluster.wait_for_batches(1, 12);
+    cluster.kill(0, SIGKILL);
+    cluster.kill(1, SIGKILL);
+    cluster.wait_exit(0, 10);
+    cluster.wait_exit(1, 10);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  killer.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said, 0));
+  std::set<std::string> replacements;
+  for (const std::string lost : {"node_0", "node_1"}) {
+    std::smatch match;
+    CHECK(std::regex_search(
+        said, match,
+        std::regex("elastic: " + lost + " lost \\(no heartbeat for 3 s\\); (node_[23]) takes its "
+                   "place in cluster 0, the job resumes from its start \\(no checkpoint of its "
+                   "slot that every other node holds\\)")));
+    if (!match.empty()) replacements.insert(match[1].str());
+  }
+  CHECK(replacements == std::set<std::string>{"node_2", "node_3"});
+  CHECK(said.find("it starts from the beginning") != std::string::npos);
+
+  // Run again from its start: the uninterrupted job.
+  auto trained = fused(cluster, 1);
+  std::string where;
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  auto reference = training::train_reference_clusters(test::digits_model(), job, 1, steps);
+  const double diff = test::largest_difference(reference.state, trained[0], &where);
+  INFO(diff << " from the reference in " << where);
+  CHECK(diff <= 1e-5);
+  CHECK(cluster.log(2).find("job finished") != std::string::npos);
+  CHECK(cluster.log(3).find("job finished") != std::string::npos);
+}
+
 TEST_CASE("elastic: a plan of one cluster whose second stage is killed with -9 mid-job and no idle "
           "node registered: the job fails, saying no idle node fits", "[elastic][one_cluster]") {
   test::LocalCluster cluster(test::digits_model(),
