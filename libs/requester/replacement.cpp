@@ -148,6 +148,22 @@ void fetch_slot_checkpoint(Requester& requester, const Plan& plan,
   }
 }
 
+// Every node but the spare whose metadata the replacement changed gets it, with its unchanged
+// stage; the nodes being replaced too are gone (their spares get theirs).
+void push_to_neighbours(Requester& requester, const std::vector<config::NodeMetadata>& nodes,
+                        const std::vector<int>& changed, int spare_id,
+                        const std::set<std::string>& also_replaced,
+                        const std::function<void(const std::string&)>& log) {
+  std::vector<config::NodeMetadata> others;
+  for (const auto& meta : nodes) {
+    const bool pushed = meta.node_id != spare_id && !also_replaced.count(meta.name);
+    if (pushed && std::count(changed.begin(), changed.end(), meta.node_id) > 0) {
+      others.push_back(meta);
+    }
+  }
+  requester.push_metadata(others, log);
+}
+
 Replacement replace_node(const std::string& plan_dir, const std::string& secret,
                          const std::string& old_name, const config::NodeConfig& spare,
                          const std::function<void(const std::string&)>& log, bool insecure,
@@ -237,16 +253,7 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   write_replacement(plan_dir, nodes, changed, old, spare.id);
   log("the plan " + plan_dir + " names " + spare.name + " in " + old.name + "'s place");
 
-  // Every other node whose metadata changed gets it, with its unchanged stage.
-  std::vector<config::NodeMetadata> others;
-  for (int id : changed) {
-    if (id == spare.id) continue;
-    const auto& meta = *std::find_if(nodes.begin(), nodes.end(),
-                                     [&](const auto& m) { return m.node_id == id; });
-    if (also_replaced.count(meta.name)) continue;  // gone: its spare gets its metadata
-    others.push_back(meta);
-  }
-  requester.push_metadata(others, log);
+  push_to_neighbours(requester, nodes, changed, spare.id, also_replaced, log);
   return result;
 }
 

@@ -455,8 +455,9 @@ TEST_CASE("elastic: a provider stopped with SIGTERM mid-job hands its slot to an
   WARN("handed over after update " << boundary << ": " << diff << " from the reference");
 }
 
-// Nodes 2 and 3 (clusters 2 and 3 of four one-node clusters) killed with -9 together once the job
-// is followed; returns train's output (stdout and stderr), exit 0 required.
+// Nodes 2 and 3 (clusters 2 and 3 of four one-node clusters, or both stages of cluster 1 of two
+// clusters of two stages) killed with -9 together once the job is followed; returns train's
+// output (stdout and stderr), exit 0 required.
 std::string train_losing_two(test::LocalCluster& cluster, const std::string& address, int steps) {
   test::write_text(cluster.dir() / "job.toml", job_text(steps));
   auto killer = std::thread([&cluster] {
@@ -621,9 +622,10 @@ void replaced_stage_rejoins(int killed) {
   CHECK(position["node_4"] == killed);
 
   // Both clusters trained to the last update and averaged after each: alike, trained. The drop
-  // of a cluster of several stages lands at each ring's own round (docs/faults.md#providers-that-come-and-go),
-  // so no single reference fixes the weights; the rejoined cluster's first loss shows that it
-  // took cluster 1's state at the rejoin, not its own nor the untrained one.
+  // of a cluster of several stages lands at each ring's own round
+  // (docs/faults.md#providers-that-come-and-go), so no single reference fixes the weights; the
+  // rejoined cluster's first loss shows that it took cluster 1's state at the rejoin, not its
+  // own nor the untrained one.
   auto trained = fused(cluster, 2);
   std::string where;
   const double apart = test::largest_difference(trained[0], trained[1], &where);
@@ -657,28 +659,6 @@ TEST_CASE("elastic: two clusters of two stages, cluster 0's first stage killed w
   replaced_stage_rejoins(0);
 }
 
-// Two clusters of two stages (node_0 -> node_1, node_2 -> node_3) and `spares` idle nodes (node_4,
-// node_5), all registered; both nodes of cluster 1 are killed with -9 together once the job is
-// followed, cluster 0 lives. Returns train's output (exit 0 required).
-std::string train_losing_cluster_1(test::LocalCluster& cluster, const std::string& address,
-                                   int steps) {
-  test::write_text(cluster.dir() / "job.toml", job_text(steps));
-  auto killer = std::thread([&cluster] {
-    cluster.wait_for_batches(3, 4);
-    wait_for_following(cluster);
-    cluster.kill(2, SIGKILL);
-    cluster.kill(3, SIGKILL);
-    cluster.wait_exit(2, 10);
-    cluster.wait_exit(3, 10);
-  });
-  auto train = cluster.ravnest(
-      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
-  killer.join();
-  INFO(train.out << train.err);
-  REQUIRE(train.exit_code == 0);
-  return train.out + train.err;
-}
-
 TEST_CASE("elastic: both nodes of one cluster of two stages killed with -9 together, one idle "
           "node: the cluster is dropped in one line without taking the idle node, the other "
           "trains to the end", "[elastic][stages]") {
@@ -687,7 +667,7 @@ TEST_CASE("elastic: both nodes of one cluster of two stages killed with -9 toget
   std::unique_ptr<test::ChildProcess> tracker;
   const std::string address = start_with_tracker(cluster, &tracker);
   const int steps = 600;
-  const std::string said = train_losing_cluster_1(cluster, address, steps);
+  const std::string said = train_losing_two(cluster, address, steps);
   WARN(change_lines(said, 1));
   // node_2 alone would have had node_4; node_3 then none: the cluster is dropped, said once.
   CHECK(count_of(said, "no idle node fits") == 1);
@@ -716,7 +696,7 @@ TEST_CASE("elastic: both nodes of one cluster of two stages killed with -9 toget
   std::unique_ptr<test::ChildProcess> tracker;
   const std::string address = start_with_tracker(cluster, &tracker);
   const int steps = 1500;
-  const std::string said = train_losing_cluster_1(cluster, address, steps);
+  const std::string said = train_losing_two(cluster, address, steps);
   WARN(change_lines(said, 1));
   CHECK(said.find("elastic: node_2 lost (no heartbeat for 3 s); node_4 takes its place in "
                   "cluster 1, which rejoins at the next update boundary") != std::string::npos);
