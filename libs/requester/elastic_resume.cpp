@@ -126,11 +126,13 @@ std::optional<AfterFailure> replace_after_failure(const ElasticOptions& options,
   const auto pool_nodes =
       config::parse_node_pool(tracker::pool_file_json(pool), origin, /*toml=*/false);
   std::string said;
+  // Each lost node's replacement leaves the others (gone too, replaced next) out of its checks.
+  const std::set<std::string> lost(silent.begin(), silent.end());
   for (const auto& change : changes) {
     const Replacement replaced = replace_node(
         options.plan_dir, options.secret, change.lost,
         config::pool_node(pool_nodes, change.replacement, origin),
-        [&log](const std::string& line) { log("elastic: " + line); }, options.insecure);
+        [&log](const std::string& line) { log("elastic: " + line); }, options.insecure, lost);
     const std::string line =
         change.line(why) + ", the job resumes " +
         (replaced.checkpoint ? "after update " + std::to_string(*replaced.checkpoint)

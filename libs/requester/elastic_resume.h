@@ -12,7 +12,10 @@
 //      memory at least the stage's need); when one has none, the job fails, said in one line;
 //   4. each goes through replace_node (replacement.h), exactly as `ravnest replace`: the job's
 //      leftovers stopped, the newest checkpoint of the lost slot that every other node holds
-//      moved to the spare from the lost node's keeper, the plan rewritten;
+//      moved to the spare from the lost node's keeper, the plan rewritten; several lost nodes
+//      (two nodes of one cluster) are replaced one after the other, each leaving the others out
+//      (replace_node's also_replaced): a slot whose keeper was lost too has no checkpoint, and
+//      the job then resumes from its start;
 // and the caller resumes the job from the newest checkpoint every node holds, as `ravnest resume`.
 // Each replacement is one line on `options.log` ("elastic: node_1 lost (no heartbeat for 3 s);
 // node_2 takes its place in cluster 0, the job resumes after update 20") and one row of

@@ -98,11 +98,12 @@ void check_spare_is_idle(Requester& requester, const config::NodeMetadata& spare
 void fetch_slot_checkpoint(Requester& requester, const Plan& plan,
                            const config::NodeMetadata& old, const std::string& identity,
                            const std::string& into, Replacement& result,
-                           const std::function<void(const std::string&)>& log) {
+                           const std::function<void(const std::string&)>& log,
+                           const std::set<std::string>& also_replaced) {
   std::set<uint64_t> common;
   bool first = true;
   for (const auto& meta : plan.nodes) {
-    if (meta.node_id == old.node_id) continue;
+    if (meta.node_id == old.node_id || also_replaced.count(meta.name)) continue;
     const auto held = requester.checkpoints(meta, identity, -1, -1);
     std::set<uint64_t> mine(held.begin(), held.end());
     if (first) {
@@ -118,7 +119,8 @@ void fetch_slot_checkpoint(Requester& requester, const Plan& plan,
   // The old node itself if it still answers, else its keeper.
   std::vector<const config::NodeMetadata*> sources{&old};
   if (const auto keeper = config::checkpoint_keeper(old)) {
-    if (const auto* k = find_node(plan, keeper->node)) sources.push_back(k);
+    const auto* k = find_node(plan, keeper->node);
+    if (k && !also_replaced.count(k->name)) sources.push_back(k);
   }
   std::string tried;
   for (const auto* source : sources) {
@@ -146,9 +148,26 @@ void fetch_slot_checkpoint(Requester& requester, const Plan& plan,
   }
 }
 
+// Every node but the spare whose metadata the replacement changed gets it, with its unchanged
+// stage; the nodes being replaced too are gone (their spares get theirs).
+void push_to_neighbours(Requester& requester, const std::vector<config::NodeMetadata>& nodes,
+                        const std::vector<int>& changed, int spare_id,
+                        const std::set<std::string>& also_replaced,
+                        const std::function<void(const std::string&)>& log) {
+  std::vector<config::NodeMetadata> others;
+  for (const auto& meta : nodes) {
+    const bool pushed = meta.node_id != spare_id && !also_replaced.count(meta.name);
+    if (pushed && std::count(changed.begin(), changed.end(), meta.node_id) > 0) {
+      others.push_back(meta);
+    }
+  }
+  requester.push_metadata(others, log);
+}
+
 Replacement replace_node(const std::string& plan_dir, const std::string& secret,
                          const std::string& old_name, const config::NodeConfig& spare,
-                         const std::function<void(const std::string&)>& log, bool insecure) {
+                         const std::function<void(const std::string&)>& log, bool insecure,
+                         const std::set<std::string>& also_replaced) {
   Plan plan = load_plan(plan_dir);
   auto old_it = std::find_if(plan.nodes.begin(), plan.nodes.end(),
                              [&](const auto& m) { return m.name == old_name; });
@@ -215,7 +234,8 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   } removed{checkpoint};
   const std::string identity = last_job_identity(plan);
   if (!identity.empty()) {
-    fetch_slot_checkpoint(requester, plan, old, identity, checkpoint, result, log);
+    fetch_slot_checkpoint(requester, plan, old, identity, checkpoint, result, log,
+                          also_replaced);
   }
 
   // The spare first: it is what most likely refuses (not started, another node's daemon).
@@ -233,14 +253,7 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   write_replacement(plan_dir, nodes, changed, old, spare.id);
   log("the plan " + plan_dir + " names " + spare.name + " in " + old.name + "'s place");
 
-  // Every other node whose metadata changed gets it, with its unchanged stage.
-  std::vector<config::NodeMetadata> others;
-  for (int id : changed) {
-    if (id == spare.id) continue;
-    others.push_back(*std::find_if(nodes.begin(), nodes.end(),
-                                   [&](const auto& m) { return m.node_id == id; }));
-  }
-  requester.push_metadata(others, log);
+  push_to_neighbours(requester, nodes, changed, spare.id, also_replaced, log);
   return result;
 }
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,14 @@ void write_replacement(const std::string& plan_dir, const std::vector<config::No
                        const std::vector<int>& changed, const config::NodeMetadata& old,
                        int spare_id);
 
+// `also_replaced`: other nodes of the plan that are gone and are being replaced too, one after
+// the other (`train --elastic` after two nodes of one cluster died: elastic_resume.h). They are
+// left out of the checkpoints every other node must hold, are no source of OLD's checkpoint (as
+// its keeper), and get no new metadata (their spares get theirs when they are replaced); without
+// them, one lost node's replacement would fail on the other that does not answer.
 Replacement replace_node(const std::string& plan_dir, const std::string& secret,
                          const std::string& old_name, const config::NodeConfig& spare,
                          const std::function<void(const std::string&)>& log,
-                         bool insecure = false);
+                         bool insecure = false, const std::set<std::string>& also_replaced = {});
 
 }  // namespace ravnest::requester

@@ -207,9 +207,10 @@ class Requester {
   // The clusters plan.json gained while the followed job `job_id` ran, taken in
   // (membership/running_plan_change.cpp, docs/faults.md#providers-that-come-and-go): a dropped
   // cluster that `ravnest replace` gave nodes again, a cluster `ravnest join` added. Returns the
-  // id of the job that goes on with them, or 0 when plan.json (compared with `*plan_json`, then updated) brings
-  // none in, or not yet (said once on `log`). `*identity` becomes the job's identity in the grown
-  // plan. Blocks for the hold, the stop, the checkpoint copies and the load (seconds). Throws when
+  // id of the job that goes on with them, or 0 when plan.json (compared with `*plan_json`, then
+  // updated) brings none in, or not yet (said once on `log`), or the clusters still training
+  // finished the job before a boundary they could come in at (said; they stay dropped, the job
+  // ends as it was). `*identity` becomes the job's identity in the grown plan. Blocks for the hold, the stop, the checkpoint copies and the load (seconds). Throws when
   // taking them in fails (the job then stops, as after any failure). A joined cluster whose
   // boundary lies at or past the grown job's end (`train_samples`: the training set's size;
   // training::join_too_late) is not taken in: said once, the job goes on as it was.

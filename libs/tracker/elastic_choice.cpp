@@ -1,6 +1,7 @@
 #include "libs/tracker/elastic_choice.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 namespace ravnest::tracker {
@@ -21,33 +22,57 @@ std::vector<ElasticChange> choose_elastic_changes(const std::vector<PlannedNode>
   std::sort(lost_sorted.begin(), lost_sorted.end());
   lost_sorted.erase(std::unique(lost_sorted.begin(), lost_sorted.end()), lost_sorted.end());
 
-  std::set<int> dropped;
-  std::vector<ElasticChange> changes;
+  // The lost nodes of each cluster, clusters in the order of their first lost name.
+  std::vector<std::pair<int, std::vector<const PlannedNode*>>> by_cluster;
   for (const std::string& name : lost_sorted) {
     auto planned = std::find_if(plan.begin(), plan.end(),
                                 [&](const PlannedNode& n) { return n.name == name; });
     if (planned == plan.end()) continue;  // not ours: nothing to decide
-    if (dropped.count(planned->cluster)) continue;
-    const Member* best = nullptr;
-    for (const auto& [candidate, member] : pool) {  // std::map: name order, so ties go to the smallest
-      if (taken.count(candidate)) continue;
-      if (member.registration.hardware.memory_bytes < planned->need_bytes) continue;
-      if (!best || member.registration.hardware.memory_bytes >
-                       best->registration.hardware.memory_bytes)
-        best = &member;
+    auto cluster = std::find_if(by_cluster.begin(), by_cluster.end(),
+                                [&](const auto& c) { return c.first == planned->cluster; });
+    if (cluster == by_cluster.end()) {
+      by_cluster.push_back({planned->cluster, {}});
+      cluster = std::prev(by_cluster.end());
     }
-    ElasticChange change;
-    change.lost = name;
-    change.cluster = planned->cluster;
-    if (best) {
-      change.kind = ElasticChange::Kind::replace;
+    cluster->second.push_back(&*planned);
+  }
+
+  std::vector<ElasticChange> changes;
+  for (const auto& [cluster, nodes] : by_cluster) {
+    // Every lost node of the cluster gets an idle node, or none does: a cluster with a stage
+    // still missing cannot rejoin, and a spare given to it would be lost to the others.
+    std::vector<ElasticChange> replaced;
+    const PlannedNode* unfit = nullptr;
+    for (const PlannedNode* planned : nodes) {
+      const Member* best = nullptr;
+      for (const auto& [candidate, member] : pool) {  // std::map: name order, ties to the smallest
+        if (taken.count(candidate)) continue;
+        if (member.registration.hardware.memory_bytes < planned->need_bytes) continue;
+        if (!best || member.registration.hardware.memory_bytes >
+                         best->registration.hardware.memory_bytes)
+          best = &member;
+      }
+      if (!best) {
+        unfit = planned;
+        break;
+      }
+      ElasticChange change;
+      change.lost = planned->name;
+      change.cluster = cluster;
       change.replacement = best->registration.name;
       taken.insert(change.replacement);
-    } else {
-      change.kind = ElasticChange::Kind::drop_cluster;
-      dropped.insert(planned->cluster);
+      replaced.push_back(change);
     }
-    changes.push_back(change);
+    if (!unfit) {
+      changes.insert(changes.end(), replaced.begin(), replaced.end());
+      continue;
+    }
+    for (const auto& change : replaced) taken.erase(change.replacement);
+    ElasticChange drop;
+    drop.kind = ElasticChange::Kind::drop_cluster;
+    drop.lost = unfit->name;
+    drop.cluster = cluster;
+    changes.push_back(drop);
   }
   return changes;
 }

@@ -7,7 +7,9 @@
 // A candidate fits when it is live in the pool, not already in the plan, not already chosen for
 // another lost node, and its measured memory is at least the lost stage's need. Among those that
 // fit, the one with the most measured memory is chosen (ties: the smallest name), so the choice
-// is the same whatever order the pool arrives in. Lost nodes are decided in name order.
+// is the same whatever order the pool arrives in. Lost nodes are decided in name order. A cluster
+// is replaced whole or not at all: when one of its lost nodes has no idle node that fits, the
+// cluster is dropped (one change, naming that node) and none of its lost nodes takes a spare.
 //
 // Any thread; throws nothing.
 #pragma once

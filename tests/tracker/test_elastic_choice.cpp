@@ -82,3 +82,40 @@ TEST_CASE("elastic: idle nodes join as one more cluster only when every stage ha
   CHECK(rt::choose_join({1'000}, pool_of({{"node_9", 5'000}, {"node_8", 5'000}})) ==
         std::vector<std::string>{"node_8"});
 }
+
+TEST_CASE("elastic: a cluster that lost two nodes is replaced whole or dropped without taking a "
+          "spare") {
+  // Both stages of cluster 1 lost, one idle node: cluster 1 is dropped, naming the stage that
+  // found none, and the idle node stays free (for cluster 0's lost leaf here).
+  auto pool = pool_of({{"node_0", 9'000}, {"node_8", 8'000}});
+  auto changes = rt::choose_elastic_changes(plan, {"node_2", "node_3"}, pool);
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].kind == rt::ElasticChange::Kind::drop_cluster);
+  CHECK(changes[0].lost == "node_3");
+  CHECK(changes[0].cluster == 1);
+  changes = rt::choose_elastic_changes(plan, {"node_3", "node_2", "node_1"}, pool);
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[0].kind == rt::ElasticChange::Kind::replace);  // cluster 0 first: node_1's
+  CHECK(changes[0].lost == "node_1");
+  CHECK(changes[0].replacement == "node_8");
+  CHECK(changes[1].kind == rt::ElasticChange::Kind::drop_cluster);
+  CHECK(changes[1].cluster == 1);
+  // Two idle nodes that fit: both stages replaced, each by its own.
+  pool = pool_of({{"node_8", 8'000}, {"node_9", 7'000}});
+  changes = rt::choose_elastic_changes(plan, {"node_2", "node_3"}, pool);
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[0].lost == "node_2");
+  CHECK(changes[0].replacement == "node_8");
+  CHECK(changes[1].lost == "node_3");
+  CHECK(changes[1].replacement == "node_9");
+  // The spare a dropped cluster gave back goes to a later cluster: node_8 fits only the root.
+  const std::vector<rt::PlannedNode> three = {{"node_0", 0, 1'000}, {"node_1", 0, 9'000},
+                                              {"node_2", 1, 1'000}};
+  changes = rt::choose_elastic_changes(three, {"node_0", "node_1", "node_2"},
+                                       pool_of({{"node_8", 2'000}}));
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[0].kind == rt::ElasticChange::Kind::drop_cluster);
+  CHECK(changes[0].lost == "node_1");
+  CHECK(changes[1].kind == rt::ElasticChange::Kind::replace);
+  CHECK(changes[1].replacement == "node_8");
+}

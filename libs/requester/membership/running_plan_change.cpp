@@ -117,7 +117,9 @@ class Requester::TakeIn {
   // clusters in now; said on the log when they come, or once why not yet.
   bool admit(std::string* plan_json);
   // 1. The others hold at one update boundary U and stop there, each writing its checkpoint;
-  // returns U. Throws when they reach none within 60 s.
+  // returns U. 0 (said on the log) when every node of the clusters still training finished the
+  // job instead: nothing comes in, the job ends as it was. Throws when they reach no boundary
+  // within 60 s otherwise.
   uint64_t hold_and_stop();
   // A joining cluster's reason not to come in at `boundary` (training::join_too_late), or "".
   std::string too_late(uint64_t boundary) const;
@@ -135,6 +137,7 @@ class Requester::TakeIn {
  private:
   bool wait(const std::string& why);  // said once; false
   std::string taken_node_busy();      // why a node taken in cannot come yet, or ""
+  bool training_finished();           // every node of the clusters still training finished
   void say_coming() const;
   uint64_t load_from_boundary(const std::string& next_identity,
                               const std::string& resume_identity, uint64_t updates);
@@ -209,6 +212,32 @@ bool Requester::TakeIn::admit(std::string* plan_json) {
   return true;
 }
 
+bool Requester::TakeIn::training_finished() {
+  // A root that finished refuses the hold while its pipeline's last batch may still be on the
+  // way down: a few seconds for every node to say finished.
+  for (int tries = 0; tries < 50; ++tries) {
+    bool finished = true;
+    for (const auto& m : impl_.plan_.nodes) {
+      if (watch_.dropped.count(m.cluster)) continue;
+      try {
+        const auto s = impl_.status_of(m, 5);
+        if (s.job_id != job_id_) return false;
+        if (s.state == wire::NodeState::kFinished) continue;
+        if (s.state != wire::NodeState::kTraining) return false;
+        finished = false;
+        break;
+      } catch (const Interrupted&) {
+        throw;
+      } catch (const std::exception&) {
+        return false;
+      }
+    }
+    if (finished) return true;
+    impl_.timer().afterDelay(100 * kj::MILLISECONDS).wait(impl_.wait_scope());
+  }
+  return false;
+}
+
 std::string Requester::TakeIn::taken_node_busy() {
   // The clusters still training hold at the boundary: a node of theirs that died and is not yet
   // dropped (another cluster lost at the same time) would fail the hold. Its cluster is dropped
@@ -267,6 +296,15 @@ std::string Requester::TakeIn::too_late(uint64_t boundary) const {
 uint64_t Requester::TakeIn::hold_and_stop() {
   paused_ = base::now_seconds();
   const auto boundary = impl_.hold_at_boundary(job_id_, 60, watch_.dropped);
+  if ((!boundary || *boundary == 0) && training_finished()) {
+    // The replacement or join came as the job ended (a short job, a slow replacement): there is
+    // no boundary left to come in at, and the job is done; not a failure.
+    if (log_) {
+      log_(who() + " does not come in: the clusters still training finished the job before an "
+                   "update boundary it could come in at");
+    }
+    return 0;
+  }
   if (!boundary || *boundary == 0) {
     throw std::runtime_error(who() + " cannot come in: the clusters still training did not "
                              "reach one update boundary within 60 s");
@@ -405,6 +443,7 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch, uint64
   TakeIn take_in(*this, watch, job_id, job, job_text, train_samples, log);
   if (!take_in.admit(plan_json)) return 0;
   const uint64_t updates = take_in.hold_and_stop();
+  if (updates == 0) return 0;  // the job ended first
   const std::string late = take_in.too_late(updates);
   if (!late.empty() && !take_in.rejoins()) {
     // The hold landed past the grown job's end: the running plan resumes from U as it was.
