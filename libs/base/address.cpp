@@ -58,7 +58,9 @@ Address Address::parse(const std::string& text, const std::string& origin, PortR
 
 std::string Address::str() const {
   const std::string port = std::to_string(port_);
-  if (host_.find(':') != std::string::npos) return "[" + host_ + "]:" + port;
+  // A zone ('%') is only allowed in brackets: "[fe80%eth0]:80" written without them would not
+  // parse again.
+  if (host_.find_first_of(":%") != std::string::npos) return "[" + host_ + "]:" + port;
   return host_ + ":" + port;
 }
 

@@ -35,7 +35,8 @@ class Address {
   // The host without brackets ("::1", "10.0.0.2", "node-a.lan").
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }
-  // "host:port", the host in brackets when it is IPv6: what parse() reads back to the same value.
+  // "host:port", the host in brackets when it is IPv6 or has a zone: what parse() reads back to
+  // the same value.
   std::string str() const;
 
  private:

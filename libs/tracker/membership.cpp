@@ -39,6 +39,18 @@ bool is_node_name(const std::string& name) {
 }
 
 constexpr size_t kMaxAddresses = 16;
+// A host name's 253 bytes, in brackets, and ":65535".
+constexpr size_t kMaxAddressBytes = 253 + 2 + 6;
+// "memory_limit", "cgroup memory.max", "MemAvailable": a short name.
+constexpr size_t kMaxMemorySourceBytes = 64;
+
+// Printable ASCII: what the tracker logs and writes to its JSON state file as it came.
+bool is_printable_ascii(const std::string& text) {
+  for (unsigned char c : text) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -52,11 +64,19 @@ std::string registration_problem(const Registration& registration) {
     return registration.name + ": more than " + std::to_string(kMaxAddresses) + " addresses";
   }
   for (const auto& address : registration.addresses) {
+    if (address.size() > kMaxAddressBytes) {
+      return registration.name + ": an address longer than " + std::to_string(kMaxAddressBytes) +
+             " bytes";
+    }
     std::string why;
     if (!base::Address::try_parse(address, base::Address::PortRule::kRequired, &why)) {
       return registration.name + ": address \"" + base::printable(address.substr(0, 64)) +
              "\" " + why;
     }
+  }
+  if (registration.relay_offered.size() > kMaxAddressBytes) {
+    return registration.name + ": a relay offered longer than " +
+           std::to_string(kMaxAddressBytes) + " bytes";
   }
   if (!registration.relay_offered.empty()) {
     std::string why;
@@ -68,6 +88,12 @@ std::string registration_problem(const Registration& registration) {
   }
   const auto& h = registration.hardware;
   if (h.memory_bytes == 0) return registration.name + ": no measured memory";
+  if (h.memory_source.size() > kMaxMemorySourceBytes || !is_printable_ascii(h.memory_source)) {
+    return registration.name + ": memory source \"" +
+           base::printable_quoted(h.memory_source, kMaxMemorySourceBytes) +
+           "\" is not a name of at most " + std::to_string(kMaxMemorySourceBytes) +
+           " printable characters";
+  }
   if (!(h.bandwidth_mbps > 0) || !(h.bandwidth_mbps < 1e9)) {
     return registration.name + ": no measured bandwidth";
   }

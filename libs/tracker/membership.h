@@ -75,7 +75,9 @@ struct Membership {
 };
 
 // Why a registration may be refused before it reaches the pool: a name that is not node_<id>,
-// no address, an address that is not host:port. Empty: well formed.
+// no address, an address that is not host:port (or longer than a host name allows), a memory
+// source that is not a short printable name (the tracker logs it and writes it to its state
+// file), figures out of range. Empty: well formed; its size is then bounded (a few KiB).
 std::string registration_problem(const Registration& registration);
 
 struct RegisterOutcome {

@@ -38,11 +38,14 @@ PoolSnapshot fetch_pool(const std::string& address,
     wire::RpcClient client(address, connection_options(security));
     auto tracker = open_tracker_gate(client.main<schema::TrackerGate>(),
                                      security->credentials(), client.trust());
+    std::string malformed;
     auto answer = tracker.poolRequest().send().then(
-        [&snapshot](capnp::Response<schema::Tracker::PoolResults>&& pool) {
-          snapshot.epoch.value = pool.getEpoch();
-          snapshot.expiry_seconds = pool.getExpirySeconds();
-          for (auto member : pool.getMembers()) snapshot.members.push_back(decode_member(member));
+        [&snapshot, &malformed](capnp::Response<schema::Tracker::PoolResults>&& pool) {
+          try {
+            snapshot = decode_pool(pool);
+          } catch (const wire::WireError& e) {
+            malformed = e.what();
+          }
           return true;
         });
     const bool answered =
@@ -55,25 +58,12 @@ PoolSnapshot fetch_pool(const std::string& address,
       throw std::runtime_error("tracker " + address + ": no answer in " +
                                std::to_string(static_cast<int>(timeout_seconds)) + " s");
     }
+    if (!malformed.empty()) throw std::runtime_error("tracker " + address + ": " + malformed);
   } catch (const kj::Exception& e) {
     throw std::runtime_error("tracker " + address + ": " + wire::kj_reason(e));
   }
   return snapshot;
 }
-
-std::map<std::string, Member> members_of(const PoolSnapshot& pool) {
-  std::map<std::string, Member> members;
-  for (const auto& m : pool.members) {
-    Member member;
-    member.registration = m.registration;
-    member.from_host = m.from_host;
-    member.registered_at_unix = m.registered_at_unix;
-    members.emplace(m.registration.name, std::move(member));
-  }
-  return members;
-}
-
-std::string pool_file_json(const PoolSnapshot& pool) { return pool_json(members_of(pool)); }
 
 struct TrackerLink::Session {
   kj::Own<wire::RpcClient> client;

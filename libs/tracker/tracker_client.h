@@ -21,24 +21,11 @@
 
 namespace ravnest::tracker {
 
-struct PoolSnapshot {
-  Epoch epoch;
-  double expiry_seconds = 0;
-  std::vector<PoolMember> members;  // sorted by name
-};
-
 // The tracker at `address`'s live pool, waiting at most `timeout_seconds`. Throws
 // std::runtime_error with one line: "tracker <address>: <why>" (unreachable, wrong secret, ...).
 PoolSnapshot fetch_pool(const std::string& address,
                         const std::shared_ptr<wire::TransportSecurity>& security,
                         double timeout_seconds = 10);
-
-// The members as node_configs.json (tracker_state.h's pool_json).
-std::string pool_file_json(const PoolSnapshot& pool);
-
-// The snapshot's members as the membership's plain data (what elastic_choice and pool_json
-// take), by name; last_heartbeat is left 0 (the snapshot counts seconds since it instead).
-std::map<std::string, Member> members_of(const PoolSnapshot& pool);
 
 // A daemon's registration kept alive: on each (re)connection it times an upload of
 // `probe_bytes` to the tracker (its bandwidth figure), registers, then heartbeats at the interval

@@ -1,5 +1,9 @@
 #include "libs/tracker/tracker_codec.h"
 
+#include <set>
+
+#include "libs/tracker/tracker_state.h"
+
 namespace ravnest::tracker {
 
 void encode_registration(const Registration& r, schema::Registration::Builder out) {
@@ -50,5 +54,37 @@ PoolMember decode_member(schema::Member::Reader in) {
   m.registered_at_unix = in.getRegisteredAtUnix();
   return m;
 }
+
+PoolSnapshot decode_pool(schema::Tracker::PoolResults::Reader in) {
+  PoolSnapshot pool;
+  pool.epoch.value = in.getEpoch();
+  pool.expiry_seconds = in.getExpirySeconds();
+  std::set<std::string> names;
+  for (auto member : in.getMembers()) {
+    const std::string where = "pool member " + std::to_string(pool.members.size()) + ": ";
+    PoolMember m = decode_member(member);
+    const std::string problem = registration_problem(m.registration);
+    if (!problem.empty()) throw wire::WireError(where + problem);
+    if (!names.insert(m.registration.name).second) {
+      throw wire::WireError(where + m.registration.name + " listed twice");
+    }
+    pool.members.push_back(std::move(m));
+  }
+  return pool;
+}
+
+std::map<std::string, Member> members_of(const PoolSnapshot& pool) {
+  std::map<std::string, Member> members;
+  for (const auto& m : pool.members) {
+    Member member;
+    member.registration = m.registration;
+    member.from_host = m.from_host;
+    member.registered_at_unix = m.registered_at_unix;
+    members.emplace(m.registration.name, std::move(member));
+  }
+  return members;
+}
+
+std::string pool_file_json(const PoolSnapshot& pool) { return pool_json(members_of(pool)); }
 
 }  // namespace ravnest::tracker

@@ -33,6 +33,21 @@ TEST_CASE("host:port and [v6]:port parse to a host without brackets", "[address]
   CHECK(Address::parse("[fe80::1%eth0]:80", "x").host() == "fe80::1%eth0");
 }
 
+TEST_CASE("what str() writes parses again to the same address", "[address]") {
+  // Found by fuzzing (tests/fuzz/relay_lines/regression-open-line-zone-without-colon): a
+  // bracketed host with a zone but no ':' was written without its brackets, which does not parse.
+  for (const std::string text : {"10.0.0.2:8083", "[::1]:1", "[fe80::1%eth0]:80", "[fe80%eth0]:80",
+                                 "[10.0.0.1]:9", "name_a:65535"}) {
+    INFO(text);
+    const auto a = Address::parse(text, "x");
+    const auto again = Address::try_parse(a.str());
+    REQUIRE(again.has_value());
+    CHECK(again->host() == a.host());
+    CHECK(again->port() == a.port());
+  }
+  CHECK(Address::parse("[fe80%eth0]:80", "x").str() == "[fe80%eth0]:80");
+}
+
 TEST_CASE("what is not an address says why", "[address][errors]") {
   for (const std::string bad : {"localhost", "localhost:", ":8080", "h:0", "h:65536", "h:80a",
                                 "h:-1", "h:123456", "::1:80", "a b:80", "[]:80", "[::1:80",

@@ -1,10 +1,13 @@
-// What the fuzz targets of RPC messages share: the input as the words of a message, and the
-// bounded ReaderOptions they read it with.
+// What the fuzz targets of RPC messages share: the input as the words of a message, the bounded
+// ReaderOptions they read it with, and the input of the targets whose first byte chooses the
+// message.
 #pragma once
 
 #include <capnp/common.h>
 #include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <kj/array.h>
+#include <kj/exception.h>
 
 #include <cstdint>
 #include <cstring>
@@ -24,6 +27,20 @@ inline capnp::ReaderOptions reader_options() {
   options.traversalLimitInWords = uint64_t{1} << 20;
   options.nestingLimit = 64;
   return options;
+}
+
+// Calls decode(first byte, message) with the rest of the input read as a message, as a
+// connection reads it. capnp's refusal (kj::Exception: structure, bounds, limits) is the
+// connection's error, not a finding; any other exception reaches the caller.
+template <typename Decode>
+void decode_after_first_byte(const uint8_t* data, size_t size, Decode&& decode) {
+  if (size < 1) return;
+  const kj::Array<capnp::word> words = words_of(data + 1, size - 1);
+  try {
+    capnp::FlatArrayMessageReader message(words, reader_options());
+    decode(data[0], static_cast<capnp::MessageReader&>(message));
+  } catch (const kj::Exception&) {
+  }
 }
 
 }  // namespace ravnest::fuzz

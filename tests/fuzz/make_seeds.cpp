@@ -1,7 +1,9 @@
 // Writes the seed corpora of the RPC fuzz targets: one valid message of each kind rpc_params
 // decodes (tests/fuzz/rpc_params/), and Node.send params of each value kind, with the bytes of
-// their streamed tensors after the message (tests/fuzz/rpc_transfer/), and one of each kind
-// tracker_messages decodes (tests/fuzz/tracker_messages/). Not a fuzzer; run it
+// their streamed tensors after the message (tests/fuzz/rpc_transfer/); the tracker's calls and
+// pool (tracker_calls/), elastic membership's messages (ring_views/), the relay's lines
+// (relay_lines/) and sequences of its table's operations (relay_table/); and the inputs of past
+// findings among them (regression-*). Not a fuzzer; run it
 // after a change of the schema or of the targets' input format:
 //   ninja -C build-fuzz fuzz_make_seeds && build-fuzz/tests/fuzz/fuzz_make_seeds tests/fuzz
 #include <capnp/message.h>
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,7 @@
 #include "libs/tracker/tracker_codec.h"
 #include "libs/wire/membership_codec.h"
 #include "libs/wire/node_report_codec.h"
+#include "libs/wire/relay_table.h"
 #include "schemas/ravnest.capnp.h"
 #include "schemas/tracker.capnp.h"
 
@@ -40,9 +44,20 @@ void write(const std::string& dir, const std::string& name, uint8_t prefix,
   const auto bytes = words.asBytes();
   fs::create_directories(g_out / dir);
   std::ofstream out(g_out / dir / name, std::ios::binary | std::ios::trunc);
-  if (dir == "rpc_params" || dir == "tracker_messages") out.put(static_cast<char>(prefix));
+  if (dir != "rpc_transfer") out.put(static_cast<char>(prefix));  // the message's kind
   out.write(reinterpret_cast<const char*>(bytes.begin()), static_cast<std::streamsize>(bytes.size()));
   out << tail;
+  if (!out) {
+    std::fprintf(stderr, "cannot write %s/%s\n", dir.c_str(), name.c_str());
+    std::exit(1);
+  }
+}
+
+// A seed of a target whose input is a byte and text (relay_lines) or bytes (relay_table).
+void write_bytes(const std::string& dir, const std::string& name, const std::string& bytes) {
+  fs::create_directories(g_out / dir);
+  std::ofstream out(g_out / dir / name, std::ios::binary | std::ios::trunc);
+  out << bytes;
   if (!out) {
     std::fprintf(stderr, "cannot write %s/%s\n", dir.c_str(), name.c_str());
     std::exit(1);
@@ -304,42 +319,31 @@ void rpc_transfer() {
   });
 }
 
-tracker::Registration registration(const std::string& name, const std::string& address) {
+tracker::Registration registration(int id, const std::string& address) {
   tracker::Registration r;
-  r.name = name;
-  r.addresses = {address};
+  r.name = "node_" + std::to_string(id);
+  r.addresses = {address, "[fd00::2]:8080"};
   r.hardware.memory_bytes = 8'000'000'000;
-  r.hardware.memory_source = "MemAvailable";
-  r.hardware.declared_memory_bytes = 4'000'000'000;
-  r.hardware.gpu_memory_bytes = {80'000'000'000};
-  r.hardware.gflops = 12.5;
-  r.hardware.bandwidth_mbps = 940;
+  r.hardware.memory_source = "cgroup memory.max";
+  r.hardware.declared_memory_bytes = 16'000'000'000;
+  r.hardware.gpu_memory_bytes = {24'000'000'000};
+  r.hardware.gflops = 41.5;
+  r.hardware.bandwidth_mbps = 930;
   return r;
 }
 
-void tracker_messages() {
-  // The prefixes are tracker_messages.cpp's Message values.
-  write("tracker_messages", "register", 0, [](capnp::MessageBuilder& m) {
-    auto r = registration("node_3", "10.0.0.3:8083");
-    r.relay_offered = "10.0.0.3:9000";
-    tracker::encode_registration(
-        r, m.initRoot<schema::Tracker::RegisterParams>().initRegistration());
-  });
-  write("tracker_messages", "pool_results", 1, [](capnp::MessageBuilder& m) {
-    auto p = m.initRoot<schema::Tracker::PoolResults>();
-    p.setEpoch(7);
-    p.setExpirySeconds(30);
-    auto members = p.initMembers(2);
-    tracker::Member a;
-    a.registration = registration("node_1", "10.0.0.1:8081");
-    a.from_host = "10.0.0.1";
-    tracker::Member b;
-    b.registration = registration("node_2", "[fd00::2]:8082");
-    b.from_host = "fd00::2";
-    tracker::encode_member(a, 1.5, members[0]);
-    tracker::encode_member(b, 0.2, members[1]);
-  });
-  write("tracker_messages", "dial_back_results", 2, [](capnp::MessageBuilder& m) {
+void tracker_calls() {
+  // The prefixes are tracker_calls.cpp's Message values; a register's prefix / 6 % 8 is its host.
+  for (uint8_t host = 0; host < 2; ++host) {
+    write("tracker_calls", "register_from_host_" + std::to_string(host),
+          static_cast<uint8_t>(0 + 6 * host), [host](capnp::MessageBuilder& m) {
+            auto r = registration(host + 1, "10.0.0." + std::to_string(host) + ":8080");
+            if (host == 1) r.relay_offered = "10.0.0.1:9000";  // a daemon that relays
+            tracker::encode_registration(
+                r, m.initRoot<schema::Tracker::RegisterParams>().initRegistration());
+          });
+  }
+  write("tracker_calls", "dial_back_results", 5, [](capnp::MessageBuilder& m) {
     auto p = m.initRoot<schema::Tracker::DialBackResults>();
     p.setReached(false);
     p.setWhy("Connection refused");
@@ -347,23 +351,113 @@ void tracker_messages() {
     relays.set(0, ":9000");
     relays.set(1, "10.0.0.2:9000");
   });
-  write("tracker_messages", "set_rings", 3, [](capnp::MessageBuilder& m) {
+  write("tracker_calls", "heartbeat", 1, [](capnp::MessageBuilder& m) {
+    m.initRoot<schema::Tracker::HeartbeatParams>().setName("node_1");
+  });
+  write("tracker_calls", "leave", 2, [](capnp::MessageBuilder& m) {
+    m.initRoot<schema::Tracker::LeaveParams>().setName("node_1");
+  });
+  write("tracker_calls", "probe", 3, [](capnp::MessageBuilder& m) {
+    m.initRoot<schema::Tracker::ProbeParams>().setPayload(data(std::string(64, '\x5a')));
+  });
+  write("tracker_calls", "pool_results", 4, [](capnp::MessageBuilder& m) {
+    auto pool = m.initRoot<schema::Tracker::PoolResults>();
+    pool.setEpoch(7);
+    pool.setExpirySeconds(30);
+    auto members = pool.initMembers(2);
+    for (unsigned i = 0; i < 2; ++i) {
+      tracker::Member member;
+      member.registration = registration(static_cast<int>(i) + 1, "10.0.0.1:808" + std::to_string(i));
+      member.from_host = "10.0.0.1";
+      member.registered_at_unix = 1.7e9;
+      tracker::encode_member(member, 2.5, members[i]);
+    }
+  });
+  // Findings kept as regressions. A memory source that is not UTF-8 was admitted, and the state
+  // file's JSON then could not be written (nlohmann::json threw at every save); one with a line
+  // break forged a line of the tracker's log.
+  write("tracker_calls", "regression-memory-source-not-utf8", 0, [](capnp::MessageBuilder& m) {
+    auto r = registration(3, "10.0.0.3:8080");
+    r.hardware.memory_source = "Mem\xff\xfe";
+    tracker::encode_registration(r, m.initRoot<schema::Tracker::RegisterParams>().initRegistration());
+  });
+  write("tracker_calls", "regression-memory-source-line-break", 0, [](capnp::MessageBuilder& m) {
+    auto r = registration(4, "10.0.0.3:8080");
+    r.hardware.memory_source = "MemAvailable\n2026-01-01 00:00:00.000 info tracker: forged";
+    tracker::encode_registration(r, m.initRoot<schema::Tracker::RegisterParams>().initRegistration());
+  });
+  // Addresses of any length were admitted: one of 9 KiB here; sixteen of 1 MiB made a member of
+  // 16 MiB, and a full pool of them (1024 members) 16 GiB.
+  write("tracker_calls", "regression-address-of-9-KiB", 0, [](capnp::MessageBuilder& m) {
+    auto r = registration(5, std::string(9 << 10, 'a') + ":8080");
+    tracker::encode_registration(r, m.initRoot<schema::Tracker::RegisterParams>().initRegistration());
+  });
+  // A pool member without an address, or with a name shorter than "node_": the requester's
+  // pool_json read the first address of an empty list and cut the name past its end.
+  write("tracker_calls", "regression-pool-member-without-address", 4, [](capnp::MessageBuilder& m) {
+    auto members = m.initRoot<schema::Tracker::PoolResults>().initMembers(1);
+    auto r = members[0].initRegistration();
+    r.setName("n");
+    r.initHardware().setMemoryBytes(1);
+  });
+}
+
+void ring_views() {
+  // The prefixes are ring_views.cpp's Message values.
+  write("ring_views", "set_rings", 0, [](capnp::MessageBuilder& m) {
     auto p = m.initRoot<Node::SetRingsParams>();
-    p.setJobId(5);
+    p.setJobId(7);
     p.setEpoch(2);
+    auto views = p.initViews(2);
     membership::RingView view;
-    view.ring.id = 1;
+    view.ring.id = 4;
     view.ring.size = 3;
-    view.ring.position = 1;
-    view.ring.next = {2, 2, "10.0.0.2:8082"};
-    view.ring.prev = {0, 0, "10.0.0.1:8081"};
-    view.run_from = 4;
-    wire::encode_ring_view(view, p.initViews(1)[0]);
+    view.ring.position = 2;
+    view.ring.next = {1, 0, "10.0.0.1:7000"};
+    view.ring.prev = {9, 1, "10.0.0.9:7000"};
+    view.run_from = 17;
+    wire::encode_ring_view(view, views[0]);
+    membership::RingView alone;
+    alone.ring.id = 5;
+    wire::encode_ring_view(alone, views[1]);
   });
-  write("tracker_messages", "ring_rounds_results", 4, [](capnp::MessageBuilder& m) {
-    auto p = m.initRoot<Node::RingRoundsResults>();
-    wire::encode_completed_rounds({{0, 3}, {1, 4}}, p.initRings(2));
+  write("ring_views", "ring_rounds_results", 1, [](capnp::MessageBuilder& m) {
+    const std::map<int, uint64_t> completed{{0, 12}, {4, 11}};
+    wire::encode_completed_rounds(
+        completed, m.initRoot<Node::RingRoundsResults>().initRings(
+                       static_cast<unsigned>(completed.size())));
   });
+}
+
+void relay_lines() {
+  // The first byte is relay_lines.cpp's Line value; the line follows, without its '\n'.
+  const auto line = [](uint8_t which, const std::string& text) {
+    return std::string(1, static_cast<char>(which)) +
+           (text.empty() || text.back() != '\n' ? text : text.substr(0, text.size() - 1));
+  };
+  wire::RelayNonce nonce{};
+  wire::RelayNonce proof{};
+  for (size_t i = 0; i < nonce.size(); ++i) {
+    nonce[i] = static_cast<uint8_t>(i * 7);
+    proof[i] = static_cast<uint8_t>(255 - i);
+  }
+  write_bytes("relay_lines", "hello_control", line(0, wire::control_hello(8080)));
+  write_bytes("relay_lines", "hello_join", line(0, wire::join_hello(42, proof)));
+  write_bytes("relay_lines", "proof", line(1, wire::proof_line(nonce, proof)));
+  write_bytes("relay_lines", "challenge", line(2, wire::challenge_line(nonce)));
+  write_bytes("relay_lines", "allocated", line(3, wire::allocated_line(40001)));
+  write_bytes("relay_lines", "refused", line(3, "refused: wrong secret (the proof of the relay's "
+                                                "challenge does not match)"));
+  write_bytes("relay_lines", "open", line(4, wire::open_line(42, "[fd00::7]:51234", nonce)));
+}
+
+void relay_table() {
+  // Pairs of relay_table.cpp's Op and its argument: two nodes hold ports, peers open sessions to
+  // them, one is joined, one expires, a port is released with its sessions.
+  const uint8_t ops[] = {0, 0,  0, 1,  2, 0,  2, 5,  2, 1,  3, 1,   3, 17,
+                         5, 48, 5, 200, 2, 4, 4, 3,  1, 0,  2, 2,   0, 4};
+  write_bytes("relay_table", "hold_open_join_expire_release",
+              std::string(reinterpret_cast<const char*>(ops), sizeof(ops)));
 }
 
 }  // namespace
@@ -376,6 +470,9 @@ int main(int argc, char** argv) {
   g_out = argv[1];
   rpc_params();
   rpc_transfer();
-  tracker_messages();
+  tracker_calls();
+  ring_views();
+  relay_lines();
+  relay_table();
   return 0;
 }

@@ -253,14 +253,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size < 1) return 0;
-  const auto which = static_cast<Message>(data[0] % kMessageCount);
-  const kj::Array<capnp::word> words = ravnest::fuzz::words_of(data + 1, size - 1);
   try {
-    capnp::FlatArrayMessageReader message(words, ravnest::fuzz::reader_options());
-    decode(which, message);
-  } catch (const kj::Exception&) {
-    // capnp refused the message (structure, bounds, limits): the connection's error
+    ravnest::fuzz::decode_after_first_byte(data, size, [](uint8_t first, capnp::MessageReader& m) {
+      decode(static_cast<Message>(first % kMessageCount), m);
+    });
   } catch (const std::runtime_error& e) {
     ravnest::fuzz::check_one_line(e.what());
   } catch (const std::invalid_argument& e) {

@@ -140,6 +140,30 @@ TEST_CASE("malformed registrations are refused naming what is wrong") {
   bad_relay.relay_offered = "10.0.0.1";
   CHECK(rt::register_member(m, bad_relay, "h", 0, 0, b).refusal.rfind(
             "refused: node_0: relay offered \"10.0.0.1\"", 0) == 0);
+  // Found by fuzzing (tests/fuzz/tracker_calls/regression-*): a memory source that is not UTF-8
+  // made every save of the state file throw, one with a line break forged a log line, and
+  // addresses of any length made a member of any size.
+  auto not_utf8 = node(0, "10.0.0.1:8080");
+  not_utf8.hardware.memory_source = "Mem\xff";
+  CHECK(rt::register_member(m, not_utf8, "h", 0, 0, b).refusal ==
+        "refused: node_0: memory source \"Mem\\xff\" is not a name of at most 64 printable "
+        "characters");
+  auto line_break = node(0, "10.0.0.1:8080");
+  line_break.hardware.memory_source = "MemAvailable\ninfo: forged";
+  CHECK(rt::register_member(m, line_break, "h", 0, 0, b).refusal.find('\n') == std::string::npos);
+  CHECK_FALSE(rt::register_member(m, line_break, "h", 0, 0, b).accepted);
+  auto long_source = node(0, "10.0.0.1:8080");
+  long_source.hardware.memory_source = std::string(65, 'm');
+  CHECK_FALSE(rt::register_member(m, long_source, "h", 0, 0, b).accepted);
+  auto long_address = node(0, std::string(300, 'a') + ":8080");
+  CHECK(rt::register_member(m, long_address, "h", 0, 0, b).refusal ==
+        "refused: node_0: an address longer than 261 bytes");
+  auto long_relay = node(0, "10.0.0.1:8080");
+  long_relay.relay_offered = std::string(300, 'a') + ":9000";
+  CHECK(rt::register_member(m, long_relay, "h", 0, 0, b).refusal ==
+        "refused: node_0: a relay offered longer than 261 bytes");
+  auto longest_host = node(0, std::string(253, 'a') + ":65535");
+  CHECK(rt::registration_problem(longest_host).empty());
   CHECK(m.members.empty());
   CHECK(m.epoch == rt::Epoch{0});
 }
