@@ -47,7 +47,8 @@ TEST_CASE("the .deb holds everything a provider installs", "[packaging]") {
   auto contents = test::run_command("dpkg-deb -c " + deb);
   REQUIRE(contents.exit_code == 0);
   for (const char* path :
-       {"./usr/bin/ravnest", "./usr/bin/ravnestd", "./usr/lib/systemd/system/ravnestd.service",
+       {"./usr/bin/ravnest", "./usr/bin/ravnestd", "./usr/lib/ravnest/ravnest-tracker",
+        "./usr/lib/systemd/system/ravnestd.service",
         "./usr/lib/systemd/system/ravnest-tracker.service",
         "./usr/lib/sysusers.d/ravnest.conf", "./etc/ravnest/ravnestd.toml.example",
         "./usr/share/doc/ravnest/docs/security.md", "./usr/share/doc/ravnest/docs/job-file.md",
@@ -73,6 +74,13 @@ TEST_CASE("the .deb holds everything a provider installs", "[packaging]") {
   auto version = test::run_command((root / "usr/bin/ravnestd").string() + " --version");
   CHECK(version.exit_code == 0);
   CHECK(version.out.rfind("ravnestd " RAVNEST_VERSION " (commit ", 0) == 0);
+  // The tracker `ravnest tracker` becomes (commands/tracker.cpp), without LibTorch.
+  auto tracker = test::run_command((root / "usr/lib/ravnest/ravnest-tracker").string() +
+                                   " --version");
+  CHECK(tracker.exit_code == 0);
+  CHECK(tracker.out.rfind("ravnest-tracker " RAVNEST_VERSION, 0) == 0);
+  auto linked = test::run_command("ldd " + (root / "usr/lib/ravnest/ravnest-tracker").string());
+  CHECK(linked.out.find("libtorch") == std::string::npos);
   // Generated from --dump-options (packaging/generate/; test_cli_docs checks every option).
   auto man = test::run_command("zcat " + (root / "usr/share/man/man1/ravnest.1.gz").string());
   CHECK(man.out.find(".TH \"RAVNEST\" \"1\"") != std::string::npos);

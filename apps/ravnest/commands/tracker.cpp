@@ -1,43 +1,68 @@
 // ravnest tracker: the long-running service daemons register with and heartbeat to, and
 // requesters read the live pool from (libs/tracker/tracker_service.h, docs/tracker.md;
 // packaging/ravnest-tracker.service runs it under systemd).
+//
+// It needs nothing of LibTorch, which `ravnest` loads at its start (about 160 MB resident), so
+// once its flags are parsed it becomes ravnest-tracker (tracker_main.cpp, built without LibTorch:
+// a few MB) with the same flags: beside this program (the build tree), or in ../lib/ravnest/
+// (installed). Without one there, it serves in this process.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <filesystem>
 #include <memory>
+#include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "apps/ravnest/commands/commands.h"
+#include "apps/ravnest/commands/tracker_options.h"
 #include "libs/tracker/tracker_service.h"
 
 namespace ravnest::cli {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// ravnest-tracker beside this program, or in ../lib/ravnest/; empty when neither is there.
+std::string lean_tracker() {
+  std::error_code error;
+  const fs::path self = fs::read_symlink("/proc/self/exe", error);
+  if (error) return "";
+  for (const fs::path& candidate :
+       {self.parent_path() / "ravnest-tracker",
+        self.parent_path().parent_path() / "lib" / "ravnest" / "ravnest-tracker"}) {
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  return "";
+}
+
+}  // namespace
+
 Command add_tracker(CLI::App& app) {
-  auto o = std::make_shared<tracker::TrackerOptions>();
-  o->listen = "0.0.0.0:8090";
-  o->state_dir = "/var/lib/ravnest-tracker";
+  auto o = std::make_shared<tracker::TrackerOptions>(default_tracker_options());
   auto* cmd = app.add_subcommand(
       "tracker", "Serve the live pool: daemons (ravnestd --tracker) register what they measured "
                  "and heartbeat; `pool/status/clusterize --tracker` read it");
-  cmd->add_option("--listen", o->listen, "HOST:PORT to serve on")->capture_default_str();
-  cmd->add_option("--state-dir", o->state_dir,
-                  "where the pool is kept (tracker-state.json), so that a restart loses nothing")
-      ->capture_default_str();
-  cmd->add_option("--secret-file", o->secret_file,
-                  "the shared secret the daemons and requesters hold (TLS and the gate)");
-  cmd->add_flag("--insecure", o->insecure, "plain TCP instead of TLS (benchmarks only)");
-  cmd->add_option("--offer-relay", o->offer_relay,
-                  "HOST:PORT to relay on for daemons behind NAT (ravnestd --relay; docs/relay.md)");
-  cmd->add_option("--heartbeat-seconds", o->bounds.heartbeat_seconds,
-                  "how often daemons are told to heartbeat")
-      ->capture_default_str();
-  cmd->add_option("--expiry-seconds", o->bounds.expiry_seconds,
-                  "a node without a heartbeat for this long leaves the pool")
-      ->capture_default_str();
-  cmd->add_option("--max-nodes", o->bounds.max_members, "registrations kept in all")
-      ->capture_default_str();
-  cmd->add_option("--max-nodes-per-host", o->bounds.max_per_host,
-                  "registrations kept from one host")
-      ->capture_default_str();
-  cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error")
-      ->capture_default_str();
-  return {cmd, [o] { return tracker::run_tracker(*o); }};
+  add_tracker_options(*cmd, *o);
+  return {cmd, [o] {
+            const std::string lean = lean_tracker();
+            if (!lean.empty()) {
+              std::vector<std::string> args = tracker_arguments(*o);
+              args.insert(args.begin(), lean);
+              std::vector<char*> argv;
+              for (auto& a : args) argv.push_back(a.data());
+              argv.push_back(nullptr);
+              ::execv(lean.c_str(), argv.data());
+              // Only on failure: serve here instead, saying why.
+              spdlog::warn("cannot run {} ({}); serving in this process", lean,
+                           std::strerror(errno));
+            }
+            return tracker::run_tracker(*o);
+          }};
 }
 
 }  // namespace ravnest::cli
