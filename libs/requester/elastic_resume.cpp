@@ -39,6 +39,9 @@ std::vector<std::string> still_registered(const std::vector<std::string>& nodes,
   return kept;
 }
 
+// How long a tracker that does not answer is asked again before the job fails: a restart.
+constexpr double kTrackerGraceSeconds = 30;
+
 // The plan's nodes that do not answer now.
 std::vector<std::string> silent_nodes(const Plan& plan, const ElasticOptions& options) {
   std::vector<std::string> silent;
@@ -77,9 +80,41 @@ std::optional<AfterFailure> replace_after_failure(const ElasticOptions& options,
   if (silent.empty()) return resume_link();
 
   // The tracker decides that a node is gone: no heartbeat for its expiry. A node that answers
-  // again meanwhile was not gone (its connection was).
+  // again meanwhile was not gone (its connection was). A tracker that does not answer (it
+  // restarts: the relay it is may be what the job lost) is asked again every 0.5 s for up to
+  // kTrackerGraceSeconds, the silent nodes asked again meanwhile.
   const auto security = wire::make_transport_security(options.secret, options.insecure);
-  auto pool = tracker::fetch_pool(options.tracker, security, 5);
+  tracker::PoolSnapshot pool;
+  std::optional<AfterFailure> resumed;
+  bool tracker_silence_said = false;
+  // True once `pool` is read; false when the job resumed meanwhile (`resumed`) or Ctrl-C.
+  auto read_pool = [&]() -> bool {
+    const auto give_up = std::chrono::steady_clock::now() +
+                         std::chrono::duration<double>(kTrackerGraceSeconds);
+    for (;;) {
+      try {
+        pool = tracker::fetch_pool(options.tracker, security, 5);
+        return true;
+      } catch (const std::exception& e) {
+        if (std::chrono::steady_clock::now() >= give_up) throw;
+        if (!tracker_silence_said) {
+          log("elastic: " + std::string(e.what()) + "; asking again for up to " +
+              std::to_string(static_cast<int>(kTrackerGraceSeconds)) + " s");
+          tracker_silence_said = true;
+        }
+      }
+      if (interrupted && interrupted()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (lost_connection) {
+        silent = silent_nodes(plan, options);
+        if (silent.empty()) {
+          resumed = resume_link();
+          return false;
+        }
+      }
+    }
+  };
+  if (!read_pool()) return resumed;
   const double wait = pool.expiry_seconds + 5;
   const std::string who = names_of(silent);
   std::vector<std::string> heartbeating = still_registered(silent, pool);
@@ -98,7 +133,7 @@ std::optional<AfterFailure> replace_after_failure(const ElasticOptions& options,
         silent = silent_nodes(plan, options);
         if (silent.empty()) return resume_link();
       }
-      pool = tracker::fetch_pool(options.tracker, security, 5);
+      if (!read_pool()) return resumed;
       heartbeating = still_registered(silent, pool);
     }
   }

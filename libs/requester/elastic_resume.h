@@ -29,6 +29,9 @@
 // failed on a lost connection (WHY) and every node answers: it resumes from the newest
 // checkpoint every node holds (1 of at most 3)", a row of kind resume_link.
 //
+// A tracker that does not answer (restarting) is asked again for up to 30 s before the job fails
+// as it did.
+//
 // Blocks (the wait for the tracker, replace_node's calls), on the calling thread. Throws what
 // fetch_pool and replace_node throw (a tracker that does not answer, a spare that refuses).
 #pragma once
