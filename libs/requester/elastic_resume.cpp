@@ -52,6 +52,49 @@ std::vector<std::string> silent_nodes(const Plan& plan, const ElasticOptions& op
   return silent;
 }
 
+// The job resumed with the same nodes after a lost connection (elastic_resume.h): its line and
+// row; nothing when `link_resumes_left` is spent.
+std::optional<AfterFailure> resume_same_nodes(const ElasticOptions& options,
+                                              const TrainFailed& failed, int link_resumes_left) {
+  if (link_resumes_left <= 0) return std::nullopt;
+  const int nth = kLinkResumes - link_resumes_left + 1;
+  const std::string line = "elastic: job " + std::to_string(failed.job_id) +
+                           " failed on a lost connection (" + failed.what() +
+                           ") and every node answers: it resumes from the newest checkpoint "
+                           "every node holds (" + std::to_string(nth) + " of at most " +
+                           std::to_string(kLinkResumes) + ")";
+  options.log(line);
+  record_elastic_change(options.plan_dir, failed.metrics_job, "resume_link", "", "", -1, line,
+                        options.log);
+  return AfterFailure{line, false};
+}
+
+// Reads the tracker's pool into `pool` (true). A tracker that does not answer (restarting) is
+// asked again every 0.5 s for up to kTrackerGraceSeconds, said once (`said`), `stop_waiting`
+// asked between tries: true ends the wait (false). Throws fetch_pool's error after the grace.
+bool read_pool_patiently(const ElasticOptions& options,
+                         const std::shared_ptr<wire::TransportSecurity>& security,
+                         tracker::PoolSnapshot& pool, bool& said,
+                         const std::function<bool()>& stop_waiting) {
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::duration<double>(kTrackerGraceSeconds);
+  for (;;) {
+    try {
+      pool = tracker::fetch_pool(options.tracker, security, 5);
+      return true;
+    } catch (const std::exception& e) {
+      if (std::chrono::steady_clock::now() >= give_up) throw;
+      if (!said) {
+        options.log("elastic: " + std::string(e.what()) + "; asking again for up to " +
+                    std::to_string(static_cast<int>(kTrackerGraceSeconds)) + " s");
+        said = true;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (stop_waiting()) return false;
+  }
+}
+
 }  // namespace
 
 std::optional<AfterFailure> replace_after_failure(const ElasticOptions& options,
@@ -63,17 +106,8 @@ std::optional<AfterFailure> replace_after_failure(const ElasticOptions& options,
   const bool lost_connection = wire::is_lost_connection(failed.what());
   // The same nodes again, when the job failed on a connection and no node is lost.
   auto resume_link = [&]() -> std::optional<AfterFailure> {
-    if (!lost_connection || link_resumes_left <= 0) return std::nullopt;
-    const int nth = kLinkResumes - link_resumes_left + 1;
-    const std::string line = "elastic: job " + std::to_string(failed.job_id) +
-                             " failed on a lost connection (" + failed.what() +
-                             ") and every node answers: it resumes from the newest checkpoint "
-                             "every node holds (" + std::to_string(nth) + " of at most " +
-                             std::to_string(kLinkResumes) + ")";
-    log(line);
-    record_elastic_change(options.plan_dir, failed.metrics_job, "resume_link", "", "", -1, line,
-                          log);
-    return AfterFailure{line, false};
+    if (!lost_connection) return std::nullopt;
+    return resume_same_nodes(options, failed, link_resumes_left);
   };
   // Only a node that does not answer can be lost; any other failure fails the job as it is.
   std::vector<std::string> silent = silent_nodes(plan, options);
@@ -87,32 +121,17 @@ std::optional<AfterFailure> replace_after_failure(const ElasticOptions& options,
   tracker::PoolSnapshot pool;
   std::optional<AfterFailure> resumed;
   bool tracker_silence_said = false;
-  // True once `pool` is read; false when the job resumed meanwhile (`resumed`) or Ctrl-C.
-  auto read_pool = [&]() -> bool {
-    const auto give_up = std::chrono::steady_clock::now() +
-                         std::chrono::duration<double>(kTrackerGraceSeconds);
-    for (;;) {
-      try {
-        pool = tracker::fetch_pool(options.tracker, security, 5);
-        return true;
-      } catch (const std::exception& e) {
-        if (std::chrono::steady_clock::now() >= give_up) throw;
-        if (!tracker_silence_said) {
-          log("elastic: " + std::string(e.what()) + "; asking again for up to " +
-              std::to_string(static_cast<int>(kTrackerGraceSeconds)) + " s");
-          tracker_silence_said = true;
-        }
-      }
-      if (interrupted && interrupted()) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      if (lost_connection) {
-        silent = silent_nodes(plan, options);
-        if (silent.empty()) {
-          resumed = resume_link();
-          return false;
-        }
-      }
-    }
+  // Between tries: Ctrl-C, or the silent nodes answering again after a lost connection.
+  auto stop_waiting = [&]() {
+    if (interrupted && interrupted()) return true;
+    if (!lost_connection) return false;
+    silent = silent_nodes(plan, options);
+    if (!silent.empty()) return false;
+    resumed = resume_link();
+    return true;
+  };
+  auto read_pool = [&]() {
+    return read_pool_patiently(options, security, pool, tracker_silence_said, stop_waiting);
   };
   if (!read_pool()) return resumed;
   const double wait = pool.expiry_seconds + 5;
@@ -127,13 +146,8 @@ std::optional<AfterFailure> replace_after_failure(const ElasticOptions& options,
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
     while (!heartbeating.empty() && std::chrono::steady_clock::now() < deadline) {
-      if (interrupted && interrupted()) return std::nullopt;
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      if (lost_connection) {
-        silent = silent_nodes(plan, options);
-        if (silent.empty()) return resume_link();
-      }
-      if (!read_pool()) return resumed;
+      if (stop_waiting() || !read_pool()) return resumed;
       heartbeating = still_registered(silent, pool);
     }
   }
