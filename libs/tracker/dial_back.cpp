@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include "libs/base/address.h"
+#include "libs/tracker/reachable_addresses.h"
 
 namespace ravnest::tracker {
 
 std::string own_relay_address(const std::string& relay_host, unsigned port) {
-  const bool wildcard = relay_host.empty() || relay_host == "0.0.0.0" || relay_host == "::";
-  if (wildcard) return ":" + std::to_string(port);
+  if (is_wildcard_host(relay_host)) return ":" + std::to_string(port);
   const bool v6 = relay_host.find(':') != std::string::npos;
   return (v6 ? "[" + relay_host + "]" : relay_host) + ":" + std::to_string(port);
 }

@@ -12,7 +12,10 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 #include <future>
+#include <memory>
+#include <vector>
 
 #include "libs/config/job/job_spec.h"
 #include "libs/training/reference_trainer.h"
@@ -111,6 +114,39 @@ class RelayThread {
   kj::Own<kj::Thread> thread_;
   uint16_t port_ = 0;
 };
+
+// `ravnest tracker` listening on `tracker` and relaying on `relay` ("" for none), its state in
+// the cluster's folder and its output in `log`; returns once it says it relays (or after 30 s:
+// the caller checks the log).
+std::unique_ptr<test::ChildProcess> start_relaying_tracker(const test::LocalCluster& cluster,
+                                                           const std::string& tracker,
+                                                           const std::string& relay,
+                                                           const std::filesystem::path& log,
+                                                           std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
+                                   "--listen", tracker, "--offer-relay", relay, "--state-dir",
+                                   (cluster.dir() / "tracker-state").string(), "--secret-file",
+                                   cluster.secret_file()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto process = std::make_unique<test::ChildProcess>(args, log.string());
+  for (int i = 0; i < 300 && test::read_text(log).find("relaying for daemons") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return process;
+}
+
+// `ravnest status --tracker`, asked again until it names node_1 (at most 10 s).
+test::CommandResult tracker_status(const test::LocalCluster& cluster, const std::string& tracker) {
+  const std::string command = test::binary_dir() + "/apps/ravnest/ravnest status --tracker " +
+                              tracker + " --secret-file " + cluster.secret_file();
+  auto status = test::run_command(command);
+  for (int i = 0; i < 50 && status.out.find("node_1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    status = test::run_command(command);
+  }
+  return status;
+}
 
 }  // namespace
 
@@ -242,28 +278,14 @@ TEST_CASE("the tracker relays: a stage behind NAT registers and trains through i
   const std::string tracker = "127.0.0.1:" + std::to_string(free_port());
   const std::string relay = "127.0.0.1:" + std::to_string(free_port());
   const auto log = cluster.dir() / "tracker.log";
-  test::ChildProcess tracker_process({test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
-                                "--listen", tracker, "--offer-relay", relay, "--state-dir",
-                                (cluster.dir() / "tracker-state").string(), "--secret-file",
-                                cluster.secret_file()},
-                               log.string());
-  for (int i = 0; i < 300 && test::read_text(log).find("relaying for daemons") == std::string::npos;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  auto tracker_process = start_relaying_tracker(cluster, tracker, relay, log);
   INFO(test::read_text(log));
   REQUIRE(test::read_text(log).find("relaying for daemons behind NAT on 127.0.0.1") !=
           std::string::npos);
   cluster.set_daemon_flags(1, {"--relay", relay, "--tracker", tracker});
   cluster.start_all();
   // node_1 registered the address peers reach it at: the relay's host, its port.
-  auto status = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest status --tracker " +
-                                  tracker + " --secret-file " + cluster.secret_file());
-  for (int i = 0; i < 50 && status.out.find("node_1") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    status = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest status --tracker " +
-                               tracker + " --secret-file " + cluster.secret_file());
-  }
+  const auto status = tracker_status(cluster, tracker);
   INFO(status.out << status.err << cluster.log(1));
   CHECK(status.out.find("127.0.0.1:" + std::to_string(cluster.port(1))) != std::string::npos);
   REQUIRE(cluster.ravnest("push").exit_code == 0);
@@ -291,16 +313,8 @@ TEST_CASE("--relay auto: the tracker dials each daemon back; one it cannot reach
   const auto log = cluster.dir() / "tracker.log";
   // The tracker relays on 127.0.0.1 (not every interface: its ports there would take node_1's
   // on 127.0.0.2 too).
-  test::ChildProcess tracker_process({test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
-                                      "--listen", tracker, "--offer-relay", "127.0.0.1:0",
-                                      "--state-dir", (cluster.dir() / "tracker-state").string(),
-                                      "--secret-file", cluster.secret_file(), "--log-level",
-                                      "debug"},
-                                     log.string());
-  for (int i = 0; i < 300 && test::read_text(log).find("relaying for daemons") == std::string::npos;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  auto tracker_process =
+      start_relaying_tracker(cluster, tracker, "127.0.0.1:0", log, {"--log-level", "debug"});
   REQUIRE(test::read_text(log).find("relaying for daemons") != std::string::npos);
   cluster.set_daemon_flags(0, {"--relay", "auto", "--tracker", tracker});
   cluster.set_daemon_flags(1, {"--relay", "auto", "--tracker", tracker, "--listen",
@@ -315,14 +329,7 @@ TEST_CASE("--relay auto: the tracker dials each daemon back; one it cannot reach
         std::string::npos);
   // Both registered where peers reach them: node_0 its own address, node_1 the relay's host
   // (127.0.0.1, not the 127.0.0.2 it listens on).
-  const std::string status_command = test::binary_dir() +
-                                     "/apps/ravnest/ravnest status --tracker " + tracker +
-                                     " --secret-file " + cluster.secret_file();
-  auto status = test::run_command(status_command);
-  for (int i = 0; i < 50 && status.out.find("node_1") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    status = test::run_command(status_command);
-  }
+  const auto status = tracker_status(cluster, tracker);
   INFO(status.out << status.err);
   CHECK(status.out.find(cluster.address(0)) != std::string::npos);
   CHECK(status.out.find("127.0.0.1:" + std::to_string(cluster.port(1))) != std::string::npos);
@@ -356,20 +363,7 @@ TEST_CASE("the relaying tracker killed with -9 mid-job and started again: the no
   const std::string tracker = "127.0.0.1:" + std::to_string(free_port());
   const std::string relay = "127.0.0.1:" + std::to_string(free_port());
   const auto log = cluster.dir() / "tracker.log";
-  auto start_tracker = [&] {
-    auto process = std::make_unique<test::ChildProcess>(
-        std::vector<std::string>{test::binary_dir() + "/apps/ravnest/ravnest", "tracker",
-                                 "--listen", tracker, "--offer-relay", relay, "--state-dir",
-                                 (cluster.dir() / "tracker-state").string(), "--secret-file",
-                                 cluster.secret_file()},
-        log.string());
-    for (int i = 0; i < 300 && test::read_text(log).find("relaying for daemons") == std::string::npos;
-         ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return process;
-  };
-  auto tracker_process = start_tracker();
+  auto tracker_process = start_relaying_tracker(cluster, tracker, relay, log);
   cluster.set_daemon_flags(1, {"--relay", relay, "--tracker", tracker});
   cluster.start_all();
   REQUIRE(cluster.ravnest("push").exit_code == 0);
@@ -384,7 +378,7 @@ TEST_CASE("the relaying tracker killed with -9 mid-job and started again: the no
     tracker_process->kill(SIGKILL);
     tracker_process.reset();
     std::filesystem::remove(log);
-    tracker_process = start_tracker();
+    tracker_process = start_relaying_tracker(cluster, tracker, relay, log);
   });
   // The relayed connections end with the relay: the job fails on a lost connection while every
   // node lives, and --elastic resumes it with the same nodes once node_1 answers again.

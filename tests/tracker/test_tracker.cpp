@@ -72,6 +72,26 @@ size_t count_of(const std::string& text, const std::string& needle) {
   return n;
 }
 
+// One connection to the tracker at `address` with its gate opened by `secret`, on this thread's
+// event loop (`io`), for calls the tracker's own clients never make.
+struct TrackerConnection {
+  static wire::ConnectionOptions options_of(std::shared_ptr<wire::TransportSecurity> security) {
+    wire::ConnectionOptions options;
+    options.security = std::move(security);
+    return options;
+  }
+  TrackerConnection(const std::string& address, const std::string& secret)
+      : io(wire::ThreadIo::get()),
+        security(wire::make_transport_security(secret)),
+        client(address, options_of(security)),
+        tracker(tracker::open_tracker_gate(client.main<schema::TrackerGate>(),
+                                           security->credentials(), client.trust())) {}
+  kj::Own<wire::ThreadIo> io;
+  std::shared_ptr<wire::TransportSecurity> security;
+  wire::RpcClient client;
+  schema::Tracker::Client tracker;
+};
+
 }  // namespace
 
 TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its restart") {
@@ -175,13 +195,9 @@ TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its r
   // A flood from one connection: 2,000 fake registrations and 2,000 heartbeats. The pool stays
   // within 8 a host (3 real, at most 5 fakes); most calls are refused as too many.
   {
-    auto io = wire::ThreadIo::get();
-    auto security = wire::make_transport_security(secret);
-    wire::ConnectionOptions options;
-    options.security = security;
-    wire::RpcClient client(address, options);
-    auto gate = tracker::open_tracker_gate(client.main<schema::TrackerGate>(),
-                                           security->credentials(), client.trust());
+    TrackerConnection connection(address, secret);
+    auto& io = connection.io;
+    auto& gate = connection.tracker;
     size_t accepted = 0, too_many = 0, per_host = 0;
     kj::Vector<kj::Promise<void>> calls;
     for (int i = 0; i < 2000; ++i) {
@@ -220,13 +236,9 @@ TEST_CASE("daemons register with a tracker, heartbeat, expire, and survive its r
     REQUIRE(::listen(listener, 0) == 0);
     socklen_t length = sizeof(at);
     REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&at), &length) == 0);
-    auto io = wire::ThreadIo::get();
-    auto security = wire::make_transport_security(secret);
-    wire::ConnectionOptions options;
-    options.security = security;
-    wire::RpcClient client(address, options);
-    auto gate = tracker::open_tracker_gate(client.main<schema::TrackerGate>(),
-                                           security->credentials(), client.trust());
+    TrackerConnection connection(address, secret);
+    auto& io = connection.io;
+    auto& gate = connection.tracker;
     size_t answered = 0, under_way = 0, other = 0;
     std::string answers;
     kj::Vector<kj::Promise<void>> calls;
