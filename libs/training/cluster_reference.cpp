@@ -34,85 +34,6 @@ using base::now_seconds;
 
 namespace {
 
-// The ring's average: the sum over copies, divided by their count; integer tensors (BatchNorm's
-// num_batches_tracked) with floor division.
-void average_across(const std::vector<std::vector<at::Tensor>>& per_copy) {
-  if (per_copy.empty()) return;
-  for (size_t t = 0; t < per_copy[0].size(); ++t) {
-    std::vector<at::Tensor> copies;
-    for (const auto& copy : per_copy) copies.push_back(copy[t]);
-    const at::Tensor average = average_of(copies);
-    for (const auto& copy : per_copy) copy[t].copy_(average);
-  }
-}
-
-// What the daemons' ring all-reduce (libs/ring/ring_allreduce.h) computes, to the bit: the
-// tensors grouped by dtype, each group flattened in order and cut into one chunk per copy (the
-// first count % n chunks one element longer); chunk c summed in ring order from copy c on,
-// ((x_c + x_c+1) + ...) + x_c-1, then divided by n (floating: one division per element;
-// integers: floor division of the exact sum). The copies are the ring's members in position
-// order. Floating addition is not associative: with three copies or more, summing every chunk
-// from copy 0 (average_across) differs in the last bit, which long runs of some models
-// (BatchNorm, max-pooling, dropout) grow to 1e-3.
-void ring_average(const std::vector<std::vector<at::Tensor>>& per_copy) {
-  const size_t n = per_copy.size();
-  if (n < 3) return average_across(per_copy);  // a + b is b + a: the order cannot matter
-  std::vector<at::ScalarType> dtypes;
-  for (const auto& t : per_copy[0]) {
-    if (std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) == dtypes.end()) {
-      dtypes.push_back(t.scalar_type());
-    }
-  }
-  for (const at::ScalarType dtype : dtypes) {
-    std::vector<size_t> members;  // indices of this group's tensors
-    for (size_t k = 0; k < per_copy[0].size(); ++k) {
-      if (per_copy[0][k].scalar_type() == dtype) members.push_back(k);
-    }
-    if (dtype != at::kFloat && dtype != at::kDouble) {
-      // Integer sums are exact in any order; other floating types are not modelled here.
-      std::vector<std::vector<at::Tensor>> group(n);
-      for (size_t c = 0; c < n; ++c) {
-        for (size_t k : members) group[c].push_back(per_copy[c][k]);
-      }
-      average_across(group);
-      continue;
-    }
-    std::vector<at::Tensor> flat(n);
-    for (size_t c = 0; c < n; ++c) {
-      std::vector<at::Tensor> parts;
-      for (size_t k : members) parts.push_back(per_copy[c][k].reshape(-1));
-      flat[c] = at::cat(parts).contiguous();
-    }
-    const int64_t count = flat[0].numel();
-    at::Tensor result = at::empty_like(flat[0]);
-    const int64_t base = count / static_cast<int64_t>(n), rem = count % static_cast<int64_t>(n);
-    for (size_t c = 0; c < n; ++c) {
-      const int64_t i = static_cast<int64_t>(c);
-      const int64_t begin = i * base + std::min(i, rem), length = base + (i < rem ? 1 : 0);
-      if (length == 0) continue;
-      at::Tensor sum = flat[c].narrow(0, begin, length).clone();
-      for (size_t j = 1; j < n; ++j) sum.add_(flat[(c + j) % n].narrow(0, begin, length));
-      if (dtype == at::kFloat) {
-        float* x = sum.data_ptr<float>();
-        const float d = static_cast<float>(n);
-        for (int64_t e = 0; e < length; ++e) x[e] /= d;
-      } else {
-        double* x = sum.data_ptr<double>();
-        const double d = static_cast<double>(n);
-        for (int64_t e = 0; e < length; ++e) x[e] /= d;
-      }
-      result.narrow(0, begin, length).copy_(sum);
-    }
-    int64_t offset = 0;
-    for (size_t k : members) {
-      const int64_t numel = per_copy[0][k].numel();
-      const at::Tensor part = result.narrow(0, offset, numel).view(per_copy[0][k].sizes());
-      for (size_t c = 0; c < n; ++c) per_copy[c][k].copy_(part);
-      offset += numel;
-    }
-  }
-}
-
 // One cluster's copy of the model in train_reference_clusters: its module, optimizer, schedule,
 // data and RNG stream.
 struct Copy {
@@ -125,7 +46,8 @@ struct Copy {
   std::optional<data::BatchOrder> own_order;  // [data] order: this cluster's part of it
   at::Tensor rng_state;
   std::vector<at::Tensor> tables;  // in the order of `tables`
-  bool live = true;                // not dropped (`dropped`)
+  bool live = true;                // training: not dropped (`dropped`), or rejoined
+  std::vector<int64_t> drop_rounds;  // `dropped`'s rounds per ring (one: every ring); empty: none
   int64_t epochs_ended = 0;        // the schedule's on_epoch_end calls: the last batch's epoch
   std::unique_ptr<OuterOptimizer> outer;  // [outer] only
 };
@@ -153,7 +75,8 @@ class ClusterReference {
  public:
   ClusterReference(const std::string& model_path, const config::JobSpec& job, int clusters,
                    int64_t max_batches, const std::vector<ReferenceTable>& tables,
-                   const std::map<int, int64_t>& dropped, const std::vector<ReferenceJoin>& joins,
+                   const std::map<int, std::vector<int64_t>>& dropped,
+                   const std::vector<ReferenceJoin>& joins,
                    const std::vector<std::vector<std::string>>& rings);
   ReferenceResult run();
 
@@ -169,6 +92,8 @@ class ClusterReference {
   void step_tables();
   void outer_step(bool last);
   void join(const ReferenceJoin& j);
+  void take_state(Copy& into, const Copy& from);
+  bool averages_in(const Copy& copy, size_t ring) const;
   void average(const std::vector<std::vector<at::Tensor>>& per_copy);
   void average_rings(const std::function<Named(Copy&)>& pick);
   Named state_tensors(Copy& copy, bool with_optimizer, bool gradients);
@@ -179,7 +104,7 @@ class ClusterReference {
   const config::TrainSpec& t_;
   const int64_t max_batches_;
   const std::vector<ReferenceTable>& tables_;
-  const std::map<int, int64_t>& dropped_;
+  const std::map<int, std::vector<int64_t>>& dropped_;
   const std::vector<ReferenceJoin>& joins_;
   const std::vector<std::vector<std::string>>& rings_;
   const torch_support::EagerNumerics eager_;  // as the daemons' stages compute
@@ -199,24 +124,43 @@ class ClusterReference {
   std::vector<std::vector<std::vector<int64_t>>> own_batches_;  // [data] order: per copy
 };
 
-void check_reference_arguments(const config::JobSpec& job, const std::vector<ReferenceTable>& tables,
-                               const std::map<int, int64_t>& dropped,
-                               const std::vector<ReferenceJoin>& joins) {
-  if (!joins.empty() && (!dropped.empty() || !tables.empty())) {
-    throw std::invalid_argument("train_reference_clusters: joins with drops or tables are not "
-                                "modelled");
-  }
+void check_reference_arguments(const config::JobSpec& job, int clusters,
+                               const std::vector<ReferenceTable>& tables,
+                               const std::map<int, std::vector<int64_t>>& dropped,
+                               const std::vector<ReferenceJoin>& joins,
+                               const std::vector<std::vector<std::string>>& rings) {
+  auto refuse = [](const std::string& why) {
+    throw std::invalid_argument("train_reference_clusters: " + why);
+  };
+  if (!joins.empty() && !tables.empty()) refuse("joins with tables are not modelled");
   for (const auto& j : joins) {
     if (j.after_update < 1 || j.source < 0) {
-      throw std::invalid_argument("train_reference_clusters: a join needs after_update >= 1 and "
-                                  "a source cluster");
+      refuse("a join needs after_update >= 1 and a source cluster");
+    }
+    if (j.rejoins < 0) continue;
+    const auto drop = dropped.find(j.rejoins);
+    if (drop == dropped.end()) {
+      refuse("cluster " + std::to_string(j.rejoins) + " rejoins but was not dropped");
+    }
+    // Dropped at round d: it trained update d + 1, then left; it can come back after it.
+    const int64_t last = *std::max_element(drop->second.begin(), drop->second.end());
+    if (j.after_update <= last) {
+      refuse("cluster " + std::to_string(j.rejoins) + " rejoins after update " +
+             std::to_string(j.after_update) + ", before its drop at round " +
+             std::to_string(last));
     }
   }
-  if (dropped.count(0) || (!dropped.empty() && (job.train.reduce != config::ReduceMode::kParameters ||
-                                                job.train.reduce_factor != 1 ||
-                                                job.train.update_frequency != 1))) {
-    throw std::invalid_argument("train_reference_clusters: a drop schedule needs reduce = "
-                                "\"parameters\" every update, and keeps cluster 0");
+  const size_t ring_count = std::max<size_t>(1, rings.size());
+  for (const auto& [c, rounds] : dropped) {
+    if (c < 0 || c >= clusters || rounds.empty() ||
+        (rounds.size() != 1 && rounds.size() != ring_count) ||
+        std::any_of(rounds.begin(), rounds.end(), [](int64_t r) { return r < 0; })) {
+      refuse("a drop names a cluster of the plan and one round, or one a ring");
+    }
+  }
+  if (!dropped.empty() && (job.train.reduce != config::ReduceMode::kParameters ||
+                           job.train.reduce_factor != 1 || job.train.update_frequency != 1)) {
+    refuse("a drop schedule needs reduce = \"parameters\" every update");
   }
   if (!tables.empty() && !job.sparse_optimizer) {
     throw std::runtime_error(job.origin + ": sparse_optimizer: the tables need one");
@@ -226,7 +170,7 @@ void check_reference_arguments(const config::JobSpec& job, const std::vector<Ref
 ClusterReference::ClusterReference(const std::string& model_path, const config::JobSpec& job,
                                    int clusters, int64_t max_batches,
                                    const std::vector<ReferenceTable>& tables,
-                                   const std::map<int, int64_t>& dropped,
+                                   const std::map<int, std::vector<int64_t>>& dropped,
                                    const std::vector<ReferenceJoin>& joins,
                                    const std::vector<std::vector<std::string>>& rings)
     : model_path_(model_path),
@@ -242,6 +186,7 @@ ClusterReference::ClusterReference(const std::string& model_path, const config::
       copies_(static_cast<size_t>(clusters)),
       looked_up_(tables.size()) {
   for (auto& copy : copies_) make_copy(copy);
+  for (const auto& [c, rounds] : dropped_) copies_[static_cast<size_t>(c)].drop_rounds = rounds;
   deal();
   for (size_t k = 0; k < tables_.size(); ++k) {
     table_optimizers_.push_back(
@@ -357,7 +302,12 @@ ReferenceResult ClusterReference::run() {
   result_.train_seconds = now_seconds() - started;
   result_.samples_per_second =
       result_.train_seconds > 0 ? result_.samples / result_.train_seconds : 0;
-  result_.state = state_of(copies_[0].module);
+  const auto first_live =
+      std::find_if(copies_.begin(), copies_.end(), [](const Copy& copy) { return copy.live; });
+  if (first_live == copies_.end()) {
+    throw std::invalid_argument("train_reference_clusters: every cluster was dropped");
+  }
+  result_.state = state_of(first_live->module);
   return std::move(result_);
 }
 
@@ -444,9 +394,14 @@ void ClusterReference::for_live(const std::function<void(Copy&)>& each) {
 void ClusterReference::count_update() {
   ++result_.updates;
   pending_ = 0;
-  // A cluster dropped at this round (result.updates - 1) is no longer averaged.
-  for (const auto& [c, rounds] : dropped_) {
-    if (rounds == result_.updates - 1) copies_.at(static_cast<size_t>(c)).live = false;
+  // A cluster whose last ring drops it at this round (result.updates - 1) trains no more; a
+  // ring that dropped it earlier already averages without it (averages_in).
+  for (auto& copy : copies_) {
+    if (copy.live && !copy.drop_rounds.empty() &&
+        *std::max_element(copy.drop_rounds.begin(), copy.drop_rounds.end()) ==
+            result_.updates - 1) {
+      copy.live = false;
+    }
   }
 }
 
@@ -483,29 +438,61 @@ void ClusterReference::outer_step(bool last) {
 }
 
 void ClusterReference::join(const ReferenceJoin& j) {
-  if (static_cast<size_t>(j.source) >= copies_.size()) {
-    throw std::invalid_argument("train_reference_clusters: no cluster " +
-                                std::to_string(j.source) + " to join from");
+  if (static_cast<size_t>(j.source) >= copies_.size() ||
+      !copies_[static_cast<size_t>(j.source)].live) {
+    throw std::invalid_argument("train_reference_clusters: cluster " + std::to_string(j.source) +
+                                " does not train after update " + std::to_string(j.after_update) +
+                                ": nothing to join from");
+  }
+  if (j.rejoins >= 0) {
+    // The dropped cluster's slot anew, with the source's state; its shard as dealt before.
+    Copy& back = copies_[static_cast<size_t>(j.rejoins)];
+    std::vector<int64_t> shard = std::move(back.shard);
+    std::optional<data::BatchOrder> own_order = std::move(back.own_order);
+    back = Copy{};
+    make_copy(back);
+    back.shard = std::move(shard);
+    back.own_order = std::move(own_order);
+    take_state(back, copies_[static_cast<size_t>(j.source)]);
+    return;
+  }
+  for (const auto& copy : copies_) {
+    if (!copy.live) {
+      throw std::invalid_argument("train_reference_clusters: a join while a cluster is dropped "
+                                  "is not modelled");
+    }
   }
   copies_.emplace_back();
   Copy& joined = copies_.back();
   make_copy(joined);
-  const Copy& source = copies_[static_cast<size_t>(j.source)];
-  torch::NoGradGuard no_grad;
-  for (size_t k = 0; k < joined.parameters.size(); ++k) {
-    joined.parameters[k].copy_(source.parameters[k]);
-  }
-  for (size_t k = 0; k < joined.buffers.size(); ++k) joined.buffers[k].copy_(source.buffers[k]);
-  restore_optimizer(*joined.optimizer, save_optimizer(*source.optimizer));
-  joined.schedule->restore(source.schedule->steps());
-  joined.epochs_ended = source.epochs_ended;
-  joined.rng_state = source.rng_state.clone();
-  if (source.outer) joined.outer->restore(source.outer->state());
+  take_state(joined, copies_[static_cast<size_t>(j.source)]);
   deal();
   order_data();
   dealt_epoch_ = -1;
   // The grown plan's update, as the daemons resume it.
   plan_ = make_update_plan(reference_facts(job_, static_cast<int>(copies_.size()), !tables_.empty()));
+}
+
+// What a joining or rejoining cluster takes from the checkpoint it copies: weights, buffers,
+// optimizer state, LR step, epochs ended, random state and outer state.
+void ClusterReference::take_state(Copy& into, const Copy& from) {
+  torch::NoGradGuard no_grad;
+  for (size_t k = 0; k < into.parameters.size(); ++k) into.parameters[k].copy_(from.parameters[k]);
+  for (size_t k = 0; k < into.buffers.size(); ++k) into.buffers[k].copy_(from.buffers[k]);
+  restore_optimizer(*into.optimizer, save_optimizer(*from.optimizer));
+  into.schedule->restore(from.schedule->steps());
+  into.epochs_ended = from.epochs_ended;
+  into.rng_state = from.rng_state.clone();
+  if (from.outer) into.outer->restore(from.outer->state());
+}
+
+// Whether `copy` takes part in ring `ring`'s average of this round (result.updates - 1): it
+// trains, and that ring has not dropped it yet.
+bool ClusterReference::averages_in(const Copy& copy, size_t ring) const {
+  if (!copy.live) return false;
+  if (copy.drop_rounds.empty()) return true;
+  const int64_t dropped_at = copy.drop_rounds.size() == 1 ? copy.drop_rounds[0] : copy.drop_rounds[ring];
+  return result_.updates - 1 < dropped_at;
 }
 
 std::vector<std::vector<at::Tensor>> ClusterReference::gather(
@@ -526,25 +513,27 @@ void ClusterReference::average(const std::vector<std::vector<at::Tensor>>& per_c
 // model's state order, each tagged with its state name) averaged ring by ring as `rings` lays
 // them out, or all in one ring.
 void ClusterReference::average_rings(const std::function<Named(Copy&)>& pick) {
-  std::vector<Named> named;
-  for_live([&](Copy& copy) { named.push_back(pick(copy)); });
-  if (named.empty()) return;
-  if (rings_.empty()) {
-    std::vector<std::vector<at::Tensor>> per_copy;
-    for (const auto& list : named) {
-      std::vector<at::Tensor> kept;
-      for (const auto& [name, tensor] : list) kept.push_back(tensor);
-      per_copy.push_back(std::move(kept));
+  const size_t ring_count = std::max<size_t>(1, rings_.size());
+  for (size_t k = 0; k < ring_count; ++k) {
+    // The members of ring k this round, in cluster order (a ring's positions; a drop keeps the
+    // others' order).
+    std::vector<Named> named;
+    for (auto& copy : copies_) {
+      if (averages_in(copy, k)) named.push_back(pick(copy));
     }
-    return average(per_copy);
-  }
-  for (const auto& ring : rings_) {
-    // In the ring's order: its names, each name's tensors as `pick` listed them.
+    if (named.empty()) continue;
     std::vector<std::vector<at::Tensor>> per_copy(named.size());
-    for (const auto& name : ring) {
+    if (rings_.empty()) {
       for (size_t c = 0; c < named.size(); ++c) {
-        for (const auto& [n, tensor] : named[c]) {
-          if (n == name) per_copy[c].push_back(tensor);
+        for (const auto& [name, tensor] : named[c]) per_copy[c].push_back(tensor);
+      }
+    } else {
+      // In the ring's order: its names, each name's tensors as `pick` listed them.
+      for (const auto& name : rings_[k]) {
+        for (size_t c = 0; c < named.size(); ++c) {
+          for (const auto& [n, tensor] : named[c]) {
+            if (n == name) per_copy[c].push_back(tensor);
+          }
         }
       }
     }
@@ -590,10 +579,10 @@ Named ClusterReference::state_tensors(Copy& copy, bool with_optimizer, bool grad
 ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
                                          int clusters, int64_t max_batches,
                                          const std::vector<ReferenceTable>& tables,
-                                         const std::map<int, int64_t>& dropped,
+                                         const std::map<int, std::vector<int64_t>>& dropped,
                                          const std::vector<ReferenceJoin>& joins,
                                          const std::vector<std::vector<std::string>>& rings) {
-  check_reference_arguments(job, tables, dropped, joins);
+  check_reference_arguments(job, clusters, tables, dropped, joins, rings);
   return ClusterReference(model_path, job, clusters, max_batches, tables, dropped, joins, rings).run();
 }
 

@@ -96,23 +96,35 @@ struct ReferenceTable {
 //
 // `dropped` (reduce = "parameters", reduce_factor 1: docs/faults.md#providers-that-come-and-go):
 // cluster -> the parameter-averaging rounds it took part in before it was dropped (rounds count
-// from 0, one after each update); from then on it neither trains nor averages, and the others
-// average among themselves. Copy 0 must not be dropped.
+// from 0, one after each update), one number a ring in `rings`' order, or one number for every
+// ring. A plan whose clusters have several stages drops a cluster at each stage's ring's own
+// round: a stage whose node was still alive completes one more round with it than the stage
+// that failed (the daemons log each ring's round: "runs from round R (ring K)"). The cluster
+// trains until the last of those rounds, takes part in ring k's rounds before its number, and
+// from then on neither trains nor averages; the others average among themselves.
 //
 // `joins` (docs/faults.md#providers-that-join): after update `after_update`, one more cluster
 // (the next id) with a copy of cluster `source`'s weights, buffers, optimizer state, LR step,
 // random state and outer state; from then on every cluster reads shard c of the new count at the
 // place the batches done have in that dealing (epoch B / per epoch, batch B % per epoch), and
 // the job ends where that many clusters' job ends, as the daemons resume a grown plan. Not with
-// `dropped` or `tables` (std::invalid_argument).
+// `tables`, nor while a cluster is dropped (std::invalid_argument).
+// With `rejoins` >= 0 (docs/faults.md#a-dropped-cluster-rejoins), the dropped cluster `rejoins`
+// comes back after update `after_update` instead, with the same copy of `source`'s state, reading
+// its own shard (the dealing unchanged) from the batches done on: the batches of its shard
+// between its drop and the rejoin are never trained. It must have been dropped by then.
+//
+// The result is the state of the first cluster training at the end (every one's, averaged after
+// the last update); at least one must be.
 struct ReferenceJoin {
   int64_t after_update = 0;
   int source = 0;
+  int rejoins = -1;
 };
 ReferenceResult train_reference_clusters(const std::string& model_path, const config::JobSpec& job,
                                          int clusters, int64_t max_batches = -1,
                                          const std::vector<ReferenceTable>& tables = {},
-                                         const std::map<int, int64_t>& dropped = {},
+                                         const std::map<int, std::vector<int64_t>>& dropped = {},
                                          const std::vector<ReferenceJoin>& joins = {},
                                          const std::vector<std::vector<std::string>>& rings = {});
 

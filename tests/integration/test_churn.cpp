@@ -20,6 +20,7 @@
 #include "libs/requester/requester.h"
 #include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
+#include "tests/support/drop_reference.h"
 #include "tests/support/local_cluster.h"
 
 using namespace ravnest;
@@ -118,39 +119,40 @@ void kill_and_check(test::LocalCluster& cluster, int per_cluster, int victim) {
   }
   INFO("interrupted rounds: " << interrupted.size());
   REQUIRE(!interrupted.empty());
-  if (per_cluster > 1) {
-    CHECK(interrupted.size() <= 2);  // one round per ring at most
-    // Clusters of several stages: each stage's ring drops cluster 2 at the round it interrupted,
-    // and a stage whose cluster-2 node was still alive (node 4 here) completes that round with
-    // it; its ring drops cluster 2 one round later, with no failure to log
-    // (docs/faults.md#providers-that-come-and-go). The reference has one drop round for all.
+  CHECK(interrupted.size() <= 2);  // one round per ring, or a kill at a round's end
+  // The rounds each ring runs from over the new membership (the requester's, logged by every
+  // survivor): the rounds cluster 2 took part in, one a ring. Clusters of several stages drop it
+  // at each ring's own round: a stage whose cluster-2 node was still alive (node 4 here)
+  // completes one more round with it, with no failure to log
+  // (docs/faults.md#providers-that-come-and-go). A kill at a round's end leaves one survivor a
+  // round ahead (it reruns that round only for the others and keeps its own result): the
+  // survivors differ for one round and agree from the next on (checked above), and no single
+  // drop round's reference fixes them.
+  const auto [ring_ids, rings] = test::plan_rings(cluster.plan_dir());
+  std::vector<std::string> logs;
+  for (int node : survivors) logs.push_back(cluster.log(node));
+  std::string why;
+  const auto rounds = test::drop_rounds(logs, ring_ids, &why);
+  if (rounds.empty()) {
+    WARN("no single-round reference: " << why);
     return;
   }
-  REQUIRE(interrupted.size() <= 2);
-  if (interrupted.size() == 2) {
-    // The kill landed at the end of a round: one survivor completed round r with cluster 2 and
-    // failed r + 1, the other failed r. The requester names r to run again; the survivor a round
-    // ahead reruns it only for the other and keeps its own result (it trained on from it), so
-    // the survivors differ for one round and agree from r + 1 on (checked above): no single
-    // drop round's reference (docs/faults.md#providers-that-come-and-go).
-    CHECK(*interrupted.rbegin() == *interrupted.begin() + 1);
-    WARN("the drop landed at a round's end (rounds " << *interrupted.begin() << " and "
-                                                     << *interrupted.rbegin()
-                                                     << "): no single-round reference");
-    return;
+  std::ostringstream round;
+  for (auto r : rounds) {
+    CHECK(r < steps);
+    round << r << " ";
   }
-  const int64_t round = *interrupted.begin();
-  CHECK(round < steps);
   auto reference = training::train_reference_clusters(
       test::digits_model(), config::load_job((cluster.dir() / "job.toml").string()), 3, steps, {},
-      {{2, round}});
+      {{2, rounds}}, {}, rings);
   const double diff = test::largest_difference(reference.state, trained[0], &where);
-  INFO("round " << round << ": largest difference from the reference " << diff << " in "
+  INFO("rounds " << round.str() << ": largest difference from the reference " << diff << " in "
                 << where);
   CHECK(diff <= 1e-5);
   // And it is not the run without a drop, nor one that never had cluster 2.
   auto kept = training::train_reference_clusters(
-      test::digits_model(), config::load_job((cluster.dir() / "job.toml").string()), 3, steps);
+      test::digits_model(), config::load_job((cluster.dir() / "job.toml").string()), 3, steps, {},
+      {}, {}, rings);
   CHECK(test::largest_difference(kept.state, trained[0], &where) > 1e-4);
 }
 
@@ -264,6 +266,18 @@ TEST_CASE("churn: a killed cluster rejoins after ravnest replace; the job ends w
   WARN("rejoined after update " << rejoined_at << "; first losses: untrained " << survivor[0]
                                 << ", survivor " << survivor[rejoined_at] << ", rejoined "
                                 << rejoined[0]);
+  // Exactly the reference of that sequence (docs/faults.md#a-dropped-cluster-rejoins).
+  std::string why;
+  const auto reference =
+      test::rejoin_reference(said, cluster.plan_dir(), (cluster.dir() / "job.toml").string(), 3,
+                             2, steps, {cluster.log(0), cluster.log(1)}, {}, &why);
+  if (!reference) {
+    WARN("no single reference: " << why);
+  } else {
+    const double diff = test::largest_difference(reference->state, trained[0], &where);
+    INFO(reference->events << ": " << diff << " from the reference in " << where);
+    CHECK(diff <= 1e-5);
+  }
 }
 
 TEST_CASE("churn: ravnest join makes a pool node one more cluster; the job trains three",

@@ -48,6 +48,7 @@
 #include "libs/wire/transport_security.h"
 #include "tests/support/child_process.h"
 #include "tests/support/digits.h"
+#include "tests/support/drop_reference.h"
 #include "tests/support/local_cluster.h"
 
 using namespace ravnest;
@@ -216,6 +217,28 @@ double seconds_until_training(const std::string& plan_dir, int node_id,
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+// Checks `trained` against the reference of what `said` and the survivors' logs tell of cluster
+// `lost`'s drop and rejoin in `cluster`'s job of `clusters` clusters (test::rejoin_reference): to
+// 1e-5, or a warning where no single reference fixes the weights.
+void check_rejoin_reference(const std::string& said, test::LocalCluster& cluster, int clusters,
+                            int lost, int steps, const std::vector<int>& survivors,
+                            const std::map<std::string, at::Tensor>& trained) {
+  std::vector<std::string> logs;
+  for (int node : survivors) logs.push_back(cluster.log(node));
+  std::string why;
+  const auto reference =
+      test::rejoin_reference(said, cluster.plan_dir(), (cluster.dir() / "job.toml").string(),
+                             clusters, lost, steps, logs, {}, &why);
+  if (!reference) {
+    WARN("no single reference: " << why);
+    return;
+  }
+  std::string where;
+  const double diff = test::largest_difference(reference->state, trained, &where);
+  INFO(reference->events << ": " << diff << " from the reference in " << where);
+  CHECK(diff <= 1e-5);
+}
+
 }  // namespace
 
 TEST_CASE("elastic: the tracker restarted mid-job (kill -9, the same state and address), then a "
@@ -316,6 +339,10 @@ TEST_CASE("elastic: the tracker restarted mid-job (kill -9, the same state and a
   CHECK(rejoined[0] < survivor[0] - 0.5);
   CHECK(std::abs(rejoined[0] - survivor[rejoined_at]) < 0.5);
   WARN("elastic: rejoined after update " << rejoined_at);
+  // Exactly the reference of that sequence (docs/faults.md#a-dropped-cluster-rejoins): cluster 2
+  // averaged in the rounds before its drop, clusters 0 and 1 alone until the rejoin, cluster 2
+  // back from the source's checkpoint on its own shard.
+  check_rejoin_reference(said, cluster, 3, 2, steps, {0, 1}, trained[0]);
 }
 
 TEST_CASE("elastic: a node killed with -9 mid-job and no idle node registered: its cluster stays "
@@ -343,10 +370,24 @@ TEST_CASE("elastic: a node killed with -9 mid-job and no idle node registered: i
   CHECK(said.find("rejoined") == std::string::npos);
   CHECK(elastic_rows(said).find(",drop_cluster,node_2,,2,\"elastic: node_2 lost") !=
         std::string::npos);
-  // Clusters 0 and 1 trained to the end, averaging between them: the same weights.
+  // Clusters 0 and 1 trained to the end, averaging between them: the same weights, those of the
+  // reference where cluster 2 averaged in the rounds before its drop.
   auto trained = fused(cluster, 2);
   std::string where;
   CHECK(test::largest_difference(trained[0], trained[1], &where) <= 1e-6);
+  std::string why;
+  const auto rounds =
+      test::drop_rounds({cluster.log(0), cluster.log(1)}, test::plan_rings(cluster.plan_dir()).ids, &why);
+  if (rounds.empty()) {
+    WARN("no single reference: " << why);
+    return;
+  }
+  const auto reference = training::train_reference_clusters(
+      test::digits_model(), config::load_job((cluster.dir() / "job.toml").string()), 3, steps, {},
+      {{2, rounds}});
+  const double diff = test::largest_difference(reference.state, trained[0], &where);
+  INFO("dropped at round " << rounds[0] << ": " << diff << " from the reference in " << where);
+  CHECK(diff <= 1e-5);
 }
 
 TEST_CASE("elastic: a provider that registers mid-job joins as one more cluster at the next "
@@ -623,7 +664,7 @@ void replaced_stage_rejoins(int killed) {
 
   // Both clusters trained to the last update and averaged after each: alike, trained. The drop
   // of a cluster of several stages lands at each ring's own round
-  // (docs/faults.md#providers-that-come-and-go), so no single reference fixes the weights; the
+  // (docs/faults.md#providers-that-come-and-go): the reference below takes a round a ring. The
   // rejoined cluster's first loss shows that it took cluster 1's state at the rejoin, not its
   // own nor the untrained one.
   auto trained = fused(cluster, 2);
@@ -645,6 +686,10 @@ void replaced_stage_rejoins(int killed) {
   CHECK(rejoined[0] < survivor[0] - 0.5);
   CHECK(std::abs(rejoined[0] - survivor[rejoined_at]) < 0.5);
   WARN("stage " << killed << " of cluster 0: rejoined after update " << rejoined_at);
+  // Exactly the reference of that sequence: each stage's ring kept cluster 0 to its own round
+  // (cluster 1's nodes say which), cluster 1 alone until the rejoin, cluster 0 back from its
+  // checkpoint.
+  check_rejoin_reference(said, cluster, 2, 0, steps, {2, 3}, trained[0]);
 }
 
 TEST_CASE("elastic: two clusters of two stages, cluster 0's second stage killed with -9: the "
@@ -1081,6 +1126,39 @@ TEST_CASE("elastic in namespaces: hosts behind NAT and on a slow link register a
   }
   CHECK(test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
                                  trained[0], &where) > 1e-3);
+  // Exactly the reference of those events: node_4's cluster in the rounds before its drop, back
+  // from a survivor's checkpoint after update U, and cluster 4 joining after update J (the data
+  // dealt five ways from there). A join before the rejoin is not modelled (the reference's
+  // dealing of a plan with a cluster dropped).
+  std::smatch match;
+  REQUIRE(std::regex_search(said, match, std::regex("cluster ([0-9]+) dropped \\(node_4")));
+  const int lost_cluster = std::stoi(match[1].str());
+  REQUIRE(std::regex_search(said, match,
+                            std::regex("cluster 4 joined after update ([0-9]+): .*cluster 4 from "
+                                       "cluster ([0-9]+)'s checkpoint")));
+  training::ReferenceJoin newcomer;
+  newcomer.after_update = std::stoll(match[1].str());
+  newcomer.source = std::stoi(match[2].str());
+  REQUIRE(std::regex_search(
+      said, match, std::regex("cluster " + std::to_string(lost_cluster) +
+                              " rejoined after update ([0-9]+)")));
+  if (newcomer.after_update < std::stoll(match[1].str())) {
+    WARN("cluster 4 joined before cluster " << lost_cluster << " rejoined: no reference");
+  } else {
+    std::string why;
+    const auto reference = test::rejoin_reference(
+        said, plan_dir.string(), (dir.path() / "job.toml").string(), 4, lost_cluster, steps,
+        {test::read_text(daemon_log(2)), test::read_text(daemon_log(3)),
+         test::read_text(daemon_log(5))},
+        {newcomer}, &why);
+    if (!reference) {
+      WARN("no single reference: " << why);
+    } else {
+      const double diff = test::largest_difference(reference->state, trained[0], &where);
+      INFO(reference->events << ": " << diff << " from the reference in " << where);
+      CHECK(diff <= 1e-5);
+    }
+  }
   // The relay held the NAT'd nodes' ports; nothing of theirs went through shared memory.
   CHECK(test::read_text(daemon_log(2)).find("relay: holds port 18505") != std::string::npos);
 }

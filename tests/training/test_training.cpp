@@ -624,6 +624,15 @@ num_classes = 10
 name = "cross_entropy"
 )";
 
+// The largest difference between two states' tensors of the same name (every name of `a`).
+double apart(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b) {
+  double most = 0;
+  for (const auto& [name, t] : a) {
+    most = std::max(most, (t.to(at::kDouble) - b.at(name).to(at::kDouble)).abs().max().item<double>());
+  }
+  return most;
+}
+
 }  // namespace
 
 TEST_CASE("reference trainer equals PyTorch in Python: small_cnn, micro-batches, accumulation, schedules") {
@@ -729,17 +738,71 @@ TEST_CASE("reference clusters: one cluster is the one-process run; a join grows 
   CHECK(grown.batch_losses.size() == 10);
   for (size_t k = 0; k < 6; ++k) CHECK(grown.batch_losses[k] == single.batch_losses[k]);
   const auto two = training::train_reference_clusters(model, job, 2);
-  auto apart = [](const std::map<std::string, at::Tensor>& a,
-                  const std::map<std::string, at::Tensor>& b) {
-    double most = 0;
-    for (const auto& [name, t] : a) {
-      most = std::max(most, (t.to(at::kDouble) - b.at(name).to(at::kDouble)).abs().max().item<double>());
-    }
-    return most;
-  };
   CHECK(apart(grown.state, two.state) > 1e-4);
   CHECK(apart(grown.state, single.state) > 1e-4);
   CHECK_THROWS_AS(training::train_reference_clusters(model, job, 2, -1, {}, {}, {{0, 0}}),
+                  std::invalid_argument);
+}
+
+TEST_CASE("reference clusters: a drop per ring, and a dropped cluster that rejoins") {
+  test::TempDir dir;
+  write_digits_subset(dir.path(), "train.csv", 240);
+  const std::string model = test::models_dir() + "/small_cnn.pt";
+  test::write_text(dir / "job.toml", std::string(kDigitsData) +
+                                         "[optimizer]\nname = \"sgd\"\nlr = 0.05\n[train]\n"
+                                         "epochs = 2\nbatch_size = 20\nreduce = \"parameters\"\n");
+  const auto job = config::load_job((dir / "job.toml").string());
+  // Three clusters, 80 samples each: 4 batches an epoch, 8 updates.
+  const auto kept = training::train_reference_clusters(model, job, 3);
+  REQUIRE(kept.batches == 8);
+  const auto dropped = training::train_reference_clusters(model, job, 3, -1, {}, {{2, {2}}});
+  // Rejoins after update 5 from cluster 0: the losses are the drop's until then (the live
+  // clusters' mean), and the job's batches are the uninterrupted job's.
+  const auto back = training::train_reference_clusters(model, job, 3, -1, {}, {{2, {2}}},
+                                                       {{5, 0, 2}});
+  REQUIRE(back.batches == 8);
+  for (size_t k = 0; k < 5; ++k) CHECK(back.batch_losses[k] == dropped.batch_losses[k]);
+  CHECK(back.batch_losses[5] != dropped.batch_losses[5]);
+  CHECK(apart(back.state, dropped.state) > 1e-5);
+  CHECK(apart(back.state, kept.state) > 1e-5);
+  // Cluster 0 itself dropped and back: the result is the first cluster training at the end.
+  const auto first_back = training::train_reference_clusters(model, job, 3, -1, {}, {{0, {2}}},
+                                                             {{5, 1, 0}});
+  CHECK(first_back.batches == 8);
+  CHECK(apart(first_back.state, back.state) > 1e-6);  // another cluster's shard missed
+  const auto first_gone = training::train_reference_clusters(model, job, 3, -1, {}, {{0, {2}}});
+  CHECK(apart(first_gone.state, first_back.state) > 1e-5);
+
+  // Rings of a plan of two stages: the first layer's and the rest. One round for every ring is
+  // that round in each; a ring that kept the cluster one round longer is another run.
+  std::vector<std::vector<std::string>> rings(2);
+  for (const auto& [name, t] : kept.state) {
+    (name.rfind("conv1.", 0) == 0 || name.rfind("0.", 0) == 0 ? rings[0] : rings[1]).push_back(name);
+  }
+  REQUIRE(!rings[0].empty());
+  REQUIRE(!rings[1].empty());
+  const auto one = training::train_reference_clusters(model, job, 3, -1, {}, {{2, {3}}}, {}, rings);
+  const auto each = training::train_reference_clusters(model, job, 3, -1, {}, {{2, {3, 3}}}, {},
+                                                       rings);
+  CHECK(apart(one.state, each.state) == 0);
+  const auto later = training::train_reference_clusters(model, job, 3, -1, {}, {{2, {3, 4}}}, {},
+                                                        rings);
+  CHECK(apart(later.state, one.state) > 1e-6);
+  // And a drop of every ring one round later is not that either.
+  const auto both_later =
+      training::train_reference_clusters(model, job, 3, -1, {}, {{2, {4}}}, {}, rings);
+  CHECK(apart(later.state, both_later.state) > 1e-6);
+
+  // Refused: a rejoin of a cluster not dropped, or before its drop; a join while one is
+  // dropped; a drop with a round for each of three rings of two.
+  CHECK_THROWS_AS(training::train_reference_clusters(model, job, 3, -1, {}, {}, {{5, 0, 2}}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(training::train_reference_clusters(model, job, 3, -1, {}, {{2, {4}}}, {{4, 0, 2}}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(training::train_reference_clusters(model, job, 3, -1, {}, {{2, {2}}}, {{4, 0}}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(training::train_reference_clusters(model, job, 3, -1, {}, {{2, {1, 2, 3}}}, {},
+                                                     rings),
                   std::invalid_argument);
 }
 
