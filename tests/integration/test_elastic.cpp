@@ -50,6 +50,7 @@
 #include "tests/support/digits.h"
 #include "tests/support/drop_reference.h"
 #include "tests/support/local_cluster.h"
+#include "tests/support/zoo.h"
 
 using namespace ravnest;
 namespace fs = std::filesystem;
@@ -218,17 +219,19 @@ double seconds_until_training(const std::string& plan_dir, int node_id,
 }
 
 // Checks `trained` against the reference of what `said` and the survivors' logs tell of cluster
-// `lost`'s drop and rejoin in `cluster`'s job of `clusters` clusters (test::rejoin_reference): to
-// 1e-5, or a warning where no single reference fixes the weights.
+// `lost`'s drop and rejoin in `cluster`'s job of `clusters` clusters of `model`
+// (test::rejoin_reference): to 1e-5, or a warning where no single reference fixes the weights.
 void check_rejoin_reference(const std::string& said, test::LocalCluster& cluster, int clusters,
                             int lost, int steps, const std::vector<int>& survivors,
-                            const std::map<std::string, at::Tensor>& trained) {
+                            const std::map<std::string, at::Tensor>& trained,
+                            const std::string& model = test::digits_model()) {
   std::vector<std::string> logs;
   for (int node : survivors) logs.push_back(cluster.log(node));
   std::string why;
   const auto reference =
-      test::rejoin_reference(said, cluster.plan_dir(), (cluster.dir() / "job.toml").string(),
-                             clusters, lost, steps, logs, {}, &why);
+      test::rejoin_reference(said, model, cluster.plan_dir(),
+                             (cluster.dir() / "job.toml").string(), clusters, lost, steps, logs,
+                             {}, &why);
   if (!reference) {
     WARN("no single reference: " << why);
     return;
@@ -343,6 +346,56 @@ TEST_CASE("elastic: the tracker restarted mid-job (kill -9, the same state and a
   // averaged in the rounds before its drop, clusters 0 and 1 alone until the rejoin, cluster 2
   // back from the source's checkpoint on its own shard.
   check_rejoin_reference(said, cluster, 3, 2, steps, {0, 1}, trained[0]);
+}
+
+// Another model family: the zoo's transformer (causal_lm: a token embedding, causal
+// self-attention reading its mask buffer, dropout) on its tensors data, three one-node clusters
+// and an idle node. node_2 killed with -9 once the job is followed: node_3 takes its place
+// without a command, cluster 2 rejoins from a survivor's checkpoint (its random state too), and
+// the weights are the reference of that drop and rejoin.
+TEST_CASE("elastic: a transformer (causal_lm), a node killed with -9: replaced without a command, "
+          "its cluster rejoins, the weights the reference of that sequence", "[elastic]") {
+  const test::ModelFiles files = test::model_files("causal_lm");
+  test::LocalCluster cluster(files.model, {{}, {}, {}}, files.example_inputs, 1);
+  std::unique_ptr<test::ChildProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker);
+  const int steps = 1500;
+  test::write_text(cluster.dir() / "job.toml",
+                   "[train]\nepochs = 2000\nbatch_size = 2\nseed = 5\nreduce = \"parameters\"\n"
+                   "max_steps = " + std::to_string(steps) + "\n\n[data]\nformat = \"tensors\"\n"
+                   "train = \"" + files.train_file + "\"\n\n[loss]\nname = \"" + files.loss +
+                   "\"\n\n[optimizer]\nname = \"sgd\"\nlr = 0.05\n");
+  double back_after = -1;
+  auto killer = std::thread([&cluster, &back_after] {
+    cluster.wait_for_batches(0, 4);
+    wait_for_following(cluster);
+    cluster.kill(2, SIGKILL);
+    const auto killed = std::chrono::steady_clock::now();
+    cluster.wait_exit(2, 10);
+    back_after = seconds_until_training(
+        cluster.plan_dir(), 3, [&cluster] { return cluster.wait_for_batches(3, 1, 120); },
+        killed);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  killer.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said) << "causal_lm: the replacement's first batch " << back_after
+                          << " s after the kill");
+  CHECK(back_after > 0);
+  CHECK(said.find("elastic: node_2 lost (no heartbeat for 3 s); node_3 takes its place in "
+                  "cluster 2, which rejoins at the next update boundary") != std::string::npos);
+  std::smatch match;
+  REQUIRE(std::regex_search(said, match, std::regex("cluster 2 rejoined after update ([0-9]+)")));
+  CHECK(std::stoi(match[1].str()) < steps);
+  auto trained = fused(cluster, 3);
+  std::string where;
+  for (int c = 1; c < 3; ++c) CHECK(test::largest_difference(trained[0], trained[c], &where) <= 1e-6);
+  CHECK(test::largest_difference(training::state_of(torch::jit::load(files.model)), trained[0],
+                                 &where) > 1e-3);
+  check_rejoin_reference(said, cluster, 3, 2, steps, {0, 1}, trained[0], files.model);
 }
 
 TEST_CASE("elastic: a node killed with -9 mid-job and no idle node registered: its cluster stays "
@@ -1147,7 +1200,8 @@ TEST_CASE("elastic in namespaces: hosts behind NAT and on a slow link register a
   } else {
     std::string why;
     const auto reference = test::rejoin_reference(
-        said, plan_dir.string(), (dir.path() / "job.toml").string(), 4, lost_cluster, steps,
+        said, test::digits_model(), plan_dir.string(), (dir.path() / "job.toml").string(), 4,
+        lost_cluster, steps,
         {test::read_text(daemon_log(2)), test::read_text(daemon_log(3)),
          test::read_text(daemon_log(5))},
         {newcomer}, &why);

@@ -6,7 +6,6 @@
 
 #include "libs/config/job/job_spec.h"
 #include "libs/config/plan/plan_file.h"
-#include "tests/support/test_env.h"
 
 namespace ravnest::test {
 
@@ -59,7 +58,8 @@ std::vector<int64_t> drop_rounds(const std::vector<std::string>& survivor_logs,
   return out;
 }
 
-std::optional<DropReference> rejoin_reference(const std::string& said, const std::string& plan_dir,
+std::optional<DropReference> rejoin_reference(const std::string& said, const std::string& model,
+                                              const std::string& plan_dir,
                                               const std::string& job_path, int clusters,
                                               int cluster, int steps,
                                               const std::vector<std::string>& survivor_logs,
@@ -89,7 +89,7 @@ std::optional<DropReference> rejoin_reference(const std::string& said, const std
   }
   DropReference out;
   out.events = events.str();
-  out.state = training::train_reference_clusters(digits_model(), config::load_job(job_path),
+  out.state = training::train_reference_clusters(model, config::load_job(job_path),
                                                  clusters, steps, {}, {{cluster, rounds}}, joins,
                                                  rings.names)
                   .state;

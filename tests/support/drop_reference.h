@@ -32,8 +32,8 @@ PlanRings plan_rings(const std::string& plan_dir);
 std::vector<int64_t> drop_rounds(const std::vector<std::string>& survivor_logs,
                                  const std::vector<int>& ring_ids, std::string* why);
 
-// The digits model's reference of a job of `clusters` clusters and `steps` updates (the job file
-// `job_path`) whose cluster `cluster` was dropped (its rounds from `survivor_logs`) and rejoined
+// The reference of `model` (a TorchScript file) in a job of `clusters` clusters and `steps`
+// updates (the job file `job_path`) whose cluster `cluster` was dropped (its rounds from `survivor_logs`) and rejoined
 // ("cluster C rejoined after update U: ... cluster C from cluster S's checkpoint" in `said`),
 // then `joins` (newcomers after the rejoin). Nothing, with `why`, where drop_rounds finds no
 // single round; throws std::runtime_error when `said` has no such rejoin line.
@@ -41,7 +41,8 @@ struct DropReference {
   std::map<std::string, at::Tensor> state;
   std::string events;  // what it modelled, for a failure's message
 };
-std::optional<DropReference> rejoin_reference(const std::string& said, const std::string& plan_dir,
+std::optional<DropReference> rejoin_reference(const std::string& said, const std::string& model,
+                                              const std::string& plan_dir,
                                               const std::string& job_path, int clusters,
                                               int cluster, int steps,
                                               const std::vector<std::string>& survivor_logs,
