@@ -285,17 +285,20 @@ bool Requester::TakeIn::admit_on_link() {
   const std::string busy = taken_node_busy();
   if (!busy.empty()) return wait(busy);
   for (int c : admission_.rejoining) {
-    const int time = ++watch_.link_rejoins[c];
-    std::string names;
-    for (const auto& m : now_.cluster(c)) names += (names.empty() ? "" : ", ") + m.name;
+    const int nth = ++watch_.link_rejoins[c];
+    std::string names, row_names;  // the row's with ';' between, as a join's
+    for (const auto& m : now_.cluster(c)) {
+      names += (names.empty() ? "" : ", ") + m.name;
+      row_names += (row_names.empty() ? "" : ";") + m.name;
+    }
     const std::string line = "elastic: cluster " + std::to_string(c) + " was dropped on a lost "
                              "connection and " + names + (now_.cluster(c).size() > 1 ? " answer"
                                                                                      : " answers") +
                              " again: it rejoins with its own nodes at the next update boundary (" +
-                             std::to_string(time) + " of at most " + most + ")";
+                             std::to_string(nth) + " of at most " + most + ")";
     if (log_) log_(line);
-    record_elastic_change(impl_.plan_.dir, watch_.metrics_job, "rejoin_link", names, names, c,
-                          line, log_ ? log_ : Log([](const std::string&) {}));
+    record_elastic_change(impl_.plan_.dir, watch_.metrics_job, "rejoin_link", row_names,
+                          row_names, c, line, log_ ? log_ : Log([](const std::string&) {}));
   }
   return true;
 }
