@@ -46,6 +46,7 @@ struct Watch {
   std::map<int, int> link_rejoins;       // by cluster, the rejoins after a lost connection made
   std::set<int> link_given_up;           // clusters said to stay dropped (no rejoins left)
   double link_probe_at = 0;              // when the dropped clusters' nodes may be asked again
+  int link_asked_last = -1;              // the cluster whose nodes were asked last
   uint64_t metrics_job = 0;              // the id the job started with: its metrics folder's
   // Asked at every poll (running_plan_change.cpp): returns the id of the job that goes on with
   // the clusters plan.json gained (a replaced dropped cluster, a joined one), or 0 when none.

@@ -254,16 +254,27 @@ std::string Requester::TakeIn::not_back(int cluster, uint64_t dropped_job) {
 
 bool Requester::TakeIn::admit_on_link() {
   if (watch_.dropped_on_link.empty() || requester_.link_rejoins_ <= 0) return false;
-  // At most once a second: a node still cut off costs a status call that fails.
+  // At most once a second, one cluster a look (in turn): a node still cut off may cost a status
+  // call that waits its 2 s, and the live nodes' polls wait with it.
   if (base::now_seconds() < watch_.link_probe_at) return false;
   watch_.link_probe_at = base::now_seconds() + 1;
   std::map<int, std::string> why_not;
+  std::vector<std::pair<int, uint64_t>> to_ask;  // the one after the cluster asked last is asked
   for (const auto& [c, dropped_job] : watch_.dropped_on_link) {
     if (!watch_.dropped.count(c)) continue;
     const auto done = watch_.link_rejoins.find(c);
-    why_not[c] = done != watch_.link_rejoins.end() && done->second >= requester_.link_rejoins_
-                     ? "no rejoins left"
-                     : not_back(c, dropped_job);
+    if (done != watch_.link_rejoins.end() && done->second >= requester_.link_rejoins_) {
+      why_not[c] = "no rejoins left";
+    } else {
+      to_ask.emplace_back(c, dropped_job);  // ascending, as the map is
+    }
+  }
+  if (!to_ask.empty()) {
+    auto next = std::find_if(to_ask.begin(), to_ask.end(),
+                             [&](const auto& c) { return c.first > watch_.link_asked_last; });
+    if (next == to_ask.end()) next = to_ask.begin();
+    watch_.link_asked_last = next->first;
+    why_not[next->first] = not_back(next->first, next->second);
   }
   const LinkRejoins choice =
       choose_link_rejoins(why_not, watch_.link_rejoins, requester_.link_rejoins_);
