@@ -17,7 +17,7 @@ std::map<int, std::map<int, const NodeMetadata*>> by_cluster(const std::vector<N
 
 ClusterAdmission admit_clusters(const std::vector<NodeMetadata>& running,
                                 const std::vector<NodeMetadata>& now,
-                                const std::set<int>& dropped) {
+                                const std::set<int>& dropped, const std::set<int>& back) {
   ClusterAdmission admission;
   const auto before = by_cluster(running);
   const auto after = by_cluster(now);
@@ -40,7 +40,7 @@ ClusterAdmission admit_clusters(const std::vector<NodeMetadata>& running,
     std::set<int> was, is;
     for (const auto& [p, m] : it->second) was.insert(m->node_id);
     for (const auto& [p, m] : nodes) is.insert(m->node_id);
-    if (was != is) admission.rejoining.push_back(c);
+    if (was != is || back.count(c)) admission.rejoining.push_back(c);
   }
   if (admission.empty()) return admission;
 

@@ -18,7 +18,7 @@
 namespace ravnest::membership {
 
 struct ClusterAdmission {
-  std::vector<int> rejoining;  // dropped clusters whose nodes plan.json names anew, ascending
+  std::vector<int> rejoining;  // dropped clusters whose nodes plan.json names anew (or `back`), ascending
   std::vector<int> joining;    // clusters plan.json has and the running job has not, ascending
   std::map<int, int> source;   // each of them -> the training cluster whose checkpoint it takes
   // Dropped clusters not taken in, ascending: the job resumes without them (their nodes neither
@@ -36,8 +36,10 @@ struct ClusterAdmission {
 //   - plan.json no longer names a cluster the job runs (a plan rewritten by hand or by a new
 //     `clusterize`: not a change a running job can take);
 //   - a cluster taken in has no training cluster of its cut to start from.
+// `back`: dropped clusters that rejoin with the nodes they had (their connection was lost, their
+// nodes answer again: libs/requester/link_rejoin.h), as if plan.json named them anew.
 ClusterAdmission admit_clusters(const std::vector<config::NodeMetadata>& running,
                                 const std::vector<config::NodeMetadata>& now,
-                                const std::set<int>& dropped);
+                                const std::set<int>& dropped, const std::set<int>& back = {});
 
 }  // namespace ravnest::membership

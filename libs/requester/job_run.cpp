@@ -25,6 +25,7 @@
 #include "libs/requester/checkpoint_copy.h"
 #include "libs/requester/following_marker.h"
 #include "libs/requester/job_identity.h"
+#include "libs/requester/link_rejoin.h"
 #include "libs/requester/metrics_files.h"
 #include "libs/requester/requester_impl.h"
 
@@ -109,25 +110,8 @@ void record_metrics(Watch& watch, const std::string& dir, int update_frequency,
 // before anything is shipped, so that a refused train leaves every node as it was.
 void Requester::Impl::check_nodes() {
   for (const auto& meta : plan_.nodes) {
-    const std::string who = meta.name + " (" + meta.address + ")";
-    const auto s = status_of(meta, 5);
-    if (s.node != meta.name) {
-      throw std::runtime_error(who + ": the daemon there serves " + s.node +
-                               "; start `ravnestd --node " + meta.name + "` there");
-    }
-    if (!s.has_stage) throw std::runtime_error(who + ": no stage stored; run `ravnest push`");
-    if (!s.stage_problem.empty()) {
-      throw std::runtime_error(who + ": " + s.stage_problem + "; run `ravnest push`");
-    }
-    if (!base::same_sha256(s.stage_sha256, meta.stage_sha256)) {
-      throw std::runtime_error(who + ": holds stage " + s.stage_sha256.substr(0, 12) +
-                               ", not the plan's " + meta.stage_sha256.substr(0, 12) +
-                               " (another plan, or an older one); run `ravnest push`");
-    }
-    if (s.state == wire::NodeState::kTraining) {
-      throw std::runtime_error(who + ": busy: job " + std::to_string(s.job_id) +
-                               " is running; wait for it, or stop it with `ravnest stop`");
-    }
+    const std::string unfit = unfit_for_job(meta, status_of(meta, 5));
+    if (!unfit.empty()) throw std::runtime_error(unfit);
   }
 }
 
@@ -395,6 +379,7 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
   // brings clusters in.
   std::string plan_json = base::read_file(config::PlanLayout(plan.dir).plan_file());
   std::function<uint64_t(const std::shared_ptr<Watch>&, uint64_t)> take_in;
+  link_rejoins_ = options.link_rejoins;
   if (!job.predict) {
     take_in = [&](const std::shared_ptr<Watch>& watch, uint64_t job_id) {
       return take_in_clusters(watch, job_id, job, job_text, &identity, &plan_json, train_samples,

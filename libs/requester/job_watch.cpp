@@ -122,6 +122,7 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t* followed,
                                        double unresponsive_seconds, const Log& log) {
   uint64_t& job_id = *followed;
   const uint64_t started_as = job_id;  // its metrics folder's: a take-in gives the job a new id
+  watch.metrics_job = started_as;
   auto& failure = watch.failure;
   bool stopped = false;  // the failure is that somebody stopped the job
   std::map<int, double> last_heard;

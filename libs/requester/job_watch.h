@@ -39,6 +39,15 @@ struct Watch {
   std::set<int> dropped;               // clusters dropped
   std::vector<std::string> dropped_lines;  // why, one line each
   uint64_t ring_epoch = 0;             // the membership last sent
+  // Clusters dropped on a lost connection (wire::is_lost_connection) and still dropped -> the
+  // job they were dropped from: with TrainOptions::link_rejoins they come back with their own
+  // nodes once those answer again (link_rejoin.h, running_plan_change.cpp).
+  std::map<int, uint64_t> dropped_on_link;
+  std::map<int, int> link_rejoins;       // by cluster, the rejoins after a lost connection made
+  std::set<int> link_given_up;           // clusters said to stay dropped (no rejoins left)
+  double link_probe_at = 0;              // when the dropped clusters' nodes may be asked again
+  int link_asked_last = -1;              // the cluster whose nodes were asked last
+  uint64_t metrics_job = 0;              // the id the job started with: its metrics folder's
   // Asked at every poll (running_plan_change.cpp): returns the id of the job that goes on with
   // the clusters plan.json gained (a replaced dropped cluster, a joined one), or 0 when none.
   std::function<uint64_t(uint64_t job_id)> take_in;

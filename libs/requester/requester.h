@@ -71,6 +71,12 @@ struct TrainOptions {
   // membership: Node.setRings) and the others go on; only a failure of the last cluster left
   // fails the job (docs/faults.md#providers-that-come-and-go).
   bool drop_failed_clusters = false;
+  // With drop_failed_clusters (`train --elastic`): a cluster dropped on a lost connection (a send
+  // that failed, a node that stopped answering: wire/lost_connection.h) whose nodes all answer
+  // again, idle, holding the plan's stage, is taken back in at the next update boundary with its
+  // own nodes, at most this many times per cluster (docs/faults.md#a-dropped-cluster-rejoins).
+  // 0: it stays dropped until `ravnest replace` gives it other nodes.
+  int link_rejoins = 0;
 };
 
 // train() was interrupted (TrainOptions::interrupted), or a node's daemon got SIGTERM and asked
@@ -238,6 +244,7 @@ class Requester {
   // job runs the plan as plan.json says. A failure is said on `log` (the job is done).
   void hand_over_plan(const std::function<void(const std::string&)>& log);
   std::string waiting_for_;  // why take_in_clusters last waited, said once
+  int link_rejoins_ = 0;     // the running train's TrainOptions::link_rejoins
   // Nodes (ids) of clusters that stayed dropped at a take-in while other nodes got new metadata:
   // theirs is pushed when their cluster comes back.
   std::set<int> metadata_owed_;

@@ -191,7 +191,18 @@ TEST_CASE("daemon checks: ring views: stale epochs are refused; a reset forgets 
   CHECK(views.view(file, nullptr).size == 2);
   CHECK(views.wait_newer(0, std::chrono::milliseconds(1)));
   CHECK_FALSE(views.wait_newer(1, std::chrono::milliseconds(1)));
+  // A stopped job's reduce waits for no membership: a wait in progress ends at once.
+  std::thread stopper([&views] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    views.end();
+  });
+  const auto waited = std::chrono::steady_clock::now();
+  CHECK_FALSE(views.wait_newer(1, std::chrono::seconds(30)));
+  CHECK(std::chrono::steady_clock::now() - waited < std::chrono::seconds(5));
+  stopper.join();
+  CHECK(views.ended());
   views.reset();
+  CHECK_FALSE(views.ended());
   CHECK_FALSE(views.coordinated());
   CHECK(views.view(file, &epoch).size == 3);
   CHECK(epoch == 0);

@@ -827,6 +827,109 @@ TEST_CASE("elastic: both nodes of one cluster of two stages killed with -9 toget
   CHECK(cluster.log(5).find("job finished") != std::string::npos);
 }
 
+TEST_CASE("elastic: the relay a cluster is reached through killed with -9 and started again: "
+          "the cluster dropped on the lost connection rejoins with its own node",
+          "[elastic][relay]") {
+  // Two one-node clusters; node_1 is behind NAT, reached through the tracker's relay. The tracker
+  // is killed with -9 once cluster 1 trains, and started again (its state, its ports) once the
+  // requester dropped cluster 1: node_1 lived all along and holds its port again.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"});
+  const std::string secret = base::read_secret(cluster.secret_file());
+  const std::string address = "127.0.0.1:" + std::to_string(local::free_loopback_port());
+  const std::string relay = "127.0.0.1:" + std::to_string(local::free_loopback_port());
+  auto command = tracker_command(cluster, address);
+  command.insert(command.end(), {"--offer-relay", relay});
+  auto start_tracker = [&](const std::string& log) {
+    auto process = std::make_unique<test::ChildProcess>(command, (cluster.dir() / log).string());
+    for (int i = 0; i < 300 && test::read_text(cluster.dir() / log).find("relaying for daemons") ==
+                                   std::string::npos;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return process;
+  };
+  auto tracker = start_tracker("tracker.log");
+  cluster.set_daemon_flags(0, {"--tracker", address});
+  cluster.set_daemon_flags(1, {"--relay", relay, "--tracker", address});
+  cluster.start_all();
+  for (int i = 0; i < 150 && pool_size(address, secret) < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  REQUIRE(pool_size(address, secret) == 2);
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  // Long enough that cluster 0, alone while cluster 1 is out (about 10 s), does not finish first.
+  const int steps = 2500;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  bool dropped = false;
+  auto restarter = std::thread([&] {
+    cluster.wait_for_batches(1, 20);
+    wait_for_following(cluster);
+    tracker->kill(SIGKILL);
+    tracker.reset();
+    // Started again once the requester dropped cluster 1 (its marker says so): the connection
+    // was lost for longer than the requester waits.
+    const auto marker = cluster.dir() / "plan" / ".following";
+    for (int i = 0; i < 300 && !dropped; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      dropped = fs::exists(marker) && test::read_text(marker).find("dropped 1") != std::string::npos;
+    }
+    tracker = start_tracker("tracker_again.log");
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  restarter.join();
+  INFO(train.out << train.err << cluster.log(1));
+  REQUIRE(train.exit_code == 0);
+  CHECK(dropped);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said, 1));
+  const auto drop = said.find("cluster 1 dropped (node_1 (");
+  REQUIRE(drop != std::string::npos);
+  CHECK(said.find(") stopped answering", drop) != std::string::npos);
+  const std::string back = "elastic: cluster 1 was dropped on a lost connection and node_1 "
+                           "answers again: it rejoins with its own nodes at the next update "
+                           "boundary "
+                           "(1 of at most 3)";
+  const auto answered = said.find(back);
+  REQUIRE(answered != std::string::npos);
+  CHECK(answered > drop);
+  std::smatch match;
+  REQUIRE(std::regex_search(
+      said, match,
+      std::regex("cluster 1 rejoined after update ([0-9]+): .*cluster 1 from cluster 0's "
+                 "checkpoint")));
+  const int rejoined_at = std::stoi(match[1].str());
+  CHECK(rejoined_at > 0);
+  CHECK(rejoined_at < steps);
+  CHECK(elastic_rows(said).find(",rejoin_link,node_1,node_1,1,\"" + back + "\"") !=
+        std::string::npos);
+  // No node was replaced: the plan is the one pushed.
+  CHECK(said.find("takes its place") == std::string::npos);
+
+  // Both clusters trained to the last update and averaged after each: alike, trained; the
+  // rejoined cluster's first loss shows that it took cluster 0's state at the rejoin.
+  auto trained = fused(cluster, 2);
+  std::string where;
+  const double apart = test::largest_difference(trained[0], trained[1], &where);
+  INFO("clusters 0 and 1 differ by " << apart << " in " << where);
+  CHECK(apart <= 1e-6);
+  CHECK(test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
+                                 trained[1], &where) > 1e-3);
+  const auto rejoined = numbers_of_newest(cluster.data_dir(1), "losses.txt");
+  const auto survivor = numbers_of_newest(cluster.data_dir(0), "losses.txt");
+  REQUIRE(rejoined.size() == static_cast<size_t>(steps - rejoined_at));
+  REQUIRE(survivor.size() == static_cast<size_t>(steps));
+  INFO("first losses: untrained " << survivor[0] << ", cluster 0 after update " << rejoined_at
+                                  << " " << survivor[rejoined_at] << ", rejoined "
+                                  << rejoined[0]);
+  CHECK(rejoined[0] < survivor[0] - 0.5);
+  CHECK(std::abs(rejoined[0] - survivor[rejoined_at]) < 0.5);
+  WARN("cluster 1 rejoined after update " << rejoined_at << "; first losses: untrained "
+                                          << survivor[0] << ", cluster 0 there "
+                                          << survivor[rejoined_at] << ", rejoined " << rejoined[0]
+                                          << "; clusters apart by " << apart);
+}
+
 TEST_CASE("elastic: --elastic without --tracker, --tracker alone, --elastic with --detach: one line "
           "each, exit 1", "[elastic]") {
   const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";

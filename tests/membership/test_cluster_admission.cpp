@@ -122,3 +122,22 @@ TEST_CASE("cluster admission: plan.json without a running cluster is no change a
                   "in clusters, it loses none");
   CHECK(a.empty());
 }
+
+TEST_CASE("cluster admission: a cluster dropped on a lost connection rejoins with its own nodes") {
+  const auto plan = plan_of(3, 2);
+  // plan.json unchanged: cluster 1 comes back as it is, from a cluster still training.
+  auto a = admit_clusters(plan, plan, {1, 2}, {1});
+  REQUIRE(a.wait.empty());
+  CHECK(a.rejoining == std::vector<int>{1});
+  CHECK(a.joining.empty());
+  CHECK(a.source.at(1) == 0);
+  CHECK(a.staying_dropped == std::vector<int>{2});
+  // Only a dropped cluster comes back: one still training is nothing to take in.
+  CHECK(admit_clusters(plan, plan, {2}, {1}).empty());
+  // A cluster whose stages no training cluster has waits, as a replaced one does.
+  auto other = plan;
+  for (auto& m : other) {
+    if (m.cluster == 2) m.stage_sha256 = "other";
+  }
+  CHECK(!admit_clusters(other, other, {0, 2}, {2}).wait.empty());
+}

@@ -61,6 +61,8 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
   requester::TrainOptions options;
   options.detach = detach;
   options.drop_failed_clusters = drop_failed_clusters || !elastic_tracker.empty();
+  // A cluster dropped on a lost connection comes back with its own nodes once they answer again.
+  if (!elastic_tracker.empty()) options.link_rejoins = requester::kLinkResumes;
   options.resume = resume;
   // Ctrl-C or SIGTERM stops the job on every node instead of leaving it running unwatched (or,
   // attached, stops following it: Requester::attach).

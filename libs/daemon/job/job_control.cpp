@@ -427,7 +427,9 @@ kj::Promise<void> JobControl::stop_job(uint64_t job_id, const std::string& reaso
     }
   }
   spdlog::warn("job stopped by the requester: {}", reason);
-  // A worker blocked in a reduce holds the compute thread: wake it first.
+  // A worker blocked in a reduce holds the compute thread: wake it first (and one waiting for a
+  // new ring membership: none comes for a stopped job).
+  rings_.views().end();
   rings_.mailbox().abort_all("the job was stopped by the requester: " + reason);
   inbox_.abort("the job was stopped by the requester: " + reason);
   return on_compute(compute_, [this, job_id, reason]() {

@@ -8,6 +8,7 @@ namespace ravnest::daemon {
 void RingViews::reset() {
   std::lock_guard<std::mutex> lock(mutex_);
   coordinated_ = false;
+  ended_ = false;
   epoch_ = 0;
   views_.clear();
   run_from_.clear();
@@ -68,7 +69,19 @@ config::RingMembership RingViews::view(const config::RingMembership& ring, uint6
 
 bool RingViews::wait_newer(uint64_t epoch, std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mutex_);
-  return changed_.wait_for(lock, timeout, [&] { return epoch_ > epoch; });
+  changed_.wait_for(lock, timeout, [&] { return epoch_ > epoch || ended_; });
+  return epoch_ > epoch;
+}
+
+void RingViews::end() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ended_ = true;
+  changed_.notify_all();
+}
+
+bool RingViews::ended() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ended_;
 }
 
 std::optional<uint64_t> RingViews::run_from(int ring, uint64_t* given_at) const {

@@ -31,8 +31,14 @@ class RingViews {
   uint64_t epoch() const;
   // `ring` as this node now sees it (its parameters kept), and the epoch that view belongs to.
   config::RingMembership view(const config::RingMembership& ring, uint64_t* epoch) const;
-  // Blocks until an epoch above `epoch` was set (true) or `timeout` passed (false).
+  // Blocks until an epoch above `epoch` was set (true) or `timeout` passed, or the job was
+  // stopped (end(): false at once).
   bool wait_newer(uint64_t epoch, std::chrono::milliseconds timeout) const;
+  // The job was stopped (JobControl::stop_job): no membership will come for it, so a failed
+  // reduce fails at once instead of waiting for one (a dropped cluster's node, stopped once its
+  // link came back, would else wait kMembershipWaitSeconds). Until reset().
+  void end();
+  bool ended() const;
 
   // The round a ring runs from over the newest membership that named one (RingView.runFrom), and
   // that membership's epoch; nullopt when none did.
@@ -50,6 +56,7 @@ class RingViews {
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   bool coordinated_ = false;
+  bool ended_ = false;
   uint64_t epoch_ = 0;
   std::map<int, config::RingMembership> views_;  // by ring id; without parameters
   struct RunFrom {

@@ -263,11 +263,12 @@ void RingMember::reduce_rings(uint64_t round, std::vector<worker::WorkerPort::Ri
       }
       return;
     }
-    if (!coordinated) throw std::runtime_error(error);
+    if (!coordinated || views_.ended()) throw std::runtime_error(error);  // stopped: none comes
     spdlog::warn("ring reduce of round {} failed over membership epoch {} ({}); waiting up to "
                  "{} s for the requester's new membership",
                  round, epoch, error, kMembershipWaitSeconds);
     if (!views_.wait_newer(epoch, std::chrono::seconds(kMembershipWaitSeconds))) {
+      if (views_.ended()) throw std::runtime_error(error);
       throw std::runtime_error(error + " (no new ring membership came within " +
                                std::to_string(kMembershipWaitSeconds) + " s)");
     }

@@ -12,6 +12,7 @@
 #include "libs/membership/ring_membership.h"
 #include "libs/requester/following_marker.h"
 #include "libs/requester/requester_impl.h"
+#include "libs/wire/lost_connection.h"
 #include "libs/wire/membership_codec.h"
 
 namespace ravnest::requester {
@@ -33,6 +34,8 @@ bool Requester::Impl::coordinate_rings(uint64_t job_id, const std::set<int>& ski
 void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
                                    const std::string& why, const Log& log) {
   watch.dropped.insert(cluster);
+  // Its nodes may be alive behind a connection that broke: they may come back as they are.
+  if (wire::is_lost_connection(why)) watch.dropped_on_link[cluster] = job_id;
   std::set<int> live;
   std::string live_words;
   for (int id : plan_.cluster_ids()) {

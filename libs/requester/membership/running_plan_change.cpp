@@ -3,7 +3,9 @@
 // node again (it rejoins: only `ravnest train --drop-failed-clusters` drops one), or a cluster
 // `ravnest join` added (it joins). The `ravnest train` that follows the job looks at plan.json
 // at every poll; which clusters
-// come in and from which cluster each starts is membership::admit_clusters. Then:
+// come in and from which cluster each starts is membership::admit_clusters. With `train
+// --elastic` (TrainOptions::link_rejoins) a cluster dropped on a lost connection comes in too,
+// plan.json unchanged, once its own nodes answer again (link_rejoin.h; admit_on_link). Then:
 //
 // 1. the roots of the clusters still training hold at one update boundary U (hold_at_boundary),
 //    and those clusters stop there, each node writing its checkpoint of update U;
@@ -27,6 +29,9 @@
 // clusters; the job's end in updates is that of N + 1 clusters (or max_steps). The epoch of the
 // join sees some samples twice and others not at all; the later epochs are whole passes. Not a
 // round-level change: every cluster pauses for the stop and the load (seconds).
+//
+// Long because: the take-in's steps (what comes in, by plan.json or after a lost connection; the
+// hold; the copies; the reload) share the state of one TakeIn, which this file keeps private.
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,8 +48,10 @@
 #include "libs/membership/cluster_admission.h"
 #include "libs/config/plan/plan_layout.h"
 #include "libs/requester/checkpoint_copy.h"
+#include "libs/requester/elastic_follower.h"
 #include "libs/requester/following_marker.h"
 #include "libs/requester/job_identity.h"
+#include "libs/requester/link_rejoin.h"
 #include "libs/requester/requester_impl.h"
 #include "libs/training/checkpoint.h"
 #include "libs/training/job_length.h"
@@ -116,6 +123,9 @@ class Requester::TakeIn {
   // Whether plan.json (compared with `*plan_json`, updated once it was looked at) brings
   // clusters in now; said on the log when they come, or once why not yet.
   bool admit(std::string* plan_json);
+  // Whether clusters dropped on a lost connection come back with their own nodes now
+  // (link_rejoin.h): each said on the log with a row of elastic.csv (kind rejoin_link).
+  bool admit_on_link();
   // 1. The others hold at one update boundary U and stop there, each writing its checkpoint;
   // returns U. 0 (said on the log) when every node of the clusters still training finished the
   // job instead: nothing comes in, the job ends as it was. Throws when they reach no boundary
@@ -136,6 +146,10 @@ class Requester::TakeIn {
 
  private:
   bool wait(const std::string& why);  // said once; false
+  // Why a node of `cluster`, dropped from job `dropped_job` on a lost connection, cannot come
+  // back now, or "". A node that answers again still on that job (its stop did not reach it) is
+  // stopped now, as the drop would have: it comes back at a later look.
+  std::string not_back(int cluster, uint64_t dropped_job);
   std::string taken_node_busy();      // why a node taken in cannot come yet, or ""
   bool training_finished();           // every node of the clusters still training finished
   void say_coming() const;
@@ -209,6 +223,94 @@ bool Requester::TakeIn::admit(std::string* plan_json) {
   }
   *plan_json = text;
   say_coming();
+  return true;
+}
+
+std::string Requester::TakeIn::not_back(int cluster, uint64_t dropped_job) {
+  for (const auto& m : impl_.plan_.cluster(cluster)) {
+    try {
+      const auto s = impl_.status_of(m, 2);
+      if (s.state != wire::NodeState::kTraining && s.state != wire::NodeState::kReady) {
+        const std::string why = unfit_for_job(m, s);
+        if (!why.empty()) return why;
+        continue;
+      }
+      if (s.job_id == dropped_job) {
+        auto request = impl_.node(m).stopRequest();
+        request.setReason("cluster " + std::to_string(cluster) + " was dropped: its connection "
+                          "was lost");
+        request.setJobId(dropped_job);
+        impl_.await(request.send().ignoreResult(), m, "stop", 2);
+      }
+      return m.name + " runs job " + std::to_string(s.job_id);
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      return e.what();  // silent still (or dead: the tracker's expiry, then a replacement)
+    }
+  }
+  return "";
+}
+
+bool Requester::TakeIn::admit_on_link() {
+  if (watch_.dropped_on_link.empty() || requester_.link_rejoins_ <= 0) return false;
+  // At most once a second, one cluster a look (in turn): a node still cut off may cost a status
+  // call that waits its 2 s, and the live nodes' polls wait with it.
+  if (base::now_seconds() < watch_.link_probe_at) return false;
+  watch_.link_probe_at = base::now_seconds() + 1;
+  std::map<int, std::string> why_not;
+  std::vector<std::pair<int, uint64_t>> to_ask;  // the one after the cluster asked last is asked
+  for (const auto& [c, dropped_job] : watch_.dropped_on_link) {
+    if (!watch_.dropped.count(c)) continue;
+    const auto done = watch_.link_rejoins.find(c);
+    if (done != watch_.link_rejoins.end() && done->second >= requester_.link_rejoins_) {
+      why_not[c] = "no rejoins left";
+    } else {
+      to_ask.emplace_back(c, dropped_job);  // ascending, as the map is
+    }
+  }
+  if (!to_ask.empty()) {
+    auto next = std::find_if(to_ask.begin(), to_ask.end(),
+                             [&](const auto& c) { return c.first > watch_.link_asked_last; });
+    if (next == to_ask.end()) next = to_ask.begin();
+    watch_.link_asked_last = next->first;
+    why_not[next->first] = not_back(next->first, next->second);
+  }
+  const LinkRejoins choice =
+      choose_link_rejoins(why_not, watch_.link_rejoins, requester_.link_rejoins_);
+  const std::string most = std::to_string(requester_.link_rejoins_);
+  for (int c : choice.given_up) {
+    if (watch_.link_given_up.insert(c).second && log_) {
+      log_("warning: cluster " + std::to_string(c) + " stays dropped: its connection was lost "
+           "again after it came back " + most + " times (at most " + most + "); `ravnest "
+           "replace` of its nodes brings it back");
+    }
+  }
+  if (choice.back.empty()) return false;
+  now_ = impl_.plan_;
+  admission_ = membership::admit_clusters(impl_.plan_.nodes, now_.nodes, watch_.dropped,
+                                          {choice.back.begin(), choice.back.end()});
+  if (!admission_.wait.empty()) return wait(admission_.wait);
+  if (admission_.empty()) return false;
+  taken_ = admission_.rejoining;
+  const std::string busy = taken_node_busy();
+  if (!busy.empty()) return wait(busy);
+  for (int c : admission_.rejoining) {
+    const int nth = ++watch_.link_rejoins[c];
+    std::string names, row_names;  // the row's with ';' between, as a join's
+    for (const auto& m : now_.cluster(c)) {
+      names += (names.empty() ? "" : ", ") + m.name;
+      row_names += (row_names.empty() ? "" : ";") + m.name;
+    }
+    const std::string line = "elastic: cluster " + std::to_string(c) + " was dropped on a lost "
+                             "connection and " + names + (now_.cluster(c).size() > 1 ? " answer"
+                                                                                     : " answers") +
+                             " again: it rejoins with its own nodes at the next update boundary (" +
+                             std::to_string(nth) + " of at most " + most + ")";
+    if (log_) log_(line);
+    record_elastic_change(impl_.plan_.dir, watch_.metrics_job, "rejoin_link", row_names,
+                          row_names, c, line, log_ ? log_ : Log([](const std::string&) {}));
+  }
   return true;
 }
 
@@ -368,7 +470,10 @@ uint64_t Requester::TakeIn::resume_grown(std::string* identity, uint64_t updates
   const Plan before = impl_.plan_;
   impl_.plan_ = now_;
   impl_.pin_certificates();
-  for (int c : admission_.rejoining) watch_.dropped.erase(c);
+  for (int c : admission_.rejoining) {
+    watch_.dropped.erase(c);
+    watch_.dropped_on_link.erase(c);
+  }
   // The nodes of clusters taken in get theirs too: a spare got its metadata from `replace`, whose
   // ring neighbours may have been replaced since (two clusters lost at once). The nodes of
   // clusters that stay dropped may be gone: theirs waits until their cluster is back.
@@ -441,7 +546,7 @@ uint64_t Requester::take_in_clusters(const std::shared_ptr<Watch>& watch, uint64
                                      std::string* identity, std::string* plan_json,
                                      int64_t train_samples, const Log& log) {
   TakeIn take_in(*this, watch, job_id, job, job_text, train_samples, log);
-  if (!take_in.admit(plan_json)) return 0;
+  if (!take_in.admit(plan_json) && !take_in.admit_on_link()) return 0;
   const uint64_t updates = take_in.hold_and_stop();
   if (updates == 0) return 0;  // the job ended first
   const std::string late = take_in.too_late(updates);

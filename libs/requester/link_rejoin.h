@@ -1,0 +1,39 @@
+// Which clusters a followed job dropped on a lost connection come back with their own nodes
+// (`ravnest train --elastic`, docs/faults.md#a-dropped-cluster-rejoins): a relay that restarted,
+// a link that broke while the node lived. Once every node of such a cluster answers again as
+// itself, holding the plan's stage and running no job, the requester takes the cluster back in at
+// the next update boundary (membership/running_plan_change.cpp), at most a bounded number of
+// times per cluster, so that a node whose link flaps cannot stop the job over and over. A node
+// that is really dead never answers: the tracker expires it and the elastic follower replaces it,
+// as before. Pure: plain data in and out, no daemon; any thread.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "libs/config/plan/node_metadata.h"
+#include "libs/wire/node_report.h"
+
+namespace ravnest::requester {
+
+// Why `status`, the answer of the node the plan calls `meta`, keeps it out of a job the plan runs,
+// in one line naming it ("node_1 (127.0.0.1:8081): no stage stored; run `ravnest push`"), or ""
+// when it may take its place: it serves that node, holds the plan's stage intact and trains no job.
+// `ravnest train`'s check of every node before a job (Impl::check_nodes) and the link rejoin's.
+std::string unfit_for_job(const config::NodeMetadata& meta, const wire::NodeStatusData& status);
+
+// The clusters dropped on a lost connection that come back now, and those that may not any more.
+struct LinkRejoins {
+  std::vector<int> back;      // every node answers and fits; rejoins left: taken in, ascending
+  std::vector<int> given_up;  // `most` rejoins done already: they stay dropped, ascending
+};
+
+// `why_not`: each cluster dropped on a lost connection and still dropped -> why one of its nodes
+// cannot come back now ("" when every node answered and fits: unfit_for_job, not busy); `done`:
+// the rejoins after a lost connection each cluster made in this job (absent: none); `most`: how
+// many one cluster may make (0: none).
+LinkRejoins choose_link_rejoins(const std::map<int, std::string>& why_not,
+                                const std::map<int, int>& done, int most);
+
+}  // namespace ravnest::requester

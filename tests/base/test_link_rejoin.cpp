@@ -1,0 +1,76 @@
+// Which clusters dropped on a lost connection come back with their own nodes
+// (libs/requester/link_rejoin.h), without processes: a node's answer that keeps it out of a job,
+// and the clusters taken back or given up given their nodes' answers and the rejoins made.
+#include <catch2/catch.hpp>
+
+#include "libs/requester/link_rejoin.h"
+
+using namespace ravnest;
+
+namespace {
+
+config::NodeMetadata node_1() {
+  config::NodeMetadata meta;
+  meta.name = "node_1";
+  meta.address = "127.0.0.1:8081";
+  meta.stage_sha256 = std::string(64, 'a');
+  return meta;
+}
+
+wire::NodeStatusData idle_with_stage() {
+  wire::NodeStatusData s;
+  s.node = "node_1";
+  s.has_stage = true;
+  s.stage_sha256 = std::string(64, 'a');
+  s.state = wire::NodeState::kFailed;  // the dropped job's failure: it runs nothing
+  s.job_id = 7;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("link rejoin: a node that answers as itself, holds the plan's stage and trains no job "
+          "fits; each other answer is one line naming it",
+          "[elastic]") {
+  const auto meta = node_1();
+  CHECK(requester::unfit_for_job(meta, idle_with_stage()).empty());
+  auto other = idle_with_stage();
+  other.node = "node_4";
+  CHECK(requester::unfit_for_job(meta, other) ==
+        "node_1 (127.0.0.1:8081): the daemon there serves node_4; start `ravnestd --node node_1` "
+        "there");
+  auto bare = idle_with_stage();
+  bare.has_stage = false;
+  CHECK(requester::unfit_for_job(meta, bare) ==
+        "node_1 (127.0.0.1:8081): no stage stored; run `ravnest push`");
+  auto damaged = idle_with_stage();
+  damaged.stage_problem = "stage.pt: checksum differs";
+  CHECK(requester::unfit_for_job(meta, damaged) ==
+        "node_1 (127.0.0.1:8081): stage.pt: checksum differs; run `ravnest push`");
+  auto older = idle_with_stage();
+  older.stage_sha256 = std::string(64, 'b');
+  CHECK(requester::unfit_for_job(meta, older).find("holds stage bbbbbbbbbbbb, not the plan's "
+                                                   "aaaaaaaaaaaa") != std::string::npos);
+  auto training = idle_with_stage();
+  training.state = wire::NodeState::kTraining;
+  CHECK(requester::unfit_for_job(meta, training) ==
+        "node_1 (127.0.0.1:8081): busy: job 7 is running; wait for it, or stop it with "
+        "`ravnest stop`");
+}
+
+TEST_CASE("link rejoin: clusters whose nodes all answer come back while they have rejoins left; "
+          "one that used them up is given up, whatever its nodes say",
+          "[elastic]") {
+  // Cluster 1 answers, 2 does not (yet), 3 answers but came back 3 times already.
+  const std::map<int, std::string> why_not = {
+      {1, ""}, {2, "node_2 (127.0.0.1:8082): status: Connection refused"}, {3, ""}};
+  const auto choice = requester::choose_link_rejoins(why_not, {{1, 2}, {3, 3}}, 3);
+  CHECK(choice.back == std::vector<int>{1});
+  CHECK(choice.given_up == std::vector<int>{3});
+  // A silent cluster without rejoins left is given up too; with none allowed, nothing comes back.
+  CHECK(requester::choose_link_rejoins(why_not, {{2, 3}}, 3).given_up == std::vector<int>{2});
+  const auto none = requester::choose_link_rejoins(why_not, {}, 0);
+  CHECK(none.back.empty());
+  CHECK(none.given_up == std::vector<int>{1, 2, 3});
+  CHECK(requester::choose_link_rejoins({}, {}, 3).back.empty());
+}
