@@ -928,6 +928,9 @@ TEST_CASE("elastic: the relay a cluster is reached through killed with -9 and st
                                           << survivor[0] << ", cluster 0 there "
                                           << survivor[rejoined_at] << ", rejoined " << rejoined[0]
                                           << "; clusters apart by " << apart);
+  // Exactly the reference of that sequence: cluster 1 in the rounds before the drop, cluster 0
+  // alone until the rejoin, cluster 1 back from cluster 0's checkpoint on its own shard.
+  check_rejoin_reference(said, cluster, 2, 1, steps, {0}, trained[0]);
 }
 
 TEST_CASE("elastic: --elastic without --tracker, --tracker alone, --elastic with --detach: one line "
