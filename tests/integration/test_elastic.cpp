@@ -218,20 +218,19 @@ double seconds_until_training(const std::string& plan_dir, int node_id,
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-// Checks `trained` against the reference of what `said` and the survivors' logs tell of cluster
-// `lost`'s drop and rejoin in `cluster`'s job of `clusters` clusters of `model`
-// (test::rejoin_reference): to 1e-5, or a warning where no single reference fixes the weights.
-void check_rejoin_reference(const std::string& said, test::LocalCluster& cluster, int clusters,
-                            int lost, int steps, const std::vector<int>& survivors,
-                            const std::map<std::string, at::Tensor>& trained,
-                            const std::string& model = test::digits_model()) {
+// Checks `trained` against the reference of what `said` and the survivors' logs tell of the
+// drops and rejoins in `cluster`'s job of `clusters` clusters of `model` (test::drop_reference):
+// to 1e-5, or a warning where no single reference fixes the weights.
+void check_drop_reference(const std::string& said, test::LocalCluster& cluster, int clusters,
+                          int steps, const std::vector<int>& survivors,
+                          const std::map<std::string, at::Tensor>& trained,
+                          const std::string& model = test::digits_model()) {
   std::vector<std::string> logs;
   for (int node : survivors) logs.push_back(cluster.log(node));
   std::string why;
   const auto reference =
-      test::rejoin_reference(said, model, cluster.plan_dir(),
-                             (cluster.dir() / "job.toml").string(), clusters, lost, steps, logs,
-                             {}, &why);
+      test::drop_reference(said, model, cluster.plan_dir(),
+                           (cluster.dir() / "job.toml").string(), clusters, steps, logs, {}, &why);
   if (!reference) {
     WARN("no single reference: " << why);
     return;
@@ -345,7 +344,7 @@ TEST_CASE("elastic: the tracker restarted mid-job (kill -9, the same state and a
   // Exactly the reference of that sequence (docs/faults.md#a-dropped-cluster-rejoins): cluster 2
   // averaged in the rounds before its drop, clusters 0 and 1 alone until the rejoin, cluster 2
   // back from the source's checkpoint on its own shard.
-  check_rejoin_reference(said, cluster, 3, 2, steps, {0, 1}, trained[0]);
+  check_drop_reference(said, cluster, 3, steps, {0, 1}, trained[0]);
 }
 
 // Another model family: the zoo's transformer (causal_lm: a token embedding, causal
@@ -395,7 +394,7 @@ TEST_CASE("elastic: a transformer (causal_lm), a node killed with -9: replaced w
   for (int c = 1; c < 3; ++c) CHECK(test::largest_difference(trained[0], trained[c], &where) <= 1e-6);
   CHECK(test::largest_difference(training::state_of(torch::jit::load(files.model)), trained[0],
                                  &where) > 1e-3);
-  check_rejoin_reference(said, cluster, 3, 2, steps, {0, 1}, trained[0], files.model);
+  check_drop_reference(said, cluster, 3, steps, {0, 1}, trained[0], files.model);
 }
 
 TEST_CASE("elastic: a node killed with -9 mid-job and no idle node registered: its cluster stays "
@@ -428,19 +427,7 @@ TEST_CASE("elastic: a node killed with -9 mid-job and no idle node registered: i
   auto trained = fused(cluster, 2);
   std::string where;
   CHECK(test::largest_difference(trained[0], trained[1], &where) <= 1e-6);
-  std::string why;
-  const auto rounds =
-      test::drop_rounds({cluster.log(0), cluster.log(1)}, test::plan_rings(cluster.plan_dir()).ids, &why);
-  if (rounds.empty()) {
-    WARN("no single reference: " << why);
-    return;
-  }
-  const auto reference = training::train_reference_clusters(
-      test::digits_model(), config::load_job((cluster.dir() / "job.toml").string()), 3, steps, {},
-      {{2, rounds}});
-  const double diff = test::largest_difference(reference.state, trained[0], &where);
-  INFO("dropped at round " << rounds[0] << ": " << diff << " from the reference in " << where);
-  CHECK(diff <= 1e-5);
+  check_drop_reference(said, cluster, 3, steps, {0, 1}, trained[0]);
 }
 
 TEST_CASE("elastic: a provider that registers mid-job joins as one more cluster at the next "
@@ -617,6 +604,8 @@ TEST_CASE("elastic: two nodes of different clusters killed with -9 together, two
                                  trained[0], &where) > 1e-3);
   CHECK(cluster.log(4).find("job finished") != std::string::npos);
   CHECK(cluster.log(5).find("job finished") != std::string::npos);
+  // The reference of two drops (membership epochs 1 and 2, in the order said) and both rejoins.
+  check_drop_reference(said, cluster, 4, steps, {0, 1}, trained[0]);
 }
 
 TEST_CASE("elastic: two nodes of different clusters killed with -9 together, one idle node: one "
@@ -658,6 +647,8 @@ TEST_CASE("elastic: two nodes of different clusters killed with -9 together, one
   CHECK(test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
                                  trained[back], &where) > 1e-3);
   CHECK(cluster.log(4).find("job finished") != std::string::npos);
+  // The reference of two drops (membership epochs 1 and 2, in the order said) and one rejoin.
+  check_drop_reference(said, cluster, 4, steps, {0, 1}, trained[0]);
 }
 
 // Two clusters of two stages (node_0 -> node_1, node_2 -> node_3) and an idle node (node_4), all
@@ -742,7 +733,7 @@ void replaced_stage_rejoins(int killed) {
   // Exactly the reference of that sequence: each stage's ring kept cluster 0 to its own round
   // (cluster 1's nodes say which), cluster 1 alone until the rejoin, cluster 0 back from its
   // checkpoint.
-  check_rejoin_reference(said, cluster, 2, 0, steps, {2, 3}, trained[0]);
+  check_drop_reference(said, cluster, 2, steps, {2, 3}, trained[0]);
 }
 
 TEST_CASE("elastic: two clusters of two stages, cluster 0's second stage killed with -9: the "
@@ -825,6 +816,8 @@ TEST_CASE("elastic: both nodes of one cluster of two stages killed with -9 toget
   CHECK(std::abs(rejoined[0] - survivor[rejoined_at]) < 0.5);
   CHECK(cluster.log(4).find("job finished") != std::string::npos);
   CHECK(cluster.log(5).find("job finished") != std::string::npos);
+  // The reference of two drops (membership epochs 1 and 2, in the order said) and both rejoins.
+  check_drop_reference(said, cluster, 4, steps, {0, 1}, trained[0]);
 }
 
 TEST_CASE("elastic: the relay a cluster is reached through killed with -9 and started again: "
@@ -930,7 +923,7 @@ TEST_CASE("elastic: the relay a cluster is reached through killed with -9 and st
                                           << "; clusters apart by " << apart);
   // Exactly the reference of that sequence: cluster 1 in the rounds before the drop, cluster 0
   // alone until the rejoin, cluster 1 back from cluster 0's checkpoint on its own shard.
-  check_rejoin_reference(said, cluster, 2, 1, steps, {0}, trained[0]);
+  check_drop_reference(said, cluster, 2, steps, {0}, trained[0]);
 }
 
 TEST_CASE("elastic: --elastic without --tracker, --tracker alone, --elastic with --detach: one line "
@@ -1305,9 +1298,9 @@ TEST_CASE("elastic in namespaces: hosts behind NAT and on a slow link register a
     WARN("cluster 4 joined before cluster " << lost_cluster << " rejoined: no reference");
   } else {
     std::string why;
-    const auto reference = test::rejoin_reference(
+    const auto reference = test::drop_reference(
         said, test::digits_model(), plan_dir.string(), (dir.path() / "job.toml").string(), 4,
-        lost_cluster, steps,
+        steps,
         {test::read_text(daemon_log(2)), test::read_text(daemon_log(3)),
          test::read_text(daemon_log(5))},
         {newcomer}, &why);
