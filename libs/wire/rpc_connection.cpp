@@ -519,11 +519,22 @@ RpcClient::~RpcClient() noexcept(false) = default;
 void RpcClient::start(kj::Promise<kj::Own<kj::AsyncIoStream>> connected) {
   trust_->opened = options_.security == nullptr || !options_.gated;
   auto security = options_.security;
-  setup_ = connected
-               .then([security, peer = trust_->peer](kj::Own<kj::AsyncIoStream> stream) {
-                 if (!security) return kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(stream));
-                 return security->wrap_client(kj::mv(stream), peer);
-               })
+  auto secured = connected.then([security, peer = trust_->peer](kj::Own<kj::AsyncIoStream> stream) {
+    if (!security) return kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(stream));
+    return security->wrap_client(kj::mv(stream), peer);
+  });
+  const auto limit = options_.connect_timeout;
+  const auto seconds = static_cast<long>(limit / kj::MILLISECONDS + 999) / 1000;
+  setup_ = secured
+               .exclusiveJoin(io_->timer().afterDelay(limit).then(
+                   [peer = trust_->peer, seconds,
+                    secured = security != nullptr]() -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+                     return kj_failure("no connection to " + peer + " in " +
+                                           std::to_string(seconds) + " s (" +
+                                           (secured ? "connect and TLS handshake" : "connect") +
+                                           "): it, or a relay on the way, does not answer",
+                                       kj::Exception::Type::DISCONNECTED);
+                   }))
                .then([this](kj::Own<kj::AsyncIoStream> stream) {
                  MessageLimits limits;
                  limits.message_bytes = options_.max_message_bytes;

@@ -644,3 +644,45 @@ TEST_CASE("a spliced session whose node reads nothing holds what the sockets hol
   CHECK(closed_line);
   for (int fd : {joined, peer, control}) ::close(fd);
 }
+
+TEST_CASE("a relay frozen before a peer's connection (its port accepts, nothing answers): every "
+          "call fails within the client's connect bound, in one line naming the address",
+          "[wire][relay]") {
+  // A frozen relay's ports still complete TCP handshakes (the kernel's backlog): a socket that
+  // listens and never accepts is that port. Without a bound on the TLS handshake the call waited
+  // for as long as its caller let it (a push: 240 s).
+  auto io = ThreadIo::get();
+  const int listening = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listening, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  REQUIRE(::listen(listening, 16) == 0);
+  socklen_t len = sizeof at;
+  REQUIRE(::getsockname(listening, reinterpret_cast<sockaddr*>(&at), &len) == 0);
+  const std::string address = "127.0.0.1:" + std::to_string(ntohs(at.sin_port));
+  PeerLinks links(make_transport_security("relay secret"));
+  const auto started = std::chrono::steady_clock::now();
+  std::string reason;
+  try {
+    links.node(address)
+        .statusRequest()
+        .send()
+        .ignoreResult()
+        .exclusiveJoin(io->timer().afterDelay(60 * kj::SECONDS).then([]() {
+          return kj::Promise<void>(KJ_EXCEPTION(FAILED, "test timed out"));
+        }))
+        .wait(io->wait_scope());
+  } catch (const kj::Exception& e) {
+    reason = kj_reason(e);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO(reason << " after " << seconds << " s");
+  CHECK(reason == "no connection to " + address +
+                      " in 10 s (connect and TLS handshake): it, or a relay on the way, does not "
+                      "answer");
+  CHECK(seconds >= 9.5);
+  CHECK(seconds < 15);
+  ::close(listening);
+}
