@@ -187,6 +187,10 @@ class RpcClient {
   ConnectionOptions options_;
   std::shared_ptr<ConnectionTrust> trust_;
   kj::Maybe<kj::Own<Live>> live_;  // once connected
+  // Cancels the connect and handshake on destruction: a branch of setup_ held by a call outlives
+  // this client, and a handshake that completed after it (a frozen relay continued) made a Live
+  // in freed memory (`ravnest train --elastic` crashed in GuardedStream::tryRead).
+  kj::Canceler canceler_;
   kj::ForkedPromise<void> setup_ = nullptr;
 };
 
