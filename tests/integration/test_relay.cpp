@@ -1,7 +1,9 @@
 // A daemon behind NAT (ravnestd --relay: it listens nowhere) as one stage of a pipeline, reached
 // through a relay (another daemon's --offer-relay, or this test's own relay that flips a byte):
 // the job trains to the weights of one process, as over direct links; a flipped byte is caught
-// by TLS and nothing is trained on it. Daemons on 127.0.0.1, every command bounded in time.
+// by TLS and nothing is trained on it; the relaying tracker frozen (SIGSTOP) mid-job: named in
+// one line, a push fails in one line, --elastic resumes once it runs again. Daemons on 127.0.0.1,
+// every command bounded in time.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -452,8 +454,6 @@ TEST_CASE("the relaying tracker frozen (SIGSTOP) mid-job: train names node_1 in 
   INFO(status.out << status.err);
   CHECK(status.exit_code == 0);
   CHECK(status.out.find("running") == std::string::npos);
-  WARN("train ended " << train_seconds << " s after the freeze; push failed after "
-                      << push_seconds << " s:\n" << train.err << push.err << status.out);
 }
 
 TEST_CASE("the relaying tracker frozen (SIGSTOP) mid-job and continued: train --elastic resumes "
@@ -493,5 +493,4 @@ TEST_CASE("the relaying tracker frozen (SIGSTOP) mid-job and continued: train --
   CHECK(said.find("it resumes from the newest checkpoint every node holds") != std::string::npos);
   REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code == 0);
   CHECK(worst_difference(cluster, job_path, steps) <= 1e-5);
-
 }

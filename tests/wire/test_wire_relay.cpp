@@ -1,7 +1,9 @@
 // The relay (libs/wire/relay.h, relay_table.h, relay_link.h): its lines and its table as plain
 // data; then, on this thread's event loop over 127.0.0.1, a node that listens nowhere, reached
 // through a relay: TLS and the gate end to end, a transfer byte-exact; a relay that flips one
-// byte: the node's TLS refuses the record and nothing is delivered; hellos that are not the
+// byte: the node's TLS refuses the record and nothing is delivered; a relay that stalls: the call
+// ends with the relay's idle bound, other sessions served meanwhile, a stalled direction holding
+// only buffers; a frozen relay's port: the client's connect bound; hellos that are not the
 // protocol refused in one line while the relay serves on. Every wait is bounded.
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
@@ -685,4 +687,37 @@ TEST_CASE("a relay frozen before a peer's connection (its port accepts, nothing 
   CHECK(seconds >= 9.5);
   CHECK(seconds < 15);
   ::close(listening);
+}
+
+TEST_CASE("a connection dropped while its handshake waits is cancelled: its calls fail in one line, "
+          "nothing of it runs once the far end answers", "[wire][relay]") {
+  // A frozen relay continued completes the handshakes that waited on it: one whose client was
+  // dropped meanwhile (a status call given up, as the requester does after 3 s) ran on in freed
+  // memory (`ravnest train --elastic` crashed). The dropped client's call keeps its connection's
+  // setup alive; the far end answers while the loop turns.
+  RelayedNode relayed("relay secret");
+  const std::string address = relayed.link->relayed_address();
+  PeerLinks links(make_transport_security("relay secret"));
+  std::string reason;
+  bool ended = false;
+  auto call = links.node(address)
+                  .statusRequest()
+                  .send()
+                  .then([&ended](auto&&) { ended = true; },
+                        [&reason, &ended](kj::Exception&& e) {
+                          reason = kj_reason(e);
+                          ended = true;
+                        })
+                  .eagerlyEvaluate(nullptr);
+  links.drop(address);
+  links.node("127.0.0.1:1");  // a connection made: the dropped one is destroyed
+  for (int i = 0; i < 300 && !ended; ++i) relayed.turn(10 * kj::MILLISECONDS);
+  REQUIRE(ended);
+  CHECK(reason == "the connection to " + address + " was dropped");
+  // The node is served through the relay as before, over a new connection.
+  std::vector<IndexedIValue> small = {{0, at::ones({16})}};
+  wait_for(relayed, send_big(links.node(address), small), 20);
+  auto event = relayed.next_event(10);
+  REQUIRE(event);
+  CHECK(event->kind == "values");
 }
