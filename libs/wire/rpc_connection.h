@@ -14,7 +14,8 @@
 //
 // RpcClient connects to one server and gives its bootstrap capability; calls on it wait for the
 // connection, and fail with its reason when it cannot be made (or is not made, TLS handshake
-// included, within ConnectionOptions::connect_timeout).
+// included, within ConnectionOptions::connect_timeout). Destroyed before it connected, it
+// cancels the connect: calls still waiting fail with "the connection to ADDRESS was dropped".
 //
 // Create, use and destroy both on one thread.
 #pragma once
