@@ -94,7 +94,8 @@ class Requester::Impl {
   kj::Promise<T> bounded(kj::Promise<T>&& promise, const config::NodeMetadata& meta,
                          double timeout_seconds, std::function<uint64_t()> progress = {}) {
     const auto limit = static_cast<uint64_t>(timeout_seconds * 1000) * kj::MILLISECONDS;
-    auto timeout = (progress ? stalled(limit, std::move(progress), ~uint64_t{0})
+    // Measured from now: a transfer that never moves fails after `limit`, not twice it.
+    auto timeout = (progress ? stalled(limit, progress, progress())
                              : timer().afterDelay(limit))
                        .then([]() -> T {
                          kj::throwFatalException(KJ_EXCEPTION(DISCONNECTED, "no answer in time"));

@@ -66,6 +66,7 @@ struct Relay::Splice {
   kj::Array<kj::byte> down = kj::heapArray<kj::byte>(kSpliceBufferBytes);  // node -> peer
   uint64_t towards_node = 0;
   double last_byte = 0;
+  bool stalled = false;  // a stall tamper happened: nothing more is read or forwarded
 };
 
 Relay::Relay(const std::string& host, uint16_t port, Options options)
@@ -296,31 +297,47 @@ kj::Promise<void> Relay::join(kj::Own<kj::AsyncIoStream> node, const std::string
 namespace {
 
 // One direction of a splice, until its source ends (then the other side's write is shut).
-// `seen` is given each read and returns what of it is forwarded (all of it, but for a tamper).
+// `seen` is given each read and returns what of it is forwarded (all of it, but for a tamper);
+// once `held` says so (a stall tamper), the direction reads and forwards nothing more. A write
+// waits for its bytes to be taken before the next read: a side that stops reading holds at most
+// the buffer here (and the kernels' socket buffers), never more.
 kj::Promise<void> pump(kj::AsyncIoStream& from, kj::AsyncIoStream& to, kj::ArrayPtr<kj::byte> buffer,
-                       std::function<kj::ArrayPtr<kj::byte>(kj::ArrayPtr<kj::byte>)> seen) {
+                       std::function<kj::ArrayPtr<kj::byte>(kj::ArrayPtr<kj::byte>)> seen,
+                       std::function<bool()> held) {
   return from.tryRead(buffer.begin(), 1, buffer.size())
-      .then([&from, &to, buffer, seen = std::move(seen)](size_t n) mutable -> kj::Promise<void> {
+      .then([&from, &to, buffer, seen = std::move(seen),
+             held = std::move(held)](size_t n) mutable -> kj::Promise<void> {
+        if (held()) return kj::NEVER_DONE;
         if (n == 0) {
           to.shutdownWrite();
           return kj::READY_NOW;
         }
         const auto forwarded = seen(buffer.slice(0, n));
         return to.write(forwarded.begin(), forwarded.size())
-            .then([&from, &to, buffer, seen = std::move(seen)]() mutable {
-              return pump(from, to, buffer, std::move(seen));
+            .then([&from, &to, buffer, seen = std::move(seen),
+                   held = std::move(held)]() mutable -> kj::Promise<void> {
+              if (held()) return kj::NEVER_DONE;
+              return pump(from, to, buffer, std::move(seen), std::move(held));
             });
       });
 }
 
 // What a tampering relay (Options::tamper) forwards of `bytes`, the stream's bytes from place
-// `before` + 1 on; `said` is called once, when the tamper happens.
+// `before` + 1 on; `said` is called once, when the tamper happens; `stall` is set when a stall
+// tamper happens (what comes before byte `at` is still forwarded).
 kj::ArrayPtr<kj::byte> tampered(const Relay::Options::Tamper& tamper, uint64_t before,
                                 kj::ArrayPtr<kj::byte> bytes,
-                                const std::function<void(const std::string&)>& said) {
+                                const std::function<void(const std::string&)>& said, bool& stall) {
   if (tamper.at == 0) return bytes;
   const uint64_t first = before + 1, last = before + bytes.size();
   using Kind = Relay::Options::Tamper::Kind;
+  if (tamper.kind == Kind::stall) {
+    if (tamper.at > last) return bytes;
+    stall = true;
+    said("stalled from byte " + std::to_string(tamper.at) +
+         " towards the node: nothing more forwarded either way");
+    return bytes.slice(0, tamper.at > first ? tamper.at - first : 0);
+  }
   if (tamper.kind == Kind::flip) {
     if (tamper.at < first || tamper.at > last) return bytes;
     bytes[tamper.at - first] ^= 0x01;
@@ -350,19 +367,22 @@ kj::Promise<void> Relay::splice(uint64_t session, kj::Own<kj::AsyncIoStream> pee
   s->node = kj::mv(node);
   s->last_byte = now();
   Splice& sp = *s;
+  auto held = [&sp]() { return sp.stalled; };
   auto up = pump(*sp.peer, *sp.node, sp.up, [this, &sp](kj::ArrayPtr<kj::byte> bytes) {
     sp.last_byte = now();
-    const auto forwarded =
-        tampered(options_.tamper, sp.towards_node, bytes, [this, &sp](const std::string& what) {
+    const auto forwarded = tampered(
+        options_.tamper, sp.towards_node, bytes,
+        [this, &sp](const std::string& what) {
           say("relay: session " + std::to_string(sp.session) + ": " + what + " (tamper, for tests)");
-        });
+        },
+        sp.stalled);
     sp.towards_node += bytes.size();
     return forwarded;
-  });
+  }, held);
   auto down = pump(*sp.node, *sp.peer, sp.down, [this, &sp](kj::ArrayPtr<kj::byte> bytes) {
     sp.last_byte = now();
     return bytes;
-  });
+  }, held);
   // Idle: checked a few times per idle period; a session quiet for all of it ends.
   struct Idle {
     static kj::Promise<void> watch(Relay* relay, Splice* sp) {

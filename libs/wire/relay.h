@@ -44,8 +44,11 @@ class Relay : private kj::TaskSet::ErrorHandler {
     std::function<void(const std::string&)> on_event;
     // For the tests that show a relay cannot alter what it carries unnoticed: what it does to
     // every session's stream towards the node, from the byte at `at` (1-based; 0: nothing).
+    // stall: from byte `at` towards the node on, the session forwards nothing more, either way,
+    // and reads nothing more, both connections held open (one session of a relay frozen by
+    // SIGSTOP); only the idle bound (limits.idle_seconds) ends it.
     struct Tamper {
-      enum class Kind { flip, drop };
+      enum class Kind { flip, drop, stall };
       Kind kind = Kind::flip;
       uint64_t at = 0;
       uint64_t count = 1;  // drop: how many bytes, from `at`, are never forwarded

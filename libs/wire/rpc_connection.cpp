@@ -514,28 +514,43 @@ RpcClient::RpcClient(const std::string& host, uint16_t port, const ConnectionOpt
   KJ_FAIL_SYSCALL("connect", last_error, host, port);
 }
 
-RpcClient::~RpcClient() noexcept(false) = default;
+RpcClient::~RpcClient() noexcept(false) {
+  canceler_.cancel(kj_failure("the connection to " + trust_->peer + " was dropped",
+                              kj::Exception::Type::DISCONNECTED));
+}
 
 void RpcClient::start(kj::Promise<kj::Own<kj::AsyncIoStream>> connected) {
   trust_->opened = options_.security == nullptr || !options_.gated;
   auto security = options_.security;
-  setup_ = connected
-               .then([security, peer = trust_->peer](kj::Own<kj::AsyncIoStream> stream) {
-                 if (!security) return kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(stream));
-                 return security->wrap_client(kj::mv(stream), peer);
-               })
+  auto secured = connected.then([security, peer = trust_->peer](kj::Own<kj::AsyncIoStream> stream) {
+    if (!security) return kj::Promise<kj::Own<kj::AsyncIoStream>>(kj::mv(stream));
+    return security->wrap_client(kj::mv(stream), peer);
+  });
+  const auto limit = options_.connect_timeout;
+  const auto seconds = static_cast<long>(limit / kj::MILLISECONDS + 999) / 1000;
+  setup_ = canceler_.wrap(secured
+               .exclusiveJoin(io_->timer().afterDelay(limit).then(
+                   [peer = trust_->peer, seconds,
+                    secured = security != nullptr]() -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+                     return kj_failure("no connection to " + peer + " in " +
+                                           std::to_string(seconds) + " s (" +
+                                           (secured ? "connect and TLS handshake" : "connect") +
+                                           "): it, or a relay on the way, does not answer",
+                                       kj::Exception::Type::DISCONNECTED);
+                   }))
                .then([this](kj::Own<kj::AsyncIoStream> stream) {
                  MessageLimits limits;
                  limits.message_bytes = options_.max_message_bytes;
                  auto guarded = kj::heap<GuardedStream>(kj::mv(stream), trust_, limits, nullptr);
                  live_ = kj::heap<Live>(kj::mv(guarded), reader_options(options_.max_message_bytes));
-               })
+               }))
                .fork();
 }
 
 capnp::Capability::Client RpcClient::bootstrap() {
   KJ_IF_MAYBE(live, live_) { return (*live)->bootstrap(); }
-  return setup_.addBranch().then([this]() { return KJ_ASSERT_NONNULL(live_)->bootstrap(); });
+  return canceler_.wrap(
+      setup_.addBranch().then([this]() { return KJ_ASSERT_NONNULL(live_)->bootstrap(); }));
 }
 
 }  // namespace ravnest::wire

@@ -13,7 +13,9 @@
 // next), so that abuse cannot flood the log.
 //
 // RpcClient connects to one server and gives its bootstrap capability; calls on it wait for the
-// connection, and fail with its reason when it cannot be made.
+// connection, and fail with its reason when it cannot be made (or is not made, TLS handshake
+// included, within ConnectionOptions::connect_timeout). Destroyed before it connected, it
+// cancels the connect: calls still waiting fail with "the connection to ADDRESS was dropped".
 //
 // Create, use and destroy both on one thread.
 #pragma once
@@ -59,6 +61,12 @@ struct ConnectionOptions {
   // With `security`: the connection reads under the limits before authentication until its gate
   // opens it. False: open from the start (benchmarks of TLS without a gate).
   bool gated = true;
+  // A client's connect and TLS handshake, together: the server gives up on a handshake after
+  // its own handshake_timeout (10 s by default, a daemon's handshake_seconds), so a client that
+  // waited longer would wait for a connection the server has dropped. What it bounds is a peer,
+  // or a relay on the way, that accepts a connection and then says nothing (frozen by SIGSTOP,
+  // stalled): every call over the connection then fails, in one line, instead of waiting.
+  kj::Duration connect_timeout = 10 * kj::SECONDS;
 };
 
 // Applies `options` to a TCP socket; throws kj::Exception on failure.
@@ -180,6 +188,10 @@ class RpcClient {
   ConnectionOptions options_;
   std::shared_ptr<ConnectionTrust> trust_;
   kj::Maybe<kj::Own<Live>> live_;  // once connected
+  // Cancels the connect and handshake on destruction: a branch of setup_ held by a call outlives
+  // this client, and a handshake that completed after it (a frozen relay continued) made a Live
+  // in freed memory (`ravnest train --elastic` crashed in GuardedStream::tryRead).
+  kj::Canceler canceler_;
   kj::ForkedPromise<void> setup_ = nullptr;
 };
 

@@ -1,7 +1,9 @@
 // A daemon behind NAT (ravnestd --relay: it listens nowhere) as one stage of a pipeline, reached
 // through a relay (another daemon's --offer-relay, or this test's own relay that flips a byte):
 // the job trains to the weights of one process, as over direct links; a flipped byte is caught
-// by TLS and nothing is trained on it. Daemons on 127.0.0.1, every command bounded in time.
+// by TLS and nothing is trained on it; the relaying tracker frozen (SIGSTOP) mid-job: named in
+// one line, a push fails in one line, --elastic resumes once it runs again. Daemons on 127.0.0.1,
+// every command bounded in time.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -393,6 +395,102 @@ TEST_CASE("the relaying tracker killed with -9 mid-job and started again: the no
         std::string::npos);
   CHECK(cluster.log(1).find("relay " + relay + ": reached at") !=
         cluster.log(1).rfind("relay " + relay + ": reached at"));  // held twice
+  REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code == 0);
+  CHECK(worst_difference(cluster, job_path, steps) <= 1e-5);
+}
+
+TEST_CASE("the relaying tracker frozen (SIGSTOP) mid-job: train names node_1 in one line within "
+          "seconds; a push while it is frozen fails in one line; continued, every daemon serves",
+          "[daemon][relay][tracker]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                             {"32x1x8x8"});
+  const std::string tracker = "127.0.0.1:" + std::to_string(free_port());
+  const std::string relay = "127.0.0.1:" + std::to_string(free_port());
+  const auto log = cluster.dir() / "tracker.log";
+  auto tracker_process = start_relaying_tracker(cluster, tracker, relay, log);
+  cluster.set_daemon_flags(1, {"--relay", relay, "--tracker", tracker});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const auto job_path = cluster.dir() / "job.toml";
+  test::write_text(job_path, job_text(100000));
+  // Every connection through the relay stays open and carries nothing: the frozen process's
+  // sockets still accept what their buffers hold.
+  std::chrono::steady_clock::time_point frozen_at;
+  auto freezer = std::thread([&] {
+    cluster.wait_for_batches(1, 20);
+    frozen_at = std::chrono::steady_clock::now();
+    ::kill(tracker_process->pid(), SIGSTOP);
+  });
+  auto train = cluster.ravnest("train", job_path.string(), 120);
+  const auto train_ended = std::chrono::steady_clock::now();
+  freezer.join();
+  const double train_seconds = std::chrono::duration<double>(train_ended - frozen_at).count();
+  INFO(train.out << train.err << cluster.log(0) << cluster.log(1));
+  INFO("train ended " << train_seconds << " s after the freeze");
+  CHECK(train.exit_code != 0);
+  CHECK(train.err.find("node_1") != std::string::npos);
+  CHECK(train.err.find("stopped answering") != std::string::npos);
+  CHECK(train_seconds < 30);
+  // A push while the relay is frozen: node_1's stage cannot travel.
+  const auto push_started = std::chrono::steady_clock::now();
+  const auto push = cluster.ravnest("push", "", 120);
+  const double push_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - push_started).count();
+  INFO(push.out << push.err);
+  INFO("push ended after " << push_seconds << " s");
+  CHECK(push.exit_code != 0);
+  CHECK(push.err.find("node_1") != std::string::npos);
+  CHECK(std::count(push.err.begin(), push.err.end(), '\n') <= 1);
+  CHECK(push.err.find("in 10 s (connect and TLS handshake)") != std::string::npos);
+  CHECK(push_seconds < 30);
+  // Continued: every daemon answers, node_1 through the relay again, the job over everywhere.
+  ::kill(tracker_process->pid(), SIGCONT);
+  auto status = cluster.ravnest("status", "", 60);
+  for (int i = 0; i < 20 && status.exit_code != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    status = cluster.ravnest("status", "", 60);
+  }
+  INFO(status.out << status.err);
+  CHECK(status.exit_code == 0);
+  CHECK(status.out.find("running") == std::string::npos);
+}
+
+TEST_CASE("the relaying tracker frozen (SIGSTOP) mid-job and continued: train --elastic resumes "
+          "with the same nodes, the job ends as one process",
+          "[daemon][relay][tracker]") {
+  test::LocalCluster cluster(test::digits_model(),
+                             {test::LocalCluster::even_cuts(test::digits_model(), 2)},
+                             {"32x1x8x8"});
+  const std::string tracker = "127.0.0.1:" + std::to_string(free_port());
+  const std::string relay = "127.0.0.1:" + std::to_string(free_port());
+  const auto log = cluster.dir() / "tracker.log";
+  auto tracker_process = start_relaying_tracker(cluster, tracker, relay, log);
+  cluster.set_daemon_flags(1, {"--relay", relay, "--tracker", tracker});
+  cluster.start_all();
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  const int steps = 300;
+  const auto job_path = cluster.dir() / "job.toml";
+  std::string text = job_text(steps);
+  text.replace(text.find("[train]\n"), 8, "[train]\nsave_every = 5\n");
+  test::write_text(job_path, text);
+  // Frozen for 15 s: past the 6 s of silence that fail the job (and the lines that say so),
+  // within the 30 s the follower asks a silent tracker again.
+  auto freezer = std::thread([&] {
+    cluster.wait_for_batches(1, 20);
+    ::kill(tracker_process->pid(), SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::seconds(15));
+    ::kill(tracker_process->pid(), SIGCONT);
+  });
+  auto train = cluster.ravnest(
+      "train", job_path.string() + " --elastic --tracker " + tracker, 300);
+  freezer.join();
+  INFO(train.out << train.err << cluster.log(1) << test::read_text(log));
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  CHECK(said.find("node_1") != std::string::npos);
+  CHECK(said.find("failed on a lost connection") != std::string::npos);
+  CHECK(said.find("it resumes from the newest checkpoint every node holds") != std::string::npos);
   REQUIRE(cluster.ravnest("fuse", "--out " + (cluster.dir() / "trained").string()).exit_code == 0);
   CHECK(worst_difference(cluster, job_path, steps) <= 1e-5);
 }

@@ -1,7 +1,9 @@
 // The relay (libs/wire/relay.h, relay_table.h, relay_link.h): its lines and its table as plain
 // data; then, on this thread's event loop over 127.0.0.1, a node that listens nowhere, reached
 // through a relay: TLS and the gate end to end, a transfer byte-exact; a relay that flips one
-// byte: the node's TLS refuses the record and nothing is delivered; hellos that are not the
+// byte: the node's TLS refuses the record and nothing is delivered; a relay that stalls: the call
+// ends with the relay's idle bound, other sessions served meanwhile, a stalled direction holding
+// only buffers; a frozen relay's port: the client's connect bound; hellos that are not the
 // protocol refused in one line while the relay serves on. Every wait is bounded.
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
@@ -171,8 +173,9 @@ namespace {
 struct RelayedNode {
   // The relay asks for a proof of `relay_secret` ("": `secret`), the link proves `secret`.
   RelayedNode(const std::string& secret, Relay::Options::Tamper tamper = {},
-              const std::string& relay_secret = "") {
+              const std::string& relay_secret = "", RelayLimits limits = {}) {
     Relay::Options relay_options;
+    relay_options.limits = limits;
     relay_options.credentials =
         make_transport_security(relay_secret.empty() ? secret : relay_secret)->credentials();
     relay_options.on_event = [this](const std::string& line) { lines.push_back(line); };
@@ -486,4 +489,235 @@ TEST_CASE("a join proves the secret: a wrong proof from the node's host leaves t
   CHECK(line_of(again) == "refused: session " + std::to_string(opened->session) +
                               " joined already");
   for (int fd : {again, joined, peer, control}) ::close(fd);
+}
+
+TEST_CASE("a relay that stalls: the call through it fails once the relay's idle bound ends the "
+          "session, in one line; the relay serves other sessions meanwhile", "[wire][relay]") {
+  // From byte 100,000 towards the node (inside the streamed tensor) the session forwards nothing
+  // more either way and both connections stay open: a relay frozen by SIGSTOP, for one session.
+  // The relay's idle bound is 3 s here (600 s by default): the daemons' own watches name a
+  // silent peer sooner (6 s, peer_watch.h); what is shown here is that the relay's session, and
+  // the call over it, end by themselves.
+  RelayLimits limits;
+  limits.idle_seconds = 3;
+  RelayedNode relayed("relay secret", {Relay::Options::Tamper::Kind::stall, 100000, 1}, "",
+                      limits);
+  const std::string address = relayed.link->relayed_address();
+  at::manual_seed(7);
+  std::vector<IndexedIValue> values = {{0, at::randn({1024, 1024})}};
+  PeerLinks stalled_links(make_transport_security("relay secret"));
+  std::string reason;
+  bool ended = false;
+  auto call = send_big(stalled_links.node(address), values)
+                  .then([&ended]() { ended = true; },
+                        [&reason, &ended](kj::Exception&& e) {
+                          reason = kj_reason(e);
+                          ended = true;
+                        })
+                  .eagerlyEvaluate(nullptr);
+  for (int i = 0; i < 2000 && !relayed.said("stalled from byte 100000"); ++i) {
+    relayed.turn(10 * kj::MILLISECONDS);
+  }
+  REQUIRE(relayed.said("stalled from byte 100000 towards the node: nothing more forwarded either "
+                       "way"));
+  const auto stalled_at = std::chrono::steady_clock::now();
+  CHECK(relayed.relay->table().sessions() == 1);
+  {
+    // Another peer's session, under the stall's byte: served while the first one hangs.
+    PeerLinks other(make_transport_security("relay secret"));
+    std::vector<IndexedIValue> small = {{0, at::ones({16})}};
+    wait_for(relayed, send_big(other.node(address), small), 20);
+    auto event = relayed.next_event(10);
+    REQUIRE(event);
+    INFO(event->text);
+    CHECK(event->kind == "values");
+  }
+  CHECK_FALSE(ended);
+  // The stalled call: ended by the relay's idle bound, not hanging; nothing delivered.
+  for (int i = 0; i < 1500 && !ended; ++i) relayed.turn(10 * kj::MILLISECONDS);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stalled_at).count();
+  INFO("the call ended " << seconds << " s after the stall: " << reason);
+  REQUIRE(ended);
+  CHECK(seconds < limits.idle_seconds + 3);
+  CHECK(!reason.empty());
+  CHECK(reason.find('\n') == std::string::npos);
+  CHECK(relayed.said("idle for 3 s: closed"));
+  for (int i = 0; i < 300 && relayed.relay->table().sessions() > 0; ++i) {
+    relayed.turn(10 * kj::MILLISECONDS);
+  }
+  CHECK(relayed.relay->table().sessions() == 0);
+  if (auto event = relayed.next_event(1)) CHECK(event->kind != "values");
+  CHECK(relayed.relay->table().nodes() == 1);  // the node still holds its port
+}
+
+TEST_CASE("a spliced session whose node reads nothing holds what the sockets hold, not what the "
+          "peer sends; the idle bound ends it", "[wire][relay]") {
+  // The test is the node, over plain sockets, and never reads its joined connection (a node
+  // frozen, or a relay stalled past it); the peer writes 96 MiB as fast as it is taken.
+  auto io = ThreadIo::get();
+  auto credentials = make_transport_security("relay secret")->credentials();
+  Relay::Options options;
+  options.credentials = credentials;
+  options.limits.idle_seconds = 2;
+  std::vector<std::string> said;
+  options.on_event = [&said](const std::string& line) { said.push_back(line); };
+  Relay relay("127.0.0.1", 0, options);
+  auto turn = [&]() { io->timer().afterDelay(10 * kj::MILLISECONDS).wait(io->wait_scope()); };
+  auto dial = [&](uint16_t port, int buffer_bytes) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (buffer_bytes > 0) {
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+    }
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    to.sin_port = htons(port);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0);
+    ::fcntl(fd, F_SETFL, O_NONBLOCK);
+    return fd;
+  };
+  auto send = [](int fd, const std::string& text) {
+    REQUIRE(::send(fd, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size()));
+  };
+  auto line_of = [&](int fd) {
+    std::string line;
+    for (int i = 0; i < 500; ++i) {
+      char c;
+      const ssize_t n = ::recv(fd, &c, 1, 0);
+      if (n == 1 && c == '\n') return line;
+      if (n == 1) {
+        line.push_back(c);
+        continue;
+      }
+      if (n == 0 || errno != EAGAIN) break;
+      turn();
+    }
+    return line;
+  };
+  const int control = dial(relay.port(), 0);
+  send(control, control_hello(0));
+  std::string why;
+  const auto challenge = parse_challenge_line(line_of(control), why);
+  REQUIRE(challenge);
+  const RelayNonce mine = fresh_nonce();
+  send(control, proof_line(mine, credentials->gate_proof(GateSide::kClient, *challenge, mine)));
+  const auto port = parse_allocated_line(line_of(control), why);
+  REQUIRE(port);
+  const int peer = dial(*port, 64 * 1024);
+  const auto opened = parse_open_line(line_of(control), why);
+  REQUIRE(opened);
+  const int joined = dial(relay.port(), 64 * 1024);
+  send(joined, join_hello(opened->session, Relay::join_proof(*credentials, opened->nonce)));
+  REQUIRE(line_of(joined) == "joined");
+  // The peer writes until nothing more is taken for half a second.
+  const size_t attempted = size_t{96} << 20;
+  std::vector<char> chunk(64 * 1024, 'x');
+  size_t written = 0;
+  int refused_turns = 0;
+  while (written < attempted && refused_turns < 50) {
+    const ssize_t n = ::send(peer, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      written += static_cast<size_t>(n);
+      refused_turns = 0;
+      continue;
+    }
+    REQUIRE(errno == EAGAIN);
+    ++refused_turns;
+    turn();
+  }
+  INFO("the peer could write " << written << " bytes");
+  // The relay's buffer (64 KiB a direction) and the sockets' on loopback; never all of it.
+  CHECK(written < size_t{24} << 20);
+  CHECK(relay.table().sessions() == 1);
+  // Nothing moved for the idle bound: the session ends, the peer sees its connection end.
+  bool peer_ended = false;
+  for (int i = 0; i < 500 && !peer_ended; ++i) {
+    char c;
+    const ssize_t n = ::recv(peer, &c, 1, 0);
+    peer_ended = n == 0 || (n < 0 && errno != EAGAIN);
+    if (!peer_ended) turn();
+  }
+  CHECK(peer_ended);
+  CHECK(relay.table().sessions() == 0);
+  bool closed_line = false;
+  for (const auto& line : said) closed_line |= line.find("idle for 2 s: closed") != std::string::npos;
+  CHECK(closed_line);
+  for (int fd : {joined, peer, control}) ::close(fd);
+}
+
+TEST_CASE("a relay frozen before a peer's connection (its port accepts, nothing answers): every "
+          "call fails within the client's connect bound, in one line naming the address",
+          "[wire][relay]") {
+  // A frozen relay's ports still complete TCP handshakes (the kernel's backlog): a socket that
+  // listens and never accepts is that port. Without a bound on the TLS handshake the call waited
+  // for as long as its caller let it (a push: 240 s).
+  auto io = ThreadIo::get();
+  const int listening = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listening, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  REQUIRE(::listen(listening, 16) == 0);
+  socklen_t len = sizeof at;
+  REQUIRE(::getsockname(listening, reinterpret_cast<sockaddr*>(&at), &len) == 0);
+  const std::string address = "127.0.0.1:" + std::to_string(ntohs(at.sin_port));
+  PeerLinks links(make_transport_security("relay secret"));
+  const auto started = std::chrono::steady_clock::now();
+  std::string reason;
+  try {
+    links.node(address)
+        .statusRequest()
+        .send()
+        .ignoreResult()
+        .exclusiveJoin(io->timer().afterDelay(60 * kj::SECONDS).then([]() {
+          return kj::Promise<void>(KJ_EXCEPTION(FAILED, "test timed out"));
+        }))
+        .wait(io->wait_scope());
+  } catch (const kj::Exception& e) {
+    reason = kj_reason(e);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO(reason << " after " << seconds << " s");
+  CHECK(reason == "no connection to " + address +
+                      " in 10 s (connect and TLS handshake): it, or a relay on the way, does not "
+                      "answer");
+  CHECK(seconds >= 9.5);
+  CHECK(seconds < 15);
+  ::close(listening);
+}
+
+TEST_CASE("a connection dropped while its handshake waits is cancelled: its calls fail in one line, "
+          "nothing of it runs once the far end answers", "[wire][relay]") {
+  // A frozen relay continued completes the handshakes that waited on it: one whose client was
+  // dropped meanwhile (a status call given up, as the requester does after 3 s) ran on in freed
+  // memory (`ravnest train --elastic` crashed). The dropped client's call keeps its connection's
+  // setup alive; the far end answers while the loop turns.
+  RelayedNode relayed("relay secret");
+  const std::string address = relayed.link->relayed_address();
+  PeerLinks links(make_transport_security("relay secret"));
+  std::string reason;
+  bool ended = false;
+  auto call = links.node(address)
+                  .statusRequest()
+                  .send()
+                  .then([&ended](auto&&) { ended = true; },
+                        [&reason, &ended](kj::Exception&& e) {
+                          reason = kj_reason(e);
+                          ended = true;
+                        })
+                  .eagerlyEvaluate(nullptr);
+  links.drop(address);
+  links.node("127.0.0.1:1");  // a connection made: the dropped one is destroyed
+  for (int i = 0; i < 300 && !ended; ++i) relayed.turn(10 * kj::MILLISECONDS);
+  REQUIRE(ended);
+  CHECK(reason == "the connection to " + address + " was dropped");
+  // The node is served through the relay as before, over a new connection.
+  std::vector<IndexedIValue> small = {{0, at::ones({16})}};
+  wait_for(relayed, send_big(links.node(address), small), 20);
+  auto event = relayed.next_event(10);
+  REQUIRE(event);
+  CHECK(event->kind == "values");
 }
