@@ -486,6 +486,66 @@ TEST_CASE("elastic: a provider that registers mid-job joins as one more cluster 
   WARN("joined after update " << joined_at << ": " << diff << " from the join's reference");
 }
 
+// Issue 45's "2 new providers register mid-job -> one more cluster from the next boundary":
+// two clusters of two stages train; node_4 and node_5 start (and register) once the job is
+// followed: the follower joins them as cluster 2, cut like cluster 0, without a command, and the
+// weights are the join's reference (a ring per stage).
+TEST_CASE("elastic: two providers that register mid-job join as one more cluster of two stages at "
+          "the next update boundary; the weights are the join's reference", "[elastic][join]") {
+  const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
+  test::LocalCluster cluster(test::digits_model(), {cuts, cuts}, {"32x1x8x8"}, 2);
+  std::unique_ptr<test::ChildProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker, 4);
+  const int steps = 1200;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  auto newcomers = std::thread([&cluster] {
+    cluster.wait_for_batches(1, 4);
+    wait_for_following(cluster);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    cluster.start(4);
+    cluster.start(5);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  newcomers.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said));
+  std::smatch match;
+  REQUIRE(std::regex_search(said, match,
+                            std::regex("cluster 2 joined after update ([0-9]+): .*cluster 2 from "
+                                       "cluster ([0-9]+)'s checkpoint")));
+  const int joined_at = std::stoi(match[1].str());
+  const int source = std::stoi(match[2].str());
+  CHECK(joined_at > 0);
+  CHECK(joined_at < steps);
+  CHECK(elastic_rows(said).find(",join,,node_4;node_5,2,") != std::string::npos);
+  // cluster 2 is node_4 -> node_5, cut like cluster 0.
+  const auto plan = requester::load_plan(cluster.plan_dir());
+  std::map<std::string, std::pair<int, int>> place;  // name -> (cluster, position)
+  for (const auto& meta : plan.nodes) place[meta.name] = {meta.cluster, meta.position};
+  CHECK(place["node_4"] == std::make_pair(2, 0));
+  CHECK(place["node_5"] == std::make_pair(2, 1));
+
+  auto trained = fused(cluster, 3);
+  std::string where;
+  CHECK(test::largest_difference(trained[0], trained[2], &where) <= 1e-6);
+  const auto rings = test::plan_rings(cluster.plan_dir()).names;
+  const auto job = config::load_job((cluster.dir() / "job.toml").string());
+  auto reference = training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {},
+                                                      {{joined_at, source}}, rings);
+  const double diff = test::largest_difference(reference.state, trained[0], &where);
+  INFO("joined after update " << joined_at << ": " << diff << " from the reference in " << where);
+  CHECK(diff <= 1e-5);
+  auto unjoined =
+      training::train_reference_clusters(test::digits_model(), job, 2, steps, {}, {}, {}, rings);
+  CHECK(test::largest_difference(unjoined.state, trained[0], &where) > 1e-4);
+  CHECK(cluster.log(5).find("job finished") != std::string::npos);
+  WARN("two providers joined as cluster 2 after update " << joined_at << ": " << diff
+                                                         << " from the join's reference");
+}
+
 TEST_CASE("elastic: a provider stopped with SIGTERM mid-job hands its slot to an idle node at "
           "the update every node stopped after; no update is lost", "[elastic][handover]") {
   // Three one-node clusters and an idle node (node_3), all registered with a tracker.
