@@ -120,6 +120,15 @@ TEST_CASE("daemon config: errors name the file and the field", "[config][daemon]
         }).rfind("d.toml: tracker: \"10.0.0.1\"", 0) == 0);
   CHECK(parse_daemon_config("tracker = \"10.0.0.1:8090\"", "d.toml").tracker == "10.0.0.1:8090");
   CHECK(parse_daemon_config("relay = \"10.0.0.1:9000\"", "d.toml").relay == "10.0.0.1:9000");
+  CHECK(parse_daemon_config("relay = \"auto\"", "d.toml").relay == "auto");  // --tracker may come
+  // Each address is checked as the file is read (the fuzzer's finding: a relay that is no
+  // address parsed, and only validate_daemon_config refused it).
+  CHECK(error_of([] { parse_daemon_config("relay = \"enst\"", "d.toml"); })
+            .rfind("d.toml: relay: \"enst\"", 0) == 0);
+  CHECK(error_of([] { parse_daemon_config("tracker = \"x\"", "d.toml"); })
+            .rfind("d.toml: tracker: \"x\"", 0) == 0);
+  CHECK(error_of([] { parse_daemon_config("offer_relay = \"1.2.3.4\"", "d.toml"); })
+            .rfind("d.toml: offer_relay: \"1.2.3.4\"", 0) == 0);
   CHECK(error_of([] {
           auto config = parse_daemon_config("node = \"node_0\"\nrelay = \"10.0.0.1\"", "d.toml");
           validate_daemon_config(config, "d.toml");

@@ -114,6 +114,16 @@ void check_values(const DaemonConfig& config, const std::string& origin, bool ne
     throw base::ConfigError(origin + ": device: \"" + base::printable(config.device) +
                       "\" is not cpu, cuda or cuda:N");
   }
+  // Each address alone; what they need of each other (relay = "auto" and a tracker, not relay
+  // and offer_relay both) is validate_daemon_config's, once the flags are merged in.
+  if (!config.tracker.empty()) base::Address::parse(config.tracker, origin + ": tracker");
+  if (!config.relay.empty() && config.relay != kRelayAuto) {
+    base::Address::parse(config.relay, origin + ": relay");
+  }
+  if (!config.offer_relay.empty()) {
+    base::Address::parse(config.offer_relay, origin + ": offer_relay",
+                         base::Address::PortRule::kZeroAllowed);
+  }
 }
 
 }  // namespace
@@ -258,18 +268,9 @@ void validate_daemon_config(const DaemonConfig& config, const std::string& origi
     throw base::ConfigError(origin + ": memory_limit: " + std::to_string(config.memory_limit) +
                       " is negative");
   }
-  if (!config.tracker.empty()) base::Address::parse(config.tracker, origin + ": tracker");
-  if (config.relay == kRelayAuto) {
-    if (config.tracker.empty()) {
-      throw base::ConfigError(origin + ": relay: \"auto\" asks the tracker whether this daemon "
-                              "can be reached: it needs a tracker (--tracker)");
-    }
-  } else if (!config.relay.empty()) {
-    base::Address::parse(config.relay, origin + ": relay");
-  }
-  if (!config.offer_relay.empty()) {
-    base::Address::parse(config.offer_relay, origin + ": offer_relay",
-                         base::Address::PortRule::kZeroAllowed);
+  if (config.relay == kRelayAuto && config.tracker.empty()) {
+    throw base::ConfigError(origin + ": relay: \"auto\" asks the tracker whether this daemon "
+                            "can be reached: it needs a tracker (--tracker)");
   }
   if (!config.relay.empty() && !config.offer_relay.empty()) {
     throw base::ConfigError(origin + ": offer_relay: a daemon behind a relay (relay = \"" +

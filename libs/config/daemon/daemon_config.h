@@ -103,7 +103,8 @@ constexpr int kMaxThreads = 1024;
 int64_t parse_memory_limit(const std::string& text, const std::string& where);
 
 // Reads and checks the file (each present value is checked as validate_daemon_config does,
-// except that `node` may be absent).
+// except that `node` may be absent; what values need of each other -- relay = "auto" and a
+// tracker, not relay and offer_relay both -- is validate_daemon_config's, once flags are in).
 DaemonConfig load_daemon_config(const std::string& toml_path);
 DaemonConfig parse_daemon_config(const std::string& text, const std::string& origin);
 
