@@ -104,7 +104,6 @@ class ClusterReference {
   const config::TrainSpec& t_;
   const int64_t max_batches_;
   const std::vector<ReferenceTable>& tables_;
-  const std::map<int, std::vector<int64_t>>& dropped_;
   const std::vector<ReferenceJoin>& joins_;
   const std::vector<std::vector<std::string>>& rings_;
   const torch_support::EagerNumerics eager_;  // as the daemons' stages compute
@@ -178,7 +177,6 @@ ClusterReference::ClusterReference(const std::string& model_path, const config::
       t_(job.train),
       max_batches_(max_batches),
       tables_(tables),
-      dropped_(dropped),
       joins_(joins),
       rings_(rings),
       train_(data::load_dataset(job.data, data::Split::kTrain)),
@@ -186,7 +184,7 @@ ClusterReference::ClusterReference(const std::string& model_path, const config::
       copies_(static_cast<size_t>(clusters)),
       looked_up_(tables.size()) {
   for (auto& copy : copies_) make_copy(copy);
-  for (const auto& [c, rounds] : dropped_) copies_[static_cast<size_t>(c)].drop_rounds = rounds;
+  for (const auto& [c, rounds] : dropped) copies_[static_cast<size_t>(c)].drop_rounds = rounds;
   deal();
   for (size_t k = 0; k < tables_.size(); ++k) {
     table_optimizers_.push_back(
