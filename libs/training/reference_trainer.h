@@ -107,8 +107,9 @@ struct ReferenceTable {
 // (the next id) with a copy of cluster `source`'s weights, buffers, optimizer state, LR step,
 // random state and outer state; from then on every cluster reads shard c of the new count at the
 // place the batches done have in that dealing (epoch B / per epoch, batch B % per epoch), and
-// the job ends where that many clusters' job ends, as the daemons resume a grown plan. Not with
-// `tables`, nor while a cluster is dropped (std::invalid_argument).
+// the job ends where that many clusters' job ends, as the daemons resume a grown plan. A cluster
+// dropped by then counts in the new dealing (its shard unread; a later rejoin reads it), as the
+// grown plan keeps its nodes. Not with `tables` (std::invalid_argument).
 // With `rejoins` >= 0 (docs/faults.md#a-dropped-cluster-rejoins), the dropped cluster `rejoins`
 // comes back after update `after_update` instead, with the same copy of `source`'s state, reading
 // its own shard (the dealing unchanged) from the batches done on: the batches of its shard
