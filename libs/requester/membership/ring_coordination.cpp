@@ -43,9 +43,10 @@ void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
     live.insert(id);
     live_words += (live_words.empty() ? "" : ", ") + std::to_string(id);
   }
-  const std::string line = "cluster " + std::to_string(cluster) + " dropped (" + why +
-                           "); clusters " + live_words +
-                           " go on without it, and its shard of the data is no longer trained";
+  const std::string line = "cluster " + std::to_string(cluster) + " dropped (" + why + "); " +
+                           (live.size() == 1 ? "cluster " + live_words + " goes"
+                                             : "clusters " + live_words + " go") +
+                           " on without it, and its shard of the data is no longer trained";
   watch.dropped_lines.push_back(line);
   try {
     write_following(plan_.dir, {::getpid(), job_id, watch.dropped});
