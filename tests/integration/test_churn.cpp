@@ -21,6 +21,7 @@
 #include "libs/training/reference_trainer.h"
 #include "tests/support/digits.h"
 #include "tests/support/drop_reference.h"
+#include "tests/support/rejoin_checks.h"
 #include "tests/support/local_cluster.h"
 
 using namespace ravnest;
@@ -33,14 +34,7 @@ using StateDict = std::map<std::string, at::Tensor>;
 // 0's to 1e-6: they averaged their parameters after every update, to the last one. By cluster.
 std::map<int, StateDict> fused_alike(test::LocalCluster& cluster, int count) {
   std::map<int, StateDict> trained;
-  for (int c = 0; c < count; ++c) {
-    const auto out = cluster.dir() / ("trained_" + std::to_string(c));
-    auto fuse =
-        cluster.ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
-    INFO(fuse.out << fuse.err);
-    REQUIRE(fuse.exit_code == 0);
-    trained[c] = test::load_state_dict(out / "trained_state_dict.pt");
-  }
+  for (int c = 0; c < count; ++c) trained[c] = cluster.fused(c);
   std::string where;
   for (int c = 1; c < count; ++c) {
     const double apart = test::largest_difference(trained[0], trained[c], &where);
@@ -179,26 +173,6 @@ TEST_CASE("churn: clusters of two stages: the leaf of cluster 2 killed, cluster 
   kill_and_check(cluster, 2, 5);
 }
 
-// The numbers, one a line, of the newest file named `name` under `dir` (recursively); none when
-// there is no such file.
-static std::vector<double> numbers_of_newest(const std::filesystem::path& dir,
-                                             const std::string& name) {
-  std::filesystem::path newest;
-  std::filesystem::file_time_type when{};
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    if (e.path().filename() == name && (newest.empty() || e.last_write_time() > when)) {
-      newest = e.path();
-      when = e.last_write_time();
-    }
-  }
-  std::vector<double> numbers;
-  if (newest.empty()) return numbers;
-  std::istringstream in(test::read_text(newest));
-  double x = 0;
-  while (in >> x) numbers.push_back(x);
-  return numbers;
-}
-
 TEST_CASE("churn: a killed cluster rejoins after ravnest replace; the job ends with all three "
           "alike", "[churn]") {
   // Three one-node clusters and a spare (node_3).
@@ -250,35 +224,20 @@ TEST_CASE("churn: a killed cluster rejoins after ravnest replace; the job ends w
   // The spare trained cluster 2's batches from the rejoin to the end (one loss per batch), from
   // the survivors' weights: its first loss is near theirs then, far below the untrained model's.
   CHECK(cluster.log(3).find("job finished") != std::string::npos);
-  const auto rejoined = numbers_of_newest(cluster.data_dir(3), "losses.txt");
-  const auto survivor = numbers_of_newest(cluster.data_dir(0), "losses.txt");
-  REQUIRE(rejoined.size() == static_cast<size_t>(steps - rejoined_at));
-  REQUIRE(survivor.size() == static_cast<size_t>(steps));
-  INFO("first losses: untrained " << survivor[0] << ", survivor after update " << rejoined_at
-                                  << " " << survivor[rejoined_at] << ", rejoined "
-                                  << rejoined[0]);
-  CHECK(rejoined[0] < survivor[0] - 0.5);
-  CHECK(std::abs(rejoined[0] - survivor[rejoined_at]) < 0.5);
+  const std::string losses =
+      test::check_rejoined_losses(cluster.data_dir(3), cluster.data_dir(0), steps, rejoined_at);
   std::smatch pause;
   if (std::regex_search(said, pause, std::regex("\\(([0-9.]+) s from the hold to the start\\)"))) {
     WARN("paused " << pause[1].str() << " s");
   }
-  WARN("rejoined after update " << rejoined_at << "; first losses: untrained " << survivor[0]
-                                << ", survivor " << survivor[rejoined_at] << ", rejoined "
-                                << rejoined[0]);
+  WARN("rejoined after update " << rejoined_at << "; " << losses);
   // Exactly the reference of that sequence (docs/faults.md#a-dropped-cluster-rejoins).
   std::string why;
   const auto reference =
       test::drop_reference(said, test::digits_model(), cluster.plan_dir(),
                            (cluster.dir() / "job.toml").string(), 3, steps,
                            {cluster.log(0), cluster.log(1)}, {}, &why);
-  if (!reference) {
-    WARN("no single reference: " << why);
-  } else {
-    const double diff = test::largest_difference(reference->state, trained[0], &where);
-    INFO(reference->events << ": " << diff << " from the reference in " << where);
-    CHECK(diff <= 1e-5);
-  }
+  test::check_against_reference(reference, why, trained[0]);
 }
 
 TEST_CASE("churn: ravnest join makes a pool node one more cluster; the job trains three",
@@ -379,7 +338,7 @@ static void join_and_check(test::LocalCluster& cluster, int per_cluster, int clu
                                                 {}, {}, rings);
   std::vector<std::vector<double>> losses;  // each cluster's leaf's, one a batch
   for (int c = 0; c < grown; ++c) {
-    losses.push_back(numbers_of_newest(cluster.data_dir(c * per_cluster + leaf), "losses.txt"));
+    losses.push_back(test::numbers_of_newest(cluster.data_dir(c * per_cluster + leaf), "losses.txt"));
     INFO(newcomer << " joined after update " << joined_at << "; cluster " << c);
     REQUIRE(losses[c].size() == static_cast<size_t>(c < clusters ? steps : steps - joined_at));
   }
@@ -486,7 +445,7 @@ TEST_CASE("churn: a join past the end of the grown job is not taken in; the job 
   CHECK(std::stoi(match[1].str()) >= 230);
   CHECK(said.find("cluster 1 joined") == std::string::npos);
   // The job of one cluster, to its end, exactly.
-  const auto losses = numbers_of_newest(cluster.data_dir(0), "losses.txt");
+  const auto losses = test::numbers_of_newest(cluster.data_dir(0), "losses.txt");
   CHECK(losses.size() == static_cast<size_t>(steps));
   CHECK(cluster.log(1).find("job finished") == std::string::npos);
   auto trained = fused_alike(cluster, 1);

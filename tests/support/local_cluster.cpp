@@ -170,17 +170,19 @@ void LocalCluster::set_daemon_config(const std::string& toml) {
   daemons_->set_config_file(path.string());
 }
 
+std::map<std::string, at::Tensor> LocalCluster::fused(int cluster, const std::string& tag) const {
+  const auto out = dir() / (tag + "_" + std::to_string(cluster));
+  auto fuse = ravnest("fuse", "--cluster " + std::to_string(cluster) + " --out " + out.string());
+  if (fuse.exit_code != 0) {
+    throw std::runtime_error("ravnest fuse --cluster " + std::to_string(cluster) + " failed: " +
+                             fuse.out + fuse.err);
+  }
+  return load_state_dict(out / "trained_state_dict.pt");
+}
+
 LocalCluster::Outcome LocalCluster::fuse_all(int clusters, int leaf, const std::string& tag) const {
   Outcome outcome;
-  for (int c = 0; c < clusters; ++c) {
-    const auto out = dir() / (tag + "_" + std::to_string(c));
-    auto fuse = ravnest("fuse", "--cluster " + std::to_string(c) + " --out " + out.string());
-    if (fuse.exit_code != 0) {
-      throw std::runtime_error("ravnest fuse --cluster " + std::to_string(c) + " failed: " +
-                               fuse.out + fuse.err);
-    }
-    outcome.clusters.push_back(load_state_dict(out / "trained_state_dict.pt"));
-  }
+  for (int c = 0; c < clusters; ++c) outcome.clusters.push_back(fused(c, tag));
   const auto fetched = requester::Requester(requester::load_plan(plan_dir()),
                                           base::read_secret(secret_file()))
                            .fetch_losses(leaf);

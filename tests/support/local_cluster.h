@@ -91,6 +91,10 @@ class LocalCluster {
   // this process); false after `limit_seconds`.
   bool wait_for_batches(int node, uint64_t batches, double limit_seconds = 60) const;
 
+  // `ravnest fuse --cluster C --out dir()/TAG_C`: the fused state dict of cluster `cluster`.
+  // Throws std::runtime_error with fuse's output when it fails.
+  std::map<std::string, at::Tensor> fused(int cluster, const std::string& tag = "trained") const;
+
   // What a job left, for comparing runs: `ravnest fuse` of each of the first `clusters` clusters
   // (into dir()/TAG_C), and the losses and validation.txt of node `leaf` (the leaf of cluster 0).
   // Throws std::runtime_error with fuse's output when it fails.
