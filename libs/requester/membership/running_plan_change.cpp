@@ -154,8 +154,11 @@ class Requester::TakeIn {
   // address_to_ask; one that fits at another address than the plan's is noted in `moved_`.
   std::string not_back(int cluster, uint64_t dropped_job);
   // The nodes of clusters coming `back` that answered at a new address: the plan moved there
-  // (now_), each said in one line and a row of elastic.csv (kind moved).
-  void move_answered(const std::vector<int>& back);
+  // (now_), noted for say_moved. Returns why not, in one line, when one cannot move (the plan
+  // has another node there): now_ then is unchanged.
+  std::string move_answered(const std::vector<int>& back);
+  // Each node moved: one line and a row of elastic.csv (kind moved), once the rejoin is decided.
+  void say_moved() const;
   std::string taken_node_busy();      // why a node taken in cannot come yet, or ""
   bool training_finished();           // every node of the clusters still training finished
   void say_coming() const;
@@ -177,6 +180,8 @@ class Requester::TakeIn {
   membership::ClusterAdmission admission_;
   std::vector<int> taken_;
   std::map<int, std::string> moved_;  // node id -> the address it answered at (not the plan's)
+  // The nodes moved (as the plan had them) and where to, said by say_moved.
+  std::vector<std::pair<config::NodeMetadata, std::string>> moving_;
   double paused_ = 0;
 };
 
@@ -300,7 +305,8 @@ bool Requester::TakeIn::admit_on_link() {
   }
   if (choice.back.empty()) return false;
   now_ = impl_.plan_;
-  move_answered(choice.back);
+  const std::string unmoved = move_answered(choice.back);
+  if (!unmoved.empty()) return wait(unmoved);
   admission_ = membership::admit_clusters(impl_.plan_.nodes, now_.nodes, watch_.dropped,
                                           {choice.back.begin(), choice.back.end()});
   if (!admission_.wait.empty()) return wait(admission_.wait);
@@ -308,6 +314,7 @@ bool Requester::TakeIn::admit_on_link() {
   taken_ = admission_.rejoining;
   const std::string busy = taken_node_busy();
   if (!busy.empty()) return wait(busy);
+  say_moved();
   for (int c : admission_.rejoining) {
     const int nth = ++watch_.link_rejoins[c];
     std::string names, row_names;  // the row's with ';' between, as a join's
@@ -327,13 +334,28 @@ bool Requester::TakeIn::admit_on_link() {
   return true;
 }
 
-void Requester::TakeIn::move_answered(const std::vector<int>& back) {
+std::string Requester::TakeIn::move_answered(const std::vector<int>& back) {
+  std::vector<std::pair<config::NodeMetadata, std::string>> moving;
+  auto nodes = now_.nodes;
   for (const auto& [id, address] : moved_) {
     const config::NodeMetadata& was =
         *std::find_if(impl_.plan_.nodes.begin(), impl_.plan_.nodes.end(),
                       [id = id](const config::NodeMetadata& m) { return m.node_id == id; });
     if (std::find(back.begin(), back.end(), was.cluster) == back.end()) continue;
-    move_node(now_.nodes, id, address);
+    try {
+      move_node(nodes, id, address);
+    } catch (const std::runtime_error& e) {
+      return "cluster " + std::to_string(was.cluster) + " waits to come in: " + e.what();
+    }
+    moving.emplace_back(was, address);
+  }
+  now_.nodes = std::move(nodes);
+  moving_ = std::move(moving);
+  return "";
+}
+
+void Requester::TakeIn::say_moved() const {
+  for (const auto& [was, address] : moving_) {
     const std::string line = "elastic: " + was.name + " answers at " + address + " now (its " +
                              "relay changed; the plan had " + was.address + ")";
     if (log_) log_(line);
