@@ -39,9 +39,11 @@ struct Member {
 interface Tracker {
   register @0 (registration :Registration)
       -> (epoch :UInt64, heartbeatSeconds :Float64, expirySeconds :Float64);
-    # Joins the pool, or updates the daemon's entry (same name, same first address). Refused in
-    # one line: a name registered live from another address, more registrations from one host
-    # than the tracker takes, a full pool, or too many calls from one connection.
+    # Joins the pool, or updates the daemon's entry (same name, same first address; another first
+    # address only over the connection whose registration of the name was accepted last: the
+    # daemon moved to another relay). Refused in one line: a name registered live from another
+    # address, more registrations from one host than the tracker takes, a full pool, or too many
+    # calls from one connection.
   heartbeat @1 (name :Text) -> (known :Bool, epoch :UInt64);
     # `known` false: the tracker holds no live entry of `name` (it expired): register again.
   pool @2 () -> (epoch :UInt64, members :List(Member), expirySeconds :Float64);

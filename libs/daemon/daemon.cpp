@@ -15,6 +15,7 @@
 
 #include "libs/base/address.h"
 #include "libs/base/byte_size.h"
+#include "libs/base/clock.h"
 #include "libs/base/secret.h"
 #include "libs/daemon/systemd_notify.h"
 #include "libs/daemon/tracker/hardware_probe.h"
@@ -236,9 +237,10 @@ kj::Own<wire::RpcServer> serve_node(NodeService& service, const config::DaemonCo
 // daemon's own; the relay holds `listen`'s port on its own host for it, and every connection that
 // comes through is served by `server` as one it accepted. With --relay auto, the same from the
 // moment hold_on() is called (the tracker could not dial this daemon back), the daemon's own port
-// left open (nobody outside reaches it). Relaying for others (--offer-relay): their ports and
-// sessions, on this thread's loop. Throws std::runtime_error naming the flag when either cannot
-// be set up.
+// left open (nobody outside reaches it); hold_on() again moves it to another relay, the old link
+// dropped (connections it spliced already are the server's and go on). Relaying for others
+// (--offer-relay): their ports and sessions, on this thread's loop. Throws std::runtime_error
+// naming the flag when either cannot be set up.
 class RelayRoles {
  public:
   RelayRoles(const config::DaemonConfig& config, const std::string& listen,
@@ -268,6 +270,7 @@ class RelayRoles {
   // came from, for the error.
   void hold_on(const std::string& relay, unsigned port, const std::string& origin) {
     wire::RpcServer* served = &server_;
+    run_ = kj::READY_NOW;  // the old link's control loop ends before the link goes
     try {
       link_ = kj::heap<wire::RelayLink>(
           relay, port,
@@ -282,8 +285,24 @@ class RelayRoles {
     relay_address_ = relay;
     host_ = base::Address::parse(relay, origin).host();
     port_ = port;
+    lost_since_ = 0;
+    held_once_ = false;
   }
   bool behind_relay() const { return link_.get() != nullptr; }
+  // How long (seconds, steady clock at `now`) the relay has not held the port, as seen at the
+  // calls of this (the caller looks every second): 0 while it holds it.
+  double lost_seconds(double now) {
+    if (!link_) return 0;
+    if (link_->port() != 0) {
+      lost_since_ = 0;
+      held_once_ = true;
+      return 0;
+    }
+    if (lost_since_ == 0) lost_since_ = now;
+    return now - lost_since_;
+  }
+  // Whether the current relay held the port at some look since hold_on().
+  bool held_once() const { return held_once_; }
   const std::string& relay_address() const { return relay_address_; }
   // Where peers reach this daemon: the relay's host behind NAT, else where it listens.
   std::string host(const std::string& listen) const {
@@ -317,6 +336,8 @@ class RelayRoles {
   std::string relay_address_;
   std::string host_;
   unsigned port_ = 0;
+  double lost_since_ = 0;  // steady seconds; 0: held, or not looked at since
+  bool held_once_ = false;
   kj::Own<wire::Relay> relay_;
   std::string offered_host_;
 };
@@ -337,9 +358,13 @@ void log_memory_budget(NodeService& service) {
 // The daemon in the tracker's pool (--tracker): registered once the port is open, heartbeating
 // on this thread's loop until leave(). With --relay auto, each registration follows the
 // tracker's dial-back (dial_back.h): reached, the daemon's own addresses; not reached, it holds
-// its port on the first relay the tracker names and registers the relay's host (once behind a
-// relay it stays there); not reached and no relay named, it does not register, and asks again
-// every 2 s. Without a tracker, nothing.
+// its port on the first relay the tracker names and registers the relay's host; not reached and
+// no relay named, it does not register, and asks again every 2 s. Behind a relay taken so, one
+// that has not held the port for tracker::kRelayLostSeconds makes it ask the tracker again (a
+// dial-back in the same session): the first other relay named is taken, the old one dropped, and
+// the new address registered over that session (the tracker takes the move from it); none other
+// named, it keeps the relay it has (whose link tries again every 2 s) and asks again after as
+// long. Without a tracker, nothing.
 class TrackerPresence {
  public:
   TrackerPresence(const config::DaemonConfig& config, const std::string& listen,
@@ -366,7 +391,25 @@ class TrackerPresence {
         auto relayed = [roles, port]() {
           return std::vector<std::string>{roles->host("") + ":" + std::to_string(port)};
         };
-        if (!roles->behind_relay()) {
+        if (roles->behind_relay()) {
+          // Lost for long enough: another relay the tracker names, if any (dial_back.h).
+          const double lost = roles->lost_seconds(base::now_seconds());
+          const auto other =
+              lost >= tracker::kRelayLostSeconds
+                  ? tracker::relay_to_hold(answer, tracker_address, roles->relay_address())
+                  : std::nullopt;
+          if (!other) {
+            // The relay it has: registered at once when it held the port before (a relay that
+            // restarts), else once it holds it.
+            if (roles->held_once()) return relayed();
+            return roles->held(*clock, 10).then(kj::mv(relayed));
+          }
+          const std::string was = roles->relay_address();
+          roles->hold_on(*other, port, "the relay named by the tracker");
+          spdlog::info("relay {} lost for {:.0f} s: holding port {} on the relay {} the tracker "
+                       "named instead",
+                       was, lost, port, *other);
+        } else {
           if (answer.reached) {
             if (!*reported) {
               spdlog::info("reachable: the tracker {} dialled port {} back; registering {}",
@@ -389,6 +432,7 @@ class TrackerPresence {
         return roles->held(*clock, 10).then(kj::mv(relayed));
       };
       link_->set_reach_check(std::move(check));
+      watch_ = watch_relay(relay, timer).eagerlyEvaluate(nullptr);
     }
     run_ = link_->run().eagerlyEvaluate([](kj::Exception&& e) {
       spdlog::warn("tracker link ended: {}", wire::kj_reason(e));
@@ -397,13 +441,31 @@ class TrackerPresence {
   // Out of the pool now rather than at the expiry; a tracker that does not answer in 2 s
   // expires this node instead. Then no more heartbeats.
   void leave(kj::WaitScope& wait_scope, kj::Timer& timer) {
+    watch_ = kj::READY_NOW;
     if (link_) link_->leave().exclusiveJoin(timer.afterDelay(2 * kj::SECONDS)).wait(wait_scope);
     run_ = kj::READY_NOW;
   }
 
  private:
+  // --relay auto: looks every second whether the relay taken holds the port; lost for
+  // kRelayLostSeconds, the tracker is asked again (the decision is the reach check's), and again
+  // after as long while it stays lost.
+  kj::Promise<void> watch_relay(RelayRoles& relay, kj::Timer& timer) {
+    return timer.afterDelay(1 * kj::SECONDS).then([this, &relay, &timer]() {
+      const double now = base::now_seconds();
+      if (relay.behind_relay() && relay.lost_seconds(now) >= tracker::kRelayLostSeconds &&
+          now >= next_ask_) {
+        next_ask_ = now + tracker::kRelayLostSeconds;
+        link_->ask_again();
+      }
+      return watch_relay(relay, timer);
+    });
+  }
+
   kj::Own<tracker::TrackerLink> link_;
+  double next_ask_ = 0;
   kj::Promise<void> run_ = kj::READY_NOW;
+  kj::Promise<void> watch_ = kj::READY_NOW;
 };
 
 // After a stop signal: the job stops where the others agree, is dropped on the compute thread,

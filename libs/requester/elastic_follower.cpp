@@ -113,6 +113,16 @@ void ElasticFollower::run() {
     tracker::PoolSnapshot pool;
     try {
       pool = tracker::fetch_pool(options_.tracker, security, 5);
+      std::map<std::string, std::string> addresses;
+      for (const auto& [name, member] : tracker::members_of(pool)) {
+        if (!member.registration.addresses.empty()) {
+          addresses[name] = member.registration.addresses.front();
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(live_mutex_);
+        live_addresses_ = std::move(addresses);
+      }
       if (tracker_silent) log("elastic: tracker " + options_.tracker + " answers again");
       tracker_silent = false;
     } catch (const std::exception& e) {
@@ -134,6 +144,11 @@ void ElasticFollower::run() {
     }
     follow_pool(plan, pool, *following);
   }
+}
+
+std::map<std::string, std::string> ElasticFollower::live_addresses() const {
+  std::lock_guard<std::mutex> lock(live_mutex_);
+  return live_addresses_;
 }
 
 void ElasticFollower::follow_pool(const Plan& plan, const tracker::PoolSnapshot& pool,

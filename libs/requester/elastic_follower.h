@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -70,6 +71,10 @@ class ElasticFollower {
   ElasticFollower(const ElasticFollower&) = delete;
   ElasticFollower& operator=(const ElasticFollower&) = delete;
 
+  // The live pool as the last poll read it: name -> first address (empty before the first
+  // answer). Any thread: what the train's requester asks a dropped node at (link_rejoin.h).
+  std::map<std::string, std::string> live_addresses() const;
+
  private:
   void run();  // the thread: a poll about every poll_seconds until stop_
   // One poll's pool against the plan: lost nodes to replace_lost, else newcomers to join_newcomers.
@@ -90,6 +95,8 @@ class ElasticFollower {
     uint64_t metrics_job = 0;             // the id the job started with: its metrics folder's
   };
   Seen seen_;
+  mutable std::mutex live_mutex_;
+  std::map<std::string, std::string> live_addresses_;  // under live_mutex_
   ElasticOptions options_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -380,6 +380,7 @@ TrainResult Requester::run(const config::JobSpec& job, const std::string& job_te
   std::string plan_json = base::read_file(config::PlanLayout(plan.dir).plan_file());
   std::function<uint64_t(const std::shared_ptr<Watch>&, uint64_t)> take_in;
   link_rejoins_ = options.link_rejoins;
+  live_addresses_ = options.live_addresses;
   if (!job.predict) {
     take_in = [&](const std::shared_ptr<Watch>& watch, uint64_t job_id) {
       return take_in_clusters(watch, job_id, job, job_text, &identity, &plan_json, train_samples,

@@ -5,7 +5,10 @@
 // the next update boundary (membership/running_plan_change.cpp), at most a bounded number of
 // times per cluster, so that a node whose link flaps cannot stop the job over and over. A node
 // that is really dead never answers: the tracker expires it and the elastic follower replaces it,
-// as before. Pure: plain data in and out, no daemon; any thread.
+// as before. A node that lives at another address now (its relay died and `--relay auto` took
+// another: docs/relay.md#auto) is asked where the tracker's live pool has it, and answering there
+// as itself, its cluster rejoins with the plan moved to that address (move_node).
+// Pure: plain data in and out, no daemon; any thread.
 #pragma once
 
 #include <map>
@@ -33,6 +36,20 @@ struct LinkRejoins {
 // cannot come back now ("" when every node answered and fits: unfit_for_job, not busy); `done`:
 // the rejoins after a lost connection each cluster made in this job (absent: none); `most`: how
 // many one cluster may make (0: none).
+// Where node `meta` of a dropped cluster is asked whether it answers again: its first address in
+// the tracker's live pool (`live`: name -> address, as the elastic follower last read it) when
+// the pool has it there and the plan has another (its relay changed), else the plan's.
+std::string address_to_ask(const config::NodeMetadata& meta,
+                           const std::map<std::string, std::string>& live);
+
+// `nodes` (a plan's) with node `id` at `address`: its own address, every mention of it in the
+// others (their pipeline's addresses, ring peers: config::rename_node_mentions) and its pinned
+// certificate (the same daemon's, moved to the new address). Returns the ids of the nodes whose
+// metadata changed, ascending (none when it was there already). Throws std::runtime_error naming
+// the node when `id` is not in `nodes`, or another node has `address`.
+std::vector<int> move_node(std::vector<config::NodeMetadata>& nodes, int id,
+                           const std::string& address);
+
 LinkRejoins choose_link_rejoins(const std::map<int, std::string>& why_not,
                                 const std::map<int, int>& done, int most);
 

@@ -77,6 +77,11 @@ struct TrainOptions {
   // own nodes, at most this many times per cluster (docs/faults.md#a-dropped-cluster-rejoins).
   // 0: it stays dropped until `ravnest replace` gives it other nodes.
   int link_rejoins = 0;
+  // With link_rejoins: where the tracker's live pool has each node now (name -> first address;
+  // `train --elastic`: ElasticFollower::live_addresses). A node of a cluster dropped on a lost
+  // connection is asked there when it differs from the plan's (its relay changed), and answering
+  // as itself rejoins at that address, the plan moved there (link_rejoin.h). Unset: the plan's.
+  std::function<std::map<std::string, std::string>()> live_addresses;
 };
 
 // train() was interrupted (TrainOptions::interrupted), or a node's daemon got SIGTERM and asked
@@ -245,6 +250,7 @@ class Requester {
   void hand_over_plan(const std::function<void(const std::string&)>& log);
   std::string waiting_for_;  // why take_in_clusters last waited, said once
   int link_rejoins_ = 0;     // the running train's TrainOptions::link_rejoins
+  std::function<std::map<std::string, std::string>()> live_addresses_;  // ... ::live_addresses
   // Nodes (ids) of clusters that stayed dropped at a take-in while other nodes got new metadata:
   // theirs is pushed when their cluster comes back.
   std::set<int> metadata_owed_;

@@ -26,7 +26,8 @@ std::vector<std::string> relays_offered(const Membership& membership, const std:
 }
 
 std::optional<std::string> relay_to_hold(const DialBack& dial_back,
-                                         const std::string& tracker_address) {
+                                         const std::string& tracker_address,
+                                         const std::string& avoid) {
   if (dial_back.reached) return std::nullopt;
   // The tracker's host as the daemon writes it ("[v6]" in brackets).
   const std::string tracker = base::Address::parse(tracker_address, "--tracker").str();
@@ -34,7 +35,7 @@ std::optional<std::string> relay_to_hold(const DialBack& dial_back,
   for (const auto& named : dial_back.relays) {
     const std::string relay = named.rfind(':', 0) == 0 ? tracker_host + named : named;
     if (auto address = base::Address::try_parse(relay, base::Address::PortRule::kRequired)) {
-      return address->str();
+      if (address->str() != avoid) return address->str();
     }
   }
   return std::nullopt;

@@ -32,8 +32,17 @@ std::vector<std::string> relays_offered(const Membership& membership, const std:
 // The relay a daemon the tracker could not reach holds its port on: the first one named that is
 // a host:port (what the tracker sends is not trusted to be), a ":port" one on the host of
 // `tracker_address` (the tracker's "host:port" as the daemon dials it, already checked), as
-// "host:port". nullopt when none is, or `dial_back.reached`.
+// "host:port", other than `avoid` (as this returned it: the relay the daemon lost, which it
+// leaves for another; "": none avoided). nullopt when none is, or `dial_back.reached`.
 std::optional<std::string> relay_to_hold(const DialBack& dial_back,
-                                         const std::string& tracker_address);
+                                         const std::string& tracker_address,
+                                         const std::string& avoid = "");
+
+// How long the relay a daemon took under `--relay auto` may not hold its port before the daemon
+// asks the tracker again and takes another relay it names (daemon.cpp): longer than a relay that
+// restarts takes to hold the port again (its link tries every 2 s), short against the job watch's
+// 6 s of silence plus the requester's drop, so that the node is at its new address by the time a
+// dropped cluster is asked again.
+inline constexpr double kRelayLostSeconds = 6;
 
 }  // namespace ravnest::tracker

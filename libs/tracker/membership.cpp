@@ -106,7 +106,7 @@ std::string registration_problem(const Registration& registration) {
 
 RegisterOutcome register_member(Membership& membership, const Registration& registration,
                                 const std::string& from_host, double now, double now_unix,
-                                const Bounds& bounds) {
+                                const Bounds& bounds, bool same_session) {
   RegisterOutcome outcome;
   const std::string problem = registration_problem(registration);
   if (!problem.empty()) {
@@ -116,7 +116,9 @@ RegisterOutcome register_member(Membership& membership, const Registration& regi
   auto found = membership.members.find(registration.name);
   if (found != membership.members.end()) {
     Member& member = found->second;
-    if (member.registration.addresses.front() != registration.addresses.front()) {
+    const bool moved =
+        member.registration.addresses.front() != registration.addresses.front();
+    if (moved && !same_session) {
       outcome.refusal = "refused: " + registration.name + " is registered from " +
                         member.registration.addresses.front() + " (live; it expires " +
                         "without heartbeats)";
@@ -142,6 +144,7 @@ RegisterOutcome register_member(Membership& membership, const Registration& regi
     member.registration = registration;
     member.from_host = from_host;
     member.last_heartbeat = now;
+    outcome.moved = moved;
     if (outcome.changed) ++membership.epoch.value;
     return outcome;
   }

@@ -11,7 +11,8 @@
 // and `max_per_host` registered from one host (the connection's peer, not what the registration
 // claims); a registration beyond either is refused with one line, changing nothing. A name is one
 // daemon: registered again from its first address it is updated, from another address it is
-// refused while the first one is live.
+// refused while the first one is live, unless the registration comes over the very connection
+// that registered the name (the same daemon, moved: its relay changed under --relay auto).
 //
 // Any thread, as values are; Membership itself is not synchronized (the tracker's event loop owns
 // it).
@@ -84,14 +85,17 @@ struct RegisterOutcome {
   bool accepted = false;
   bool joined = false;   // new to the pool (else an update, or refused)
   bool changed = false;  // the epoch was raised
+  bool moved = false;    // a live member's first address changed (same_session)
   std::string refusal;   // one line, when not accepted
 };
 
 // Registers (or updates) `registration` from `from_host` at `now`. Expired members are not
-// removed here (call expire first): a live name from another address is refused.
+// removed here (call expire first): a live name from another address is refused, unless
+// `same_session` (the caller's word: it comes over the connection whose registration of this name
+// was accepted last), when the member takes its new addresses (`moved`).
 RegisterOutcome register_member(Membership& membership, const Registration& registration,
                                 const std::string& from_host, double now, double now_unix,
-                                const Bounds& bounds);
+                                const Bounds& bounds, bool same_session = false);
 
 // A heartbeat of `name` at `now`: true when it is a member (its time renewed), false when the
 // tracker holds no such member (the daemon registers again). Never changes the epoch.

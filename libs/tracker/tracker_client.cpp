@@ -2,6 +2,7 @@
 
 #include <map>
 #include <stdexcept>
+#include <utility>
 
 #include <capnp/capability.h>
 #include <spdlog/spdlog.h>
@@ -118,22 +119,7 @@ kj::Promise<void> TrackerLink::session() {
               static_cast<double>(probe_bytes_) * 8 / elapsed / 1e6;
         });
       })
-      .then([this, s]() -> kj::Promise<void> {
-        if (!reach_.decide) return kj::READY_NOW;
-        auto request = s->tracker.dialBackRequest();
-        request.setPort(reach_.port);
-        return request.send()
-            .then([this](capnp::Response<schema::Tracker::DialBackResults>&& answer) {
-              DialBack dial_back;
-              dial_back.reached = answer.getReached();
-              dial_back.why = answer.getWhy();
-              for (auto relay : answer.getRelays()) dial_back.relays.emplace_back(relay);
-              return reach_.decide(dial_back);
-            })
-            .then([this](std::vector<std::string> addresses) {
-              registration_.addresses = std::move(addresses);
-            });
-      })
+      .then([this, s]() { return reach(s); })
       .then([this, s]() {
         auto request = s->tracker.registerRequest();
         encode_registration(registration_, request.initRegistration());
@@ -151,6 +137,50 @@ kj::Promise<void> TrackerLink::session() {
       });
 }
 
+kj::Promise<void> TrackerLink::reach(std::shared_ptr<Session> s) {
+  if (!reach_.decide) return kj::READY_NOW;
+  auto request = s->tracker.dialBackRequest();
+  request.setPort(reach_.port);
+  return request.send()
+      .then([this](capnp::Response<schema::Tracker::DialBackResults>&& answer) {
+        DialBack dial_back;
+        dial_back.reached = answer.getReached();
+        dial_back.why = answer.getWhy();
+        for (auto relay : answer.getRelays()) dial_back.relays.emplace_back(relay);
+        return reach_.decide(dial_back);
+      })
+      .then([this](std::vector<std::string> addresses) {
+        registration_.addresses = std::move(addresses);
+      });
+}
+
+void TrackerLink::ask_again() {
+  if (!reach_.decide) return;
+  if (again_ && again_->isWaiting()) {
+    again_->fulfill();
+  } else {
+    again_asked_ = true;
+  }
+}
+
+kj::Promise<void> TrackerLink::reach_again(std::shared_ptr<Session> s) {
+  const std::vector<std::string> before = registration_.addresses;
+  return reach(s)
+      .then([this, s, before]() -> kj::Promise<void> {
+        if (registration_.addresses == before) return kj::READY_NOW;
+        auto request = s->tracker.registerRequest();
+        encode_registration(registration_, request.initRegistration());
+        return request.send().then([this](auto&&) {
+          spdlog::info("registered with tracker {} as {} at {} now", address_, registration_.name,
+                       registration_.addresses.front());
+        });
+      })
+      .catch_([this](kj::Exception&& e) {
+        spdlog::warn("tracker {}: asked again: {}; registered as before", address_,
+                     wire::kj_reason(e));
+      });
+}
+
 kj::Promise<void> TrackerLink::leave() {
   if (!registered_) return kj::READY_NOW;
   auto request = registered_->tracker.leaveRequest();
@@ -163,7 +193,18 @@ kj::Promise<void> TrackerLink::leave() {
 }
 
 kj::Promise<void> TrackerLink::heartbeats(std::shared_ptr<Session> s, double interval) {
+  // The wait ends early when ask_again() is called: a dial-back and maybe a new registration
+  // first, then the heartbeat.
+  auto asked = kj::newPromiseAndFulfiller<void>();
+  again_ = kj::mv(asked.fulfiller);
+  if (std::exchange(again_asked_, false)) again_->fulfill();
   return timer_.afterDelay(seconds(interval))
+      .then([]() { return false; })
+      .exclusiveJoin(asked.promise.then([]() { return true; }))
+      .then([this, s](bool again) -> kj::Promise<void> {
+        if (again) return reach_again(s);
+        return kj::READY_NOW;
+      })
       .then([this, s]() {
         auto request = s->tracker.heartbeatRequest();
         request.setName(registration_.name);

@@ -47,6 +47,11 @@ class TrackerLink {
     std::function<kj::Promise<std::vector<std::string>>(const DialBack&)> decide;
   };
   void set_reach_check(ReachCheck check) { reach_ = std::move(check); }
+  // With a reach check: the session asks for a dial-back again now (between heartbeats) and
+  // registers what `decide` resolves to, over the same connection (the tracker takes a changed
+  // address from it: membership.h). A failure is one log line, the registration kept as it was
+  // and the heartbeats going on. Not registered yet: the session's own dial-back comes anyway.
+  void ask_again();
 
   // Runs until the promise is dropped (the daemon stopping).
   kj::Promise<void> run();
@@ -59,6 +64,8 @@ class TrackerLink {
   struct Session;
   kj::Promise<void> session();
   kj::Promise<void> heartbeats(std::shared_ptr<Session> session, double interval);
+  kj::Promise<void> reach(std::shared_ptr<Session> session);  // dial-back, then decide
+  kj::Promise<void> reach_again(std::shared_ptr<Session> session);
 
   std::string address_;
   std::shared_ptr<wire::TransportSecurity> security_;
@@ -69,6 +76,8 @@ class TrackerLink {
   ReachCheck reach_;
   std::string last_problem_;  // logged once until it changes
   std::shared_ptr<Session> registered_;  // the session whose registration was accepted
+  bool again_asked_ = false;                                 // ask_again() before a wait
+  kj::Own<kj::PromiseFulfiller<void>> again_;                // the heartbeat wait's, cut short
 };
 
 }  // namespace ravnest::tracker

@@ -69,6 +69,21 @@ class TrackerCore {
     if (--dial_backs_[host] <= 0) dial_backs_.erase(host);
   }
 
+  // Each connection's number (TrackerEndpoint), and which one's registration of a name was
+  // accepted last: that connection alone may move the name to another address (membership.h).
+  uint64_t next_session() { return ++sessions_opened_; }
+  bool registered_over(const std::string& name, uint64_t session) const {
+    auto it = registered_over_.find(name);
+    return it != registered_over_.end() && it->second == session;
+  }
+  void note_registered(const std::string& name, uint64_t session) {
+    registered_over_[name] = session;
+    // Only live members' entries are kept: as many as the pool holds, at most.
+    for (auto it = registered_over_.begin(); it != registered_over_.end();) {
+      it = membership_.members.count(it->first) ? std::next(it) : registered_over_.erase(it);
+    }
+  }
+
   // Written before a change is answered: a tracker killed after the answer keeps it.
   void save() const { base::write_file_atomically(state_path_, state_json(membership_)); }
 
@@ -102,6 +117,8 @@ class TrackerCore {
   Membership membership_;
   std::string own_relay_;
   std::map<std::string, int> dial_backs_;  // host -> under way
+  uint64_t sessions_opened_ = 0;
+  std::map<std::string, uint64_t> registered_over_;  // name -> session
   RateLimit refusal_lines_{20, 1};
   uint64_t refusals_left_out_ = 0;
 };
@@ -110,20 +127,27 @@ class TrackerCore {
 class TrackerEndpoint final : public schema::Tracker::Server {
  public:
   TrackerEndpoint(TrackerCore& core, std::string peer)
-      : core_(core), peer_(std::move(peer)), host_(wire::peer_host(peer_)) {}
+      : core_(core), peer_(std::move(peer)), host_(wire::peer_host(peer_)),
+        session_(core.next_session()) {}
 
  protected:
   kj::Promise<void> register_(RegisterContext context) override {
     if (!admit()) return storm();
     const Registration registration = decode_registration(context.getParams().getRegistration());
     core_.expire_now();
+    const std::string was = core_.membership().members.count(registration.name)
+                                ? core_.membership().members.at(registration.name)
+                                      .registration.addresses.front()
+                                : std::string();
     const auto outcome = register_member(core_.membership(), registration, host_,
                                          base::now_seconds(), base::seconds_since_epoch(),
-                                         core_.bounds());
+                                         core_.bounds(),
+                                         core_.registered_over(registration.name, session_));
     if (!outcome.accepted) {
       core_.log_refusal(peer_, outcome.refusal.substr(outcome.refusal.find(' ') + 1));
       return wire::kj_failure(outcome.refusal);
     }
+    core_.note_registered(registration.name, session_);
     if (outcome.changed) core_.save();
     if (outcome.joined) {
       const auto& h = registration.hardware;
@@ -132,6 +156,11 @@ class TrackerEndpoint final : public schema::Tracker::Server {
                    registration.name, host_, registration.addresses.front(),
                    static_cast<double>(h.memory_bytes) / 1e9, h.memory_source,
                    h.gpu_memory_bytes.size(), h.gflops, h.bandwidth_mbps,
+                   core_.membership().epoch.value);
+    } else if (outcome.moved) {
+      spdlog::info("{} moved to {} (was {}; registered again over its connection from {}); "
+                   "epoch {}",
+                   registration.name, registration.addresses.front(), was, host_,
                    core_.membership().epoch.value);
     } else if (outcome.changed) {
       spdlog::info("{} registered again from {} with new figures; epoch {}", registration.name,
@@ -243,6 +272,7 @@ class TrackerEndpoint final : public schema::Tracker::Server {
   TrackerCore& core_;
   std::string peer_;
   std::string host_;
+  uint64_t session_;
   RateLimit calls_{20, 5};
   bool storm_reported_ = false;
 };

@@ -74,3 +74,79 @@ TEST_CASE("link rejoin: clusters whose nodes all answer come back while they hav
   CHECK(none.given_up == std::vector<int>{1, 2, 3});
   CHECK(requester::choose_link_rejoins({}, {}, 3).back.empty());
 }
+
+TEST_CASE("link rejoin: a dropped node is asked where the tracker's live pool has it when that "
+          "differs from the plan",
+          "[elastic]") {
+  const auto meta = node_1();
+  CHECK(requester::address_to_ask(meta, {}) == "127.0.0.1:8081");
+  CHECK(requester::address_to_ask(meta, {{"node_2", "127.0.0.4:8082"}}) == "127.0.0.1:8081");
+  CHECK(requester::address_to_ask(meta, {{"node_1", "127.0.0.1:8081"}}) == "127.0.0.1:8081");
+  CHECK(requester::address_to_ask(meta, {{"node_1", ""}}) == "127.0.0.1:8081");
+  // Its relay changed (--relay auto): the pool has the new relay's host, its port.
+  CHECK(requester::address_to_ask(meta, {{"node_1", "127.0.0.4:8081"}}) == "127.0.0.4:8081");
+}
+
+namespace {
+
+// Two clusters of two stages, one ring per stage: node_0, node_1 (cluster 0), node_2, node_3.
+std::vector<config::NodeMetadata> two_by_two() {
+  std::vector<config::NodeMetadata> nodes;
+  for (int id = 0; id < 4; ++id) {
+    config::NodeMetadata m;
+    m.node_id = id;
+    m.name = config::node_name(id);
+    m.cluster = id / 2;
+    m.position = id % 2;
+    m.address = "127.0.0.1:" + std::to_string(8080 + id);
+    const int first = m.cluster * 2;
+    m.pipeline = {first, first + 1};
+    m.addresses = {{first, "127.0.0.1:" + std::to_string(8080 + first)},
+                   {first + 1, "127.0.0.1:" + std::to_string(8081 + first)}};
+    const int peer = (id + 2) % 4;
+    config::RingMembership ring;
+    ring.id = m.position;
+    ring.size = 2;
+    ring.position = m.cluster;
+    ring.next = {peer, peer / 2, "127.0.0.1:" + std::to_string(8080 + peer)};
+    ring.prev = ring.next;
+    m.rings = {ring};
+    m.tls_fingerprints = {{"127.0.0.1:8081", std::string(64, 'f')}};
+    nodes.push_back(m);
+  }
+  return nodes;
+}
+
+}  // namespace
+
+TEST_CASE("link rejoin: a node that moved is at its new address everywhere the plan names it",
+          "[elastic]") {
+  auto nodes = two_by_two();
+  const auto changed = requester::move_node(nodes, 1, "127.0.0.4:8081");
+  // node_1 itself, its pipeline neighbour node_0, its ring peer node_3; node_2 names it nowhere
+  // but in the pin every node carries.
+  CHECK(changed == std::vector<int>{0, 1, 2, 3});
+  CHECK(nodes[1].address == "127.0.0.4:8081");
+  CHECK(nodes[1].addresses.at(1) == "127.0.0.4:8081");
+  CHECK(nodes[0].addresses.at(1) == "127.0.0.4:8081");
+  CHECK(nodes[0].addresses.at(0) == "127.0.0.1:8080");
+  CHECK(nodes[3].rings[0].next.address == "127.0.0.4:8081");
+  CHECK(nodes[3].rings[0].prev.address == "127.0.0.4:8081");
+  CHECK(nodes[3].rings[0].next.node == 1);
+  CHECK(nodes[2].rings[0].next.address == "127.0.0.1:8080");
+  CHECK(nodes[2].addresses.at(3) == "127.0.0.1:8083");
+  for (const auto& m : nodes) {
+    CHECK(m.tls_fingerprints.count("127.0.0.1:8081") == 0);
+    CHECK(m.tls_fingerprints.at("127.0.0.4:8081") == std::string(64, 'f'));
+  }
+  // Moved again to where it is: nothing changes.
+  CHECK(requester::move_node(nodes, 1, "127.0.0.4:8081").empty());
+  // Without pins only the nodes that name it change.
+  auto bare = two_by_two();
+  for (auto& m : bare) m.tls_fingerprints.clear();
+  CHECK(requester::move_node(bare, 1, "127.0.0.4:8081") == std::vector<int>{0, 1, 3});
+  CHECK_THROWS_WITH(requester::move_node(bare, 7, "127.0.0.4:9000"),
+                    "node_7 is not in the plan");
+  CHECK_THROWS_WITH(requester::move_node(bare, 1, "127.0.0.1:8082"),
+                    "node_1 cannot move to 127.0.0.1:8082: it is node_2's address in the plan");
+}

@@ -14,7 +14,8 @@
 // stays within its bounds (members in all and per host) and each member's entry within a few
 // KiB, whatever registers (the tracker's memory is bounded); what the tracker logs of a member
 // is printable; the state file the tracker writes after a change reads back as the same pool; a
-// pool a requester accepts converts to node_configs.json. Anything else is a finding.
+// pool a requester accepts converts to node_configs.json; the relay a daemon takes is an address,
+// and once it is lost the daemon never takes it again. Anything else is a finding.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -124,8 +125,11 @@ void decode(Message which, const std::string& host, capnp::MessageReader& messag
           tracker::decode_registration(message.getRoot<Tracker::RegisterParams>().getRegistration());
       (void)tracker::expire(t.membership, t.now, bounds());
       const tracker::Membership before = t.membership;
+      // Every other registration as if over the connection that registered the name last: a
+      // live member may move to another address then (a daemon whose relay changed).
+      const bool same_session = static_cast<uint64_t>(t.now) % 2 == 0;
       const auto outcome = tracker::register_member(t.membership, registration, host, t.now,
-                                                    1.7e9 + t.now, bounds());
+                                                    1.7e9 + t.now, bounds(), same_session);
       if (!outcome.accepted) {
         if (outcome.refusal.rfind("refused: ", 0) != 0) broken("a refusal without \"refused: \"");
         fuzz::check_one_line(outcome.refusal.c_str());
@@ -174,6 +178,12 @@ void decode(Message which, const std::string& host, capnp::MessageReader& messag
         // What the daemon then holds its port on: an address, parsed again as the link does.
         if (auto relay = tracker::relay_to_hold(answer, tracker_address)) {
           if (!base::Address::try_parse(*relay)) broken("a relay to hold that is no address");
+          // That one lost: another, never it (daemon.cpp's switch).
+          const auto other = tracker::relay_to_hold(answer, tracker_address, *relay);
+          if (other && *other == *relay) broken("the lost relay taken again");
+          if (other && !base::Address::try_parse(*other)) {
+            broken("a relay to hold that is no address");
+          }
         }
       }
       break;

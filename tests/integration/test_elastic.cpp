@@ -1006,6 +1006,132 @@ TEST_CASE("elastic: the relay a cluster is reached through killed with -9 and st
   check_drop_reference(said, cluster, 2, steps, {0}, trained[0]);
 }
 
+TEST_CASE("elastic: the relay a node holds its port on (--relay auto) killed with -9 for good: the "
+          "node takes the other relay the tracker names, and its cluster rejoins at its new "
+          "address",
+          "[elastic][relay]") {
+  // Two one-node clusters and two idle daemons that relay (node_2 on 127.0.0.1, node_3 on
+  // 127.0.0.4); the tracker offers no relay of its own and names its members' in name order.
+  // node_1 runs --relay auto, listening on 127.0.0.2 but calling the tracker from 127.0.0.1,
+  // where the tracker dials it back and finds nothing (as behind a NAT): it holds its port on
+  // node_2's relay, at 127.0.0.1:PORT, which is what the plan names. node_2 is killed with -9 once
+  // cluster 1 trains and never comes back: node_1 takes node_3's relay, registers 127.0.0.4:PORT,
+  // and the requester, which dropped cluster 1 on the lost connection, finds it there.
+  test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 2);
+  const std::string secret = base::read_secret(cluster.secret_file());
+  const std::string address = "127.0.0.1:" + std::to_string(local::free_loopback_port());
+  auto tracker = std::make_unique<test::ChildProcess>(tracker_command(cluster, address),
+                                                      (cluster.dir() / "tracker.log").string());
+  cluster.set_daemon_flags(2, {"--tracker", address, "--offer-relay", "127.0.0.1:0"});
+  cluster.set_daemon_flags(3, {"--tracker", address, "--offer-relay", "127.0.0.4:0"});
+  cluster.start(2);
+  cluster.start(3);
+  for (int i = 0; i < 150 && pool_size(address, secret) < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  REQUIRE(pool_size(address, secret) == 2);
+  const std::string port = std::to_string(cluster.port(1));
+  cluster.set_daemon_flags(0, {"--tracker", address});
+  cluster.set_daemon_flags(1, {"--relay", "auto", "--tracker", address, "--listen",
+                               "127.0.0.2:" + port});
+  cluster.start(0);
+  cluster.start(1);  // until its port on 127.0.0.1, which node_2's relay holds, answers
+  for (int i = 0; i < 150 && pool_size(address, secret) < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  REQUIRE(pool_size(address, secret) == 4);
+  {
+    INFO(cluster.log(1));
+    REQUIRE(std::regex_search(cluster.log(1),
+                              std::regex("behind NAT: the tracker .* cannot dial port " + port +
+                                         " back .*; holding it on the relay 127\\.0\\.0\\.1:")));
+  }
+  REQUIRE(cluster.ravnest("push").exit_code == 0);
+  // Long enough that cluster 0, alone while cluster 1 is out, does not finish first.
+  const int steps = 2500;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  auto killer = std::thread([&] {
+    cluster.wait_for_batches(1, 20);
+    wait_for_following(cluster);
+    cluster.kill(2, SIGKILL);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 240);
+  killer.join();
+  INFO(train.out << train.err << cluster.log(1) << test::read_text(cluster.dir() / "tracker.log"));
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said, 1));
+  // node_1 said the switch once, from node_2's relay to node_3's.
+  std::smatch switched;
+  const std::string log_1 = cluster.log(1);
+  REQUIRE(std::regex_search(log_1, switched,
+                            std::regex("relay 127\\.0\\.0\\.1:[0-9]+ lost for [0-9]+ s: holding "
+                                       "port " + port + " on the relay (127\\.0\\.0\\.4:[0-9]+) "
+                                       "the tracker named instead")));
+  WARN("node_1: " << switched[0].str());
+  CHECK(count_of(log_1, " the tracker named instead") == 1);
+  CHECK(log_1.find("registered with tracker " + address + " as node_1 at 127.0.0.4:" + port +
+                   " now") != std::string::npos);
+  CHECK(test::read_text(cluster.dir() / "tracker.log")
+            .find("node_1 moved to 127.0.0.4:" + port + " (was 127.0.0.1:" + port) !=
+        std::string::npos);
+  const auto drop = said.find("cluster 1 dropped (node_1 (127.0.0.1:" + port);
+  REQUIRE(drop != std::string::npos);
+  const std::string moved = "elastic: node_1 answers at 127.0.0.4:" + port + " now (its relay "
+                            "changed; the plan had 127.0.0.1:" + port + ")";
+  const auto answered_there = said.find(moved);
+  REQUIRE(answered_there != std::string::npos);
+  CHECK(answered_there > drop);
+  const std::string back = "elastic: cluster 1 was dropped on a lost connection and node_1 "
+                           "answers again: it rejoins with its own nodes at the next update "
+                           "boundary (1 of at most 3)";
+  const auto answered = said.find(back);
+  REQUIRE(answered != std::string::npos);
+  CHECK(answered > answered_there);
+  std::smatch match;
+  REQUIRE(std::regex_search(
+      said, match,
+      std::regex("cluster 1 rejoined after update ([0-9]+): .*cluster 1 from cluster 0's "
+                 "checkpoint")));
+  const int rejoined_at = std::stoi(match[1].str());
+  CHECK(rejoined_at > 0);
+  CHECK(rejoined_at < steps);
+  const std::string rows = elastic_rows(said);
+  CHECK(rows.find(",moved,node_1,127.0.0.4:" + port + ",1,\"" + moved + "\"") !=
+        std::string::npos);
+  CHECK(rows.find(",rejoin_link,node_1,node_1,1,\"" + back + "\"") != std::string::npos);
+  // The idle relay's death changed nothing else: no node was replaced, none joined.
+  CHECK(said.find("takes its place") == std::string::npos);
+  CHECK(said.find(" joins") == std::string::npos);
+
+  // The plan names node_1 at its new address, in its own file and in its ring peer's.
+  for (const auto& meta : requester::load_plan(cluster.plan_dir()).nodes) {
+    if (meta.node_id == 1) CHECK(meta.address == "127.0.0.4:" + port);
+    if (meta.node_id == 0) {
+      REQUIRE(!meta.rings.empty());
+      CHECK(meta.rings[0].next.address == "127.0.0.4:" + port);
+    }
+  }
+  // The tracker's pool shows it there too.
+  const auto status = test::run_command(test::binary_dir() + "/apps/ravnest/ravnest status "
+                                        "--tracker " + address + " --secret-file " +
+                                        cluster.secret_file());
+  INFO(status.out << status.err);
+  CHECK(status.out.find("127.0.0.4:" + port) != std::string::npos);
+  CHECK(status.out.find("127.0.0.1:" + port) == std::string::npos);
+
+  // `ravnest fuse` reaches node_1 at its new address; both clusters alike, and exactly the
+  // reference of the drop and the rejoin.
+  auto trained = fused(cluster, 2);
+  std::string where;
+  const double apart = test::largest_difference(trained[0], trained[1], &where);
+  INFO("clusters 0 and 1 differ by " << apart << " in " << where);
+  CHECK(apart <= 1e-6);
+  WARN("cluster 1 rejoined at its new address after update " << rejoined_at);
+  check_drop_reference(said, cluster, 2, steps, {0}, trained[0]);
+}
+
 TEST_CASE("elastic: --elastic without --tracker, --tracker alone, --elastic with --detach: one line "
           "each, exit 1", "[elastic]") {
   const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";

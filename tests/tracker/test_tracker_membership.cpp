@@ -95,6 +95,32 @@ TEST_CASE("a live name from another address is refused; expired, it may come fro
   CHECK(rt::register_member(m, node(0, "10.0.0.7:8080"), "10.0.0.7", 41, 1e9, b).accepted);
 }
 
+TEST_CASE("a live member moves to a new address over the connection that registered it") {
+  rt::Membership m;
+  const auto b = bounds();
+  rt::register_member(m, node(1, "10.0.0.3:8081"), "10.0.0.1", 0, 1e9, b);
+  const uint64_t epoch = m.epoch.value;
+  // Its relay changed (--relay auto): the same session registers the new relay's host.
+  auto moved = rt::register_member(m, node(1, "10.0.0.4:8081"), "10.0.0.1", 1, 1e9, b, true);
+  CHECK(moved.accepted);
+  CHECK(moved.moved);
+  CHECK_FALSE(moved.joined);
+  CHECK(moved.changed);
+  CHECK(m.epoch.value == epoch + 1);
+  CHECK(m.members.size() == 1);
+  CHECK(m.members.at("node_1").registration.addresses.front() == "10.0.0.4:8081");
+  // Another connection claiming the name at yet another address is still refused.
+  auto other = rt::register_member(m, node(1, "10.0.0.5:8081"), "10.0.0.1", 2, 1e9, b);
+  CHECK_FALSE(other.accepted);
+  CHECK(other.refusal == "refused: node_1 is registered from 10.0.0.4:8081 (live; it expires "
+                         "without heartbeats)");
+  // The same address again is no move.
+  auto again = rt::register_member(m, node(1, "10.0.0.4:8081"), "10.0.0.1", 3, 1e9, b, true);
+  CHECK(again.accepted);
+  CHECK_FALSE(again.moved);
+  CHECK_FALSE(again.changed);
+}
+
 TEST_CASE("registrations are bounded per host and in all, refusing with one line") {
   rt::Membership m;
   const auto b = bounds();
@@ -290,4 +316,23 @@ TEST_CASE("the tracker names its own relay, then the members'; a daemon it canno
   answer.reached = false;
   answer.relays.clear();
   CHECK(!rt::relay_to_hold(answer, "192.168.1.5:8600"));
+}
+
+TEST_CASE("a daemon whose relay is lost takes the first other relay named, or none") {
+  rt::DialBack answer;
+  answer.relays = {"10.0.0.3:9000", ":7000", "10.0.0.4:9001"};
+  // The lost relay passed over, as relay_to_hold returned it (":PORT" read on the tracker's host).
+  CHECK(rt::relay_to_hold(answer, "10.0.0.1:8600", "10.0.0.3:9000") ==
+        std::optional<std::string>("10.0.0.1:7000"));
+  CHECK(rt::relay_to_hold(answer, "10.0.0.1:8600", "10.0.0.1:7000") ==
+        std::optional<std::string>("10.0.0.3:9000"));
+  // Only the lost one named, or it and nonsense: none (the daemon keeps trying the one it has).
+  answer.relays = {"10.0.0.3:9000", "nonsense", ":0"};
+  CHECK(!rt::relay_to_hold(answer, "10.0.0.1:8600", "10.0.0.3:9000"));
+  answer.relays = {":7000"};
+  CHECK(!rt::relay_to_hold(answer, "[fd00::5]:8600", "[fd00::5]:7000"));
+  CHECK(rt::relay_to_hold(answer, "[fd00::5]:8600", "10.0.0.3:9000") ==
+        std::optional<std::string>("[fd00::5]:7000"));
+  answer.relays.clear();
+  CHECK(!rt::relay_to_hold(answer, "10.0.0.1:8600", "10.0.0.3:9000"));
 }

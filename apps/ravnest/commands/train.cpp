@@ -106,6 +106,9 @@ int run_train(const Connection& c, const std::string& job, bool detach, bool res
     follow.insecure = c.insecure;
     follow.log = options.log;
     elastic = std::make_unique<requester::ElasticFollower>(follow);
+    // A dropped node whose relay changed is asked where the pool has it now.
+    requester::ElasticFollower* follower = elastic.get();
+    options.live_addresses = [follower]() { return follower->live_addresses(); };
   }
   requester::TrainResult result;
   try {

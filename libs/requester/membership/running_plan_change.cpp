@@ -5,7 +5,9 @@
 // at every poll; which clusters
 // come in and from which cluster each starts is membership::admit_clusters. With `train
 // --elastic` (TrainOptions::link_rejoins) a cluster dropped on a lost connection comes in too,
-// plan.json unchanged, once its own nodes answer again (link_rejoin.h; admit_on_link). Then:
+// plan.json unchanged, once its own nodes answer again (link_rejoin.h; admit_on_link), each
+// where the tracker's live pool has it when that changed (a relay that died and was swapped:
+// the plan, node files included, moves it there). Then:
 //
 // 1. the roots of the clusters still training hold at one update boundary U (hold_at_boundary),
 //    and those clusters stop there, each node writing its checkpoint of update U;
@@ -148,8 +150,15 @@ class Requester::TakeIn {
   bool wait(const std::string& why);  // said once; false
   // Why a node of `cluster`, dropped from job `dropped_job` on a lost connection, cannot come
   // back now, or "". A node that answers again still on that job (its stop did not reach it) is
-  // stopped now, as the drop would have: it comes back at a later look.
+  // stopped now, as the drop would have: it comes back at a later look. Each is asked at
+  // address_to_ask; one that fits at another address than the plan's is noted in `moved_`.
   std::string not_back(int cluster, uint64_t dropped_job);
+  // The nodes of clusters coming `back` that answered at a new address: the plan moved there
+  // (now_), noted for say_moved. Returns why not, in one line, when one cannot move (the plan
+  // has another node there): now_ then is unchanged.
+  std::string move_answered(const std::vector<int>& back);
+  // Each node moved: one line and a row of elastic.csv (kind moved), once the rejoin is decided.
+  void say_moved() const;
   std::string taken_node_busy();      // why a node taken in cannot come yet, or ""
   bool training_finished();           // every node of the clusters still training finished
   void say_coming() const;
@@ -170,6 +179,9 @@ class Requester::TakeIn {
   Plan now_;
   membership::ClusterAdmission admission_;
   std::vector<int> taken_;
+  std::map<int, std::string> moved_;  // node id -> the address it answered at (not the plan's)
+  // The nodes moved (as the plan had them) and where to, said by say_moved.
+  std::vector<std::pair<config::NodeMetadata, std::string>> moving_;
   double paused_ = 0;
 };
 
@@ -227,12 +239,17 @@ bool Requester::TakeIn::admit(std::string* plan_json) {
 }
 
 std::string Requester::TakeIn::not_back(int cluster, uint64_t dropped_job) {
-  for (const auto& m : impl_.plan_.cluster(cluster)) {
+  const auto live = requester_.live_addresses_ ? requester_.live_addresses_()
+                                               : std::map<std::string, std::string>{};
+  for (auto m : impl_.plan_.cluster(cluster)) {
+    const std::string planned = m.address;
+    m.address = address_to_ask(m, live);
     try {
       const auto s = impl_.status_of(m, 2);
       if (s.state != wire::NodeState::kTraining && s.state != wire::NodeState::kReady) {
         const std::string why = unfit_for_job(m, s);
         if (!why.empty()) return why;
+        if (m.address != planned) moved_[m.node_id] = m.address;
         continue;
       }
       if (s.job_id == dropped_job) {
@@ -288,6 +305,8 @@ bool Requester::TakeIn::admit_on_link() {
   }
   if (choice.back.empty()) return false;
   now_ = impl_.plan_;
+  const std::string unmoved = move_answered(choice.back);
+  if (!unmoved.empty()) return wait(unmoved);
   admission_ = membership::admit_clusters(impl_.plan_.nodes, now_.nodes, watch_.dropped,
                                           {choice.back.begin(), choice.back.end()});
   if (!admission_.wait.empty()) return wait(admission_.wait);
@@ -295,6 +314,7 @@ bool Requester::TakeIn::admit_on_link() {
   taken_ = admission_.rejoining;
   const std::string busy = taken_node_busy();
   if (!busy.empty()) return wait(busy);
+  say_moved();
   for (int c : admission_.rejoining) {
     const int nth = ++watch_.link_rejoins[c];
     std::string names, row_names;  // the row's with ';' between, as a join's
@@ -312,6 +332,36 @@ bool Requester::TakeIn::admit_on_link() {
                           row_names, c, line, log_ ? log_ : Log([](const std::string&) {}));
   }
   return true;
+}
+
+std::string Requester::TakeIn::move_answered(const std::vector<int>& back) {
+  std::vector<std::pair<config::NodeMetadata, std::string>> moving;
+  auto nodes = now_.nodes;
+  for (const auto& [id, address] : moved_) {
+    const config::NodeMetadata& was =
+        *std::find_if(impl_.plan_.nodes.begin(), impl_.plan_.nodes.end(),
+                      [id = id](const config::NodeMetadata& m) { return m.node_id == id; });
+    if (std::find(back.begin(), back.end(), was.cluster) == back.end()) continue;
+    try {
+      move_node(nodes, id, address);
+    } catch (const std::runtime_error& e) {
+      return "cluster " + std::to_string(was.cluster) + " waits to come in: " + e.what();
+    }
+    moving.emplace_back(was, address);
+  }
+  now_.nodes = std::move(nodes);
+  moving_ = std::move(moving);
+  return "";
+}
+
+void Requester::TakeIn::say_moved() const {
+  for (const auto& [was, address] : moving_) {
+    const std::string line = "elastic: " + was.name + " answers at " + address + " now (its " +
+                             "relay changed; the plan had " + was.address + ")";
+    if (log_) log_(line);
+    record_elastic_change(impl_.plan_.dir, watch_.metrics_job, "moved", was.name, address,
+                          was.cluster, line, log_ ? log_ : Log([](const std::string&) {}));
+  }
 }
 
 bool Requester::TakeIn::training_finished() {
@@ -470,6 +520,14 @@ uint64_t Requester::TakeIn::resume_grown(std::string* identity, uint64_t updates
   const Plan before = impl_.plan_;
   impl_.plan_ = now_;
   impl_.pin_certificates();
+  if (!moved_.empty()) {
+    // A node moved (link_rejoin.h): the plan directory says so too, for `ravnest fuse`, `resume`
+    // and the elastic follower. Each node file is replaced whole (plan.json names no address).
+    const config::PlanLayout layout(now_.dir);
+    for (const auto& m : changed_metadata(before, now_)) {
+      base::write_file_atomically(layout.node_file(m.node_id), config::to_json(m));
+    }
+  }
   for (int c : admission_.rejoining) {
     watch_.dropped.erase(c);
     watch_.dropped_on_link.erase(c);
