@@ -32,10 +32,6 @@ struct LinkRejoins {
   std::vector<int> given_up;  // `most` rejoins done already: they stay dropped, ascending
 };
 
-// `why_not`: each cluster dropped on a lost connection and still dropped -> why one of its nodes
-// cannot come back now ("" when every node answered and fits: unfit_for_job, not busy); `done`:
-// the rejoins after a lost connection each cluster made in this job (absent: none); `most`: how
-// many one cluster may make (0: none).
 // Where node `meta` of a dropped cluster is asked whether it answers again: its first address in
 // the tracker's live pool (`live`: name -> address, as the elastic follower last read it) when
 // the pool has it there and the plan has another (its relay changed), else the plan's.
@@ -50,6 +46,10 @@ std::string address_to_ask(const config::NodeMetadata& meta,
 std::vector<int> move_node(std::vector<config::NodeMetadata>& nodes, int id,
                            const std::string& address);
 
+// `why_not`: each cluster dropped on a lost connection and still dropped -> why one of its nodes
+// cannot come back now ("" when every node answered and fits: unfit_for_job, not busy); `done`:
+// the rejoins after a lost connection each cluster made in this job (absent: none); `most`: how
+// many one cluster may make (0: none).
 LinkRejoins choose_link_rejoins(const std::map<int, std::string>& why_not,
                                 const std::map<int, int>& done, int most);
 
