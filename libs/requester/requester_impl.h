@@ -58,13 +58,18 @@ class Requester::Impl {
     pin_certificates();
   }
   // The plan's pins on the links (again after the plan changed: the nodes of a cluster taken in).
-  void pin_certificates() {
+  // `moved`: plan nodes asked at another address than the plan's (id -> address: a relay that
+  // changed, link_rejoin.h), each of which must show there the certificate pinned for it.
+  void pin_certificates(const std::map<int, std::string>& moved = {}) {
     // The certificates the pool file pinned, which the plan's nodes must show: each node's own
     // metadata says its own; addresses outside the plan (a spare) come from any node's.
     std::map<std::string, std::string> pins;
     for (const auto& node : plan_.nodes) {
       auto own = node.tls_fingerprints.find(node.address);
-      if (own != node.tls_fingerprints.end()) pins[node.address] = own->second;
+      if (own == node.tls_fingerprints.end()) continue;
+      pins[node.address] = own->second;
+      auto at = moved.find(node.node_id);
+      if (at != moved.end()) pins[at->second] = own->second;
     }
     for (const auto& node : plan_.nodes) {
       pins.insert(node.tls_fingerprints.begin(), node.tls_fingerprints.end());

@@ -151,7 +151,8 @@ class Requester::TakeIn {
   // Why a node of `cluster`, dropped from job `dropped_job` on a lost connection, cannot come
   // back now, or "". A node that answers again still on that job (its stop did not reach it) is
   // stopped now, as the drop would have: it comes back at a later look. Each is asked at
-  // address_to_ask; one that fits at another address than the plan's is noted in `moved_`.
+  // address_to_ask; one that fits at another address than the plan's is noted in `moved_`. One
+  // asked elsewhere must show there the certificate the plan pins for it (when it pins one).
   std::string not_back(int cluster, uint64_t dropped_job);
   // The nodes of clusters coming `back` that answered at a new address: the plan moved there
   // (now_), noted for say_moved. Returns why not, in one line, when one cannot move (the plan
@@ -241,9 +242,15 @@ bool Requester::TakeIn::admit(std::string* plan_json) {
 std::string Requester::TakeIn::not_back(int cluster, uint64_t dropped_job) {
   const auto live = requester_.live_addresses_ ? requester_.live_addresses_()
                                                : std::map<std::string, std::string>{};
+  std::map<int, std::string> asked_elsewhere;  // id -> address: not the plan's
   for (auto m : impl_.plan_.cluster(cluster)) {
     const std::string planned = m.address;
     m.address = address_to_ask(m, live);
+    if (m.address != planned) {
+      // The same daemon, moved: it shows there the certificate pinned for it, if any.
+      asked_elsewhere[m.node_id] = m.address;
+      impl_.pin_certificates(asked_elsewhere);
+    }
     try {
       const auto s = impl_.status_of(m, 2);
       if (s.state != wire::NodeState::kTraining && s.state != wire::NodeState::kReady) {
