@@ -317,7 +317,7 @@ TEST_CASE("elastic: the tracker restarted mid-job (kill -9, the same state and a
 // without a command, cluster 2 rejoins from a survivor's checkpoint (its random state too), and
 // the weights are the reference of that drop and rejoin.
 TEST_CASE("elastic: a transformer (causal_lm), a node killed with -9: replaced without a command, "
-          "its cluster rejoins, the weights the reference of that sequence", "[elastic]") {
+          "its cluster rejoins, the weights the reference of that sequence", "[elastic][torch2]") {
   const test::ModelFiles files = test::model_files("causal_lm");
   test::LocalCluster cluster(files.model, {{}, {}, {}}, files.example_inputs, 1);
   std::unique_ptr<test::ChildProcess> tracker;
@@ -832,7 +832,7 @@ void replaced_stage_rejoins(int killed) {
 
 TEST_CASE("elastic: two clusters of two stages, cluster 0's second stage killed with -9: the "
           "idle node takes that stage without a command, cluster 0 rejoins, both clusters alike "
-          "at the end", "[elastic][stages]") {
+          "at the end", "[elastic][stages][torch2]") {
   replaced_stage_rejoins(1);
 }
 
