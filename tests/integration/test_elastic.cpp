@@ -394,6 +394,51 @@ TEST_CASE("elastic: a node killed with -9 mid-job and no idle node registered: i
   check_drop_reference(said, cluster, 3, steps, {0, 1}, trained[0]);
 }
 
+// A drop after a rejoin, in one command: the take-in resumed the job under a new id, which counts
+// its membership epochs anew (test::drop_reference reads each drop in its job's part of the logs).
+TEST_CASE("elastic: a node killed with -9 is replaced and its cluster rejoins; another killed after "
+          "the rejoin with no idle node left stays dropped; the weights the reference of all three",
+          "[elastic]") {
+  test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
+  std::unique_ptr<test::ChildProcess> tracker;
+  const std::string address = start_with_tracker(cluster, &tracker);
+  const int steps = 1200;
+  test::write_text(cluster.dir() / "job.toml", job_text(steps));
+  const std::string secret = base::read_secret(cluster.secret_file());
+  bool rejoined_first = false;
+  auto killer = std::thread([&] {
+    cluster.wait_for_batches(0, 4);
+    wait_for_following(cluster);
+    cluster.kill(2, SIGKILL);
+    cluster.wait_exit(2, 10);
+    // node_3 takes node_2's place; once it trained in the resumed job, node_1 is killed.
+    rejoined_first = wait_for_batches(cluster.plan_dir(), secret, 3, 2, 120);
+    cluster.kill(1, SIGKILL);
+    cluster.wait_exit(1, 10);
+  });
+  auto train = cluster.ravnest(
+      "train", (cluster.dir() / "job.toml").string() + " --elastic --tracker " + address, 300);
+  killer.join();
+  INFO(train.out << train.err);
+  REQUIRE(train.exit_code == 0);
+  const std::string said = train.out + train.err;
+  WARN(change_lines(said, 1) << change_lines(said, 2));
+  CHECK(rejoined_first);
+  CHECK(said.find("elastic: node_2 lost (no heartbeat for 3 s); node_3 takes its place in "
+                  "cluster 2, which rejoins at the next update boundary") != std::string::npos);
+  CHECK(std::regex_search(said, std::regex("cluster 2 rejoined after update [0-9]+")));
+  CHECK(said.find("elastic: node_1 lost (no heartbeat for 3 s); no idle node fits, cluster 1 "
+                  "dropped; the others train on") != std::string::npos);
+  CHECK(said.find("cluster 1 rejoined") == std::string::npos);
+  // Clusters 0 and 2 trained to the end alike: the reference of cluster 2's drop (epoch 1 of the
+  // first job), its rejoin, and cluster 1's drop (epoch 1 of the resumed job).
+  std::map<int, std::map<std::string, at::Tensor>> trained;
+  for (int c : {0, 2}) trained[c] = cluster.fused(c);
+  std::string where;
+  CHECK(test::largest_difference(trained[0], trained[2], &where) <= 1e-6);
+  check_drop_reference(said, cluster, 3, steps, {0, 3}, trained[0]);
+}
+
 // A provider that registers while a cluster stays dropped (no idle node took the killed node's
 // place): it joins as one more cluster and the dropped one stays out; the data is dealt four ways,
 // the dropped cluster's shard read by nobody (docs/faults.md#providers-that-join).

@@ -22,11 +22,13 @@ PlanRings plan_rings(const std::string& plan_dir) {
 }
 
 std::vector<int64_t> drop_rounds(const std::vector<std::string>& survivor_logs,
-                                 const std::vector<int>& ring_ids, std::string* why, int epoch) {
+                                 const std::vector<int>& ring_ids, std::string* why, int epoch,
+                                 const std::string& job, const std::string& next_job) {
   const std::string e = std::to_string(epoch);
   std::map<int, int64_t> by_ring;
   const std::regex one("([0-9]+) \\(ring ([0-9]+)\\)");
-  for (const std::string& log : survivor_logs) {
+  for (const std::string& whole : survivor_logs) {
+    const std::string log = job_part(whole, job, next_job);
     if (log.find("runs again over membership epoch " + e + " before round") != std::string::npos) {
       *why = "a survivor ran a dropped cluster's last round again for another (epoch " + e + ")";
       return {};
@@ -61,6 +63,21 @@ std::vector<int64_t> drop_rounds(const std::vector<std::string>& survivor_logs,
   return out;
 }
 
+std::string job_part(const std::string& log, const std::string& job,
+                     const std::string& next_job) {
+  size_t begin = 0;
+  if (!job.empty()) {
+    begin = log.find("job " + job);
+    if (begin == std::string::npos) return "";
+  }
+  size_t end = std::string::npos;
+  if (!next_job.empty()) {
+    end = log.find("job " + next_job, begin);
+    if (end != std::string::npos) end -= begin;
+  }
+  return log.substr(begin, end);
+}
+
 std::optional<DropReference> drop_reference(const std::string& said, const std::string& model,
                                             const std::string& plan_dir,
                                             const std::string& job_path, int clusters, int steps,
@@ -68,60 +85,80 @@ std::optional<DropReference> drop_reference(const std::string& said, const std::
                                             std::vector<training::ReferenceJoin> joins,
                                             std::string* why) {
   const PlanRings rings = plan_rings(plan_dir);
-  // The drops (membership epochs 1, 2, ...) and the rejoins, in the order said.
+  // The drops and the rejoins, in the order said. Each take-in (a rejoin, a join) resumes the
+  // job under a new id, which counts its membership epochs anew: a drop is epoch k of the job it
+  // happened in (k-th since that job started), found in that job's part of each log.
   const std::regex event(
-      "cluster ([0-9]+) (dropped \\(|rejoined after update ([0-9]+): [^\n]* from cluster "
-      "([0-9]+)'s checkpoint)");
-  std::vector<int> drops;  // the clusters dropped, in the order said: epochs 1, 2, ...
+      "cluster ([0-9]+) (dropped \\(|(re)?joined after update ([0-9]+): every cluster resumed "
+      "from there as job ([0-9]+)[^\n]* from cluster ([0-9]+)'s checkpoint)");
+  struct Drop {
+    int cluster = 0;
+    int epoch = 1;
+    size_t job = 0;  // in `jobs`
+  };
+  std::vector<Drop> drops;
+  std::vector<std::string> jobs{""};  // the first job's id is not said: its part starts the log
   std::vector<training::ReferenceJoin> rejoins;
-  std::set<int> back;
+  std::set<int> out_now, ever_out;
+  int epoch_in_job = 0;
   for (auto it = std::sregex_iterator(said.begin(), said.end(), event);
        it != std::sregex_iterator(); ++it) {
     const int cluster = std::stoi((*it)[1].str());
-    if ((*it)[3].matched) {
+    if ((*it)[4].matched) {
+      if ((*it)[5].str() != jobs.back()) {
+        jobs.push_back((*it)[5].str());
+        epoch_in_job = 0;
+      }
+      if (!(*it)[3].matched) continue;  // a newcomer's join: in `joins`
       training::ReferenceJoin rejoin;
-      rejoin.after_update = std::stoll((*it)[3].str());
-      rejoin.source = std::stoi((*it)[4].str());
+      rejoin.after_update = std::stoll((*it)[4].str());
+      rejoin.source = std::stoi((*it)[6].str());
       rejoin.rejoins = cluster;
       rejoins.push_back(rejoin);
-      back.insert(cluster);
+      out_now.erase(cluster);
       continue;
     }
-    const bool said_again = std::find(drops.begin(), drops.end(), cluster) != drops.end();
-    if (said_again && !back.count(cluster)) continue;  // the same drop said again
-    if (!rejoins.empty()) {
-      *why = "cluster " + std::to_string(cluster) + " dropped after a rejoin (a resumed job)";
+    if (out_now.count(cluster)) continue;  // the same drop said again
+    if (ever_out.count(cluster)) {
+      *why = "cluster " + std::to_string(cluster) + " dropped again after its rejoin";
       return std::nullopt;
     }
-    drops.push_back(cluster);
+    out_now.insert(cluster);
+    ever_out.insert(cluster);
+    drops.push_back({cluster, ++epoch_in_job, jobs.size() - 1});
   }
   std::map<int, std::vector<int64_t>> dropped;
   std::ostringstream events;
   for (size_t k = 0; k < drops.size(); ++k) {
-    const int epoch = static_cast<int>(k) + 1;
-    auto rounds = drop_rounds(survivor_logs, rings.ids, why, epoch);
-    if (rounds.empty() && k + 1 < drops.size() && rings.ids.size() == 1) {
+    const Drop& drop = drops[k];
+    const std::string& job = jobs[drop.job];
+    const std::string next_job = drop.job + 1 < jobs.size() ? jobs[drop.job + 1] : "";
+    auto rounds = drop_rounds(survivor_logs, rings.ids, why, drop.epoch, job, next_job);
+    if (rounds.empty() && k + 1 < drops.size() && drops[k + 1].job == drop.job &&
+        rings.ids.size() == 1) {
       // A member that did not answer ringRounds (a node of the cluster dropped next, dead too)
       // leaves the ring without a round to run from; no round completes over a ring that names
       // a dead member. Where every survivor failed the round the next epoch runs from, over this
       // membership or the one before, that is the round this cluster left at.
       std::string next_why;
-      const auto next = drop_rounds(survivor_logs, rings.ids, &next_why, epoch + 1);
+      const auto next =
+          drop_rounds(survivor_logs, rings.ids, &next_why, drop.epoch + 1, job, next_job);
       auto failed = [&](const std::string& log, int over) {
-        return log.find("ring reduce of round " + std::to_string(next[0]) +
-                        " failed over membership epoch " + std::to_string(over) + " ") !=
+        return job_part(log, job, next_job)
+                   .find("ring reduce of round " + std::to_string(next[0]) +
+                         " failed over membership epoch " + std::to_string(over) + " ") !=
                std::string::npos;
       };
       if (!next.empty() &&
           std::all_of(survivor_logs.begin(), survivor_logs.end(), [&](const std::string& log) {
-            return failed(log, epoch - 1) || failed(log, epoch);
+            return failed(log, drop.epoch - 1) || failed(log, drop.epoch);
           })) {
         rounds = next;
       }
     }
     if (rounds.empty()) return std::nullopt;
-    dropped[drops[k]] = rounds;
-    events << "; cluster " << drops[k] << " dropped at round(s)";
+    dropped[drop.cluster] = rounds;
+    events << "; cluster " << drop.cluster << " dropped at round(s)";
     for (auto r : rounds) events << " " << r;
   }
   for (const auto& rejoin : rejoins) {

@@ -23,26 +23,35 @@ struct PlanRings {
 };
 PlanRings plan_rings(const std::string& plan_dir);
 
-// The round each cross-cluster ring ran from over membership `epoch` (the requester sends epoch
-// k with its k-th drop: "ring membership epoch k (...; runs from round R (ring K), ...)", the
-// first such line of each log), in the order of `ring_ids` -- the rounds the cluster dropped then
-// took part in, one a ring. Empty, with `why`, where no single reference fixes the weights: a
-// survivor ran a round again for another (the kill landed at a round's end: the survivors differ
-// for that round), a ring has no round (a survivor did not answer ringRounds), or two survivors
-// were told different rounds of one ring.
+// The round each cross-cluster ring ran from over membership `epoch` of job `job` (the requester
+// sends epoch k with the job's k-th drop: "job J: ring membership epoch k (...; runs from round R
+// (ring K), ...)", the first such line of each log's part of that job: job_part), in the order
+// of `ring_ids` -- the rounds the cluster dropped then took part in, one a ring. Empty, with
+// `why`, where no single reference fixes the weights: a survivor ran a round again for another
+// (the kill landed at a round's end: the survivors differ for that round), a ring has no round (a
+// survivor did not answer ringRounds), or two survivors were told different rounds of one ring.
 std::vector<int64_t> drop_rounds(const std::vector<std::string>& survivor_logs,
                                  const std::vector<int>& ring_ids, std::string* why,
-                                 int epoch = 1);
+                                 int epoch = 1, const std::string& job = "",
+                                 const std::string& next_job = "");
+
+// The part of a daemon's `log` that job `job` wrote: from its id's first mention ("job J", the
+// start of the log when `job` is "", the job a command started first) to `next_job`'s first
+// mention after it (the end when "" or not mentioned). "" when `job` is never mentioned.
+std::string job_part(const std::string& log, const std::string& job,
+                     const std::string& next_job);
 
 // The reference of `model` (a TorchScript file) in a job of `clusters` clusters and `steps`
 // updates (the job file `job_path`, the plan in `plan_dir`) as `said` tells it: each "cluster C
-// dropped (" line, in order, is membership epoch 1, 2, ... (its rounds from `survivor_logs`:
-// the logs of nodes that trained through every drop; an epoch whose ring got no round, a member
-// dropped next not answering, takes the next epoch's round where every survivor failed that round
-// over it or the membership before); each "cluster C rejoined after update U:
-// ... cluster C from cluster S's checkpoint" brings C back; then `joins` (newcomers). Nothing,
-// with `why`, where drop_rounds finds no single round or a drop came after a rejoin (the resumed
-// job counts its epochs anew). Throws std::runtime_error when `said` names no drop.
+// dropped (" line, in order, is membership epoch 1, 2, ... of the job it came in (every take-in,
+// "cluster C rejoined|joined after update U: every cluster resumed from there as job J ...",
+// resumes the job as J, which counts its epochs anew); its rounds from `survivor_logs`, each
+// log's part of that job (the logs of nodes that trained through that drop; an epoch whose ring
+// got no round, a member dropped next not answering, takes the next epoch's round where every
+// survivor failed that round over it or the membership before); each "cluster C rejoined ...
+// cluster C from cluster S's checkpoint" brings C back; then `joins` (newcomers). Nothing, with
+// `why`, where drop_rounds finds no single round or a cluster is dropped again after its rejoin
+// (the reference drops a cluster once). Throws std::runtime_error when `said` names no drop.
 struct DropReference {
   std::map<std::string, at::Tensor> state;
   std::string events;  // what it modelled, for a failure's message
