@@ -48,6 +48,17 @@ inline void python_adam_first_moment(at::Tensor& exp_avg, const at::Tensor& grad
 #endif
 }
 
+// How Python's torch.optim.RMSprop of this version (centered) moves the gradient's average:
+// grad_avg.lerp_(grad, 1 - alpha) in 2.x (checked on 2.15), grad_avg.mul_(alpha).add_(grad,
+// 1 - alpha) in 1.13, which LibTorch's C++ RMSprop does in both.
+inline void python_rmsprop_grad_avg(at::Tensor& grad_avg, const at::Tensor& grad, double alpha) {
+#if TORCH_VERSION_MAJOR >= 2
+  grad_avg.lerp_(grad, 1 - alpha);
+#else
+  grad_avg.mul_(alpha).add_(grad, 1 - alpha);
+#endif
+}
+
 // What Python's torch.norm(t) (no p, no dim) computes in this version, which
 // torch_optimizer.Lamb calls: linalg.vector_norm(t, 2) in 2.x, frobenius_norm(t, dim=()) in 1.13.
 inline at::Tensor python_norm(const at::Tensor& t) {

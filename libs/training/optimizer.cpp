@@ -11,7 +11,7 @@
 #include "libs/torch_support/torch_compat.h"
 #include "libs/training/grad_clip.h"
 #include "libs/training/lamb.h"
-#include "libs/training/python_adam.h"
+#include "libs/training/python_optimizers.h"
 
 namespace ravnest::training {
 
@@ -52,7 +52,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerS
                       .weight_decay(spec.weight_decay)
                       .amsgrad(spec.amsgrad));
     case OptimizerName::kRmsprop:
-      return std::make_unique<torch::optim::RMSprop>(
+      return std::make_unique<PythonRMSprop>(
           params, torch::optim::RMSpropOptions(spec.lr)
                       .alpha(spec.alpha)
                       .eps(spec.eps)

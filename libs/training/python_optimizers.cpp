@@ -1,4 +1,4 @@
-#include "libs/training/python_adam.h"
+#include "libs/training/python_optimizers.h"
 
 #include <cmath>
 #include <functional>
@@ -64,6 +64,50 @@ void adam_step(torch::optim::OptimizerParamGroup& group, StateMap& states, bool 
   }
 }
 
+// One RMSprop step over `group`'s parameters, LibTorch's but for the gradient's average.
+template <typename StateMap>
+void rmsprop_step(torch::optim::OptimizerParamGroup& group, StateMap& states) {
+  auto& options = static_cast<torch::optim::RMSpropOptions&>(group.options());
+  for (auto& p : group.params()) {
+    if (!p.grad().defined()) continue;
+    auto grad = p.grad();
+    TORCH_CHECK(!grad.is_sparse(), "RMSprop does not support sparse gradients");
+    const auto key = torch_support::optimizer_state_key(p);
+    auto found = states.find(key);
+    if (found == states.end()) {
+      auto state = std::make_unique<torch::optim::RMSpropParamState>();
+      state->step(0);
+      state->square_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+      if (options.momentum() > 0) {
+        state->momentum_buffer(at::zeros_like(p, at::MemoryFormat::Preserve));
+      }
+      if (options.centered()) state->grad_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+      found = states.emplace(key, std::move(state)).first;
+    }
+    auto& state = static_cast<torch::optim::RMSpropParamState&>(*found->second);
+    auto& square_avg = state.square_avg();
+    const double alpha = options.alpha();
+    state.step(state.step() + 1);
+    if (options.weight_decay() != 0) grad = grad.add(p, options.weight_decay());
+    square_avg.mul_(alpha).addcmul_(grad, grad, 1 - alpha);
+    at::Tensor avg;
+    if (options.centered()) {
+      auto& grad_avg = state.grad_avg();
+      torch_support::python_rmsprop_grad_avg(grad_avg, grad, alpha);
+      avg = square_avg.addcmul(grad_avg, grad_avg, -1).sqrt_().add_(options.eps());
+    } else {
+      avg = square_avg.sqrt().add_(options.eps());
+    }
+    if (options.momentum() > 0) {
+      auto& buf = state.momentum_buffer();
+      buf.mul_(options.momentum()).addcdiv_(grad, avg);
+      p.add_(buf, -options.lr());
+    } else {
+      p.addcdiv_(grad, avg, -options.lr());
+    }
+  }
+}
+
 template <typename Optimizer>
 torch::Tensor run_step(Optimizer& optimizer, torch::optim::Optimizer::LossClosure& closure,
                        const std::function<void(torch::optim::OptimizerParamGroup&)>& step) {
@@ -88,6 +132,12 @@ torch::Tensor PythonAdam::step(LossClosure closure) {
 torch::Tensor PythonAdamW::step(LossClosure closure) {
   return run_step(*this, closure, [&](torch::optim::OptimizerParamGroup& group) {
     adam_step<torch::optim::AdamWParamState, torch::optim::AdamWOptions>(group, state_, true);
+  });
+}
+
+torch::Tensor PythonRMSprop::step(LossClosure closure) {
+  return run_step(*this, closure, [&](torch::optim::OptimizerParamGroup& group) {
+    rmsprop_step(group, state_);
   });
 }
 
