@@ -14,7 +14,10 @@
 // lost, and a node killed after it is still replaced (the first case). Two nodes of different
 // clusters killed together: with two idle nodes both are replaced and both clusters rejoin, every
 // cluster alike at the end; with one, one cluster rejoins and the other stays dropped. The flags'
-// misuse is refused in one line. Bounded in time; every process stopped.
+// misuse is refused in one line. A provider registering while a cluster stays dropped joins
+// beside it; a node killed after another cluster's rejoin drops its cluster in the resumed job;
+// a relay that dies for good under `--relay auto` is swapped and the cluster rejoins at its node's
+// new address: each the reference of its events. Bounded in time; every process stopped.
 // A plan of one cluster whose second stage is killed with -9: the job fails, an idle node takes
 // the stage's place, and the job resumes from the newest checkpoint every node holds, the weights
 // those of the uninterrupted job.
