@@ -36,26 +36,17 @@ inline std::string torch_description() {
   return std::string("LibTorch ") + kTorchVersion + (kWithCuda ? " with CUDA" : ", CPU only");
 }
 
-// How Python's torch.optim.Adam and AdamW of this version (their single-tensor path, the
-// default for tensors on the CPU) move the first moment: exp_avg.lerp_(grad, 1 - beta1) in 2.x
-// (checked on 2.15), exp_avg.mul_(beta1).add_(grad, 1 - beta1) in 1.13, which is also what
-// LibTorch's C++ Adam does in both. The two round differently from the second update on.
-inline void python_adam_first_moment(at::Tensor& exp_avg, const at::Tensor& grad, double beta1) {
+// How Python's torch.optim of this version (its single-tensor path, the default for tensors on
+// the CPU) moves a running average towards `value`: average.lerp_(value, 1 - decay) in 2.x
+// (checked on 2.15), average.mul_(decay).add_(value, 1 - decay) in 1.13, which is also what
+// LibTorch's C++ optimizers do in both. The two round differently from the second update on.
+// Adam's and AdamW's first moment (decay beta1), centered RMSprop's average of gradients (decay
+// alpha).
+inline void python_running_average(at::Tensor& average, const at::Tensor& value, double decay) {
 #if TORCH_VERSION_MAJOR >= 2
-  exp_avg.lerp_(grad, 1 - beta1);
+  average.lerp_(value, 1 - decay);
 #else
-  exp_avg.mul_(beta1).add_(grad, 1 - beta1);
-#endif
-}
-
-// How Python's torch.optim.RMSprop of this version (centered) moves the gradient's average:
-// grad_avg.lerp_(grad, 1 - alpha) in 2.x (checked on 2.15), grad_avg.mul_(alpha).add_(grad,
-// 1 - alpha) in 1.13, which LibTorch's C++ RMSprop does in both.
-inline void python_rmsprop_grad_avg(at::Tensor& grad_avg, const at::Tensor& grad, double alpha) {
-#if TORCH_VERSION_MAJOR >= 2
-  grad_avg.lerp_(grad, 1 - alpha);
-#else
-  grad_avg.mul_(alpha).add_(grad, 1 - alpha);
+  average.mul_(decay).add_(value, 1 - decay);
 #endif
 }
 
@@ -80,6 +71,16 @@ inline std::string optimizer_state_key(const at::Tensor& parameter) {
   return c10::guts::to_string(parameter.unsafeGetTensorImpl());
 }
 #endif
+
+// `parameter`'s state of type State in an optimizer's `states` (its state_), made by `make` (a
+// std::unique_ptr<State>) before the parameter's first step.
+template <typename State, typename StateMap, typename Make>
+State& optimizer_state(StateMap& states, const at::Tensor& parameter, Make make) {
+  const auto key = optimizer_state_key(parameter);
+  auto found = states.find(key);
+  if (found == states.end()) found = states.emplace(key, make()).first;
+  return static_cast<State&>(*found->second);
+}
 
 // Autocast on this thread for one device type (kCPU or kCUDA): 1.13 has a switch and a dtype a
 // device type (set_cpu_enabled, set_autocast_gpu_dtype...), 2.x one pair taking the device type.

@@ -69,16 +69,13 @@ torch::Tensor Lamb::step(LossClosure closure) {
       const at::Tensor grad = p.grad();
       TORCH_CHECK(!grad.is_sparse(),
                   "Lamb does not support sparse gradients, please consider SparseAdam instead");
-      const auto key = torch_support::optimizer_state_key(p);
-      auto found = state_.find(key);
-      if (found == state_.end()) {
+      auto& state = torch_support::optimizer_state<LambParamState>(state_, p, [&]() {
         auto fresh = std::make_unique<LambParamState>();
         fresh->step(0);
         fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
         fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-        found = state_.emplace(key, std::move(fresh)).first;
-      }
-      auto& state = static_cast<LambParamState&>(*found->second);
+        return fresh;
+      });
       at::Tensor& exp_avg = state.exp_avg();
       at::Tensor& exp_avg_sq = state.exp_avg_sq();
       state.step(state.step() + 1);

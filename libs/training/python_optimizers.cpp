@@ -21,17 +21,14 @@ void adam_step(torch::optim::OptimizerParamGroup& group, StateMap& states, bool 
     if (!p.grad().defined()) continue;
     auto grad = p.grad();
     TORCH_CHECK(!grad.is_sparse(), "Adam does not support sparse gradients");
-    const auto key = torch_support::optimizer_state_key(p);
-    auto found = states.find(key);
-    if (found == states.end()) {
-      auto state = std::make_unique<State>();
-      state->step(0);
-      state->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-      state->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-      if (options.amsgrad()) state->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-      found = states.emplace(key, std::move(state)).first;
-    }
-    auto& state = static_cast<State&>(*found->second);
+    auto& state = torch_support::optimizer_state<State>(states, p, [&]() {
+      auto fresh = std::make_unique<State>();
+      fresh->step(0);
+      fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+      fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+      if (options.amsgrad()) fresh->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+      return fresh;
+    });
     auto& exp_avg = state.exp_avg();
     auto& exp_avg_sq = state.exp_avg_sq();
     auto& max_exp_avg_sq = state.max_exp_avg_sq();
@@ -49,7 +46,7 @@ void adam_step(torch::optim::OptimizerParamGroup& group, StateMap& states, bool 
         grad = grad.add(p, options.weight_decay());
       }
     }
-    torch_support::python_adam_first_moment(exp_avg, grad, beta1);
+    torch_support::python_running_average(exp_avg, grad, beta1);
     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
 
     at::Tensor denom;
@@ -72,19 +69,17 @@ void rmsprop_step(torch::optim::OptimizerParamGroup& group, StateMap& states) {
     if (!p.grad().defined()) continue;
     auto grad = p.grad();
     TORCH_CHECK(!grad.is_sparse(), "RMSprop does not support sparse gradients");
-    const auto key = torch_support::optimizer_state_key(p);
-    auto found = states.find(key);
-    if (found == states.end()) {
-      auto state = std::make_unique<torch::optim::RMSpropParamState>();
-      state->step(0);
-      state->square_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+    using State = torch::optim::RMSpropParamState;
+    auto& state = torch_support::optimizer_state<State>(states, p, [&]() {
+      auto fresh = std::make_unique<State>();
+      fresh->step(0);
+      fresh->square_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
       if (options.momentum() > 0) {
-        state->momentum_buffer(at::zeros_like(p, at::MemoryFormat::Preserve));
+        fresh->momentum_buffer(at::zeros_like(p, at::MemoryFormat::Preserve));
       }
-      if (options.centered()) state->grad_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-      found = states.emplace(key, std::move(state)).first;
-    }
-    auto& state = static_cast<torch::optim::RMSpropParamState&>(*found->second);
+      if (options.centered()) fresh->grad_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+      return fresh;
+    });
     auto& square_avg = state.square_avg();
     const double alpha = options.alpha();
     state.step(state.step() + 1);
@@ -93,7 +88,7 @@ void rmsprop_step(torch::optim::OptimizerParamGroup& group, StateMap& states) {
     at::Tensor avg;
     if (options.centered()) {
       auto& grad_avg = state.grad_avg();
-      torch_support::python_rmsprop_grad_avg(grad_avg, grad, alpha);
+      torch_support::python_running_average(grad_avg, grad, alpha);
       avg = square_avg.addcmul(grad_avg, grad_avg, -1).sqrt_().add_(options.eps());
     } else {
       avg = square_avg.sqrt().add_(options.eps());

@@ -9,14 +9,14 @@
 // the same model trained by one PyTorch 2.15 process in 20 updates. These classes keep
 // LibTorch's options, state (AdamParamState: checkpoints and the rings' averaging read it as
 // before) and every other line of its step, and take the first-moment update from
-// torch_support::python_adam_first_moment.
+// torch_support::python_running_average.
 //
 // RMSprop with `centered`: LibTorch's C++ moves the gradient's average with
 // grad_avg.mul_(alpha).add_(grad, 1 - alpha), Python's in PyTorch 2.x with
 // grad_avg.lerp_(grad, 1 - alpha); the centered denominator sqrt(square_avg - grad_avg^2)
 // cancels, so the ulp becomes 2.5e-4 in a small CNN's conv bias after 5 updates (test_training
 // on LibTorch 2.15). PythonRMSprop keeps LibTorch's options and state (RMSpropParamState) and
-// takes that update from torch_support::python_rmsprop_grad_avg.
+// takes that update from torch_support::python_running_average.
 #pragma once
 
 #include <torch/optim/adam.h>
