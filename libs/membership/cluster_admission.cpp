@@ -68,10 +68,15 @@ ClusterAdmission admit_clusters(const std::vector<NodeMetadata>& running,
         break;
       }
     }
+    if (admission.source.count(c)) continue;
+    for (const auto& [s, nodes] : before) {
+      if (s < 0 || dropped.count(s)) continue;
+      admission.source[c] = s;
+      admission.recut.insert(c);
+      break;
+    }
     if (!admission.source.count(c)) {
-      admission.wait = "cluster " + std::to_string(c) +
-                       " has stages no training cluster has (at every position): nothing to "
-                       "start it from";
+      admission.wait = "no cluster trains: nothing to start cluster " + std::to_string(c) + " from";
       return admission;
     }
   }

@@ -25,6 +25,17 @@ std::vector<at::Tensor> unique_trainable(const std::vector<at::Tensor>& paramete
   return out;
 }
 
+std::vector<at::Tensor> optimized_parameters(const stage::Stage& stage,
+                                             const config::NodeMetadata& node) {
+  std::unordered_set<std::string> tables;
+  for (const auto& t : node.parameter_server.sparse_tables) tables.insert(t.weight);
+  std::vector<at::Tensor> parameters;
+  for (const auto& p : stage.named_parameters()) {
+    if (!tables.count(p.name)) parameters.push_back(p.value);
+  }
+  return parameters;
+}
+
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::OptimizerSpec& spec,
                                                         const std::vector<at::Tensor>& parameters) {
   std::vector<at::Tensor> params = unique_trainable(parameters);

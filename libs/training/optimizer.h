@@ -9,6 +9,8 @@
 #include <torch/optim/optimizer.h>
 
 #include "libs/config/job/job_spec.h"
+#include "libs/config/plan/node_metadata.h"
+#include "libs/stage/stage.h"
 
 namespace ravnest::training {
 
@@ -16,6 +18,11 @@ namespace ravnest::training {
 // module's parameters(); identity is the TensorImpl), without those with requires_grad false,
 // in their first order.
 std::vector<at::Tensor> unique_trainable(const std::vector<at::Tensor>& parameters);
+
+// The parameters `node`'s optimizer takes from its stage, in the stage's order: all of them but a
+// hybrid trainer's embedding tables (the servers optimize those: NodeMetadata's sparse_tables).
+std::vector<at::Tensor> optimized_parameters(const stage::Stage& stage,
+                                             const config::NodeMetadata& node);
 
 // An optimizer over unique_trainable(parameters) with the spec's options (PyTorch's defaults
 // for the ones the job does not set). All parameters form one param group.

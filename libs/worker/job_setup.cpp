@@ -243,13 +243,8 @@ std::unique_ptr<JobSetup> make_worker_setup(const store::NodeStore& store,
   setup.stage->to(device);
 
   // A hybrid trainer's tables are the servers' to optimize.
-  std::set<std::string> tables;
-  for (const auto& t : node.parameter_server.sparse_tables) tables.insert(t.weight);
-  std::vector<at::Tensor> parameters;
-  for (const auto& p : setup.stage->named_parameters()) {
-    if (!tables.count(p.name)) parameters.push_back(p.value);
-  }
-  setup.optimizer = training::make_optimizer(job.optimizer, parameters);
+  setup.optimizer =
+      training::make_optimizer(job.optimizer, training::optimized_parameters(*setup.stage, node));
   setup.lr_schedule = std::make_unique<training::LrSchedule>(*setup.optimizer, job.scheduler);
   apply_train_settings(setup, store, job, device);
   if (job.predict) {

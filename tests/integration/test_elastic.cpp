@@ -24,7 +24,6 @@
 // In network namespaces (hidden; the test_elastic_hosts_nat entry): hosts behind NAT and on a
 // slow link, through a relay, the tracker restarted, a node killed, a newcomer joining.
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -805,9 +804,13 @@ TEST_CASE("elastic: two nodes of different clusters killed with -9 together, one
 // node takes its stage without a command and cluster 0 rejoins from cluster 1's checkpoint: the
 // lines, the row, both clusters alike at the end and trained, and the leaf of cluster 0 (the
 // replacement when the leaf was killed) starting after the rejoin near cluster 1's loss there.
-void replaced_stage_rejoins(int killed) {
+// `cut_apart`: cluster 1 is cut one unit earlier than cluster 0 (as the planner cuts clusters of
+// nodes that measured differently), so cluster 1's checkpoint is re-cut to cluster 0's stages.
+void replaced_stage_rejoins(int killed, bool cut_apart) {
   const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
-  test::LocalCluster cluster(test::digits_model(), {cuts, cuts}, {"32x1x8x8"}, 1);
+  auto other = cuts;
+  if (cut_apart) other[0] = cuts[0] > 0 ? cuts[0] - 1 : cuts[0] + 1;
+  test::LocalCluster cluster(test::digits_model(), {cuts, other}, {"32x1x8x8"}, 1);
   std::unique_ptr<test::ChildProcess> tracker;
   const std::string address = start_with_tracker(cluster, &tracker);
   const int steps = 1500;
@@ -845,6 +848,8 @@ void replaced_stage_rejoins(int killed) {
   const int rejoined_at = std::stoi(match[1].str());
   CHECK(rejoined_at > 0);
   CHECK(rejoined_at < steps);
+  CHECK((said.find("cluster 0 from cluster 1's checkpoint, re-cut to its stages") !=
+         std::string::npos) == cut_apart);
   CHECK(elastic_rows(said).find(",replace," + lost + ",node_4,0,\"elastic: " + lost + " lost") !=
         std::string::npos);
   // node_4 holds the lost node's stage, with its neighbour in cluster 0 and its ring peer.
@@ -882,13 +887,14 @@ void replaced_stage_rejoins(int killed) {
 TEST_CASE("elastic: two clusters of two stages, cluster 0's second stage killed with -9: the "
           "idle node takes that stage without a command, cluster 0 rejoins, both clusters alike "
           "at the end", "[elastic][stages][torch2]") {
-  replaced_stage_rejoins(1);
+  replaced_stage_rejoins(1, false);
 }
 
-TEST_CASE("elastic: two clusters of two stages, cluster 0's first stage killed with -9: the idle "
-          "node takes that stage without a command, cluster 0 rejoins, both clusters alike at "
-          "the end", "[elastic][stages]") {
-  replaced_stage_rejoins(0);
+TEST_CASE("elastic: two clusters of two stages cut at different points, cluster 0's first stage "
+          "killed with -9: the idle node takes that stage without a command, cluster 0 rejoins "
+          "from cluster 1's checkpoint re-cut to its stages, both clusters alike at the end",
+          "[elastic][stages]") {
+  replaced_stage_rejoins(0, true);
 }
 
 TEST_CASE("elastic: both nodes of one cluster of two stages killed with -9 together, one idle "
@@ -1450,32 +1456,11 @@ struct NatHosts {
                         std::to_string(18500 + i) + " back") != std::string::npos);
     }
   }
-  // `clusterize --tracker` of `clusters` clusters of `stages` stages from the live pool, pushed.
-  // `alike`: from the pool file `ravnest pool --tracker` writes, every node's measured figures
-  // made one (the first's), so that every cluster is cut alike: the planner cuts each cluster
-  // by its nodes' figures, and a cluster cut unlike every training one cannot rejoin (nothing to
-  // start it from: docs/faults.md#a-dropped-cluster-rejoins).
-  void plan(int clusters, int stages, bool alike = false) {
+  // `clusterize --tracker` of `clusters` clusters of `stages` stages from the live pool (each
+  // cluster cut by its nodes' measured figures), pushed.
+  void plan(int clusters, int stages) {
     const std::string pool_file = (dir.path() / "node_configs.json").string();
-    std::string from = " --tracker " + tracker_address + " --secret-file " + secret_file;
-    if (alike) {
-      auto written = test::run_command(ravnest + " pool --tracker " + tracker_address +
-                                           " --secret-file " + secret_file + " --write " +
-                                           pool_file,
-                                       60);
-      INFO("pool: " << written.out << written.err);
-      REQUIRE(written.exit_code == 0);
-      auto pool = nlohmann::json::parse(test::read_text(pool_file));
-      nlohmann::json first;
-      for (auto& [id, node] : pool.items()) {
-        if (!node.is_object() || !node.contains("benchmarks")) continue;
-        if (first.is_null()) first = node["benchmarks"];
-        node["benchmarks"] = first;
-      }
-      REQUIRE(!first.is_null());
-      test::write_text(pool_file, pool.dump(2));
-      from = " --secret-file " + secret_file;
-    }
+    const std::string from = " --tracker " + tracker_address + " --secret-file " + secret_file;
     auto planned = test::run_command(
         "cd " + dir.path().string() + " && " + ravnest + " clusterize " + test::digits_model() +
             from + " --nodes " + pool_file + " --out " + plan_dir.string() +
@@ -1645,16 +1630,19 @@ TEST_CASE("elastic in namespaces: two clusters of two stages over reachable, NAT
   NatHosts setting(7);
   setting.start_with_relay({3, 4, 5, 6});
   setting.check_reach({3, 4});
-  setting.plan(2, 2, /*alike=*/true);
+  setting.plan(2, 2);
   const auto plan = requester::load_plan(setting.plan_dir.string());
   REQUIRE(plan.nodes.size() == 4u);
   std::map<int, int> cluster_of;  // node id -> cluster
-  std::map<int, std::set<std::string>> stage_at;  // position -> the stages there: cut alike
+  std::map<int, std::set<std::string>> stage_at;  // position -> the stages there
   for (const auto& meta : plan.nodes) {
     cluster_of[meta.node_id] = meta.cluster;
     stage_at[meta.position].insert(meta.stage_sha256);
   }
-  for (const auto& [position, stages] : stage_at) REQUIRE(stages.size() == 1u);
+  // The hosts measure differently, so the clusters may be cut apart: the lost cluster then
+  // rejoins from the other's checkpoint re-cut (docs/faults.md#a-dropped-cluster-rejoins).
+  const bool cut_apart = stage_at[0].size() > 1;
+  WARN("the two clusters are cut " << (cut_apart ? "at different points" : "alike"));
   int spare = -1;
   for (int i = 2; i <= 6; ++i) {
     if (!cluster_of.count(i)) spare = i;
@@ -1712,6 +1700,9 @@ TEST_CASE("elastic in namespaces: two clusters of two stages over reachable, NAT
                   std::to_string(spare) + " takes its place") != std::string::npos);
   CHECK(std::regex_search(said, std::regex("cluster " + std::to_string(lost_cluster) +
                                            " rejoined after update [0-9]+")));
+  CHECK((said.find("cluster " + std::to_string(lost_cluster) + " from cluster " +
+                   std::to_string(1 - lost_cluster) + "'s checkpoint, re-cut to its stages") !=
+         std::string::npos) == cut_apart);
   CHECK(joined);
   CHECK(said.find("elastic: node_0 and node_1 registered; they join as cluster 2 at the next "
                   "update boundary") != std::string::npos);

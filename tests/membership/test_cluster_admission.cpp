@@ -59,7 +59,8 @@ TEST_CASE("cluster admission: a joined cluster starts from a training cluster of
   CHECK(b.staying_dropped == std::vector<int>{0});
 }
 
-TEST_CASE("cluster admission: the source has the same stage at every position") {
+TEST_CASE("cluster admission: the source is cut alike where one is, re-cut from the first "
+          "training cluster otherwise") {
   // Cluster 0 is cut otherwise than cluster 1; the newcomer is cut like cluster 1.
   auto running = plan_of(2, 2);
   running[0].stage_sha256 = "other-0";
@@ -70,20 +71,36 @@ TEST_CASE("cluster admission: the source has the same stage at every position") 
   auto a = admit_clusters(running, now, {});
   REQUIRE(a.wait.empty());
   CHECK(a.source.at(2) == 1);
-  // Cut like no cluster: it waits, saying why.
+  CHECK(a.recut.empty());
+  // Cut like no cluster: the first training cluster's checkpoints, re-cut.
   for (auto& m : now) {
     if (m.cluster == 2) m.stage_sha256 = "new";
   }
   auto b = admit_clusters(running, now, {});
-  CHECK(b.wait == "cluster 2 has stages no training cluster has (at every position): nothing "
-                  "to start it from");
-  // A different number of stages is no source either.
+  REQUIRE(b.wait.empty());
+  CHECK(b.source.at(2) == 0);
+  CHECK(b.recut == std::set<int>{2});
+  // A dropped cluster replaced, cut like no training one: re-cut from a cluster that trains.
+  auto dropped_now = running;
+  dropped_now[1].node_id = 99;  // cluster 0's second stage replaced
+  auto c = admit_clusters(running, dropped_now, {0});
+  REQUIRE(c.wait.empty());
+  CHECK(c.rejoining == std::vector<int>{0});
+  CHECK(c.source.at(0) == 1);
+  CHECK(c.recut == std::set<int>{0});
+  // A different number of stages is re-cut too.
   auto three = plan_of(2, 3);
   auto grown = three;
   for (auto m : plan_of(3, 2)) {
     if (m.cluster == 2) grown.push_back(m);
   }
-  CHECK(!admit_clusters(three, grown, {}).wait.empty());
+  auto d = admit_clusters(three, grown, {});
+  REQUIRE(d.wait.empty());
+  CHECK(d.source.at(2) == 0);
+  CHECK(d.recut == std::set<int>{2});
+  // Nothing trains: nothing to start from, said.
+  auto e = admit_clusters(running, dropped_now, {0, 1});
+  CHECK(e.wait == "no cluster trains: nothing to start cluster 0 from");
 }
 
 TEST_CASE("cluster admission: a replaced dropped cluster rejoins from a live one") {
@@ -134,10 +151,13 @@ TEST_CASE("cluster admission: a cluster dropped on a lost connection rejoins wit
   CHECK(a.staying_dropped == std::vector<int>{2});
   // Only a dropped cluster comes back: one still training is nothing to take in.
   CHECK(admit_clusters(plan, plan, {2}, {1}).empty());
-  // A cluster whose stages no training cluster has waits, as a replaced one does.
+  // A cluster whose stages no training cluster has comes back re-cut, as a replaced one does.
   auto other = plan;
   for (auto& m : other) {
     if (m.cluster == 2) m.stage_sha256 = "other";
   }
-  CHECK(!admit_clusters(other, other, {0, 2}, {2}).wait.empty());
+  auto b = admit_clusters(other, other, {0, 2}, {2});
+  REQUIRE(b.wait.empty());
+  CHECK(b.source.at(2) == 1);
+  CHECK(b.recut == std::set<int>{2});
 }

@@ -51,6 +51,8 @@ InProcessCluster::InProcessCluster(const ModelFiles& files, const std::vector<si
   }
 }
 
+std::string InProcessCluster::plan_dir() const { return (dir_ / "plan").string(); }
+
 InProcessCluster::Trained InProcessCluster::train(
     const config::JobSpec& job, const std::function<void(worker::JobSetup&)>& tamper) {
   LocalPort port;

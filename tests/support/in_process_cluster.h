@@ -31,6 +31,8 @@ class InProcessCluster {
   InProcessCluster(const ModelFiles& files, const std::vector<size_t>& cuts);
 
   const std::vector<config::NodeMetadata>& metadata() const { return metadata_; }
+  // Where the plan was written: each node's stage_file is relative to it.
+  std::string plan_dir() const;
 
   // Every stage's trained tensors by state-dict name (a name held by several stages appears once
   // per holder), the leaf's batch losses, the ring rounds reduced, and each node's backward

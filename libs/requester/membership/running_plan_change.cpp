@@ -87,11 +87,18 @@ std::vector<config::NodeMetadata> changed_metadata(const Plan& before, const Pla
 // Each stage's checkpoint of update `updates` copied from the source cluster to the slot of that
 // stage in each cluster `taken` in, made the slot's own (a checkpoint names its slot, and a node
 // resumes only its own); the source's losses and validation rounds are not the new leaf's: its
-// losses.txt holds the batches it trains from there on.
+// losses.txt holds the batches it trains from there on. A cluster of `admission.recut`, cut at
+// other points than its source, gets the source's checkpoints re-cut to its stages.
 void adopt_checkpoints(Requester& requester, const Plan& now, const std::string& identity,
                        uint64_t updates, const std::vector<int>& taken,
-                       const std::map<int, int>& source) {
+                       const membership::ClusterAdmission& admission,
+                       const config::OptimizerSpec& optimizer) {
+  const auto& source = admission.source;
   for (int c : taken) {
+    if (admission.recut.count(c)) {
+      copy_recut_checkpoints(requester, now, identity, updates, source.at(c), c, optimizer);
+      continue;
+    }
     std::map<int, config::NodeMetadata> source_at;  // by position
     for (const auto& m : now.cluster(source.at(c))) source_at[m.position] = m;
     for (const auto& m : now.cluster(c)) {
@@ -167,6 +174,10 @@ class Requester::TakeIn {
                               const std::string& resume_identity, uint64_t updates);
   void start_followed(uint64_t next_id);
   void say_taken_in(uint64_t updates, uint64_t next_id) const;
+  // ", re-cut to its stages" for a cluster whose source is cut at other points, else nothing.
+  std::string recut_words(int c) const {
+    return admission_.recut.count(c) ? ", re-cut to its stages" : "";
+  }
 
   Requester& requester_;
   Impl& impl_;
@@ -563,7 +574,8 @@ uint64_t Requester::TakeIn::resume_grown(std::string* identity, uint64_t updates
   for (const auto& m : changed) requester_.metadata_owed_.erase(m.node_id);
   const std::string resumed_identity = *identity;
   const std::string next_identity = job_identity(job_text_, now_);
-  adopt_checkpoints(requester_, now_, resumed_identity, updates, taken_, admission_.source);
+  adopt_checkpoints(requester_, now_, resumed_identity, updates, taken_, admission_,
+                    job_.optimizer);
 
   // 3. Every cluster loads the job from update U and starts; the rings are the plan's again.
   const uint64_t next_id = load_from_boundary(
@@ -594,12 +606,13 @@ void Requester::TakeIn::say_taken_in(uint64_t updates, uint64_t next_id) const {
                                " dropped";
   for (int c : admission_.rejoining) {
     log_("cluster " + std::to_string(c) + " rejoined" + how + ", cluster " + std::to_string(c) +
-         " from cluster " + std::to_string(admission_.source.at(c)) + "'s checkpoint" + without);
+         " from cluster " + std::to_string(admission_.source.at(c)) + "'s checkpoint" +
+         recut_words(c) + without);
   }
   for (int c : admission_.joining) {
     log_("cluster " + std::to_string(c) + " joined" + how + ", cluster " + std::to_string(c) +
-         " from cluster " + std::to_string(admission_.source.at(c)) +
-         "'s checkpoint; the data is dealt into " + std::to_string(now_.cluster_ids().size()) +
+         " from cluster " + std::to_string(admission_.source.at(c)) + "'s checkpoint" +
+         recut_words(c) + "; the data is dealt into " + std::to_string(now_.cluster_ids().size()) +
          " shards from batch " +
          std::to_string(updates * static_cast<uint64_t>(std::max(1, job_.train.update_frequency))) +
          " on" + without);
@@ -694,7 +707,8 @@ std::optional<Requester::ResumedJoin> Requester::take_in_at_resume(
     // The nodes that trained got no metadata of the grown plan (their follower gives it at the
     // take-in): they get it now, and the joined clusters their source's checkpoints.
     push_metadata(before.nodes, log);
-    adopt_checkpoints(*this, now, identity, point.updates, admission.joining, admission.source);
+    adopt_checkpoints(*this, now, identity, point.updates, admission.joining, admission,
+                      config::parse_job(job_text, job_path).optimizer);
     if (log) {
       for (int c : admission.joining) {
         log("cluster " + std::to_string(c) + " joined the plan after the job's last `ravnest "
