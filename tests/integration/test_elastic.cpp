@@ -17,7 +17,9 @@
 // misuse is refused in one line. A provider registering while a cluster stays dropped joins
 // beside it; a node killed after another cluster's rejoin drops its cluster in the resumed job;
 // a relay that dies for good under `--relay auto` is swapped and the cluster rejoins at its node's
-// new address: each the reference of its events. Bounded in time; every process stopped.
+// new address: each the reference of its events. Two clusters of two stages cut at different
+// points: the lost node's cluster rejoins from the other's checkpoint re-cut to its stages, the
+// reference of its drop and rejoin. Bounded in time; every process stopped.
 // A plan of one cluster whose second stage is killed with -9: the job fails, an idle node takes
 // the stage's place, and the job resumes from the newest checkpoint every node holds, the weights
 // those of the uninterrupted job.
@@ -42,6 +44,7 @@
 #include <vector>
 
 #include "libs/base/secret.h"
+#include "libs/graph/cut_model.h"
 #include "libs/config/job/job_spec.h"
 #include "libs/config/plan/plan_file.h"
 #include "libs/local/local_daemons.h"
@@ -806,11 +809,34 @@ TEST_CASE("elastic: two nodes of different clusters killed with -9 together, one
 // replacement when the leaf was killed) starting after the rejoin near cluster 1's loss there.
 // `cut_apart`: cluster 1 is cut one unit earlier than cluster 0 (as the planner cuts clusters of
 // nodes that measured differently), so cluster 1's checkpoint is re-cut to cluster 0's stages.
+// The allowed cut nearest before `cut` (cuts after unit i) whose first stage holds other
+// tensors than the cut at `cut` does: two clusters cut apart in what they hold.
+size_t cut_holding_less(const std::string& model_path, size_t cut) {
+  const auto model = graph::load_cut_model(model_path);
+  const size_t units = model->unit_count();
+  auto first_holds = [&](size_t c) { return model->cut({{0, c + 1}, {c + 1, units}}).front().held; };
+  const auto holds = first_holds(cut);
+  for (size_t c = cut; c-- > 0;) {
+    if (model->cut_allowed()[c] && first_holds(c) != holds) return c;
+  }
+  throw std::runtime_error("no cut before unit " + std::to_string(cut) + " holds less");
+}
+
 void replaced_stage_rejoins(int killed, bool cut_apart) {
   const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
   auto other = cuts;
-  if (cut_apart) other[0] = cuts[0] > 0 ? cuts[0] - 1 : cuts[0] + 1;
+  if (cut_apart) other[0] = cut_holding_less(test::digits_model(), cuts[0]);
   test::LocalCluster cluster(test::digits_model(), {cuts, other}, {"32x1x8x8"}, 1);
+  if (cut_apart) {
+    // Apart in what each stage holds, not only in its bytes: the re-cut moves tensors.
+    std::map<int, std::vector<std::string>> root_holds;  // cluster -> its root's tensors
+    for (const auto& m : requester::load_plan(cluster.plan_dir()).nodes) {
+      if (m.position == 0) root_holds[m.cluster] = m.parameters;
+    }
+    INFO("cluster 0's root holds " << root_holds[0].size() << " tensors, cluster 1's "
+                                   << root_holds[1].size());
+    REQUIRE(root_holds[0] != root_holds[1]);
+  }
   std::unique_ptr<test::ChildProcess> tracker;
   const std::string address = start_with_tracker(cluster, &tracker);
   const int steps = 1500;
@@ -884,17 +910,21 @@ void replaced_stage_rejoins(int killed, bool cut_apart) {
   check_drop_reference(said, cluster, 2, steps, {2, 3}, trained[0]);
 }
 
-TEST_CASE("elastic: two clusters of two stages, cluster 0's second stage killed with -9: the "
-          "idle node takes that stage without a command, cluster 0 rejoins, both clusters alike "
-          "at the end", "[elastic][stages][torch2]") {
-  replaced_stage_rejoins(1, false);
-}
-
-TEST_CASE("elastic: two clusters of two stages cut at different points, cluster 0's first stage "
+// Cut apart, the leaf is the one killed: killing the root, its leaf (alive, holding every
+// activation of the update) finishes the round with the survivor it shares a ring with while the
+// root's rings fail, so the survivors differ for a round and no single reference fixes the
+// weights (docs/faults.md's known limits); the leaf's death stops its root before its round.
+TEST_CASE("elastic: two clusters of two stages cut at different points, cluster 0's second stage "
           "killed with -9: the idle node takes that stage without a command, cluster 0 rejoins "
           "from cluster 1's checkpoint re-cut to its stages, both clusters alike at the end",
-          "[elastic][stages]") {
-  replaced_stage_rejoins(0, true);
+          "[elastic][stages][torch2]") {
+  replaced_stage_rejoins(1, true);
+}
+
+TEST_CASE("elastic: two clusters of two stages, cluster 0's first stage killed with -9: the idle "
+          "node takes that stage without a command, cluster 0 rejoins, both clusters alike at "
+          "the end", "[elastic][stages]") {
+  replaced_stage_rejoins(0, false);
 }
 
 TEST_CASE("elastic: both nodes of one cluster of two stages killed with -9 together, one idle "
