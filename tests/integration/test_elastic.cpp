@@ -910,21 +910,20 @@ void replaced_stage_rejoins(int killed, bool cut_apart) {
   check_drop_reference(said, cluster, 2, steps, {2, 3}, trained[0]);
 }
 
-// Cut apart, the leaf is the one killed: killing the root, its leaf (alive, holding every
-// activation of the update) finishes the round with the survivor it shares a ring with while the
-// root's rings fail, so the survivors differ for a round and no single reference fixes the
-// weights (docs/faults.md's known limits); the leaf's death stops its root before its round.
-TEST_CASE("elastic: two clusters of two stages cut at different points, cluster 0's second stage "
+// Cut apart, the root is the one killed: its leaf, alive and holding every activation of the
+// update, finishes that round with the survivor it shares a ring with while the root's rings
+// fail, so the rings drop the cluster at different rounds (each as its survivors report it).
+TEST_CASE("elastic: two clusters of two stages cut at different points, cluster 0's first stage "
           "killed with -9: the idle node takes that stage without a command, cluster 0 rejoins "
           "from cluster 1's checkpoint re-cut to its stages, both clusters alike at the end",
           "[elastic][stages][torch2]") {
-  replaced_stage_rejoins(1, true);
+  replaced_stage_rejoins(0, true);
 }
 
-TEST_CASE("elastic: two clusters of two stages, cluster 0's first stage killed with -9: the idle "
-          "node takes that stage without a command, cluster 0 rejoins, both clusters alike at "
-          "the end", "[elastic][stages]") {
-  replaced_stage_rejoins(0, false);
+TEST_CASE("elastic: two clusters of two stages, cluster 0's second stage killed with -9: the "
+          "idle node takes that stage without a command, cluster 0 rejoins, both clusters alike "
+          "at the end", "[elastic][stages]") {
+  replaced_stage_rejoins(1, false);
 }
 
 TEST_CASE("elastic: both nodes of one cluster of two stages killed with -9 together, one idle "

@@ -51,6 +51,18 @@ std::vector<int64_t> drop_rounds(const std::vector<std::string>& survivor_logs,
       by_ring[ring] = round;
     }
   }
+  // A ring that completed the round before the membership named it, with no member left to run
+  // it again for, runs from the next (RingMember::catch_up says so).
+  const std::regex later("ring reduce over membership epoch " + e +
+                         ": round [0-9]+ was completed before the membership named it, [^\n]*"
+                         "runs from round ([0-9]+) \\(ring ([0-9]+)\\)");
+  for (const std::string& whole : survivor_logs) {
+    const std::string log = job_part(whole, job, next_job);
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), later);
+         it != std::sregex_iterator(); ++it) {
+      by_ring[std::stoi((*it)[2].str())] = std::stoll((*it)[1].str());
+    }
+  }
   std::vector<int64_t> out;
   for (int ring : ring_ids) {
     const auto seen = by_ring.find(ring);

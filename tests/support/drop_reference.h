@@ -26,7 +26,10 @@ PlanRings plan_rings(const std::string& plan_dir);
 // The round each cross-cluster ring ran from over membership `epoch` of job `job` (the requester
 // sends epoch k with the job's k-th drop: "job J: ring membership epoch k (...; runs from round R
 // (ring K), ...)", the first such line of each log's part of that job: job_part), in the order
-// of `ring_ids` -- the rounds the cluster dropped then took part in, one a ring. Empty, with
+// of `ring_ids` -- the rounds the cluster dropped then took part in, one a ring; a ring whose
+// last survivor had completed the round before the membership named it runs from the next, as
+// its log says ("... no other member is left to run it again for: runs from round R (ring K)",
+// RingMember::catch_up). Empty, with
 // `why`, where no single reference fixes the weights: a survivor ran a round again for another
 // (the kill landed at a round's end: the survivors differ for that round), a ring has no round (a
 // survivor did not answer ringRounds), or two survivors were told different rounds of one ring.

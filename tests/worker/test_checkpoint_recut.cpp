@@ -3,7 +3,8 @@
 // train to the end; the result is the uninterrupted run's (a pipeline's arithmetic does not depend
 // on its cut). What it must carry shows: Adam's moments and step, the random stream dropout draws
 // from (dropout_twice: a chain of random stages), BatchNorm's buffers (small_cnn). The same
-// resume without the optimizer's state is far from it, so the comparison can fail.
+// resume without the optimizer's state is far from it, so the comparison can fail. On LibTorch
+// 2.x also the .pt2 of the model, torch.export's stages.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include "libs/config/job/job_spec.h"
 #include "libs/store/checkpoint_store.h"
+#include "libs/torch_support/torch_compat.h"
 #include "libs/training/checkpoint_recut.h"
 #include "libs/worker/job_setup.h"
 #include "tests/support/in_process_cluster.h"
@@ -62,14 +64,18 @@ double largest_difference(const std::multimap<std::string, at::Tensor>& a,
   return worst;
 }
 
-void check_recut(const std::string& model, int from_stages, int to_stages) {
-  const test::ModelFiles files = test::model_files(model);
+// `pt2`: the zoo's torch.export archive of the model (NAME.pt2 beside NAME.pt) instead.
+void check_recut(const std::string& model, int from_stages, int to_stages, bool pt2 = false) {
+  test::ModelFiles files = test::model_files(model);
+  if (pt2) files.model = fs::path(files.model).replace_extension(".pt2").string();
   const config::JobSpec job = config::parse_job(job_text(files), "test job");
   test::TempDir dir;
   test::InProcessCluster from(files, test::LocalCluster::even_cuts(files.model, from_stages));
   test::InProcessCluster to(files, test::LocalCluster::even_cuts(files.model, to_stages));
   REQUIRE(from.metadata().size() == static_cast<size_t>(from_stages));
   REQUIRE(to.metadata().size() == static_cast<size_t>(to_stages));
+  // The stages are of the model's format: torch.export archives from a .pt2.
+  CHECK(fs::path(to.metadata().front().stage_file).extension() == (pt2 ? ".pt2" : ".pt"));
 
   // The uninterrupted run, checkpointing after update 3.
   const auto whole = from.train(job, [&dir](worker::JobSetup& made) {
@@ -122,4 +128,13 @@ TEST_CASE("checkpoint re-cut: dropout_twice, three stages to two (Adam, the rand
 
 TEST_CASE("checkpoint re-cut: small_cnn, two stages to three (BatchNorm's buffers)", "[recut]") {
   check_recut("small_cnn", 2, 3);
+}
+
+TEST_CASE("checkpoint re-cut: dropout_twice's .pt2, three stages to two (torch.export's stages)",
+          "[recut]") {
+  if (torch_support::kTorchMajor < 2) {
+    WARN("the .pt2 runtime is LibTorch 2.x's: the 2.x build runs this case");
+    return;
+  }
+  check_recut("dropout_twice", 3, 2, /*pt2=*/true);
 }

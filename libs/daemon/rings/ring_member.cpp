@@ -241,6 +241,23 @@ void RingMember::reduce_rings(uint64_t round, std::vector<worker::WorkerPort::Ri
   }
   // Only the rings that failed run again: the others' members are done with this round.
   std::vector<bool> pending(work.size(), true);
+  // A cross-cluster ring done with this round says so at once (Node.ringRounds), even while
+  // another ring of this reduce failed: the round the requester then gives it
+  // (rounds_to_run_from) is the one it really runs from. Said only once the whole reduce was
+  // done, a ring whose every live member had completed the round (its other member the dropped
+  // cluster's, alive downstream of a dead stage, as on clusters cut apart) was given the round
+  // again, which this node then ran again for no one, and the survivors' logs named a round the
+  // ring did not run from.
+  std::vector<bool> recorded(work.size(), false);
+  auto record_completed = [&] {
+    if (!coordinated) return;
+    for (size_t w = 0; w < work.size(); ++w) {
+      if (pending[w] || recorded[w] || !cross_cluster(*work[w].ring)) continue;
+      views_.completed(work[w].ring->id, round + 1);
+      kept_rounds_[work[w].ring->id] = {round, std::move(kept[w])};
+      recorded[w] = true;
+    }
+  };
   while (true) {
     uint64_t epoch = 0;
     std::vector<config::RingMembership> seen;
@@ -252,17 +269,9 @@ void RingMember::reduce_rings(uint64_t round, std::vector<worker::WorkerPort::Ri
     if (coordinated) error = catch_up(round, work, seen, pending, average, self, epoch);
     if (error.empty()) {
       error = try_reduce({epoch, round}, work, seen, pending, average, self);
+      record_completed();
     }
-    if (error.empty()) {
-      if (coordinated) {
-        for (size_t w = 0; w < work.size(); ++w) {
-          if (!cross_cluster(*work[w].ring)) continue;
-          views_.completed(work[w].ring->id, round + 1);
-          kept_rounds_[work[w].ring->id] = {round, std::move(kept[w])};
-        }
-      }
-      return;
-    }
+    if (error.empty()) return;
     if (!coordinated || views_.ended()) throw std::runtime_error(error);  // stopped: none comes
     spdlog::warn("ring reduce of round {} failed over membership epoch {} ({}); waiting up to "
                  "{} s for the requester's new membership",
@@ -299,6 +308,18 @@ std::string RingMember::catch_up(uint64_t round, std::vector<worker::WorkerPort:
     if (membership::round_to_run(ring, round, *from, kept_round) ==
         membership::RoundToRun::kThisRound) {
       run_from_followed_[ring] = given_at;
+      continue;
+    }
+    if (seen[w].size <= 1) {
+      // The requester asked before this ring finished round - 1 (its other member the dropped
+      // cluster's, alive downstream of a dead stage), and no member is left to run it again
+      // for: the ring ran that round with the dropped cluster, and runs from this one. Said in
+      // a line the reference of the drop reads (tests/support/drop_reference.h).
+      run_from_followed_[ring] = given_at;
+      spdlog::info("ring reduce over membership epoch {}: round {} was completed before the "
+                   "membership named it, and no other member is left to run it again for: runs "
+                   "from round {} (ring {})",
+                   epoch, round - 1, round, ring);
       continue;
     }
     worker::WorkerPort::RingWork item = work[w];
