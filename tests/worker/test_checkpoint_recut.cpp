@@ -8,7 +8,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -20,6 +19,7 @@
 #include "libs/torch_support/torch_compat.h"
 #include "libs/training/checkpoint_recut.h"
 #include "libs/worker/job_setup.h"
+#include "tests/support/digits.h"
 #include "tests/support/in_process_cluster.h"
 #include "tests/support/local_cluster.h"
 #include "tests/support/test_env.h"
@@ -49,19 +49,9 @@ std::vector<training::CutStage> stages_of(const test::InProcessCluster& cluster)
   return stages;
 }
 
-double largest_difference(const std::multimap<std::string, at::Tensor>& a,
-                          const std::multimap<std::string, at::Tensor>& b, std::string* where) {
-  double worst = 0;
-  for (const auto& [name, t] : b) {
-    auto it = a.find(name);
-    if (it == a.end()) return INFINITY;
-    const double d = (it->second.to(at::kDouble) - t.to(at::kDouble)).abs().max().item<double>();
-    if (d >= worst) {
-      worst = d;
-      *where = name;
-    }
-  }
-  return worst;
+// Trained tensors by name, one for a name several stages hold (the same after every update).
+std::map<std::string, at::Tensor> by_name(const std::multimap<std::string, at::Tensor>& state) {
+  return {state.begin(), state.end()};
 }
 
 // `pt2`: the zoo's torch.export archive of the model (NAME.pt2 beside NAME.pt) instead.
@@ -108,12 +98,15 @@ void check_recut(const std::string& model, int from_stages, int to_stages, bool 
     });
   };
   std::string where;
-  const double apart = largest_difference(whole.state, resumed(true).state, &where);
+  const auto uninterrupted = by_name(whole.state);
+  const double apart =
+      test::largest_difference(uninterrupted, by_name(resumed(true).state), &where);
   INFO(model << ": " << from_stages << " stages re-cut to " << to_stages << " after update 3: "
              << apart << " from the uninterrupted run in " << where);
   CHECK(apart <= 1e-6);
   WARN(model << ": " << apart << " from the uninterrupted run after the re-cut");
-  const double without = largest_difference(whole.state, resumed(false).state, &where);
+  const double without =
+      test::largest_difference(uninterrupted, by_name(resumed(false).state), &where);
   INFO("without the optimizer's state: " << without << " in " << where);
   CHECK(without > 1e-4);
   WARN(model << ": " << without << " without the optimizer's state");
