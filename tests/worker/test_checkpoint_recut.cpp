@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "libs/config/job/job_spec.h"
+#include "libs/stage/stage_file.h"
 #include "libs/store/checkpoint_store.h"
 #include "libs/torch_support/torch_compat.h"
 #include "libs/training/checkpoint_recut.h"
@@ -65,7 +66,10 @@ void check_recut(const std::string& model, int from_stages, int to_stages, bool 
   REQUIRE(from.metadata().size() == static_cast<size_t>(from_stages));
   REQUIRE(to.metadata().size() == static_cast<size_t>(to_stages));
   // The stages are of the model's format: torch.export archives from a .pt2.
-  CHECK(fs::path(to.metadata().front().stage_file).extension() == (pt2 ? ".pt2" : ".pt"));
+  for (const auto& stage : stages_of(to)) {
+    CHECK(stage::stage_format_of(stage.stage_path) ==
+          (pt2 ? stage::StageFormat::kExported : stage::StageFormat::kTorchScript));
+  }
 
   // The uninterrupted run, checkpointing after update 3.
   const auto whole = from.train(job, [&dir](worker::JobSetup& made) {

@@ -707,8 +707,11 @@ std::optional<Requester::ResumedJoin> Requester::take_in_at_resume(
     // The nodes that trained got no metadata of the grown plan (their follower gives it at the
     // take-in): they get it now, and the joined clusters their source's checkpoints.
     push_metadata(before.nodes, log);
-    adopt_checkpoints(*this, now, identity, point.updates, admission.joining, admission,
-                      config::parse_job(job_text, job_path).optimizer);
+    // The job's optimizer is what a re-cut needs (each stage's optimizer as its node makes it).
+    const config::OptimizerSpec optimizer = admission.recut.empty()
+                                                ? config::OptimizerSpec{}
+                                                : config::parse_job(job_text, job_path).optimizer;
+    adopt_checkpoints(*this, now, identity, point.updates, admission.joining, admission, optimizer);
     if (log) {
       for (int c : admission.joining) {
         log("cluster " + std::to_string(c) + " joined the plan after the job's last `ravnest "
