@@ -135,3 +135,39 @@ TEST_CASE("checkpoint re-cut: dropout_twice's .pt2, three stages to two (torch.e
   }
   check_recut("dropout_twice", 3, 2, /*pt2=*/true);
 }
+
+// What cannot be re-cut is refused in one line naming it, before anything is written: a source
+// checkpoint of another update, and a target cut from another model.
+TEST_CASE("checkpoint re-cut: checkpoints of two updates, or another model's stages: one line",
+          "[recut]") {
+  const test::ModelFiles files = test::model_files("small_cnn");
+  const config::JobSpec job = config::parse_job(job_text(files), "test job");
+  test::TempDir dir;
+  test::InProcessCluster from(files, test::LocalCluster::even_cuts(files.model, 2));
+  from.train(job, [&dir](worker::JobSetup& made) {
+    auto& setup = made.common;
+    setup.checkpoints = std::make_shared<store::CheckpointStore>(dir / setup.node.name);
+    setup.identity = kIdentity;
+  });
+  std::vector<std::string> paths;
+  for (const auto& m : from.metadata()) {
+    paths.push_back(store::CheckpointStore(dir / m.name).file(kIdentity, 3).string());
+  }
+  size_t written = 0;
+  auto count = [&written](size_t, const training::StageCheckpoint&) { ++written; };
+
+  training::StageCheckpoint later = training::load_checkpoint(paths[1]);
+  later.updates = 4;
+  const std::string other_update = (dir / "later.pt").string();
+  training::save_checkpoint(later, other_update);
+  CHECK_THROWS_WITH(training::recut_checkpoints(stages_of(from), {paths[0], other_update},
+                                                stages_of(from), job.optimizer, count),
+                    Catch::Contains("re-cut: node_1's checkpoint is of update 4, node_0's of 3"));
+
+  const test::ModelFiles others = test::model_files("dropout_twice");
+  test::InProcessCluster unlike(others, test::LocalCluster::even_cuts(others.model, 2));
+  CHECK_THROWS_WITH(training::recut_checkpoints(stages_of(from), paths, stages_of(unlike),
+                                                job.optimizer, count),
+                    Catch::Contains("re-cut: ") && Catch::Contains("node_0's stage"));
+  CHECK(written == 0);
+}
