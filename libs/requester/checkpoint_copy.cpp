@@ -9,34 +9,28 @@
 
 namespace ravnest::requester {
 
-namespace {
-
 namespace fs = std::filesystem;
 
-// A temporary file of the plan directory (the requester may write there: `ravnest replace` moves
-// one the same way), removed whatever happens.
-struct TemporaryFile {
-  std::string path;
-  TemporaryFile(const std::string& plan_dir, const std::string& what)
-      : path((fs::path(plan_dir) / (".checkpoint." + std::to_string(::getpid()) + what + ".pt"))
-                 .string()) {}
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-  TemporaryFile(TemporaryFile&& other) noexcept : path(std::move(other.path)) { other.path.clear(); }
-  ~TemporaryFile() {
-    if (path.empty()) return;
-    std::error_code ignored;
-    fs::remove(path, ignored);
-  }
-};
+TemporaryCheckpoint::TemporaryCheckpoint(const std::string& plan_dir, const std::string& suffix)
+    : path((fs::path(plan_dir) / (".checkpoint." + std::to_string(::getpid()) + suffix + ".pt"))
+               .string()) {}
 
-}  // namespace
+TemporaryCheckpoint::TemporaryCheckpoint(TemporaryCheckpoint&& other) noexcept
+    : path(std::move(other.path)) {
+  other.path.clear();
+}
+
+TemporaryCheckpoint::~TemporaryCheckpoint() {
+  if (path.empty()) return;
+  std::error_code ignored;
+  fs::remove(path, ignored);
+}
 
 void copy_checkpoint(Requester& requester, const std::string& plan_dir,
                      const std::string& identity, uint64_t updates, const CheckpointAt& from,
                      const CheckpointAt& to,
                      const std::function<void(const std::string& path)>& adapt) {
-  TemporaryFile copy(plan_dir, "");
+  TemporaryCheckpoint copy(plan_dir, "");
   requester.fetch_checkpoint(from.node, identity, from.cluster, from.position, updates, copy.path);
   if (adapt) adapt(copy.path);
   requester.store_checkpoint(to.node, identity, to.cluster, to.position, updates, copy.path);
@@ -46,7 +40,7 @@ void copy_recut_checkpoints(Requester& requester, const Plan& plan, const std::s
                             uint64_t updates, int from, int to,
                             const config::OptimizerSpec& optimizer) {
   std::vector<training::CutStage> sources, targets;
-  std::vector<TemporaryFile> files;
+  std::vector<TemporaryCheckpoint> files;
   std::vector<std::string> paths;
   for (const auto& m : plan.cluster(from)) {
     sources.push_back({m, (fs::path(plan.dir) / m.stage_file).string()});
@@ -56,7 +50,7 @@ void copy_recut_checkpoints(Requester& requester, const Plan& plan, const std::s
   }
   const auto nodes = plan.cluster(to);
   for (const auto& m : nodes) targets.push_back({m, (fs::path(plan.dir) / m.stage_file).string()});
-  TemporaryFile out(plan.dir, ".recut");
+  TemporaryCheckpoint out(plan.dir, ".recut");
   training::recut_checkpoints(sources, paths, targets, optimizer,
                               [&](size_t k, const training::StageCheckpoint& checkpoint) {
                                 training::save_checkpoint(checkpoint, out.path);

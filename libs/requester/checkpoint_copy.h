@@ -1,4 +1,5 @@
-// A checkpoint moved from one node to another through the requester: a resume that repairs a
+// A checkpoint moved from one node to another through the requester (`ravnest replace` moves one
+// through TemporaryCheckpoint too, replacement.cpp): a resume that repairs a
 // node's damaged checkpoint from its keeper's copy (job_run.cpp), a cluster taken into a running
 // job from its source cluster's (running_plan_change.cpp), and re-cut on the way when the source
 // is cut at other points (training/checkpoint_recut.h).
@@ -13,6 +14,17 @@
 #include "libs/requester/requester.h"
 
 namespace ravnest::requester {
+
+// A checkpoint passing through the requester: a temporary file of the plan directory (the
+// requester may write there), ".checkpoint.<pid><suffix>.pt", removed whatever happens.
+struct TemporaryCheckpoint {
+  std::string path;
+  TemporaryCheckpoint(const std::string& plan_dir, const std::string& suffix);
+  TemporaryCheckpoint(const TemporaryCheckpoint&) = delete;
+  TemporaryCheckpoint& operator=(const TemporaryCheckpoint&) = delete;
+  TemporaryCheckpoint(TemporaryCheckpoint&& other) noexcept;
+  ~TemporaryCheckpoint();
+};
 
 // A checkpoint's place: the node that holds it and the plan's slot it names.
 struct CheckpointAt {

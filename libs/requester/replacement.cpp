@@ -11,6 +11,7 @@
 #include "libs/config/plan/checkpoint_keeper.h"
 #include "libs/config/plan/node_replacement.h"
 #include "libs/config/plan/plan_layout.h"
+#include "libs/requester/checkpoint_copy.h"
 #include "libs/requester/following_marker.h"
 #include "libs/requester/job_identity.h"
 #include "libs/requester/requester.h"
@@ -223,15 +224,8 @@ Replacement replace_node(const std::string& plan_dir, const std::string& secret,
   // The checkpoint to move: the newest of the old slot that every other node holds too. It
   // passes through a temporary file of the plan directory (streamed in, then out: a checkpoint
   // is never held whole in memory), removed whatever happens.
-  const std::string checkpoint =
-      (fs::path(plan_dir) / (".checkpoint." + std::to_string(::getpid()) + ".pt")).string();
-  struct Removed {
-    std::string path;
-    ~Removed() {
-      std::error_code ignored;
-      fs::remove(path, ignored);
-    }
-  } removed{checkpoint};
+  const TemporaryCheckpoint removed(plan_dir, "");
+  const std::string& checkpoint = removed.path;
   const std::string identity = last_job_identity(plan);
   if (!identity.empty()) {
     fetch_slot_checkpoint(requester, plan, old, identity, checkpoint, result, log,
