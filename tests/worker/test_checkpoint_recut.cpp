@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,6 +43,15 @@ std::string job_text(const test::ModelFiles& files) {
          "\"\n\n[optimizer]\nname = \"adam\"\nlr = 0.01\n";
 }
 
+// A tamper that makes each node write its checkpoints under `dir`/<node name> as job kIdentity.
+std::function<void(worker::JobSetup&)> checkpoints_under(const test::TempDir& dir) {
+  return [&dir](worker::JobSetup& made) {
+    auto& setup = made.common;
+    setup.checkpoints = std::make_shared<store::CheckpointStore>(dir / setup.node.name);
+    setup.identity = kIdentity;
+  };
+}
+
 std::vector<training::CutStage> stages_of(const test::InProcessCluster& cluster) {
   std::vector<training::CutStage> stages;
   for (const auto& m : cluster.metadata()) {
@@ -72,11 +82,7 @@ void check_recut(const std::string& model, int from_stages, int to_stages, bool 
   }
 
   // The uninterrupted run, checkpointing after update 3.
-  const auto whole = from.train(job, [&dir](worker::JobSetup& made) {
-    auto& setup = made.common;
-    setup.checkpoints = std::make_shared<store::CheckpointStore>(dir / setup.node.name);
-    setup.identity = kIdentity;
-  });
+  const auto whole = from.train(job, checkpoints_under(dir));
   std::vector<std::string> paths;
   for (const auto& m : from.metadata()) {
     store::CheckpointStore store(dir / m.name);
@@ -144,11 +150,7 @@ TEST_CASE("checkpoint re-cut: checkpoints of two updates, or another model's sta
   const config::JobSpec job = config::parse_job(job_text(files), "test job");
   test::TempDir dir;
   test::InProcessCluster from(files, test::LocalCluster::even_cuts(files.model, 2));
-  from.train(job, [&dir](worker::JobSetup& made) {
-    auto& setup = made.common;
-    setup.checkpoints = std::make_shared<store::CheckpointStore>(dir / setup.node.name);
-    setup.identity = kIdentity;
-  });
+  from.train(job, checkpoints_under(dir));
   std::vector<std::string> paths;
   for (const auto& m : from.metadata()) {
     paths.push_back(store::CheckpointStore(dir / m.name).file(kIdentity, 3).string());
