@@ -222,7 +222,7 @@ void check_drop_reference(const std::string& said, test::LocalCluster& cluster, 
 
 TEST_CASE("elastic: the tracker restarted mid-job (kill -9, the same state and address), then a "
           "node killed with -9 is replaced by an idle registered node, without a command; the "
-          "job ends with all three clusters alike", "[elastic]") {
+          "job ends with all three clusters alike", "[elastic][e_tracker_restart]") {
   // Three one-node clusters and an idle node (node_3), all registered with a tracker.
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
   std::unique_ptr<test::ChildProcess> tracker;
@@ -323,7 +323,8 @@ TEST_CASE("elastic: the tracker restarted mid-job (kill -9, the same state and a
 // without a command, cluster 2 rejoins from a survivor's checkpoint (its random state too), and
 // the weights are the reference of that drop and rejoin.
 TEST_CASE("elastic: a transformer (causal_lm), a node killed with -9: replaced without a command, "
-          "its cluster rejoins, the weights the reference of that sequence", "[elastic][torch2]") {
+          "its cluster rejoins, the weights the reference of that sequence",
+          "[elastic][torch2][e_causal_lm]") {
   const test::ModelFiles files = test::model_files("causal_lm");
   test::LocalCluster cluster(files.model, {{}, {}, {}}, files.example_inputs, 1);
   std::unique_ptr<test::ChildProcess> tracker;
@@ -368,7 +369,7 @@ TEST_CASE("elastic: a transformer (causal_lm), a node killed with -9: replaced w
 }
 
 TEST_CASE("elastic: a node killed with -9 mid-job and no idle node registered: its cluster stays "
-          "dropped, the others train to the end", "[elastic]") {
+          "dropped, the others train to the end", "[elastic][e_no_idle]") {
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"});
   std::unique_ptr<test::ChildProcess> tracker;
   const std::string address = start_with_tracker(cluster, &tracker);
@@ -404,7 +405,7 @@ TEST_CASE("elastic: a node killed with -9 mid-job and no idle node registered: i
 // its membership epochs anew (test::drop_reference reads each drop in its job's part of the logs).
 TEST_CASE("elastic: a node killed with -9 is replaced and its cluster rejoins; another killed after "
           "the rejoin with no idle node left stays dropped; the weights the reference of all three",
-          "[elastic]") {
+          "[elastic][e_rejoin_then_drop]") {
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
   std::unique_ptr<test::ChildProcess> tracker;
   const std::string address = start_with_tracker(cluster, &tracker);
@@ -450,7 +451,7 @@ TEST_CASE("elastic: a node killed with -9 is replaced and its cluster rejoins; a
 // the dropped cluster's shard read by nobody (docs/faults.md#providers-that-join).
 TEST_CASE("elastic: a node killed with -9 and no idle node, then a provider that registers joins "
           "as one more cluster while the dropped one stays out; the weights are the reference",
-          "[elastic][join]") {
+          "[elastic][join][e_join_while_dropped]") {
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
   std::unique_ptr<test::ChildProcess> tracker;
   const std::string address = start_with_tracker(cluster, &tracker, 3);
@@ -522,7 +523,7 @@ TEST_CASE("elastic: a node killed with -9 and no idle node, then a provider that
 }
 
 TEST_CASE("elastic: a provider that registers mid-job joins as one more cluster at the next "
-          "update boundary; the weights are the join's reference", "[elastic][join]") {
+          "update boundary; the weights are the join's reference", "[elastic][join][e_join]") {
   // Two one-node clusters train; node_2's daemon starts (and registers) once the job runs.
   test::LocalCluster cluster(test::digits_model(), {{}, {}}, {"32x1x8x8"}, 1);
   std::unique_ptr<test::ChildProcess> tracker;
@@ -582,7 +583,8 @@ TEST_CASE("elastic: a provider that registers mid-job joins as one more cluster 
 // followed: the follower joins them as cluster 2, cut like cluster 0, without a command, and the
 // weights are the join's reference (a ring per stage).
 TEST_CASE("elastic: two providers that register mid-job join as one more cluster of two stages at "
-          "the next update boundary; the weights are the join's reference", "[elastic][join]") {
+          "the next update boundary; the weights are the join's reference",
+          "[elastic][join][e_join_two_stages]") {
   const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
   test::LocalCluster cluster(test::digits_model(), {cuts, cuts}, {"32x1x8x8"}, 2);
   std::unique_ptr<test::ChildProcess> tracker;
@@ -638,7 +640,8 @@ TEST_CASE("elastic: two providers that register mid-job join as one more cluster
 }
 
 TEST_CASE("elastic: a provider stopped with SIGTERM mid-job hands its slot to an idle node at "
-          "the update every node stopped after; no update is lost", "[elastic][handover]") {
+          "the update every node stopped after; no update is lost",
+          "[elastic][handover][e_handover]") {
   // Three one-node clusters and an idle node (node_3), all registered with a tracker.
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}}, {"32x1x8x8"}, 1);
   std::unique_ptr<test::ChildProcess> tracker;
@@ -722,7 +725,7 @@ std::string lines_about_two(const std::string& said) {
 
 TEST_CASE("elastic: two nodes of different clusters killed with -9 together, two idle nodes: "
           "both replaced, both clusters rejoin, every cluster alike at the end",
-          "[elastic][two]") {
+          "[elastic][two][e_two_killed]") {
   // Four one-node clusters and two idle nodes (node_4, node_5), all registered.
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}, {}}, {"32x1x8x8"}, 2);
   std::unique_ptr<test::ChildProcess> tracker;
@@ -760,7 +763,8 @@ TEST_CASE("elastic: two nodes of different clusters killed with -9 together, two
 }
 
 TEST_CASE("elastic: two nodes of different clusters killed with -9 together, one idle node: one "
-          "cluster replaced and rejoins, the other stays dropped", "[elastic][two]") {
+          "cluster replaced and rejoins, the other stays dropped",
+          "[elastic][two][e_two_killed_one_idle]") {
   test::LocalCluster cluster(test::digits_model(), {{}, {}, {}, {}}, {"32x1x8x8"}, 1);
   std::unique_ptr<test::ChildProcess> tracker;
   const std::string address = start_with_tracker(cluster, &tracker);
@@ -916,19 +920,19 @@ void replaced_stage_rejoins(int killed, bool cut_apart) {
 TEST_CASE("elastic: two clusters of two stages cut at different points, cluster 0's first stage "
           "killed with -9: the idle node takes that stage without a command, cluster 0 rejoins "
           "from cluster 1's checkpoint re-cut to its stages, both clusters alike at the end",
-          "[elastic][stages][torch2]") {
+          "[elastic][stages][torch2][e_cut_apart]") {
   replaced_stage_rejoins(0, true);
 }
 
 TEST_CASE("elastic: two clusters of two stages, cluster 0's second stage killed with -9: the "
           "idle node takes that stage without a command, cluster 0 rejoins, both clusters alike "
-          "at the end", "[elastic][stages]") {
+          "at the end", "[elastic][stages][e_second_stage]") {
   replaced_stage_rejoins(1, false);
 }
 
 TEST_CASE("elastic: both nodes of one cluster of two stages killed with -9 together, one idle "
           "node: the cluster is dropped in one line without taking the idle node, the other "
-          "trains to the end", "[elastic][stages]") {
+          "trains to the end", "[elastic][stages][e_both_stages_one_idle]") {
   const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
   test::LocalCluster cluster(test::digits_model(), {cuts, cuts}, {"32x1x8x8"}, 1);
   std::unique_ptr<test::ChildProcess> tracker;
@@ -959,7 +963,7 @@ TEST_CASE("elastic: both nodes of one cluster of two stages killed with -9 toget
 
 TEST_CASE("elastic: both nodes of one cluster of two stages killed with -9 together, two idle "
           "nodes: both replaced without a command, the cluster rejoins from the other's "
-          "checkpoint, both alike at the end", "[elastic][stages]") {
+          "checkpoint, both alike at the end", "[elastic][stages][e_both_stages]") {
   const auto cuts = test::LocalCluster::even_cuts(test::digits_model(), 2);
   test::LocalCluster cluster(test::digits_model(), {cuts, cuts}, {"32x1x8x8"}, 2);
   std::unique_ptr<test::ChildProcess> tracker;
@@ -995,7 +999,7 @@ TEST_CASE("elastic: both nodes of one cluster of two stages killed with -9 toget
 
 TEST_CASE("elastic: the relay a cluster is reached through killed with -9 and started again: "
           "the cluster dropped on the lost connection rejoins with its own node",
-          "[elastic][relay]") {
+          "[elastic][relay][e_relay_restarted]") {
   // Two one-node clusters; node_1 is behind NAT, reached through the tracker's relay. The tracker
   // is killed with -9 once cluster 1 trains, and started again (its state, its ports) once the
   // requester dropped cluster 1: node_1 lived all along and holds its port again.
@@ -1093,7 +1097,7 @@ TEST_CASE("elastic: the relay a cluster is reached through killed with -9 and st
 TEST_CASE("elastic: the relay a node holds its port on (--relay auto) killed with -9 for good: the "
           "node takes the other relay the tracker names, and its cluster rejoins at its new "
           "address",
-          "[elastic][relay]") {
+          "[elastic][relay][e_relay_auto]") {
   // Two one-node clusters and two idle daemons that relay (node_2 on 127.0.0.1, node_3 on
   // 127.0.0.4); the tracker offers no relay of its own and names its members' in name order.
   // node_1 runs --relay auto, listening on 127.0.0.2 but calling the tracker from 127.0.0.1,
@@ -1217,7 +1221,7 @@ TEST_CASE("elastic: the relay a node holds its port on (--relay auto) killed wit
 }
 
 TEST_CASE("elastic: --elastic without --tracker, --tracker alone, --elastic with --detach: one line "
-          "each, exit 1", "[elastic]") {
+          "each, exit 1", "[elastic][e_flags]") {
   const std::string ravnest = test::binary_dir() + "/apps/ravnest/ravnest";
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"--elastic", "ravnest train: --elastic needs --tracker HOST:PORT"},
@@ -1234,7 +1238,8 @@ TEST_CASE("elastic: --elastic without --tracker, --tracker alone, --elastic with
 
 TEST_CASE("elastic: a plan of one cluster whose second stage is killed with -9 mid-job: an idle "
           "registered node takes its place and the job resumes from the newest checkpoint every "
-          "node holds; the weights are the uninterrupted job's", "[elastic][one_cluster]") {
+          "node holds; the weights are the uninterrupted job's",
+          "[elastic][one_cluster][e_one_cluster]") {
   // One cluster of two stages (node_0, node_1) and an idle node (node_2), all registered.
   test::LocalCluster cluster(test::digits_model(),
                              {test::LocalCluster::even_cuts(test::digits_model(), 2)},
@@ -1298,7 +1303,7 @@ TEST_CASE("elastic: a plan of one cluster whose second stage is killed with -9 m
 TEST_CASE("elastic: a plan of one cluster whose two stages are both killed with -9 mid-job, two "
           "idle nodes: each takes a stage, no slot has a checkpoint (each one's keeper was the "
           "other), and the job runs again from its start; the uninterrupted job's weights",
-          "[elastic][one_cluster]") {
+          "[elastic][one_cluster][e_one_cluster_both]") {
   test::LocalCluster cluster(test::digits_model(),
                              {test::LocalCluster::even_cuts(test::digits_model(), 2)},
                              {"32x1x8x8"}, 2);
@@ -1348,7 +1353,8 @@ TEST_CASE("elastic: a plan of one cluster whose two stages are both killed with 
 }
 
 TEST_CASE("elastic: a plan of one cluster whose second stage is killed with -9 mid-job and no idle "
-          "node registered: the job fails, saying no idle node fits", "[elastic][one_cluster]") {
+          "node registered: the job fails, saying no idle node fits",
+          "[elastic][one_cluster][e_one_cluster_no_idle]") {
   test::LocalCluster cluster(test::digits_model(),
                              {test::LocalCluster::even_cuts(test::digits_model(), 2)},
                              {"32x1x8x8"});
