@@ -111,10 +111,12 @@ void ElasticFollower::run() {
     if (seen_.metrics_job == 0) seen_.metrics_job = following->job_id;
 
     tracker::PoolSnapshot pool;
+    std::map<std::string, tracker::Member> live;  // the pool's members by name, once a poll
     try {
       pool = tracker::fetch_pool(options_.tracker, security, 5);
+      live = tracker::members_of(pool);
       std::map<std::string, std::string> addresses;
-      for (const auto& [name, member] : tracker::members_of(pool)) {
+      for (const auto& [name, member] : live) {
         if (!member.registration.addresses.empty()) {
           addresses[name] = member.registration.addresses.front();
         }
@@ -142,7 +144,7 @@ void ElasticFollower::run() {
     } catch (const std::exception& e) {
       continue;  // plan.json is rewritten atomically: read again at the next poll
     }
-    follow_pool(plan, pool, *following);
+    follow_pool(plan, pool, live, *following);
   }
 }
 
@@ -152,8 +154,8 @@ std::map<std::string, std::string> ElasticFollower::live_addresses() const {
 }
 
 void ElasticFollower::follow_pool(const Plan& plan, const tracker::PoolSnapshot& pool,
+                                  const std::map<std::string, tracker::Member>& live,
                                   const Following& following) {
-  const std::map<std::string, tracker::Member> live = tracker::members_of(pool);
   std::map<std::string, tracker::Member> idle;
   for (const auto& [name, member] : live) {
     if (!seen_.failed.count(name)) idle.emplace(name, member);

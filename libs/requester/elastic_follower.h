@@ -77,8 +77,10 @@ class ElasticFollower {
 
  private:
   void run();  // the thread: a poll about every poll_seconds until stop_
-  // One poll's pool against the plan: lost nodes to replace_lost, else newcomers to join_newcomers.
-  void follow_pool(const Plan& plan, const tracker::PoolSnapshot& pool, const Following& following);
+  // One poll's pool (`live`: its members by name) against the plan: lost nodes to replace_lost,
+  // else newcomers to join_newcomers.
+  void follow_pool(const Plan& plan, const tracker::PoolSnapshot& pool,
+                   const std::map<std::string, tracker::Member>& live, const Following& following);
   void replace_lost(const std::vector<tracker::ElasticChange>& changes,
                     const tracker::PoolSnapshot& pool);
   void join_newcomers(const Plan& plan, const tracker::PoolSnapshot& pool,
