@@ -52,6 +52,20 @@ std::function<void(worker::JobSetup&)> checkpoints_under(const test::TempDir& di
   };
 }
 
+// Each node's checkpoint after update 3 of job kIdentity, written under `dir` by
+// checkpoints_under, in the cluster's order; each node must hold exactly one.
+std::vector<std::string> checkpoints_after_3(const test::InProcessCluster& cluster,
+                                             const test::TempDir& dir) {
+  std::vector<std::string> paths;
+  for (const auto& m : cluster.metadata()) {
+    store::CheckpointStore store(dir / m.name);
+    const auto kept = store.updates(kIdentity);
+    REQUIRE(std::count(kept.begin(), kept.end(), uint64_t{3}) == 1);
+    paths.push_back(store.file(kIdentity, 3).string());
+  }
+  return paths;
+}
+
 std::vector<training::CutStage> stages_of(const test::InProcessCluster& cluster) {
   std::vector<training::CutStage> stages;
   for (const auto& m : cluster.metadata()) {
@@ -83,13 +97,7 @@ void check_recut(const std::string& model, int from_stages, int to_stages, bool 
 
   // The uninterrupted run, checkpointing after update 3.
   const auto whole = from.train(job, checkpoints_under(dir));
-  std::vector<std::string> paths;
-  for (const auto& m : from.metadata()) {
-    store::CheckpointStore store(dir / m.name);
-    const auto kept = store.updates(kIdentity);
-    REQUIRE(std::count(kept.begin(), kept.end(), uint64_t{3}) == 1);
-    paths.push_back(store.file(kIdentity, 3).string());
-  }
+  const std::vector<std::string> paths = checkpoints_after_3(from, dir);
   std::map<int, training::StageCheckpoint> recut;  // by position
   training::recut_checkpoints(stages_of(from), paths, stages_of(to), job.optimizer,
                               [&](size_t k, const training::StageCheckpoint& c) {
@@ -151,10 +159,7 @@ TEST_CASE("checkpoint re-cut: checkpoints of two updates, or another model's sta
   test::TempDir dir;
   test::InProcessCluster from(files, test::LocalCluster::even_cuts(files.model, 2));
   from.train(job, checkpoints_under(dir));
-  std::vector<std::string> paths;
-  for (const auto& m : from.metadata()) {
-    paths.push_back(store::CheckpointStore(dir / m.name).file(kIdentity, 3).string());
-  }
+  const std::vector<std::string> paths = checkpoints_after_3(from, dir);
   size_t written = 0;
   auto count = [&written](size_t, const training::StageCheckpoint&) { ++written; };
 
