@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -87,12 +88,24 @@ void check_cuts(const ZooModel& model, const std::vector<std::vector<size_t>>& c
   const test::ModelFiles files = test::model_files(model.name);
   const auto initial = training::state_of(torch::jit::load(files.model));
   std::map<std::pair<int, int>, training::ReferenceResult> references;  // by (batch, micro)
+  // One set of daemons per stage count, started once: each further cut list of that count is a
+  // new plan pushed to them (LocalCluster::recut), as a requester re-plans over the same pool.
+  std::map<size_t, std::unique_ptr<test::LocalCluster>> clusters;  // by stage count
+  int run = 0;  // numbers each run's job file and output folder, across the cut lists
   for (const auto& cuts : cut_lists) {
     const size_t stages = cuts.size() + 1;
     std::string cut_text;
     for (size_t cut : cuts) cut_text += " " + std::to_string(cut);
     INFO("cuts after units" << cut_text);
-    test::LocalCluster cluster(files.model, {cuts}, files.example_inputs);
+    auto& started = clusters[stages];
+    if (started) {
+      started->recut(cuts);
+    } else {
+      started = std::make_unique<test::LocalCluster>(
+          files.model, std::vector<std::vector<size_t>>{cuts}, files.example_inputs);
+      started->start_all();
+    }
+    test::LocalCluster& cluster = *started;
     // The plan's random chain names exactly the stages whose forward draws. How many those are
     // depends on how the exporting PyTorch wrote the model: PyTorch 2.x scripts attention as
     // one scaled_dot_product_attention (its dropout inside), so the even cuts of the zoo's
@@ -107,11 +120,7 @@ void check_cuts(const ZooModel& model, const std::vector<std::vector<size_t>>& c
     }
     CHECK(root.random_nodes.size() == drawing);
     if (torch_support::kTorchMajor < 2) CHECK(drawing >= model.random_stages);
-    cluster.start_all();
-    auto push = cluster.ravnest("push");
-    INFO(push.out << push.err);
-    REQUIRE(push.exit_code == 0);
-    int run = 0;
+    REQUIRE_NOTHROW(cluster.push());
     for (const auto& c : configs) {
       INFO(model.name << " over " << stages << " stages, " << describe(c));
       const auto job_path = cluster.dir() / ("job_" + std::to_string(run) + ".toml");

@@ -43,7 +43,8 @@ std::vector<size_t> LocalCluster::even_cuts(const std::string& model_path, int s
 LocalCluster::LocalCluster(const std::string& model_path,
                            const std::vector<std::vector<size_t>>& clusters,
                            const std::vector<std::string>& example_inputs, int spares)
-    : model_path_(model_path) {
+    : model_path_(model_path), example_inputs_(example_inputs),
+      clusters_(static_cast<int>(clusters.size())) {
   auto model = graph::load_cut_model(model_path);
   if (hosts_mode_requested()) {
     size_t total = static_cast<size_t>(spares);
@@ -77,6 +78,7 @@ LocalCluster::LocalCluster(const std::string& model_path,
     pool.push_back(pool_node(next_id + s));
     ports_.push_back(pool.back().port);
   }
+  pool_ = pool;
   nlohmann::json pool_json = nlohmann::json::object();
   for (const auto& node : pool) {
     pool_json[std::to_string(node.id)] = {
@@ -123,6 +125,24 @@ int LocalCluster::shared_memory_lines() const {
 }
 
 LocalCluster::~LocalCluster() = default;
+
+void LocalCluster::recut(const std::vector<size_t>& cuts) {
+  if (clusters_ != 1 || cuts.size() + 1 != pool_.size()) {
+    throw std::logic_error("LocalCluster::recut: a plan of one cluster of " +
+                           std::to_string(cuts.size() + 1) + " nodes and no spares only");
+  }
+  auto model = graph::load_cut_model(model_path_);
+  planner::PoolPlan plan;
+  plan.clusters.push_back(cluster_with_cuts(cuts, model->unit_count(), 0, 0));
+  fs::remove_all(plan_dir());
+  graph::write_plan(*model, plan, pool_, {model_path_, 0, example_inputs_}, plan_dir());
+}
+
+void LocalCluster::push() const {
+  requester::Requester(requester::load_plan(plan_dir()), base::read_secret(secret_file()),
+                       insecure_)
+      .push([](const std::string&) {});
+}
 
 CommandResult LocalCluster::ravnest(const std::string& subcommand, const std::string& args,
                                     int timeout_seconds) const {

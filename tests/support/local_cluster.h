@@ -21,6 +21,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "libs/config/pool/node_pool.h"
 #include "libs/local/local_daemons.h"
 #include "libs/local/namespace_hosts.h"
 #include "tests/support/test_env.h"
@@ -77,6 +78,16 @@ class LocalCluster {
   bool running(int node) { return daemons_->running(node); }
   int wait_exit(int node, double seconds) { return daemons_->wait_exit(node, seconds); }
 
+  // A plan of one cluster (no spares) cut at `cuts` instead, into as many stages as before: the
+  // plan directory is written again, for the same nodes and ports; the daemons run on, holding
+  // what they held (push() then ships the new stages). Throws std::logic_error otherwise.
+  void recut(const std::vector<size_t>& cuts);
+
+  // What `ravnest push` does, in this process (libs/requester): every node of the plan gets its
+  // stage. Throws std::runtime_error naming the node that refused. (The CLI itself is tested in
+  // test_pipeline_training.)
+  void push() const;
+
   // `ravnest SUBCOMMAND ARGS --plan P --secret-file S [--insecure]`, from the cluster's directory.
   CommandResult ravnest(const std::string& subcommand, const std::string& args = "",
                         int timeout_seconds = 300) const;
@@ -111,6 +122,9 @@ class LocalCluster {
  private:
   TempDir dir_;
   std::string model_path_;
+  std::vector<std::string> example_inputs_;
+  std::vector<config::NodeConfig> pool_;  // the pool file's nodes, spares last
+  int clusters_ = 0;
   std::vector<int> ports_;
   std::unique_ptr<local::NamespaceHosts> hosts_;  // before daemons_: outlives them
   std::unique_ptr<local::LocalDaemons> daemons_;
