@@ -138,11 +138,12 @@ void LocalCluster::recut(const std::vector<size_t>& cuts) {
   graph::write_plan(*model, plan, pool_, {model_path_, 0, example_inputs_}, plan_dir());
 }
 
-void LocalCluster::push() const {
-  requester::Requester(requester::load_plan(plan_dir()), base::read_secret(secret_file()),
-                       insecure_)
-      .push([](const std::string&) {});
+requester::Requester LocalCluster::requester() const {
+  return requester::Requester(requester::load_plan(plan_dir()), base::read_secret(secret_file()),
+                              insecure_);
 }
+
+void LocalCluster::push() const { requester().push([](const std::string&) {}); }
 
 CommandResult LocalCluster::ravnest(const std::string& subcommand, const std::string& args,
                                     int timeout_seconds) const {
@@ -154,8 +155,7 @@ CommandResult LocalCluster::ravnest(const std::string& subcommand, const std::st
 }
 
 bool LocalCluster::wait_for_batches(int node, uint64_t batches, double limit_seconds) const {
-  requester::Requester requester(requester::load_plan(plan_dir()), base::read_secret(secret_file()),
-                               insecure_);
+  auto requester = this->requester();
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(limit_seconds * 1000));
   while (std::chrono::steady_clock::now() < deadline) {
@@ -169,8 +169,7 @@ bool LocalCluster::wait_for_batches(int node, uint64_t batches, double limit_sec
 
 void LocalCluster::train_and_fuse(const std::string& job_path, const std::string& out_dir,
                                   int cluster) const {
-  requester::Requester requester(requester::load_plan(plan_dir()), base::read_secret(secret_file()),
-                               insecure_);
+  auto requester = this->requester();
   requester.train(job_path, {});
   std::vector<graph::StageFile> stages;
   const auto fetched_dir = dir_ / ("fetched_" + std::to_string(cluster));
@@ -203,9 +202,7 @@ std::map<std::string, at::Tensor> LocalCluster::fused(int cluster, const std::st
 LocalCluster::Outcome LocalCluster::fuse_all(int clusters, int leaf, const std::string& tag) const {
   Outcome outcome;
   for (int c = 0; c < clusters; ++c) outcome.clusters.push_back(fused(c, tag));
-  const auto fetched = requester::Requester(requester::load_plan(plan_dir()),
-                                          base::read_secret(secret_file()))
-                           .fetch_losses(leaf);
+  const auto fetched = requester().fetch_losses(leaf);
   outcome.losses = fetched.losses;
   outcome.validation = fetched.validation;
   return outcome;

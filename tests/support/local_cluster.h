@@ -26,6 +26,10 @@
 #include "libs/local/namespace_hosts.h"
 #include "tests/support/test_env.h"
 
+namespace ravnest::requester {
+class Requester;
+}  // namespace ravnest::requester
+
 namespace ravnest::test {
 
 class LocalCluster {
@@ -120,6 +124,10 @@ class LocalCluster {
   static std::vector<size_t> even_cuts(const std::string& model_path, int stages);
 
  private:
+  // A requester on the plan directory as it is now, with the cluster's secret (and --insecure
+  // where set_insecure asked for it), as `ravnest` is given them.
+  requester::Requester requester() const;
+
   TempDir dir_;
   std::string model_path_;
   std::vector<std::string> example_inputs_;
