@@ -117,11 +117,11 @@ void Requester::Impl::check_nodes() {
 
 // Ships each node the files it reads (job_shipment.h).
 void Requester::Impl::ship_job_files(const std::vector<JobShipment>& shipments, const Log& log,
-                                     const std::set<int>& skip) {
+                                     const std::set<int>& skip, const NodeFailure& on_failure) {
   for (size_t n = 0; n < plan_.nodes.size(); ++n) {
     const auto& meta = plan_.nodes[n];
-    if (skip.count(meta.cluster)) continue;
     for (const auto& file : shipments[n].files) {
+      if (skip.count(meta.cluster)) break;
       // Streamed from the file (never read whole), checked at the daemon against the size and
       // checksum the shipment measured; a file changed since fails there, and is named here.
       std::error_code ec;
@@ -132,9 +132,14 @@ void Requester::Impl::ship_job_files(const std::vector<JobShipment>& shipments, 
       request.setSize(size);
       request.setSha256(file.sha256);
       const std::string base = fs::path(file.local).filename().string();
-      const auto sent = send_file(request, file.local, meta, "ship " + file.local);
-      if (sent.sha256 != file.sha256) {
-        throw std::runtime_error(file.local + ": changed while it was being shipped");
+      try {
+        const auto sent = send_file(request, file.local, meta, "ship " + file.local);
+        if (sent.sha256 != file.sha256) {
+          throw std::runtime_error(file.local + ": changed while it was being shipped");
+        }
+      } catch (const NodeCallError& e) {
+        if (taken(on_failure, meta, e)) break;
+        throw;
       }
       log("shipped " + base + " to " + meta.name);
     }
@@ -146,7 +151,7 @@ void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id,
                                const std::string& identity, uint64_t resume_from,
                                const std::vector<JobShipment>& shipments,
                                const std::string& resume_identity,
-                               const std::set<int>& skip) {
+                               const std::set<int>& skip, const NodeFailure& on_failure) {
   for (size_t n = 0; n < plan_.nodes.size(); ++n) {
     const auto& meta = plan_.nodes[n];
     if (skip.count(meta.cluster)) continue;
@@ -161,12 +166,17 @@ void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id,
       shipped[i].setField(shipments[n].paths[i].field);
       shipped[i].setLocation(shipments[n].paths[i].location);
     }
-    await(request.send().ignoreResult(), meta, "load job");
+    try {
+      await(request.send().ignoreResult(), meta, "load job");
+    } catch (const NodeCallError& e) {
+      if (!taken(on_failure, meta, e)) throw;
+    }
   }
 }
 
 // Starts the consumers before the producers, so nothing arrives at a node not yet started.
-void Requester::Impl::start(uint64_t job_id, const std::set<int>& skip) {
+void Requester::Impl::start(uint64_t job_id, const std::set<int>& skip,
+                            const NodeFailure& on_failure) {
   std::vector<config::NodeMetadata> order;
   for (const auto& meta : plan_.nodes) {
     if (!skip.count(meta.cluster)) order.push_back(meta);
@@ -176,9 +186,14 @@ void Requester::Impl::start(uint64_t job_id, const std::set<int>& skip) {
     return std::make_pair(a.cluster >= 0, -a.position) < std::make_pair(b.cluster >= 0, -b.position);
   });
   for (const auto& meta : order) {
+    if (skip.count(meta.cluster)) continue;  // dropped by an earlier node's failure
     auto request = node(meta).startRequest();
     request.setJobId(job_id);
-    await(request.send().ignoreResult(), meta, "start");
+    try {
+      await(request.send().ignoreResult(), meta, "start");
+    } catch (const NodeCallError& e) {
+      if (!taken(on_failure, meta, e)) throw;
+    }
   }
 }
 
@@ -468,6 +483,14 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
       record_metrics(*watch, result.metrics_dir, update_frequency, options.log);
     }
     if (!options.detach) subscribe(watch, options.log);
+    watch->drop_requested = options.drop_failed_clusters && !options.detach;
+    if (watch->drop_requested) {
+      watch->drop_failed_clusters = coordinate_rings(result.job_id);  // before the start
+      if (options.log && !watch->drop_failed_clusters) {
+        options.log("warning: --drop-failed-clusters: the plan has one cluster; a failure "
+                    "stops the job");
+      }
+    }
     if (start) start();
     if (options.detach) return result;
     struct Unmark {
@@ -476,14 +499,6 @@ TrainResult Requester::Impl::run_job(TrainResult& result, const TrainOptions& op
         if (!dir.empty()) remove_following(dir);
       }
     } unmark;
-    watch->drop_requested = options.drop_failed_clusters;
-    if (options.drop_failed_clusters) {
-      watch->drop_failed_clusters = coordinate_rings(result.job_id);
-      if (options.log && !watch->drop_failed_clusters) {
-        options.log("warning: --drop-failed-clusters: the plan has one cluster; a failure "
-                    "stops the job");
-      }
-    }
     if (take_in) {
       // `ravnest join` and `ravnest replace` read it: a joined cluster, or a dropped cluster's
       // node replaced, comes into this job without a stop (running_plan_change.cpp).

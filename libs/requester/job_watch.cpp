@@ -95,7 +95,7 @@ void apply_event(Watch& watch, const wire::NodeEvent& sent, const Log& on_log) {
 
 // Gives every node a listener for its progress events.
 void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log,
-                                const std::set<int>& skip) {
+                                const std::set<int>& skip, const NodeFailure& on_failure) {
   for (const auto& meta : plan_.nodes) {
     if (skip.count(meta.cluster)) continue;
     auto request = node(meta).subscribeRequest();
@@ -106,7 +106,11 @@ void Requester::Impl::subscribe(const std::shared_ptr<Watch>& watch, const Log& 
           apply_event(*watch, e, on_log);
           report(*watch);
         }));
-    await(request.send().ignoreResult(), meta, "subscribe");
+    try {
+      await(request.send().ignoreResult(), meta, "subscribe");
+    } catch (const NodeCallError& e) {
+      if (!taken(on_failure, meta, e)) throw;
+    }
   }
 }
 
@@ -134,7 +138,20 @@ void Requester::Impl::watch_until_done(Watch& watch, uint64_t* followed,
     if (watch.take_in) {
       // `ravnest replace` gave a dropped cluster its nodes again, or `ravnest join` added one:
       // the job goes on with it, under a new id (running_plan_change.cpp); the nodes answer anew.
-      if (const uint64_t next = watch.take_in(job_id)) {
+      uint64_t next = 0;
+      try {
+        next = watch.take_in(job_id);
+      } catch (const Interrupted&) {
+        throw;
+      } catch (const TrainFailed&) {
+        throw;
+      } catch (const std::exception& e) {
+        // Part-way (a node lost while the others held, or that the copy of the checkpoints
+        // needed): the job stopped at the hold, each node with its checkpoint, and failed; with
+        // --elastic a lost node is then replaced and the job resumed (elastic_resume.h).
+        throw TrainFailed("training failed: " + std::string(e.what()), job_id, started_as);
+      }
+      if (next) {
         job_id = next;
         last_heard.clear();
         for (const auto& meta : plan_.nodes) last_heard[meta.node_id] = now_seconds();

@@ -102,7 +102,8 @@ uint64_t Requester::push_stage(const config::NodeMetadata& at, const std::string
 }
 
 void Requester::push_metadata(const std::vector<config::NodeMetadata>& nodes,
-                              const std::function<void(const std::string&)>& log) {
+                              const std::function<void(const std::string&)>& log,
+                              std::map<int, std::string>* failed) {
   const config::PlanLayout layout(impl_->plan_.dir);
   std::vector<std::string> json;
   for (const auto& meta : nodes) json.push_back(config::to_json(meta));
@@ -129,9 +130,10 @@ void Requester::push_metadata(const std::vector<config::NodeMetadata>& nodes,
       throw;
     } catch (const std::exception& e) {
       not_pushed.push_back(e.what());
+      if (failed) (*failed)[meta.node_id] = e.what();
     }
   }
-  if (!not_pushed.empty()) {
+  if (!not_pushed.empty() && !failed) {
     std::string all;
     for (const auto& line : not_pushed) all += (all.empty() ? "" : "; ") + line;
     throw std::runtime_error("the plan was rewritten, but not every node has it (" + all +

@@ -196,11 +196,14 @@ class Requester {
   // Each of `nodes` (of the plan directory this requester has) gets its new metadata: alone
   // (pushMetadata) where the node stores the stage it names, else with the plan's stage file
   // (pushStage), said on `log` one line each. The pushMetadata calls go out together, 16 nodes at
-  // a time (Impl::fan_out); the fallbacks one by one. A node that fails does not keep the others from theirs; once all were tried,
-  // throws naming every failure: "the plan was rewritten, but not every node has it (...); run
-  // `ravnest push` once they answer". Blocks for the pushes.
+  // a time (Impl::fan_out); the fallbacks one by one. A node that fails does not keep the
+  // others from theirs; once all were tried, throws naming every failure: "the plan was
+  // rewritten, but not every node has it (...); run `ravnest push` once they answer". With
+  // `failed`, throws nothing: it gets each failure by node id ("NAME (ADDRESS): ...: why").
+  // Blocks for the pushes.
   void push_metadata(const std::vector<config::NodeMetadata>& nodes,
-                     const std::function<void(const std::string&)>& log);
+                     const std::function<void(const std::string&)>& log,
+                     std::map<int, std::string>* failed = nullptr);
   // The checkpoints of the job `identity` for the plan's slot (cluster, position) that the node
   // holds: its own, or copies it keeps for that slot (docs/faults.md). Ascending.
   std::vector<uint64_t> checkpoints(const config::NodeMetadata& at, const std::string& identity,

@@ -197,19 +197,29 @@ class Requester::Impl {
     return wire::decode_status(response.getStatus());
   }
 
+  // A node's call that failed in one of the phases below (their `on_failure`): true when the
+  // caller goes on without the node's cluster (it dropped it, and put it in the phase's `skip`,
+  // which the phase reads again before each node), false to fail the phase (the call's
+  // NodeCallError is thrown on). None given: every failure fails the phase. A followed job that
+  // resumes at a take-in goes on without a cluster whose node is lost meanwhile
+  // (running_plan_change.cpp); the first start of a job fails instead.
+  using NodeFailure = std::function<bool(const config::NodeMetadata&, const NodeCallError&)>;
+
   // The phases of Requester::train(), in order. `skip`: clusters left out (dropped ones that
   // stay dropped when a followed job resumes at a take-in: their nodes may be gone).
   void check_nodes();
   void ship_job_files(const std::vector<JobShipment>& shipments, const Log& log,
-                      const std::set<int>& skip = {});
+                      const std::set<int>& skip = {}, const NodeFailure& on_failure = {});
   // `resume_identity` (not empty): the identity whose checkpoints of `resume_from` the nodes
   // resume from, when the plan grew (running_plan_change.cpp); empty: `identity`'s own.
   void load_job(const std::string& job_text, uint64_t job_id, const std::string& identity,
                 uint64_t resume_from, const std::vector<JobShipment>& shipments,
-                const std::string& resume_identity = "", const std::set<int>& skip = {});
+                const std::string& resume_identity = "", const std::set<int>& skip = {},
+                const NodeFailure& on_failure = {});
   void subscribe(const std::shared_ptr<Watch>& watch, const Log& on_log,
-                 const std::set<int>& skip = {});
-  void start(uint64_t job_id, const std::set<int>& skip = {});
+                 const std::set<int>& skip = {}, const NodeFailure& on_failure = {});
+  void start(uint64_t job_id, const std::set<int>& skip = {},
+             const NodeFailure& on_failure = {});
   void watch_until_done(Watch& watch, uint64_t job_id, double unresponsive_seconds,
                         const Log& log = nullptr);
   // The same, the job id `*job_id` changing when clusters are taken in (Watch::take_in).
@@ -217,18 +227,31 @@ class Requester::Impl {
                         const Log& log = nullptr);
   // TrainOptions::drop_failed_clusters (ring_coordination.cpp): tells every ring member that
   // this requester coordinates the job's membership (setRings epoch 0); false when the plan has
-  // one cluster or no rings (nothing to drop). Throws like await() when a node refuses.
-  bool coordinate_rings(uint64_t job_id, const std::set<int>& skip = {});
+  // one cluster or no rings (nothing to drop). Throws like await() when a node refuses (unless
+  // `on_failure` takes it). Called before the nodes start: a node lost between its start and
+  // this word would fail its neighbours' first reduce uncoordinated.
+  bool coordinate_rings(uint64_t job_id, const std::set<int>& skip = {},
+                        const NodeFailure& on_failure = {});
   // Sends each ring member of the clusters `live` its rings without the other clusters' members
   // (membership::ring_views), as membership `epoch`, with the round each ring runs from where
   // `run_from` names one. A member that refuses is said on `log` (its own failure, if it failed,
   // drops its cluster at the next status poll).
   void set_live_rings(uint64_t job_id, uint64_t epoch, const std::set<int>& live,
                       const std::map<int, uint64_t>& run_from, const Log& log);
-  // Drops `cluster` (its node failed: `why`): stops its nodes, sends each member of the other
-  // clusters its rings without it (a new epoch), says so on `log`.
+  // Drops `cluster` (its node failed: `why`): leave_out_cluster, then sends each member of the
+  // other clusters its rings without it (a new epoch).
   void drop_cluster(Watch& watch, uint64_t job_id, int cluster, const std::string& why,
                     const Log& log);
+  // The first half of drop_cluster, all of it before job `job_id` started (no ring membership
+  // names the cluster yet): marks `cluster` dropped in `watch` and in the plan's .following,
+  // says so on `log`, stops its nodes' job `job_id` (those that have it).
+  void leave_out_cluster(Watch& watch, uint64_t job_id, int cluster, const std::string& why,
+                         const Log& log);
+  // Whether `on_failure` takes the failure of `meta`'s call (NodeFailure).
+  static bool taken(const NodeFailure& on_failure, const config::NodeMetadata& meta,
+                    const NodeCallError& e) {
+    return on_failure && on_failure(meta, e);
+  }
   // The phases around them: `load` (when given), the listeners, `start` (when given), then
   // following the job until it ends (unless detached). A failure or an interruption stops the
   // job `result.job_id` on every node. With `update_frequency` > 0 (not a prediction), the

@@ -107,6 +107,7 @@ std::optional<DropReference> drop_reference(const std::string& said, const std::
     int cluster = 0;
     int epoch = 1;
     size_t job = 0;  // in `jobs`
+    int64_t at_resume = -1;  // >= 0: left out at a take-in, before this round (of every ring)
   };
   std::vector<Drop> drops;
   std::vector<std::string> jobs{""};  // the first job's id is not said: its part starts the log
@@ -137,16 +138,36 @@ std::optional<DropReference> drop_reference(const std::string& said, const std::
     }
     out_now.insert(cluster);
     ever_out.insert(cluster);
+    // A node lost while a take-in resumed the job after update U: its cluster took part in the
+    // rounds up to that update's (rounds 0 to U - 1, one after each update) and in none of the
+    // resumed job's, which starts at round U; no membership epoch of the job before names it.
+    const auto line_end = said.find('\n', static_cast<size_t>(it->position(0)));
+    const std::string rest = said.substr(static_cast<size_t>(it->position(0)),
+                                         line_end == std::string::npos
+                                             ? std::string::npos
+                                             : line_end - static_cast<size_t>(it->position(0)));
+    std::smatch resumed;
+    if (std::regex_search(rest, resumed,
+                          std::regex("when the job resumed after update ([0-9]+)\\)"))) {
+      drops.push_back({cluster, 0, jobs.size() - 1, std::stoll(resumed[1].str())});
+      continue;
+    }
     drops.push_back({cluster, ++epoch_in_job, jobs.size() - 1});
   }
   std::map<int, std::vector<int64_t>> dropped;
   std::ostringstream events;
   for (size_t k = 0; k < drops.size(); ++k) {
     const Drop& drop = drops[k];
+    if (drop.at_resume >= 0) {
+      dropped[drop.cluster] = {drop.at_resume};
+      events << "; cluster " << drop.cluster << " left out at round " << drop.at_resume;
+      continue;
+    }
     const std::string& job = jobs[drop.job];
     const std::string next_job = drop.job + 1 < jobs.size() ? jobs[drop.job + 1] : "";
     auto rounds = drop_rounds(survivor_logs, rings.ids, why, drop.epoch, job, next_job);
     if (rounds.empty() && k + 1 < drops.size() && drops[k + 1].job == drop.job &&
+        drops[k + 1].at_resume < 0 &&
         rings.ids.size() == 1) {
       // A member that did not answer ringRounds (a node of the cluster dropped next, dead too)
       // leaves the ring without a round to run from; no round completes over a ring that names

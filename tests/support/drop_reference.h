@@ -51,7 +51,9 @@ std::string job_part(const std::string& log, const std::string& job,
 // resumes the job as J, which counts its epochs anew); its rounds from `survivor_logs`, each
 // log's part of that job (the logs of nodes that trained through that drop; an epoch whose ring
 // got no round, a member dropped next not answering, takes the next epoch's round where every
-// survivor failed that round over it or the membership before); each "cluster C rejoined ...
+// survivor failed that round over it or the membership before), except a drop said "(..., when
+// the job resumed after update U)" (a node lost while a take-in resumed the job: its cluster
+// left before round U, the resumed job's first); each "cluster C rejoined ...
 // cluster C from cluster S's checkpoint" brings C back; then `joins` (newcomers). Nothing, with
 // `why`, where drop_rounds finds no single round or a cluster is dropped again after its rejoin
 // (the reference drops a cluster once). Throws std::runtime_error when `said` names no drop.

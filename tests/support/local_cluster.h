@@ -59,6 +59,7 @@ class LocalCluster {
   int shared_memory_lines() const;
   std::filesystem::path data_dir(int node) const { return daemons_->data_dir(node); }
   std::string log(int node) const { return read_text(daemons_->log_path(node)); }
+  std::filesystem::path log_path(int node) const { return daemons_->log_path(node); }
 
   // Daemons started from now on read this ravnestd.toml (written in the cluster's directory).
   void set_daemon_config(const std::string& toml);

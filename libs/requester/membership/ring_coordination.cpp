@@ -17,7 +17,8 @@
 
 namespace ravnest::requester {
 
-bool Requester::Impl::coordinate_rings(uint64_t job_id, const std::set<int>& skip) {
+bool Requester::Impl::coordinate_rings(uint64_t job_id, const std::set<int>& skip,
+                                       const NodeFailure& on_failure) {
   if (plan_.cluster_ids().size() < 2) return false;
   bool any = false;
   for (const auto& meta : plan_.nodes) {
@@ -25,7 +26,12 @@ bool Requester::Impl::coordinate_rings(uint64_t job_id, const std::set<int>& ski
     auto request = node(meta).setRingsRequest();
     request.setJobId(job_id);
     request.setEpoch(0);
-    await(request.send().ignoreResult(), meta, "setRings", 10);
+    try {
+      await(request.send().ignoreResult(), meta, "setRings", 10);
+    } catch (const NodeCallError& e) {
+      if (!taken(on_failure, meta, e)) throw;
+      continue;
+    }
     any = true;
   }
   return any;
@@ -33,6 +39,37 @@ bool Requester::Impl::coordinate_rings(uint64_t job_id, const std::set<int>& ski
 
 void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
                                    const std::string& why, const Log& log) {
+  leave_out_cluster(watch, job_id, cluster, why, log);
+  std::set<int> live;
+  for (int id : plan_.cluster_ids()) {
+    if (!watch.dropped.count(id)) live.insert(id);
+  }
+  const auto views = membership::ring_views(membership::rings_of_nodes(plan_.nodes),
+                                            membership::ring_members_of(plan_.nodes), live);
+  // The survivors agree on the round each ring runs from: a member may have completed the round
+  // its neighbour failed. Asked after the dropped cluster's nodes were stopped, so that no round
+  // that needs them completes after the answer.
+  std::map<int, std::map<int, uint64_t>> completed;
+  for (const auto& meta : plan_.nodes) {
+    if (!views.count(meta.node_id) || !live.count(meta.cluster)) continue;
+    try {
+      auto request = node(meta).ringRoundsRequest();
+      request.setJobId(job_id);
+      auto answer = await(request.send(), meta, "ringRounds", 5);
+      completed[meta.node_id] = wire::decode_completed_rounds(answer.getRings());
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Its rings get no round to run from (each member runs the round it is at).
+      if (log) log(std::string("warning: ") + e.what());
+    }
+  }
+  set_live_rings(job_id, ++watch.ring_epoch, live,
+                 membership::rounds_to_run_from(views, completed), log);
+}
+
+void Requester::Impl::leave_out_cluster(Watch& watch, uint64_t job_id, int cluster,
+                                        const std::string& why, const Log& log) {
   watch.dropped.insert(cluster);
   // Its nodes may be alive behind a connection that broke: they may come back as they are.
   if (wire::is_lost_connection(why)) watch.dropped_on_link[cluster] = job_id;
@@ -67,28 +104,6 @@ void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
       // Dead or cut off: it cannot rejoin the rings (their members no longer name it).
     }
   }
-  const auto views = membership::ring_views(membership::rings_of_nodes(plan_.nodes),
-                                            membership::ring_members_of(plan_.nodes), live);
-  // The survivors agree on the round each ring runs from: a member may have completed the round
-  // its neighbour failed. Asked after the dropped cluster's nodes were stopped, so that no round
-  // that needs them completes after the answer.
-  std::map<int, std::map<int, uint64_t>> completed;
-  for (const auto& meta : plan_.nodes) {
-    if (!views.count(meta.node_id) || !live.count(meta.cluster)) continue;
-    try {
-      auto request = node(meta).ringRoundsRequest();
-      request.setJobId(job_id);
-      auto answer = await(request.send(), meta, "ringRounds", 5);
-      completed[meta.node_id] = wire::decode_completed_rounds(answer.getRings());
-    } catch (const Interrupted&) {
-      throw;
-    } catch (const std::exception& e) {
-      // Its rings get no round to run from (each member runs the round it is at).
-      if (log) log(std::string("warning: ") + e.what());
-    }
-  }
-  set_live_rings(job_id, ++watch.ring_epoch, live,
-                 membership::rounds_to_run_from(views, completed), log);
 }
 
 void Requester::Impl::set_live_rings(uint64_t job_id, uint64_t epoch, const std::set<int>& live,

@@ -173,6 +173,15 @@ class Requester::TakeIn {
   uint64_t load_from_boundary(const std::string& next_identity,
                               const std::string& resume_identity, uint64_t updates);
   void start_followed(uint64_t next_id);
+  // A node of a cluster going on that failed a call while the job resumes as `next_id` (`why`
+  // names the node and the call; Impl::NodeFailure): while the followed job drops failed
+  // clusters and another cluster is left, its cluster is dropped and the take-in goes on without
+  // it (a node lost between the hold and the start fails one call, not the job); else false,
+  // and the take-in fails. Dropped with drop_cluster once the ring members were told that the
+  // requester coordinates them (`coordinated`: they may have started), else left out before
+  // anything started. Said with the update the job resumed after.
+  bool go_on_without(const config::NodeMetadata& meta, const std::string& why, uint64_t next_id,
+                     bool coordinated);
   void say_taken_in(uint64_t updates, uint64_t next_id) const;
   // ", re-cut to its stages" for a cluster whose source is cut at other points, else nothing.
   std::string recut_words(int c) const {
@@ -195,6 +204,7 @@ class Requester::TakeIn {
   // The nodes moved (as the plan had them) and where to, said by say_moved.
   std::vector<std::pair<config::NodeMetadata, std::string>> moving_;
   double paused_ = 0;
+  uint64_t resumed_after_ = 0;  // the update the job resumes after, once the hold found it
 };
 
 bool Requester::TakeIn::wait(const std::string& why) {
@@ -495,36 +505,65 @@ uint64_t Requester::TakeIn::load_from_boundary(const std::string& next_identity,
   for (const auto& meta : impl_.plan_.nodes) {
     shipments.push_back(job_shipment_for(job_, meta, checksums));
   }
-  impl_.ship_job_files(shipments, log_, watch_.dropped);
+  resumed_after_ = updates;
   const uint64_t next_id =
       std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
+  const auto before_start = [&](const config::NodeMetadata& meta, const NodeCallError& e) {
+    return go_on_without(meta, e.what(), next_id, false);
+  };
+  impl_.ship_job_files(shipments, log_, watch_.dropped, before_start);
   impl_.load_job(job_text_, next_id, next_identity, updates, shipments, resume_identity,
-                 watch_.dropped);
+                 watch_.dropped, before_start);
   return next_id;
 }
 
 void Requester::TakeIn::start_followed(uint64_t next_id) {
   watch_.finished.clear();
   watch_.ring_epoch = 0;
-  const std::set<int>& still_dropped = watch_.dropped;
-  impl_.subscribe(watch_ptr_, log_, still_dropped);
-  if (!still_dropped.empty()) {
-    // Clusters that stay dropped: before any node starts, the others are told that the requester
-    // coordinates the rings (epoch 0) and given their rings without them (epoch 1), so that no
-    // reduce waits for a node that is gone and no node watches one.
-    watch_.drop_failed_clusters = impl_.coordinate_rings(next_id, still_dropped);
+  const auto before_start = [&](const config::NodeMetadata& meta, const NodeCallError& e) {
+    return go_on_without(meta, e.what(), next_id, false);
+  };
+  // Clusters that stay dropped (and any whose node was lost since the hold) are left out: their
+  // nodes may be gone.
+  impl_.subscribe(watch_ptr_, log_, watch_.dropped, before_start);
+  // Before any node starts, the ring members are told that the requester coordinates the rings
+  // (epoch 0; job_run.cpp says why before) and, with clusters left out, given their rings
+  // without them (epoch 1), so that no reduce waits for a node that is gone and no node watches
+  // one. A plan of one cluster that grew to two has rings to coordinate now.
+  if (watch_.drop_requested || !watch_.dropped.empty()) {
+    watch_.drop_failed_clusters = impl_.coordinate_rings(next_id, watch_.dropped, before_start);
+  }
+  if (!watch_.dropped.empty()) {
     std::set<int> live;
     for (int c : impl_.plan_.cluster_ids()) {
-      if (!still_dropped.count(c)) live.insert(c);
+      if (!watch_.dropped.count(c)) live.insert(c);
     }
     impl_.set_live_rings(next_id, ++watch_.ring_epoch, live, {}, log_);
-    impl_.start(next_id, still_dropped);
-  } else {
-    impl_.start(next_id);
-    // A plan of one cluster that grew to two has rings to coordinate now.
-    if (watch_.drop_requested) watch_.drop_failed_clusters = impl_.coordinate_rings(next_id);
   }
+  impl_.start(next_id, watch_.dropped,
+              [&](const config::NodeMetadata& meta, const NodeCallError& e) {
+                return go_on_without(meta, e.what(), next_id, watch_.drop_failed_clusters);
+              });
   write_following(impl_.plan_.dir, {::getpid(), next_id, watch_.dropped});
+}
+
+bool Requester::TakeIn::go_on_without(const config::NodeMetadata& meta, const std::string& failure,
+                                      uint64_t next_id, bool coordinated) {
+  if (!watch_.drop_requested || meta.cluster < 0 || watch_.dropped.count(meta.cluster)) {
+    return false;
+  }
+  size_t live = 0;
+  for (int c : impl_.plan_.cluster_ids()) live += watch_.dropped.count(c) ? 0 : 1;
+  if (live < 2) return false;
+  // Said with the update it left at (tests/support/drop_reference.h reads it).
+  const std::string why =
+      failure + ", when the job resumed after update " + std::to_string(resumed_after_);
+  if (coordinated) {
+    impl_.drop_cluster(watch_, next_id, meta.cluster, why, log_);
+  } else {
+    impl_.leave_out_cluster(watch_, next_id, meta.cluster, why, log_);
+  }
+  return true;
 }
 
 uint64_t Requester::TakeIn::resume_as_it_was(const std::string& identity, uint64_t updates) {
@@ -570,8 +609,23 @@ uint64_t Requester::TakeIn::resume_grown(std::string* identity, uint64_t updates
       changed.push_back(m);
     }
   }
-  requester_.push_metadata(changed, log_);
-  for (const auto& m : changed) requester_.metadata_owed_.erase(m.node_id);
+  resumed_after_ = updates;
+  // A node that cannot take the new plan (lost since the hold) leaves its cluster out while
+  // another goes on; its metadata is owed until its cluster comes back.
+  std::map<int, std::string> not_pushed;
+  requester_.push_metadata(changed, log_, &not_pushed);
+  for (const auto& m : changed) {
+    auto failed = not_pushed.find(m.node_id);
+    if (failed == not_pushed.end()) {
+      requester_.metadata_owed_.erase(m.node_id);
+    } else if (watch_.dropped.count(m.cluster) ||
+               go_on_without(m, failed->second, job_id_, false)) {
+      requester_.metadata_owed_.insert(m.node_id);
+    } else {
+      throw std::runtime_error("the plan was rewritten, but not every node has it (" +
+                               failed->second + "); run `ravnest push` once they answer");
+    }
+  }
   const std::string resumed_identity = *identity;
   const std::string next_identity = job_identity(job_text_, now_);
   adopt_checkpoints(requester_, now_, resumed_identity, updates, taken_, admission_,
@@ -605,11 +659,13 @@ void Requester::TakeIn::say_taken_in(uint64_t updates, uint64_t next_id) const {
       still.empty() ? "" : "; " + cluster_words(still) + (still.size() > 1 ? " stay" : " stays") +
                                " dropped";
   for (int c : admission_.rejoining) {
+    if (watch_.dropped.count(c)) continue;  // its node was lost meanwhile: said as a drop
     log_("cluster " + std::to_string(c) + " rejoined" + how + ", cluster " + std::to_string(c) +
          " from cluster " + std::to_string(admission_.source.at(c)) + "'s checkpoint" +
          recut_words(c) + without);
   }
   for (int c : admission_.joining) {
+    if (watch_.dropped.count(c)) continue;
     log_("cluster " + std::to_string(c) + " joined" + how + ", cluster " + std::to_string(c) +
          " from cluster " + std::to_string(admission_.source.at(c)) + "'s checkpoint" +
          recut_words(c) + "; the data is dealt into " + std::to_string(now_.cluster_ids().size()) +
