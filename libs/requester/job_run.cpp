@@ -177,16 +177,13 @@ void Requester::Impl::load_job(const std::string& job_text, uint64_t job_id,
 // Starts the consumers before the producers, so nothing arrives at a node not yet started.
 void Requester::Impl::start(uint64_t job_id, const std::set<int>& skip,
                             const NodeFailure& on_failure) {
-  std::vector<config::NodeMetadata> order;
-  for (const auto& meta : plan_.nodes) {
-    if (!skip.count(meta.cluster)) order.push_back(meta);
-  }
+  std::vector<config::NodeMetadata> order = plan_.nodes;
   // A parameter server's servers and evaluator (cluster -1) before the workers that send to them.
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     return std::make_pair(a.cluster >= 0, -a.position) < std::make_pair(b.cluster >= 0, -b.position);
   });
   for (const auto& meta : order) {
-    if (skip.count(meta.cluster)) continue;  // dropped by an earlier node's failure
+    if (skip.count(meta.cluster)) continue;  // read per node: on_failure may add to it
     auto request = node(meta).startRequest();
     request.setJobId(job_id);
     try {

@@ -242,6 +242,8 @@ class Requester::Impl {
   // other clusters its rings without it (a new epoch).
   void drop_cluster(Watch& watch, uint64_t job_id, int cluster, const std::string& why,
                     const Log& log);
+  // The plan's clusters that `watch` has not dropped.
+  std::set<int> live_clusters(const Watch& watch) const;
   // The first half of drop_cluster, all of it before job `job_id` started (no ring membership
   // names the cluster yet): marks `cluster` dropped in `watch` and in the plan's .following,
   // says so on `log`, stops its nodes' job `job_id` (those that have it).

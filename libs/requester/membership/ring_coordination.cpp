@@ -40,10 +40,7 @@ bool Requester::Impl::coordinate_rings(uint64_t job_id, const std::set<int>& ski
 void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
                                    const std::string& why, const Log& log) {
   leave_out_cluster(watch, job_id, cluster, why, log);
-  std::set<int> live;
-  for (int id : plan_.cluster_ids()) {
-    if (!watch.dropped.count(id)) live.insert(id);
-  }
+  const std::set<int> live = live_clusters(watch);
   const auto views = membership::ring_views(membership::rings_of_nodes(plan_.nodes),
                                             membership::ring_members_of(plan_.nodes), live);
   // The survivors agree on the round each ring runs from: a member may have completed the round
@@ -68,18 +65,22 @@ void Requester::Impl::drop_cluster(Watch& watch, uint64_t job_id, int cluster,
                  membership::rounds_to_run_from(views, completed), log);
 }
 
+std::set<int> Requester::Impl::live_clusters(const Watch& watch) const {
+  std::set<int> live;
+  for (int id : plan_.cluster_ids()) {
+    if (!watch.dropped.count(id)) live.insert(id);
+  }
+  return live;
+}
+
 void Requester::Impl::leave_out_cluster(Watch& watch, uint64_t job_id, int cluster,
                                         const std::string& why, const Log& log) {
   watch.dropped.insert(cluster);
   // Its nodes may be alive behind a connection that broke: they may come back as they are.
   if (wire::is_lost_connection(why)) watch.dropped_on_link[cluster] = job_id;
-  std::set<int> live;
+  const std::set<int> live = live_clusters(watch);
   std::string live_words;
-  for (int id : plan_.cluster_ids()) {
-    if (watch.dropped.count(id)) continue;
-    live.insert(id);
-    live_words += (live_words.empty() ? "" : ", ") + std::to_string(id);
-  }
+  for (int id : live) live_words += (live_words.empty() ? "" : ", ") + std::to_string(id);
   const std::string line = "cluster " + std::to_string(cluster) + " dropped (" + why + "); " +
                            (live.size() == 1 ? "cluster " + live_words + " goes"
                                              : "clusters " + live_words + " go") +

@@ -182,6 +182,12 @@ class Requester::TakeIn {
   // anything started. Said with the update the job resumed after.
   bool go_on_without(const config::NodeMetadata& meta, const std::string& why, uint64_t next_id,
                      bool coordinated);
+  // go_on_without as the take-in's calls to the nodes take it (Impl::NodeFailure).
+  Impl::NodeFailure going_on_without(uint64_t next_id, bool coordinated) {
+    return [this, next_id, coordinated](const config::NodeMetadata& meta, const NodeCallError& e) {
+      return go_on_without(meta, e.what(), next_id, coordinated);
+    };
+  }
   void say_taken_in(uint64_t updates, uint64_t next_id) const;
   // ", re-cut to its stages" for a cluster whose source is cut at other points, else nothing.
   std::string recut_words(int c) const {
@@ -508,9 +514,7 @@ uint64_t Requester::TakeIn::load_from_boundary(const std::string& next_identity,
   resumed_after_ = updates;
   const uint64_t next_id =
       std::random_device{}() ^ (static_cast<uint64_t>(std::time(nullptr)) << 20);
-  const auto before_start = [&](const config::NodeMetadata& meta, const NodeCallError& e) {
-    return go_on_without(meta, e.what(), next_id, false);
-  };
+  const Impl::NodeFailure before_start = going_on_without(next_id, false);
   impl_.ship_job_files(shipments, log_, watch_.dropped, before_start);
   impl_.load_job(job_text_, next_id, next_identity, updates, shipments, resume_identity,
                  watch_.dropped, before_start);
@@ -520,9 +524,7 @@ uint64_t Requester::TakeIn::load_from_boundary(const std::string& next_identity,
 void Requester::TakeIn::start_followed(uint64_t next_id) {
   watch_.finished.clear();
   watch_.ring_epoch = 0;
-  const auto before_start = [&](const config::NodeMetadata& meta, const NodeCallError& e) {
-    return go_on_without(meta, e.what(), next_id, false);
-  };
+  const Impl::NodeFailure before_start = going_on_without(next_id, false);
   // Clusters that stay dropped (and any whose node was lost since the hold) are left out: their
   // nodes may be gone.
   impl_.subscribe(watch_ptr_, log_, watch_.dropped, before_start);
@@ -534,16 +536,9 @@ void Requester::TakeIn::start_followed(uint64_t next_id) {
     watch_.drop_failed_clusters = impl_.coordinate_rings(next_id, watch_.dropped, before_start);
   }
   if (!watch_.dropped.empty()) {
-    std::set<int> live;
-    for (int c : impl_.plan_.cluster_ids()) {
-      if (!watch_.dropped.count(c)) live.insert(c);
-    }
-    impl_.set_live_rings(next_id, ++watch_.ring_epoch, live, {}, log_);
+    impl_.set_live_rings(next_id, ++watch_.ring_epoch, impl_.live_clusters(watch_), {}, log_);
   }
-  impl_.start(next_id, watch_.dropped,
-              [&](const config::NodeMetadata& meta, const NodeCallError& e) {
-                return go_on_without(meta, e.what(), next_id, watch_.drop_failed_clusters);
-              });
+  impl_.start(next_id, watch_.dropped, going_on_without(next_id, watch_.drop_failed_clusters));
   write_following(impl_.plan_.dir, {::getpid(), next_id, watch_.dropped});
 }
 
@@ -552,9 +547,7 @@ bool Requester::TakeIn::go_on_without(const config::NodeMetadata& meta, const st
   if (!watch_.drop_requested || meta.cluster < 0 || watch_.dropped.count(meta.cluster)) {
     return false;
   }
-  size_t live = 0;
-  for (int c : impl_.plan_.cluster_ids()) live += watch_.dropped.count(c) ? 0 : 1;
-  if (live < 2) return false;
+  if (impl_.live_clusters(watch_).size() < 2) return false;
   // Said with the update it left at (tests/support/drop_reference.h reads it).
   const std::string why =
       failure + ", when the job resumed after update " + std::to_string(resumed_after_);
