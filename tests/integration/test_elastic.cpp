@@ -34,6 +34,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -256,19 +257,43 @@ double seconds_until_training(const std::string& plan_dir, int node_id,
 // Checks `trained` against the reference of what `said` and the survivors' logs tell of the
 // drops and rejoins in `cluster`'s job of `clusters` clusters of `model` (test::drop_reference):
 // to 1e-5, or a warning where no single reference fixes the weights.
+// Another run of the same job, for check_drop_reference to show that its check can fail: what
+// `train` would have said, and the newcomers.
+struct OtherRun {
+  std::string said;
+  std::vector<training::ReferenceJoin> joins;
+};
+
+// The reference of the drops `said` tells, against `trained`. With `other` (the same events with
+// one moved): where this run has a single reference, that run has one too, and it differs from
+// `trained` (where none fixes the weights, a kill at a round's end, neither has one).
 void check_drop_reference(const std::string& said, test::LocalCluster& cluster, int clusters,
                           int steps, const std::vector<int>& survivors,
                           const std::map<std::string, at::Tensor>& trained,
                           const std::string& model = test::digits_model(),
-                          const std::vector<training::ReferenceJoin>& joins = {}) {
+                          const std::vector<training::ReferenceJoin>& joins = {},
+                          const std::optional<OtherRun>& other = std::nullopt) {
   std::vector<std::string> logs;
   for (int node : survivors) logs.push_back(cluster.log(node));
+  auto reference_of = [&](const std::string& text,
+                          const std::vector<training::ReferenceJoin>& newcomers,
+                          std::string* why) {
+    return test::drop_reference(text, model, cluster.plan_dir(),
+                                (cluster.dir() / "job.toml").string(), clusters, steps, logs,
+                                newcomers, why);
+  };
   std::string why;
-  const auto reference =
-      test::drop_reference(said, model, cluster.plan_dir(),
-                           (cluster.dir() / "job.toml").string(), clusters, steps, logs, joins,
-                           &why);
+  const auto reference = reference_of(said, joins, &why);
   test::check_against_reference(reference, why, trained);
+  if (!other) return;
+  std::string other_why;
+  const auto other_reference = reference_of(other->said, other->joins, &other_why);
+  INFO(other_why);
+  CHECK(other_reference.has_value() == reference.has_value());
+  std::string where;
+  if (reference && other_reference) {
+    CHECK(test::largest_difference(other_reference->state, trained, &where) > 1e-6);
+  }
 }
 
 }  // namespace
@@ -567,17 +592,12 @@ TEST_CASE("elastic: a node lost while a rejoin resumes the job leaves its cluste
   for (int c : {0, 2}) trained[c] = cluster.fused(c);
   std::string where;
   CHECK(test::largest_difference(trained[0], trained[2], &where) <= 1e-6);
-  check_drop_reference(said, cluster, 3, steps, {0, 1}, trained[0]);
   // The check can fail: cluster 1 left out one round later is another run.
   const std::string said_later = std::regex_replace(
       said, std::regex("when the job resumed after update " + left[1].str()),
       "when the job resumed after update " + std::to_string(std::stoll(left[1].str()) + 1));
-  std::string why;
-  const auto other = test::drop_reference(said_later, test::digits_model(), cluster.plan_dir(),
-                                          (cluster.dir() / "job.toml").string(), 3, steps,
-                                          {cluster.log(0), cluster.log(1)}, {}, &why);
-  REQUIRE(other);
-  CHECK(test::largest_difference(other->state, trained[0], &where) > 1e-6);
+  check_drop_reference(said, cluster, 3, steps, {0, 1}, trained[0], test::digits_model(), {},
+                       OtherRun{said_later, {}});
 }
 
 // A provider that registers while a cluster stays dropped (no idle node took the killed node's
@@ -643,17 +663,11 @@ TEST_CASE("elastic: a node killed with -9 and no idle node, then a provider that
   CHECK(test::largest_difference(trained[0], trained[3], &where) <= 1e-6);
   CHECK(test::largest_difference(training::state_of(torch::jit::load(test::digits_model())),
                                  trained[0], &where) > 1e-3);
-  check_drop_reference(said, cluster, 3, steps, {0, 1}, trained[0], test::digits_model(),
-                       {newcomer});
   // The check can fail: the same events with the join one update later are another run.
   training::ReferenceJoin later = newcomer;
   ++later.after_update;
-  std::string why;
-  const auto other = test::drop_reference(said, test::digits_model(), cluster.plan_dir(),
-                                          (cluster.dir() / "job.toml").string(), 3, steps,
-                                          {cluster.log(0), cluster.log(1)}, {later}, &why);
-  REQUIRE(other);
-  CHECK(test::largest_difference(other->state, trained[0], &where) > 1e-6);
+  check_drop_reference(said, cluster, 3, steps, {0, 1}, trained[0], test::digits_model(),
+                       {newcomer}, OtherRun{said, {later}});
 }
 
 TEST_CASE("elastic: a provider that registers mid-job joins as one more cluster at the next "
